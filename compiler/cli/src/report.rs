@@ -1,0 +1,113 @@
+//! What `nax check` prints: the JSON object of CLI.md, and the `--types` text.
+
+use nax_front::check::range::Range;
+use nax_front::check::types::Type;
+use nax_front::checked::CheckedFn;
+use nax_front::diagnostics::LineIndex;
+use nax_front::Checked;
+use serde_json::{json, Value};
+
+fn bound(x: f64) -> Value {
+    if x == f64::INFINITY {
+        json!("inf")
+    } else if x == f64::NEG_INFINITY {
+        json!("-inf")
+    } else {
+        json!(x)
+    }
+}
+
+fn range_json(r: Option<Range>) -> Value {
+    r.map_or(Value::Null, |r| json!([bound(r.lo), bound(r.hi)]))
+}
+
+fn sizes_json(f: &CheckedFn, ty: &Type) -> Value {
+    Value::Array(
+        ty.sizes(&f.symbols)
+            .into_iter()
+            .map(|s| match s {
+                Ok(v) => json!(v),
+                Err(name) => json!(name),
+            })
+            .collect(),
+    )
+}
+
+/// The functions that checked, as `nax check` reports them.
+fn checked_functions(checked: &Checked) -> impl Iterator<Item = &CheckedFn> {
+    let mut fns: Vec<&CheckedFn> = checked.module.functions.iter().filter(|f| f.ok).collect();
+    fns.sort_by_key(|f| f.span.start);
+    fns.into_iter()
+}
+
+/// The JSON object of CLI.md: diagnostics and the functions that checked.
+pub fn json(source: &str, checked: &Checked) -> String {
+    let lines = LineIndex::new(source);
+    let diagnostics: Vec<Value> = checked
+        .diagnostics
+        .iter()
+        .map(|d| {
+            let (line, column) = lines.line_col(d.span.start);
+            let (end_line, end_column) = lines.line_col(d.span.end);
+            json!({
+                "code": d.code.as_str(),
+                "severity": d.severity().as_str(),
+                "line": line, "column": column,
+                "end_line": end_line, "end_column": end_column,
+                "message": d.message,
+            })
+        })
+        .collect();
+    let functions: Vec<Value> = checked_functions(checked)
+        .map(|f| {
+            let bindings: Vec<Value> = f.bindings[f.params..]
+                .iter()
+                .map(|b| {
+                    json!({
+                        "name": b.name,
+                        "line": lines.line_col(b.span.start).0,
+                        "type": b.ty.display(&f.symbols),
+                        "sizes": sizes_json(f, &b.ty),
+                        "range": range_json(b.ty.range()),
+                    })
+                })
+                .collect();
+            json!({"name": f.name, "signature": f.signature(), "bindings": bindings})
+        })
+        .collect();
+    serde_json::to_string_pretty(&json!({"diagnostics": diagnostics, "functions": functions}))
+        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// `--types` in text mode: each signature, then one line per binding.
+pub fn types_text(source: &str, checked: &Checked) -> String {
+    let lines = LineIndex::new(source);
+    let mut out = String::new();
+    for f in checked_functions(checked) {
+        out.push_str(&f.signature());
+        out.push('\n');
+        for b in &f.bindings[f.params..] {
+            let sizes: Vec<String> = b.ty.sizes(&f.symbols).into_iter().map(|s| s.map_or_else(|name| name, |v| v.to_string())).collect();
+            let range = b.ty.range().map_or("-".to_string(), |r| format!("[{}, {}]", fmt(r.lo), fmt(r.hi)));
+            out.push_str(&format!(
+                "  {:<12} {:<28} sizes [{}]  range {}  (line {})\n",
+                b.name,
+                b.ty.display(&f.symbols),
+                sizes.join(", "),
+                range,
+                lines.line_col(b.span.start).0
+            ));
+        }
+    }
+    out
+}
+
+fn fmt(x: f64) -> String {
+    if x == f64::INFINITY {
+        "inf".into()
+    } else if x == f64::NEG_INFINITY {
+        "-inf".into()
+    } else {
+        format!("{x}")
+    }
+}

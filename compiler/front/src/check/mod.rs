@@ -1,0 +1,561 @@
+//! The checker (LANGUAGE.md sections 3 to 10): from the syntax tree to the
+//! checked program.
+//!
+//! Module-level work lives here: dims (with exact division), weights,
+//! function signatures, the call graph (E0203) and the order in which
+//! functions are checked (callees first, so a call sees its callee's checked
+//! result). Each function is checked by an [`FnChecker`]; its expression
+//! rules are split by topic into `expr`, `builtins`, `patterns` and `calls`.
+//!
+//! Architecture invariant: the checker never panics, whatever the input, and
+//! an expression that failed gets [`Type::Error`], which silences every
+//! follow-on error about it.
+
+mod broadcast;
+mod builtins;
+mod calls;
+mod expr;
+mod patterns;
+pub mod range;
+pub mod sizes;
+mod stmts;
+pub mod types;
+
+use crate::checked::{Binding, CheckedFn, CheckedModule, CheckedWeight, TStmt};
+use crate::diagnostics::{Code, Diagnostic, Span};
+use crate::syntax::ast::{self, AxisEntry, DimExpr, DimOp, ExprKind, FnDef, Item, TypeExpr, TypeRef};
+use range::Range;
+use sizes::{Size, Symbols};
+use std::collections::{HashMap, HashSet};
+use types::{Axis, DType, Kind, TensorType, Type};
+
+/// Names of the built-in operations; a module function may not reuse them.
+pub const BUILTINS: &[&str] = &[
+    "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "erf", "floor", "ceil", "round",
+    "sign", "sigmoid", "relu", "gelu", "silu", "softplus", "pow", "maximum", "minimum", "where", "clamp",
+    "masked_fill", "float", "int", "softmax", "log_softmax", "logsumexp", "sum", "mean", "max", "min", "prod",
+    "arange", "zeros", "ones", "full", "matmul", "rearrange", "reduce", "repeat", "einsum", "split",
+];
+
+/// Checks a parsed module; diagnostics go to `diags`.
+pub fn check_module(module: &ast::Module, diags: &mut Vec<Diagnostic>) -> CheckedModule {
+    let mut out = CheckedModule::default();
+    let mut dim_names: HashMap<String, Size> = HashMap::new();
+    let mut weight_index: HashMap<String, usize> = HashMap::new();
+    let mut defs: Vec<&FnDef> = Vec::new();
+    let mut fn_index: HashMap<String, usize> = HashMap::new();
+    let mut first_def: HashMap<(u8, &str), Span> = HashMap::new();
+
+    for item in &module.items {
+        let (ns, name) = match item {
+            Item::Dim(d) => (0, &d.name),
+            Item::Param(p) => (1, &p.name),
+            Item::Def(f) => (2, &f.name),
+        };
+        if let Some(&first) = first_def.get(&(ns, name.name.as_str())) {
+            diags.push(
+                Diagnostic::new(Code::E0204, name.span, format!("`{}` is defined twice", name.name))
+                    .primary("defined again here")
+                    .label(first, "first defined here"),
+            );
+            continue;
+        }
+        first_def.insert((ns, &name.name), name.span);
+        match item {
+            Item::Dim(d) => {
+                let size = dim_size(d, &dim_names, &mut out.symbols, diags);
+                dim_names.insert(d.name.name.clone(), size);
+                out.dims.push((d.name.name.clone(), size));
+            }
+            Item::Param(p) => {
+                let mut scope = SizeScope { sizes: dim_names.clone(), new_names: false };
+                if let Some(ty) = resolve_tensor_type(&p.ty, &mut scope, &mut out.symbols, diags) {
+                    weight_index.insert(p.name.name.clone(), out.weights.len());
+                    out.weights.push(CheckedWeight { name: p.name.name.clone(), ty, span: p.span });
+                }
+            }
+            Item::Def(f) => {
+                if BUILTINS.contains(&f.name.name.as_str()) {
+                    diags.push(
+                        Diagnostic::new(
+                            Code::E0204,
+                            f.name.span,
+                            format!("`{}` is a built-in operation and cannot be redefined", f.name.name),
+                        )
+                        .primary("the name of a built-in"),
+                    );
+                    continue;
+                }
+                fn_index.insert(f.name.name.clone(), defs.len());
+                defs.push(f);
+            }
+        }
+    }
+
+    out.symbols.mark_shared();
+    let (order, cycle_calls) = call_order(&defs, &fn_index, diags);
+    let defaults = defs.iter().map(|f| f.params.iter().map(|p| p.default.is_some()).collect()).collect();
+    let module_info = ModuleInfo { dims: dim_names, weights: weight_index, fn_index, cycle_calls, defaults };
+    let mut checked: Vec<Option<CheckedFn>> = vec![None; defs.len()];
+    for i in order {
+        let f = FnChecker::check(defs[i], &module_info, &out, &checked, diags);
+        checked[i] = Some(f);
+    }
+    out.functions = checked.into_iter().flatten().collect();
+    out
+}
+
+/// What every function of a module can see.
+pub(crate) struct ModuleInfo {
+    pub dims: HashMap<String, Size>,
+    pub weights: HashMap<String, usize>,
+    pub fn_index: HashMap<String, usize>,
+    /// Calls that close a cycle of the call graph (already reported as E0203).
+    pub cycle_calls: HashSet<Span>,
+    /// For each function, which parameters have defaults.
+    pub defaults: Vec<Vec<bool>>,
+}
+
+fn dim_size(d: &ast::DimDecl, dims: &HashMap<String, Size>, syms: &mut Symbols, diags: &mut Vec<Diagnostic>) -> Size {
+    let Some(value) = &d.value else {
+        return Size::Sym(syms.fresh(&d.name.name, d.name.span));
+    };
+    let before = syms.all().count();
+    match dim_expr(value, dims, syms, diags) {
+        Some(size) => {
+            if let Size::Sym(id) = size
+                && id.0 as usize >= before
+            {
+                syms.rename(id, &d.name.name);
+            }
+            size
+        }
+        None => Size::Sym(syms.fresh(&d.name.name, d.name.span)),
+    }
+}
+
+fn dim_expr(e: &DimExpr, dims: &HashMap<String, Size>, syms: &mut Symbols, diags: &mut Vec<Diagnostic>) -> Option<Size> {
+    match e {
+        DimExpr::Number(n, _) => Some(Size::Const(*n)),
+        DimExpr::Name(id) => match dims.get(&id.name) {
+            Some(s) => Some(*s),
+            None => {
+                diags.push(
+                    Diagnostic::new(Code::E0201, id.span, format!("unknown dim `{}`", id.name))
+                        .primary("not a dim declared above"),
+                );
+                None
+            }
+        },
+        DimExpr::Binary(a, op, b, span) => {
+            let x = dim_expr(a, dims, syms, diags);
+            let y = dim_expr(b, dims, syms, diags);
+            let (x, y) = (x?, y?);
+            let result = match op {
+                DimOp::Mul => syms.mul(x, y, *span),
+                DimOp::Div => syms.div_exact(x, y, None, *span),
+                DimOp::Add => syms.add_sub(x, y, false, *span),
+                DimOp::Sub => syms.add_sub(x, y, true, *span),
+            };
+            if result.is_none() {
+                let (xs, ys) = (syms.display(x), syms.display(y));
+                let message = match op {
+                    DimOp::Div => format!("{xs} / {ys} is not exact: dim sizes are integers"),
+                    DimOp::Sub => format!("{xs} - {ys} is negative"),
+                    _ => format!("the size {xs} {} {ys} is too large", if *op == DimOp::Mul { "*" } else { "+" }),
+                };
+                diags.push(Diagnostic::new(Code::E0401, *span, message).primary("not a valid size"));
+            }
+            result
+        }
+    }
+}
+
+/// The size names visible while resolving a type, and whether unknown names bind new sizes.
+pub(crate) struct SizeScope {
+    pub sizes: HashMap<String, Size>,
+    pub new_names: bool,
+}
+
+/// The dtype and kind a type's KIND means (`None` on an unknown kind, reported).
+fn resolve_kind(ty: &TypeExpr, diags: &mut Vec<Diagnostic>) -> Option<(DType, Kind)> {
+    let Some(k) = &ty.kind else { return Some((DType::F32, Kind::Plain)) };
+    let dtype = match k.name.name.as_str() {
+        "Real" | "f32" | "Logit" | "Prob" | "LogProb" => DType::F32,
+        "f16" => DType::F16,
+        "bf16" => DType::BF16,
+        "f64" => DType::F64,
+        "Int" | "i64" => DType::I64,
+        "i32" => DType::I32,
+        "Mask" => DType::Bool,
+        other => {
+            diags.push(
+                Diagnostic::new(Code::E0201, k.name.span, format!("unknown kind `{other}`"))
+                    .primary("not a kind")
+                    .note("kinds: Real f16 bf16 f32 f64 Int i32 i64 Mask Logit(a) Prob(a) LogProb(a)"),
+            );
+            return None;
+        }
+    };
+    let domain_kind = matches!(k.name.name.as_str(), "Logit" | "Prob" | "LogProb");
+    let kind = match (&k.domain, domain_kind) {
+        (Some(a), true) => match k.name.name.as_str() {
+            "Logit" => Kind::Logit(a.name.clone()),
+            "Prob" => Kind::Prob(a.name.clone()),
+            _ => Kind::LogProb(a.name.clone()),
+        },
+        (None, false) => Kind::Plain,
+        (None, true) => {
+            diags.push(
+                Diagnostic::new(Code::E0101, k.span, format!("syntax error: `{}` needs its axis, as in `{}(a)`", k.name.name, k.name.name))
+                    .primary("missing `(axis)`"),
+            );
+            return None;
+        }
+        (Some(_), false) => {
+            diags.push(
+                Diagnostic::new(Code::E0101, k.span, format!("syntax error: `{}` takes no axis", k.name.name))
+                    .primary("only Logit, Prob and LogProb are over an axis"),
+            );
+            return None;
+        }
+    };
+    Some((dtype, kind))
+}
+
+/// Resolves a tensor type's axes and kind. Unknown names bind fresh symbols
+/// when `scope.new_names`, else they are E0201. Reports E0410 for a domain
+/// that is not an axis of the type.
+pub(crate) fn resolve_tensor_type(
+    ty: &TypeExpr,
+    scope: &mut SizeScope,
+    syms: &mut Symbols,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<TensorType> {
+    let kind_info = resolve_kind(ty, diags);
+    let mut axes = Vec::with_capacity(ty.axes.len());
+    let mut ok = true;
+    for entry in &ty.axes {
+        match resolve_type_entry(entry, scope, syms, diags) {
+            Some(axis) => axes.push(axis),
+            None => ok = false,
+        }
+    }
+    let (dtype, kind) = kind_info?;
+    if let Some(domain) = kind.domain()
+        && !axes.iter().any(|a| a.name.as_deref() == Some(domain))
+    {
+        let span = ty.kind.as_ref().and_then(|k| k.domain.as_ref()).map_or(ty.span, |d| d.span);
+        diags.push(
+            Diagnostic::new(
+                Code::E0410,
+                span,
+                format!("the domain axis '{domain}' is not an axis of the type {}", types::describe_axes(&axes, syms)),
+            )
+            .primary("not an axis of this type")
+            .note("Logit(a), Prob(a) and LogProb(a) are over one of the type's own axes"),
+        );
+        return None;
+    }
+    if !ok {
+        return None;
+    }
+    let range = if dtype == DType::Bool { None } else { Some(kind.natural_range()) };
+    Some(TensorType { dtype, kind, axes, range })
+}
+
+fn resolve_type_entry(
+    entry: &AxisEntry,
+    scope: &mut SizeScope,
+    syms: &mut Symbols,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Axis> {
+    match entry {
+        AxisEntry::Name(id) => {
+            if let Some(&s) = scope.sizes.get(&id.name) {
+                return Some(Axis::named(&id.name, s));
+            }
+            if scope.new_names {
+                let s = Size::Sym(syms.fresh(&id.name, id.span));
+                scope.sizes.insert(id.name.clone(), s);
+                return Some(Axis::named(&id.name, s));
+            }
+            diags.push(
+                Diagnostic::new(Code::E0201, id.span, format!("unknown size name `{}`", id.name))
+                    .primary("not a dim or an axis in scope"),
+            );
+            None
+        }
+        AxisEntry::Number(n, _) => Some(Axis::unnamed(Size::Const(*n))),
+        AxisEntry::Group { parts, span, .. } => {
+            let mut known = Size::Const(1);
+            let mut unknown: Vec<&ast::Ident> = Vec::new();
+            for part in parts {
+                match part {
+                    AxisEntry::Name(id) => match scope.sizes.get(&id.name) {
+                        Some(&s) => known = syms.mul(known, s, *span)?,
+                        None => unknown.push(id),
+                    },
+                    AxisEntry::Number(n, _) => known = syms.mul(known, Size::Const(*n), *span)?,
+                    AxisEntry::Group { span, .. } => {
+                        diags.push(
+                            Diagnostic::new(Code::E0407, *span, "groups can't be nested").primary("a group inside a group"),
+                        );
+                        return None;
+                    }
+                }
+            }
+            match unknown.as_slice() {
+                [] => Some(Axis::unnamed(known)),
+                [id] if scope.new_names => {
+                    let text: Vec<String> = parts.iter().map(entry_text).collect();
+                    let whole = Size::Sym(syms.fresh(&format!("({})", text.join(" ")), *span));
+                    let part = syms.div_exact(whole, known, Some(&id.name), id.span)?;
+                    scope.sizes.insert(id.name.clone(), part);
+                    Some(Axis::unnamed(whole))
+                }
+                [id, ..] if !scope.new_names => {
+                    diags.push(
+                        Diagnostic::new(Code::E0201, id.span, format!("unknown size name `{}`", id.name))
+                            .primary("not a dim or an axis in scope"),
+                    );
+                    None
+                }
+                _ => {
+                    let names: Vec<String> = unknown.iter().map(|i| format!("'{}'", i.name)).collect();
+                    diags.push(
+                        Diagnostic::new(Code::E0402, *span, format!("the group has two unknown parts: {}", names.join(" and ")))
+                            .primary("at most one part of a group may be unknown"),
+                    );
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// The source text of a type or pattern entry.
+pub(crate) fn entry_text(e: &AxisEntry) -> String {
+    match e {
+        AxisEntry::Name(i) => i.name.clone(),
+        AxisEntry::Number(n, _) => n.to_string(),
+        AxisEntry::Group { parts, .. } => {
+            let t: Vec<String> = parts.iter().map(entry_text).collect();
+            format!("({})", t.join(" "))
+        }
+    }
+}
+
+/// Orders functions callees-first and reports each call that closes a cycle (E0203).
+fn call_order(
+    defs: &[&FnDef],
+    fn_index: &HashMap<String, usize>,
+    diags: &mut Vec<Diagnostic>,
+) -> (Vec<usize>, HashSet<Span>) {
+    let calls: Vec<Vec<(usize, Span)>> = defs
+        .iter()
+        .map(|f| {
+            let mut out = Vec::new();
+            let mut stack: Vec<&ast::Expr> = Vec::new();
+            for p in &f.params {
+                stack.extend(p.default.iter());
+            }
+            for s in &f.body {
+                match s {
+                    ast::Stmt::Assign { value, .. } | ast::Stmt::Return { value, .. } => stack.push(value),
+                }
+            }
+            while let Some(e) = stack.pop() {
+                match &e.kind {
+                    ExprKind::Call(c) => {
+                        if let Some(&j) = fn_index.get(&c.callee.name) {
+                            out.push((j, e.span));
+                        }
+                        stack.extend(c.args.iter());
+                        stack.extend(c.keywords.iter().map(|k| &k.value));
+                    }
+                    ExprKind::Unary(_, a) | ExprKind::As(a, _) => stack.push(a),
+                    ExprKind::Binary(_, a, b) => {
+                        stack.push(a);
+                        stack.push(b);
+                    }
+                    _ => {}
+                }
+            }
+            out.sort_by_key(|(_, span)| span.start);
+            out
+        })
+        .collect();
+    // Iterative depth-first search: 0 = new, 1 = on the stack, 2 = done.
+    let mut state = vec![0u8; defs.len()];
+    let mut order = Vec::with_capacity(defs.len());
+    let mut cycle_calls = HashSet::new();
+    for root in 0..defs.len() {
+        if state[root] != 0 {
+            continue;
+        }
+        let mut stack = vec![(root, 0usize)];
+        state[root] = 1;
+        while let Some(&mut (f, ref mut next)) = stack.last_mut() {
+            if let Some(&(g, span)) = calls[f].get(*next) {
+                *next += 1;
+                match state[g] {
+                    0 => {
+                        state[g] = 1;
+                        stack.push((g, 0));
+                    }
+                    1 => {
+                        cycle_calls.insert(span);
+                        let path = if f == g {
+                            format!("`{}` calls itself", defs[f].name.name)
+                        } else {
+                            let start = stack.iter().position(|&(h, _)| h == g).unwrap_or(0);
+                            let mut names: Vec<&str> = stack[start..].iter().map(|&(h, _)| defs[h].name.name.as_str()).collect();
+                            names.push(&defs[g].name.name);
+                            format!("recursion between functions: {}", names.join(" -> "))
+                        };
+                        diags.push(
+                            Diagnostic::new(Code::E0203, span, path)
+                                .primary("this call closes the cycle")
+                                .label(defs[g].name.span, "called function defined here")
+                                .note("calls are inlined, so functions cannot be recursive"),
+                        );
+                    }
+                    _ => {}
+                }
+            } else {
+                state[f] = 2;
+                order.push(f);
+                stack.pop();
+            }
+        }
+    }
+    (order, cycle_calls)
+}
+
+/// Checks one function: parameters, statements, `return`.
+pub(crate) struct FnChecker<'a> {
+    pub module: &'a ModuleInfo,
+    pub checked: &'a CheckedModule,
+    /// Functions checked so far (callees come first).
+    pub done: &'a [Option<CheckedFn>],
+    pub syms: Symbols,
+    /// Size names in scope: dims, parameter axes, pattern names.
+    pub sizes: HashMap<String, Size>,
+    /// Value names in scope: the binding each refers to.
+    pub values: HashMap<String, usize>,
+    pub bindings: Vec<Binding>,
+    pub diags: &'a mut Vec<Diagnostic>,
+    /// Errors reported while checking this function.
+    pub errors: usize,
+}
+
+impl<'a> FnChecker<'a> {
+    fn check(
+        def: &FnDef,
+        module: &'a ModuleInfo,
+        checked: &'a CheckedModule,
+        done: &'a [Option<CheckedFn>],
+        diags: &'a mut Vec<Diagnostic>,
+    ) -> CheckedFn {
+        let mut c = FnChecker {
+            module,
+            checked,
+            done,
+            syms: checked.symbols.clone(),
+            sizes: module.dims.clone(),
+            values: HashMap::new(),
+            bindings: Vec::new(),
+            diags,
+            errors: 0,
+        };
+        let mut defaults = Vec::new();
+        let mut seen: HashMap<&str, Span> = HashMap::new();
+        for p in &def.params {
+            if let Some(&first) = seen.get(p.name.name.as_str()) {
+                c.report(
+                    Diagnostic::new(Code::E0204, p.name.span, format!("parameter `{}` is declared twice", p.name.name))
+                        .primary("declared again here")
+                        .label(first, "first declared here"),
+                );
+            }
+            seen.insert(&p.name.name, p.name.span);
+            let ty = c.param_type(&p.ty);
+            if let Some(d) = &p.default {
+                defaults.push((c.bindings.len(), d));
+            }
+            c.bind(&p.name.name, p.name.span, ty);
+        }
+        let params = c.bindings.len();
+        for (index, default) in defaults {
+            c.check_default(index, default);
+        }
+        let (body, ret) = c.check_body(def);
+        CheckedFn {
+            name: def.name.name.clone(),
+            span: def.span,
+            ok: c.errors == 0,
+            params,
+            bindings: c.bindings,
+            ret,
+            body,
+            symbols: c.syms,
+        }
+    }
+
+    /// Records a diagnostic; returns the error type for convenience.
+    pub fn report(&mut self, d: Diagnostic) -> Type {
+        if d.code.severity() == crate::diagnostics::Severity::Error {
+            self.errors += 1;
+        }
+        self.diags.push(d);
+        Type::Error
+    }
+
+    /// Adds a named value to the scope (shadowing any earlier one).
+    pub fn bind(&mut self, name: &str, span: Span, ty: Type) -> usize {
+        let index = self.bindings.len();
+        self.bindings.push(Binding { name: name.to_string(), span, ty });
+        self.values.insert(name.to_string(), index);
+        index
+    }
+
+    fn param_type(&mut self, ty: &TypeRef) -> Type {
+        match ty {
+            TypeRef::Host(h, _) => host_type(*h),
+            TypeRef::Tensor(t) => {
+                let mut scope = SizeScope { sizes: std::mem::take(&mut self.sizes), new_names: true };
+                let before = self.diags.len();
+                let resolved = resolve_tensor_type(t, &mut scope, &mut self.syms, self.diags);
+                self.errors += self.diags.len() - before;
+                self.sizes = scope.sizes;
+                resolved.map_or(Type::Error, Type::Tensor)
+            }
+        }
+    }
+
+    /// Finishes a function: its statements and its return.
+    fn check_body(&mut self, def: &FnDef) -> (Vec<TStmt>, Type) {
+        let mut body = Vec::with_capacity(def.body.len());
+        let mut ret = Type::Error;
+        for stmt in &def.body {
+            match stmt {
+                ast::Stmt::Assign { targets, value, span } => {
+                    body.push(self.check_assign(targets, value, *span));
+                }
+                ast::Stmt::Return { value, .. } => {
+                    let (stmt, ty) = self.check_return(&def.ret, value);
+                    ret = ty;
+                    body.extend(stmt);
+                }
+            }
+        }
+        (body, ret)
+    }
+}
+
+/// The type of a host scalar parameter: any value of its type.
+pub(crate) fn host_type(h: ast::HostType) -> Type {
+    let range = if h == ast::HostType::Bool { None } else { Some(Range::FULL) };
+    Type::Host(h, range)
+}

@@ -1,0 +1,276 @@
+//! Symbolic sizes: constants, and symbols unified as the checker learns.
+//!
+//! A size is a constant or a symbol. Symbols are free (a run-time `dim`, a
+//! parameter's axis bound at the call boundary, a size given by a run-time
+//! keyword) or derived from other sizes (`dim W = V / 2`, the solved part of
+//! a group, the product of a group). Requiring two sizes to be equal unifies
+//! them: symbols join one class, and a class may learn its constant. What
+//! cannot be decided while compiling stays in the table: at the call boundary
+//! the runtime binds the free symbols from the arguments, evaluates every
+//! derived symbol (checking that divisions are exact) and checks each class's
+//! members agree, so bad inputs are rejected before any kernel runs.
+
+use crate::diagnostics::Span;
+use std::collections::HashMap;
+
+/// An index into a [`Symbols`] table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SymId(pub u32);
+
+/// The size of an axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Size {
+    Const(u64),
+    Sym(SymId),
+}
+
+/// How a symbol gets its value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SymDef {
+    /// Bound from outside: an argument's axis, a run-time dim, a run-time keyword.
+    Free,
+    /// `a * b`.
+    Mul(Size, Size),
+    /// `a / b`, which must be exact.
+    Div(Size, Size),
+    Add(Size, Size),
+    /// `a - b`, which must not be negative.
+    Sub(Size, Size),
+}
+
+/// One symbol of a table.
+#[derive(Clone, Debug)]
+pub struct SymData {
+    /// The name printed for it (`V`, `b`, `h`, or an expression such as `3*V`).
+    pub name: String,
+    pub def: SymDef,
+    /// Where it came from, for the messages of run-time checks.
+    pub origin: Span,
+    parent: u32,
+    value: Option<u64>,
+}
+
+/// The symbols of one function (module dims first, then the function's own).
+#[derive(Clone, Debug, Default)]
+pub struct Symbols {
+    syms: Vec<SymData>,
+    memo: HashMap<(u8, Size, Size), SymId>,
+    /// How many leading symbols belong to the module (shared by every function).
+    shared: usize,
+}
+
+impl Symbols {
+    /// A new free symbol.
+    pub fn fresh(&mut self, name: &str, origin: Span) -> SymId {
+        self.push(name.to_string(), SymDef::Free, origin)
+    }
+
+    fn push(&mut self, name: String, def: SymDef, origin: Span) -> SymId {
+        let id = self.syms.len() as u32;
+        self.syms.push(SymData { name, def, origin, parent: id, value: None });
+        SymId(id)
+    }
+
+    /// Marks every symbol so far as the module's, shared by all functions.
+    pub fn mark_shared(&mut self) {
+        self.shared = self.syms.len();
+    }
+
+    /// How many leading symbols are the module's.
+    pub fn module_symbols(&self) -> usize {
+        self.shared
+    }
+
+    /// One symbol's data.
+    pub fn data(&self, id: SymId) -> Option<&SymData> {
+        self.syms.get(id.0 as usize)
+    }
+
+    /// Gives a symbol the name it is printed with.
+    pub fn rename(&mut self, id: SymId, name: &str) {
+        if let Some(s) = self.syms.get_mut(id.0 as usize) {
+            s.name = name.to_string();
+        }
+    }
+
+    /// Every symbol, in creation order.
+    pub fn all(&self) -> impl Iterator<Item = (SymId, &SymData)> {
+        self.syms.iter().enumerate().map(|(i, s)| (SymId(i as u32), s))
+    }
+
+    fn root(&self, mut id: u32) -> u32 {
+        while self.syms[id as usize].parent != id {
+            id = self.syms[id as usize].parent;
+        }
+        id
+    }
+
+    /// The size as far as it is known: a constant, or the representative symbol of its class.
+    pub fn resolve(&self, size: Size) -> Size {
+        match size {
+            Size::Const(_) => size,
+            Size::Sym(SymId(id)) => {
+                let r = self.root(id);
+                match self.class_value(r) {
+                    Some(v) => Size::Const(v),
+                    None => Size::Sym(SymId(r)),
+                }
+            }
+        }
+    }
+
+    /// The constant of a class: learnt by unification, or computed from a derived definition.
+    fn class_value(&self, root: u32) -> Option<u64> {
+        let data = &self.syms[root as usize];
+        if data.value.is_some() {
+            return data.value;
+        }
+        let pair = |a: Size, b: Size| match (self.resolve(a), self.resolve(b)) {
+            (Size::Const(x), Size::Const(y)) => Some((x, y)),
+            _ => None,
+        };
+        match data.def {
+            SymDef::Free => None,
+            SymDef::Mul(a, b) => pair(a, b).and_then(|(x, y)| x.checked_mul(y)),
+            SymDef::Div(a, b) => pair(a, b).and_then(|(x, y)| (y != 0 && x % y == 0).then(|| x / y)),
+            SymDef::Add(a, b) => pair(a, b).and_then(|(x, y)| x.checked_add(y)),
+            SymDef::Sub(a, b) => pair(a, b).and_then(|(x, y)| x.checked_sub(y)),
+        }
+    }
+
+    /// The constant value, if known.
+    pub fn constant(&self, size: Size) -> Option<u64> {
+        match self.resolve(size) {
+            Size::Const(v) => Some(v),
+            Size::Sym(_) => None,
+        }
+    }
+
+    /// How the size is printed: its constant or its symbol's name.
+    pub fn display(&self, size: Size) -> String {
+        match self.resolve(size) {
+            Size::Const(v) => v.to_string(),
+            Size::Sym(SymId(id)) => self.syms[id as usize].name.clone(),
+        }
+    }
+
+    /// Requires `a == b`. Fails only when both are known constants that differ.
+    pub fn unify(&mut self, a: Size, b: Size) -> bool {
+        match (self.resolve(a), self.resolve(b)) {
+            (Size::Const(x), Size::Const(y)) => x == y,
+            (Size::Const(v), Size::Sym(SymId(r))) | (Size::Sym(SymId(r)), Size::Const(v)) => {
+                self.syms[r as usize].value = Some(v);
+                true
+            }
+            (Size::Sym(SymId(x)), Size::Sym(SymId(y))) => {
+                if x != y {
+                    let (keep, join) = if x < y { (x, y) } else { (y, x) };
+                    self.syms[join as usize].parent = keep;
+                }
+                true
+            }
+        }
+    }
+
+    /// Whether two sizes are known to be equal.
+    pub fn same(&self, a: Size, b: Size) -> bool {
+        self.resolve(a) == self.resolve(b)
+    }
+
+    fn derived(&mut self, op: u8, a: Size, b: Size, name: String, def: SymDef, origin: Span) -> Size {
+        let key = (op, self.resolve(a), self.resolve(b));
+        if let Some(&id) = self.memo.get(&key) {
+            return Size::Sym(id);
+        }
+        let id = self.push(name, def, origin);
+        self.memo.insert(key, id);
+        Size::Sym(id)
+    }
+
+    /// `a * b`; `None` on overflow.
+    pub fn mul(&mut self, a: Size, b: Size, origin: Span) -> Option<Size> {
+        match (self.resolve(a), self.resolve(b)) {
+            (Size::Const(x), Size::Const(y)) => x.checked_mul(y).map(Size::Const),
+            (Size::Const(1), other) | (other, Size::Const(1)) => Some(other),
+            (Size::Const(0), _) | (_, Size::Const(0)) => Some(Size::Const(0)),
+            (x, y) => {
+                let name = format!("{}*{}", self.operand_name(x), self.operand_name(y));
+                Some(self.derived(0, x, y, name, SymDef::Mul(x, y), origin))
+            }
+        }
+    }
+
+    /// `a / b` when it is exact; `None` when both are known and it is not.
+    /// With a symbol involved, exactness becomes a check at the call boundary.
+    pub fn div_exact(&mut self, a: Size, b: Size, name: Option<&str>, origin: Span) -> Option<Size> {
+        match (self.resolve(a), self.resolve(b)) {
+            (Size::Const(x), Size::Const(y)) => (y != 0 && x % y == 0).then(|| Size::Const(x / y)),
+            (x, Size::Const(1)) => Some(x),
+            (_, Size::Const(0)) => None,
+            (x, y) => {
+                let name = name
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("{}/{}", self.operand_name(x), self.operand_name(y)));
+                Some(self.derived(1, x, y, name, SymDef::Div(x, y), origin))
+            }
+        }
+    }
+
+    /// `a + b` or `a - b` (`None` when known to overflow or go negative).
+    pub fn add_sub(&mut self, a: Size, b: Size, subtract: bool, origin: Span) -> Option<Size> {
+        match (self.resolve(a), self.resolve(b)) {
+            (Size::Const(x), Size::Const(y)) => {
+                if subtract { x.checked_sub(y) } else { x.checked_add(y) }.map(Size::Const)
+            }
+            (x, Size::Const(0)) => Some(x),
+            (x, y) => {
+                let sign = if subtract { "-" } else { "+" };
+                let name = format!("{}{sign}{}", self.operand_name(x), self.operand_name(y));
+                let def = if subtract { SymDef::Sub(x, y) } else { SymDef::Add(x, y) };
+                Some(self.derived(if subtract { 3 } else { 2 }, x, y, name, def, origin))
+            }
+        }
+    }
+
+    fn operand_name(&self, s: Size) -> String {
+        let text = self.display(s);
+        if text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') { text } else { format!("({text})") }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unification_learns_constants_and_derived_values() {
+        let mut t = Symbols::default();
+        let v = Size::Sym(t.fresh("V", Span::default()));
+        let half = t.div_exact(v, Size::Const(2), Some("W"), Span::default()).unwrap();
+        assert_eq!(t.display(half), "W");
+        assert!(t.unify(v, Size::Const(64)));
+        assert_eq!(t.constant(half), Some(32));
+        assert!(!t.unify(v, Size::Const(65)));
+    }
+
+    #[test]
+    fn products_are_shared() {
+        let mut t = Symbols::default();
+        let v = Size::Sym(t.fresh("V", Span::default()));
+        let a = t.mul(Size::Const(3), v, Span::default()).unwrap();
+        let b = t.mul(Size::Const(3), v, Span::default()).unwrap();
+        assert!(t.same(a, b));
+        assert_eq!(t.display(a), "3*V");
+    }
+
+    #[test]
+    fn symbols_join_classes() {
+        let mut t = Symbols::default();
+        let a = Size::Sym(t.fresh("a", Span::default()));
+        let b = Size::Sym(t.fresh("b", Span::default()));
+        assert!(t.unify(b, a));
+        assert_eq!(t.display(b), "a");
+        assert!(t.unify(a, Size::Const(4)));
+        assert_eq!(t.constant(b), Some(4));
+    }
+}

@@ -1,0 +1,248 @@
+//! The types the checker gives every expression (LANGUAGE.md section 4):
+//! dtype, kind, axes (names and sizes) and range, and how they print.
+
+use super::range::Range;
+use super::sizes::{Size, Symbols};
+use crate::syntax::ast::HostType;
+
+/// The element type of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    F16,
+    BF16,
+    F32,
+    F64,
+    I32,
+    I64,
+    Bool,
+}
+
+impl DType {
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+
+    pub fn is_int(self) -> bool {
+        matches!(self, DType::I32 | DType::I64)
+    }
+
+    /// The name used in messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::Bool => "bool",
+        }
+    }
+
+    /// torch's promotion of two tensor dtypes: int with float gives the float,
+    /// f16 with bf16 gives f32, otherwise the wider of the two.
+    pub fn promote(a: DType, b: DType) -> DType {
+        use DType::*;
+        match (a, b) {
+            _ if a == b => a,
+            (Bool, x) | (x, Bool) => x,
+            (F16, BF16) | (BF16, F16) => F32,
+            (x, y) if x.is_float() && y.is_int() => x,
+            (x, y) if x.is_int() && y.is_float() => y,
+            (x, y) => {
+                if x.rank() >= y.rank() { x } else { y }
+            }
+        }
+    }
+
+    fn rank(self) -> u8 {
+        match self {
+            DType::Bool => 0,
+            DType::I32 => 1,
+            DType::I64 => 2,
+            DType::F16 | DType::BF16 => 3,
+            DType::F32 => 4,
+            DType::F64 => 5,
+        }
+    }
+
+    /// The float dtype an operation on this dtype computes in (ints and bools give f32).
+    pub fn to_float(self) -> DType {
+        if self.is_float() { self } else { DType::F32 }
+    }
+}
+
+/// What the numbers mean: plain values, or scores over a named axis.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Plain,
+    Logit(String),
+    Prob(String),
+    LogProb(String),
+}
+
+impl Kind {
+    /// The domain axis of a Logit/Prob/LogProb.
+    pub fn domain(&self) -> Option<&str> {
+        match self {
+            Kind::Plain => None,
+            Kind::Logit(a) | Kind::Prob(a) | Kind::LogProb(a) => Some(a),
+        }
+    }
+
+    /// The same kind over another axis.
+    pub fn with_domain(&self, axis: String) -> Kind {
+        match self {
+            Kind::Plain => Kind::Plain,
+            Kind::Logit(_) => Kind::Logit(axis),
+            Kind::Prob(_) => Kind::Prob(axis),
+            Kind::LogProb(_) => Kind::LogProb(axis),
+        }
+    }
+
+    /// The range every value of a domain kind has.
+    pub fn natural_range(&self) -> Range {
+        match self {
+            Kind::Prob(_) => Range::new(0.0, 1.0),
+            Kind::LogProb(_) => Range::new(f64::NEG_INFINITY, 0.0),
+            Kind::Plain | Kind::Logit(_) => Range::FULL,
+        }
+    }
+}
+
+/// One axis: an optional name and a size.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Axis {
+    pub name: Option<String>,
+    pub size: Size,
+}
+
+impl Axis {
+    pub fn named(name: &str, size: Size) -> Axis {
+        Axis { name: Some(name.to_string()), size }
+    }
+
+    pub fn unnamed(size: Size) -> Axis {
+        Axis { name: None, size }
+    }
+}
+
+/// The type of a tensor value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorType {
+    pub dtype: DType,
+    pub kind: Kind,
+    pub axes: Vec<Axis>,
+    /// `None` for masks, which are not numbers.
+    pub range: Option<Range>,
+}
+
+impl TensorType {
+    pub fn rank(&self) -> usize {
+        self.axes.len()
+    }
+
+    /// The position of the first axis with this name.
+    pub fn axis_position(&self, name: &str) -> Option<usize> {
+        self.axes.iter().position(|a| a.name.as_deref() == Some(name))
+    }
+
+    /// Whether every axis has a name.
+    pub fn fully_named(&self) -> bool {
+        self.axes.iter().all(|a| a.name.is_some())
+    }
+}
+
+/// The type of any expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Type {
+    /// The type of an expression that failed to check: it suppresses follow-on errors.
+    Error,
+    /// A host scalar: `float`, `int` or `bool` (a bool has no range).
+    Host(HostType, Option<Range>),
+    Tensor(TensorType),
+}
+
+impl Type {
+    pub fn is_error(&self) -> bool {
+        matches!(self, Type::Error)
+    }
+
+    pub fn range(&self) -> Option<Range> {
+        match self {
+            Type::Error => None,
+            Type::Host(_, r) => *r,
+            Type::Tensor(t) => t.range,
+        }
+    }
+
+    /// The type string of CLI.md: `Real[b n D]`, `Prob(m)[n m]`, `float`.
+    pub fn display(&self, syms: &Symbols) -> String {
+        match self {
+            Type::Error => "{error}".to_string(),
+            Type::Host(h, _) => h.as_str().to_string(),
+            Type::Tensor(t) => tensor_type_string(t, syms),
+        }
+    }
+
+    /// Each axis's size: a constant, or the symbol's name.
+    pub fn sizes(&self, syms: &Symbols) -> Vec<Result<u64, String>> {
+        match self {
+            Type::Tensor(t) => t
+                .axes
+                .iter()
+                .map(|a| syms.constant(a.size).ok_or_else(|| syms.display(a.size)))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// `KIND[AXES]` as CLI.md prints it.
+pub fn tensor_type_string(t: &TensorType, syms: &Symbols) -> String {
+    let kind = match &t.kind {
+        Kind::Logit(a) => format!("Logit({a})"),
+        Kind::Prob(a) => format!("Prob({a})"),
+        Kind::LogProb(a) => format!("LogProb({a})"),
+        Kind::Plain => match t.dtype {
+            DType::F32 => "Real".to_string(),
+            DType::I64 => "Int".to_string(),
+            DType::Bool => "Mask".to_string(),
+            other => other.as_str().to_string(),
+        },
+    };
+    format!("{kind}[{}]", axes_string(&t.axes, syms))
+}
+
+/// The axes separated by spaces: names, constant sizes, or `_`.
+pub fn axes_string(axes: &[Axis], syms: &Symbols) -> String {
+    let parts: Vec<String> = axes
+        .iter()
+        .map(|a| match (&a.name, syms.constant(a.size)) {
+            (Some(n), _) => n.clone(),
+            (None, Some(v)) => v.to_string(),
+            (None, None) => "_".to_string(),
+        })
+        .collect();
+    parts.join(" ")
+}
+
+/// An axis for messages: `'n' (size 8)` or `an unnamed axis of size 3`.
+pub fn describe_axis(axis: &Axis, syms: &Symbols) -> String {
+    match &axis.name {
+        Some(n) => format!("axis '{n}' (size {})", syms.display(axis.size)),
+        None => format!("an unnamed axis of size {}", syms.display(axis.size)),
+    }
+}
+
+/// Axes with sizes for messages: `[b=2 n=16 3]`.
+pub fn describe_axes(axes: &[Axis], syms: &Symbols) -> String {
+    let parts: Vec<String> = axes
+        .iter()
+        .map(|a| match &a.name {
+            Some(n) => format!("{n}={}", syms.display(a.size)),
+            None => syms.display(a.size),
+        })
+        .collect();
+    format!("[{}]", parts.join(" "))
+}

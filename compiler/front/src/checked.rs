@@ -1,0 +1,217 @@
+//! The checked program: what the checker decided, for the IR lowering.
+//!
+//! Every expression carries its [`Type`] (axes with resolved names and sizes,
+//! dtype, kind, range) and the alignment the checker chose (which result axis
+//! each operand axis lines up with, the resolved pattern of a pattern
+//! operation), so no later stage re-derives a shape rule. Sizes refer to the
+//! function's [`Symbols`], which also hold the checks deferred to the call
+//! boundary.
+
+use crate::check::sizes::{Size, Symbols};
+use crate::check::types::{TensorType, Type};
+use crate::diagnostics::Span;
+use crate::syntax::ast::{BinaryOp, UnaryOp};
+
+/// A checked module.
+#[derive(Clone, Debug, Default)]
+pub struct CheckedModule {
+    /// Module-level sizes: each dim's size in `symbols`.
+    pub dims: Vec<(String, Size)>,
+    /// The module's symbols (run-time dims and their derived sizes).
+    pub symbols: Symbols,
+    /// `param` declarations: weights bound by name at load time.
+    pub weights: Vec<CheckedWeight>,
+    /// Every function, in source order; `ok` says whether it checked without error.
+    pub functions: Vec<CheckedFn>,
+}
+
+/// A weight (`param w: [D V]`).
+#[derive(Clone, Debug)]
+pub struct CheckedWeight {
+    pub name: String,
+    pub ty: TensorType,
+    pub span: Span,
+}
+
+/// A checked function.
+#[derive(Clone, Debug)]
+pub struct CheckedFn {
+    pub name: String,
+    pub span: Span,
+    /// Whether the function checked without error (only then is `body` complete).
+    pub ok: bool,
+    /// The parameters: the first `params` entries of `bindings`.
+    pub params: usize,
+    /// Every named value: the parameters, then each statement's targets in order.
+    pub bindings: Vec<Binding>,
+    /// The declared result type, resolved in the body's scope at `return`.
+    pub ret: Type,
+    pub body: Vec<TStmt>,
+    /// Sizes of this function, with the checks deferred to the call boundary.
+    pub symbols: Symbols,
+}
+
+impl CheckedFn {
+    /// `def f(x: Real[b n D], s: float) -> Real[b n D]`.
+    pub fn signature(&self) -> String {
+        let params: Vec<String> = self.bindings[..self.params]
+            .iter()
+            .map(|b| format!("{}: {}", b.name, b.ty.display(&self.symbols)))
+            .collect();
+        format!("def {}({}) -> {}", self.name, params.join(", "), self.ret.display(&self.symbols))
+    }
+}
+
+/// A named value: a parameter or a statement's target.
+#[derive(Clone, Debug)]
+pub struct Binding {
+    pub name: String,
+    pub span: Span,
+    pub ty: Type,
+}
+
+/// A statement: targets are indices into [`CheckedFn::bindings`].
+#[derive(Clone, Debug)]
+pub enum TStmt {
+    Assign { targets: Vec<usize>, value: TExpr },
+    /// The returned value and, for each declared result axis, the value's axis
+    /// that becomes it (the permute-to-declared-order rule).
+    Return { value: TExpr, permutation: Vec<usize> },
+}
+
+/// A checked expression.
+#[derive(Clone, Debug)]
+pub struct TExpr {
+    pub kind: TExprKind,
+    pub ty: Type,
+    pub span: Span,
+}
+
+/// The built-ins that act elementwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Elementwise {
+    Exp,
+    Log,
+    Log1p,
+    Expm1,
+    Sqrt,
+    Rsqrt,
+    Abs,
+    Sin,
+    Cos,
+    Tanh,
+    Erf,
+    Floor,
+    Ceil,
+    Round,
+    Sign,
+    Sigmoid,
+    Relu,
+    Gelu,
+    Silu,
+    Softplus,
+    Pow,
+    Maximum,
+    Minimum,
+    Where,
+    Clamp,
+    MaskedFill,
+    ToFloat,
+    ToInt,
+}
+
+/// Operations along one named axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AlongAxis {
+    Softmax,
+    LogSoftmax,
+    LogSumExp,
+}
+
+/// The reductions of `reduce` and of `sum(x, a)` and its siblings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduction {
+    Sum,
+    Mean,
+    Max,
+    Min,
+    Prod,
+}
+
+impl Reduction {
+    pub fn parse(name: &str) -> Option<Reduction> {
+        Some(match name {
+            "sum" => Reduction::Sum,
+            "mean" => Reduction::Mean,
+            "max" => Reduction::Max,
+            "min" => Reduction::Min,
+            "prod" => Reduction::Prod,
+            _ => return None,
+        })
+    }
+}
+
+/// The constructors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Constructor {
+    Zeros,
+    Ones,
+    Full,
+    Arange,
+}
+
+/// The pattern operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatternOp {
+    Rearrange,
+    Reduce(Reduction),
+    Repeat,
+    Einsum,
+    /// Split into `count` results along part `part` of the input's axis `axis`.
+    Split { count: usize, axis: usize, part: usize },
+}
+
+/// One elementary axis of a pattern: a name, or a number (unnamed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Elem {
+    pub name: Option<String>,
+    pub size: Size,
+}
+
+/// A pattern with every entry resolved: each operand axis (and each result
+/// axis) as the list of elementary axes grouped into it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResolvedPattern {
+    pub inputs: Vec<Vec<Vec<Elem>>>,
+    pub output: Vec<Vec<Elem>>,
+}
+
+/// What an expression does.
+#[derive(Clone, Debug)]
+pub enum TExprKind {
+    Int(u64),
+    Float(f64),
+    Bool(bool),
+    /// A parameter or an earlier binding (index into [`CheckedFn::bindings`]).
+    Local(usize),
+    /// A weight (index into [`CheckedModule::weights`]).
+    Weight(usize),
+    /// A size name used as an `int` host scalar.
+    SizeValue(Size),
+    Unary(UnaryOp, Box<TExpr>),
+    /// An elementwise operator; `align[i][k]` is the result axis of operand i's axis k.
+    Binary { op: BinaryOp, lhs: Box<TExpr>, rhs: Box<TExpr>, align: [Vec<usize>; 2] },
+    /// `@`: `batch[i][k]` is the result axis of operand i's leading (batch) axis k;
+    /// a rank-1 operand has no batch axes.
+    MatMul { lhs: Box<TExpr>, rhs: Box<TExpr>, batch: [Vec<usize>; 2] },
+    /// An elementwise built-in with its operands' alignments.
+    Elementwise { func: Elementwise, args: Vec<TExpr>, align: Vec<Vec<usize>> },
+    /// softmax, log_softmax, logsumexp along the operand's axis `axis`.
+    AlongAxis { func: AlongAxis, arg: Box<TExpr>, axis: usize },
+    Pattern { op: PatternOp, args: Vec<TExpr>, pattern: ResolvedPattern },
+    Construct { func: Constructor, value: Option<Box<TExpr>> },
+    /// `x as [..]`: the same data with new axis names.
+    Rename(Box<TExpr>),
+    /// A call of the module's function `function` (index into [`CheckedModule::functions`]).
+    Call { function: usize, args: Vec<TExpr> },
+}

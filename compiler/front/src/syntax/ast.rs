@@ -1,0 +1,263 @@
+//! The syntax tree (LANGUAGE.md sections 2 and 3). Every node has a span.
+
+use crate::diagnostics::Span;
+
+/// A name and where it is written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+/// A parsed source file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Module {
+    pub items: Vec<Item>,
+}
+
+/// A top-level declaration.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Item {
+    Dim(DimDecl),
+    Param(ParamDecl),
+    Def(FnDef),
+}
+
+/// `dim D = 512`, `dim Dh = D / H` or `dim V` (known at run time).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DimDecl {
+    pub name: Ident,
+    pub value: Option<DimExpr>,
+    pub span: Span,
+}
+
+/// An integer expression of dims.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DimExpr {
+    Number(u64, Span),
+    Name(Ident),
+    Binary(Box<DimExpr>, DimOp, Box<DimExpr>, Span),
+}
+
+impl DimExpr {
+    pub fn span(&self) -> Span {
+        match self {
+            DimExpr::Number(_, s) | DimExpr::Binary(_, _, _, s) => *s,
+            DimExpr::Name(i) => i.span,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DimOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+/// `param w: [D V]`: a weight bound by name at load time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamDecl {
+    pub name: Ident,
+    pub ty: TypeExpr,
+    pub span: Span,
+}
+
+/// `def f(params) -> TYPE { body }`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FnDef {
+    pub name: Ident,
+    pub params: Vec<FnParam>,
+    pub ret: TypeRef,
+    pub body: Vec<Stmt>,
+    pub span: Span,
+}
+
+/// One parameter of a function, with its optional default value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FnParam {
+    pub name: Ident,
+    pub ty: TypeRef,
+    pub default: Option<Expr>,
+}
+
+/// A parameter or result type: a tensor type or a host scalar type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TypeRef {
+    Tensor(TypeExpr),
+    Host(HostType, Span),
+}
+
+impl TypeRef {
+    pub fn span(&self) -> Span {
+        match self {
+            TypeRef::Tensor(t) => t.span,
+            TypeRef::Host(_, s) => *s,
+        }
+    }
+}
+
+/// The host scalar types `float`, `int` and `bool`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostType {
+    Float,
+    Int,
+    Bool,
+}
+
+impl HostType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostType::Float => "float",
+            HostType::Int => "int",
+            HostType::Bool => "bool",
+        }
+    }
+}
+
+/// `KIND[AXES]`, e.g. `Prob(m)[b n m]`; `kind` is `None` for a bare `[AXES]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypeExpr {
+    pub kind: Option<KindExpr>,
+    pub axes: Vec<AxisEntry>,
+    pub span: Span,
+}
+
+/// The kind before the axes: `Real`, `f16`, `Int`, `Mask`, `Prob(a)`, ...
+#[derive(Clone, Debug, PartialEq)]
+pub struct KindExpr {
+    pub name: Ident,
+    pub domain: Option<Ident>,
+    pub span: Span,
+}
+
+/// One entry of an axis list or a pattern side.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AxisEntry {
+    Name(Ident),
+    Number(u64, Span),
+    /// `(gh 16)`, or the grouped size `16gh` (then `shorthand` is true).
+    Group { parts: Vec<AxisEntry>, span: Span, shorthand: bool },
+}
+
+impl AxisEntry {
+    pub fn span(&self) -> Span {
+        match self {
+            AxisEntry::Name(i) => i.span,
+            AxisEntry::Number(_, s) => *s,
+            AxisEntry::Group { span, .. } => *span,
+        }
+    }
+}
+
+/// A statement of a function body.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// `a = e` or `q, k, v = split(...)`.
+    Assign { targets: Vec<Ident>, value: Expr, span: Span },
+    Return { value: Expr, span: Span },
+}
+
+/// An expression.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Int(u64),
+    Float(f64),
+    Bool(bool),
+    Inf,
+    Str(String),
+    Name(String),
+    Unary(UnaryOp, Box<Expr>),
+    Binary(BinaryOp, Box<Expr>, Box<Expr>),
+    /// `x as [n D]`.
+    As(Box<Expr>, TypeExpr),
+    /// A call of a built-in or a function, with positional and keyword arguments.
+    Call(Call),
+}
+
+/// `callee(args)`; pattern built-ins carry their pattern.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Call {
+    pub callee: Ident,
+    pub args: Vec<Expr>,
+    /// `zeros(TYPE)`, `ones(TYPE)`, `full(TYPE, v)`: the type argument.
+    pub type_arg: Option<TypeExpr>,
+    pub pattern: Option<Pattern>,
+    pub keywords: Vec<Keyword>,
+}
+
+/// `name=value` in a call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Keyword {
+    pub name: Ident,
+    pub value: Expr,
+}
+
+/// `inputs -> output`: one input side per operand.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pattern {
+    pub inputs: Vec<PatternSide>,
+    pub output: PatternSide,
+    pub span: Span,
+}
+
+/// One side of a pattern: a list of entries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PatternSide {
+    pub entries: Vec<AxisEntry>,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnaryOp {
+    Neg,
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    MatMul,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+impl BinaryOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+            BinaryOp::MatMul => "@",
+            BinaryOp::Eq => "==",
+            BinaryOp::Ne => "!=",
+            BinaryOp::Lt => "<",
+            BinaryOp::Le => "<=",
+            BinaryOp::Gt => ">",
+            BinaryOp::Ge => ">=",
+            BinaryOp::And => "and",
+            BinaryOp::Or => "or",
+        }
+    }
+
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge)
+    }
+}

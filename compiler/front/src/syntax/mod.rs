@@ -1,0 +1,7 @@
+//! Syntax: the lexer, the parser and the syntax tree.
+
+pub mod ast;
+mod lexer;
+mod parser;
+
+pub use parser::{parse, MAX_DEPTH};

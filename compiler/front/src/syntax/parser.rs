@@ -1,0 +1,771 @@
+//! The parser: tokens to the syntax tree (LANGUAGE.md sections 2 and 3).
+//!
+//! Recursive descent with precedence climbing. Errors are E0101 diagnostics;
+//! after one, the parser skips to the end of the statement or declaration and
+//! goes on, so every independent syntax error of a file is reported. A
+//! missing `)` does not cascade: newlines are insignificant inside brackets,
+//! so when the token that breaks an expression begins a line, parsing resumes
+//! right there. Nesting deeper than [`MAX_DEPTH`] is an E0101, never a stack
+//! overflow.
+
+use super::ast::*;
+use super::lexer::{lex, Token, TokenKind};
+use crate::diagnostics::{Code, Diagnostic, Span};
+
+/// How deep expressions, types and patterns may nest (parentheses, unary
+/// operators and operator chains all count). Keeps every recursive pass over
+/// the tree within a small stack.
+pub const MAX_DEPTH: usize = 128;
+
+/// Parses a whole file. Syntax errors go to `diags`; the returned module holds
+/// every declaration that parsed.
+pub fn parse(source: &str, diags: &mut Vec<Diagnostic>) -> Module {
+    let tokens = lex(source, diags);
+    let mut parser = Parser { tokens, pos: 0, bracket_depth: 0, depth: 0, diags };
+    parser.module()
+}
+
+/// The built-ins whose second argument is a pattern `inputs -> output`.
+fn takes_pattern(callee: &str) -> bool {
+    matches!(callee, "rearrange" | "reduce" | "repeat" | "split")
+}
+
+/// Marker for "an error was reported; recover".
+struct Failed;
+
+type PResult<T> = Result<T, Failed>;
+
+struct Parser<'d> {
+    tokens: Vec<Token>,
+    pos: usize,
+    /// Open `(` and `[`: newlines are skipped while it is above zero.
+    bracket_depth: usize,
+    /// Current nesting, bounded by MAX_DEPTH.
+    depth: usize,
+    diags: &'d mut Vec<Diagnostic>,
+}
+
+impl Parser<'_> {
+    // ---- token access -------------------------------------------------
+
+    fn skip_insignificant_newlines(&mut self) {
+        if self.bracket_depth > 0 {
+            while self.tokens[self.pos].kind == TokenKind::Newline {
+                self.pos += 1;
+            }
+        }
+    }
+
+    fn peek(&mut self) -> &TokenKind {
+        self.skip_insignificant_newlines();
+        &self.tokens[self.pos].kind
+    }
+
+    fn peek_at(&mut self, ahead: usize) -> &TokenKind {
+        self.skip_insignificant_newlines();
+        let mut i = self.pos;
+        let mut left = ahead;
+        while left > 0 && i + 1 < self.tokens.len() {
+            i += 1;
+            if self.bracket_depth > 0 {
+                while i + 1 < self.tokens.len() && self.tokens[i].kind == TokenKind::Newline {
+                    i += 1;
+                }
+            }
+            left -= 1;
+        }
+        &self.tokens[i].kind
+    }
+
+    fn span(&mut self) -> Span {
+        self.skip_insignificant_newlines();
+        self.tokens[self.pos].span
+    }
+
+    fn prev_end(&self) -> usize {
+        if self.pos == 0 { 0 } else { self.tokens[self.pos - 1].span.end }
+    }
+
+    fn bump(&mut self) -> Token {
+        self.skip_insignificant_newlines();
+        let tok = self.tokens[self.pos].clone();
+        if tok.kind != TokenKind::Eof {
+            self.pos += 1;
+        }
+        match tok.kind {
+            TokenKind::LParen | TokenKind::LBracket => self.bracket_depth += 1,
+            TokenKind::RParen | TokenKind::RBracket => self.bracket_depth = self.bracket_depth.saturating_sub(1),
+            _ => {}
+        }
+        tok
+    }
+
+    fn at(&mut self, kind: &TokenKind) -> bool {
+        self.peek() == kind
+    }
+
+    fn eat(&mut self, kind: &TokenKind) -> bool {
+        if self.at(kind) {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn error_here(&mut self, expected: &str) -> Failed {
+        let span = self.span();
+        let found = self.tokens[self.pos].kind.describe();
+        self.diags.push(
+            Diagnostic::new(Code::E0101, span, format!("syntax error: expected {expected}, found {found}"))
+                .primary(format!("expected {expected}")),
+        );
+        Failed
+    }
+
+    fn expect(&mut self, kind: TokenKind, expected: &str) -> PResult<Span> {
+        if self.at(&kind) { Ok(self.bump().span) } else { Err(self.error_here(expected)) }
+    }
+
+    fn ident(&mut self, expected: &str) -> PResult<Ident> {
+        if let TokenKind::Ident(name) = self.peek().clone() {
+            let span = self.bump().span;
+            Ok(Ident { name, span })
+        } else {
+            Err(self.error_here(expected))
+        }
+    }
+
+    fn enter(&mut self) -> PResult<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            let span = self.span();
+            self.diags.push(
+                Diagnostic::new(
+                    Code::E0101,
+                    span,
+                    format!("syntax error: expression nested more than {MAX_DEPTH} levels deep"),
+                )
+                .primary("nested too deeply")
+                .note("split the expression into several statements"),
+            );
+            return Err(Failed);
+        }
+        Ok(())
+    }
+
+    /// Whether the token at `pos` is the first on its line.
+    fn starts_line(&self, pos: usize) -> bool {
+        pos == 0 || self.tokens[pos - 1].kind == TokenKind::Newline
+    }
+
+    fn at_line_start_keyword(&self) -> bool {
+        let t = &self.tokens[self.pos].kind;
+        matches!(t, TokenKind::Def | TokenKind::Dim | TokenKind::Param) && self.starts_line(self.pos)
+    }
+
+    /// After an error inside a statement that began at token `stmt_start`:
+    /// resume at the first token of a later line, or at `}` or the end.
+    fn recover_statement(&mut self, stmt_start: usize) {
+        self.bracket_depth = 0;
+        self.depth = 0;
+        if self.pos > stmt_start && self.starts_line(self.pos) {
+            return;
+        }
+        loop {
+            match self.tokens[self.pos].kind {
+                TokenKind::Newline => {
+                    self.pos += 1;
+                    return;
+                }
+                TokenKind::RBrace | TokenKind::Eof => return,
+                _ => self.pos += 1,
+            }
+        }
+    }
+
+    /// After an error in a declaration header: skip to the next line that starts a declaration.
+    fn recover_item(&mut self) {
+        self.bracket_depth = 0;
+        self.depth = 0;
+        loop {
+            match self.tokens[self.pos].kind {
+                TokenKind::Eof => return,
+                TokenKind::Def | TokenKind::Dim | TokenKind::Param if self.starts_line(self.pos) => return,
+                _ => self.pos += 1,
+            }
+        }
+    }
+
+    fn skip_newlines(&mut self) {
+        while self.tokens[self.pos].kind == TokenKind::Newline {
+            self.pos += 1;
+        }
+    }
+
+    /// Requires the end of a line (or of the file, or a `}`) after a statement or declaration.
+    fn end_of_line(&mut self) -> PResult<()> {
+        match self.tokens[self.pos].kind {
+            TokenKind::Newline => {
+                self.pos += 1;
+                Ok(())
+            }
+            TokenKind::Eof | TokenKind::RBrace => Ok(()),
+            _ => Err(self.error_here("end of line")),
+        }
+    }
+
+    // ---- declarations ---------------------------------------------------
+
+    fn module(&mut self) -> Module {
+        let mut items = Vec::new();
+        loop {
+            self.skip_newlines();
+            let start = self.pos;
+            let item = match self.tokens[self.pos].kind {
+                TokenKind::Eof => break,
+                TokenKind::Dim => self.dim_decl().map(Item::Dim),
+                TokenKind::Param => self.param_decl().map(Item::Param),
+                TokenKind::Def => self.fn_def().map(Item::Def),
+                _ => Err(self.error_here("`dim`, `param` or `def`")),
+            };
+            match item {
+                Ok(item) => items.push(item),
+                Err(Failed) => {
+                    if self.pos == start {
+                        self.pos += 1;
+                    }
+                    self.recover_item();
+                }
+            }
+        }
+        Module { items }
+    }
+
+    fn dim_decl(&mut self) -> PResult<DimDecl> {
+        let start = self.bump().span;
+        let name = self.ident("a dim name")?;
+        let value = match self.tokens[self.pos].kind {
+            TokenKind::Eq => {
+                self.bump();
+                Some(self.dim_expr()?)
+            }
+            TokenKind::Newline | TokenKind::Eof => None,
+            _ => return Err(self.error_here("`=` or end of line")),
+        };
+        let span = start.to(Span::new(start.start, self.prev_end()));
+        self.end_of_line()?;
+        Ok(DimDecl { name, value, span })
+    }
+
+    fn dim_expr(&mut self) -> PResult<DimExpr> {
+        let saved = self.depth;
+        let mut lhs = self.dim_term()?;
+        loop {
+            let op = match self.peek() {
+                TokenKind::Plus => DimOp::Add,
+                TokenKind::Minus => DimOp::Sub,
+                _ => break,
+            };
+            self.enter()?;
+            self.bump();
+            let rhs = self.dim_term()?;
+            let span = lhs.span().to(rhs.span());
+            lhs = DimExpr::Binary(Box::new(lhs), op, Box::new(rhs), span);
+        }
+        self.depth = saved;
+        Ok(lhs)
+    }
+
+    fn dim_term(&mut self) -> PResult<DimExpr> {
+        let saved = self.depth;
+        let mut lhs = self.dim_atom()?;
+        loop {
+            let op = match self.peek() {
+                TokenKind::Star => DimOp::Mul,
+                TokenKind::Slash => DimOp::Div,
+                _ => break,
+            };
+            self.enter()?;
+            self.bump();
+            let rhs = self.dim_atom()?;
+            let span = lhs.span().to(rhs.span());
+            lhs = DimExpr::Binary(Box::new(lhs), op, Box::new(rhs), span);
+        }
+        self.depth = saved;
+        Ok(lhs)
+    }
+
+    fn dim_atom(&mut self) -> PResult<DimExpr> {
+        match self.peek().clone() {
+            TokenKind::Int(n) => Ok(DimExpr::Number(n, self.bump().span)),
+            TokenKind::Ident(name) => {
+                let span = self.bump().span;
+                Ok(DimExpr::Name(Ident { name, span }))
+            }
+            TokenKind::LParen => {
+                self.enter()?;
+                self.bump();
+                let inner = self.dim_expr()?;
+                self.expect(TokenKind::RParen, "`)`")?;
+                self.depth -= 1;
+                Ok(inner)
+            }
+            _ => Err(self.error_here("an integer expression of dims")),
+        }
+    }
+
+    fn param_decl(&mut self) -> PResult<ParamDecl> {
+        let start = self.bump().span;
+        let name = self.ident("a weight name")?;
+        self.expect(TokenKind::Colon, "`:`")?;
+        let ty = self.type_expr()?;
+        let span = start.to(ty.span);
+        self.end_of_line()?;
+        Ok(ParamDecl { name, ty, span })
+    }
+
+    fn fn_def(&mut self) -> PResult<FnDef> {
+        let start = self.bump().span;
+        let name = self.ident("a function name")?;
+        self.expect(TokenKind::LParen, "`(`")?;
+        let mut params = Vec::new();
+        while !self.at(&TokenKind::RParen) {
+            let pname = self.ident("a parameter name or `)`")?;
+            self.expect(TokenKind::Colon, "`:`")?;
+            let ty = self.type_ref()?;
+            let default = if self.eat(&TokenKind::Eq) { Some(self.expr()?) } else { None };
+            params.push(FnParam { name: pname, ty, default });
+            if !self.eat(&TokenKind::Comma) {
+                break;
+            }
+        }
+        self.expect(TokenKind::RParen, "`,` or `)`")?;
+        self.expect(TokenKind::Arrow, "`->` and the result type")?;
+        let ret = self.type_ref()?;
+        self.expect(TokenKind::LBrace, "`{`")?;
+        let body = self.body(&name)?;
+        let span = start.to(Span::new(start.start, self.prev_end()));
+        Ok(FnDef { name, params, ret, body, span })
+    }
+
+    /// The statements of a function body, up to and including its `}`.
+    fn body(&mut self, fn_name: &Ident) -> PResult<Vec<Stmt>> {
+        let mut body = Vec::new();
+        let mut reported_after_return = false;
+        // A `return` that failed to parse still counts as the function's return.
+        let mut failed_return = false;
+        loop {
+            self.skip_newlines();
+            match self.tokens[self.pos].kind {
+                TokenKind::RBrace => {
+                    let close = self.bump().span;
+                    if !matches!(body.last(), Some(Stmt::Return { .. })) && !reported_after_return && !failed_return {
+                        self.diags.push(
+                            Diagnostic::new(
+                                Code::E0101,
+                                close,
+                                format!("syntax error: function `{}` does not end with `return`", fn_name.name),
+                            )
+                            .primary("expected `return` before this")
+                            .label(fn_name.span, "function declared here"),
+                        );
+                    }
+                    return Ok(body);
+                }
+                TokenKind::Eof => {
+                    return Err(self.error_here("`}` to close the body of the function"));
+                }
+                _ if self.at_line_start_keyword() => {
+                    return Err(self.error_here("`}` to close the body of the function"));
+                }
+                _ => {}
+            }
+            let start = self.pos;
+            match self.stmt() {
+                Ok(stmt) => {
+                    if matches!(body.last(), Some(Stmt::Return { .. })) && !reported_after_return {
+                        reported_after_return = true;
+                        let span = match &stmt {
+                            Stmt::Assign { span, .. } | Stmt::Return { span, .. } => *span,
+                        };
+                        self.diags.push(
+                            Diagnostic::new(Code::E0101, span, "syntax error: statement after `return`")
+                                .primary("`return` must be the last statement"),
+                        );
+                    }
+                    body.push(stmt);
+                }
+                Err(Failed) => {
+                    failed_return = self.tokens[start].kind == TokenKind::Return;
+                    self.recover_statement(start);
+                }
+            }
+        }
+    }
+
+    fn stmt(&mut self) -> PResult<Stmt> {
+        let start = self.span();
+        if self.eat(&TokenKind::Return) {
+            let value = self.expr()?;
+            let span = start.to(value.span);
+            self.end_of_line()?;
+            return Ok(Stmt::Return { value, span });
+        }
+        let mut targets = vec![self.ident("a statement (`name = ...` or `return ...`)")?];
+        while self.eat(&TokenKind::Comma) {
+            targets.push(self.ident("a name to bind")?);
+        }
+        self.expect(TokenKind::Eq, "`=`")?;
+        let value = self.expr()?;
+        let span = start.to(value.span);
+        self.end_of_line()?;
+        Ok(Stmt::Assign { targets, value, span })
+    }
+
+    // ---- types ----------------------------------------------------------
+
+    fn type_ref(&mut self) -> PResult<TypeRef> {
+        if let TokenKind::Ident(name) = self.peek().clone() {
+            let host = match name.as_str() {
+                "float" => Some(HostType::Float),
+                "int" => Some(HostType::Int),
+                "bool" => Some(HostType::Bool),
+                _ => None,
+            };
+            if let Some(host) = host
+                && self.peek_at(1) != &TokenKind::LBracket
+            {
+                return Ok(TypeRef::Host(host, self.bump().span));
+            }
+        }
+        self.type_expr().map(TypeRef::Tensor)
+    }
+
+    fn type_expr(&mut self) -> PResult<TypeExpr> {
+        let start = self.span();
+        let kind = if let TokenKind::Ident(_) = self.peek() {
+            let name = self.ident("a type")?;
+            let domain = if self.at(&TokenKind::LParen) {
+                self.bump();
+                let d = self.ident("the axis of the domain")?;
+                self.expect(TokenKind::RParen, "`)`")?;
+                Some(d)
+            } else {
+                None
+            };
+            let span = name.span.to(Span::new(name.span.start, self.prev_end()));
+            Some(KindExpr { name, domain, span })
+        } else {
+            None
+        };
+        self.expect(TokenKind::LBracket, "`[` and the axes of a type")?;
+        let mut axes = Vec::new();
+        while !self.at(&TokenKind::RBracket) {
+            axes.push(self.axis_entry("an axis, or `]`")?);
+        }
+        let end = self.bump().span;
+        Ok(TypeExpr { kind, axes, span: start.to(end) })
+    }
+
+    /// A name, a number, a group `( ... )` or a grouped size `16gh`.
+    fn axis_entry(&mut self, expected: &str) -> PResult<AxisEntry> {
+        match self.peek().clone() {
+            TokenKind::Ident(name) => {
+                let span = self.bump().span;
+                Ok(AxisEntry::Name(Ident { name, span }))
+            }
+            TokenKind::Int(n) => Ok(AxisEntry::Number(n, self.bump().span)),
+            TokenKind::GroupedSize(n, name) => {
+                let span = self.bump().span;
+                let digits = n.to_string().len();
+                let number_span = Span::new(span.start, (span.start + digits).min(span.end));
+                let name_span = Span::new(number_span.end, span.end);
+                Ok(AxisEntry::Group {
+                    parts: vec![AxisEntry::Name(Ident { name, span: name_span }), AxisEntry::Number(n, number_span)],
+                    span,
+                    shorthand: true,
+                })
+            }
+            TokenKind::LParen => {
+                self.enter()?;
+                let open = self.bump().span;
+                let mut parts = Vec::new();
+                while !self.at(&TokenKind::RParen) {
+                    parts.push(self.axis_entry("an axis, or `)`")?);
+                }
+                let close = self.bump().span;
+                self.depth -= 1;
+                Ok(AxisEntry::Group { parts, span: open.to(close), shorthand: false })
+            }
+            _ => Err(self.error_here(expected)),
+        }
+    }
+
+    // ---- expressions ----------------------------------------------------
+
+    fn expr(&mut self) -> PResult<Expr> {
+        self.or_expr()
+    }
+
+    /// Parses a left-associative chain `next (op next)*`.
+    fn chain(
+        &mut self,
+        next: fn(&mut Self) -> PResult<Expr>,
+        op_of: fn(&TokenKind) -> Option<BinaryOp>,
+    ) -> PResult<Expr> {
+        let saved = self.depth;
+        let mut lhs = next(self)?;
+        while let Some(op) = op_of(self.peek()) {
+            self.enter()?;
+            self.bump();
+            let rhs = next(self)?;
+            let span = lhs.span.to(rhs.span);
+            lhs = Expr { kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span };
+        }
+        self.depth = saved;
+        Ok(lhs)
+    }
+
+    fn or_expr(&mut self) -> PResult<Expr> {
+        self.chain(Self::and_expr, |t| (t == &TokenKind::Or).then_some(BinaryOp::Or))
+    }
+
+    fn and_expr(&mut self) -> PResult<Expr> {
+        self.chain(Self::comparison, |t| (t == &TokenKind::And).then_some(BinaryOp::And))
+    }
+
+    fn comparison(&mut self) -> PResult<Expr> {
+        let lhs = self.additive()?;
+        let Some(op) = comparison_op(self.peek()) else { return Ok(lhs) };
+        self.bump();
+        let rhs = self.additive()?;
+        if comparison_op(self.peek()).is_some() {
+            let span = self.span();
+            self.diags.push(
+                Diagnostic::new(Code::E0101, span, "syntax error: comparisons cannot be chained")
+                    .primary("a second comparison")
+                    .label(lhs.span.to(rhs.span), "this is already a comparison")
+                    .note("write `a < b and b < c`"),
+            );
+            return Err(Failed);
+        }
+        let span = lhs.span.to(rhs.span);
+        Ok(Expr { kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span })
+    }
+
+    fn additive(&mut self) -> PResult<Expr> {
+        self.chain(Self::multiplicative, |t| match t {
+            TokenKind::Plus => Some(BinaryOp::Add),
+            TokenKind::Minus => Some(BinaryOp::Sub),
+            _ => None,
+        })
+    }
+
+    fn multiplicative(&mut self) -> PResult<Expr> {
+        self.chain(Self::unary, |t| match t {
+            TokenKind::Star => Some(BinaryOp::Mul),
+            TokenKind::Slash => Some(BinaryOp::Div),
+            TokenKind::At => Some(BinaryOp::MatMul),
+            _ => None,
+        })
+    }
+
+    fn unary(&mut self) -> PResult<Expr> {
+        let op = match self.peek() {
+            TokenKind::Minus => UnaryOp::Neg,
+            TokenKind::Bang => UnaryOp::Not,
+            _ => return self.as_expr(),
+        };
+        self.enter()?;
+        let start = self.bump().span;
+        let operand = self.unary()?;
+        self.depth -= 1;
+        let span = start.to(operand.span);
+        Ok(Expr { kind: ExprKind::Unary(op, Box::new(operand)), span })
+    }
+
+    fn as_expr(&mut self) -> PResult<Expr> {
+        let saved = self.depth;
+        let mut e = self.atom()?;
+        while self.eat(&TokenKind::As) {
+            self.enter()?;
+            let ty = self.type_expr()?;
+            let span = e.span.to(ty.span);
+            e = Expr { kind: ExprKind::As(Box::new(e), ty), span };
+        }
+        self.depth = saved;
+        Ok(e)
+    }
+
+    fn atom(&mut self) -> PResult<Expr> {
+        let span = self.span();
+        let kind = match self.peek().clone() {
+            TokenKind::Int(n) => ExprKind::Int(n),
+            TokenKind::Float(x) => ExprKind::Float(x),
+            TokenKind::Inf => ExprKind::Inf,
+            TokenKind::True => ExprKind::Bool(true),
+            TokenKind::False => ExprKind::Bool(false),
+            TokenKind::Str(s) => ExprKind::Str(s),
+            TokenKind::Ident(name) => {
+                if self.peek_at(1) == &TokenKind::LParen {
+                    return self.call();
+                }
+                ExprKind::Name(name)
+            }
+            TokenKind::LParen => {
+                self.enter()?;
+                self.bump();
+                let inner = self.expr()?;
+                let close = self.expect(TokenKind::RParen, "`)`")?;
+                self.depth -= 1;
+                return Ok(Expr { kind: inner.kind, span: span.to(close) });
+            }
+            _ => return Err(self.error_here("an expression")),
+        };
+        self.bump();
+        Ok(Expr { kind, span })
+    }
+
+    fn call(&mut self) -> PResult<Expr> {
+        let callee = self.ident("a function")?;
+        self.enter()?;
+        self.expect(TokenKind::LParen, "`(`")?;
+        let mut call = Call { callee, args: Vec::new(), type_arg: None, pattern: None, keywords: Vec::new() };
+        let name = call.callee.name.clone();
+        let mut first = true;
+        if matches!(name.as_str(), "zeros" | "ones" | "full") && !self.at(&TokenKind::RParen) {
+            call.type_arg = Some(self.type_expr()?);
+            first = false;
+        } else if name == "einsum" {
+            self.einsum_args(&mut call)?;
+            first = false;
+        } else if takes_pattern(&name) && !self.at(&TokenKind::RParen) {
+            call.args.push(self.expr()?);
+            self.expect(TokenKind::Comma, "`,` and a pattern")?;
+            let start = self.span();
+            let input = self.pattern_side()?;
+            self.expect(TokenKind::Arrow, "`->` in the pattern")?;
+            let output = self.pattern_side()?;
+            let span = start.to(Span::new(start.start, self.prev_end().max(start.start)));
+            call.pattern = Some(Pattern { inputs: vec![input], output, span });
+            first = false;
+        }
+        loop {
+            if self.at(&TokenKind::RParen) {
+                break;
+            }
+            if !first {
+                self.expect(TokenKind::Comma, "`,` or `)`")?;
+                if self.at(&TokenKind::RParen) {
+                    break;
+                }
+            }
+            first = false;
+            if matches!(self.peek(), TokenKind::Ident(_)) && self.peek_at(1) == &TokenKind::Eq {
+                let kname = self.ident("a keyword")?;
+                self.bump();
+                let value = self.expr()?;
+                call.keywords.push(Keyword { name: kname, value });
+            } else {
+                call.args.push(self.expr()?);
+            }
+        }
+        let close = self.bump().span;
+        self.depth -= 1;
+        let span = call.callee.span.to(close);
+        Ok(Expr { kind: ExprKind::Call(call), span })
+    }
+
+    /// `a, b, ...: side, side, ... -> side`.
+    fn einsum_args(&mut self, call: &mut Call) -> PResult<()> {
+        call.args.push(self.expr()?);
+        while self.eat(&TokenKind::Comma) {
+            call.args.push(self.expr()?);
+        }
+        self.expect(TokenKind::Colon, "`,` or `:` and the einsum pattern")?;
+        let start = self.span();
+        let mut inputs = vec![self.pattern_side()?];
+        while self.eat(&TokenKind::Comma) {
+            inputs.push(self.pattern_side()?);
+        }
+        self.expect(TokenKind::Arrow, "`,` or `->` in the pattern")?;
+        let output = self.pattern_side()?;
+        let span = start.to(Span::new(start.start, self.prev_end().max(start.start)));
+        call.pattern = Some(Pattern { inputs, output, span });
+        Ok(())
+    }
+
+    fn pattern_side(&mut self) -> PResult<PatternSide> {
+        let start = self.span();
+        let mut entries = Vec::new();
+        while !matches!(self.peek(), TokenKind::Arrow | TokenKind::Comma | TokenKind::RParen) {
+            entries.push(self.axis_entry("a pattern entry (a name, a number or a group)")?);
+        }
+        let span = match (entries.first(), entries.last()) {
+            (Some(a), Some(b)) => a.span().to(b.span()),
+            _ => Span::new(start.start, start.start),
+        };
+        Ok(PatternSide { entries, span })
+    }
+}
+
+fn comparison_op(t: &TokenKind) -> Option<BinaryOp> {
+    Some(match t {
+        TokenKind::EqEq => BinaryOp::Eq,
+        TokenKind::NotEq => BinaryOp::Ne,
+        TokenKind::Lt => BinaryOp::Lt,
+        TokenKind::Le => BinaryOp::Le,
+        TokenKind::Gt => BinaryOp::Gt,
+        TokenKind::Ge => BinaryOp::Ge,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(src: &str) -> Vec<Diagnostic> {
+        let mut d = Vec::new();
+        parse(src, &mut d);
+        d
+    }
+
+    #[test]
+    fn precedence_of_as_and_unary() {
+        let mut d = Vec::new();
+        let m = parse("def f(x: [n]) -> [n] {\n  y = -x as [k] * 2\n  return y\n}\n", &mut d);
+        assert!(d.is_empty(), "{d:?}");
+        let Item::Def(f) = &m.items[0] else { panic!() };
+        let Stmt::Assign { value, .. } = &f.body[0] else { panic!() };
+        let ExprKind::Binary(BinaryOp::Mul, lhs, _) = &value.kind else { panic!("{value:?}") };
+        let ExprKind::Unary(UnaryOp::Neg, inner) = &lhs.kind else { panic!() };
+        assert!(matches!(inner.kind, ExprKind::As(..)));
+    }
+
+    #[test]
+    fn missing_paren_gives_one_error() {
+        let d = errors("dim n = 8\ndef f(x: [n]) -> [n] {\n  y = exp(x\n  z = y + 1\n  return z\n}\n");
+        assert_eq!(d.len(), 1, "{d:?}");
+    }
+
+    #[test]
+    fn several_errors_are_all_reported() {
+        let d = errors("dim D 512\ndef f(x: [n]) -> [n] {\n  y = (x + ) * 2\n  z = x +* 3\n  return x\n}\n");
+        assert_eq!(d.len(), 3, "{d:?}");
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_an_overflow() {
+        let src = format!("def f(x: [n]) -> [n] {{\n  y = {}x\n  return y\n}}\n", "(".repeat(10_000));
+        let d = errors(&src);
+        assert!(!d.is_empty() && d.iter().all(|d| d.code == Code::E0101));
+    }
+
+    #[test]
+    fn chained_comparison_is_an_error() {
+        let d = errors("def f(x: [n]) -> [n] {\n  y = x < 1 < 2\n  return x\n}\n");
+        assert_eq!(d.len(), 1);
+    }
+}
