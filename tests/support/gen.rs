@@ -426,10 +426,11 @@ impl Body<'_> {
 
     /// `x + y`, `x * 2.0`, `maximum(x, y)`, ... with operands that line up by name.
     fn arith(&mut self, rng: &mut SmallRng, depth: usize) -> Option<Expr> {
+        // Drawn first: a size name that `l` introduces can't be used before `l`.
+        let s = self.scalar_text(rng);
         let l = self.operand(rng, depth)?;
         let op = pick(rng, ARITH);
         if rng.random_bool(0.3) {
-            let s = self.scalar_text(rng);
             let text = if rng.random_bool(0.5) { format!("{} {op} {s}", l.operand()) } else { format!("{s} {op} {}", l.operand()) };
             return Some(Expr { text, axes: l.axes, real: true, atomic: false });
         }

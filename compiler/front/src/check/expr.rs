@@ -17,6 +17,10 @@ pub(super) const SIDES: [&str; 2] = ["left operand", "right operand"];
 impl FnChecker<'_> {
     /// Checks an expression. Never fails: problems are reported and give [`Type::Error`].
     pub(super) fn expr(&mut self, e: &ast::Expr) -> TExpr {
+        crate::syntax::with_stack(|| self.expr_inner(e))
+    }
+
+    fn expr_inner(&mut self, e: &ast::Expr) -> TExpr {
         let span = e.span;
         let (kind, ty) = match &e.kind {
             ExprKind::Int(n) => (TExprKind::Int(*n), Type::Host(HostType::Int, Some(Range::exact(*n as f64)))),
@@ -54,6 +58,7 @@ impl FnChecker<'_> {
                 (TExprKind::Rename(Box::new(operand)), ty)
             }
             ExprKind::Call(call) => return self.call(call, span),
+            ExprKind::Error => (TExprKind::Bool(false), Type::Error),
         };
         TExpr { kind, ty, span }
     }

@@ -179,7 +179,9 @@ pub enum ExprKind {
     /// `x as [n D]`.
     As(Box<Expr>, TypeExpr),
     /// A call of a built-in or a function, with positional and keyword arguments.
-    Call(Call),
+    Call(Box<Call>),
+    /// An expression that failed to parse (already reported).
+    Error,
 }
 
 /// `callee(args)`; pattern built-ins carry their pattern.

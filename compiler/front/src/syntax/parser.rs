@@ -15,13 +15,19 @@ use crate::diagnostics::{Code, Diagnostic, Span};
 /// How deep expressions, types and patterns may nest (parentheses, unary
 /// operators and operator chains all count). Keeps every recursive pass over
 /// the tree within a small stack.
-pub const MAX_DEPTH: usize = 128;
+pub const MAX_DEPTH: usize = 512;
+
+/// Runs a recursive step on a grown stack when little is left, so nesting up
+/// to [`MAX_DEPTH`] never overflows, whatever thread the parser runs on.
+pub(crate) fn with_stack<R>(f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(64 * 1024, 2 * 1024 * 1024, f)
+}
 
 /// Parses a whole file. Syntax errors go to `diags`; the returned module holds
 /// every declaration that parsed.
 pub fn parse(source: &str, diags: &mut Vec<Diagnostic>) -> Module {
     let tokens = lex(source, diags);
-    let mut parser = Parser { tokens, pos: 0, bracket_depth: 0, depth: 0, diags };
+    let mut parser = Parser { tokens, pos: 0, open_brackets: Vec::new(), depth: 0, diags };
     parser.module()
 }
 
@@ -38,8 +44,8 @@ type PResult<T> = Result<T, Failed>;
 struct Parser<'d> {
     tokens: Vec<Token>,
     pos: usize,
-    /// Open `(` and `[`: newlines are skipped while it is above zero.
-    bracket_depth: usize,
+    /// The open `(` and `[` and where they are: newlines are skipped while any is open.
+    open_brackets: Vec<(char, Span)>,
     /// Current nesting, bounded by MAX_DEPTH.
     depth: usize,
     diags: &'d mut Vec<Diagnostic>,
@@ -49,7 +55,7 @@ impl Parser<'_> {
     // ---- token access -------------------------------------------------
 
     fn skip_insignificant_newlines(&mut self) {
-        if self.bracket_depth > 0 {
+        if !self.open_brackets.is_empty() {
             while self.tokens[self.pos].kind == TokenKind::Newline {
                 self.pos += 1;
             }
@@ -67,7 +73,7 @@ impl Parser<'_> {
         let mut left = ahead;
         while left > 0 && i + 1 < self.tokens.len() {
             i += 1;
-            if self.bracket_depth > 0 {
+            if !self.open_brackets.is_empty() {
                 while i + 1 < self.tokens.len() && self.tokens[i].kind == TokenKind::Newline {
                     i += 1;
                 }
@@ -93,8 +99,11 @@ impl Parser<'_> {
             self.pos += 1;
         }
         match tok.kind {
-            TokenKind::LParen | TokenKind::LBracket => self.bracket_depth += 1,
-            TokenKind::RParen | TokenKind::RBracket => self.bracket_depth = self.bracket_depth.saturating_sub(1),
+            TokenKind::LParen => self.open_brackets.push(('(', tok.span)),
+            TokenKind::LBracket => self.open_brackets.push(('[', tok.span)),
+            TokenKind::RParen | TokenKind::RBracket => {
+                self.open_brackets.pop();
+            }
             _ => {}
         }
         tok
@@ -116,6 +125,17 @@ impl Parser<'_> {
     fn error_here(&mut self, expected: &str) -> Failed {
         let span = self.span();
         let found = self.tokens[self.pos].kind.describe();
+        // A bracket left open makes the next line part of the statement: blame the bracket.
+        if let Some(&(bracket, open)) = self.open_brackets.last()
+            && self.starts_line(self.pos)
+        {
+            self.diags.push(
+                Diagnostic::new(Code::E0101, open, format!("syntax error: this `{bracket}` is never closed"))
+                    .primary("unclosed bracket")
+                    .label(span, format!("expected {expected} before this {found}")),
+            );
+            return Failed;
+        }
         self.diags.push(
             Diagnostic::new(Code::E0101, span, format!("syntax error: expected {expected}, found {found}"))
                 .primary(format!("expected {expected}")),
@@ -167,7 +187,7 @@ impl Parser<'_> {
     /// After an error inside a statement that began at token `stmt_start`:
     /// resume at the first token of a later line, or at `}` or the end.
     fn recover_statement(&mut self, stmt_start: usize) {
-        self.bracket_depth = 0;
+        self.open_brackets.clear();
         self.depth = 0;
         if self.pos > stmt_start && self.starts_line(self.pos) {
             return;
@@ -186,7 +206,7 @@ impl Parser<'_> {
 
     /// After an error in a declaration header: skip to the next line that starts a declaration.
     fn recover_item(&mut self) {
-        self.bracket_depth = 0;
+        self.open_brackets.clear();
         self.depth = 0;
         loop {
             match self.tokens[self.pos].kind {
@@ -306,7 +326,7 @@ impl Parser<'_> {
             TokenKind::LParen => {
                 self.enter()?;
                 self.bump();
-                let inner = self.dim_expr()?;
+                let inner = with_stack(|| self.dim_expr())?;
                 self.expect(TokenKind::RParen, "`)`")?;
                 self.depth -= 1;
                 Ok(inner)
@@ -353,14 +373,12 @@ impl Parser<'_> {
     fn body(&mut self, fn_name: &Ident) -> PResult<Vec<Stmt>> {
         let mut body = Vec::new();
         let mut reported_after_return = false;
-        // A `return` that failed to parse still counts as the function's return.
-        let mut failed_return = false;
         loop {
             self.skip_newlines();
             match self.tokens[self.pos].kind {
                 TokenKind::RBrace => {
                     let close = self.bump().span;
-                    if !matches!(body.last(), Some(Stmt::Return { .. })) && !reported_after_return && !failed_return {
+                    if !matches!(body.last(), Some(Stmt::Return { .. })) && !reported_after_return {
                         self.diags.push(
                             Diagnostic::new(
                                 Code::E0101,
@@ -396,31 +414,40 @@ impl Parser<'_> {
                     }
                     body.push(stmt);
                 }
-                Err(Failed) => {
-                    failed_return = self.tokens[start].kind == TokenKind::Return;
-                    self.recover_statement(start);
-                }
+                Err(Failed) => self.recover_statement(start),
             }
         }
     }
 
+    /// A statement. Once its targets (or `return`) have parsed, a syntax error
+    /// in the value still gives a statement, whose value is [`ExprKind::Error`],
+    /// so that later uses of its names raise no follow-on errors.
     fn stmt(&mut self) -> PResult<Stmt> {
+        let start_pos = self.pos;
         let start = self.span();
-        if self.eat(&TokenKind::Return) {
-            let value = self.expr()?;
-            let span = start.to(value.span);
-            self.end_of_line()?;
-            return Ok(Stmt::Return { value, span });
-        }
-        let mut targets = vec![self.ident("a statement (`name = ...` or `return ...`)")?];
-        while self.eat(&TokenKind::Comma) {
-            targets.push(self.ident("a name to bind")?);
-        }
-        self.expect(TokenKind::Eq, "`=`")?;
-        let value = self.expr()?;
+        let targets = if self.eat(&TokenKind::Return) {
+            None
+        } else {
+            let mut targets = vec![self.ident("a statement (`name = ...` or `return ...`)")?];
+            while self.eat(&TokenKind::Comma) {
+                targets.push(self.ident("a name to bind")?);
+            }
+            self.expect(TokenKind::Eq, "`=`")?;
+            Some(targets)
+        };
+        let value = match self.expr().and_then(|v| self.end_of_line().map(|()| v)) {
+            Ok(v) => v,
+            Err(Failed) => {
+                let span = Span::new(start.start, self.span().start.max(start.end));
+                self.recover_statement(start_pos);
+                Expr { kind: ExprKind::Error, span }
+            }
+        };
         let span = start.to(value.span);
-        self.end_of_line()?;
-        Ok(Stmt::Assign { targets, value, span })
+        Ok(match targets {
+            Some(targets) => Stmt::Assign { targets, value, span },
+            None => Stmt::Return { value, span },
+        })
     }
 
     // ---- types ----------------------------------------------------------
@@ -492,7 +519,7 @@ impl Parser<'_> {
                 let open = self.bump().span;
                 let mut parts = Vec::new();
                 while !self.at(&TokenKind::RParen) {
-                    parts.push(self.axis_entry("an axis, or `)`")?);
+                    parts.push(with_stack(|| self.axis_entry("an axis, or `)`"))?);
                 }
                 let close = self.bump().span;
                 self.depth -= 1;
@@ -505,70 +532,38 @@ impl Parser<'_> {
     // ---- expressions ----------------------------------------------------
 
     fn expr(&mut self) -> PResult<Expr> {
-        self.or_expr()
+        with_stack(|| self.binary(0))
     }
 
-    /// Parses a left-associative chain `next (op next)*`.
-    fn chain(
-        &mut self,
-        next: fn(&mut Self) -> PResult<Expr>,
-        op_of: fn(&TokenKind) -> Option<BinaryOp>,
-    ) -> PResult<Expr> {
+    /// Binary operators by precedence climbing: `or` < `and` < comparisons
+    /// (not chained) < `+ -` < `* / @`, all left-associative.
+    fn binary(&mut self, min_prec: u8) -> PResult<Expr> {
         let saved = self.depth;
-        let mut lhs = next(self)?;
-        while let Some(op) = op_of(self.peek()) {
+        let mut lhs = self.unary()?;
+        let mut compared = false;
+        while let Some((op, prec)) = binary_op(self.peek()) {
+            if prec < min_prec {
+                break;
+            }
+            if op.is_comparison() && compared {
+                let span = self.span();
+                self.diags.push(
+                    Diagnostic::new(Code::E0101, span, "syntax error: comparisons cannot be chained")
+                        .primary("a second comparison")
+                        .label(lhs.span, "this is already a comparison")
+                        .note("write `a < b and b < c`"),
+                );
+                return Err(Failed);
+            }
             self.enter()?;
             self.bump();
-            let rhs = next(self)?;
+            let rhs = with_stack(|| self.binary(prec + 1))?;
+            compared = op.is_comparison();
             let span = lhs.span.to(rhs.span);
             lhs = Expr { kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span };
         }
         self.depth = saved;
         Ok(lhs)
-    }
-
-    fn or_expr(&mut self) -> PResult<Expr> {
-        self.chain(Self::and_expr, |t| (t == &TokenKind::Or).then_some(BinaryOp::Or))
-    }
-
-    fn and_expr(&mut self) -> PResult<Expr> {
-        self.chain(Self::comparison, |t| (t == &TokenKind::And).then_some(BinaryOp::And))
-    }
-
-    fn comparison(&mut self) -> PResult<Expr> {
-        let lhs = self.additive()?;
-        let Some(op) = comparison_op(self.peek()) else { return Ok(lhs) };
-        self.bump();
-        let rhs = self.additive()?;
-        if comparison_op(self.peek()).is_some() {
-            let span = self.span();
-            self.diags.push(
-                Diagnostic::new(Code::E0101, span, "syntax error: comparisons cannot be chained")
-                    .primary("a second comparison")
-                    .label(lhs.span.to(rhs.span), "this is already a comparison")
-                    .note("write `a < b and b < c`"),
-            );
-            return Err(Failed);
-        }
-        let span = lhs.span.to(rhs.span);
-        Ok(Expr { kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span })
-    }
-
-    fn additive(&mut self) -> PResult<Expr> {
-        self.chain(Self::multiplicative, |t| match t {
-            TokenKind::Plus => Some(BinaryOp::Add),
-            TokenKind::Minus => Some(BinaryOp::Sub),
-            _ => None,
-        })
-    }
-
-    fn multiplicative(&mut self) -> PResult<Expr> {
-        self.chain(Self::unary, |t| match t {
-            TokenKind::Star => Some(BinaryOp::Mul),
-            TokenKind::Slash => Some(BinaryOp::Div),
-            TokenKind::At => Some(BinaryOp::MatMul),
-            _ => None,
-        })
     }
 
     fn unary(&mut self) -> PResult<Expr> {
@@ -579,7 +574,7 @@ impl Parser<'_> {
         };
         self.enter()?;
         let start = self.bump().span;
-        let operand = self.unary()?;
+        let operand = with_stack(|| self.unary())?;
         self.depth -= 1;
         let span = start.to(operand.span);
         Ok(Expr { kind: ExprKind::Unary(op, Box::new(operand)), span })
@@ -674,7 +669,7 @@ impl Parser<'_> {
         let close = self.bump().span;
         self.depth -= 1;
         let span = call.callee.span.to(close);
-        Ok(Expr { kind: ExprKind::Call(call), span })
+        Ok(Expr { kind: ExprKind::Call(Box::new(call)), span })
     }
 
     /// `a, b, ...: side, side, ... -> side`.
@@ -710,14 +705,22 @@ impl Parser<'_> {
     }
 }
 
-fn comparison_op(t: &TokenKind) -> Option<BinaryOp> {
+/// A binary operator and its precedence (higher binds tighter).
+fn binary_op(t: &TokenKind) -> Option<(BinaryOp, u8)> {
     Some(match t {
-        TokenKind::EqEq => BinaryOp::Eq,
-        TokenKind::NotEq => BinaryOp::Ne,
-        TokenKind::Lt => BinaryOp::Lt,
-        TokenKind::Le => BinaryOp::Le,
-        TokenKind::Gt => BinaryOp::Gt,
-        TokenKind::Ge => BinaryOp::Ge,
+        TokenKind::Or => (BinaryOp::Or, 1),
+        TokenKind::And => (BinaryOp::And, 2),
+        TokenKind::EqEq => (BinaryOp::Eq, 3),
+        TokenKind::NotEq => (BinaryOp::Ne, 3),
+        TokenKind::Lt => (BinaryOp::Lt, 3),
+        TokenKind::Le => (BinaryOp::Le, 3),
+        TokenKind::Gt => (BinaryOp::Gt, 3),
+        TokenKind::Ge => (BinaryOp::Ge, 3),
+        TokenKind::Plus => (BinaryOp::Add, 4),
+        TokenKind::Minus => (BinaryOp::Sub, 4),
+        TokenKind::Star => (BinaryOp::Mul, 5),
+        TokenKind::Slash => (BinaryOp::Div, 5),
+        TokenKind::At => (BinaryOp::MatMul, 5),
         _ => return None,
     })
 }

@@ -1,0 +1,80 @@
+//! The command line: exit codes, `--types`, `explain`, and bad invocations.
+
+use crate::support::{nax, root};
+
+fn example() -> String {
+    root().join("examples/transformer_block.nax").display().to_string()
+}
+
+#[test]
+fn check_prints_types_of_the_example() {
+    let out = nax(&["check", &example(), "--types"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.starts_with("def ")), "{text}");
+    assert!(text.contains("sizes [") && text.contains("range ["), "{text}");
+}
+
+#[test]
+fn errors_exit_1_with_rendered_diagnostics() {
+    let dir = tempdir();
+    let path = dir.join("bad.nax");
+    std::fs::write(&path, "dim n = 8\ndim k = 8\ndef f(x: [n], y: [k]) -> [n] {\n    return x + y\n}\n").unwrap();
+    let out = nax(&["check", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("error[E0404]") && err.contains("axis 'n' (size 8)"), "{err}");
+}
+
+#[test]
+fn json_has_the_schema_of_cli_md() {
+    let out = nax(&["check", "--format", "json", &example()]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["diagnostics"].as_array().unwrap().is_empty());
+    let f = &v["functions"][0];
+    assert!(f["signature"].as_str().unwrap().starts_with("def "));
+    let b = &f["bindings"][0];
+    for key in ["name", "line", "type", "sizes", "range"] {
+        assert!(b.get(key).is_some(), "binding lacks {key}: {b}");
+    }
+}
+
+#[test]
+fn usage_and_io_problems_exit_2() {
+    let dir = tempdir();
+    let binary = dir.join("binary.nax");
+    std::fs::write(&binary, [0x64, 0x69, 0x6d, 0xff, 0xfe]).unwrap();
+    let cases: Vec<Vec<String>> = vec![
+        vec!["check".into(), dir.join("missing.nax").display().to_string()],
+        vec!["check".into(), binary.display().to_string()],
+        vec!["check".into(), example(), "--frobnicate".into()],
+        vec!["check".into(), example(), "--format".into(), "yaml".into()],
+        vec!["explain".into(), "E9999".into()],
+        vec!["frobnicate".into()],
+        vec![],
+    ];
+    for args in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = nax(&args);
+        assert_eq!(out.status.code(), Some(2), "nax {args:?}");
+        assert!(!out.stderr.is_empty(), "nax {args:?} says nothing");
+    }
+}
+
+#[test]
+fn explain_prints_the_registry_entry() {
+    let out = nax(&["explain", "E0404"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("# E0404") && text.contains("```nax,ok"), "{text}");
+}
+
+/// A fresh folder under the target directory for this test's files.
+fn tempdir() -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("nax-cli-test-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -1,0 +1,18 @@
+//! The single integration-test binary: every suite links the compiler once.
+//!
+//! - `conformance`: the shared checker cases (`../shared/conformance`), through `nax check --format json`;
+//! - `diagnostics`: file-driven tests, `.nax` beside its expected rendered `.stderr` (`NAX_BLESS=1` updates);
+//! - `explain`: every error code's documented examples;
+//! - `robustness`: generated inputs, none of which may panic the checker;
+//! - `cli`: the command line's exit codes and outputs;
+//! - `examples`: the example models check clean.
+
+mod cli;
+mod conformance;
+mod diagnostics;
+mod examples;
+mod explain;
+#[path = "support/gen.rs"]
+mod generate;
+mod robustness;
+mod support;
