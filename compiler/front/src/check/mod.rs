@@ -559,3 +559,24 @@ pub(crate) fn host_type(h: ast::HostType) -> Type {
     let range = if h == ast::HostType::Bool { None } else { Some(Range::FULL) };
     Type::Host(h, range)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::types::Type;
+
+    #[test]
+    fn run_time_sizes_become_call_boundary_checks() {
+        let src = "dim V\ndim W = V / 2\ndef f(x: [V], y: [W]) -> [W] {\n    z = rearrange(x, (h 4) -> h 4)\n    return y\n}\n";
+        let c = crate::check_source(src);
+        assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+        let f = &c.module.functions[0];
+        let (Type::Tensor(x), Type::Tensor(y)) = (&f.bindings[0].ty, &f.bindings[1].ty) else { panic!() };
+        assert!(f.symbols.solve(&[(x.axes[0].size, 8), (y.axes[0].size, 4)]).is_ok());
+        let wrong_y = f.symbols.solve(&[(x.axes[0].size, 8), (y.axes[0].size, 5)]).unwrap_err();
+        assert!(wrong_y.message.contains("must be 4"), "{wrong_y:?}");
+        let inexact_group = f.symbols.solve(&[(x.axes[0].size, 6)]).unwrap_err();
+        assert!(inexact_group.message.contains("6 / 4 is not exact"), "{inexact_group:?}");
+        let odd = f.symbols.solve(&[(x.axes[0].size, 7)]).unwrap_err();
+        assert!(odd.message.contains("7 / 2 is not exact"), "{odd:?}");
+    }
+}

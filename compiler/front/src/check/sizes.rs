@@ -238,6 +238,88 @@ impl Symbols {
     }
 }
 
+/// A call-boundary check that failed: the sizes given contradict the program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoundaryError {
+    pub message: String,
+    /// Where the violated requirement comes from (a dim, a group, a parameter).
+    pub origin: Span,
+}
+
+impl Symbols {
+    /// The call-boundary check: given the actual values of some sizes (the
+    /// arguments' axes), evaluates every derived size, checks that divisions
+    /// are exact and subtractions non-negative, and that every class of sizes
+    /// required equal gets one value. Returns the value of each symbol
+    /// (`None` for sizes nothing determines).
+    pub fn solve(&self, given: &[(Size, u64)]) -> Result<Vec<Option<u64>>, BoundaryError> {
+        let mut class: HashMap<u32, u64> = HashMap::new();
+        // Gives a class its value, or the value it already has when they differ.
+        let set = |class: &mut HashMap<u32, u64>, root: u32, v: u64| match class.get(&root) {
+            Some(&old) if old != v => Err(old),
+            _ => {
+                class.insert(root, v);
+                Ok(())
+            }
+        };
+        for (i, s) in self.syms.iter().enumerate() {
+            if let Some(v) = s.value {
+                class.insert(self.root(i as u32), v);
+            }
+        }
+        for &(size, v) in given {
+            match size {
+                Size::Const(c) if c != v => {
+                    return Err(BoundaryError { message: format!("expected size {c}, got {v}"), origin: Span::default() });
+                }
+                Size::Const(_) => {}
+                Size::Sym(SymId(id)) => {
+                    let root = self.root(id);
+                    let data = &self.syms[id as usize];
+                    set(&mut class, root, v).map_err(|old| BoundaryError {
+                        message: format!("`{}` must be {old}, got {v}", data.name),
+                        origin: data.origin,
+                    })?;
+                }
+            }
+        }
+        let value_of = |class: &HashMap<u32, u64>, s: Size| match s {
+            Size::Const(c) => Some(c),
+            Size::Sym(SymId(id)) => class.get(&self.root(id)).copied(),
+        };
+        // Derived sizes only refer to earlier symbols, but a class can learn its
+        // value from a later member, so repeat until nothing changes.
+        loop {
+            let mut changed = false;
+            for (i, s) in self.syms.iter().enumerate() {
+                let (a, b) = match s.def {
+                    SymDef::Free => continue,
+                    SymDef::Mul(a, b) | SymDef::Div(a, b) | SymDef::Add(a, b) | SymDef::Sub(a, b) => (a, b),
+                };
+                let (Some(x), Some(y)) = (value_of(&class, a), value_of(&class, b)) else { continue };
+                let fail = |why: String| BoundaryError { message: format!("`{}`: {why}", s.name), origin: s.origin };
+                let v = match s.def {
+                    SymDef::Mul(..) => x.checked_mul(y).ok_or_else(|| fail(format!("{x} * {y} overflows")))?,
+                    SymDef::Div(..) if y == 0 || x % y != 0 => return Err(fail(format!("{x} / {y} is not exact"))),
+                    SymDef::Div(..) => x / y,
+                    SymDef::Add(..) => x.checked_add(y).ok_or_else(|| fail(format!("{x} + {y} overflows")))?,
+                    SymDef::Sub(..) => x.checked_sub(y).ok_or_else(|| fail(format!("{x} - {y} is negative")))?,
+                    SymDef::Free => continue,
+                };
+                let root = self.root(i as u32);
+                if class.get(&root) != Some(&v) {
+                    set(&mut class, root, v).map_err(|old| fail(format!("is {v} but must equal {old}")))?;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        Ok((0..self.syms.len() as u32).map(|i| class.get(&self.root(i)).copied()).collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +343,21 @@ mod tests {
         let b = t.mul(Size::Const(3), v, Span::default()).unwrap();
         assert!(t.same(a, b));
         assert_eq!(t.display(a), "3*V");
+    }
+
+    #[test]
+    fn the_boundary_check_evaluates_derived_sizes() {
+        let mut t = Symbols::default();
+        let v = Size::Sym(t.fresh("V", Span::default()));
+        let w = t.div_exact(v, Size::Const(2), Some("W"), Span::default()).unwrap();
+        let b = Size::Sym(t.fresh("b", Span::default()));
+        assert!(t.unify(b, w));
+        let values = t.solve(&[(v, 64)]).unwrap();
+        let SymId(wid) = match w { Size::Sym(id) => id, Size::Const(_) => unreachable!() };
+        assert_eq!(values[wid as usize], Some(32));
+        assert!(t.solve(&[(v, 7)]).unwrap_err().message.contains("not exact"));
+        assert!(t.solve(&[(v, 64), (b, 31)]).is_err());
+        assert!(t.solve(&[(Size::Const(3), 4)]).is_err());
     }
 
     #[test]
