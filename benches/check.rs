@@ -7,7 +7,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
-#[path = "../tests/support/gen.rs"]
+#[path = "../tests/support/generate.rs"]
 #[allow(dead_code)] // the benchmark uses only the large-module generator
 mod generate;
 

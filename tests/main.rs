@@ -12,7 +12,7 @@ mod conformance;
 mod diagnostics;
 mod examples;
 mod explain;
-#[path = "support/gen.rs"]
+#[path = "support/generate.rs"]
 mod generate;
 mod robustness;
 mod support;

@@ -19,10 +19,10 @@ use rand::{Rng, SeedableRng, rngs::SmallRng};
 
 /// Operators and punctuation of nax.
 const PUNCT: &[&str] = &[
-    "+", "-", "*", "/", "@", "==", "!=", "<", "<=", ">", ">=", "!", "=", "->", ",", ":", "(", ")",
-    "[", "]", "{", "}",
+    "+", "-", "*", "/", "@", "==", "!=", "<", "<=", ">", ">=", "!", "=", "->", ",", ":", "(", ")", "[", "]", "{", "}",
 ];
 /// Keywords, built-ins, kinds and a few plain names.
+#[rustfmt::skip]
 const WORDS: &[&str] = &[
     "dim", "param", "def", "return", "and", "or", "as", "rearrange", "reduce", "repeat", "einsum",
     "split", "softmax", "log_softmax", "logsumexp", "sum", "mean", "max", "min", "prod", "exp",
@@ -31,19 +31,16 @@ const WORDS: &[&str] = &[
     "b", "n", "D", "x", "f",
 ];
 /// Number-like tokens, including grouped sizes and out-of-range integers.
-const NUMBERS: &[&str] = &[
-    "0", "1", "3", "16", "512", "16gh", "3h", "1e-5", ".5", "2.0", "inf", "257",
-    "18446744073709551617",
-];
+const NUMBERS: &[&str] =
+    &["0", "1", "3", "16", "512", "16gh", "3h", "1e-5", ".5", "2.0", "inf", "257", "18446744073709551617"];
 /// Strings, one of them unterminated.
 const STRINGS: &[&str] = &["\"mean\"", "'max'", "\"\"", "\"open"];
 /// Fragments for raw bytes that are not tokens: blanks, comments, non-ASCII text.
 const FILLER: &[&str] = &[" ", "  ", "\n", "\t", "\r\n", "# c\n", "é", "∑", "\u{0}"];
 
-/// Elementwise built-ins of one operand whose result is Real whatever the operand's range.
-const UNARY: &[&str] = &[
-    "exp", "tanh", "sigmoid", "relu", "gelu", "silu", "softplus", "abs", "sin", "cos", "erf",
-];
+/// Elementwise built-ins of one operand, safe on any range; all give Real except `exp` of a
+/// `LogProb`, which is a `Prob`.
+const UNARY: &[&str] = &["exp", "tanh", "sigmoid", "relu", "gelu", "silu", "softplus", "abs", "sin", "cos", "erf"];
 /// The arithmetic operators.
 const ARITH: &[&str] = &["+", "-", "*", "/"];
 /// Host float and int literals (none of them zero, so they are safe divisors).
@@ -130,12 +127,8 @@ fn tokenize(source: &str) -> Vec<&str> {
                 let close = run_end(b, i + 1, |d| d != c && d != b'\n');
                 if b.get(close) == Some(&c) { close + 1 } else { close }
             }
-            _ if c.is_ascii_alphabetic() || c == b'_' => {
-                run_end(b, i, |c| c.is_ascii_alphanumeric() || c == b'_')
-            }
-            _ if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) => {
-                number_end(b, i)
-            }
+            _ if c.is_ascii_alphabetic() || c == b'_' => run_end(b, i, |c| c.is_ascii_alphanumeric() || c == b'_'),
+            _ if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) => number_end(b, i),
             _ if ["->", "==", "!=", "<=", ">="].iter().any(|op| b[i..].starts_with(op.as_bytes())) => i + 2,
             _ => i + source[i..].chars().next().map_or(1, char::len_utf8),
         };
@@ -146,15 +139,15 @@ fn tokenize(source: &str) -> Vec<&str> {
 }
 
 /// A token-level mutation of a nax source: split `source` into tokens (identifiers, numbers,
-/// strings, operators/punctuation, newlines, comments) and apply 1..=4 random edits: delete a token,
-/// duplicate one, swap two, replace one with a random token from a nax vocabulary (keywords, builtins
-/// like rearrange/einsum/softmax, `->`, `(`, `)`, `[`, `]`, `{`, `}`, `,`, `:`, `=`, `@`, numbers such as 0, 1, 3, 16gh, 1e-5, inf, strings), or insert one.
+/// strings, operators/punctuation, newlines, comments) and apply 1..=4 random edits: delete a
+/// token, duplicate one, swap two, replace one with a random token from a nax vocabulary
+/// (keywords, builtins like rearrange/einsum/softmax, `->`, `(`, `)`, `[`, `]`, `{`, `}`, `,`,
+/// `:`, `=`, `@`, numbers such as 0, 1, 3, 16gh, 1e-5, inf, strings), or insert one.
 pub fn mutate_tokens(rng: &mut SmallRng, source: &str) -> String {
     let mut toks: Vec<String> = tokenize(source).into_iter().map(String::from).collect();
     for _ in 0..rng.random_range(1..=4) {
-        let solid: Vec<usize> = (0..toks.len())
-            .filter(|&i| !toks[i].bytes().all(|c| matches!(c, b' ' | b'\t' | b'\r')))
-            .collect();
+        let solid: Vec<usize> =
+            (0..toks.len()).filter(|&i| !toks[i].bytes().all(|c| matches!(c, b' ' | b'\t' | b'\r'))).collect();
         let (Some(&i), Some(&j)) = (solid.choose(rng), solid.choose(rng)) else {
             toks.push(vocab_token(rng).to_string());
             continue;
@@ -217,7 +210,7 @@ fn random_axes(rng: &mut SmallRng, pool: &[String], max_rank: usize) -> Vec<Stri
 struct Val {
     name: String,
     axes: Vec<String>,
-    /// Whether its kind is surely `Real` (not a Prob or LogProb a softmax may have made).
+    /// Whether its kind is surely `Real` (not a `Prob` or `LogProb` a softmax may have made).
     real: bool,
 }
 
@@ -241,6 +234,13 @@ impl Expr {
     fn operand(&self) -> String {
         if self.atomic { self.text.clone() } else { format!("({})", self.text) }
     }
+}
+
+/// `f(x)` for a random built-in `f` of [`UNARY`]; the result is surely Real unless `f` is `exp`
+/// (of a possible `LogProb`).
+fn unary_builtin(rng: &mut SmallRng, x: Expr) -> Expr {
+    let f = pick(rng, UNARY);
+    Expr { text: format!("{f}({})", x.text), real: x.real || f != "exp", atomic: true, ..x }
 }
 
 /// A generated function's signature, for calls from later functions.
@@ -280,7 +280,8 @@ fn module(rng: &mut SmallRng, ndims: usize, nweights: usize, title: &str) -> Mod
     let mut text = format!("# {title}\n");
     let mut sizes: Vec<u64> = (1..=24).collect();
     sizes.shuffle(rng);
-    let base: Vec<(String, u64)> = sizes.iter().take(ndims.max(2)).enumerate().map(|(i, &s)| (format!("d{i}"), s)).collect();
+    let base: Vec<(String, u64)> =
+        sizes.iter().take(ndims.max(2)).enumerate().map(|(i, &s)| (format!("d{i}"), s)).collect();
     let mut dims: Vec<(String, Option<u64>)> = Vec::new();
     for (d, s) in &base {
         text += &format!("dim {d} = {s}\n");
@@ -368,23 +369,15 @@ impl Body<'_> {
 
     /// A value in scope or, while `depth` allows, a nested expression.
     fn operand(&mut self, rng: &mut SmallRng, depth: usize) -> Option<Expr> {
-        if depth > 0 && rng.random_bool(0.3) {
-            if let Some(e) = self.expr(rng, depth - 1) {
-                return Some(e);
-            }
-        }
-        self.atom(rng)
+        let nested = if depth > 0 && rng.random_bool(0.3) { self.expr(rng, depth - 1) } else { None };
+        nested.or_else(|| self.atom(rng))
     }
 
     /// A value whose names are a subset or a superset of `axes`, sometimes under a built-in.
     fn partner(&self, rng: &mut SmallRng, axes: &[String]) -> Option<Expr> {
         let cands: Vec<&Val> = self.vals.iter().filter(|v| subset(&v.axes, axes) || subset(axes, &v.axes)).collect();
         let e = Expr::of(cands.choose(rng)?);
-        Some(if rng.random_bool(0.2) {
-            Expr { text: format!("{}({})", pick(rng, UNARY), e.text), real: true, ..e }
-        } else {
-            e
-        })
+        Some(if rng.random_bool(0.2) { unary_builtin(rng, e) } else { e })
     }
 
     /// A host scalar: a literal, a size name used as an int, or the float parameter.
@@ -431,7 +424,11 @@ impl Body<'_> {
         let l = self.operand(rng, depth)?;
         let op = pick(rng, ARITH);
         if rng.random_bool(0.3) {
-            let text = if rng.random_bool(0.5) { format!("{} {op} {s}", l.operand()) } else { format!("{s} {op} {}", l.operand()) };
+            let text = if rng.random_bool(0.5) {
+                format!("{} {op} {s}", l.operand())
+            } else {
+                format!("{s} {op} {}", l.operand())
+            };
             return Some(Expr { text, axes: l.axes, real: true, atomic: false });
         }
         // The partner was bound before this statement, so it may come first.
@@ -440,7 +437,12 @@ impl Body<'_> {
         let axes = broadcast(&a.axes, &b.axes);
         if rng.random_bool(0.15) {
             let f = if rng.random_bool(0.5) { "maximum" } else { "minimum" };
-            return Some(Expr { text: format!("{f}({}, {})", a.text, b.text), axes, real: a.real && b.real, atomic: true });
+            return Some(Expr {
+                text: format!("{f}({}, {})", a.text, b.text),
+                axes,
+                real: a.real && b.real,
+                atomic: true,
+            });
         }
         Some(Expr { text: format!("{} {op} {}", a.operand(), b.operand()), axes, real: true, atomic: false })
     }
@@ -448,12 +450,11 @@ impl Body<'_> {
     /// An elementwise built-in, `sqrt` of a `relu`, or a negation.
     fn unary(&mut self, rng: &mut SmallRng, depth: usize) -> Option<Expr> {
         let x = self.operand(rng, depth)?;
-        let text = match rng.random_range(0..8) {
-            0 => return Some(Expr { text: format!("-{}", x.operand()), atomic: false, ..x }),
-            1 => format!("sqrt(relu({}))", x.text),
-            _ => format!("{}({})", pick(rng, UNARY), x.text),
-        };
-        Some(Expr { text, axes: x.axes, real: true, atomic: true })
+        Some(match rng.random_range(0..8) {
+            0 => Expr { text: format!("-{}", x.operand()), atomic: false, ..x },
+            1 => Expr { text: format!("sqrt(relu({}))", x.text), real: true, atomic: true, ..x },
+            _ => unary_builtin(rng, x),
+        })
     }
 
     /// `softmax(x, a)` or `log_softmax(x, a)`: a Prob or LogProb, so not surely Real.
@@ -514,8 +515,12 @@ impl Body<'_> {
         }
         let i = rng.random_range(0..x.axes.len());
         let s = self.size(&x.axes[i])?;
-        let known: Vec<(String, u64)> = self.sizes.iter()
-            .filter_map(|(n, z)| z.filter(|&k| k > 1 && k < s && s % k == 0 && !x.axes.contains(n)).map(|k| (n.clone(), k)))
+        let known: Vec<(String, u64)> = self
+            .sizes
+            .iter()
+            .filter_map(|(n, z)| {
+                z.filter(|&k| k > 1 && k < s && s % k == 0 && !x.axes.contains(n)).map(|k| (n.clone(), k))
+            })
             .collect();
         let (g, f, keyword) = match known.choose(rng) {
             Some((n, k)) if rng.random_bool(0.5) => (n.clone(), *k, String::new()),
@@ -574,7 +579,8 @@ impl Body<'_> {
         out.shuffle(rng);
         out.truncate(rng.random_range(1..=out.len().clamp(1, MAX_RANK)));
         let gap = if rng.random_bool(0.1) { "\n        " } else { " " };
-        let text = format!("einsum({}, {}:{gap}{}, {} -> {})", l.text, r.text, join(&l.axes), join(&r.axes), join(&out));
+        let text =
+            format!("einsum({}, {}:{gap}{}, {} -> {})", l.text, r.text, join(&l.axes), join(&r.axes), join(&out));
         Some(Expr { text, axes: out, real: true, atomic: true })
     }
 
@@ -592,7 +598,13 @@ impl Body<'_> {
             vec![y[1].clone()]
         } else {
             let (bx, by) = (&x[..n - 2], &y[..m - 2]);
-            let mut axes = if subset(by, bx) { bx.to_vec() } else if subset(bx, by) { by.to_vec() } else { return None };
+            let mut axes = if subset(by, bx) {
+                bx.to_vec()
+            } else if subset(bx, by) {
+                by.to_vec()
+            } else {
+                return None;
+            };
             axes.push(x[n - 2].clone());
             axes.push(y[m - 1].clone());
             axes
@@ -603,7 +615,8 @@ impl Body<'_> {
     /// `x @ y` or `matmul(x, y)` with a value (often a weight) that fits.
     fn matmul(&mut self, rng: &mut SmallRng, depth: usize) -> Option<Expr> {
         let l = self.operand(rng, depth)?;
-        let fits: Vec<(&Val, Vec<String>)> = self.vals.iter().filter_map(|v| Some((v, self.matmul_axes(&l.axes, &v.axes)?))).collect();
+        let fits: Vec<(&Val, Vec<String>)> =
+            self.vals.iter().filter_map(|v| Some((v, self.matmul_axes(&l.axes, &v.axes)?))).collect();
         let (r, axes) = fits.choose(rng)?;
         Some(if rng.random_bool(0.8) {
             Expr { text: format!("{} @ {}", l.operand(), r.name), axes: axes.clone(), real: true, atomic: false }
@@ -613,8 +626,9 @@ impl Body<'_> {
     }
 
     /// A call of an earlier function. A dim in a parameter type takes an argument axis of the
-    /// same name; a symbolic name takes any axis, the same one wherever it recurs. The result's
-    /// symbolic names become the caller's axes.
+    /// same name; a symbolic name takes any axis, the same one wherever it recurs, but not the
+    /// caller's axis named like another entry of that parameter (which would read as a
+    /// transposition). The result's symbolic names become the caller's axes.
     fn call(&mut self, rng: &mut SmallRng) -> Option<Expr> {
         let m = self.m;
         let sig = m.sigs.choose(rng)?;
@@ -624,9 +638,19 @@ impl Body<'_> {
         let mut map: Vec<(String, String)> = Vec::new();
         let mut args = Vec::new();
         for p in &sig.params {
-            let cands: Vec<&Val> = self.vals.iter()
+            let cands: Vec<&Val> = self
+                .vals
+                .iter()
                 .filter(|v| v.real && v.axes.len() == p.len())
-                .filter(|v| p.iter().zip(&v.axes).all(|(q, a)| if m.is_dim(q) { q == a } else { lookup(&map, q).is_none_or(|b| &b == a) }))
+                .filter(|v| {
+                    p.iter().zip(&v.axes).all(|(q, a)| {
+                        if m.is_dim(q) {
+                            q == a
+                        } else {
+                            (a == q || !p.contains(a)) && lookup(&map, q).is_none_or(|b| &b == a)
+                        }
+                    })
+                })
                 .collect();
             if let Some(v) = cands.choose(rng) {
                 for (q, a) in p.iter().zip(&v.axes) {
@@ -636,7 +660,8 @@ impl Body<'_> {
                 }
                 args.push(v.name.clone());
             } else if p.iter().all(|q| m.is_dim(q)) {
-                let same: Vec<&Val> = self.vals.iter().filter(|v| v.real && v.axes.len() == p.len() && subset(p, &v.axes)).collect();
+                let same: Vec<&Val> =
+                    self.vals.iter().filter(|v| v.real && v.axes.len() == p.len() && subset(p, &v.axes)).collect();
                 let v = same.choose(rng)?;
                 args.push(format!("rearrange({}, {} -> {})", v.name, join(&v.axes), join(p)));
             } else {
@@ -706,7 +731,10 @@ impl Body<'_> {
     fn split(&mut self, rng: &mut SmallRng) -> bool {
         let mark = self.sizes.len();
         let fit = self.operand(rng, 1).and_then(|x| {
-            let axes: Vec<(usize, u64)> = x.axes.iter().enumerate()
+            let axes: Vec<(usize, u64)> = x
+                .axes
+                .iter()
+                .enumerate()
                 .filter_map(|(i, a)| self.size(a).filter(|s| s % 2 == 0 || s % 3 == 0).map(|s| (i, s)))
                 .collect();
             let &(i, s) = axes.choose(rng)?;
@@ -760,14 +788,22 @@ impl Body<'_> {
 
 /// Appends a function of about `nstmts` statements to `m`. Its parameters take shapes from the
 /// module's pool or random dims, or (a quarter of the time) symbolic names `p0..p3`; it returns
-/// the latest Real value whose axes are all dims or parameter axes, in a random order.
+/// the latest value whose axes are all dims or parameter axes (made Real by `* 1.0` if it may be
+/// a Prob), its axes declared in a random order.
 fn add_function(rng: &mut SmallRng, m: &mut Module, nstmts: usize) {
     let dims: Vec<String> = m.dims.iter().map(|(d, _)| d.clone()).collect();
     let syms: Vec<String> = (0..4).map(|i| format!("p{i}")).collect();
     let generic = rng.random_bool(0.25);
     let mut body = Body {
-        m: &*m, sizes: m.dims.clone(), vals: m.weights.clone(), scalar: rng.random_bool(0.3),
-        text: String::new(), next_val: 0, next_axis: 0, calls: 0, depth: 0,
+        m: &*m,
+        sizes: m.dims.clone(),
+        vals: m.weights.clone(),
+        scalar: rng.random_bool(0.3),
+        text: String::new(),
+        next_val: 0,
+        next_axis: 0,
+        calls: 0,
+        depth: 0,
     };
     let mut params: Vec<Vec<String>> = Vec::new();
     for _ in 0..rng.random_range(1..=3) {
@@ -788,8 +824,11 @@ fn add_function(rng: &mut SmallRng, m: &mut Module, nstmts: usize) {
         body.statement(rng);
     }
     let allowed = |n: &String| m.is_dim(n) || params.iter().any(|p| p.contains(n));
-    let ret = body.vals.iter().rev().find(|v| v.axes.iter().all(allowed)).cloned()
-        .unwrap_or_else(|| Val { name: "x0".into(), axes: params.first().cloned().unwrap_or_default(), real: true });
+    let ret = body.vals.iter().rev().find(|v| v.axes.iter().all(allowed)).cloned().unwrap_or_else(|| Val {
+        name: "x0".into(),
+        axes: params.first().cloned().unwrap_or_default(),
+        real: true,
+    });
     let ret_name = if ret.real {
         ret.name.clone()
     } else {
@@ -807,7 +846,11 @@ fn add_function(rng: &mut SmallRng, m: &mut Module, nstmts: usize) {
     }
     let name = format!("f{}", m.sigs.len());
     let (text, depth, scalar) = (body.text, body.depth, body.scalar);
-    m.text += &format!("\ndef {name}({}) -> [{}] {{\n{text}    return {ret_name}\n}}\n", sig_params.join(", "), join(&result));
+    m.text += &format!(
+        "\ndef {name}({}) -> [{}] {{\n{text}    return {ret_name}\n}}\n",
+        sig_params.join(", "),
+        join(&result)
+    );
     m.sigs.push(Sig { name, params, scalar, result, depth });
 }
 
