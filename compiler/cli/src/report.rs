@@ -88,7 +88,7 @@ pub fn types_text(source: &str, checked: &Checked) -> String {
         out.push('\n');
         for b in &f.bindings[f.params..] {
             let sizes: Vec<String> = b.ty.sizes(&f.symbols).into_iter().map(|s| s.map_or_else(|name| name, |v| v.to_string())).collect();
-            let range = b.ty.range().map_or("-".to_string(), |r| format!("[{}, {}]", fmt(r.lo), fmt(r.hi)));
+            let range = b.ty.range().map_or("-".to_string(), |r| r.to_string());
             out.push_str(&format!(
                 "  {:<12} {:<28} sizes [{}]  range {}  (line {})\n",
                 b.name,
@@ -100,14 +100,4 @@ pub fn types_text(source: &str, checked: &Checked) -> String {
         }
     }
     out
-}
-
-fn fmt(x: f64) -> String {
-    if x == f64::INFINITY {
-        "inf".into()
-    } else if x == f64::NEG_INFINITY {
-        "-inf".into()
-    } else {
-        format!("{x}")
-    }
 }

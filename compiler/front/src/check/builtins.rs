@@ -165,10 +165,10 @@ impl FnChecker<'_> {
                     Diagnostic::new(
                         Code::W0601,
                         span,
-                        format!("`{name}` of a value whose range [{}, {}] allows negatives", fmt_bound(r.lo), fmt_bound(r.hi)),
+                        format!("`{name}` of a value whose range {r} allows negatives"),
                     )
                     .primary("may be nan")
-                    .label(arg.span, format!("range [{}, {}]", fmt_bound(r.lo), fmt_bound(r.hi))),
+                    .label(arg.span, format!("range {r}")),
                 );
             }
             let range = unary_range(f, r);
@@ -265,13 +265,9 @@ impl FnChecker<'_> {
         }
         match func {
             Elementwise::Where => {
-                let Some(first) = self.align(&args[0], &args[1], span, ["condition", "first value"]) else { return fail(args) };
-                let partial = TExpr { kind: TExprKind::Bool(false), ty: Type::Tensor(tensor_with_axes(first.axes.clone())), span: args[1].span };
-                let Some(second) = self.align(&partial, &args[2], span, ["condition and first value", "second value"]) else {
+                let Some((axes, align)) = self.align_three(&args, span, ["condition", "first value", "second value"]) else {
                     return fail(args);
                 };
-                let compose = |v: &[usize]| v.iter().map(|&k| second.left[k]).collect::<Vec<usize>>();
-                let align = vec![compose(&first.left), compose(&first.right), second.right.clone()];
                 let (a, b) = (Self::as_tensor(&args[1].ty), Self::as_tensor(&args[2].ty));
                 let (Some(a), Some(b)) = (a, b) else { return fail(args) };
                 let dtype = if a.dtype == DType::Bool && b.dtype == DType::Bool { DType::Bool } else { Self::arith_dtype(&args[1].ty, &args[2].ty) };
@@ -280,7 +276,7 @@ impl FnChecker<'_> {
                     (Some(x), Some(y)) => Some(x.union(y)),
                     _ => None,
                 };
-                let ty = Type::Tensor(TensorType { dtype, kind, axes: second.axes, range });
+                let ty = Type::Tensor(TensorType { dtype, kind, axes, range });
                 (TExprKind::Elementwise { func, args, align }, ty)
             }
             Elementwise::Clamp => {
@@ -288,13 +284,9 @@ impl FnChecker<'_> {
                 if self.reject_mask(&args[0], what) | self.reject_mask(&args[1], what) | self.reject_mask(&args[2], what) {
                     return fail(args);
                 }
-                let Some(first) = self.align(&args[0], &args[1], span, ["value", "lower bound"]) else { return fail(args) };
-                let partial = TExpr { kind: TExprKind::Bool(false), ty: Type::Tensor(tensor_with_axes(first.axes.clone())), span: args[0].span };
-                let Some(second) = self.align(&partial, &args[2], span, ["value and lower bound", "upper bound"]) else {
+                let Some((axes, align)) = self.align_three(&args, span, ["value", "lower bound", "upper bound"]) else {
                     return fail(args);
                 };
-                let compose = |v: &[usize]| v.iter().map(|&k| second.left[k]).collect::<Vec<usize>>();
-                let align = vec![compose(&first.left), compose(&first.right), second.right.clone()];
                 let r = |i: usize| args[i].ty.range().unwrap_or(Range::FULL);
                 let (x, lo, hi) = (r(0), r(1), r(2));
                 let raised = Range::new(x.lo.max(lo.lo), x.hi.max(lo.hi));
@@ -305,7 +297,7 @@ impl FnChecker<'_> {
                     let host = if dtype.is_float() { HostType::Float } else { HostType::Int };
                     Type::Host(host, Some(range))
                 } else {
-                    Type::Tensor(TensorType { dtype, kind, axes: second.axes, range: Some(range) })
+                    Type::Tensor(TensorType { dtype, kind, axes, range: Some(range) })
                 };
                 (TExprKind::Elementwise { func, args, align }, ty)
             }
@@ -359,6 +351,18 @@ impl FnChecker<'_> {
                 (TExprKind::Elementwise { func, args, align }, Type::Tensor(TensorType { range, ..x }))
             }
         }
+    }
+
+    /// Lines up three operands left to right (the first with the second, then
+    /// that with the third): the result's axes and each operand's alignment.
+    fn align_three(&mut self, args: &[TExpr], span: Span, names: [&str; 3]) -> Option<(Vec<Axis>, Vec<Vec<usize>>)> {
+        let first = self.align(&args[0], &args[1], span, [names[0], names[1]])?;
+        let partial = TExpr { kind: TExprKind::Bool(false), ty: Type::Tensor(tensor_with_axes(first.axes)), span: args[0].span.to(args[1].span) };
+        let both = format!("{} and {}", names[0], names[1]);
+        let second = self.align(&partial, &args[2], span, [&both, names[2]])?;
+        let compose = |v: &[usize]| v.iter().map(|&k| second.left[k]).collect::<Vec<usize>>();
+        let align = vec![compose(&first.left), compose(&first.right), second.right];
+        Some((second.axes, align))
     }
 
     /// The type of arithmetic between two operands, for chaining dtype rules.
@@ -559,17 +563,6 @@ fn rank(ty: &Type) -> usize {
 fn pow_range(a: Range, b: Range) -> Range {
     let even_exponent = b.lo == b.hi && b.lo.fract() == 0.0 && b.lo % 2.0 == 0.0;
     if a.lo >= 0.0 || even_exponent { Range::new(0.0, f64::INFINITY) } else { Range::FULL }
-}
-
-/// A bound as printed in messages.
-pub(super) fn fmt_bound(x: f64) -> String {
-    if x == f64::INFINITY {
-        "inf".into()
-    } else if x == f64::NEG_INFINITY {
-        "-inf".into()
-    } else {
-        format!("{x}")
-    }
 }
 
 /// An expression that failed to check.

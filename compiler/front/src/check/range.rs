@@ -16,6 +16,24 @@ fn clean(x: f64, if_nan: f64) -> f64 {
     if x.is_nan() { if_nan } else { x }
 }
 
+/// A bound as nax prints it: `inf`, `-inf` or the number.
+pub fn bound_text(x: f64) -> String {
+    if x == f64::INFINITY {
+        "inf".into()
+    } else if x == f64::NEG_INFINITY {
+        "-inf".into()
+    } else {
+        format!("{x}")
+    }
+}
+
+impl std::fmt::Display for Range {
+    /// `[lo, hi]`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{}, {}]", bound_text(self.lo), bound_text(self.hi))
+    }
+}
+
 impl Range {
     pub const FULL: Range = Range { lo: f64::NEG_INFINITY, hi: f64::INFINITY };
 

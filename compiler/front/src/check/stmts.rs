@@ -1,7 +1,7 @@
 //! Statements: bindings, split's several results (E0411), parameter
 //! defaults, and `return` with the permute-to-declared-order rule (E0413).
 
-use super::types::{describe_axes, Axis, Kind, TensorType, Type};
+use super::types::{describe_axes, Kind, TensorType, Type};
 use super::{host_type, resolve_tensor_type, FnChecker, SizeScope};
 use crate::checked::{PatternOp, TExpr, TExprKind, TStmt};
 use crate::diagnostics::{Code, Diagnostic, Span};
@@ -144,60 +144,40 @@ impl FnChecker<'_> {
     /// Compares the returned value with the declared result; gives, for each
     /// declared axis, the value axis that becomes it.
     fn match_result(&mut self, want: &TensorType, got: &TensorType, value: &TExpr, declared_span: Span) -> Option<Vec<usize>> {
-        let show = |c: &Self, axes: &[Axis]| describe_axes(axes, &c.syms);
-        if want.rank() != got.rank() {
+        let mismatch = |c: &mut Self, why: &str| {
             let msg = format!(
-                "the returned value has axes {} but the declared result has {}",
-                show(self, &got.axes),
-                show(self, &want.axes)
+                "the returned value has axes {} but the declared result has {}{why}",
+                describe_axes(&got.axes, &c.syms),
+                describe_axes(&want.axes, &c.syms)
             );
-            self.return_mismatch(value, declared_span, msg);
+            c.return_mismatch(value, declared_span, msg);
+        };
+        if want.rank() != got.rank() {
+            mismatch(self, "");
             return None;
         }
         let permutation = if want.fully_named() && got.fully_named() {
             let mut used = vec![false; got.rank()];
             let mut perm = Vec::with_capacity(want.rank());
             for axis in &want.axes {
-                let found = (0..got.rank()).find(|&j| !used[j] && got.axes[j].name == axis.name);
-                match found {
-                    Some(j) => {
-                        used[j] = true;
-                        perm.push(j);
-                    }
-                    None => {
-                        let msg = format!(
-                            "the returned value has axes {} but the declared result has {}: the names differ",
-                            show(self, &got.axes),
-                            show(self, &want.axes)
-                        );
-                        self.return_mismatch(value, declared_span, msg);
-                        return None;
-                    }
-                }
+                let Some(j) = (0..got.rank()).find(|&j| !used[j] && got.axes[j].name == axis.name) else {
+                    mismatch(self, ": the names differ");
+                    return None;
+                };
+                used[j] = true;
+                perm.push(j);
             }
             perm
         } else {
-            for (a, b) in want.axes.iter().zip(&got.axes) {
-                if a.name != b.name {
-                    let msg = format!(
-                        "the returned value has axes {} but the declared result has {}; with an unnamed axis, names must match in order",
-                        show(self, &got.axes),
-                        show(self, &want.axes)
-                    );
-                    self.return_mismatch(value, declared_span, msg);
-                    return None;
-                }
+            if want.axes.iter().zip(&got.axes).any(|(a, b)| a.name != b.name) {
+                mismatch(self, "; with an unnamed axis, names must match in order");
+                return None;
             }
             (0..want.rank()).collect()
         };
         for (i, &j) in permutation.iter().enumerate() {
             if !self.syms.unify(want.axes[i].size, got.axes[j].size) {
-                let msg = format!(
-                    "the returned value has axes {} but the declared result has {}: the sizes differ",
-                    show(self, &got.axes),
-                    show(self, &want.axes)
-                );
-                self.return_mismatch(value, declared_span, msg);
+                mismatch(self, ": the sizes differ");
                 return None;
             }
         }

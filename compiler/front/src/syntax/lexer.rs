@@ -143,28 +143,19 @@ pub fn lex(source: &str, diags: &mut Vec<Diagnostic>) -> Vec<Token> {
                 i = ident_end(bytes, i);
                 keyword_or_ident(&source[start..i])
             }
-            b'0'..=b'9' => match lex_number(source, i) {
-                Ok((kind, end)) => {
-                    i = end;
-                    kind
+            _ if c.is_ascii_digit() || (c == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)) => {
+                match lex_number(source, i) {
+                    Ok((kind, end)) => {
+                        i = end;
+                        kind
+                    }
+                    Err((end, message)) => {
+                        i = end;
+                        diags.push(Diagnostic::new(Code::E0101, Span::new(start, end), message));
+                        continue;
+                    }
                 }
-                Err((end, message)) => {
-                    i = end;
-                    diags.push(Diagnostic::new(Code::E0101, Span::new(start, end), message));
-                    continue;
-                }
-            },
-            b'.' if bytes.get(i + 1).is_some_and(u8::is_ascii_digit) => match lex_number(source, i) {
-                Ok((kind, end)) => {
-                    i = end;
-                    kind
-                }
-                Err((end, message)) => {
-                    i = end;
-                    diags.push(Diagnostic::new(Code::E0101, Span::new(start, end), message));
-                    continue;
-                }
-            },
+            }
             b'"' | b'\'' => {
                 let quote = c;
                 i += 1;

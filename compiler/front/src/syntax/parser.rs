@@ -279,36 +279,27 @@ impl Parser<'_> {
     }
 
     fn dim_expr(&mut self) -> PResult<DimExpr> {
-        let saved = self.depth;
-        let mut lhs = self.dim_term()?;
-        loop {
-            let op = match self.peek() {
-                TokenKind::Plus => DimOp::Add,
-                TokenKind::Minus => DimOp::Sub,
-                _ => break,
-            };
-            self.enter()?;
-            self.bump();
-            let rhs = self.dim_term()?;
-            let span = lhs.span().to(rhs.span());
-            lhs = DimExpr::Binary(Box::new(lhs), op, Box::new(rhs), span);
-        }
-        self.depth = saved;
-        Ok(lhs)
+        self.dim_binary(0)
     }
 
-    fn dim_term(&mut self) -> PResult<DimExpr> {
+    /// `+ -` (precedence 0) and `* /` (precedence 1), left-associative.
+    fn dim_binary(&mut self, min_prec: u8) -> PResult<DimExpr> {
         let saved = self.depth;
         let mut lhs = self.dim_atom()?;
         loop {
-            let op = match self.peek() {
-                TokenKind::Star => DimOp::Mul,
-                TokenKind::Slash => DimOp::Div,
+            let (op, prec) = match self.peek() {
+                TokenKind::Plus => (DimOp::Add, 0),
+                TokenKind::Minus => (DimOp::Sub, 0),
+                TokenKind::Star => (DimOp::Mul, 1),
+                TokenKind::Slash => (DimOp::Div, 1),
                 _ => break,
             };
+            if prec < min_prec {
+                break;
+            }
             self.enter()?;
             self.bump();
-            let rhs = self.dim_atom()?;
+            let rhs = with_stack(|| self.dim_binary(prec + 1))?;
             let span = lhs.span().to(rhs.span());
             lhs = DimExpr::Binary(Box::new(lhs), op, Box::new(rhs), span);
         }
