@@ -202,9 +202,7 @@ impl FnChecker<'_> {
                             );
                             return None;
                         }
-                        if let Some(n) = &pa.name
-                            && !self.module.dims.contains_key(n)
-                        {
+                        if let Some(n) = &pa.name {
                             renamed.entry(n.clone()).or_insert_with(|| aa.clone());
                         }
                     }
