@@ -1,0 +1,1 @@
+//! The PyTorch emitter (being written).
