@@ -5,13 +5,15 @@
 //! - `explain`: every error code's documented examples;
 //! - `robustness`: generated inputs, none of which may panic the checker;
 //! - `cli`: the command line's exit codes and outputs;
-//! - `examples`: the example models check clean.
+//! - `examples`: the example models check clean;
+//! - `graph`: every checked function lowers to a graph that verifies and whose text form parses back.
 
 mod cli;
 mod conformance;
 mod diagnostics;
 mod examples;
 mod explain;
+mod graph;
 #[path = "support/generate.rs"]
 mod generate;
 mod robustness;

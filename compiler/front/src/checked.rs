@@ -42,6 +42,8 @@ pub struct CheckedFn {
     pub ok: bool,
     /// The parameters: the first `params` entries of `bindings`.
     pub params: usize,
+    /// Each parameter's default value (host scalars only).
+    pub defaults: Vec<Option<TExpr>>,
     /// Every named value: the parameters, then each statement's targets in order.
     pub bindings: Vec<Binding>,
     /// The declared result type, resolved in the body's scope at `return`.
@@ -212,6 +214,8 @@ pub enum TExprKind {
     Construct { func: Constructor, value: Option<Box<TExpr>> },
     /// `x as [..]`: the same data with new axis names.
     Rename(Box<TExpr>),
-    /// A call of the module's function `function` (index into [`CheckedModule::functions`]).
+    /// A call of the module's function `function` (index into
+    /// [`CheckedModule::functions`]): one argument per parameter, in order,
+    /// defaults filled in.
     Call { function: usize, args: Vec<TExpr> },
 }

@@ -84,8 +84,12 @@ impl FnChecker<'_> {
             );
             return error(slots.into_iter().flatten().collect());
         }
-        let given: Vec<TExpr> = slots.iter().flatten().cloned().collect();
-        if given.iter().any(|a| a.ty.is_error()) || !callee.ok {
+        let given: Vec<TExpr> = slots
+            .iter()
+            .zip(&callee.defaults)
+            .filter_map(|(slot, default)| slot.clone().or_else(|| default.clone()))
+            .collect();
+        if given.len() != params.len() || given.iter().any(|a| a.ty.is_error()) || !callee.ok {
             return error(given);
         }
         match self.instantiate(callee, &slots, span) {

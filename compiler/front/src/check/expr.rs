@@ -58,7 +58,11 @@ impl FnChecker<'_> {
                 (TExprKind::Rename(Box::new(operand)), ty)
             }
             ExprKind::Call(call) => return self.call(call, span),
-            ExprKind::Error => (TExprKind::Bool(false), Type::Error),
+            ExprKind::Error => {
+                // A syntax error, already reported: the function did not check.
+                self.errors += 1;
+                (TExprKind::Bool(false), Type::Error)
+            }
         };
         TExpr { kind, ty, span }
     }
@@ -93,17 +97,9 @@ impl FnChecker<'_> {
         }
     }
 
-    /// The dtype of arithmetic between two operands: torch promotion, where a
-    /// host scalar can change a tensor's category but not its width.
+    /// The dtype of arithmetic between two operands (see [`super::types::arith_dtype`]).
     pub(super) fn arith_dtype(l: &Type, r: &Type) -> DType {
-        let dtype = |t: &Type| Self::as_tensor(t).map_or(DType::F32, |t| t.dtype);
-        match (l, r) {
-            (Type::Tensor(a), Type::Tensor(b)) => DType::promote(a.dtype, b.dtype),
-            (Type::Tensor(t), Type::Host(h, _)) | (Type::Host(h, _), Type::Tensor(t)) => {
-                if *h == HostType::Float && !t.dtype.is_float() { DType::F32 } else { t.dtype }
-            }
-            _ => DType::promote(dtype(l), dtype(r)),
-        }
+        super::types::arith_dtype(l, r)
     }
 
     /// Whether a value is a Mask or a host bool.

@@ -487,8 +487,9 @@ impl<'a> FnChecker<'a> {
             c.bind(&p.name.name, p.name.span, ty);
         }
         let params = c.bindings.len();
+        let mut default_values = vec![None; params];
         for (index, default) in defaults {
-            c.check_default(index, default);
+            default_values[index] = Some(c.check_default(index, default));
         }
         let (body, ret) = c.check_body(def);
         CheckedFn {
@@ -496,6 +497,7 @@ impl<'a> FnChecker<'a> {
             span: def.span,
             ok: c.errors == 0,
             params,
+            defaults: default_values,
             bindings: c.bindings,
             ret,
             body,

@@ -86,6 +86,56 @@ impl Symbols {
         self.syms.get(id.0 as usize)
     }
 
+    /// Copies another function's own symbols into this table (module symbols
+    /// are shared, so they map to themselves), keeping definitions and known
+    /// values. Returns, for each symbol of `other`, the size it becomes here;
+    /// used to inline a call.
+    pub fn import(&mut self, other: &Symbols) -> Vec<Size> {
+        let mut map: Vec<Size> = Vec::with_capacity(other.syms.len());
+        for (i, s) in other.syms.iter().enumerate() {
+            if i < other.shared {
+                map.push(Size::Sym(SymId(i as u32)));
+                continue;
+            }
+            let root = other.root(i as u32) as usize;
+            if root != i {
+                // Roots have the lowest id of their class, so the root is mapped already.
+                map.push(map[root]);
+                continue;
+            }
+            let remap = |x: Size| match x {
+                Size::Const(_) => x,
+                Size::Sym(SymId(j)) => map[j as usize],
+            };
+            let def = match s.def {
+                SymDef::Free => SymDef::Free,
+                SymDef::Mul(a, b) => SymDef::Mul(remap(a), remap(b)),
+                SymDef::Div(a, b) => SymDef::Div(remap(a), remap(b)),
+                SymDef::Add(a, b) => SymDef::Add(remap(a), remap(b)),
+                SymDef::Sub(a, b) => SymDef::Sub(remap(a), remap(b)),
+            };
+            let id = self.push(s.name.clone(), def, s.origin);
+            self.syms[id.0 as usize].value = s.value;
+            map.push(Size::Sym(id));
+        }
+        map
+    }
+
+    /// Adds a symbol with a definition, as the IR's text form reads it back.
+    pub fn define(&mut self, name: &str, def: SymDef) -> SymId {
+        self.push(name.to_string(), def, Span::default())
+    }
+
+    /// The representative of a symbol's class (the lowest id in it).
+    pub fn class_of(&self, id: SymId) -> SymId {
+        SymId(self.root(id.0))
+    }
+
+    /// The constant a class learnt by unification (not computed from definitions).
+    pub fn learnt_value(&self, id: SymId) -> Option<u64> {
+        self.syms.get(self.root(id.0) as usize).and_then(|s| s.value)
+    }
+
     /// Gives a symbol the name it is printed with.
     pub fn rename(&mut self, id: SymId, name: &str) {
         if let Some(s) = self.syms.get_mut(id.0 as usize) {

@@ -35,7 +35,7 @@ impl FnChecker<'_> {
     }
 
     /// A parameter's default must be a host scalar of the parameter's type.
-    pub(super) fn check_default(&mut self, index: usize, default: &ast::Expr) {
+    pub(super) fn check_default(&mut self, index: usize, default: &ast::Expr) -> TExpr {
         let value = self.expr(default);
         let param_ty = self.bindings[index].ty.clone();
         let fits = match (&param_ty, &value.ty) {
@@ -61,6 +61,7 @@ impl FnChecker<'_> {
                 .note("only host scalar parameters (float, int, bool) take defaults"),
             );
         }
+        value
     }
 
     /// The declared result type, resolved in the body's scope at `return`.

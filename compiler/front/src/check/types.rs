@@ -181,3 +181,23 @@ pub fn describe_axes(axes: &[Axis], syms: &Symbols) -> String {
         .collect();
     format!("[{}]", parts.join(" "))
 }
+
+/// The dtype of arithmetic between two operands: torch's promotion, where a
+/// host scalar can change a tensor's category but not its width (`Int[n] +
+/// 2.5` is f32, `f16[n] * 2.0` stays f16); two host scalars promote as
+/// their rank-0 tensors would.
+pub fn arith_dtype(l: &Type, r: &Type) -> DType {
+    let host_dtype = |h: HostType| match h {
+        HostType::Float => DType::F32,
+        HostType::Int => DType::I64,
+        HostType::Bool => DType::Bool,
+    };
+    match (l, r) {
+        (Type::Tensor(a), Type::Tensor(b)) => DType::promote(a.dtype, b.dtype),
+        (Type::Tensor(t), Type::Host(h, _)) | (Type::Host(h, _), Type::Tensor(t)) => {
+            if *h == HostType::Float && !t.dtype.is_float() { DType::F32 } else { t.dtype }
+        }
+        (Type::Host(a, _), Type::Host(b, _)) => DType::promote(host_dtype(*a), host_dtype(*b)),
+        _ => DType::F32,
+    }
+}

@@ -1,0 +1,105 @@
+//! The named-axis IR graph: a dataflow graph (petgraph) of one function with
+//! its calls inlined. Every node carries its value's type (axes with names
+//! and sizes, dtype, kind, range) and makes one alignment decision explicit:
+//! broadcasts are index maps (an operand axis reads a result axis; result
+//! axes an operand lacks are read with stride 0), permutes, groupings
+//! (reshapes that keep row-major order), selections, reductions and
+//! contractions are nodes of their own.
+
+use nax_front::check::sizes::Symbols;
+use nax_front::check::types::Type;
+use nax_front::checked::{AlongAxis, Constructor, Elementwise, Reduction};
+use nax_front::syntax::ast::{BinaryOp, UnaryOp};
+use petgraph::graph::{DiGraph, NodeIndex};
+
+/// A node: its operation and its value's type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub op: Op,
+    pub ty: Type,
+}
+
+/// A host literal.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Literal {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+/// The function an elementwise node applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapFn {
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Builtin(Elementwise),
+}
+
+/// What a node does. Operands are the node's incoming edges, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// The function's parameter `index` (a tensor or a host scalar).
+    Input { index: usize, name: String },
+    /// A weight, bound by name at load time.
+    Weight { name: String },
+    Literal(Literal),
+    /// A size used as an `int` host scalar.
+    SizeValue(nax_front::check::sizes::Size),
+    /// Elementwise: operand k's axis j reads result axis `maps[k][j]`; result
+    /// axes an operand does not map are broadcast (stride 0). The operation
+    /// computes in `compute` (the promoted operand dtype) and gives the node's dtype.
+    Map { func: MapFn, maps: Vec<Vec<usize>>, compute: nax_runtime::DType },
+    /// A contraction (einsum, `@`): each operand axis has a label; labels not
+    /// in `output` are summed over.
+    Contract { labels: Vec<Vec<usize>>, output: Vec<usize> },
+    /// Reduces the operand's listed axes.
+    Reduce { op: Reduction, axes: Vec<usize> },
+    /// softmax, log_softmax, logsumexp along one axis.
+    Along { func: AlongAxis, axis: usize },
+    /// A view with another grouping of the same row-major elements (its shape is the node's type).
+    Reshape,
+    /// Result axis i is operand axis `perm[i]`.
+    Permute { perm: Vec<usize> },
+    /// Result axis `map[j]` is operand axis j; the other result axes are new (stride 0).
+    Expand { map: Vec<usize> },
+    /// Takes index `index` along `axis` (of size `count`), dropping that axis.
+    Select { axis: usize, index: usize, count: usize },
+    /// The same data under new axis names (`as`).
+    Rename,
+    /// zeros, ones, full (one operand: the value), arange.
+    Construct { func: Constructor },
+}
+
+/// One function as a graph.
+#[derive(Clone, Debug)]
+pub struct Graph {
+    pub name: String,
+    pub graph: DiGraph<Node, usize>,
+    /// The parameters' nodes, in order.
+    pub inputs: Vec<NodeIndex>,
+    pub output: NodeIndex,
+    /// The sizes every type refers to, with the call-boundary checks.
+    pub symbols: Symbols,
+}
+
+impl Graph {
+    /// The operands of a node, in order.
+    pub fn operands(&self, n: NodeIndex) -> Vec<NodeIndex> {
+        let mut edges: Vec<(usize, NodeIndex)> = self
+            .graph
+            .edges_directed(n, petgraph::Direction::Incoming)
+            .map(|e| (*e.weight(), petgraph::visit::EdgeRef::source(&e)))
+            .collect();
+        edges.sort_by_key(|(i, _)| *i);
+        edges.into_iter().map(|(_, s)| s).collect()
+    }
+
+    /// Adds a node with its operands.
+    pub fn add(&mut self, op: Op, ty: Type, operands: &[NodeIndex]) -> NodeIndex {
+        let n = self.graph.add_node(Node { op, ty });
+        for (i, &o) in operands.iter().enumerate() {
+            self.graph.add_edge(o, n, i);
+        }
+        n
+    }
+}

@@ -1,0 +1,15 @@
+//! The named-axis IR: a graph per function, lowered from the checked
+//! program, with a verifier and a text form that prints and parses back.
+//!
+//! Architecture invariant: every value in a graph carries its resolved axes
+//! (names; sizes as constants or symbols of the graph's table), dtype, kind
+//! and range, and the verifier accepts every graph the lowering produces.
+
+mod graph;
+mod lower;
+pub mod text;
+mod verify;
+
+pub use graph::{Graph, Literal, MapFn, Node, Op};
+pub use lower::{lower, value_dtype, LowerError};
+pub use verify::verify;

@@ -1,0 +1,404 @@
+//! Lowering: from one checked function to a [`Graph`], inlining calls.
+//!
+//! The lowering reads only the checked program: every alignment the checker
+//! chose becomes explicit here. Elementwise operands get index maps;
+//! pattern operations become reshapes to their elementary axes, permutes,
+//! reductions, expansions, selections and reshapes back; `@` and `einsum`
+//! become one contraction node with axis labels; a call's callee is lowered
+//! in place with its symbols imported into the graph's table.
+
+use crate::graph::{Graph, Literal, MapFn, Op};
+use nax_front::check::sizes::Size;
+use nax_front::check::types::{arith_dtype, Axis, Kind, TensorType, Type};
+use nax_front::checked::{CheckedFn, CheckedModule, Elem, PatternOp, ResolvedPattern, TExpr, TExprKind, TStmt};
+use nax_front::syntax::ast::BinaryOp;
+use nax_runtime::DType;
+use petgraph::graph::{DiGraph, NodeIndex};
+use std::collections::HashMap;
+
+/// Why a function cannot be lowered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LowerError(pub String);
+
+impl std::fmt::Display for LowerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Lowers the module's function `name` to a graph.
+pub fn lower(module: &CheckedModule, name: &str) -> Result<Graph, LowerError> {
+    let f = module
+        .functions
+        .iter()
+        .find(|f| f.name == name)
+        .ok_or_else(|| LowerError(format!("no function `{name}` in the module")))?;
+    if !f.ok {
+        return Err(LowerError(format!("function `{name}` did not check")));
+    }
+    let mut l = Lowerer {
+        module,
+        g: Graph { name: name.to_string(), graph: DiGraph::new(), inputs: Vec::new(), output: NodeIndex::new(0), symbols: f.symbols.clone() },
+        weights: HashMap::new(),
+    };
+    let mut inputs = Vec::with_capacity(f.params);
+    for (i, b) in f.bindings[..f.params].iter().enumerate() {
+        inputs.push(l.g.add(Op::Input { index: i, name: b.name.clone() }, b.ty.clone(), &[]));
+    }
+    l.g.inputs = inputs.clone();
+    let identity: Vec<Size> = Vec::new();
+    l.g.output = l.function(f, inputs, &identity)?;
+    Ok(l.g)
+}
+
+struct Lowerer<'m> {
+    module: &'m CheckedModule,
+    g: Graph,
+    weights: HashMap<String, NodeIndex>,
+}
+
+/// Maps a callee's sizes into the graph's table (an empty map is the identity).
+fn map_size(s: Size, map: &[Size]) -> Size {
+    match s {
+        Size::Sym(id) if !map.is_empty() => map[id.0 as usize],
+        other => other,
+    }
+}
+
+fn map_type(ty: &Type, map: &[Size]) -> Type {
+    match ty {
+        Type::Tensor(t) => Type::Tensor(TensorType {
+            axes: t.axes.iter().map(|a| Axis { name: a.name.clone(), size: map_size(a.size, map) }).collect(),
+            ..t.clone()
+        }),
+        other => other.clone(),
+    }
+}
+
+fn tensor(ty: &Type) -> Option<&TensorType> {
+    match ty {
+        Type::Tensor(t) => Some(t),
+        _ => None,
+    }
+}
+
+impl Lowerer<'_> {
+    fn ty(&self, n: NodeIndex) -> &Type {
+        &self.g.graph[n].ty
+    }
+
+    /// Lowers a function body whose parameters are the nodes `args`; returns its result node.
+    fn function(&mut self, f: &CheckedFn, args: Vec<NodeIndex>, map: &[Size]) -> Result<NodeIndex, LowerError> {
+        let mut env: Vec<Option<NodeIndex>> = vec![None; f.bindings.len()];
+        for (i, a) in args.into_iter().enumerate() {
+            env[i] = Some(a);
+        }
+        for stmt in &f.body {
+            match stmt {
+                TStmt::Assign { targets, value } => {
+                    if let (TExprKind::Pattern { op: PatternOp::Split { count, axis, part }, args, pattern }, true) =
+                        (&value.kind, targets.len() > 1)
+                    {
+                        let x = self.expr(&args[0], &env, f, map)?;
+                        let parts = self.split(x, pattern, *count, *axis, *part, &value.ty, map)?;
+                        for (t, p) in targets.iter().zip(parts) {
+                            env[*t] = Some(p);
+                        }
+                    } else {
+                        let n = self.expr(value, &env, f, map)?;
+                        for t in targets {
+                            env[*t] = Some(n);
+                        }
+                    }
+                }
+                TStmt::Return { value, permutation } => {
+                    let n = self.expr(value, &env, f, map)?;
+                    let ret = map_type(&f.ret, map);
+                    let identity = permutation.iter().enumerate().all(|(i, &p)| i == p);
+                    if identity && self.ty(n) == &ret {
+                        return Ok(n);
+                    }
+                    let op = if identity { Op::Rename } else { Op::Permute { perm: permutation.clone() } };
+                    return Ok(self.g.add(op, ret, &[n]));
+                }
+            }
+        }
+        Err(LowerError(format!("function `{}` has no return", f.name)))
+    }
+
+    fn expr(&mut self, e: &TExpr, env: &[Option<NodeIndex>], f: &CheckedFn, map: &[Size]) -> Result<NodeIndex, LowerError> {
+        let ty = map_type(&e.ty, map);
+        let operands = |l: &mut Self, es: &[TExpr]| -> Result<Vec<NodeIndex>, LowerError> {
+            es.iter().map(|x| l.expr(x, env, f, map)).collect()
+        };
+        Ok(match &e.kind {
+            TExprKind::Int(v) => self.g.add(Op::Literal(Literal::Int(i64::try_from(*v).unwrap_or(i64::MAX))), ty, &[]),
+            TExprKind::Float(v) => self.g.add(Op::Literal(Literal::Float(*v)), ty, &[]),
+            TExprKind::Bool(v) => self.g.add(Op::Literal(Literal::Bool(*v)), ty, &[]),
+            TExprKind::Local(i) => env
+                .get(*i)
+                .copied()
+                .flatten()
+                .ok_or_else(|| LowerError(format!("`{}` used before it is bound", f.bindings[*i].name)))?,
+            TExprKind::Weight(w) => {
+                let weight = &self.module.weights[*w];
+                if let Some(&n) = self.weights.get(&weight.name) {
+                    n
+                } else {
+                    let n = self.g.add(Op::Weight { name: weight.name.clone() }, Type::Tensor(weight.ty.clone()), &[]);
+                    self.weights.insert(weight.name.clone(), n);
+                    n
+                }
+            }
+            TExprKind::SizeValue(s) => self.g.add(Op::SizeValue(map_size(*s, map)), ty, &[]),
+            TExprKind::Unary(op, a) => {
+                let x = self.expr(a, env, f, map)?;
+                let compute = value_dtype(&ty);
+                let rank = tensor(&ty).map_or(0, TensorType::rank);
+                self.g.add(Op::Map { func: MapFn::Unary(*op), maps: vec![(0..rank).collect()], compute }, ty, &[x])
+            }
+            TExprKind::Binary { op, lhs, rhs, align } => {
+                let compute = if op.is_comparison() || matches!(op, BinaryOp::And | BinaryOp::Or) {
+                    arith_dtype(&lhs.ty, &rhs.ty)
+                } else {
+                    value_dtype(&ty)
+                };
+                let xs = operands(self, &[(**lhs).clone(), (**rhs).clone()])?;
+                self.g.add(Op::Map { func: MapFn::Binary(*op), maps: align.to_vec(), compute }, ty, &xs)
+            }
+            TExprKind::MatMul { lhs, rhs, batch } => {
+                let xs = operands(self, &[(**lhs).clone(), (**rhs).clone()])?;
+                let (ra, rb) = (rank_of(&lhs.ty), rank_of(&rhs.ty));
+                let r = rank_of(&ty);
+                let k = r; // the contracted label
+                let (la, lb) = match (ra, rb) {
+                    (1, 1) => (vec![k], vec![k]),
+                    (1, _) => (vec![k], batch[1].iter().copied().chain([k, r - 1]).collect()),
+                    (_, 1) => (batch[0].iter().copied().chain([r - 1, k]).collect(), vec![k]),
+                    _ => (batch[0].iter().copied().chain([r - 2, k]).collect(), batch[1].iter().copied().chain([k, r - 1]).collect()),
+                };
+                self.g.add(Op::Contract { labels: vec![la, lb], output: (0..r).collect() }, ty, &xs)
+            }
+            TExprKind::Elementwise { func, args, align } => {
+                let xs = operands(self, args)?;
+                let compute = match func {
+                    nax_front::checked::Elementwise::Where => value_dtype(&ty),
+                    nax_front::checked::Elementwise::MaskedFill | nax_front::checked::Elementwise::ToFloat | nax_front::checked::Elementwise::ToInt => {
+                        value_dtype(&args[0].ty)
+                    }
+                    _ => value_dtype(&ty),
+                };
+                let mut maps = align.clone();
+                maps.resize(xs.len(), Vec::new());
+                self.g.add(Op::Map { func: MapFn::Builtin(*func), maps, compute }, ty, &xs)
+            }
+            TExprKind::AlongAxis { func, arg, axis } => {
+                let x = self.expr(arg, env, f, map)?;
+                self.g.add(Op::Along { func: *func, axis: *axis }, ty, &[x])
+            }
+            TExprKind::Pattern { op, args, pattern } => {
+                let xs = operands(self, args)?;
+                self.pattern(*op, &xs, pattern, ty, map)?
+            }
+            TExprKind::Construct { func, value } => {
+                let xs = match value {
+                    Some(v) => vec![self.expr(v, env, f, map)?],
+                    None => Vec::new(),
+                };
+                self.g.add(Op::Construct { func: *func }, ty, &xs)
+            }
+            TExprKind::Rename(a) => {
+                let x = self.expr(a, env, f, map)?;
+                self.g.add(Op::Rename, ty, &[x])
+            }
+            TExprKind::Call { function, args } => {
+                let xs = operands(self, args)?;
+                let callee = &self.module.functions[*function];
+                let callee_map = self.g.symbols.import(&callee.symbols);
+                let mut params = Vec::with_capacity(xs.len());
+                for (b, &x) in callee.bindings[..callee.params].iter().zip(&xs) {
+                    let want = map_type(&b.ty, &callee_map);
+                    if let (Some(p), Some(a)) = (tensor(&want), tensor(self.ty(x))) {
+                        let sizes: Vec<(Size, Size)> = p.axes.iter().zip(&a.axes).map(|(p, a)| (p.size, a.size)).collect();
+                        for (ps, asz) in sizes {
+                            self.g.symbols.unify(ps, asz);
+                        }
+                    }
+                    params.push(if &want == self.ty(x) { x } else { self.g.add(Op::Rename, want, &[x]) });
+                }
+                let out = self.function(callee, params, &callee_map)?;
+                if self.ty(out) == &ty { out } else { self.g.add(Op::Rename, ty, &[out]) }
+            }
+        })
+    }
+
+    /// A view of `x` with the given axes (the same kind of element).
+    fn view(&mut self, op: Op, x: NodeIndex, axes: Vec<Axis>) -> NodeIndex {
+        let base = tensor(self.ty(x)).cloned().unwrap_or(TensorType { dtype: DType::F32, kind: Kind::Plain, axes: Vec::new(), range: None });
+        let ty = Type::Tensor(TensorType { axes, kind: Kind::Plain, ..base });
+        self.g.add(op, ty, &[x])
+    }
+
+    /// Reshapes `x` to its elementary axes, leaving out unnamed size-1 entries.
+    fn elementary(&mut self, x: NodeIndex, parts: &[Vec<Elem>]) -> (NodeIndex, Vec<Elem>) {
+        let elems: Vec<Elem> = parts.iter().flatten().filter(|e| !(e.name.is_none() && self.is_one(e.size))).cloned().collect();
+        let axes: Vec<Axis> = elems.iter().map(|e| Axis { name: e.name.clone(), size: e.size }).collect();
+        let current = tensor(self.ty(x)).map(|t| t.axes.clone()).unwrap_or_default();
+        if current == axes {
+            return (x, elems);
+        }
+        (self.view(Op::Reshape, x, axes), elems)
+    }
+
+    fn is_one(&self, s: Size) -> bool {
+        self.g.symbols.constant(s) == Some(1)
+    }
+
+    /// For each output elementary axis, the input elementary axis it is (`None`: a new axis).
+    fn match_elems(&self, input: &[Elem], output: &[Elem]) -> Vec<Option<usize>> {
+        let mut used = vec![false; input.len()];
+        output
+            .iter()
+            .map(|o| {
+                let found = match &o.name {
+                    Some(n) => input.iter().position(|e| e.name.as_ref() == Some(n)),
+                    None if self.is_one(o.size) => None,
+                    None => {
+                        let v = self.g.symbols.constant(o.size);
+                        (0..input.len()).find(|&i| !used[i] && input[i].name.is_none() && self.g.symbols.constant(input[i].size) == v)
+                    }
+                };
+                if let Some(i) = found {
+                    used[i] = true;
+                }
+                found
+            })
+            .collect()
+    }
+
+    /// Permutes the elementary axes `elems` of `x` into the order `order` (indices into `elems`).
+    fn permute(&mut self, x: NodeIndex, elems: &[Elem], order: &[usize]) -> NodeIndex {
+        if order.iter().enumerate().all(|(i, &j)| i == j) && order.len() == elems.len() {
+            return x;
+        }
+        let axes = order.iter().map(|&i| Axis { name: elems[i].name.clone(), size: elems[i].size }).collect();
+        self.view(Op::Permute { perm: order.to_vec() }, x, axes)
+    }
+
+    /// Reshapes to the result type unless `x` already has it.
+    fn finish(&mut self, x: NodeIndex, ty: Type) -> NodeIndex {
+        if self.ty(x) == &ty {
+            return x;
+        }
+        let same_axes = match (tensor(self.ty(x)), tensor(&ty)) {
+            (Some(a), Some(b)) => a.axes == b.axes,
+            _ => false,
+        };
+        self.g.add(if same_axes { Op::Rename } else { Op::Reshape }, ty, &[x])
+    }
+
+    fn pattern(&mut self, op: PatternOp, xs: &[NodeIndex], p: &ResolvedPattern, ty: Type, map: &[Size]) -> Result<NodeIndex, LowerError> {
+        let mapped = |parts: &[Vec<Elem>]| -> Vec<Vec<Elem>> {
+            parts.iter().map(|a| a.iter().map(|e| Elem { name: e.name.clone(), size: map_size(e.size, map) }).collect()).collect()
+        };
+        let out_elems: Vec<Elem> = mapped(&p.output).into_iter().flatten().collect();
+        match op {
+            PatternOp::Rearrange | PatternOp::Reduce(_) | PatternOp::Repeat => {
+                let (x, elems) = self.elementary(xs[0], &mapped(&p.inputs[0]));
+                let matched = self.match_elems(&elems, &out_elems);
+                let kept: Vec<usize> = matched.iter().flatten().copied().collect();
+                let x = if let PatternOp::Reduce(red) = op {
+                    let reduced: Vec<usize> = (0..elems.len()).filter(|i| !kept.contains(i)).collect();
+                    let remaining_at: Vec<usize> = (0..elems.len()).filter(|i| kept.contains(i)).collect();
+                    let remaining: Vec<Elem> = remaining_at.iter().map(|&i| elems[i].clone()).collect();
+                    let x = if reduced.is_empty() {
+                        x
+                    } else {
+                        let axes = remaining.iter().map(|e| Axis { name: e.name.clone(), size: e.size }).collect();
+                        let base = tensor(&ty).cloned().ok_or_else(|| LowerError("reduce of a host scalar".into()))?;
+                        let rty = Type::Tensor(TensorType { axes, kind: Kind::Plain, ..base });
+                        self.g.add(Op::Reduce { op: red, axes: reduced }, rty, &[x])
+                    };
+                    let order: Vec<usize> = kept.iter().map(|k| remaining_at.iter().position(|r| r == k).unwrap_or(0)).collect();
+                    self.permute(x, &remaining, &order)
+                } else {
+                    self.permute(x, &elems, &kept)
+                };
+                let x = if op == PatternOp::Repeat && matched.iter().any(Option::is_none) {
+                    let positions: Vec<usize> = (0..matched.len()).filter(|&i| matched[i].is_some()).collect();
+                    let axes = out_elems.iter().map(|e| Axis { name: e.name.clone(), size: e.size }).collect();
+                    self.view(Op::Expand { map: positions }, x, axes)
+                } else {
+                    x
+                };
+                Ok(self.finish(x, ty))
+            }
+            PatternOp::Einsum => {
+                let mut labels: Vec<String> = Vec::new();
+                let mut label = |n: &str| match labels.iter().position(|l| l == n) {
+                    Some(i) => i,
+                    None => {
+                        labels.push(n.to_string());
+                        labels.len() - 1
+                    }
+                };
+                let ins: Vec<Vec<usize>> = p.inputs.iter().map(|side| side.iter().flatten().map(|e| label(e.name.as_deref().unwrap_or("_"))).collect()).collect();
+                let named_out: Vec<&Elem> = out_elems.iter().filter(|e| e.name.is_some()).collect();
+                let output: Vec<usize> = named_out.iter().map(|e| label(e.name.as_deref().unwrap_or("_"))).collect();
+                let base = tensor(&ty).cloned().ok_or_else(|| LowerError("einsum of host scalars".into()))?;
+                let axes = named_out.iter().map(|e| Axis { name: e.name.clone(), size: e.size }).collect();
+                let cty = Type::Tensor(TensorType { axes, ..base });
+                let c = self.g.add(Op::Contract { labels: ins, output }, cty, xs);
+                Ok(self.finish(c, ty))
+            }
+            PatternOp::Split { .. } => Err(LowerError("split must bind its results to names".into())),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn split(
+        &mut self,
+        x: NodeIndex,
+        p: &ResolvedPattern,
+        count: usize,
+        axis: usize,
+        part: usize,
+        ty: &Type,
+        map: &[Size],
+    ) -> Result<Vec<NodeIndex>, LowerError> {
+        let inputs: Vec<Vec<Elem>> =
+            p.inputs[0].iter().map(|a| a.iter().map(|e| Elem { name: e.name.clone(), size: map_size(e.size, map) }).collect()).collect();
+        let out_elems: Vec<Elem> = p.output.iter().flatten().map(|e| Elem { name: e.name.clone(), size: map_size(e.size, map) }).collect();
+        let flat: usize = inputs[..axis].iter().map(Vec::len).sum::<usize>() + part;
+        let dropped_before = inputs.iter().flatten().take(flat).filter(|e| e.name.is_none() && self.is_one(e.size)).count();
+        let (x, elems) = self.elementary(x, &inputs);
+        let s = flat - dropped_before;
+        let rest: Vec<Elem> = elems.iter().enumerate().filter(|(i, _)| *i != s).map(|(_, e)| e.clone()).collect();
+        let matched = self.match_elems(&rest, &out_elems);
+        let kept: Vec<usize> = matched.iter().flatten().copied().collect();
+        let ty = map_type(ty, &[]);
+        let mut out = Vec::with_capacity(count);
+        for index in 0..count {
+            let axes = rest.iter().map(|e| Axis { name: e.name.clone(), size: e.size }).collect();
+            let sel = self.view(Op::Select { axis: s, index, count }, x, axes);
+            let perm = self.permute(sel, &rest, &kept);
+            out.push(self.finish(perm, ty.clone()));
+        }
+        Ok(out)
+    }
+}
+
+/// The dtype a value computes in (host scalars: f64 for floats, i64 for ints).
+pub fn value_dtype(ty: &Type) -> DType {
+    match ty {
+        Type::Tensor(t) => t.dtype,
+        Type::Host(nax_front::syntax::ast::HostType::Float, _) => DType::F64,
+        Type::Host(nax_front::syntax::ast::HostType::Int, _) => DType::I64,
+        Type::Host(nax_front::syntax::ast::HostType::Bool, _) => DType::Bool,
+        Type::Error => DType::F32,
+    }
+}
+
+fn rank_of(ty: &Type) -> usize {
+    tensor(ty).map_or(0, TensorType::rank)
+}

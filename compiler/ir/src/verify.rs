@@ -1,0 +1,167 @@
+//! The verifier: checks every node's operands against its operation and its
+//! type. Run after lowering and after any pass; a graph that fails is a
+//! compiler bug, reported with the node and what is wrong.
+
+use crate::graph::{Graph, Op};
+use nax_front::check::sizes::Size;
+use nax_front::check::types::{TensorType, Type};
+use petgraph::graph::NodeIndex;
+
+/// Every problem found, as `%N: message`; empty when the graph is well formed.
+pub fn verify(g: &Graph) -> Vec<String> {
+    let mut errors = Vec::new();
+    if petgraph::algo::is_cyclic_directed(&g.graph) {
+        errors.push("the graph has a cycle".to_string());
+        return errors;
+    }
+    for n in g.graph.node_indices() {
+        if let Err(message) = check_node(g, n) {
+            errors.push(format!("%{}: {message}", n.index()));
+        }
+    }
+    errors
+}
+
+fn tensor(ty: &Type) -> Option<&TensorType> {
+    match ty {
+        Type::Tensor(t) => Some(t),
+        _ => None,
+    }
+}
+
+fn rank(ty: &Type) -> usize {
+    tensor(ty).map_or(0, TensorType::rank)
+}
+
+fn sizes(ty: &Type) -> Vec<Size> {
+    tensor(ty).map(|t| t.axes.iter().map(|a| a.size).collect()).unwrap_or_default()
+}
+
+fn check_node(g: &Graph, n: NodeIndex) -> Result<(), String> {
+    let node = &g.graph[n];
+    let ops = g.operands(n);
+    let ty = |i: usize| &g.graph[ops[i]].ty;
+    let same = |a: Size, b: Size| g.symbols.same(a, b);
+    let is_one = |s: Size| g.symbols.constant(s) == Some(1);
+    let count = |want: usize| if ops.len() == want { Ok(()) } else { Err(format!("expects {want} operands, has {}", ops.len())) };
+    if node.ty.is_error() {
+        return Err("has the error type".into());
+    }
+    let out = sizes(&node.ty);
+    match &node.op {
+        Op::Input { index, .. } => {
+            count(0)?;
+            if !g.inputs.get(*index).is_some_and(|&i| i == n) {
+                return Err(format!("input {index} is not the graph's input {index}"));
+            }
+        }
+        Op::Weight { .. } | Op::Literal(_) | Op::SizeValue(_) => count(0)?,
+        Op::Map { maps, .. } => {
+            if maps.len() != ops.len() {
+                return Err("one index map per operand".into());
+            }
+            for (k, m) in maps.iter().enumerate() {
+                let s = sizes(ty(k));
+                if m.len() != s.len() {
+                    return Err(format!("operand {k} has rank {} but its map has {} entries", s.len(), m.len()));
+                }
+                for (j, &r) in m.iter().enumerate() {
+                    let Some(&o) = out.get(r) else { return Err(format!("operand {k} axis {j} reads result axis {r}, out of range")) };
+                    if !same(s[j], o) && !is_one(s[j]) {
+                        return Err(format!("operand {k} axis {j} has size {} but result axis {r} has {}", g.symbols.display(s[j]), g.symbols.display(o)));
+                    }
+                }
+            }
+        }
+        Op::Contract { labels, output } => {
+            if labels.len() != ops.len() || output.len() != out.len() {
+                return Err("labels do not match the operands or the result".into());
+            }
+            let mut extent: Vec<Option<Size>> = Vec::new();
+            for (k, ls) in labels.iter().enumerate() {
+                let s = sizes(ty(k));
+                if ls.len() != s.len() {
+                    return Err(format!("operand {k} has rank {} but {} labels", s.len(), ls.len()));
+                }
+                for (&l, &size) in ls.iter().zip(&s) {
+                    if extent.len() <= l {
+                        extent.resize(l + 1, None);
+                    }
+                    match extent[l] {
+                        Some(e) if !same(e, size) => return Err(format!("label {l} has two sizes")),
+                        _ => extent[l] = Some(size),
+                    }
+                }
+            }
+            for (&l, &o) in output.iter().zip(&out) {
+                match extent.get(l).copied().flatten() {
+                    Some(e) if same(e, o) => {}
+                    _ => return Err(format!("output label {l} does not match the result's size")),
+                }
+            }
+        }
+        Op::Reduce { axes, .. } => {
+            count(1)?;
+            let s = sizes(ty(0));
+            let kept: Vec<Size> = (0..s.len()).filter(|a| !axes.contains(a)).map(|a| s[a]).collect();
+            if axes.iter().any(|&a| a >= s.len()) || kept.len() != out.len() || kept.iter().zip(&out).any(|(&a, &b)| !same(a, b)) {
+                return Err("reduced axes do not give the result's shape".into());
+            }
+        }
+        Op::Along { axis, .. } => {
+            count(1)?;
+            if *axis >= rank(ty(0)) {
+                return Err(format!("axis {axis} out of range"));
+            }
+        }
+        Op::Reshape => {
+            count(1)?;
+            let product = |v: &[Size]| v.iter().try_fold(1u64, |p, &s| g.symbols.constant(s).and_then(|c| p.checked_mul(c)));
+            if let (Some(a), Some(b)) = (product(&sizes(ty(0))), product(&out))
+                && a != b
+            {
+                return Err(format!("reshape from {a} to {b} elements"));
+            }
+        }
+        Op::Rename => {
+            count(1)?;
+            let s = sizes(ty(0));
+            if s.len() != out.len() || s.iter().zip(&out).any(|(&a, &b)| !same(a, b)) {
+                return Err("rename changes sizes".into());
+            }
+        }
+        Op::Permute { perm } => {
+            count(1)?;
+            let s = sizes(ty(0));
+            let mut seen = vec![false; s.len()];
+            for &p in perm {
+                if p >= s.len() || std::mem::replace(&mut seen[p], true) {
+                    return Err("not a permutation".into());
+                }
+            }
+            if perm.len() != s.len() || perm.iter().zip(&out).any(|(&p, &o)| !same(s[p], o)) {
+                return Err("permuted sizes differ from the result's".into());
+            }
+        }
+        Op::Expand { map } => {
+            count(1)?;
+            let s = sizes(ty(0));
+            if map.len() != s.len() || map.iter().zip(&s).any(|(&r, &a)| out.get(r).is_none_or(|&o| !same(a, o) && !is_one(a))) {
+                return Err("expanded axes do not match the result".into());
+            }
+        }
+        Op::Select { axis, index, count: c } => {
+            count(1)?;
+            let s = sizes(ty(0));
+            if *axis >= s.len() || index >= c || g.symbols.constant(s[*axis]) != Some(*c as u64) || s.len() != out.len() + 1 {
+                return Err("selection out of range".into());
+            }
+        }
+        Op::Construct { .. } => {
+            if ops.len() > 1 {
+                return Err("a constructor takes at most one operand".into());
+            }
+        }
+    }
+    Ok(())
+}
