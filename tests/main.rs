@@ -5,6 +5,7 @@
 //! - `explain`: every error code's documented examples;
 //! - `robustness`: generated inputs, none of which may panic the checker;
 //! - `cli`: the command line's exit codes and outputs;
+//! - `exec`: the shared execution cases, through `nax run --backend interp`;
 //! - `examples`: the example models check clean;
 //! - `graph`: every checked function lowers to a graph that verifies and whose text form parses back.
 
@@ -12,6 +13,7 @@ mod cli;
 mod conformance;
 mod diagnostics;
 mod examples;
+mod exec;
 mod explain;
 mod graph;
 #[path = "support/generate.rs"]

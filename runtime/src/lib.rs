@@ -1,9 +1,24 @@
 //! The nax runtime: what a host application links to call compiled nax code,
-//! without the compiler. Today: element types ([`DType`]).
+//! without the compiler. Today: element types ([`DType`]), named host
+//! tensors ([`HostTensor`]), the binding rules of the host boundary
+//! (LANGUAGE.md section 12, [`bind`]), and safetensors I/O with axis names in
+//! the `NAME.axes` metadata ([`read_tensors`], [`write_tensor_atomic`]).
 //!
 //! Architecture invariant: this crate depends on no part of the compiler;
-//! the compiler depends on it for the types both sides share.
+//! the compiler depends on it for the types both sides share. Nothing here
+//! panics on any input: bad files, shapes, names and bindings are
+//! [`RuntimeError`]s.
 
+#![warn(missing_docs)]
+
+mod binding;
 mod dtype;
+mod error;
+mod safetensors_io;
+mod tensor;
 
+pub use binding::bind;
 pub use dtype::DType;
+pub use error::RuntimeError;
+pub use safetensors_io::{read_tensors, write_tensor_atomic};
+pub use tensor::{HostTensor, TensorData};

@@ -1,9 +1,10 @@
-//! `nax`: the command line (CLI.md). Today: `check` and `explain`.
+//! `nax`: the command line (CLI.md): `check`, `run`, `build` and `explain`.
 //!
 //! Exit codes: 0 success, 1 when the program has an error, 2 for a usage or
 //! I/O problem (clap's own usage errors exit 2 as well).
 
 mod report;
+mod run;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use nax_front::Code;
@@ -30,6 +31,42 @@ enum Command {
         #[arg(long)]
         types: bool,
     },
+    /// Compile one function and run it on tensors from safetensors files.
+    Run {
+        /// The .nax source file.
+        file: PathBuf,
+        /// The function to run.
+        #[arg(long = "fn", value_name = "NAME")]
+        function: String,
+        /// The function's tensor arguments, by parameter name.
+        #[arg(long, value_name = "IN.safetensors")]
+        inputs: Option<PathBuf>,
+        /// The module's weights (`param`s), by name.
+        #[arg(long, value_name = "W.safetensors")]
+        weights: Option<PathBuf>,
+        /// A host scalar argument: NAME=VALUE (true/false, an integer or a float).
+        #[arg(long = "arg", value_name = "NAME=VALUE")]
+        args: Vec<String>,
+        /// Where the result is written, as the tensor `out`.
+        #[arg(long, value_name = "OUT.safetensors")]
+        out: PathBuf,
+        #[arg(long, value_enum, default_value_t = BackendName::Interp)]
+        backend: BackendName,
+    },
+    /// Compile ahead of time and write what --emit names.
+    Build {
+        /// The .nax source file.
+        file: PathBuf,
+        #[arg(long, value_enum)]
+        emit: Emit,
+        /// The output file.
+        #[arg(short = 'o', value_name = "OUT")]
+        out: PathBuf,
+        #[arg(long, value_enum, default_value_t = BackendName::Interp)]
+        backend: BackendName,
+        #[arg(long, value_enum, default_value_t = Target::Cpu)]
+        target: Target,
+    },
     /// Print the long explanation of an error code, with an example.
     Explain {
         /// A code such as E0404.
@@ -43,11 +80,120 @@ enum Format {
     Json,
 }
 
+/// The back ends of CLI.md. Until the LLVM back end lands (issue 4), the
+/// interpreter is the default.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendName {
+    Llvm,
+    Mlir,
+    Cranelift,
+    Interp,
+}
+
+/// What `nax build --emit` writes.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Emit {
+    So,
+    Obj,
+    LlvmIr,
+    Mlir,
+    Ptx,
+    Graph,
+    Torch,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Target {
+    Cpu,
+    Cuda,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check { file, format, types } => check(&file, format, types),
+        Command::Run { file, function, inputs, weights, args, out, backend } => {
+            let req = run::RunRequest { file, function, inputs, weights, args, out };
+            run_command(&req, backend)
+        }
+        Command::Build { file, emit, out, backend, target } => build(&file, emit, &out, backend, target),
         Command::Explain { code } => explain(&code),
+    }
+}
+
+/// The back end `--backend` names, or why it is not available (exit 2).
+fn backend(name: BackendName) -> Result<Box<dyn nax_ir::Backend>, ExitCode> {
+    match name {
+        BackendName::Interp => Ok(Box::new(nax_back_interp::Interpreter)),
+        other => {
+            let name = other.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
+            eprintln!("error: the {name} back end is not part of this build yet; use --backend interp");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+fn run_command(req: &run::RunRequest, name: BackendName) -> ExitCode {
+    let source = match read_source(&req.file) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let backend = match backend(name) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    match run::run(req, &source, backend.as_ref()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target) -> ExitCode {
+    let source = match read_source(path) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    if let Err(code) = backend(name) {
+        return code;
+    }
+    if target == Target::Cuda {
+        eprintln!("error: the CUDA target is not part of this build yet");
+        return ExitCode::from(2);
+    }
+    let checked = nax_front::check_source(&source);
+    if checked.has_errors() {
+        eprint!("{}", nax_front::diagnostics::render_text(&path.display().to_string(), &source, &checked.diagnostics));
+        return ExitCode::from(1);
+    }
+    let text = match emit {
+        Emit::Graph => {
+            let mut text = String::new();
+            for f in &checked.module.functions {
+                match nax_ir::lower(&checked.module, &f.name) {
+                    Ok(g) => text.push_str(&nax_ir::text::print(&g)),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return ExitCode::from(1);
+                    }
+                }
+            }
+            text
+        }
+        other => {
+            let name = other.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
+            eprintln!("error: --emit {name} is not part of this build yet");
+            return ExitCode::from(2);
+        }
+    };
+    match std::fs::write(out, text) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: cannot write `{}`: {e}", out.display());
+            ExitCode::from(2)
+        }
     }
 }
 

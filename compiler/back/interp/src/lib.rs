@@ -2,8 +2,8 @@
 //! code over the named-axis graph, the oracle every other back end is
 //! compared with.
 
+mod backend;
 mod eval;
 mod value;
 
-pub use eval::{evaluate, Sizes};
-pub use value::{Data, Value};
+pub use backend::Interpreter;

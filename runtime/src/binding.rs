@@ -1,0 +1,386 @@
+//! Binding a host tensor to a parameter: the host-boundary rules of
+//! LANGUAGE.md section 12.
+//!
+//! - A fully named tensor lines up with the parameter's axes by name and is
+//!   transposed to match; a missing or an extra name is an error.
+//! - An unnamed tensor (every axis unnamed) binds by position.
+//! - A partially named tensor: its unnamed axes must all lead; the named
+//!   suffix lines up by name with the parameter's axes of those names, and
+//!   the unnamed run binds, in order, to the parameter's remaining axes.
+//! - A parameter with an unnamed axis takes an unnamed or a partially named
+//!   tensor, never a fully named one.
+//!
+//! A name repeated in a parameter (`[n n]`) or a tensor pairs by occurrence:
+//! the i-th `n` of the tensor with the i-th `n` of the parameter. A rank-0
+//! tensor counts as unnamed. Sizes are not checked here: the caller checks
+//! them against the compiled program's sizes (and reports
+//! [`RuntimeError::SizeMismatch`]); ranks are.
+
+use crate::error::RuntimeError;
+use crate::tensor::HostTensor;
+
+/// Binds `t` to the parameter `param` whose axes are `param_axes` (a name or
+/// `None` per axis): returns `t` transposed into the parameter's axis order,
+/// carrying the parameter's axis names. The errors name the parameter, the
+/// axis and what was expected.
+pub fn bind(
+    param: &str,
+    param_axes: &[Option<String>],
+    t: &HostTensor,
+) -> Result<HostTensor, RuntimeError> {
+    let names = t.names();
+    let perm = match names.iter().position(Option::is_some) {
+        // Unnamed (or rank 0): by position.
+        None => {
+            check_rank(param, param_axes, t)?;
+            return t.clone().with_names(param_axes.to_vec());
+        }
+        Some(0) => by_name(param, param_axes, names)?,
+        Some(first_named) => partially_named(param, param_axes, t, first_named)?,
+    };
+    t.permuted(&perm)?.with_names(param_axes.to_vec())
+}
+
+/// The error for a tensor whose rank differs from the parameter's.
+fn check_rank(
+    param: &str,
+    param_axes: &[Option<String>],
+    t: &HostTensor,
+) -> Result<(), RuntimeError> {
+    if t.rank() == param_axes.len() {
+        return Ok(());
+    }
+    Err(RuntimeError::RankMismatch {
+        param: param.to_string(),
+        expected: param_axes.len(),
+        actual: t.rank(),
+        param_axes: param_axes.to_vec(),
+        tensor_names: t.names().to_vec(),
+    })
+}
+
+/// The position in `names` of the `k`-th (from 0) occurrence of `name`
+/// among the positions `from..`.
+fn nth_occurrence(names: &[Option<String>], from: usize, name: &str, k: usize) -> Option<usize> {
+    names
+        .iter()
+        .enumerate()
+        .skip(from)
+        .filter(|(_, n)| n.as_deref() == Some(name))
+        .nth(k)
+        .map(|(i, _)| i)
+}
+
+/// How many times `name` occurs in `names[from..upto]`.
+fn occurrences_before(names: &[Option<String>], from: usize, upto: usize, name: &str) -> usize {
+    names
+        .get(from..upto)
+        .unwrap_or_default()
+        .iter()
+        .filter(|n| n.as_deref() == Some(name))
+        .count()
+}
+
+/// The permutation (source axis of each parameter axis) that lines a fully
+/// named tensor up with the parameter by name.
+fn by_name(
+    param: &str,
+    param_axes: &[Option<String>],
+    names: &[Option<String>],
+) -> Result<Vec<usize>, RuntimeError> {
+    let mut perm = Vec::with_capacity(param_axes.len());
+    let mut used = vec![false; names.len()];
+    for (i, axis) in param_axes.iter().enumerate() {
+        let Some(axis) = axis else {
+            return Err(RuntimeError::NamedForUnnamedAxis {
+                param: param.to_string(),
+                position: i,
+                param_axes: param_axes.to_vec(),
+                tensor_names: names.to_vec(),
+            });
+        };
+        let k = occurrences_before(param_axes, 0, i, axis);
+        let src = nth_occurrence(names, 0, axis, k).ok_or_else(|| RuntimeError::MissingAxis {
+            param: param.to_string(),
+            axis: axis.clone(),
+            tensor_names: names.to_vec(),
+        })?;
+        used[src] = true;
+        perm.push(src);
+    }
+    if let Some(extra) = used.iter().position(|u| !u) {
+        return Err(RuntimeError::ExtraAxis {
+            param: param.to_string(),
+            axis: names[extra].clone().unwrap_or_default(),
+            param_axes: param_axes.to_vec(),
+        });
+    }
+    Ok(perm)
+}
+
+/// The permutation for a partially named tensor whose first named axis is
+/// `first_named` (> 0): the named suffix by name, the leading unnamed run in
+/// order onto the parameter's remaining axes.
+fn partially_named(
+    param: &str,
+    param_axes: &[Option<String>],
+    t: &HostTensor,
+    first_named: usize,
+) -> Result<Vec<usize>, RuntimeError> {
+    let names = t.names();
+    if let Some(position) = (first_named..names.len()).find(|&j| names[j].is_none()) {
+        return Err(RuntimeError::UnnamedAfterNamed {
+            param: param.to_string(),
+            position,
+            tensor_names: names.to_vec(),
+        });
+    }
+    let mut source: Vec<Option<usize>> = vec![None; param_axes.len()];
+    for (j, name) in names.iter().enumerate().skip(first_named) {
+        let name = name.as_deref().unwrap_or_default();
+        let k = occurrences_before(names, first_named, j, name);
+        let target =
+            nth_occurrence(param_axes, 0, name, k).ok_or_else(|| RuntimeError::ExtraAxis {
+                param: param.to_string(),
+                axis: name.to_string(),
+                param_axes: param_axes.to_vec(),
+            })?;
+        source[target] = Some(j);
+    }
+    check_rank(param, param_axes, t)?;
+    let mut unnamed = 0..first_named;
+    Ok(source
+        .into_iter()
+        .map(|s| s.or_else(|| unnamed.next()).unwrap_or_default())
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+
+    fn names(s: &str) -> Vec<Option<String>> {
+        s.split_whitespace()
+            .map(|n| (n != "_").then(|| n.to_string()))
+            .collect()
+    }
+
+    /// A tensor whose elements are their own row-major positions.
+    fn iota(shape: &[usize], axes: &str) -> HostTensor {
+        let n: usize = shape.iter().product();
+        let v: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        HostTensor::from_f64(DType::I64, shape.to_vec(), names(axes), &v).unwrap()
+    }
+
+    fn ok(param: &str, t: &HostTensor) -> HostTensor {
+        bind("x", &names(param), t).unwrap()
+    }
+
+    fn err(param: &str, t: &HostTensor) -> RuntimeError {
+        bind("x", &names(param), t).unwrap_err()
+    }
+
+    #[test]
+    fn fully_named_transposes_by_name() {
+        let t = iota(&[2, 3], "d n");
+        let b = ok("n d", &t);
+        assert_eq!(b.shape(), &[3, 2]);
+        assert_eq!(b.names(), names("n d").as_slice());
+        assert_eq!(b.to_f64_vec(), vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+        assert_eq!(b.dtype(), DType::I64);
+        // Already in order: the same tensor.
+        assert_eq!(ok("d n", &t), t);
+    }
+
+    #[test]
+    fn fully_named_three_axes() {
+        let t = iota(&[2, 3, 4], "a b c");
+        let b = ok("c a b", &t);
+        assert_eq!(b, t.permuted(&[2, 0, 1]).unwrap());
+    }
+
+    #[test]
+    fn missing_and_extra_names() {
+        let t = iota(&[2, 3], "b m");
+        let e = err("b n", &t);
+        assert_eq!(
+            e.to_string(),
+            "parameter 'x': axis 'n' is missing from the tensor's names [b m]"
+        );
+        let e = err("b n", &iota(&[2, 3, 4], "b n k"));
+        assert_eq!(
+            e.to_string(),
+            "parameter 'x': the tensor's axis 'k' is not an axis of the parameter [b n]"
+        );
+        let e = err("b n", &iota(&[2], "b"));
+        assert!(
+            matches!(&e, RuntimeError::MissingAxis { axis, .. } if axis == "n"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unnamed_binds_by_position() {
+        let t = iota(&[2, 3], "_ _");
+        let b = ok("n d", &t);
+        assert_eq!(b.names(), names("n d").as_slice());
+        assert_eq!(b.to_f64_vec(), t.to_f64_vec());
+        let b = ok("n _", &t);
+        assert_eq!(b.names(), names("n _").as_slice());
+        let e = err("n", &t);
+        assert!(
+            matches!(
+                e,
+                RuntimeError::RankMismatch {
+                    expected: 1,
+                    actual: 2,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "parameter 'x': expected a tensor of rank 1 [n], got one of rank 2 [_ _]"
+        );
+    }
+
+    #[test]
+    fn rank_zero() {
+        let t = HostTensor::scalar_f64(DType::F32, 1.0);
+        assert_eq!(bind("s", &[], &t).unwrap(), t);
+        let e = bind("s", &names("n"), &t).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                RuntimeError::RankMismatch {
+                    expected: 1,
+                    actual: 0,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn partially_named() {
+        // [_ d] to [d n]: d by name, the unnamed axis onto n.
+        let t = iota(&[3, 2], "_ d");
+        let b = ok("d n", &t);
+        assert_eq!(b.shape(), &[2, 3]);
+        assert_eq!(b.names(), names("d n").as_slice());
+        assert_eq!(
+            b,
+            t.permuted(&[1, 0])
+                .unwrap()
+                .with_names(names("d n"))
+                .unwrap()
+        );
+        // The unnamed run binds in order to the remaining axes.
+        let t = iota(&[2, 3, 4], "_ _ k");
+        let b = ok("a k b", &t);
+        assert_eq!(
+            b,
+            t.permuted(&[0, 2, 1])
+                .unwrap()
+                .with_names(names("a k b"))
+                .unwrap()
+        );
+        // A parameter with an unnamed axis takes a partially named tensor.
+        let b = ok("k _ _", &t);
+        assert_eq!(
+            b,
+            t.permuted(&[2, 0, 1])
+                .unwrap()
+                .with_names(names("k _ _"))
+                .unwrap()
+        );
+    }
+
+    #[test]
+    fn partially_named_errors() {
+        let e = err("a b c", &iota(&[2, 3, 4], "_ a _"));
+        assert!(
+            matches!(e, RuntimeError::UnnamedAfterNamed { position: 2, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("must all lead"), "{e}");
+        let e = err("a b", &iota(&[2, 3], "_ z"));
+        assert!(
+            matches!(&e, RuntimeError::ExtraAxis { axis, .. } if axis == "z"),
+            "{e}"
+        );
+        let e = err("a b c", &iota(&[2, 3], "_ c"));
+        assert!(
+            matches!(
+                e,
+                RuntimeError::RankMismatch {
+                    expected: 3,
+                    actual: 2,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn fully_named_never_binds_to_an_unnamed_axis() {
+        let e = err("n _", &iota(&[2, 3], "n k"));
+        assert!(
+            matches!(e, RuntimeError::NamedForUnnamedAxis { position: 1, .. }),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("parameter 'x': axis 1 of the parameter [n _] is unnamed")
+        );
+    }
+
+    #[test]
+    fn repeated_names_pair_by_occurrence() {
+        let t = iota(&[2, 3], "n n");
+        assert_eq!(ok("n n", &t), t);
+        // [n m n] to [m n n]: the first n stays first among the ns.
+        let t = iota(&[2, 3, 4], "n m n");
+        let b = ok("m n n", &t);
+        assert_eq!(
+            b,
+            t.permuted(&[1, 0, 2])
+                .unwrap()
+                .with_names(names("m n n"))
+                .unwrap()
+        );
+        let e = err("n n", &iota(&[2, 3], "n m"));
+        assert!(
+            matches!(&e, RuntimeError::MissingAxis { axis, .. } if axis == "n"),
+            "{e}"
+        );
+        // Partially named: the suffix's ns pair with the parameter's ns in order.
+        let t = iota(&[2, 3, 4], "_ n n");
+        let b = ok("n b n", &t);
+        assert_eq!(
+            b,
+            t.permuted(&[1, 0, 2])
+                .unwrap()
+                .with_names(names("n b n"))
+                .unwrap()
+        );
+        let e = err("n b", &iota(&[2, 3, 4], "_ n n"));
+        assert!(
+            matches!(&e, RuntimeError::ExtraAxis { axis, .. } if axis == "n"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn invalid_parameter_names_are_errors() {
+        let t = iota(&[2], "_");
+        assert!(matches!(
+            bind("x", &[Some("_".into())], &t).unwrap_err(),
+            RuntimeError::InvalidAxisName { .. }
+        ));
+    }
+}

@@ -1,0 +1,359 @@
+//! The runtime's errors: reading and writing tensor files, building host
+//! tensors, and binding them to parameters (LANGUAGE.md section 12).
+//!
+//! Every variant carries what its message needs (the file, the tensor or
+//! parameter, the axis, the sizes, the dtype), so a caller can print it as
+//! is or inspect the fields.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// An error of the runtime. The `Display` text is a complete sentence
+/// fragment meant for users, e.g. `parameter 'x': axis 'n' is missing from
+/// the tensor's names [b m]`.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// A file could not be read (missing, unreadable, a directory, ...).
+    #[error("cannot read '{}': {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+
+    /// A file could not be written, or not moved into place.
+    #[error("cannot write '{}': {source}", .path.display())]
+    Write {
+        /// The file that was to be written.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+
+    /// A file is not a well-formed safetensors file (truncated, a header
+    /// length or data offsets past the end, invalid JSON, ...).
+    #[error("'{}' is not a valid safetensors file: {message}", .path.display())]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+
+    /// A tensor in a file has an element type nax does not support.
+    #[error(
+        "'{}': tensor '{tensor}' has dtype {dtype}, which nax does not support \
+         (supported: F16 BF16 F32 F64 I32 I64 BOOL)",
+        .path.display()
+    )]
+    UnsupportedDType {
+        /// The file.
+        path: PathBuf,
+        /// The tensor's name in the file.
+        tensor: String,
+        /// The dtype as the file spells it (`U8`, `F8_E4M3`, ...).
+        dtype: String,
+    },
+
+    /// The `NAME.axes` metadata of a tensor does not fit the tensor.
+    #[error(
+        "'{}': the metadata '{tensor}.axes' = \"{axes}\" {problem}",
+        .path.display()
+    )]
+    BadAxesMetadata {
+        /// The file.
+        path: PathBuf,
+        /// The tensor's name in the file.
+        tensor: String,
+        /// The metadata value as written in the file.
+        axes: String,
+        /// What is wrong: a count that differs from the rank, a bad name.
+        problem: String,
+    },
+
+    /// A tensor name that cannot be written to a safetensors file.
+    #[error("cannot write '{}': invalid tensor name '{name}' ({reason})", .path.display())]
+    InvalidTensorName {
+        /// The file that was to be written.
+        path: PathBuf,
+        /// The rejected name.
+        name: String,
+        /// Why it is rejected.
+        reason: &'static str,
+    },
+
+    /// Serializing a tensor failed in the safetensors library.
+    #[error("cannot write '{}': {message}", .path.display())]
+    Serialize {
+        /// The file that was to be written.
+        path: PathBuf,
+        /// The library's message.
+        message: String,
+    },
+
+    /// The product of a shape does not fit in `usize`.
+    #[error("the element count of shape {} overflows", fmt_shape(.shape))]
+    ShapeOverflow {
+        /// The shape.
+        shape: Vec<usize>,
+    },
+
+    /// The number of elements given does not match the shape.
+    #[error(
+        "shape {} holds {expected} elements, but {actual} were given",
+        fmt_shape(.shape)
+    )]
+    ElementCount {
+        /// The shape.
+        shape: Vec<usize>,
+        /// The product of the shape.
+        expected: usize,
+        /// The number of elements given.
+        actual: usize,
+    },
+
+    /// The number of axis names does not match the rank.
+    #[error(
+        "{} axis names {} given for a tensor of rank {rank}",
+        .given.len(),
+        fmt_names(.given)
+    )]
+    NamesRank {
+        /// The names given.
+        given: Vec<Option<String>>,
+        /// The tensor's rank.
+        rank: usize,
+    },
+
+    /// An axis name that is empty, `_`, or contains white space (it could
+    /// not travel in the space-separated `NAME.axes` metadata).
+    #[error("invalid axis name '{name}': {reason}")]
+    InvalidAxisName {
+        /// The rejected name.
+        name: String,
+        /// Why it is rejected.
+        reason: &'static str,
+    },
+
+    /// A permutation that is not one of `0..rank`.
+    #[error("{perm:?} is not a permutation of the {rank} axes of a tensor")]
+    InvalidPermutation {
+        /// The rejected permutation.
+        perm: Vec<usize>,
+        /// The tensor's rank.
+        rank: usize,
+    },
+
+    /// A tensor whose rank differs from its parameter's.
+    #[error(
+        "parameter '{param}': expected a tensor of rank {expected} {}, got one of rank {actual} {}",
+        fmt_names(.param_axes),
+        fmt_names(.tensor_names)
+    )]
+    RankMismatch {
+        /// The parameter.
+        param: String,
+        /// The parameter's rank.
+        expected: usize,
+        /// The tensor's rank.
+        actual: usize,
+        /// The parameter's axes.
+        param_axes: Vec<Option<String>>,
+        /// The tensor's axis names.
+        tensor_names: Vec<Option<String>>,
+    },
+
+    /// A parameter axis whose name the tensor does not carry.
+    #[error(
+        "parameter '{param}': axis '{axis}' is missing from the tensor's names {}",
+        fmt_names(.tensor_names)
+    )]
+    MissingAxis {
+        /// The parameter.
+        param: String,
+        /// The parameter's axis that found no tensor axis.
+        axis: String,
+        /// The tensor's axis names.
+        tensor_names: Vec<Option<String>>,
+    },
+
+    /// A named tensor axis that is not an axis of the parameter.
+    #[error(
+        "parameter '{param}': the tensor's axis '{axis}' is not an axis of the parameter {}",
+        fmt_names(.param_axes)
+    )]
+    ExtraAxis {
+        /// The parameter.
+        param: String,
+        /// The tensor's axis that matches no parameter axis.
+        axis: String,
+        /// The parameter's axes.
+        param_axes: Vec<Option<String>>,
+    },
+
+    /// A fully named tensor passed to a parameter with an unnamed axis.
+    #[error(
+        "parameter '{param}': axis {position} of the parameter {} is unnamed, so it takes an \
+         unnamed or partially named tensor, not the fully named {}",
+        fmt_names(.param_axes),
+        fmt_names(.tensor_names)
+    )]
+    NamedForUnnamedAxis {
+        /// The parameter.
+        param: String,
+        /// The position of the parameter's first unnamed axis.
+        position: usize,
+        /// The parameter's axes.
+        param_axes: Vec<Option<String>>,
+        /// The tensor's axis names.
+        tensor_names: Vec<Option<String>>,
+    },
+
+    /// A partially named tensor with an unnamed axis after a named one.
+    #[error(
+        "parameter '{param}': the tensor's axis {position} is unnamed but follows a named axis \
+         in {}; the unnamed axes of a partially named tensor must all lead",
+        fmt_names(.tensor_names)
+    )]
+    UnnamedAfterNamed {
+        /// The parameter.
+        param: String,
+        /// The position of the offending unnamed tensor axis.
+        position: usize,
+        /// The tensor's axis names.
+        tensor_names: Vec<Option<String>>,
+    },
+
+    /// A tensor axis whose size differs from the one the parameter's type
+    /// requires. [`bind`](crate::bind) does not check sizes; the caller,
+    /// which knows the compiled program's sizes, raises this one.
+    #[error(
+        "parameter '{param}': {} has size {actual}, expected {expected}",
+        fmt_axis(*.axis, .name)
+    )]
+    SizeMismatch {
+        /// The parameter.
+        param: String,
+        /// The position of the axis in the parameter.
+        axis: usize,
+        /// The axis name in the parameter, if any.
+        name: Option<String>,
+        /// The size the parameter's type requires.
+        expected: usize,
+        /// The size the tensor has.
+        actual: usize,
+    },
+}
+
+/// `[2 3 4]`.
+fn fmt_shape(shape: &[usize]) -> String {
+    let mut s = String::from("[");
+    for (i, d) in shape.iter().enumerate() {
+        if i > 0 {
+            s.push(' ');
+        }
+        let _ = write!(s, "{d}");
+    }
+    s.push(']');
+    s
+}
+
+/// `[b _ n]`: axis names as in a type, `_` for an unnamed axis.
+pub(crate) fn fmt_names(names: &[Option<String>]) -> String {
+    let mut s = String::from("[");
+    for (i, n) in names.iter().enumerate() {
+        if i > 0 {
+            s.push(' ');
+        }
+        s.push_str(n.as_deref().unwrap_or("_"));
+    }
+    s.push(']');
+    s
+}
+
+/// `axis 'n'` for a named axis, `axis 2` for an unnamed one.
+fn fmt_axis(position: usize, name: &Option<String>) -> String {
+    match name {
+        Some(n) => format!("axis '{n}'"),
+        None => format!("axis {position}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(s: &[&str]) -> Vec<Option<String>> {
+        s.iter()
+            .map(|n| (*n != "_").then(|| n.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn formats_names_and_shapes() {
+        assert_eq!(fmt_names(&names(&["b", "_", "n"])), "[b _ n]");
+        assert_eq!(fmt_names(&[]), "[]");
+        assert_eq!(fmt_shape(&[2, 3]), "[2 3]");
+        assert_eq!(fmt_shape(&[]), "[]");
+        assert_eq!(fmt_axis(1, &None), "axis 1");
+        assert_eq!(fmt_axis(1, &Some("n".into())), "axis 'n'");
+    }
+
+    #[test]
+    fn missing_axis_message() {
+        let e = RuntimeError::MissingAxis {
+            param: "x".into(),
+            axis: "n".into(),
+            tensor_names: names(&["b", "m"]),
+        };
+        assert_eq!(
+            e.to_string(),
+            "parameter 'x': axis 'n' is missing from the tensor's names [b m]"
+        );
+    }
+
+    #[test]
+    fn size_mismatch_message() {
+        let e = RuntimeError::SizeMismatch {
+            param: "x".into(),
+            axis: 0,
+            name: Some("n".into()),
+            expected: 4,
+            actual: 3,
+        };
+        assert_eq!(
+            e.to_string(),
+            "parameter 'x': axis 'n' has size 3, expected 4"
+        );
+        let e = RuntimeError::SizeMismatch {
+            param: "x".into(),
+            axis: 1,
+            name: None,
+            expected: 4,
+            actual: 3,
+        };
+        assert_eq!(
+            e.to_string(),
+            "parameter 'x': axis 1 has size 3, expected 4"
+        );
+    }
+
+    #[test]
+    fn file_messages_name_the_file() {
+        let e = RuntimeError::Format {
+            path: "/tmp/a.safetensors".into(),
+            message: "truncated".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "'/tmp/a.safetensors' is not a valid safetensors file: truncated"
+        );
+        let e = RuntimeError::UnsupportedDType {
+            path: "f".into(),
+            tensor: "w".into(),
+            dtype: "U8".into(),
+        };
+        assert!(e.to_string().contains("tensor 'w' has dtype U8"));
+    }
+}

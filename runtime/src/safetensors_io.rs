@@ -1,0 +1,650 @@
+//! Host tensors in and out of safetensors files (CLI.md, "Tensors in and out
+//! of `nax run`").
+//!
+//! Axis names travel in the file's metadata: the key `NAME.axes` holds the
+//! names of tensor `NAME` separated by spaces, `_` for an unnamed axis, and
+//! the empty string for rank 0. A tensor without that key is unnamed.
+//!
+//! Reading never panics and never reads out of bounds: the header is parsed
+//! and validated by the `safetensors` crate (every tensor's offsets must
+//! chain and cover the data exactly, and agree with its shape and dtype), and
+//! each tensor's bytes are then taken with checked slicing. Writing goes to
+//! a temporary file in the same directory, renamed over the target only once
+//! complete, so an error leaves an existing file as it was.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use half::{bf16, f16};
+use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, View};
+
+use crate::dtype::DType;
+use crate::error::RuntimeError;
+use crate::tensor::{HostTensor, TensorData};
+
+/// The metadata key that holds the axis names of tensor `name`.
+fn axes_key(name: &str) -> String {
+    format!("{name}.axes")
+}
+
+/// Reads every tensor of the safetensors file at `path`, sorted by name,
+/// with its axis names from the `NAME.axes` metadata.
+///
+/// Errors, each naming the file: it cannot be read; it is not a valid
+/// safetensors file (truncated, a header length or offsets past the end,
+/// invalid JSON, ...); a tensor has a dtype other than F16, BF16, F32, F64,
+/// I32, I64 and BOOL (the error names the tensor and the dtype); a tensor's
+/// `NAME.axes` holds a number of names other than its rank (the error names
+/// the tensor). A `NAME.axes` key whose tensor is not in the file is ignored,
+/// as is all other metadata.
+pub fn read_tensors(path: &Path) -> Result<Vec<(String, HostTensor)>, RuntimeError> {
+    let bytes = fs::read(path).map_err(|source| RuntimeError::Read {
+        path: path.into(),
+        source,
+    })?;
+    let bad_file = |message: String| RuntimeError::Format {
+        path: path.into(),
+        message,
+    };
+    let (header_len, metadata) =
+        SafeTensors::read_metadata(&bytes).map_err(|e| bad_file(describe(&e, &bytes)))?;
+    let data = header_len
+        .checked_add(8)
+        .and_then(|start| bytes.get(start..))
+        .ok_or_else(|| bad_file("the header runs past the end of the file".into()))?;
+    let axes_meta = metadata.metadata().as_ref();
+
+    let mut out = Vec::new();
+    for (name, info) in metadata.tensors() {
+        let dtype = to_dtype(info.dtype).ok_or_else(|| RuntimeError::UnsupportedDType {
+            path: path.into(),
+            tensor: name.clone(),
+            dtype: format!("{:?}", info.dtype),
+        })?;
+        let (start, end) = info.data_offsets;
+        let raw = data.get(start..end).ok_or_else(|| {
+            bad_file(format!(
+                "the data offsets [{start}, {end}] of tensor '{name}' lie past the end of the file"
+            ))
+        })?;
+        let shape = info.shape.clone();
+        let names = match axes_meta.and_then(|m| m.get(&axes_key(&name))) {
+            Some(axes) => parse_axes(path, &name, axes, shape.len())?,
+            None => vec![None; shape.len()],
+        };
+        let tensor = HostTensor::new(decode(dtype, raw), shape, names)
+            .map_err(|e| bad_file(format!("tensor '{name}': {e}")))?;
+        out.push((name, tensor));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// The safetensors crate's error in words that say what is wrong with the
+/// file, with the sizes involved where they help.
+fn describe(e: &SafeTensorError, bytes: &[u8]) -> String {
+    let claimed = bytes
+        .get(..8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_le_bytes);
+    match (e, claimed) {
+        (SafeTensorError::HeaderTooSmall, _) => format!(
+            "the file has {} bytes, fewer than the 8 that give the header length",
+            bytes.len()
+        ),
+        (SafeTensorError::HeaderTooLarge | SafeTensorError::InvalidHeaderLength, Some(n)) => {
+            format!(
+                "the header length {n} points past the end of the file ({} bytes)",
+                bytes.len()
+            )
+        }
+        (SafeTensorError::MetadataIncompleteBuffer, _) => format!(
+            "the tensors' data offsets do not cover the file's {} bytes exactly \
+             (truncated, or bytes past the end)",
+            bytes.len()
+        ),
+        (SafeTensorError::InvalidOffset(name), _) => {
+            format!("the data offsets of tensor '{name}' do not follow the previous tensor's")
+        }
+        (SafeTensorError::TensorInvalidInfo, _) => {
+            "a tensor's data offsets disagree with its shape and dtype".into()
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// The nax dtype of a safetensors dtype, or `None` when nax has none.
+fn to_dtype(d: Dtype) -> Option<DType> {
+    Some(match d {
+        Dtype::F16 => DType::F16,
+        Dtype::BF16 => DType::BF16,
+        Dtype::F32 => DType::F32,
+        Dtype::F64 => DType::F64,
+        Dtype::I32 => DType::I32,
+        Dtype::I64 => DType::I64,
+        Dtype::BOOL => DType::Bool,
+        _ => return None,
+    })
+}
+
+/// The safetensors dtype of a nax dtype.
+fn from_dtype(d: DType) -> Dtype {
+    match d {
+        DType::F16 => Dtype::F16,
+        DType::BF16 => Dtype::BF16,
+        DType::F32 => Dtype::F32,
+        DType::F64 => Dtype::F64,
+        DType::I32 => Dtype::I32,
+        DType::I64 => Dtype::I64,
+        DType::Bool => Dtype::BOOL,
+    }
+}
+
+/// Decodes little-endian elements; a trailing partial element is dropped
+/// (the caller's element-count check then reports it). Bool bytes other
+/// than 0 read as `true`.
+fn decode(dtype: DType, raw: &[u8]) -> TensorData {
+    /// Decodes each `N`-byte chunk with `from`.
+    fn chunks<const N: usize, T>(raw: &[u8], from: impl Fn([u8; N]) -> T) -> Vec<T> {
+        raw.chunks_exact(N)
+            .map(|c| {
+                let mut a = [0u8; N];
+                a.copy_from_slice(c);
+                from(a)
+            })
+            .collect()
+    }
+    match dtype {
+        DType::F16 => TensorData::F16(chunks(raw, f16::from_le_bytes)),
+        DType::BF16 => TensorData::BF16(chunks(raw, bf16::from_le_bytes)),
+        DType::F32 => TensorData::F32(chunks(raw, f32::from_le_bytes)),
+        DType::F64 => TensorData::F64(chunks(raw, f64::from_le_bytes)),
+        DType::I32 => TensorData::I32(chunks(raw, i32::from_le_bytes)),
+        DType::I64 => TensorData::I64(chunks(raw, i64::from_le_bytes)),
+        DType::Bool => TensorData::Bool(raw.iter().map(|&b| b != 0).collect()),
+    }
+}
+
+/// The little-endian bytes of the elements (bool as 0 or 1).
+fn encode(data: &TensorData) -> Vec<u8> {
+    /// Concatenates each element's `N` bytes.
+    fn bytes<const N: usize, T: Copy>(v: &[T], to: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(v.len().saturating_mul(N));
+        for &x in v {
+            out.extend_from_slice(&to(x));
+        }
+        out
+    }
+    match data {
+        TensorData::F16(v) => bytes(v, f16::to_le_bytes),
+        TensorData::BF16(v) => bytes(v, bf16::to_le_bytes),
+        TensorData::F32(v) => bytes(v, f32::to_le_bytes),
+        TensorData::F64(v) => bytes(v, f64::to_le_bytes),
+        TensorData::I32(v) => bytes(v, i32::to_le_bytes),
+        TensorData::I64(v) => bytes(v, i64::to_le_bytes),
+        TensorData::Bool(v) => v.iter().map(|&b| u8::from(b)).collect(),
+    }
+}
+
+/// Parses a `NAME.axes` value: `rank` names separated by white space, `_`
+/// for an unnamed axis (the empty string for rank 0).
+fn parse_axes(
+    path: &Path,
+    tensor: &str,
+    axes: &str,
+    rank: usize,
+) -> Result<Vec<Option<String>>, RuntimeError> {
+    let bad = |problem: String| RuntimeError::BadAxesMetadata {
+        path: path.into(),
+        tensor: tensor.to_string(),
+        axes: axes.to_string(),
+        problem,
+    };
+    let names: Vec<Option<String>> = axes
+        .split_whitespace()
+        .map(|n| (n != "_").then(|| n.to_string()))
+        .collect();
+    if names.len() != rank {
+        return Err(bad(format!(
+            "names {} axes, but the tensor has rank {rank}",
+            names.len()
+        )));
+    }
+    Ok(names)
+}
+
+/// The `NAME.axes` value of `names`.
+fn format_axes(names: &[Option<String>]) -> String {
+    let parts: Vec<&str> = names.iter().map(|n| n.as_deref().unwrap_or("_")).collect();
+    parts.join(" ")
+}
+
+/// A tensor's bytes as the safetensors serializer wants them.
+struct Encoded {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    bytes: Vec<u8>,
+}
+
+impl View for &Encoded {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.bytes)
+    }
+
+    fn data_len(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+/// Writes `t` to a safetensors file at `path` as the one tensor `name`, with
+/// its axis names in the metadata key `NAME.axes` (`_` for an unnamed axis,
+/// the empty string for rank 0).
+///
+/// The file is written to a temporary file in the same directory and
+/// renamed over `path` only once complete: on any error, a file already at
+/// `path` is left as it was and no temporary file remains. Errors name the
+/// path: an unwritable or missing directory, a path that names no file, a
+/// tensor name that is empty or `__metadata__`.
+pub fn write_tensor_atomic(path: &Path, name: &str, t: &HostTensor) -> Result<(), RuntimeError> {
+    let invalid = |reason| RuntimeError::InvalidTensorName {
+        path: path.into(),
+        name: name.to_string(),
+        reason,
+    };
+    if name.is_empty() {
+        return Err(invalid("a tensor name cannot be empty"));
+    }
+    if name == "__metadata__" {
+        return Err(invalid("the name is reserved for the file's metadata"));
+    }
+    let encoded = Encoded {
+        dtype: from_dtype(t.dtype()),
+        shape: t.shape().to_vec(),
+        bytes: encode(t.data()),
+    };
+    let metadata = HashMap::from([(axes_key(name), format_axes(t.names()))]);
+    let bytes = safetensors::serialize([(name, &encoded)], Some(metadata)).map_err(|e| {
+        RuntimeError::Serialize {
+            path: path.into(),
+            message: e.to_string(),
+        }
+    })?;
+    write_atomic(path, &bytes)
+}
+
+/// Writes `bytes` to a fresh temporary file beside `path`, then renames it
+/// over `path`; removes the temporary file on failure.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RuntimeError> {
+    let write_err = |source| RuntimeError::Write {
+        path: path.into(),
+        source,
+    };
+    let Some(file_name) = path.file_name() else {
+        return Err(write_err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the path does not name a file",
+        )));
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let (tmp, mut file) = create_temp(dir, &file_name.to_string_lossy()).map_err(write_err)?;
+    let result = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| {
+            drop(file);
+            fs::rename(&tmp, path)
+        });
+    result.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        write_err(e)
+    })
+}
+
+/// Creates a new file `.NAME.PID.N.tmp` in `dir` that did not exist before.
+fn create_temp(dir: &Path, name: &str) -> std::io::Result<(PathBuf, fs::File)> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let pid = std::process::id();
+    loop {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".{name}.{pid}.{n}.tmp"));
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < u64::from(u16::MAX) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(s: &str) -> Vec<Option<String>> {
+        s.split_whitespace()
+            .map(|n| (n != "_").then(|| n.to_string()))
+            .collect()
+    }
+
+    /// A fresh empty directory under the system's temporary directory.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> TempDir {
+            static N: AtomicU64 = AtomicU64::new(0);
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            let dir = std::env::temp_dir().join(format!(
+                "nax_runtime_{tag}_{}_{}_{nanos}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+
+        fn path(&self, name: &str) -> PathBuf {
+            self.0.join(name)
+        }
+
+        fn entries(&self) -> Vec<String> {
+            let mut v: Vec<String> = fs::read_dir(&self.0)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A safetensors file's bytes: the header JSON and the data, as given.
+    fn raw_file(header: &str, data: &[u8]) -> Vec<u8> {
+        let mut b = (header.len() as u64).to_le_bytes().to_vec();
+        b.extend_from_slice(header.as_bytes());
+        b.extend_from_slice(data);
+        b
+    }
+
+    fn sample(dtype: DType) -> HostTensor {
+        let v: Vec<f64> = (0..6).map(|i| f64::from(i) - 2.0).collect();
+        HostTensor::from_f64(dtype, vec![2, 3], names("b _"), &v).unwrap()
+    }
+
+    #[test]
+    fn round_trip_every_dtype() {
+        let dir = TempDir::new("roundtrip");
+        for dtype in [
+            DType::F16,
+            DType::BF16,
+            DType::F32,
+            DType::F64,
+            DType::I32,
+            DType::I64,
+            DType::Bool,
+        ] {
+            let p = dir.path("t.safetensors");
+            let t = sample(dtype);
+            write_tensor_atomic(&p, "out", &t).unwrap();
+            let got = read_tensors(&p).unwrap();
+            assert_eq!(got, vec![("out".to_string(), t)], "{dtype:?}");
+        }
+        assert_eq!(dir.entries(), vec!["t.safetensors"]);
+    }
+
+    #[test]
+    fn writes_axes_metadata() {
+        let dir = TempDir::new("meta");
+        let p = dir.path("o.safetensors");
+        write_tensor_atomic(&p, "out", &sample(DType::F32)).unwrap();
+        let bytes = fs::read(&p).unwrap();
+        let (_, meta) = SafeTensors::read_metadata(&bytes).unwrap();
+        assert_eq!(
+            meta.metadata().as_ref().unwrap().get("out.axes").unwrap(),
+            "b _"
+        );
+
+        let s = HostTensor::scalar_f64(DType::F32, 2.5);
+        write_tensor_atomic(&p, "out", &s).unwrap();
+        let bytes = fs::read(&p).unwrap();
+        let (_, meta) = SafeTensors::read_metadata(&bytes).unwrap();
+        assert_eq!(
+            meta.metadata().as_ref().unwrap().get("out.axes").unwrap(),
+            ""
+        );
+        assert_eq!(read_tensors(&p).unwrap(), vec![("out".to_string(), s)]);
+    }
+
+    #[test]
+    fn reads_several_sorted_with_names() {
+        let dir = TempDir::new("several");
+        let p = dir.path("in.safetensors");
+        let header = r#"{"__metadata__":{"x.axes":"d n","g.axes":"d","other":"1"},
+            "x":{"dtype":"F32","shape":[2,1],"data_offsets":[0,8]},
+            "g":{"dtype":"I64","shape":[2],"data_offsets":[8,24]},
+            "a":{"dtype":"BOOL","shape":[],"data_offsets":[24,25]}}"#;
+        let mut data = Vec::new();
+        data.extend_from_slice(&1.5f32.to_le_bytes());
+        data.extend_from_slice(&(-2f32).to_le_bytes());
+        data.extend_from_slice(&7i64.to_le_bytes());
+        data.extend_from_slice(&(-8i64).to_le_bytes());
+        data.push(3); // any non-zero byte reads as true
+        fs::write(&p, raw_file(header, &data)).unwrap();
+        let got = read_tensors(&p).unwrap();
+        let got_names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(got_names, ["a", "g", "x"]);
+        assert_eq!(got[0].1.data(), &TensorData::Bool(vec![true]));
+        assert_eq!(got[0].1.rank(), 0);
+        assert_eq!(got[1].1.data(), &TensorData::I64(vec![7, -8]));
+        assert_eq!(got[1].1.names(), names("d").as_slice());
+        assert_eq!(got[2].1.data(), &TensorData::F32(vec![1.5, -2.0]));
+        assert_eq!(got[2].1.names(), names("d n").as_slice());
+        assert_eq!(got[2].1.shape(), &[2, 1]);
+    }
+
+    #[test]
+    fn unaligned_data_reads() {
+        // A header length that is not a multiple of 8 puts the data at an odd offset.
+        let dir = TempDir::new("unaligned");
+        let p = dir.path("u.safetensors");
+        let header = r#"{"x":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}}"#;
+        assert_ne!(header.len() % 8, 0);
+        fs::write(&p, raw_file(header, &0.25f64.to_le_bytes())).unwrap();
+        assert_eq!(
+            read_tensors(&p).unwrap()[0].1.data(),
+            &TensorData::F64(vec![0.25])
+        );
+    }
+
+    fn read_err(tag: &str, bytes: &[u8]) -> (PathBuf, RuntimeError, TempDir) {
+        let dir = TempDir::new(tag);
+        let p = dir.path("bad.safetensors");
+        fs::write(&p, bytes).unwrap();
+        let e = read_tensors(&p).unwrap_err();
+        assert!(e.to_string().contains(&*p.to_string_lossy()), "{e}");
+        (p, e, dir)
+    }
+
+    #[test]
+    fn missing_file_is_an_error_naming_it() {
+        let dir = TempDir::new("missing");
+        let p = dir.path("nope.safetensors");
+        let e = read_tensors(&p).unwrap_err();
+        assert!(matches!(e, RuntimeError::Read { .. }), "{e}");
+        assert!(e.to_string().contains("nope.safetensors"), "{e}");
+        // A directory is not a file either.
+        assert!(matches!(
+            read_tensors(&dir.0).unwrap_err(),
+            RuntimeError::Read { .. }
+        ));
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        let dir = TempDir::new("trunc");
+        let p = dir.path("t.safetensors");
+        write_tensor_atomic(&p, "out", &sample(DType::F32)).unwrap();
+        let good = fs::read(&p).unwrap();
+        for len in 0..good.len() {
+            let (_, e, _d) = read_err("trunc1", &good[..len]);
+            assert!(matches!(e, RuntimeError::Format { .. }), "{len}: {e}");
+        }
+        let mut longer = good.clone();
+        longer.push(0);
+        let (_, e, _d) = read_err("trunc2", &longer);
+        assert!(matches!(e, RuntimeError::Format { .. }), "{e}");
+    }
+
+    #[test]
+    fn huge_header_length_is_an_error() {
+        for n in [u64::MAX, 1 << 40, 200_000_000, 1000] {
+            let mut b = n.to_le_bytes().to_vec();
+            b.extend_from_slice(b"{}");
+            let (_, e, _d) = read_err("huge", &b);
+            assert!(e.to_string().contains("header length"), "{e}");
+        }
+        let (_, e, _d) = read_err("short", &[1, 2, 3]);
+        assert!(e.to_string().contains("fewer than the 8"), "{e}");
+    }
+
+    #[test]
+    fn offsets_past_the_end_are_errors() {
+        let cases = [
+            r#"{"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}"#,
+            r#"{"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#,
+            r#"{"x":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}}"#,
+            r#"{"x":{"dtype":"F32","shape":[1],"data_offsets":[18446744073709551612,18446744073709551615]}}"#,
+            r#"{"x":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,4]}}"#,
+            r#"{"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}}"#,
+            r#"{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}"#,
+            r#"{"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"y":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
+        ];
+        for h in cases {
+            let (_, e, _d) = read_err("offsets", &raw_file(h, &[0; 4]));
+            assert!(matches!(e, RuntimeError::Format { .. }), "{h}: {e}");
+        }
+    }
+
+    #[test]
+    fn corrupt_json_is_an_error() {
+        for h in [
+            "{",
+            "not json",
+            "\u{0}\u{0}",
+            r#"{"x":{"dtype":"F32","shape":[1]}}"#,
+            r#"{"x":{"dtype":"NOPE","shape":[1],"data_offsets":[0,4]}}"#,
+            r#"{"x":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}"#,
+            r#"{"__metadata__":{"x.axes":3},"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
+            &"[".repeat(10_000),
+        ] {
+            let (_, e, _d) = read_err("json", &raw_file(h, &[0; 4]));
+            assert!(matches!(e, RuntimeError::Format { .. }), "{h}: {e}");
+        }
+        // Invalid UTF-8 in the header.
+        let mut b = 2u64.to_le_bytes().to_vec();
+        b.extend_from_slice(&[0xff, 0xfe]);
+        let (_, e, _d) = read_err("utf8", &b);
+        assert!(matches!(e, RuntimeError::Format { .. }), "{e}");
+    }
+
+    #[test]
+    fn unsupported_dtype_names_tensor_and_dtype() {
+        let h = r#"{"w":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}"#;
+        let (_, e, _d) = read_err("dtype", &raw_file(h, &[1, 2]));
+        assert!(
+            matches!(&e, RuntimeError::UnsupportedDType { tensor, dtype, .. }
+            if tensor == "w" && dtype == "U8"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn axes_count_must_match_rank() {
+        for (axes, rank_shape) in [("a b c", "[2,1]"), ("a", "[2,1]"), ("a", "[]"), ("", "[1]")] {
+            let h = format!(
+                r#"{{"__metadata__":{{"x.axes":"{axes}"}},"x":{{"dtype":"F32","shape":{rank_shape},"data_offsets":[0,{}]}}}}"#,
+                if rank_shape == "[2,1]" { 8 } else { 4 }
+            );
+            let data = vec![0u8; if rank_shape == "[2,1]" { 8 } else { 4 }];
+            let (_, e, _d) = read_err("axes", &raw_file(&h, &data));
+            assert!(
+                matches!(&e, RuntimeError::BadAxesMetadata { tensor, .. } if tensor == "x"),
+                "{e}"
+            );
+            assert!(e.to_string().contains("'x.axes'"), "{e}");
+        }
+    }
+
+    #[test]
+    fn write_rejects_bad_tensor_names() {
+        let dir = TempDir::new("badname");
+        let p = dir.path("o.safetensors");
+        for name in ["", "__metadata__"] {
+            let e = write_tensor_atomic(&p, name, &sample(DType::F32)).unwrap_err();
+            assert!(matches!(e, RuntimeError::InvalidTensorName { .. }), "{e}");
+        }
+        assert!(dir.entries().is_empty());
+    }
+
+    #[test]
+    fn failed_write_leaves_existing_file() {
+        let dir = TempDir::new("atomic");
+        let p = dir.path("o.safetensors");
+        write_tensor_atomic(&p, "out", &sample(DType::F32)).unwrap();
+        let before = fs::read(&p).unwrap();
+        // Renaming a file over a non-empty directory fails: the directory
+        // stays, and no temporary file is left behind.
+        let d = dir.path("sub");
+        fs::create_dir(&d).unwrap();
+        fs::write(d.join("keep"), b"x").unwrap();
+        let e = write_tensor_atomic(&d, "out", &sample(DType::I32)).unwrap_err();
+        assert!(matches!(e, RuntimeError::Write { .. }), "{e}");
+        assert!(e.to_string().contains("sub"), "{e}");
+        assert_eq!(dir.entries(), vec!["o.safetensors", "sub"]);
+        assert_eq!(fs::read(&p).unwrap(), before);
+    }
+
+    #[test]
+    fn unwritable_directory_is_an_error_naming_the_path() {
+        let dir = TempDir::new("nodir");
+        let p = dir.path("missing_dir").join("o.safetensors");
+        let e = write_tensor_atomic(&p, "out", &sample(DType::F32)).unwrap_err();
+        assert!(matches!(e, RuntimeError::Write { .. }), "{e}");
+        assert!(e.to_string().contains("missing_dir"), "{e}");
+        let e = write_tensor_atomic(Path::new("/"), "out", &sample(DType::F32)).unwrap_err();
+        assert!(matches!(e, RuntimeError::Write { .. }), "{e}");
+    }
+
+    #[test]
+    fn empty_tensor_round_trips() {
+        let dir = TempDir::new("empty");
+        let p = dir.path("e.safetensors");
+        let t = HostTensor::new(TensorData::F32(vec![]), vec![0, 3], names("n _")).unwrap();
+        write_tensor_atomic(&p, "out", &t).unwrap();
+        assert_eq!(read_tensors(&p).unwrap(), vec![("out".to_string(), t)]);
+    }
+}

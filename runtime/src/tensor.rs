@@ -1,0 +1,645 @@
+//! Named host tensors: a dtype, a shape, a name or none per axis, and the
+//! elements, row-major and contiguous (LANGUAGE.md section 12).
+//!
+//! Invariants kept by every constructor: the data's variant is the dtype,
+//! the element count is the product of the shape (which fits in `usize`),
+//! there is one name slot per axis, and every name is a valid axis name
+//! (non-empty, not `_`, no white space: it must survive the space-separated
+//! `NAME.axes` metadata of the safetensors files).
+
+use half::{bf16, f16};
+
+use crate::dtype::DType;
+use crate::error::RuntimeError;
+
+/// The elements of a tensor, row-major and contiguous, one variant per
+/// [`DType`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum TensorData {
+    /// IEEE half precision.
+    F16(Vec<f16>),
+    /// bfloat16.
+    BF16(Vec<bf16>),
+    /// IEEE single precision.
+    F32(Vec<f32>),
+    /// IEEE double precision.
+    F64(Vec<f64>),
+    /// 32-bit signed integers.
+    I32(Vec<i32>),
+    /// 64-bit signed integers.
+    I64(Vec<i64>),
+    /// Booleans.
+    Bool(Vec<bool>),
+}
+
+/// Applies `$body` to the vector inside `$data` (bound to `$v`), whatever
+/// its element type; the arms must all have one type.
+macro_rules! with_vec {
+    ($data:expr, $v:ident => $body:expr) => {
+        match $data {
+            TensorData::F16($v) => $body,
+            TensorData::BF16($v) => $body,
+            TensorData::F32($v) => $body,
+            TensorData::F64($v) => $body,
+            TensorData::I32($v) => $body,
+            TensorData::I64($v) => $body,
+            TensorData::Bool($v) => $body,
+        }
+    };
+}
+
+/// Maps the vector inside `$data` (bound to `$v`) to a new vector of the
+/// same element type with `$body`, keeping the variant.
+macro_rules! map_vec {
+    ($data:expr, $v:ident => $body:expr) => {
+        match $data {
+            TensorData::F16($v) => TensorData::F16($body),
+            TensorData::BF16($v) => TensorData::BF16($body),
+            TensorData::F32($v) => TensorData::F32($body),
+            TensorData::F64($v) => TensorData::F64($body),
+            TensorData::I32($v) => TensorData::I32($body),
+            TensorData::I64($v) => TensorData::I64($body),
+            TensorData::Bool($v) => TensorData::Bool($body),
+        }
+    };
+}
+
+impl TensorData {
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            TensorData::F16(_) => DType::F16,
+            TensorData::BF16(_) => DType::BF16,
+            TensorData::F32(_) => DType::F32,
+            TensorData::F64(_) => DType::F64,
+            TensorData::I32(_) => DType::I32,
+            TensorData::I64(_) => DType::I64,
+            TensorData::Bool(_) => DType::Bool,
+        }
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        with_vec!(self, v => v.len())
+    }
+
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The elements converted to `f64` from `values`, in the dtype `dtype`:
+    /// see [`HostTensor::from_f64`] for the conversions.
+    fn from_f64(dtype: DType, values: &[f64]) -> TensorData {
+        let it = values.iter().copied();
+        match dtype {
+            DType::F16 => TensorData::F16(it.map(f16::from_f64).collect()),
+            DType::BF16 => TensorData::BF16(it.map(bf16::from_f64).collect()),
+            DType::F32 => TensorData::F32(it.map(|x| x as f32).collect()),
+            DType::F64 => TensorData::F64(values.to_vec()),
+            DType::I32 => TensorData::I32(it.map(|x| x as i32).collect()),
+            DType::I64 => TensorData::I64(it.map(|x| x as i64).collect()),
+            DType::Bool => TensorData::Bool(it.map(|x| x != 0.0).collect()),
+        }
+    }
+
+    /// Element `i` as `f64`, or `None` past the end.
+    fn get_f64(&self, i: usize) -> Option<f64> {
+        Some(match self {
+            TensorData::F16(v) => v.get(i)?.to_f64(),
+            TensorData::BF16(v) => v.get(i)?.to_f64(),
+            TensorData::F32(v) => f64::from(*v.get(i)?),
+            TensorData::F64(v) => *v.get(i)?,
+            TensorData::I32(v) => f64::from(*v.get(i)?),
+            TensorData::I64(v) => *v.get(i)? as f64,
+            TensorData::Bool(v) => f64::from(u8::from(*v.get(i)?)),
+        })
+    }
+}
+
+/// A host tensor: what a host passes to a compiled function and gets back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTensor {
+    dtype: DType,
+    shape: Vec<usize>,
+    names: Vec<Option<String>>,
+    data: TensorData,
+}
+
+impl HostTensor {
+    /// A tensor of `data` (row-major) with this shape and one name or `None`
+    /// per axis. Errors: the element count is not the product of the shape,
+    /// the product overflows, the number of names is not the rank, or a
+    /// name is invalid (empty, `_`, or containing white space).
+    pub fn new(
+        data: TensorData,
+        shape: Vec<usize>,
+        names: Vec<Option<String>>,
+    ) -> Result<HostTensor, RuntimeError> {
+        let expected = element_count(&shape)?;
+        if data.len() != expected {
+            return Err(RuntimeError::ElementCount {
+                shape,
+                expected,
+                actual: data.len(),
+            });
+        }
+        check_names(&names, shape.len())?;
+        Ok(HostTensor {
+            dtype: data.dtype(),
+            shape,
+            names,
+            data,
+        })
+    }
+
+    /// A tensor of dtype `dtype` holding `values` converted from `f64`:
+    /// floats round to nearest (even); integers truncate toward zero, as
+    /// torch's `.to(int)` does on in-range values, and otherwise follow
+    /// Rust's `as` (out-of-range values saturate at the type's bounds, NaN
+    /// gives 0); bool is `value != 0` (so NaN is `true`, as in torch).
+    /// Errors as [`HostTensor::new`].
+    pub fn from_f64(
+        dtype: DType,
+        shape: Vec<usize>,
+        names: Vec<Option<String>>,
+        values: &[f64],
+    ) -> Result<HostTensor, RuntimeError> {
+        let expected = element_count(&shape)?;
+        if values.len() != expected {
+            return Err(RuntimeError::ElementCount {
+                shape,
+                expected,
+                actual: values.len(),
+            });
+        }
+        HostTensor::new(TensorData::from_f64(dtype, values), shape, names)
+    }
+
+    /// A rank-0 tensor of dtype `dtype` holding `v`, converted as in
+    /// [`HostTensor::from_f64`].
+    pub fn scalar_f64(dtype: DType, v: f64) -> HostTensor {
+        HostTensor {
+            dtype,
+            shape: Vec::new(),
+            names: Vec::new(),
+            data: TensorData::from_f64(dtype, &[v]),
+        }
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The size of each axis.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The name of each axis, `None` for an unnamed one.
+    pub fn names(&self) -> &[Option<String>] {
+        &self.names
+    }
+
+    /// The elements, row-major.
+    pub fn data(&self) -> &TensorData {
+        &self.data
+    }
+
+    /// The elements, row-major, without a copy.
+    pub fn into_data(self) -> TensorData {
+        self.data
+    }
+
+    /// The number of elements (the product of the shape).
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Whether the tensor has no elements (some axis has size 0).
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The number of axes.
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Every element as `f64` (bool gives 0 or 1; i64 beyond 2^53 rounds).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        match &self.data {
+            TensorData::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
+            TensorData::BF16(v) => v.iter().map(|x| x.to_f64()).collect(),
+            TensorData::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            TensorData::F64(v) => v.clone(),
+            TensorData::I32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            TensorData::I64(v) => v.iter().map(|&x| x as f64).collect(),
+            TensorData::Bool(v) => v.iter().map(|&x| f64::from(u8::from(x))).collect(),
+        }
+    }
+
+    /// The element at row-major position `flat_index` as `f64` (as in
+    /// [`HostTensor::to_f64_vec`]), or `None` when it is past the end.
+    pub fn get_f64(&self, flat_index: usize) -> Option<f64> {
+        self.data.get_f64(flat_index)
+    }
+
+    /// The same tensor with other axis names. Errors as [`HostTensor::new`].
+    pub fn with_names(self, names: Vec<Option<String>>) -> Result<HostTensor, RuntimeError> {
+        check_names(&names, self.rank())?;
+        Ok(HostTensor { names, ..self })
+    }
+
+    /// A contiguous copy with the axes reordered: axis `i` of the result is
+    /// axis `perm[i]` of `self`, names included. An error when `perm` is not
+    /// a permutation of `0..rank`.
+    pub fn permuted(&self, perm: &[usize]) -> Result<HostTensor, RuntimeError> {
+        let rank = self.rank();
+        let mut seen = vec![false; rank];
+        let valid = perm.len() == rank
+            && perm
+                .iter()
+                .all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
+        if !valid {
+            return Err(RuntimeError::InvalidPermutation {
+                perm: perm.to_vec(),
+                rank,
+            });
+        }
+        let shape = perm.iter().map(|&p| self.shape[p]).collect();
+        let names = perm.iter().map(|&p| self.names[p].clone()).collect();
+        let data = if perm.iter().enumerate().all(|(i, &p)| i == p) || self.is_empty() {
+            self.data.clone()
+        } else {
+            map_vec!(&self.data, v => permute_vec(v, &self.shape, perm))
+        };
+        Ok(HostTensor {
+            dtype: self.dtype,
+            shape,
+            names,
+            data,
+        })
+    }
+}
+
+/// The product of `shape`: 0 when any size is 0, an error when it
+/// overflows `usize`.
+pub(crate) fn element_count(shape: &[usize]) -> Result<usize, RuntimeError> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
+    shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| RuntimeError::ShapeOverflow {
+            shape: shape.to_vec(),
+        })
+}
+
+/// Checks that an axis name can be written to and read back from the
+/// `NAME.axes` metadata: non-empty, not `_`, no white space.
+fn check_axis_name(name: &str) -> Result<(), RuntimeError> {
+    let reason = if name.is_empty() {
+        "an axis name cannot be empty"
+    } else if name == "_" {
+        "'_' stands for an unnamed axis; use None"
+    } else if name.chars().any(char::is_whitespace) {
+        "an axis name cannot contain white space"
+    } else {
+        return Ok(());
+    };
+    Err(RuntimeError::InvalidAxisName {
+        name: name.to_string(),
+        reason,
+    })
+}
+
+/// Checks one name slot per axis, each name valid.
+fn check_names(names: &[Option<String>], rank: usize) -> Result<(), RuntimeError> {
+    if names.len() != rank {
+        return Err(RuntimeError::NamesRank {
+            given: names.to_vec(),
+            rank,
+        });
+    }
+    names.iter().flatten().try_for_each(|n| check_axis_name(n))
+}
+
+/// The row-major elements of `src` (of shape `shape`, non-empty, rank at
+/// least 1) with the axes reordered so that axis `i` of the result is axis
+/// `perm[i]` of the source. Walks the result in order with an odometer,
+/// copying the innermost axis as one strided run.
+fn permute_vec<T: Copy>(src: &[T], shape: &[usize], perm: &[usize]) -> Vec<T> {
+    let rank = shape.len();
+    // Source strides; no overflow: every partial product divides src.len().
+    let mut src_strides = vec![0usize; rank];
+    let mut acc = 1usize;
+    for (stride, &d) in src_strides.iter_mut().zip(shape).rev() {
+        *stride = acc;
+        acc = acc.saturating_mul(d);
+    }
+    let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+    let strides: Vec<usize> = perm.iter().map(|&p| src_strides[p]).collect();
+    let (Some(&inner), Some(&inner_stride)) = (out_shape.last(), strides.last()) else {
+        return src.to_vec();
+    };
+    let outer = rank - 1;
+    let mut out = Vec::with_capacity(src.len());
+    let mut idx = vec![0usize; outer];
+    let mut base = 0usize;
+    loop {
+        let run = src.get(base..).unwrap_or_default();
+        if inner_stride == 1 {
+            out.extend_from_slice(run.get(..inner).unwrap_or_default());
+        } else {
+            out.extend(run.iter().step_by(inner_stride).take(inner));
+        }
+        // Advance the odometer over the outer axes, last fastest.
+        let mut ax = outer;
+        loop {
+            if ax == 0 {
+                return out;
+            }
+            ax -= 1;
+            idx[ax] += 1;
+            base += strides[ax];
+            if idx[ax] < out_shape[ax] {
+                break;
+            }
+            base -= strides[ax] * out_shape[ax];
+            idx[ax] = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn names(s: &str) -> Vec<Option<String>> {
+        s.split_whitespace()
+            .map(|n| (n != "_").then(|| n.to_string()))
+            .collect()
+    }
+
+    fn iota(shape: &[usize]) -> HostTensor {
+        let n = element_count(shape).unwrap();
+        let v: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        HostTensor::from_f64(DType::F32, shape.to_vec(), vec![None; shape.len()], &v).unwrap()
+    }
+
+    #[test]
+    fn new_checks_count_names_and_overflow() {
+        let t = HostTensor::new(
+            TensorData::I32(vec![1, 2, 3, 4, 5, 6]),
+            vec![2, 3],
+            names("a b"),
+        )
+        .unwrap();
+        assert_eq!(t.dtype(), DType::I32);
+        assert_eq!(t.shape(), &[2, 3]);
+        assert_eq!(t.names(), names("a b").as_slice());
+        assert_eq!(t.len(), 6);
+        assert_eq!(t.rank(), 2);
+        assert!(!t.is_empty());
+        assert_eq!(t.data(), &TensorData::I32(vec![1, 2, 3, 4, 5, 6]));
+
+        let e = HostTensor::new(TensorData::I32(vec![1, 2]), vec![3], names("_")).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                RuntimeError::ElementCount {
+                    expected: 3,
+                    actual: 2,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = HostTensor::new(TensorData::I32(vec![1, 2]), vec![2], names("a b")).unwrap_err();
+        assert!(matches!(e, RuntimeError::NamesRank { rank: 1, .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "2 axis names [a b] given for a tensor of rank 1"
+        );
+        let e = HostTensor::new(TensorData::I32(vec![]), vec![usize::MAX, 2], names("_ _"))
+            .unwrap_err();
+        assert!(matches!(e, RuntimeError::ShapeOverflow { .. }), "{e}");
+        // A zero anywhere makes the count 0, even after sizes whose product overflows.
+        let t = HostTensor::new(
+            TensorData::F64(vec![]),
+            vec![usize::MAX, 2, 0],
+            names("_ _ _"),
+        )
+        .unwrap();
+        assert!(t.is_empty());
+        assert!(t.permuted(&[2, 1, 0]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn new_rejects_bad_names() {
+        for bad in ["", "_", "a b", "a\tb"] {
+            let e = HostTensor::new(
+                TensorData::Bool(vec![true]),
+                vec![1],
+                vec![Some(bad.into())],
+            )
+            .unwrap_err();
+            assert!(
+                matches!(e, RuntimeError::InvalidAxisName { .. }),
+                "{bad:?}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn from_f64_converts_per_dtype() {
+        let v = [1.7, -1.7, 0.0, f64::NAN, 1e20, -1e20];
+        let shape = vec![6];
+        let n = vec![None];
+        let t = HostTensor::from_f64(DType::I32, shape.clone(), n.clone(), &v).unwrap();
+        assert_eq!(
+            t.data(),
+            &TensorData::I32(vec![1, -1, 0, 0, i32::MAX, i32::MIN])
+        );
+        let t = HostTensor::from_f64(DType::I64, shape.clone(), n.clone(), &v).unwrap();
+        assert_eq!(
+            t.data(),
+            &TensorData::I64(vec![1, -1, 0, 0, i64::MAX, i64::MIN])
+        );
+        let t = HostTensor::from_f64(DType::Bool, shape.clone(), n.clone(), &v).unwrap();
+        assert_eq!(
+            t.data(),
+            &TensorData::Bool(vec![true, true, false, true, true, true])
+        );
+        let t = HostTensor::from_f64(DType::F32, vec![2], n.clone(), &[0.1, 1e300]).unwrap();
+        assert_eq!(t.data(), &TensorData::F32(vec![0.1f32, f32::INFINITY]));
+        let t = HostTensor::from_f64(DType::F16, vec![2], n.clone(), &[0.5, 65520.0]).unwrap();
+        assert_eq!(
+            t.data(),
+            &TensorData::F16(vec![f16::from_f32(0.5), f16::INFINITY])
+        );
+        let t =
+            HostTensor::from_f64(DType::BF16, vec![1], n.clone(), &[1.0 + 1.0 / 512.0]).unwrap();
+        // 1 + 2^-9 is halfway between two bf16 values: ties go to even (1.0).
+        assert_eq!(t.data(), &TensorData::BF16(vec![bf16::ONE]));
+        let t = HostTensor::from_f64(DType::F64, vec![1], n.clone(), &[0.1]).unwrap();
+        assert_eq!(t.data(), &TensorData::F64(vec![0.1]));
+        let e = HostTensor::from_f64(DType::F64, vec![2], n, &[0.1]).unwrap_err();
+        assert!(matches!(
+            e,
+            RuntimeError::ElementCount {
+                expected: 2,
+                actual: 1,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn f64_views() {
+        let t = HostTensor::new(TensorData::Bool(vec![true, false]), vec![2], names("_")).unwrap();
+        assert_eq!(t.to_f64_vec(), vec![1.0, 0.0]);
+        assert_eq!(t.get_f64(0), Some(1.0));
+        assert_eq!(t.get_f64(2), None);
+        for dtype in [
+            DType::F16,
+            DType::BF16,
+            DType::F32,
+            DType::F64,
+            DType::I32,
+            DType::I64,
+        ] {
+            let t = HostTensor::from_f64(dtype, vec![3], names("_"), &[-2.0, 0.0, 3.0]).unwrap();
+            assert_eq!(t.dtype(), dtype);
+            assert_eq!(t.data().dtype(), dtype);
+            assert_eq!(t.to_f64_vec(), vec![-2.0, 0.0, 3.0], "{dtype:?}");
+            assert_eq!(t.get_f64(2), Some(3.0), "{dtype:?}");
+            assert_eq!(t.get_f64(3), None);
+        }
+    }
+
+    #[test]
+    fn scalars() {
+        let t = HostTensor::scalar_f64(DType::I64, -3.9);
+        assert_eq!(t.rank(), 0);
+        assert_eq!(t.len(), 1);
+        assert!(t.names().is_empty());
+        assert_eq!(t.data(), &TensorData::I64(vec![-3]));
+        assert_eq!(t.permuted(&[]).unwrap(), t);
+    }
+
+    #[test]
+    fn with_names_checks_rank() {
+        let t = iota(&[2, 3]);
+        let t = t.with_names(names("a _")).unwrap();
+        assert_eq!(t.names(), names("a _").as_slice());
+        assert!(t.clone().with_names(names("a")).is_err());
+        assert!(t.with_names(vec![Some("_".into()), None]).is_err());
+    }
+
+    /// The reference: element at result index `out` is the source element
+    /// at the index with `src[perm[i]] = out[i]`.
+    fn permute_reference(t: &HostTensor, perm: &[usize]) -> Vec<f64> {
+        let shape = t.shape();
+        let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+        let n = t.len();
+        let vals = t.to_f64_vec();
+        let mut res = Vec::with_capacity(n);
+        for flat in 0..n {
+            let mut out_idx = vec![0; shape.len()];
+            let mut rem = flat;
+            for i in (0..shape.len()).rev() {
+                out_idx[i] = rem % out_shape[i];
+                rem /= out_shape[i];
+            }
+            let mut src_idx = vec![0; shape.len()];
+            for (i, &p) in perm.iter().enumerate() {
+                src_idx[p] = out_idx[i];
+            }
+            let src_flat = src_idx
+                .iter()
+                .zip(shape)
+                .fold(0, |acc, (&i, &d)| acc * d + i);
+            res.push(vals[src_flat]);
+        }
+        res
+    }
+
+    fn all_perms(n: usize) -> Vec<Vec<usize>> {
+        if n == 0 {
+            return vec![vec![]];
+        }
+        let mut out = Vec::new();
+        for p in all_perms(n - 1) {
+            for pos in 0..n {
+                let mut q = p.clone();
+                q.insert(pos, n - 1);
+                out.push(q);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn permuted_matches_reference() {
+        for shape in [
+            vec![5],
+            vec![2, 3],
+            vec![2, 3, 4],
+            vec![3, 1, 2, 2],
+            vec![1, 1, 1],
+        ] {
+            let t =
+                iota(&shape).with_names((0..shape.len()).map(|i| Some(format!("a{i}"))).collect());
+            let t = t.unwrap();
+            for perm in all_perms(shape.len()) {
+                let p = t.permuted(&perm).unwrap();
+                assert_eq!(
+                    p.to_f64_vec(),
+                    permute_reference(&t, &perm),
+                    "{shape:?} {perm:?}"
+                );
+                let want_shape: Vec<usize> = perm.iter().map(|&i| shape[i]).collect();
+                assert_eq!(p.shape(), want_shape.as_slice());
+                let want_names: Vec<_> = perm.iter().map(|&i| t.names()[i].clone()).collect();
+                assert_eq!(p.names(), want_names.as_slice());
+            }
+        }
+    }
+
+    #[test]
+    fn permuted_keeps_dtype() {
+        let t = HostTensor::new(
+            TensorData::Bool(vec![true, false, false, true, true, false]),
+            vec![2, 3],
+            names("_ _"),
+        )
+        .unwrap();
+        let p = t.permuted(&[1, 0]).unwrap();
+        assert_eq!(
+            p.data(),
+            &TensorData::Bool(vec![true, true, false, true, false, false])
+        );
+        let t =
+            HostTensor::new(TensorData::I64(vec![1, 2, 3, 4]), vec![2, 2], names("_ _")).unwrap();
+        assert_eq!(
+            t.permuted(&[1, 0]).unwrap().into_data(),
+            TensorData::I64(vec![1, 3, 2, 4])
+        );
+    }
+
+    #[test]
+    fn permuted_rejects_non_permutations() {
+        let t = iota(&[2, 3]);
+        for bad in [&[0][..], &[0, 0], &[0, 2], &[1, 0, 2]] {
+            let e = t.permuted(bad).unwrap_err();
+            assert!(
+                matches!(e, RuntimeError::InvalidPermutation { rank: 2, .. }),
+                "{bad:?}"
+            );
+        }
+    }
+}
