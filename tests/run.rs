@@ -1,0 +1,178 @@
+//! `nax run` end to end: a correct run writes `out` with `out.axes`; every
+//! kind of bad input (sizes, axis names, dtypes, missing or extra inputs and
+//! weights, bad `--arg`s, truncated or corrupt safetensors files, missing
+//! files, unwritable outputs, inexact run-time divisions) exits 1 with a
+//! message naming what is wrong, and leaves an existing output untouched.
+
+use crate::support::nax;
+use safetensors::tensor::{Dtype, TensorView};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+const PROGRAM: &str = "dim n = 4
+dim D = 3
+param w: [D D]
+def f(x: [b n D], m: [n], s: float = 1.0) -> [b n D] {
+    return (x @ w) * s + rearrange(m, n -> n 1)
+}
+dim V
+dim W = V / 2
+def g(x: [V], y: [W]) -> [W] {
+    return y * 2.0
+}
+";
+
+/// One tensor to write: name, dtype, shape, little-endian bytes, axis names.
+struct Spec {
+    name: &'static str,
+    dtype: Dtype,
+    shape: Vec<usize>,
+    bytes: Vec<u8>,
+    axes: &'static str,
+}
+
+fn f32s(values: impl IntoIterator<Item = f32>) -> Vec<u8> {
+    values.into_iter().flat_map(f32::to_le_bytes).collect()
+}
+
+fn spec(name: &'static str, shape: &[usize], axes: &'static str) -> Spec {
+    let n: usize = shape.iter().product();
+    Spec { name, dtype: Dtype::F32, shape: shape.to_vec(), bytes: f32s((0..n).map(|i| i as f32 * 0.5 - 1.0)), axes }
+}
+
+fn write(path: &Path, specs: &[Spec]) {
+    let views: Vec<(String, TensorView)> = specs
+        .iter()
+        .map(|s| (s.name.to_string(), TensorView::new(s.dtype, s.shape.clone(), &s.bytes).expect("view")))
+        .collect();
+    let meta: HashMap<String, String> = specs.iter().map(|s| (format!("{}.axes", s.name), s.axes.to_string())).collect();
+    safetensors::tensor::serialize_to_file(views, Some(meta), path).expect("write safetensors");
+}
+
+struct Case {
+    dir: PathBuf,
+}
+
+impl Case {
+    fn new(tag: &str) -> Case {
+        let dir = std::env::temp_dir().join(format!("nax-run-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("p.nax"), PROGRAM).unwrap();
+        write(&dir.join("in.safetensors"), &[spec("x", &[2, 4, 3], "b n D"), spec("m", &[4], "n")]);
+        write(&dir.join("w.safetensors"), &[spec("w", &[3, 3], "D D"), spec("unused", &[2], "_")]);
+        Case { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+
+    /// Runs `f` with the standard files, replacing arguments as given.
+    fn run(&self, function: &str, extra: &[&str]) -> std::process::Output {
+        let (p, i, w, o) = (self.path("p.nax"), self.path("in.safetensors"), self.path("w.safetensors"), self.path("out.safetensors"));
+        let mut args = vec!["run", &p, "--fn", function, "--inputs", &i, "--weights", &w, "--out", &o, "--backend", "interp"];
+        args.extend_from_slice(extra);
+        nax(&args)
+    }
+
+    /// Expects exit 1, a message with every needle, and the old output untouched.
+    fn rejects(&self, what: &str, out: std::process::Output, needles: &[&str]) {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: expected exit 1, got {:?}: {err}", out.status.code());
+        for n in needles {
+            assert!(err.contains(n), "{what}: the message lacks {n:?}: {err}");
+        }
+        assert_eq!(std::fs::read(self.dir.join("out.safetensors")).unwrap(), b"previous", "{what}: the output was touched");
+    }
+}
+
+#[test]
+fn a_correct_run_writes_the_result_with_its_axis_names() {
+    let case = Case::new("ok");
+    let out = case.run("f", &["--arg", "s=2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let tensors = nax_runtime::read_tensors(&case.dir.join("out.safetensors")).unwrap();
+    let (name, t) = &tensors[0];
+    assert_eq!(name, "out");
+    assert_eq!(t.shape(), &[2, 4, 3]);
+    let names: Vec<Option<&str>> = t.names().iter().map(|n| n.as_deref()).collect();
+    assert_eq!(names, [Some("b"), Some("n"), Some("D")]);
+    // out[b, n, e] = 2 * sum_d x[b, n, d] * w[d, e] + m[n]
+    let x: Vec<f64> = (0..24).map(|i| i as f64 * 0.5 - 1.0).collect();
+    let w: Vec<f64> = (0..9).map(|i| i as f64 * 0.5 - 1.0).collect();
+    let m: Vec<f64> = (0..4).map(|i| i as f64 * 0.5 - 1.0).collect();
+    let got = t.to_f64_vec();
+    for b in 0..2 {
+        for n in 0..4 {
+            for e in 0..3 {
+                let dot: f64 = (0..3).map(|d| x[b * 12 + n * 3 + d] * w[d * 3 + e]).sum();
+                let want = 2.0 * dot + m[n];
+                let at = got[b * 12 + n * 3 + e];
+                assert!((at - want).abs() <= 1e-5 + 1e-4 * want.abs(), "out[{b},{n},{e}] = {at}, want {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_inputs_are_rejected_with_a_clear_message() {
+    let case = Case::new("bad");
+    let reset = || std::fs::write(case.dir.join("out.safetensors"), b"previous").unwrap();
+    let inputs = case.dir.join("in.safetensors");
+    let weights = case.dir.join("w.safetensors");
+    let good_inputs = || write(&inputs, &[spec("x", &[2, 4, 3], "b n D"), spec("m", &[4], "n")]);
+
+    let checks: Vec<(&str, Box<dyn Fn()>, Vec<&str>, &str)> = vec![
+        ("wrong size", Box::new(|| write(&inputs, &[spec("x", &[2, 5, 3], "b n D"), spec("m", &[4], "n")])), vec!["parameter 'x'", "'n'", "5", "4"], "f"),
+        ("wrong axis name", Box::new(|| write(&inputs, &[spec("x", &[2, 4, 3], "b k D"), spec("m", &[4], "n")])), vec!["parameter 'x'", "'n'", "[b k D]"], "f"),
+        ("wrong dtype", Box::new(|| {
+            let mut x = spec("x", &[2, 4, 3], "b n D");
+            x.dtype = Dtype::F64;
+            x.bytes = (0..24).flat_map(|i| (i as f64).to_le_bytes()).collect();
+            write(&inputs, &[x, spec("m", &[4], "n")]);
+        }), vec!["parameter 'x'", "f32", "f64"], "f"),
+        ("missing input", Box::new(|| write(&inputs, &[spec("x", &[2, 4, 3], "b n D")])), vec!["parameter 'm'"], "f"),
+        ("extra input", Box::new(|| write(&inputs, &[spec("x", &[2, 4, 3], "b n D"), spec("m", &[4], "n"), spec("z", &[1], "_")])), vec!["'z'"], "f"),
+        ("missing weight", Box::new(|| write(&weights, &[spec("unused", &[2], "_")])), vec!["weight 'w'"], "f"),
+        ("weight of the wrong shape", Box::new(|| write(&weights, &[spec("w", &[3, 4], "D D")])), vec!["weight 'w'", "4", "3"], "f"),
+        ("truncated file", Box::new(|| {
+            let bytes = std::fs::read(&inputs).unwrap();
+            std::fs::write(&inputs, &bytes[..bytes.len() - 10]).unwrap();
+        }), vec!["in.safetensors"], "f"),
+        ("header length past the end", Box::new(|| {
+            let mut bytes = std::fs::read(&inputs).unwrap();
+            bytes[..8].copy_from_slice(&1_000_000u64.to_le_bytes());
+            std::fs::write(&inputs, &bytes).unwrap();
+        }), vec!["in.safetensors"], "f"),
+        ("missing file", Box::new(|| std::fs::remove_file(&inputs).unwrap()), vec!["in.safetensors"], "f"),
+        ("inexact run-time division", Box::new(|| write(&inputs, &[spec("x", &[5], "V"), spec("y", &[2], "W")])), vec!["5 / 2"], "g"),
+    ];
+    for (what, setup, needles, function) in checks {
+        good_inputs();
+        write(&weights, &[spec("w", &[3, 3], "D D"), spec("unused", &[2], "_")]);
+        setup();
+        reset();
+        case.rejects(what, case.run(function, &[]), &needles);
+    }
+    good_inputs();
+    write(&weights, &[spec("w", &[3, 3], "D D")]);
+    reset();
+    case.rejects("a bad --arg", case.run("f", &["--arg", "s=abc"]), &["--arg s=abc"]);
+    case.rejects("an unknown --arg", case.run("f", &["--arg", "t=1"]), &["t"]);
+    case.rejects("an unknown function", case.run("h", &[]), &["h"]);
+    let unwritable = nax(&[
+        "run",
+        &case.path("p.nax"),
+        "--fn",
+        "f",
+        "--inputs",
+        &case.path("in.safetensors"),
+        "--weights",
+        &case.path("w.safetensors"),
+        "--out",
+        "/nonexistent-dir/out.safetensors",
+    ]);
+    assert_eq!(unwritable.status.code(), Some(1), "{}", String::from_utf8_lossy(&unwritable.stderr));
+    assert!(String::from_utf8_lossy(&unwritable.stderr).contains("/nonexistent-dir"));
+}
