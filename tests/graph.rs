@@ -49,3 +49,25 @@ fn text_form_errors_name_the_line() {
     assert_eq!(err.line, 3);
     assert!(err.message.contains("frobnicate"), "{err}");
 }
+
+/// File tests: `tests/graphs/NAME.nax` beside `NAME.graph`, the text that
+/// `nax build NAME.nax --emit graph` writes (`NAX_BLESS=1` updates it).
+#[test]
+fn graph_text_matches_its_files() {
+    let bless = std::env::var_os("NAX_BLESS").is_some();
+    let mut failures = Vec::new();
+    for path in nax_files(&root().join("tests/graphs")) {
+        let out_path = std::env::temp_dir().join(format!("nax-graph-{}-{}", std::process::id(), path.file_stem().unwrap().to_string_lossy()));
+        let out = crate::support::nax(&["build", path.to_str().unwrap(), "--emit", "graph", "-o", out_path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+        let text = std::fs::read_to_string(&out_path).expect("graph written");
+        assert!(round_trip_all(&std::fs::read_to_string(&path).unwrap(), &path.display().to_string()) > 0);
+        let expected_path = path.with_extension("graph");
+        if bless {
+            std::fs::write(&expected_path, &text).unwrap();
+        } else if std::fs::read_to_string(&expected_path).ok().as_deref() != Some(text.as_str()) {
+            failures.push(format!("{}: the graph differs from {} (NAX_BLESS=1 to update):\n{text}", path.display(), expected_path.display()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
