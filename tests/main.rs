@@ -1,5 +1,6 @@
 //! The single integration-test binary: every suite links the compiler once.
 //!
+//! - `backends`: every case on every back end, compared with the interpreter and PyTorch;
 //! - `conformance`: the shared checker cases (`../shared/conformance`), through `nax check --format json`;
 //! - `diagnostics`: file-driven tests, `.nax` beside its expected rendered `.stderr` (`NAX_BLESS=1` updates);
 //! - `explain`: every error code's documented examples;
@@ -10,6 +11,7 @@
 //! - `examples`: the example models check clean;
 //! - `graph`: every checked function lowers to a graph that verifies and whose text form parses back.
 
+mod backends;
 mod cli;
 mod conformance;
 mod diagnostics;

@@ -87,8 +87,10 @@ fn check_node(g: &Graph, n: NodeIndex) -> Result<(), String> {
                     if extent.len() <= l {
                         extent.resize(l + 1, None);
                     }
+                    // A size-1 axis broadcasts against its label's extent.
                     match extent[l] {
-                        Some(e) if !same(e, size) => return Err(format!("label {l} has two sizes")),
+                        _ if is_one(size) => {}
+                        Some(e) if !same(e, size) && !is_one(e) => return Err(format!("label {l} has two sizes")),
                         _ => extent[l] = Some(size),
                     }
                 }
@@ -96,6 +98,7 @@ fn check_node(g: &Graph, n: NodeIndex) -> Result<(), String> {
             for (&l, &o) in output.iter().zip(&out) {
                 match extent.get(l).copied().flatten() {
                     Some(e) if same(e, o) => {}
+                    None if is_one(o) => {}
                     _ => return Err(format!("output label {l} does not match the result's size")),
                 }
             }

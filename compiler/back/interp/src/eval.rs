@@ -343,10 +343,13 @@ fn is_numeric_use(func: MapFn) -> bool {
 
 fn contract(labels: &[Vec<usize>], output: &[usize], args: &[&Value], dtype: DType, shape: Vec<usize>) -> Value {
     let n_labels = labels.iter().flatten().chain(output).copied().max().map_or(0, |m| m + 1);
+    // A label's extent; an operand axis of size 1 broadcasts (stride 0), as in torch.matmul.
     let mut extent = vec![1usize; n_labels];
     for (ls, a) in labels.iter().zip(args) {
         for (j, &l) in ls.iter().enumerate() {
-            extent[l] = a.shape[j];
+            if a.shape[j] != 1 {
+                extent[l] = a.shape[j];
+            }
         }
     }
     let summed: Vec<usize> = (0..n_labels).filter(|l| !output.contains(l)).collect();
@@ -357,7 +360,10 @@ fn contract(labels: &[Vec<usize>], output: &[usize], args: &[&Value], dtype: DTy
         .zip(labels)
         .map(|(a, ls)| {
             let src = strides(&a.shape);
-            let per_axis: Vec<usize> = order.iter().map(|&l| ls.iter().enumerate().filter(|(_, x)| **x == l).map(|(j, _)| src[j]).sum()).collect();
+            let per_axis: Vec<usize> = order
+                .iter()
+                .map(|&l| ls.iter().enumerate().filter(|(j, x)| **x == l && a.shape[*j] != 1).map(|(j, _)| src[j]).sum())
+                .collect();
             offsets(&order_shape, &per_axis)
         })
         .collect();

@@ -1,0 +1,241 @@
+//! One nax function as one Python function: the signature (parameters, host
+//! defaults, keyword-only weights), the device and size preamble, and one
+//! Python statement per nax statement.
+
+use crate::names::Namer;
+use crate::{EmitError, dtype_name};
+use nax_front::CheckedModule;
+use nax_front::check::sizes::SymId;
+use nax_front::check::types::Type;
+use nax_front::checked::{CheckedFn, TStmt};
+use nax_front::syntax::ast::HostType;
+use std::collections::{BTreeSet, HashMap};
+
+/// What every function's emission shares: the module and the Python names of
+/// its functions and weights, and which weights each function takes.
+pub(crate) struct Context<'a> {
+    pub module: &'a CheckedModule,
+    /// The Python name of each function, by index.
+    pub functions: Vec<String>,
+    /// The Python name of each weight, by index (also its keyword argument).
+    pub weights: Vec<String>,
+    /// A namer with every global name taken.
+    pub global: Namer,
+    /// For each function, the weights it takes (sorted by index): those it
+    /// uses, those its callees take, and those that give it a size.
+    pub lists: Vec<Vec<usize>>,
+}
+
+/// A function's Python text, and the sizes it needs but cannot compute.
+pub(crate) struct Emitted {
+    pub text: String,
+    pub unresolved: Vec<SymId>,
+}
+
+/// Emits one function.
+pub(crate) struct FnEmitter<'a> {
+    pub cx: &'a Context<'a>,
+    pub f: &'a CheckedFn,
+    /// Which function this is.
+    pub index: usize,
+    pub namer: Namer,
+    /// The Python name of each nax binding name.
+    pub locals: HashMap<String, String>,
+    /// The Python variable of each size symbol (by the root of its class).
+    pub size_vars: HashMap<u32, String>,
+    /// The size symbols the code refers to.
+    pub needed: BTreeSet<u32>,
+    /// Whether the code refers to `_dev`, the device of the arguments.
+    pub needs_dev: bool,
+}
+
+/// The indentation of a function body.
+const INDENT: &str = "    ";
+
+impl<'a> FnEmitter<'a> {
+    /// Emits function `index` of the module.
+    pub(crate) fn emit(cx: &'a Context<'a>, index: usize) -> Result<Emitted, EmitError> {
+        let f = cx.module.functions.get(index).ok_or_else(|| EmitError::Invalid { what: format!("no function {index}") })?;
+        if !f.ok {
+            return Err(EmitError::Unchecked { function: f.name.clone() });
+        }
+        let mut e = FnEmitter {
+            cx,
+            f,
+            index,
+            namer: cx.global.clone(),
+            locals: HashMap::new(),
+            size_vars: HashMap::new(),
+            needed: BTreeSet::new(),
+            needs_dev: false,
+        };
+        for b in &f.bindings {
+            if !e.locals.contains_key(&b.name) {
+                let name = e.namer.fresh(&b.name);
+                e.locals.insert(b.name.clone(), name);
+            }
+        }
+        let signature = e.signature()?;
+        let mut body = Vec::with_capacity(f.body.len());
+        for stmt in &f.body {
+            body.push(e.statement(stmt)?);
+        }
+        let (sizes, unresolved) = e.size_plan();
+        let mut text = signature;
+        text.push_str(&format!("{INDENT}\"\"\"{}\"\"\"\n", f.signature().replace('\\', "\\\\").replace('"', "'")));
+        if e.needs_dev {
+            text.push_str(&format!("{INDENT}_dev = {}\n", e.device_source()));
+        }
+        for line in sizes.iter().chain(&body) {
+            text.push_str(INDENT);
+            text.push_str(line);
+            text.push('\n');
+        }
+        Ok(Emitted { text, unresolved })
+    }
+
+    /// An error for a checked program that is not as the checker makes them.
+    pub(crate) fn invalid(&self, what: &str) -> EmitError {
+        EmitError::Invalid { what: format!("in `{}`: {what}", self.f.name) }
+    }
+
+    /// An error for what the emitter does not support.
+    pub(crate) fn unsupported(&self, what: String) -> EmitError {
+        EmitError::Unsupported { function: self.f.name.clone(), what }
+    }
+
+    /// The Python name of binding `i`.
+    pub(crate) fn local(&self, i: usize) -> Result<String, EmitError> {
+        self.f
+            .bindings
+            .get(i)
+            .and_then(|b| self.locals.get(&b.name))
+            .cloned()
+            .ok_or_else(|| self.invalid(&format!("no binding {i}")))
+    }
+
+    /// `def NAME(p1, p2=default, *, w1, w2):`.
+    fn signature(&mut self) -> Result<String, EmitError> {
+        let f = self.f;
+        let params = f.bindings.get(..f.params).ok_or_else(|| self.invalid("fewer bindings than parameters"))?;
+        // Python wants defaults only on a trailing run of parameters.
+        let first_default = params
+            .iter()
+            .enumerate()
+            .rev()
+            .take_while(|(i, _)| f.defaults.get(*i).is_some_and(Option::is_some))
+            .last()
+            .map_or(params.len(), |(i, _)| i);
+        let mut parts = Vec::with_capacity(params.len());
+        for (i, p) in params.iter().enumerate() {
+            let name = self.local(i)?;
+            match f.defaults.get(i).and_then(Option::as_ref) {
+                Some(default) if i >= first_default => {
+                    let before = self.needed.len();
+                    let value = self.expr(default)?;
+                    if self.needed.len() != before || self.needs_dev {
+                        return Err(self.unsupported(format!("the default of `{}` depends on a size known only at run time", p.name)));
+                    }
+                    let value = match (&p.ty, &default.ty) {
+                        (Type::Host(HostType::Float, _), Type::Host(HostType::Int, _)) => format!("float({value})"),
+                        _ => value,
+                    };
+                    parts.push(format!("{name}={}", strip_parens(&value)));
+                }
+                _ => parts.push(name),
+            }
+        }
+        let weights = self.cx.lists.get(self.index).map(Vec::as_slice).unwrap_or_default();
+        if !weights.is_empty() {
+            parts.push("*".to_string());
+            for &w in weights {
+                parts.push(self.weight(w)?);
+            }
+        }
+        let name = self.cx.functions.get(self.index).ok_or_else(|| self.invalid("no Python name"))?;
+        Ok(format!("def {name}({}):\n", parts.join(", ")))
+    }
+
+    /// The Python name of weight `w`.
+    pub(crate) fn weight(&self, w: usize) -> Result<String, EmitError> {
+        self.cx.weights.get(w).cloned().ok_or_else(|| self.invalid(&format!("no weight {w}")))
+    }
+
+    /// Where `_dev` comes from: the first tensor parameter, else the first weight.
+    fn device_source(&self) -> String {
+        let params = self.f.bindings.iter().take(self.f.params).enumerate();
+        let tensor_param = params.filter(|(_, b)| matches!(b.ty, Type::Tensor(_))).find_map(|(i, _)| self.local(i).ok());
+        let weight = || self.cx.lists.get(self.index).and_then(|l| l.first()).and_then(|&w| self.weight(w).ok());
+        match tensor_param.or_else(weight) {
+            Some(name) => format!("{name}.device"),
+            None => "None".to_string(),
+        }
+    }
+
+    /// One statement.
+    fn statement(&mut self, stmt: &TStmt) -> Result<String, EmitError> {
+        match stmt {
+            TStmt::Assign { targets, value } => {
+                let names = targets.iter().map(|&t| self.local(t)).collect::<Result<Vec<_>, _>>()?;
+                let value = self.expr(value)?;
+                Ok(format!("{} = {}", names.join(", "), strip_parens(&value)))
+            }
+            TStmt::Return { value, permutation } => {
+                let text = self.expr(value)?;
+                let text = match (&self.f.ret, &value.ty) {
+                    (Type::Tensor(_), Type::Tensor(_)) if permutation.iter().enumerate().any(|(i, &p)| i != p) => {
+                        format!("{text}.permute({})", join(permutation))
+                    }
+                    (Type::Tensor(d), Type::Host(..)) => self.host_tensor(&text, d.dtype),
+                    (Type::Host(HostType::Float, _), Type::Host(HostType::Int, _)) => format!("float({text})"),
+                    _ => text,
+                };
+                Ok(format!("return {}", strip_parens(&text)))
+            }
+        }
+    }
+
+    /// A host scalar as a rank-0 tensor on the arguments' device.
+    pub(crate) fn host_tensor(&mut self, value: &str, dtype: nax_front::check::types::DType) -> String {
+        self.needs_dev = true;
+        format!("torch.tensor({}, dtype={}, device=_dev)", strip_parens(value), dtype_name(dtype))
+    }
+}
+
+/// Numbers separated by `, `.
+pub(crate) fn join(items: &[usize]) -> String {
+    items.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// `text` without one pair of parentheses around all of it.
+pub(crate) fn strip_parens(text: &str) -> &str {
+    let Some(inner) = text.strip_prefix('(').and_then(|t| t.strip_suffix(')')) else { return text };
+    // The opening parenthesis must close at the very end.
+    let mut depth = 0i32;
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 && i + 1 != text.len() {
+                    return text;
+                }
+            }
+            _ => {}
+        }
+    }
+    inner
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_parens;
+
+    #[test]
+    fn only_one_enclosing_pair_is_stripped() {
+        assert_eq!(strip_parens("(a + b)"), "a + b");
+        assert_eq!(strip_parens("(a) + (b)"), "(a) + (b)");
+        assert_eq!(strip_parens("((a))"), "(a)");
+        assert_eq!(strip_parens("x"), "x");
+    }
+}

@@ -1,0 +1,251 @@
+//! One backend-agnostic suite (burn's style): every case runs on every back
+//! end through the `Backend` interface, and the results are compared with a
+//! reference at CLI.md's tolerances. The reference is the interpreter for
+//! the other back ends, and PyTorch running the `--emit torch` code for all
+//! of them when `torch` is importable; without torch the test says that it
+//! skipped those comparisons, and why.
+//!
+//! Inputs are generated from each parameter's type (seeded); symbolic sizes
+//! take the values a case gives.
+
+use nax_front::check::types::Type;
+use nax_front::syntax::ast::HostType;
+use nax_ir::{Argument, Backend};
+use nax_runtime::{DType, HostTensor};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+/// A case: a module, the function to run, values for its symbolic sizes and
+/// host scalars, and whether its inputs include nan and inf.
+struct Case {
+    name: &'static str,
+    source: &'static str,
+    function: &'static str,
+    sizes: &'static [(&'static str, u64)],
+    special_values: bool,
+}
+
+const fn case(name: &'static str, source: &'static str) -> Case {
+    Case { name, source, function: "f", sizes: &[], special_values: false }
+}
+
+/// The cases: every operator and built-in, every pattern operation, both
+/// broadcasting modes, every matmul rank case, size-1 axes, rank 0,
+/// run-time sizes, lengths 1, 7, 23 and 1029, every dtype, nan and inf.
+fn cases() -> Vec<Case> {
+    vec![
+        case("arith_by_name_transpose", "dim n = 7\ndim m = 5\ndef f(x: [n m], y: [m n]) -> [n m] {\n    return x + y * 2.0 - x / (abs(y) + 1.0)\n}\n"),
+        case("left_order_wins", "dim n = 3\ndim m = 4\ndef f(x: [m n], y: [n m]) -> [m n] {\n    return x - y\n}\n"),
+        case("repeated_names", "dim b = 2\ndim n = 3\ndef f(x: [b n n], y: [n n], v: [n]) -> [b n n] {\n    return x * y + v\n}\n"),
+        case("from_the_right_size_one", "dim n = 4\ndef f(x: [n 1], y: [3], u: [1 3]) -> [n 3] {\n    return x + y * u\n}\n"),
+        case("rank0_and_host", "dim n = 23\ndef f(x: [n], z: [], s: float = 0.5, k: int = 3) -> [n] {\n    return x * z + s * k - k / 2\n}\n"),
+        case("comparisons_and_logic", "dim n = 7\ndef f(x: [n], y: [n]) -> Mask[n] {\n    return (x > y and !(x == 0.0)) or x <= -1.0\n}\n"),
+        case("where_clamp_masked_fill", "dim n = 7\ndim m = 3\ndef f(x: [n m], mk: Mask[m]) -> [n m] {\n    a = where(x > 0.0, x, 0.5 * x)\n    c = clamp(a, -0.5, 0.75)\n    return masked_fill(c, mk, -2.0)\n}\n"),
+        case("unary_builtins", "dim n = 1029\ndef f(x: [n]) -> [n] {\n    a = exp(x) + log1p(abs(x)) + expm1(x * 0.1) + sqrt(abs(x)) + rsqrt(abs(x) + 1.0)\n    c = sin(x) + cos(x) + tanh(x) + erf(x) + sigmoid(x) + relu(x) + gelu(x) + silu(x) + softplus(x * 30.0)\n    e = floor(x * 3.0) + ceil(x * 3.0) + round(x * 2.0) + sign(x)\n    return a + c + e + log(abs(x) + 0.5)\n}\n"),
+        case("binary_builtins", "dim n = 23\ndef f(x: [n], y: [n]) -> [n] {\n    return pow(abs(x) + 0.5, y) + maximum(x, y) - minimum(x, 0.25)\n}\n"),
+        case("nan_and_inf", "dim n = 7\ndef f(x: [n]) -> [n] {\n    return exp(x) - relu(x) + maximum(x, 0.0) + tanh(x)\n}\n"),
+        case("softmax_family", "dim b = 2\ndim n = 7\ndim m = 5\ndef f(x: [b n m]) -> [b n] {\n    p = softmax(x, n)\n    q = log_softmax(x, m)\n    return logsumexp(x, m) + sum(p * q, m)\n}\n"),
+        case("reductions", "dim b = 3\ndim n = 7\ndef f(x: [b n]) -> [b] {\n    return sum(x, n) + mean(x, n) * max(x, n) - min(x, n) + prod(x * 0.5, n)\n}\n"),
+        case("reduce_patterns", "dim b = 2\ndim n = 6\ndim D = 4\ndef f(x: [b n D]) -> [D b] {\n    a = reduce(x, b (n2 2) D -> D b n2, max)\n    return reduce(a, D b n2 -> D b, \"mean\")\n}\n"),
+        case("mask_reductions", "dim n = 7\ndim m = 23\ndef f(x: [n m]) -> [n] {\n    mk = x > 0.0\n    c = sum(mk, m)\n    a = reduce(mk, n m -> n, mean)\n    z = reduce(mk, n m -> n, min)\n    return float(c) + a + float(z)\n}\n"),
+        case("rearrange", "dim b = 2\ndim n = 3\ndim D = 8\ndef f(x: [b n D]) -> [b h n d] {\n    t = rearrange(x, b n D -> D b n)\n    u = rearrange(t, (h d) b n -> b h n d, h=2)\n    return rearrange(u, b h n d -> b h n d)\n}\n"),
+        case("grouped_size_and_groups", "dim b = 2\ndim n = 3\ndim D = 32\ndef f(x: [b n D]) -> [b 96] {\n    u = rearrange(x, b n 16gh -> b n gh 16)\n    return rearrange(u, b n gh s -> b (n gh s))\n}\n"),
+        case("repeat", "dim b = 2\ndim D = 3\ndef f(x: [b D]) -> [b r D 2] {\n    a = repeat(x, b D -> b r D, r=4)\n    return repeat(a, b r D -> b r D 2)\n}\n"),
+        case("einsum_chain", "dim i = 5\ndim j = 4\ndim k = 3\ndef f(a: [i j], b: [j k], c: [k]) -> [i] {\n    return einsum(a, b, c: i j, j k, k -> i)\n}\n"),
+        case("einsum_attention", "dim b = 2\ndim H = 2\ndim n = 3\ndim m = 4\ndim Dh = 5\ndef f(q: [b H n Dh], k: [b H m Dh], v: [b H m Dh]) -> [b H n Dh] {\n    s = einsum(q, k: b H n Dh, b H m Dh -> b H n m) / sqrt(Dh)\n    p = softmax(s, m)\n    return einsum(p, v: b H n m, b H m Dh -> b H n Dh)\n}\n"),
+        case("split", "dim b = 2\ndim n = 3\ndim H = 2\ndim Dh = 4\ndef f(x: [b n (3 H Dh)]) -> [b H n Dh] {\n    q, k, v = split(x, b n (3 H Dh) -> b H n Dh)\n    return q * 2.0 + k - v\n}\n"),
+        case("matmul_1_1", "dim k = 7\ndef f(x: [k], y: [k]) -> [] {\n    return x @ y\n}\n"),
+        case("matmul_1_2_and_2_1", "dim k = 7\ndim m = 3\ndef f(x: [k], w: [k m], v: [m]) -> [] {\n    return (x @ w) @ v\n}\n"),
+        case("matmul_2_2", "dim n = 23\ndim k = 7\ndim m = 5\ndef f(x: [n k], w: [k m]) -> [n m] {\n    return x @ w\n}\n"),
+        case("matmul_batched", "dim b = 2\ndim H = 3\ndim n = 4\ndim k = 5\ndim m = 2\ndef f(x: [b H n k], y: [b k m], w: [k m]) -> [b H n m] {\n    return x @ y + matmul(x, w)\n}\n"),
+        case("matmul_batch_broadcast_from_right", "dim n = 4\ndim k = 5\ndim m = 2\ndef f(x: [3 n k], y: [1 k m]) -> [3 n m] {\n    return x @ y\n}\n"),
+        case("matmul_rank3_rank1", "dim b = 2\ndim n = 4\ndim k = 5\ndef f(x: [b n k], v: [k]) -> [b n] {\n    return x @ v\n}\n"),
+        case("int_arith", "dim n = 7\ndef f(i: Int[n], j: Int[n]) -> [n] {\n    a = i * j + 3 - j\n    return a / 2\n}\n"),
+        case("i32_wrapping", "dim n = 7\ndef f(i: i32[n]) -> i32[n] {\n    return i * 1000003 * 1000003\n}\n"),
+        case("f16_math", "dim n = 23\ndef f(x: f16[n], y: f16[n]) -> f16[n] {\n    return x * y + 0.5\n}\n"),
+        case("bf16_math", "dim n = 23\ndef f(x: bf16[n], y: bf16[n]) -> bf16[n] {\n    return x * 3.0 - y\n}\n"),
+        case("f16_bf16_promote", "dim n = 7\ndef f(x: f16[n], y: bf16[n]) -> [n] {\n    return x + y\n}\n"),
+        case("f64_math", "dim n = 7\ndef f(x: f64[n]) -> f64[n] {\n    return exp(x) * 1.5\n}\n"),
+        case("constructors", "dim n = 4\ndim m = 3\ndef f(x: [n m]) -> [n m] {\n    z = zeros([n m]) + ones([m]) * 2.0 + full([n 1], 0.25)\n    return x * z + float(arange(m))\n}\n"),
+        case("as_rename", "dim n = 3\ndim k = 3\ndef f(x: [n k], y: [k k]) -> [n k] {\n    return x + (y as [n k])\n}\n"),
+        case("calls_inline", "dim n = 7\ndim m = 3\ndef g(t: [r c], s: float = 2.0) -> [c r] {\n    return rearrange(t * s, r c -> c r)\n}\ndef f(x: [n m]) -> [n m] {\n    return g(g(x), s=0.5)\n}\n"),
+        case("return_permuted", "dim n = 2\ndim m = 3\ndef f(x: [n m]) -> [m n] {\n    return x * 2.0\n}\n"),
+        case("length_one", "dim n = 1\ndef f(x: [n], y: [1]) -> Prob(n)[n] {\n    return softmax(x + y, n)\n}\n"),
+        Case { name: "runtime_sizes", source: "dim V\ndim W = V / 2\ndef f(x: [V], y: [W]) -> [W] {\n    h = rearrange(x, (a 2) -> a 2)\n    return (reduce(h, a t -> a, sum) as [W]) * y\n}\n", function: "f", sizes: &[("V", 46)], special_values: false },
+        Case { name: "parameter_sizes", source: "def f(x: [b n], y: [n]) -> [b n] {\n    return x * y\n}\n", function: "f", sizes: &[("b", 7), ("n", 23)], special_values: false },
+        Case { name: "nan_inf_inputs", source: "dim n = 7\ndef f(x: [n]) -> [n] {\n    return softmax(x, n) + sigmoid(x) + maximum(x, 0.0)\n}\n", function: "f", sizes: &[], special_values: true },
+    ]
+}
+
+/// Inputs for a case: one argument per parameter, from its type.
+fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, rng: &mut SmallRng) -> Vec<Argument> {
+    f.bindings[..f.params]
+        .iter()
+        .map(|b| match &b.ty {
+            Type::Tensor(t) => {
+                let shape: Vec<usize> = t
+                    .axes
+                    .iter()
+                    .map(|a| {
+                        f.symbols.constant(a.size).unwrap_or_else(|| {
+                            let name = f.symbols.display(a.size);
+                            case.sizes.iter().find(|(n, _)| *n == name).map(|(_, v)| *v).unwrap_or_else(|| {
+                                // A derived size: V / 2 with V given.
+                                let given: Vec<(nax_front::check::sizes::Size, u64)> = case
+                                    .sizes
+                                    .iter()
+                                    .filter_map(|(n, v)| f.symbols.all().find(|(_, s)| s.name == *n).map(|(id, _)| (nax_front::check::sizes::Size::Sym(id), *v)))
+                                    .collect();
+                                let solved = f.symbols.solve(&given).expect("case sizes");
+                                match f.symbols.resolve(a.size) {
+                                    nax_front::check::sizes::Size::Sym(id) => solved[id.0 as usize].expect("a size the case determines"),
+                                    nax_front::check::sizes::Size::Const(c) => c,
+                                }
+                            })
+                        }) as usize
+                    })
+                    .collect();
+                let n: usize = shape.iter().product();
+                let values: Vec<f64> = (0..n)
+                    .map(|k| match t.dtype {
+                        DType::Bool => f64::from(rng.random_bool(0.5)),
+                        DType::I32 | DType::I64 => rng.random_range(-5i64..=5) as f64,
+                        _ if case.special_values && k % 3 == 0 => [f64::NAN, f64::INFINITY, f64::NEG_INFINITY][(k / 3) % 3],
+                        _ => rng.random_range(-2.0..2.0),
+                    })
+                    .collect();
+                let names = t.axes.iter().map(|a| a.name.clone()).collect();
+                Argument::Tensor(HostTensor::from_f64(t.dtype, shape, names, &values).expect("input"))
+            }
+            Type::Host(HostType::Float, _) => Argument::Float(0.75),
+            Type::Host(HostType::Int, _) => Argument::Int(3),
+            Type::Host(HostType::Bool, _) => Argument::Bool(true),
+            Type::Error => panic!("{}: a parameter did not check", case.name),
+        })
+        .collect()
+}
+
+/// The back ends under test (the interpreter is also the reference).
+fn backends() -> Vec<Box<dyn Backend>> {
+    vec![Box::new(nax_back_interp::Interpreter)]
+}
+
+/// Compares two results at CLI.md's tolerances; nan must meet nan.
+fn compare(what: &str, got: &HostTensor, want: &HostTensor, terms: usize) -> Result<(), String> {
+    if got.shape() != want.shape() || got.dtype() != want.dtype() {
+        return Err(format!("{what}: {:?} {} vs {:?} {}", got.shape(), got.dtype().as_str(), want.shape(), want.dtype().as_str()));
+    }
+    let (rtol, atol) = match got.dtype() {
+        DType::F16 | DType::BF16 => (1e-2, 1e-3),
+        DType::F32 | DType::F64 if terms > 4096 => (1e-3, 1e-4),
+        DType::F32 | DType::F64 => (1e-4, 1e-5),
+        _ => (0.0, 0.0),
+    };
+    for (i, (a, b)) in got.to_f64_vec().into_iter().zip(want.to_f64_vec()).enumerate() {
+        let same = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
+        if !same {
+            return Err(format!("{what}: element {i} is {a}, expected {b}"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_backend_agrees_on_every_case() {
+    let mut rng = SmallRng::seed_from_u64(5);
+    let dir = std::env::temp_dir().join(format!("nax-backends-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut failures = Vec::new();
+    let mut torch_jobs = Vec::new();
+    // NAX_CASE=NAME runs one case.
+    let only = std::env::var("NAX_CASE").ok();
+    for case in cases().into_iter().filter(|c| only.as_deref().is_none_or(|o| o == c.name)) {
+        let checked = nax_front::check_source(case.source);
+        assert!(!checked.has_errors(), "{}: {:?}", case.name, checked.diagnostics);
+        let f = checked.module.functions.iter().find(|f| f.name == case.function).expect("function");
+        let graph = nax_ir::lower(&checked.module, case.function).expect("lower");
+        let args = arguments(&case, f, &mut rng);
+        let weights = HashMap::new();
+        let sizes = nax_ir::check_call(&graph, &args, &weights).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        let mut reference = None;
+        for backend in backends() {
+            let out = backend.compile(&graph).and_then(|x| x.run(&args, &weights, &sizes)).unwrap_or_else(|e| panic!("{}: {}: {e}", case.name, backend.name()));
+            match &reference {
+                None => reference = Some(out),
+                Some(r) => {
+                    if let Err(e) = compare(&format!("{} on {}", case.name, backend.name()), &out, r, 0) {
+                        failures.push(e);
+                    }
+                }
+            }
+        }
+        let reference = reference.expect("at least one back end");
+        torch_jobs.push((case, checked, args, reference));
+    }
+    match torch_available() {
+        Err(why) => println!("skipped the PyTorch comparisons: {why}"),
+        Ok(()) => {
+            failures.extend(compare_with_torch(&dir, &torch_jobs));
+            println!("compared {} cases with PyTorch running the --emit torch code", torch_jobs.len());
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Whether `import torch` works.
+fn torch_available() -> Result<(), String> {
+    match Command::new("python3").args(["-c", "import torch, safetensors"]).output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!("python3 cannot import torch and safetensors ({})", String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or(""))),
+        Err(e) => Err(format!("python3 is not available ({e})")),
+    }
+}
+
+/// Runs every case's `--emit torch` code in one Python process and compares.
+fn compare_with_torch(dir: &Path, jobs: &[(Case, nax_front::Checked, Vec<Argument>, HostTensor)]) -> Vec<String> {
+    let mut driver = String::from("import importlib.util, sys, torch\nfrom safetensors.torch import load_file, save_file\ntorch.set_num_threads(1)\n");
+    for (case, checked, args, _) in jobs {
+        let module = nax_back_torch::emit_module(&checked.module).unwrap_or_else(|e| panic!("{}: {e:?}", case.name));
+        let module_path = dir.join(format!("{}.py", case.name));
+        std::fs::write(&module_path, module).unwrap();
+        let mut call_args = Vec::new();
+        for (i, a) in args.iter().enumerate() {
+            match a {
+                Argument::Tensor(t) => {
+                    let path = dir.join(format!("{}_{i}.safetensors", case.name));
+                    nax_runtime::write_tensor_atomic(&path, "t", t).unwrap();
+                    call_args.push(format!("load_file({:?})['t']", path.display().to_string()));
+                }
+                Argument::Float(x) => call_args.push(format!("{x:?}")),
+                Argument::Int(x) => call_args.push(x.to_string()),
+                Argument::Bool(b) => call_args.push(if *b { "True".into() } else { "False".into() }),
+            }
+        }
+        driver.push_str(&format!(
+            "spec = importlib.util.spec_from_file_location({n:?}, {p:?})\nm = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\nr = m.{f}({a})\nr = r if isinstance(r, torch.Tensor) else torch.tensor(r)\nsave_file({{'out': r.contiguous()}}, {o:?})\n",
+            n = case.name,
+            p = module_path.display().to_string(),
+            f = case.function,
+            a = call_args.join(", "),
+            o = dir.join(format!("{}_out.safetensors", case.name)).display().to_string(),
+        ));
+    }
+    let script = dir.join("driver.py");
+    std::fs::write(&script, driver).unwrap();
+    let out = Command::new("python3").arg(&script).output().expect("run python3");
+    if !out.status.success() {
+        return vec![format!("the PyTorch driver failed:\n{}", String::from_utf8_lossy(&out.stderr))];
+    }
+    let mut failures = Vec::new();
+    for (case, _, _, reference) in jobs {
+        let tensors = nax_runtime::read_tensors(&dir.join(format!("{}_out.safetensors", case.name))).expect("torch output");
+        if let Err(e) = compare(&format!("{} against PyTorch", case.name), reference, &tensors[0].1, 0) {
+            failures.push(e);
+        }
+    }
+    failures
+}
