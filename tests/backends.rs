@@ -21,15 +21,36 @@ use std::process::Command;
 /// A case: a module, the function to run, values for its symbolic sizes and
 /// host scalars, and whether its inputs include nan and inf.
 struct Case {
-    name: &'static str,
-    source: &'static str,
-    function: &'static str,
+    name: String,
+    source: String,
+    function: String,
     sizes: &'static [(&'static str, u64)],
     special_values: bool,
 }
 
-const fn case(name: &'static str, source: &'static str) -> Case {
-    Case { name, source, function: "f", sizes: &[], special_values: false }
+fn case(name: &str, source: &str) -> Case {
+    Case { name: name.into(), source: source.into(), function: "f".into(), sizes: &[], special_values: false }
+}
+
+/// A model file with its large dims scaled down, so the interpreter runs it quickly.
+fn reduced(path: &Path, function: &str) -> Case {
+    let text = std::fs::read_to_string(path).expect("read example");
+    let source: String = text
+        .lines()
+        .map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                ["dim", name, "=", value, ..] => match value.parse::<u64>() {
+                    Ok(v) if v > 16 => format!("dim {name} = {}", (v / 64).max(4)),
+                    _ => line.to_string(),
+                },
+                _ => line.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let name = format!("model_{}", path.file_stem().unwrap_or_default().to_string_lossy());
+    Case { name, source, function: function.into(), sizes: &[("b", 2), ("n", 3)], special_values: false }
 }
 
 /// The cases: every operator and built-in, every pattern operation, both
@@ -54,7 +75,7 @@ fn cases() -> Vec<Case> {
         case("rearrange", "dim b = 2\ndim n = 3\ndim D = 8\ndef f(x: [b n D]) -> [b h n d] {\n    t = rearrange(x, b n D -> D b n)\n    u = rearrange(t, (h d) b n -> b h n d, h=2)\n    return rearrange(u, b h n d -> b h n d)\n}\n"),
         case("grouped_size_and_groups", "dim b = 2\ndim n = 3\ndim D = 32\ndef f(x: [b n D]) -> [b 96] {\n    u = rearrange(x, b n 16gh -> b n gh 16)\n    return rearrange(u, b n gh s -> b (n gh s))\n}\n"),
         case("repeat", "dim b = 2\ndim D = 3\ndef f(x: [b D]) -> [b r D 2] {\n    a = repeat(x, b D -> b r D, r=4)\n    return repeat(a, b r D -> b r D 2)\n}\n"),
-        case("einsum_chain", "dim i = 5\ndim j = 4\ndim k = 3\ndef f(a: [i j], b: [j k], c: [k]) -> [i] {\n    return einsum(a, b, c: i j, j k, k -> i)\n}\n"),
+        case("einsum_three_operands", "dim i = 5\ndim j = 4\ndim k = 3\ndef f(a: [i j], b: [j k], c: [k]) -> [i] {\n    return einsum(a, b, c: i j, j k, k -> i)\n}\n"),
         case("einsum_attention", "dim b = 2\ndim H = 2\ndim n = 3\ndim m = 4\ndim Dh = 5\ndef f(q: [b H n Dh], k: [b H m Dh], v: [b H m Dh]) -> [b H n Dh] {\n    s = einsum(q, k: b H n Dh, b H m Dh -> b H n m) / sqrt(Dh)\n    p = softmax(s, m)\n    return einsum(p, v: b H n m, b H m Dh -> b H n Dh)\n}\n"),
         case("split", "dim b = 2\ndim n = 3\ndim H = 2\ndim Dh = 4\ndef f(x: [b n (3 H Dh)]) -> [b H n Dh] {\n    q, k, v = split(x, b n (3 H Dh) -> b H n Dh)\n    return q * 2.0 + k - v\n}\n"),
         case("matmul_1_1", "dim k = 7\ndef f(x: [k], y: [k]) -> [] {\n    return x @ y\n}\n"),
@@ -74,10 +95,35 @@ fn cases() -> Vec<Case> {
         case("calls_inline", "dim n = 7\ndim m = 3\ndef g(t: [r c], s: float = 2.0) -> [c r] {\n    return rearrange(t * s, r c -> c r)\n}\ndef f(x: [n m]) -> [n m] {\n    return g(g(x), s=0.5)\n}\n"),
         case("return_permuted", "dim n = 2\ndim m = 3\ndef f(x: [n m]) -> [m n] {\n    return x * 2.0\n}\n"),
         case("length_one", "dim n = 1\ndef f(x: [n], y: [1]) -> Prob(n)[n] {\n    return softmax(x + y, n)\n}\n"),
-        Case { name: "runtime_sizes", source: "dim V\ndim W = V / 2\ndef f(x: [V], y: [W]) -> [W] {\n    h = rearrange(x, (a 2) -> a 2)\n    return (reduce(h, a t -> a, sum) as [W]) * y\n}\n", function: "f", sizes: &[("V", 46)], special_values: false },
-        Case { name: "parameter_sizes", source: "def f(x: [b n], y: [n]) -> [b n] {\n    return x * y\n}\n", function: "f", sizes: &[("b", 7), ("n", 23)], special_values: false },
-        Case { name: "nan_inf_inputs", source: "dim n = 7\ndef f(x: [n]) -> [n] {\n    return softmax(x, n) + sigmoid(x) + maximum(x, 0.0)\n}\n", function: "f", sizes: &[], special_values: true },
+        Case { sizes: &[("V", 46)], ..case("runtime_sizes", "dim V\ndim W = V / 2\ndef f(x: [V], y: [W]) -> [W] {\n    h = rearrange(x, (a 2) -> a 2)\n    return (reduce(h, a t -> a, sum) as [W]) * y\n}\n") },
+        Case { sizes: &[("b", 7), ("n", 23)], ..case("parameter_sizes", "def f(x: [b n], y: [n]) -> [b n] {\n    return x * y\n}\n") },
+        Case { special_values: true, ..case("nan_inf_inputs", "dim n = 7\ndef f(x: [n]) -> [n] {\n    return softmax(x, n) + sigmoid(x) + maximum(x, 0.0)\n}\n") },
     ]
+}
+
+/// The example transformer block and every WORKLOADS.md workload, at reduced sizes.
+fn model_cases() -> Vec<Case> {
+    let root = crate::support::root();
+    let mut out = vec![reduced(&root.join("examples/transformer_block.nax"), "block")];
+    for path in crate::support::nax_files(&root.join("examples/workloads")) {
+        let function = path.file_stem().unwrap_or_default().to_string_lossy().to_string();
+        out.push(reduced(&path, &function));
+    }
+    out
+}
+
+/// Seeded values for every weight of a module.
+fn weights_for(module: &nax_front::CheckedModule, rng: &mut SmallRng) -> HashMap<String, HostTensor> {
+    module
+        .weights
+        .iter()
+        .map(|w| {
+            let shape: Vec<usize> = w.ty.axes.iter().map(|a| module.symbols.constant(a.size).expect("constant weight sizes") as usize).collect();
+            let values: Vec<f64> = (0..shape.iter().product::<usize>()).map(|_| rng.random_range(-0.5..0.5)).collect();
+            let names = w.ty.axes.iter().map(|a| a.name.clone()).collect();
+            (w.name.clone(), HostTensor::from_f64(w.ty.dtype, shape, names, &values).expect("weight"))
+        })
+        .collect()
 }
 
 /// Inputs for a case: one argument per parameter, from its type.
@@ -163,13 +209,13 @@ fn every_backend_agrees_on_every_case() {
     let mut torch_jobs = Vec::new();
     // NAX_CASE=NAME runs one case.
     let only = std::env::var("NAX_CASE").ok();
-    for case in cases().into_iter().filter(|c| only.as_deref().is_none_or(|o| o == c.name)) {
-        let checked = nax_front::check_source(case.source);
+    for case in cases().into_iter().chain(model_cases()).filter(|c| only.as_deref().is_none_or(|o| o == c.name)) {
+        let checked = nax_front::check_source(&case.source);
         assert!(!checked.has_errors(), "{}: {:?}", case.name, checked.diagnostics);
         let f = checked.module.functions.iter().find(|f| f.name == case.function).expect("function");
-        let graph = nax_ir::lower(&checked.module, case.function).expect("lower");
+        let graph = nax_ir::lower(&checked.module, &case.function).expect("lower");
         let args = arguments(&case, f, &mut rng);
-        let weights = HashMap::new();
+        let weights = weights_for(&checked.module, &mut rng);
         let sizes = nax_ir::check_call(&graph, &args, &weights).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         let mut reference = None;
         for backend in backends() {
@@ -184,7 +230,7 @@ fn every_backend_agrees_on_every_case() {
             }
         }
         let reference = reference.expect("at least one back end");
-        torch_jobs.push((case, checked, args, reference));
+        torch_jobs.push((case, checked, args, weights, reference));
     }
     match torch_available() {
         Err(why) => println!("skipped the PyTorch comparisons: {why}"),
@@ -205,10 +251,16 @@ fn torch_available() -> Result<(), String> {
     }
 }
 
+/// What the PyTorch comparison needs of a case: the case, its checked module, its arguments, weights and result.
+type TorchJob = (Case, nax_front::Checked, Vec<Argument>, HashMap<String, HostTensor>, HostTensor);
+
 /// Runs every case's `--emit torch` code in one Python process and compares.
-fn compare_with_torch(dir: &Path, jobs: &[(Case, nax_front::Checked, Vec<Argument>, HostTensor)]) -> Vec<String> {
-    let mut driver = String::from("import importlib.util, sys, torch\nfrom safetensors.torch import load_file, save_file\ntorch.set_num_threads(1)\n");
-    for (case, checked, args, _) in jobs {
+fn compare_with_torch(dir: &Path, jobs: &[TorchJob]) -> Vec<String> {
+    let mut driver = String::from(
+        "import importlib.util, inspect, sys, torch\nfrom safetensors.torch import load_file, save_file\ntorch.set_num_threads(1)\n\
+         def call(fn, args, weights):\n    wanted = inspect.signature(fn).parameters\n    return fn(*args, **{k: v for k, v in weights.items() if k in wanted})\n",
+    );
+    for (case, checked, args, weights, _) in jobs {
         let module = nax_back_torch::emit_module(&checked.module).unwrap_or_else(|e| panic!("{}: {e:?}", case.name));
         let module_path = dir.join(format!("{}.py", case.name));
         std::fs::write(&module_path, module).unwrap();
@@ -225,12 +277,19 @@ fn compare_with_torch(dir: &Path, jobs: &[(Case, nax_front::Checked, Vec<Argumen
                 Argument::Bool(b) => call_args.push(if *b { "True".into() } else { "False".into() }),
             }
         }
+        let mut weight_loads = Vec::new();
+        for (i, (name, t)) in weights.iter().enumerate() {
+            let path = dir.join(format!("{}_w{i}.safetensors", case.name));
+            nax_runtime::write_tensor_atomic(&path, "t", t).unwrap();
+            weight_loads.push(format!("{name:?}: load_file({:?})['t']", path.display().to_string()));
+        }
         driver.push_str(&format!(
-            "spec = importlib.util.spec_from_file_location({n:?}, {p:?})\nm = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\nr = m.{f}({a})\nr = r if isinstance(r, torch.Tensor) else torch.tensor(r)\nsave_file({{'out': r.contiguous()}}, {o:?})\n",
+            "spec = importlib.util.spec_from_file_location({n:?}, {p:?})\nm = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\nr = call(m.{f}, [{a}], {{{w}}})\nr = r if isinstance(r, torch.Tensor) else torch.tensor(r)\nsave_file({{'out': r.contiguous()}}, {o:?})\n",
             n = case.name,
             p = module_path.display().to_string(),
             f = case.function,
             a = call_args.join(", "),
+            w = weight_loads.join(", "),
             o = dir.join(format!("{}_out.safetensors", case.name)).display().to_string(),
         ));
     }
@@ -241,7 +300,7 @@ fn compare_with_torch(dir: &Path, jobs: &[(Case, nax_front::Checked, Vec<Argumen
         return vec![format!("the PyTorch driver failed:\n{}", String::from_utf8_lossy(&out.stderr))];
     }
     let mut failures = Vec::new();
-    for (case, _, _, reference) in jobs {
+    for (case, _, _, _, reference) in jobs {
         let tensors = nax_runtime::read_tensors(&dir.join(format!("{}_out.safetensors", case.name))).expect("torch output");
         if let Err(e) = compare(&format!("{} against PyTorch", case.name), reference, &tensors[0].1, 0) {
             failures.push(e);
