@@ -78,3 +78,26 @@ fn tempdir() -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+#[test]
+fn build_emits_graph_and_torch_and_refuses_what_is_not_built() {
+    let dir = tempdir();
+    let py = dir.join("model.py");
+    let out = nax(&["build", &example(), "--emit", "torch", "-o", py.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&py).unwrap();
+    assert!(text.contains("import torch") && text.contains("def block("), "{text}");
+    match std::process::Command::new("python3").args(["-c", "import ast, sys; ast.parse(open(sys.argv[1]).read())"]).arg(&py).output() {
+        Ok(o) => assert!(o.status.success(), "the emitted module does not parse: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => println!("skipped parsing the emitted module: python3 is not available ({e})"),
+    }
+    let graph = dir.join("model.graph");
+    let out = nax(&["build", &example(), "--emit", "graph", "-o", graph.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(std::fs::read_to_string(&graph).unwrap().starts_with("graph "));
+    for kind in ["so", "obj", "llvm-ir", "mlir", "ptx"] {
+        let out = nax(&["build", &example(), "--emit", kind, "-o", dir.join("x").to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "--emit {kind}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("not part of this build"), "--emit {kind}");
+    }
+}

@@ -182,6 +182,13 @@ fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target)
             }
             text
         }
+        Emit::Torch => match nax_back_torch::emit_module(&checked.module) {
+            Ok(text) => text,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(1);
+            }
+        },
         other => {
             let name = other.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
             eprintln!("error: --emit {name} is not part of this build yet");
