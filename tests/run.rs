@@ -145,6 +145,18 @@ fn bad_inputs_are_rejected_with_a_clear_message() {
             bytes[..8].copy_from_slice(&1_000_000u64.to_le_bytes());
             std::fs::write(&inputs, &bytes).unwrap();
         }), vec!["in.safetensors"], "f"),
+        ("offsets past the end", Box::new(|| {
+            let bytes = std::fs::read(&inputs).unwrap();
+            let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+            let header = String::from_utf8(bytes[8..8 + header_len].to_vec()).unwrap();
+            // Point x's data far past the end, keeping the header's length.
+            let patched = header.replacen("\"data_offsets\":[16,112]", "\"data_offsets\":[16,912]", 1);
+            assert_ne!(patched, header, "the test expects x's offsets in the header: {header}");
+            let mut out = bytes[..8].to_vec();
+            out.extend_from_slice(patched.as_bytes());
+            out.extend_from_slice(&bytes[8 + header_len..]);
+            std::fs::write(&inputs, out).unwrap();
+        }), vec!["in.safetensors"], "f"),
         ("missing file", Box::new(|| std::fs::remove_file(&inputs).unwrap()), vec!["in.safetensors"], "f"),
         ("inexact run-time division", Box::new(|| write(&inputs, &[spec("x", &[5], "V"), spec("y", &[2], "W")])), vec!["5 / 2"], "g"),
     ];
