@@ -21,6 +21,9 @@ pub enum DType {
 }
 
 impl DType {
+    /// Every dtype.
+    pub const ALL: [DType; 7] = [DType::F16, DType::BF16, DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
+
     /// Whether this is a floating-point dtype.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)

@@ -398,15 +398,7 @@ mod tests {
     #[test]
     fn round_trip_every_dtype() {
         let dir = TempDir::new("roundtrip");
-        for dtype in [
-            DType::F16,
-            DType::BF16,
-            DType::F32,
-            DType::F64,
-            DType::I32,
-            DType::I64,
-            DType::Bool,
-        ] {
+        for dtype in DType::ALL {
             let p = dir.path("t.safetensors");
             let t = sample(dtype);
             write_tensor_atomic(&p, "out", &t).unwrap();

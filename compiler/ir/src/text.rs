@@ -69,7 +69,6 @@ const MAP_FNS: &[(&str, MapFn)] = &[
     ("int", MapFn::Builtin(Elementwise::ToInt)),
 ];
 
-const DTYPES: &[DType] = &[DType::F16, DType::BF16, DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
 const REDUCTIONS: &[(&str, Reduction)] =
     &[("sum", Reduction::Sum), ("mean", Reduction::Mean), ("max", Reduction::Max), ("min", Reduction::Min), ("prod", Reduction::Prod)];
 const ALONG: &[(&str, AlongAxis)] =
@@ -263,7 +262,7 @@ fn parse_list(w: &mut Words, text: &str) -> Result<Vec<usize>, ParseError> {
 
 fn parse_dtype(w: &mut Words) -> Result<DType, ParseError> {
     let t = w.next()?;
-    DTYPES.iter().copied().find(|d| d.as_str() == t).ok_or_else(|| w.err(format!("unknown dtype `{t}`")))
+    DType::ALL.into_iter().find(|d| d.as_str() == t).ok_or_else(|| w.err(format!("unknown dtype `{t}`")))
 }
 
 fn parse_range(w: &mut Words) -> Result<Option<Range>, ParseError> {

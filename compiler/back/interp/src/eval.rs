@@ -241,6 +241,19 @@ fn unary(f: Elementwise, x: f64) -> f64 {
     }
 }
 
+/// A comparison of two values of one domain (`None` for other operators).
+fn compare<T: PartialOrd>(op: BinaryOp, a: T, b: T) -> Option<bool> {
+    Some(match op {
+        BinaryOp::Eq => a == b,
+        BinaryOp::Ne => a != b,
+        BinaryOp::Lt => a < b,
+        BinaryOp::Le => a <= b,
+        BinaryOp::Gt => a > b,
+        BinaryOp::Ge => a >= b,
+        _ => return None,
+    })
+}
+
 fn binary(op: BinaryOp, compute: DType, x: Scalar, y: Scalar) -> Scalar {
     use BinaryOp as B;
     match (x, y) {
@@ -249,24 +262,15 @@ fn binary(op: BinaryOp, compute: DType, x: Scalar, y: Scalar) -> Scalar {
             B::Sub => Scalar::I(wrap_int(compute, a.wrapping_sub(b))),
             B::Mul => Scalar::I(wrap_int(compute, a.wrapping_mul(b))),
             B::Div => Scalar::F(a as f64 / b as f64),
-            B::Eq => Scalar::B(a == b),
-            B::Ne => Scalar::B(a != b),
-            B::Lt => Scalar::B(a < b),
-            B::Le => Scalar::B(a <= b),
-            B::Gt => Scalar::B(a > b),
-            B::Ge => Scalar::B(a >= b),
-            B::And | B::Or | B::MatMul => Scalar::B(false),
+            _ => Scalar::B(compare(op, a, b).unwrap_or(false)),
         },
         (Scalar::B(a), Scalar::B(b)) => match op {
             B::And => Scalar::B(a && b),
             B::Or => Scalar::B(a || b),
-            B::Eq => Scalar::B(a == b),
-            B::Ne => Scalar::B(a != b),
-            B::Lt => Scalar::B(!a & b),
-            B::Le => Scalar::B(a <= b),
-            B::Gt => Scalar::B(a & !b),
-            B::Ge => Scalar::B(a >= b),
-            _ => binary(op, compute, Scalar::I(i64::from(a)), Scalar::I(i64::from(b))),
+            _ => match compare(op, a, b) {
+                Some(c) => Scalar::B(c),
+                None => binary(op, compute, Scalar::I(i64::from(a)), Scalar::I(i64::from(b))),
+            },
         },
         _ => {
             let (a, b) = (as_f(x), as_f(y));
@@ -275,13 +279,7 @@ fn binary(op: BinaryOp, compute: DType, x: Scalar, y: Scalar) -> Scalar {
                 B::Sub => Scalar::F(a - b),
                 B::Mul => Scalar::F(a * b),
                 B::Div => Scalar::F(a / b),
-                B::Eq => Scalar::B(a == b),
-                B::Ne => Scalar::B(a != b),
-                B::Lt => Scalar::B(a < b),
-                B::Le => Scalar::B(a <= b),
-                B::Gt => Scalar::B(a > b),
-                B::Ge => Scalar::B(a >= b),
-                B::And | B::Or | B::MatMul => Scalar::B(false),
+                _ => Scalar::B(compare(op, a, b).unwrap_or(false)),
             }
         }
     }
