@@ -84,7 +84,7 @@ fn cases() -> Vec<Case> {
         case("matmul_batched", "dim b = 2\ndim H = 3\ndim n = 4\ndim k = 5\ndim m = 2\ndef f(x: [b H n k], y: [b k m], w: [k m]) -> [b H n m] {\n    return x @ y + matmul(x, w)\n}\n"),
         case("matmul_batch_broadcast_from_right", "dim n = 4\ndim k = 5\ndim m = 2\ndef f(x: [3 n k], y: [1 k m]) -> [3 n m] {\n    return x @ y\n}\n"),
         case("matmul_rank3_rank1", "dim b = 2\ndim n = 4\ndim k = 5\ndef f(x: [b n k], v: [k]) -> [b n] {\n    return x @ v\n}\n"),
-        case("int_arith", "dim n = 7\ndef f(i: Int[n], j: Int[n]) -> [n] {\n    a = i * j + 3 - j\n    return a / 2\n}\n"),
+        case("int_arith", "dim n = 7\ndef f(i: Int[n], j: Int[n]) -> [n] {\n    a = i * j + 3 - j\n    return a / 2 + float(int(a * 0.7))\n}\n"),
         case("i32_wrapping", "dim n = 7\ndef f(i: i32[n]) -> i32[n] {\n    return i * 1000003 * 1000003\n}\n"),
         case("f16_math", "dim n = 23\ndef f(x: f16[n], y: f16[n]) -> f16[n] {\n    return x * y + 0.5\n}\n"),
         case("bf16_math", "dim n = 23\ndef f(x: bf16[n], y: bf16[n]) -> bf16[n] {\n    return x * 3.0 - y\n}\n"),
