@@ -66,6 +66,17 @@ pub(crate) fn tensor(ty: &Type) -> Option<&TensorType> {
     }
 }
 
+/// The dtype of a value: a tensor's, or a host scalar's as a rank-0 tensor.
+pub(crate) fn value_dtype(ty: &Type) -> Option<DType> {
+    match ty {
+        Type::Tensor(t) => Some(t.dtype),
+        Type::Host(HostType::Float, _) => Some(DType::F32),
+        Type::Host(HostType::Int, _) => Some(DType::I64),
+        Type::Host(HostType::Bool, _) => Some(DType::Bool),
+        Type::Error => None,
+    }
+}
+
 /// The torch function of a one-operand elementwise built-in.
 fn unary_function(f: Elementwise) -> Option<&'static str> {
     use Elementwise::*;
@@ -170,22 +181,11 @@ impl FnEmitter<'_> {
 
     fn binary(&mut self, e: &TExpr, op: BinaryOp, lhs: &TExpr, rhs: &TExpr, align: &[Vec<usize>; 2]) -> Result<String, EmitError> {
         let host = !matches!(e.ty, Type::Tensor(_));
+        // nax spells its operators as Python does, except `and`/`or` on tensors.
         let symbol = match op {
-            BinaryOp::Add => "+",
-            BinaryOp::Sub => "-",
-            BinaryOp::Mul => "*",
-            BinaryOp::Div => "/",
-            BinaryOp::MatMul => "@",
-            BinaryOp::Eq => "==",
-            BinaryOp::Ne => "!=",
-            BinaryOp::Lt => "<",
-            BinaryOp::Le => "<=",
-            BinaryOp::Gt => ">",
-            BinaryOp::Ge => ">=",
-            BinaryOp::And if host => "and",
-            BinaryOp::Or if host => "or",
-            BinaryOp::And => "&",
-            BinaryOp::Or => "|",
+            BinaryOp::And if !host => "&",
+            BinaryOp::Or if !host => "|",
+            other => other.as_str(),
         };
         if host {
             let (a, b) = (self.expr(lhs)?, self.expr(rhs)?);

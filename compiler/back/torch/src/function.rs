@@ -6,7 +6,7 @@ use crate::names::Namer;
 use crate::{EmitError, dtype_name};
 use nax_front::CheckedModule;
 use nax_front::check::sizes::SymId;
-use nax_front::check::types::Type;
+use nax_front::check::types::{DType, Type};
 use nax_front::checked::{CheckedFn, TStmt};
 use nax_front::syntax::ast::HostType;
 use std::collections::{BTreeSet, HashMap};
@@ -14,6 +14,7 @@ use std::collections::{BTreeSet, HashMap};
 /// What every function's emission shares: the module and the Python names of
 /// its functions and weights, and which weights each function takes.
 pub(crate) struct Context<'a> {
+    /// The module being emitted.
     pub module: &'a CheckedModule,
     /// The Python name of each function, by index.
     pub functions: Vec<String>,
@@ -28,16 +29,21 @@ pub(crate) struct Context<'a> {
 
 /// A function's Python text, and the sizes it needs but cannot compute.
 pub(crate) struct Emitted {
+    /// The `def`, its docstring, preamble and body.
     pub text: String,
+    /// The size classes the code needs that nothing given defines.
     pub unresolved: Vec<SymId>,
 }
 
 /// Emits one function.
 pub(crate) struct FnEmitter<'a> {
+    /// What all functions share.
     pub cx: &'a Context<'a>,
+    /// The function being emitted.
     pub f: &'a CheckedFn,
     /// Which function this is.
     pub index: usize,
+    /// Hands out the function's local names.
     pub namer: Namer,
     /// The Python name of each nax binding name.
     pub locals: HashMap<String, String>,
@@ -196,7 +202,7 @@ impl<'a> FnEmitter<'a> {
     }
 
     /// A host scalar as a rank-0 tensor on the arguments' device.
-    pub(crate) fn host_tensor(&mut self, value: &str, dtype: nax_front::check::types::DType) -> String {
+    pub(crate) fn host_tensor(&mut self, value: &str, dtype: DType) -> String {
         self.needs_dev = true;
         format!("torch.tensor({}, dtype={}, device=_dev)", strip_parens(value), dtype_name(dtype))
     }

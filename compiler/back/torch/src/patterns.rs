@@ -9,7 +9,7 @@
 //! name reduces the first axis of that name, so the output's occurrences of
 //! a name pair with the input's last ones.
 
-use crate::expr::cast;
+use crate::expr::{cast, tensor, value_dtype};
 use crate::function::{FnEmitter, join};
 use crate::{EmitError, dtype_name};
 use nax_front::check::sizes::{Size, Symbols};
@@ -62,7 +62,11 @@ impl FnEmitter<'_> {
             return Err(self.invalid("a pattern operation without an operand"));
         };
         let elems: Vec<&Elem> = side.iter().flatten().collect();
+        let from = value_dtype(&x.ty).ok_or_else(|| self.invalid("a pattern operand without a type"))?;
         let mut s = self.expr(x)?;
+        if tensor(&x.ty).is_none() {
+            s = self.host_tensor(&s, from);
+        }
         if side.iter().any(|axis| axis.len() != 1) {
             let sizes: Vec<Size> = elems.iter().map(|e| e.size).collect();
             s = format!("{s}.reshape({})", self.shape(&sizes));
@@ -83,7 +87,6 @@ impl FnEmitter<'_> {
         let unused: Vec<usize> = (0..elems.len()).filter(|&i| !used[i]).collect();
         match op {
             PatternOp::Reduce(r) => {
-                let from = self.result_tensor(x)?.dtype;
                 let to = self.result_tensor(e)?.dtype;
                 s = reduction(&s, r, from, &unused, to);
                 let kept: Vec<usize> = (0..elems.len()).filter(|i| used[*i]).collect();
@@ -179,7 +182,7 @@ impl FnEmitter<'_> {
         let mut operands = Vec::with_capacity(args.len());
         for arg in args {
             let text = self.expr(arg)?;
-            operands.push(if crate::expr::tensor(&arg.ty).is_some() { text } else { self.host_tensor(&text, dtype) });
+            operands.push(if tensor(&arg.ty).is_some() { text } else { self.host_tensor(&text, dtype) });
         }
         let s = format!("torch.einsum('{}->{out}', {})", sides.join(","), operands.join(", "));
         Ok(self.regroup(s, None, &p.output, new_axes))

@@ -1,5 +1,7 @@
-//! The generated code, run by PyTorch on random inputs, against hand-written
-//! torch. Skipped (with a message saying why) when `python3` or `torch` is
+//! The generated code, run by PyTorch on random inputs: small programs and
+//! the transformer block against hand-written torch, and every function of
+//! the shared conformance and execution cases for the checked shape and
+//! dtype. Skipped (with a message saying why) when `python3` or `torch` is
 //! missing.
 
 use super::emit_source;
@@ -31,29 +33,52 @@ fn torch_missing() -> Option<String> {
 /// Emits `src` as `gen.py` and runs `check` (Python that imports it as `gen`,
 /// with `torch` and `close(actual, expected)` in scope).
 fn run(test: &str, src: &str, check: &str) {
-    let text = emit_source(src);
+    run_modules(test, &[("gen".to_string(), src.to_string())], check);
+}
+
+/// Emits each source as the Python module of its name and runs `check`, which
+/// imports them.
+fn run_modules(test: &str, modules: &[(String, String)], check: &str) {
+    let texts: Vec<(&String, String)> = modules.iter().map(|(name, src)| (name, emit_source(src))).collect();
     if let Some(why) = torch_missing() {
         println!("skipped {test}: {why}");
         return;
     }
     let dir: PathBuf = std::env::temp_dir().join(format!("nax-back-torch-{}-{test}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
-    std::fs::write(dir.join("gen.py"), &text).expect("write gen.py");
+    for (name, text) in &texts {
+        std::fs::write(dir.join(format!("{name}.py")), text).expect("write a generated module");
+    }
+    let imports: Vec<String> = texts.iter().map(|(name, _)| format!("import {name}\n")).collect();
     let script = format!(
-        "import torch\nimport gen\ntorch.manual_seed(0)\n\ndef close(actual, expected):\n    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)\n\n{check}\nprint('ok')\n"
+        "import torch\n{}torch.manual_seed(0)\n\ndef close(actual, expected):\n    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)\n\n{check}\nprint('ok')\n",
+        imports.concat()
     );
     std::fs::write(dir.join("check.py"), &script).expect("write check.py");
     let out = Command::new("python3").arg("check.py").current_dir(&dir).output().expect("python3 runs");
     let _ = std::fs::remove_dir_all(&dir);
+    let generated: Vec<String> = texts.iter().map(|(name, text)| format!("--- {name}.py ---\n{text}")).collect();
     assert!(
         out.status.success(),
-        "{test} failed:\n{}\n--- generated ---\n{text}\n--- check ---\n{check}",
-        String::from_utf8_lossy(&out.stderr)
+        "{test} failed:\n{}\n{}\n--- check ---\n{check}",
+        String::from_utf8_lossy(&out.stderr),
+        generated.concat()
     );
 }
 
 #[test]
-fn broadcasting_runs_as_torch() {
+fn small_programs_run_as_hand_written_torch() {
+    // One Python process for all (importing torch takes seconds); each check
+    // refers to its module as `gen`.
+    let programs = [broadcasting(), matmul(), patterns(), reductions(), elementwise(), calls()];
+    let names = ["broadcasting", "matmul", "patterns", "reductions", "elementwise", "calls"];
+    let modules: Vec<(String, String)> = names.iter().zip(&programs).map(|(n, (src, _))| (n.to_string(), src.to_string())).collect();
+    let checks: Vec<String> = names.iter().zip(&programs).map(|(n, (_, check))| format!("gen = {n}\n{check}")).collect();
+    run_modules("small", &modules, &checks.concat());
+}
+
+/// Broadcasting: a program and its check.
+fn broadcasting() -> (&'static str, &'static str) {
     let src = "
 def add_t(x: [n m], y: [m n]) -> [n m] { return x + y }
 def right(x: [n 3], y: [3]) -> [n 3] { return x * y - 1.5 }
@@ -79,11 +104,11 @@ close(gen.mixed(a, x), a * x + a)
 p, q = torch.rand(3, 4) > 0.5, torch.rand(4) > 0.5
 close(gen.logic(p, q), (~(p & q) | p).T)
 ";
-    run("broadcasting", src, check);
+    (src, check)
 }
 
-#[test]
-fn matmul_lines_up_batch_axes() {
+/// Matmul: a program and its check.
+fn matmul() -> (&'static str, &'static str) {
     let src = "
 def mm(x: [h b n k], y: [b h k m]) -> [h b n m] { return x @ y }
 def mv(x: [n k], v: [k]) -> [n] { return x @ v }
@@ -100,11 +125,11 @@ close(gen.vm(v, x), v @ x)
 x, y = torch.randn(2, 4, 5), torch.randn(5, 3)
 close(gen.bcast(x, y), x @ y)
 ";
-    run("matmul", src, check);
+    (src, check)
 }
 
-#[test]
-fn patterns_run_as_einops() {
+/// Patterns: a program and its check.
+fn patterns() -> (&'static str, &'static str) {
     let src = "
 dim D = 8
 def heads(x: [b n D]) -> [b h n d] { return rearrange(x, b n (h d) -> b h n d, h=2) }
@@ -116,6 +141,7 @@ def rprod(x: [b (2 n)]) -> [2 b] { return reduce(x, b (2 n) -> 2 b, prod) }
 def rep(x: [b D]) -> [b r D] { return repeat(x, b D -> b r D, r=3) }
 def interleave(x: [b D]) -> [b 16] { return repeat(x, b D -> b (D r), r=2) }
 def ein(a: [i j], b: [j k], c: [k]) -> [i] { return einsum(a, b, c: i j, j k, k -> i) }
+def hostpat(x: [n]) -> [n] { return x + rearrange(2.0, -> 1) + reduce(3, -> , sum) }
 def sp(x: [n (2 D)]) -> [n D] {
     u, v = split(x, n (2 D) -> n D)
     return u - v
@@ -141,17 +167,18 @@ close(gen.rep(w), w[:, None, :].expand(4, 3, 8))
 close(gen.interleave(w), w.repeat_interleave(2, dim=1))
 a, b, c = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5)
 close(gen.ein(a, b, c), a @ (b @ c))
+close(gen.hostpat(v), v + 5.0)
 s = torch.randn(3, 16)
 close(gen.sp(s), s[:, :8] - s[:, 8:])
 t = torch.randn(2, 3, 24)
 q, k, vv = t.reshape(2, 3, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
 close(gen.three(t), (q * k + vv).permute(0, 2, 1, 3).reshape(2, 3, 8))
 ";
-    run("patterns", src, check);
+    (src, check)
 }
 
-#[test]
-fn reductions_and_along_axis_give_checked_dtypes() {
+/// Reductions: a program and its check.
+fn reductions() -> (&'static str, &'static str) {
     let src = "
 def count(m: Mask[n k]) -> Int[n] { return sum(m, k) }
 def frac(m: Mask[n k]) -> [n] { return mean(m, k) }
@@ -178,11 +205,11 @@ close(gen.lse(x), torch.logsumexp(x, 1))
 sq = torch.randn(3, 3)
 close(gen.first(sq), sq.sum(0))
 ";
-    run("reductions", src, check);
+    (src, check)
 }
 
-#[test]
-fn elementwise_builtins_and_constructors_run_as_torch() {
+/// Elementwise: a program and its check.
+fn elementwise() -> (&'static str, &'static str) {
     let src = "
 def ew(x: [n], i: Int[n]) -> [n] {
     return abs(i) + floor(x) + gelu(x) + softplus(x * 30.0) + silu(x) + sign(x) + round(x * 3.0) + erf(x)
@@ -213,11 +240,11 @@ assert abs(gen.host() - (math.exp(2.0) + 2.0 + 2.0)) < 1e-9, gen.host()
 assert abs(gen.host(0.5) - (math.exp(0.5) + 2.0 + 1.0)) < 1e-9
 close(gen.cons(x), x + 1.0 + 2.5 + torch.arange(6).float())
 ";
-    run("elementwise", src, check);
+    (src, check)
 }
 
-#[test]
-fn calls_pass_weights_and_run_time_dims_come_from_weights() {
+/// Calls: a program and its check.
+fn calls() -> (&'static str, &'static str) {
     let src = "
 dim V
 dim D = 4
@@ -243,7 +270,7 @@ try:
 except ValueError:
     pass
 ";
-    run("calls", src, check);
+    (src, check)
 }
 
 #[test]
@@ -276,10 +303,11 @@ close(gen.block(x, **w), expected)
 }
 
 /// A Python call of every function of `module` on random arguments, with
-/// sizes chosen for its free sizes (12, which most groups divide), checking
+/// sizes chosen for its free sizes (12, 24, 36: most groups divide them, and
+/// different sizes catch transpositions), checking
 /// the result's shape and dtype against the checked type. Functions whose
 /// sizes do not solve with that choice are left out.
-fn smoke_calls(module: &CheckedModule) -> String {
+fn smoke_calls(module: &CheckedModule, py_module: &str) -> String {
     let mut global = Namer::new();
     let functions: Vec<String> = module.functions.iter().map(|f| global.fresh(&f.name)).collect();
     let weights: Vec<String> = module.weights.iter().map(|w| global.fresh(&w.name)).collect();
@@ -296,7 +324,7 @@ fn smoke_calls(module: &CheckedModule) -> String {
             for a in &t.axes {
                 let s = syms.resolve(a.size);
                 if matches!(s, Size::Sym(_)) && !given.iter().any(|(g, _)| *g == s) {
-                    given.push((s, 12));
+                    given.push((s, 12 * (1 + given.len() as u64 % 3)));
                 }
             }
         }
@@ -330,7 +358,7 @@ fn smoke_calls(module: &CheckedModule) -> String {
             Type::Host(h, _) => format!("({}, None)", h.as_str()),
             Type::Error => continue,
         };
-        out.push_str(&format!("_call(gen.{name}, [{}], {{{}}}, {expect})\n", args.join(", "), ws.join(", ")));
+        out.push_str(&format!("_call({py_module}.{name}, [{}], {{{}}}, {expect})\n", args.join(", "), ws.join(", ")));
     }
     out
 }
@@ -362,10 +390,15 @@ def _call(f, args, weights, expect):
     assert out.dtype == dtype, (f.__name__, out.dtype, dtype)
     assert shape is None or tuple(out.shape) == shape, (f.__name__, tuple(out.shape), shape)
 ";
-    for (file, src) in cases {
+    let mut modules = Vec::new();
+    let mut calls = String::new();
+    for (i, (file, src)) in cases.into_iter().enumerate() {
+        let name = format!("case{i}");
         let checked = nax_front::check_source(&src);
-        let calls = smoke_calls(&checked.module);
-        let test = file.file_stem().map_or_else(String::new, |s| s.to_string_lossy().to_string());
-        run(&format!("shared-{test}"), &src, &format!("{helpers}\n{calls}"));
+        calls.push_str(&format!("# {}\n", file.display()));
+        calls.push_str(&smoke_calls(&checked.module, &name));
+        modules.push((name, src));
     }
+    assert!(calls.matches("_call(").count() > 20, "too few functions run:\n{calls}");
+    run_modules("shared", &modules, &format!("{helpers}\n{calls}"));
 }
