@@ -158,13 +158,9 @@ fn partially_named(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::names;
     use crate::dtype::DType;
 
-    fn names(s: &str) -> Vec<Option<String>> {
-        s.split_whitespace()
-            .map(|n| (n != "_").then(|| n.to_string()))
-            .collect()
-    }
 
     /// A tensor whose elements are their own row-major positions.
     fn iota(shape: &[usize], axes: &str) -> HostTensor {

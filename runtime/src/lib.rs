@@ -22,3 +22,12 @@ pub use dtype::DType;
 pub use error::RuntimeError;
 pub use safetensors_io::{read_tensors, write_tensor_atomic};
 pub use tensor::{HostTensor, TensorData};
+
+/// Helpers shared by the unit tests.
+#[cfg(test)]
+mod test_support {
+    /// Axis names from `"b _ n"` (`_` is unnamed).
+    pub fn names(s: &str) -> Vec<Option<String>> {
+        s.split_whitespace().map(|n| (n != "_").then(|| n.to_string())).collect()
+    }
+}

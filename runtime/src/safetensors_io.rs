@@ -337,12 +337,8 @@ fn create_temp(dir: &Path, name: &str) -> std::io::Result<(PathBuf, fs::File)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::names;
 
-    fn names(s: &str) -> Vec<Option<String>> {
-        s.split_whitespace()
-            .map(|n| (n != "_").then(|| n.to_string()))
-            .collect()
-    }
 
     /// A fresh empty directory under the system's temporary directory.
     struct TempDir(PathBuf);

@@ -377,12 +377,7 @@ fn permute_vec<T: Copy>(src: &[T], shape: &[usize], perm: &[usize]) -> Vec<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    pub(crate) fn names(s: &str) -> Vec<Option<String>> {
-        s.split_whitespace()
-            .map(|n| (n != "_").then(|| n.to_string()))
-            .collect()
-    }
+    use crate::test_support::names;
 
     fn iota(shape: &[usize]) -> HostTensor {
         let n = element_count(shape).unwrap();
