@@ -188,3 +188,18 @@ fn bad_inputs_are_rejected_with_a_clear_message() {
     assert_eq!(unwritable.status.code(), Some(1), "{}", String::from_utf8_lossy(&unwritable.stderr));
     assert!(String::from_utf8_lossy(&unwritable.stderr).contains("/nonexistent-dir"));
 }
+
+#[test]
+fn a_host_int_parameter_sizes_a_pattern() {
+    let case = Case::new("keyword");
+    let source = "dim n = 3\ndef f(x: [n e], k: int) -> [n h d] {\n    return rearrange(x, n (h d) -> n h d, h=k)\n}\n";
+    std::fs::write(case.dir.join("p.nax"), source).unwrap();
+    write(&case.dir.join("in.safetensors"), &[spec("x", &[3, 8], "_ _")]);
+    let out = case.run("f", &["--arg", "k=4"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let tensors = nax_runtime::read_tensors(&case.dir.join("out.safetensors")).unwrap();
+    assert_eq!(tensors[0].1.shape(), &[3, 4, 2]);
+    std::fs::write(case.dir.join("out.safetensors"), b"previous").unwrap();
+    case.rejects("an inexact keyword size", case.run("f", &["--arg", "k=3"]), &["8 / 3 is not exact"]);
+    case.rejects("a zero keyword size", case.run("f", &["--arg", "k=0"]), &["parameter 'k'", "positive"]);
+}

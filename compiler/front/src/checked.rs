@@ -44,6 +44,9 @@ pub struct CheckedFn {
     pub params: usize,
     /// Each parameter's default value (host scalars only).
     pub defaults: Vec<Option<TExpr>>,
+    /// Sizes given at run time by host int parameters (`h=k` with `k: int`):
+    /// the size, and the parameter's index.
+    pub size_arguments: Vec<(Size, usize)>,
     /// Every named value: the parameters, then each statement's targets in order.
     pub bindings: Vec<Binding>,
     /// The declared result type, resolved in the body's scope at `return`.

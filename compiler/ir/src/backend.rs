@@ -75,6 +75,17 @@ pub fn check_call(g: &Graph, args: &[Argument], weights: &HashMap<String, HostTe
             check_tensor(format!("weight '{name}'"), &g.graph[n].ty, t)?;
         }
     }
+    for &(size, index) in &g.size_arguments {
+        let name = match g.inputs.get(index).map(|&i| &g.graph[i].op) {
+            Some(Op::Input { name, .. }) => name.clone(),
+            _ => format!("#{index}"),
+        };
+        match args.get(index) {
+            Some(Argument::Int(v)) if *v > 0 => given.push((size, *v as u64, format!("parameter '{name}' (a size)"))),
+            Some(Argument::Int(v)) => return Err(format!("parameter '{name}' gives the size `{}`, which must be positive, not {v}", g.symbols.display(size))),
+            _ => return Err(format!("parameter '{name}' gives a size and must be an int")),
+        }
+    }
     let mut first: HashMap<Size, (u64, &str)> = HashMap::new();
     for (size, actual, label) in &given {
         match g.symbols.resolve(*size) {

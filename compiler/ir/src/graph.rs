@@ -80,6 +80,8 @@ pub struct Graph {
     pub output: NodeIndex,
     /// The sizes every type refers to, with the call-boundary checks.
     pub symbols: Symbols,
+    /// Sizes given by host int parameters: the size and the input's index.
+    pub size_arguments: Vec<(nax_front::check::sizes::Size, usize)>,
 }
 
 impl Graph {

@@ -38,7 +38,7 @@ pub fn lower(module: &CheckedModule, name: &str) -> Result<Graph, LowerError> {
     }
     let mut l = Lowerer {
         module,
-        g: Graph { name: name.to_string(), graph: DiGraph::new(), inputs: Vec::new(), output: NodeIndex::new(0), symbols: f.symbols.clone() },
+        g: Graph { name: name.to_string(), graph: DiGraph::new(), inputs: Vec::new(), output: NodeIndex::new(0), symbols: f.symbols.clone(), size_arguments: f.size_arguments.clone() },
         weights: HashMap::new(),
     };
     let mut inputs = Vec::with_capacity(f.params);
@@ -226,7 +226,28 @@ impl Lowerer<'_> {
                     }
                     params.push(if &want == self.ty(x) { x } else { self.g.add(Op::Rename, want, &[x]) });
                 }
+                for &(size, i) in &callee.size_arguments {
+                    let size = map_size(size, &callee_map);
+                    match xs.get(i).map(|&x| &self.g.graph[x].op) {
+                        Some(Op::Input { index, .. }) => self.g.size_arguments.push((size, *index)),
+                        Some(Op::Literal(Literal::Int(v))) => {
+                            self.g.symbols.unify(size, Size::Const(u64::try_from(*v).unwrap_or(0)));
+                        }
+                        Some(Op::SizeValue(s)) => {
+                            self.g.symbols.unify(size, *s);
+                        }
+                        // Computed at run time: the size stays unknown, and a run that needs it says so.
+                        _ => {}
+                    }
+                }
                 let out = self.function(callee, params, &callee_map)?;
+                // The checker sized the call's result with fresh symbols; they are the callee's sizes.
+                if let (Some(inner), Some(outer)) = (tensor(self.ty(out)), tensor(&ty)) {
+                    let pairs: Vec<(Size, Size)> = inner.axes.iter().zip(&outer.axes).map(|(a, b)| (a.size, b.size)).collect();
+                    for (a, b) in pairs {
+                        self.g.symbols.unify(a, b);
+                    }
+                }
                 if self.ty(out) == &ty { out } else { self.g.add(Op::Rename, ty, &[out]) }
             }
         })

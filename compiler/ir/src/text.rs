@@ -134,6 +134,9 @@ pub fn print(g: &Graph) -> String {
         };
         let _ = writeln!(out, "sym ${} {:?} {def}{link}", id.0, s.name);
     }
+    for (size, index) in &g.size_arguments {
+        let _ = writeln!(out, "size_argument {} input {index}", size_text(*size));
+    }
     for n in g.graph.node_indices() {
         let node = &g.graph[n];
         let ops: Vec<String> = g.operands(n).iter().map(|o| format!("%{}", o.index())).collect();
@@ -326,7 +329,7 @@ fn operand_with_list(w: &mut Words) -> Result<(NodeIndex, Vec<usize>), ParseErro
 
 /// Parses the text form back into a graph.
 pub fn parse(text: &str) -> Result<Graph, ParseError> {
-    let mut g = Graph { name: String::new(), graph: DiGraph::new(), inputs: Vec::new(), output: NodeIndex::new(0), symbols: Symbols::default() };
+    let mut g = Graph { name: String::new(), graph: DiGraph::new(), inputs: Vec::new(), output: NodeIndex::new(0), symbols: Symbols::default(), size_arguments: Vec::new() };
     let mut module_symbols = 0;
     for (i, line) in text.lines().enumerate() {
         let mut w = Words { words: split_words(line), pos: 0, line: i + 1 };
@@ -371,6 +374,12 @@ pub fn parse(text: &str) -> Result<Graph, ParseError> {
                 if g.symbols.all().count() == module_symbols {
                     g.symbols.mark_shared();
                 }
+            }
+            "size_argument" => {
+                let t = w.next()?;
+                let size = parse_size(&mut w, t)?;
+                w.expect("input")?;
+                g.size_arguments.push((size, w.number()?));
             }
             "inputs" => {
                 while !w.done() {

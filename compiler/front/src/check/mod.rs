@@ -448,6 +448,10 @@ pub(crate) struct FnChecker<'a> {
     pub diags: &'a mut Vec<Diagnostic>,
     /// Errors reported while checking this function.
     pub errors: usize,
+    /// How many of `bindings` are parameters (known once they are bound).
+    pub params: usize,
+    /// Sizes given by host int parameters (run-time keyword sizes).
+    pub size_arguments: Vec<(Size, usize)>,
 }
 
 impl<'a> FnChecker<'a> {
@@ -468,6 +472,8 @@ impl<'a> FnChecker<'a> {
             bindings: Vec::new(),
             diags,
             errors: 0,
+            params: 0,
+            size_arguments: Vec::new(),
         };
         let mut defaults = Vec::new();
         let mut seen: HashMap<&str, Span> = HashMap::new();
@@ -487,6 +493,7 @@ impl<'a> FnChecker<'a> {
             c.bind(&p.name.name, p.name.span, ty);
         }
         let params = c.bindings.len();
+        c.params = params;
         let mut default_values = vec![None; params];
         for (index, default) in defaults {
             default_values[index] = Some(c.check_default(index, default));
@@ -498,6 +505,7 @@ impl<'a> FnChecker<'a> {
             ok: c.errors == 0,
             params,
             defaults: default_values,
+            size_arguments: c.size_arguments,
             bindings: c.bindings,
             ret,
             body,

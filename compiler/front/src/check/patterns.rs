@@ -552,7 +552,16 @@ impl FnChecker<'_> {
                     );
                     return None;
                 }
-                (_, Type::Host(HostType::Int, _)) => Size::Sym(self.syms.fresh(name, k.value.span)),
+                (kind, Type::Host(HostType::Int, _)) => {
+                    let sym = self.syms.fresh(name, k.value.span);
+                    // A host int parameter gives the size at the call boundary.
+                    if let TExprKind::Local(i) = kind
+                        && *i < self.params
+                    {
+                        self.size_arguments.push((Size::Sym(sym), *i));
+                    }
+                    Size::Sym(sym)
+                }
                 _ => {
                     self.report(
                         Diagnostic::new(
