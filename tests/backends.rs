@@ -96,6 +96,7 @@ fn cases() -> Vec<Case> {
         case("return_permuted", "dim n = 2\ndim m = 3\ndef f(x: [n m]) -> [m n] {\n    return x * 2.0\n}\n"),
         case("length_one", "dim n = 1\ndef f(x: [n], y: [1]) -> Prob(n)[n] {\n    return softmax(x + y, n)\n}\n"),
         Case { sizes: vec![("V", 46)], ..case("runtime_sizes", "dim V\ndim W = V / 2\ndef f(x: [V], y: [W]) -> [W] {\n    h = rearrange(x, (a 2) -> a 2)\n    return (reduce(h, a t -> a, sum) as [W]) * y\n}\n") },
+        Case { sizes: vec![("e", 12)], ..case("run_time_keyword", "dim n = 3\ndef f(x: [n e], k: int) -> [n h d] {\n    return rearrange(x, n (h d) -> n h d, h=k)\n}\n") },
         Case { sizes: vec![("b", 7), ("n", 23)], ..case("parameter_sizes", "def f(x: [b n], y: [n]) -> [b n] {\n    return x * y\n}\n") },
         Case { special_values: true, ..case("nan_inf_inputs", "dim n = 7\ndef f(x: [n]) -> [n] {\n    return softmax(x, n) + sigmoid(x) + maximum(x, 0.0)\n}\n") },
     ]

@@ -21,6 +21,8 @@ enum Value {
     Shape(String, usize),
     /// A derived size's definition, and the symbol's printed name.
     Derived(SymDef, String),
+    /// A host int parameter with this Python name (a run-time keyword size).
+    Host(String),
 }
 
 /// One line of the preamble.
@@ -112,6 +114,16 @@ impl FnEmitter<'_> {
                 }
             }
         }
+        // Host int parameters that size patterns at run time (`h=k`).
+        for &(size, i) in &self.f.size_arguments {
+            if let (Size::Sym(SymId(root)), Ok(name)) = (resolve(size), self.local(i)) {
+                if defined.insert(root) {
+                    lines.push(Line::Def { root, value: Value::Host(name), eager: false });
+                } else {
+                    lines.push(Line::Check { value: Value::Host(name), expected: Size::Sym(SymId(root)) });
+                }
+            }
+        }
         // Derived sizes, each once its operands are known.
         let derived: Vec<(SymId, SymDef, String)> =
             syms.all().filter(|(_, d)| d.def != SymDef::Free).map(|(id, d)| (id, d.def.clone(), d.name.clone())).collect();
@@ -174,7 +186,7 @@ impl FnEmitter<'_> {
                 Line::Check { value, expected } => {
                     let what = match value {
                         Value::Shape(t, k) => format!("{t}.shape[{k}]"),
-                        Value::Derived(_, name) => name.clone(),
+                        Value::Derived(_, name) | Value::Host(name) => name.clone(),
                     };
                     let value = self.render(value);
                     let expected = self.size(*expected);
@@ -217,7 +229,7 @@ impl FnEmitter<'_> {
     /// The size classes a value refers to.
     fn dependencies(&self, value: &Value) -> Vec<u32> {
         match value {
-            Value::Shape(..) => Vec::new(),
+            Value::Shape(..) | Value::Host(_) => Vec::new(),
             Value::Derived(def, _) => {
                 let (a, b) = operands(def);
                 [a, b]
@@ -235,6 +247,7 @@ impl FnEmitter<'_> {
     fn render(&mut self, value: &Value) -> String {
         match value {
             Value::Shape(t, k) => format!("{t}.shape[{k}]"),
+            Value::Host(name) => name.clone(),
             Value::Derived(def, name) => {
                 let (a, b) = operands(def);
                 let (x, y) = (self.size(a), self.size(b));

@@ -137,10 +137,18 @@ fn a_run_time_dim_is_learnt_from_a_weight_the_function_does_not_use() {
 fn what_cannot_be_emitted_is_an_error() {
     let bad = nax_front::check_source("def f(x: [n]) -> [n] { return x + y }");
     assert_eq!(emit_module(&bad.module), Err(EmitError::Unchecked { function: "f".to_string() }));
-    let keyword = nax_front::check_source("def f(x: [b m], k: int) -> [b h d] { return rearrange(x, b (h d) -> b h d, h=k) }");
+    // A keyword size computed at run time from an expression is not recorded.
+    let keyword = nax_front::check_source("def f(x: [b m], k: int) -> [b h d] { return rearrange(x, b (h d) -> b h d, h=k * 2) }");
     assert!(!keyword.has_errors(), "{:?}", keyword.diagnostics);
     match emit_module(&keyword.module) {
         Err(EmitError::Unsupported { function, what }) => assert!(function == "f" && what.contains("`h`"), "{what}"),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_host_int_parameter_gives_a_keyword_size() {
+    let text = emit_source("def f(x: [b m], k: int) -> [b h d] { return rearrange(x, b (h d) -> b h d, h=k) }");
+    assert_line(&text, "f", "h = k");
+    assert_line(&text, "f", "d = _div(m, h, 'd')");
 }
