@@ -38,10 +38,19 @@ pub fn run(req: &RunRequest, source: &str, backend: &dyn Backend) -> Result<(), 
         Some(p) => nax_runtime::read_tensors(p).map_err(|e| e.to_string())?.into_iter().collect(),
         None => HashMap::new(),
     };
-    let weights: HashMap<String, HostTensor> = match &req.weights {
+    let stored: HashMap<String, HostTensor> = match &req.weights {
         Some(p) => nax_runtime::read_tensors(p).map_err(|e| e.to_string())?.into_iter().collect(),
         None => HashMap::new(),
     };
+    // The weights the function uses bind like inputs (named axes are transposed); others are ignored.
+    let mut weights = HashMap::new();
+    for w in &checked.module.weights {
+        if let Some(t) = stored.get(&w.name) {
+            let names: Vec<Option<String>> = w.ty.axes.iter().map(|a| a.name.clone()).collect();
+            let bound = nax_runtime::bind(&w.name, &names, t).map_err(|e| format!("in --weights: {e}"))?;
+            weights.insert(w.name.clone(), bound);
+        }
+    }
     let mut scalars = parse_args(&req.args)?;
     let f = checked.module.functions.iter().find(|f| f.name == req.function).ok_or("no such function")?;
 
