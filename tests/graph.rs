@@ -71,3 +71,25 @@ fn graph_text_matches_its_files() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+#[test]
+fn inlining_is_bounded_and_stack_safe() {
+    // Each function calls the previous one twice: 2^40 nodes if inlined naively.
+    let mut doubling = String::from("dim n = 4\ndef f0(x: [n]) -> [n] {\n    return x * 2.0\n}\n");
+    for i in 1..40 {
+        doubling.push_str(&format!("def f{i}(x: [n]) -> [n] {{\n    return f{}(x) + f{}(x)\n}}\n", i - 1, i - 1));
+    }
+    let checked = check_source(&doubling);
+    assert!(!checked.has_errors());
+    let err = nax_ir::lower(&checked.module, "f39").unwrap_err();
+    assert!(err.0.contains("too large"), "{err}");
+    // A chain of 2,000 calls inlines without overflowing the stack.
+    let mut chain = String::from("dim n = 4\ndef f0(x: [n]) -> [n] {\n    return x * 2.0\n}\n");
+    for i in 1..2000 {
+        chain.push_str(&format!("def f{i}(x: [n]) -> [n] {{\n    return f{}(x) + 1.0\n}}\n", i - 1));
+    }
+    let checked = check_source(&chain);
+    assert!(!checked.has_errors());
+    let g = nax_ir::lower(&checked.module, "f1999").expect("lowers");
+    assert!(nax_ir::verify(&g).is_empty());
+}

@@ -16,6 +16,10 @@ use nax_runtime::DType;
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::HashMap;
 
+/// The most nodes a graph may have: inlining can multiply a program's size,
+/// and a graph past this is refused rather than exhausting memory.
+pub const MAX_NODES: usize = 1_000_000;
+
 /// Why a function cannot be lowered.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LowerError(pub String);
@@ -127,6 +131,13 @@ impl Lowerer<'_> {
     }
 
     fn expr(&mut self, e: &TExpr, env: &[Option<NodeIndex>], f: &CheckedFn, map: &[Size]) -> Result<NodeIndex, LowerError> {
+        if self.g.graph.node_count() > MAX_NODES {
+            return Err(LowerError(format!("`{}` is too large after inlining its calls (over {MAX_NODES} nodes)", self.g.name)));
+        }
+        nax_front::syntax::with_stack(|| self.expr_inner(e, env, f, map))
+    }
+
+    fn expr_inner(&mut self, e: &TExpr, env: &[Option<NodeIndex>], f: &CheckedFn, map: &[Size]) -> Result<NodeIndex, LowerError> {
         let ty = map_type(&e.ty, map);
         let operands = |l: &mut Self, es: &[TExpr]| -> Result<Vec<NodeIndex>, LowerError> {
             es.iter().map(|x| l.expr(x, env, f, map)).collect()

@@ -4,5 +4,5 @@ pub mod ast;
 mod lexer;
 mod parser;
 
-pub(crate) use parser::with_stack;
+pub use parser::with_stack;
 pub use parser::{parse, MAX_DEPTH};

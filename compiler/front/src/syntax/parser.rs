@@ -18,8 +18,9 @@ use crate::diagnostics::{Code, Diagnostic, Span};
 pub const MAX_DEPTH: usize = 512;
 
 /// Runs a recursive step on a grown stack when little is left, so nesting up
-/// to [`MAX_DEPTH`] never overflows, whatever thread the parser runs on.
-pub(crate) fn with_stack<R>(f: impl FnOnce() -> R) -> R {
+/// to [`MAX_DEPTH`] never overflows, whatever thread the parser (or any later
+/// recursive pass over the tree) runs on.
+pub fn with_stack<R>(f: impl FnOnce() -> R) -> R {
     stacker::maybe_grow(64 * 1024, 2 * 1024 * 1024, f)
 }
 
