@@ -123,7 +123,9 @@ fn bad_inputs_are_rejected_with_a_clear_message() {
     let weights = case.dir.join("w.safetensors");
     let good_inputs = || write(&inputs, &[spec("x", &[2, 4, 3], "b n D"), spec("m", &[4], "n")]);
 
-    let checks: Vec<(&str, Box<dyn Fn()>, Vec<&str>, &str)> = vec![
+    // (what, how to break the files, what the message names, the function)
+    type Check<'a> = (&'a str, Box<dyn Fn() + 'a>, Vec<&'a str>, &'a str);
+    let checks: Vec<Check> = vec![
         ("wrong size", Box::new(|| write(&inputs, &[spec("x", &[2, 5, 3], "b n D"), spec("m", &[4], "n")])), vec!["parameter 'x'", "'n'", "5", "4"], "f"),
         ("wrong axis name", Box::new(|| write(&inputs, &[spec("x", &[2, 4, 3], "b k D"), spec("m", &[4], "n")])), vec!["parameter 'x'", "'n'", "[b k D]"], "f"),
         ("wrong dtype", Box::new(|| {

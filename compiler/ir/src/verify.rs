@@ -51,7 +51,7 @@ fn check_node(g: &Graph, n: NodeIndex) -> Result<(), String> {
     match &node.op {
         Op::Input { index, .. } => {
             count(0)?;
-            if !g.inputs.get(*index).is_some_and(|&i| i == n) {
+            if g.inputs.get(*index).is_none_or(|&i| i != n) {
                 return Err(format!("input {index} is not the graph's input {index}"));
             }
         }

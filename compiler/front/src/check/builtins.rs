@@ -57,7 +57,7 @@ fn unary_range(f: Elementwise, r: Range) -> Range {
             if r.lo >= 0.0 {
                 r
             } else if r.hi <= 0.0 {
-                r.neg()
+                -r
             } else {
                 Range::new(0.0, (-r.lo).max(r.hi))
             }

@@ -134,7 +134,7 @@ impl FnChecker<'_> {
                     return None;
                 }
                 (Type::Tensor(p), got) => {
-                    let Some(a) = Self::as_tensor(got) else { return None };
+                    let a = Self::as_tensor(got)?;
                     if p.rank() != a.rank() {
                         self.report(
                             Diagnostic::new(

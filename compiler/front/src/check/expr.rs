@@ -183,10 +183,10 @@ impl FnChecker<'_> {
                     return Type::Error;
                 }
                 match ty {
-                    Type::Host(h, r) => Type::Host(*h, r.map(Range::neg)),
+                    Type::Host(h, r) => Type::Host(*h, r.map(|r| -r)),
                     Type::Tensor(t) => {
                         let kind = if matches!(t.kind, Kind::Logit(_)) { t.kind.clone() } else { Kind::Plain };
-                        Type::Tensor(TensorType { kind, range: t.range.map(Range::neg), ..t.clone() })
+                        Type::Tensor(TensorType { kind, range: t.range.map(|r| -r), ..t.clone() })
                     }
                     Type::Error => Type::Error,
                 }
@@ -303,7 +303,7 @@ impl FnChecker<'_> {
         }
         let count = self.syms.constant(ka.size);
         let range = match (a.range, b.range) {
-            (Some(x), Some(y)) => Some(x.mul(y).sum_over(count)),
+            (Some(x), Some(y)) => Some((x * y).sum_over(count)),
             _ => None,
         };
         let (axes, batch) = match (ra, rb) {
@@ -433,11 +433,11 @@ impl FnChecker<'_> {
 fn arith_range(op: BinaryOp, l: Option<Range>, r: Option<Range>, same_value: bool) -> Option<Range> {
     let (a, b) = (l?, r?);
     Some(match op {
-        BinaryOp::Add => a.add(b),
-        BinaryOp::Sub => a.sub(b),
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
         BinaryOp::Mul if same_value => a.square(),
-        BinaryOp::Mul => a.mul(b),
-        BinaryOp::Div => a.div(b),
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div => a / b,
         _ => return None,
     })
 }

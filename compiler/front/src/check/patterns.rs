@@ -284,7 +284,7 @@ impl FnChecker<'_> {
                             );
                             return None;
                         };
-                        let Some(size) = size else { return None };
+                        let size = size?;
                         elems.push(Elem { name: Some(id.name.clone()), size });
                     }
                     AxisEntry::Number(n, nspan) => {
@@ -422,7 +422,7 @@ impl FnChecker<'_> {
                 }
                 let mut range = Some(Range::exact(1.0));
                 for t in &tensors {
-                    range = range.zip(t.range).map(|(a, b)| a.mul(b));
+                    range = range.zip(t.range).map(|(a, b)| a * b);
                 }
                 let ty = TensorType {
                     dtype: tensors[0].dtype,

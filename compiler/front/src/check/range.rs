@@ -49,36 +49,10 @@ impl Range {
         self.lo < 0.0
     }
 
-    pub fn add(self, o: Range) -> Range {
-        Range::new(self.lo + o.lo, self.hi + o.hi)
-    }
-
-    pub fn sub(self, o: Range) -> Range {
-        Range::new(self.lo - o.hi, self.hi - o.lo)
-    }
-
-    pub fn neg(self) -> Range {
-        Range::new(-self.hi, -self.lo)
-    }
-
-    pub fn mul(self, o: Range) -> Range {
-        let c = [bound_mul(self.lo, o.lo), bound_mul(self.lo, o.hi), bound_mul(self.hi, o.lo), bound_mul(self.hi, o.hi)];
-        Range::new(c.iter().copied().fold(f64::INFINITY, f64::min), c.iter().copied().fold(f64::NEG_INFINITY, f64::max))
-    }
-
     /// The range of `x * x` for one value `x`: never negative.
     pub fn square(self) -> Range {
-        let m = self.mul(self);
+        let m = self * self;
         if self.lo <= 0.0 && self.hi >= 0.0 { Range::new(0.0, m.hi) } else { Range::new(m.lo.max(0.0), m.hi) }
-    }
-
-    /// Division; a divisor whose range holds 0 gives `[-inf, inf]`.
-    pub fn div(self, o: Range) -> Range {
-        if o.lo <= 0.0 && o.hi >= 0.0 {
-            return Range::FULL;
-        }
-        let inv = Range::new(1.0 / o.hi, 1.0 / o.lo);
-        self.mul(inv)
     }
 
     pub fn union(self, o: Range) -> Range {
@@ -116,6 +90,46 @@ impl Range {
     }
 }
 
+impl std::ops::Add for Range {
+    type Output = Range;
+    fn add(self, o: Range) -> Range {
+        Range::new(self.lo + o.lo, self.hi + o.hi)
+    }
+}
+
+impl std::ops::Sub for Range {
+    type Output = Range;
+    fn sub(self, o: Range) -> Range {
+        Range::new(self.lo - o.hi, self.hi - o.lo)
+    }
+}
+
+impl std::ops::Neg for Range {
+    type Output = Range;
+    fn neg(self) -> Range {
+        Range::new(-self.hi, -self.lo)
+    }
+}
+
+impl std::ops::Mul for Range {
+    type Output = Range;
+    fn mul(self, o: Range) -> Range {
+        let c = [bound_mul(self.lo, o.lo), bound_mul(self.lo, o.hi), bound_mul(self.hi, o.lo), bound_mul(self.hi, o.hi)];
+        Range::new(c.iter().copied().fold(f64::INFINITY, f64::min), c.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+    }
+}
+
+impl std::ops::Div for Range {
+    type Output = Range;
+    /// A divisor whose range holds 0 gives `[-inf, inf]`.
+    fn div(self, o: Range) -> Range {
+        if o.lo <= 0.0 && o.hi >= 0.0 {
+            return Range::FULL;
+        }
+        self * Range::new(1.0 / o.hi, 1.0 / o.lo)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,12 +137,12 @@ mod tests {
     #[test]
     fn interval_arithmetic() {
         let s = Range::new(0.0, 1.0);
-        assert_eq!(s.mul(Range::exact(2.0)).sub(Range::exact(1.0)), Range::new(-1.0, 1.0));
-        assert_eq!(Range::exact(1.0).div(s), Range::FULL);
-        assert_eq!(Range::new(0.0, f64::INFINITY).add(Range::exact(1.0)), Range::new(1.0, f64::INFINITY));
+        assert_eq!(s * Range::exact(2.0) - Range::exact(1.0), Range::new(-1.0, 1.0));
+        assert_eq!(Range::exact(1.0) / s, Range::FULL);
+        assert_eq!(Range::new(0.0, f64::INFINITY) + Range::exact(1.0), Range::new(1.0, f64::INFINITY));
         assert_eq!(Range::FULL.square(), Range::new(0.0, f64::INFINITY));
         assert_eq!(Range::new(0.0, 1.0).sum_over(Some(8)), Range::new(0.0, 8.0));
         assert_eq!(Range::new(0.0, 1.0).sum_over(None), Range::new(0.0, f64::INFINITY));
-        assert_eq!(Range::new(0.0, 0.0).mul(Range::FULL), Range::exact(0.0));
+        assert_eq!(Range::new(0.0, 0.0) * Range::FULL, Range::exact(0.0));
     }
 }
