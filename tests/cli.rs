@@ -101,3 +101,15 @@ fn build_emits_graph_and_torch_and_refuses_what_is_not_built() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("not part of this build"), "--emit {kind}");
     }
 }
+
+#[test]
+fn timings_print_every_stage() {
+    let dir = tempdir();
+    let graph = dir.join("t.graph");
+    let out = nax(&["build", &example(), "--emit", "graph", "-o", graph.to_str().unwrap(), "--timings"]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for stage in ["parse", "check", "lower", "total"] {
+        assert!(err.lines().any(|l| l.trim_start().starts_with(stage) && l.ends_with(" ms")), "no {stage} line: {err}");
+    }
+}

@@ -5,6 +5,7 @@
 
 mod report;
 mod run;
+mod timings;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use nax_front::Code;
@@ -52,6 +53,9 @@ enum Command {
         out: PathBuf,
         #[arg(long, value_enum, default_value_t = BackendName::Interp)]
         backend: BackendName,
+        /// Print the time of each stage to stderr.
+        #[arg(long)]
+        timings: bool,
     },
     /// Compile ahead of time and write what --emit names.
     Build {
@@ -66,6 +70,9 @@ enum Command {
         backend: BackendName,
         #[arg(long, value_enum, default_value_t = Target::Cpu)]
         target: Target,
+        /// Print the time of each stage to stderr.
+        #[arg(long)]
+        timings: bool,
     },
     /// Print the long explanation of an error code, with an example.
     Explain {
@@ -112,11 +119,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check { file, format, types } => check(&file, format, types),
-        Command::Run { file, function, inputs, weights, args, out, backend } => {
+        Command::Run { file, function, inputs, weights, args, out, backend, timings } => {
             let req = run::RunRequest { file, function, inputs, weights, args, out };
-            run_command(&req, backend)
+            run_command(&req, backend, timings)
         }
-        Command::Build { file, emit, out, backend, target } => build(&file, emit, &out, backend, target),
+        Command::Build { file, emit, out, backend, target, timings } => build(&file, emit, &out, backend, target, timings),
         Command::Explain { code } => explain(&code),
     }
 }
@@ -133,7 +140,7 @@ fn backend(name: BackendName) -> Result<Box<dyn nax_ir::Backend>, ExitCode> {
     }
 }
 
-fn run_command(req: &run::RunRequest, name: BackendName) -> ExitCode {
+fn run_command(req: &run::RunRequest, name: BackendName, show_timings: bool) -> ExitCode {
     let source = match read_source(&req.file) {
         Ok(s) => s,
         Err(code) => return code,
@@ -142,7 +149,12 @@ fn run_command(req: &run::RunRequest, name: BackendName) -> ExitCode {
         Ok(b) => b,
         Err(code) => return code,
     };
-    match run::run(req, &source, backend.as_ref()) {
+    let mut timings = timings::Timings::start();
+    let result = run::run(req, &source, backend.as_ref(), &mut timings);
+    if show_timings {
+        eprint!("{}", timings.report(backend.name()));
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("error: {message}");
@@ -151,19 +163,22 @@ fn run_command(req: &run::RunRequest, name: BackendName) -> ExitCode {
     }
 }
 
-fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target) -> ExitCode {
+fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target, show_timings: bool) -> ExitCode {
     let source = match read_source(path) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    if let Err(code) = backend(name) {
-        return code;
-    }
+    let backend = match backend(name) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
     if target == Target::Cuda {
         eprintln!("error: the CUDA target is not part of this build yet");
         return ExitCode::from(2);
     }
-    let checked = nax_front::check_source(&source);
+    let mut timings = timings::Timings::start();
+    let (checked, front) = nax_front::check_source_timed(&source);
+    timings.extend(&front);
     if checked.has_errors() {
         eprint!("{}", nax_front::diagnostics::render_text(&path.display().to_string(), &source, &checked.diagnostics));
         return ExitCode::from(1);
@@ -195,6 +210,10 @@ fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target)
             return ExitCode::from(2);
         }
     };
+    timings.mark(if emit == Emit::Graph { "lower" } else { "emit" });
+    if show_timings {
+        eprint!("{}", timings.report(backend.name()));
+    }
     match std::fs::write(out, text) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -9,6 +9,7 @@ use nax_front::check::types::Type;
 use nax_front::syntax::ast::HostType;
 use nax_ir::{Argument, Backend};
 use nax_runtime::HostTensor;
+use crate::timings::Timings;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -23,8 +24,9 @@ pub struct RunRequest {
 }
 
 /// Runs the request; the error is the message printed before exiting with 1.
-pub fn run(req: &RunRequest, source: &str, backend: &dyn Backend) -> Result<(), String> {
-    let checked = nax_front::check_source(source);
+pub fn run(req: &RunRequest, source: &str, backend: &dyn Backend, timings: &mut Timings) -> Result<(), String> {
+    let (checked, front) = nax_front::check_source_timed(source);
+    timings.extend(&front);
     if checked.has_errors() {
         let name = req.file.display().to_string();
         return Err(nax_front::diagnostics::render_text(&name, source, &checked.diagnostics).trim_end().to_string());
@@ -34,6 +36,7 @@ pub fn run(req: &RunRequest, source: &str, backend: &dyn Backend) -> Result<(), 
     if !problems.is_empty() {
         return Err(format!("internal error: the graph of `{}` does not verify: {}", req.function, problems.join("; ")));
     }
+    timings.mark("lower");
     let mut inputs: HashMap<String, HostTensor> = match &req.inputs {
         Some(p) => nax_runtime::read_tensors(p).map_err(|e| e.to_string())?.into_iter().collect(),
         None => HashMap::new(),
@@ -85,9 +88,12 @@ pub fn run(req: &RunRequest, source: &str, backend: &dyn Backend) -> Result<(), 
     if let Some(extra) = scalars.keys().min() {
         return Err(format!("--arg {extra}: `{}` has no host scalar parameter '{extra}'", req.function));
     }
+    timings.mark("load");
     let sizes = nax_ir::check_call(&graph, &args, &weights)?;
     let executable = backend.compile(&graph)?;
+    timings.mark("codegen");
     let result = executable.run(&args, &weights, &sizes)?;
+    timings.mark("run");
     nax_runtime::write_tensor_atomic(&req.out, "out", &result).map_err(|e| e.to_string())
 }
 

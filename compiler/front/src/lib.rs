@@ -34,9 +34,18 @@ impl Checked {
 
 /// Parses and checks a source file.
 pub fn check_source(source: &str) -> Checked {
+    check_source_timed(source).0
+}
+
+/// Parses and checks a source file, also giving the time of each stage
+/// (parse, check) for `--timings`.
+pub fn check_source_timed(source: &str) -> (Checked, [(&'static str, std::time::Duration); 2]) {
+    let start = std::time::Instant::now();
     let mut diagnostics = Vec::new();
     let ast = syntax::parse(source, &mut diagnostics);
+    let parsed = std::time::Instant::now();
     let module = check::check_module(&ast, &mut diagnostics);
     diagnostics.sort_by_key(|d| (d.span.start, d.span.end));
-    Checked { module, diagnostics }
+    let checked = std::time::Instant::now();
+    (Checked { module, diagnostics }, [("parse", parsed - start), ("check", checked - parsed)])
 }
