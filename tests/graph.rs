@@ -50,26 +50,37 @@ fn text_form_errors_name_the_line() {
     assert!(err.message.contains("frobnicate"), "{err}");
 }
 
-/// File tests: `tests/graphs/NAME.nax` beside `NAME.graph`, the text that
-/// `nax build NAME.nax --emit graph` writes (`NAX_BLESS=1` updates it).
-#[test]
-fn graph_text_matches_its_files() {
+/// File tests: each `NAME.nax` of `folder` beside `NAME.EXT`, the text that
+/// `nax build NAME.nax --emit KIND` writes (`NAX_BLESS=1` updates it).
+fn emitted_text_matches_files(folder: &str, kind: &str, ext: &str) {
     let bless = std::env::var_os("NAX_BLESS").is_some();
     let mut failures = Vec::new();
-    for path in nax_files(&root().join("tests/graphs")) {
-        let out_path = std::env::temp_dir().join(format!("nax-graph-{}-{}", std::process::id(), path.file_stem().unwrap().to_string_lossy()));
-        let out = crate::support::nax(&["build", path.to_str().unwrap(), "--emit", "graph", "-o", out_path.to_str().unwrap()]);
+    for path in nax_files(&root().join(folder)) {
+        let out_path = std::env::temp_dir().join(format!("nax-{kind}-{}-{}", std::process::id(), path.file_stem().unwrap().to_string_lossy()));
+        let out = crate::support::nax(&["build", path.to_str().unwrap(), "--emit", kind, "-o", out_path.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
-        let text = std::fs::read_to_string(&out_path).expect("graph written");
-        assert!(round_trip_all(&std::fs::read_to_string(&path).unwrap(), &path.display().to_string()) > 0);
-        let expected_path = path.with_extension("graph");
+        let text = std::fs::read_to_string(&out_path).expect("output written");
+        let expected_path = path.with_extension(ext);
         if bless {
             std::fs::write(&expected_path, &text).unwrap();
         } else if std::fs::read_to_string(&expected_path).ok().as_deref() != Some(text.as_str()) {
-            failures.push(format!("{}: the graph differs from {} (NAX_BLESS=1 to update):\n{text}", path.display(), expected_path.display()));
+            failures.push(format!("{}: the output differs from {} (NAX_BLESS=1 to update):\n{text}", path.display(), expected_path.display()));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn graph_text_matches_its_files() {
+    for path in nax_files(&root().join("tests/graphs")) {
+        assert!(round_trip_all(&std::fs::read_to_string(&path).unwrap(), &path.display().to_string()) > 0);
+    }
+    emitted_text_matches_files("tests/graphs", "graph", "graph");
+}
+
+#[test]
+fn kernel_text_matches_its_files() {
+    emitted_text_matches_files("tests/graphs", "kernels", "kernels");
 }
 
 #[test]
@@ -92,4 +103,29 @@ fn inlining_is_bounded_and_stack_safe() {
     assert!(!checked.has_errors());
     let g = nax_ir::lower(&checked.module, "f1999").expect("lowers");
     assert!(nax_ir::verify(&g).is_empty());
+}
+
+/// Kernel formation: every graph of the examples, the conformance and exec
+/// cases and generated programs forms kernels that verify.
+#[test]
+fn every_graph_forms_kernels_that_verify() {
+    let mut files = nax_files(&root().join("examples"));
+    files.extend(nax_files(&root().join("examples/workloads")));
+    files.extend(nax_files(&shared().join("conformance")));
+    files.extend(nax_files(&shared().join("exec")));
+    let mut sources: Vec<(String, String)> = files.iter().map(|p| (p.display().to_string(), std::fs::read_to_string(p).expect("read"))).collect();
+    let mut rng = SmallRng::seed_from_u64(12);
+    sources.extend((0..200).map(|i| (format!("generated program #{i}"), generate::well_formed_program(&mut rng))));
+    let mut count = 0;
+    for (what, source) in sources {
+        let checked = check_source(&source);
+        for f in checked.module.functions.iter().filter(|f| f.ok) {
+            let g = nax_ir::lower(&checked.module, &f.name).expect("lower");
+            let p = nax_kernel::form(&g).unwrap_or_else(|e| panic!("{what}: {}: {e}", f.name));
+            let problems = nax_kernel::verify(&p);
+            assert!(problems.is_empty(), "{what}: {}: {problems:?}\n{}", f.name, nax_kernel::text::print(&p));
+            count += p.kernels.len();
+        }
+    }
+    println!("{count} kernels formed and verified");
 }

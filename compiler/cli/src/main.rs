@@ -106,6 +106,8 @@ enum Emit {
     Mlir,
     Ptx,
     Graph,
+    /// The kernel IR (loop nests), after kernel formation.
+    Kernels,
     Torch,
 }
 
@@ -197,6 +199,19 @@ fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target,
             }
             text
         }
+        Emit::Kernels => {
+            let mut text = String::new();
+            for f in &checked.module.functions {
+                match nax_ir::lower(&checked.module, &f.name).map_err(|e| e.to_string()).and_then(|g| nax_kernel::form(&g)) {
+                    Ok(p) => text.push_str(&nax_kernel::text::print(&p)),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return ExitCode::from(1);
+                    }
+                }
+            }
+            text
+        }
         Emit::Torch => match nax_back_torch::emit_module(&checked.module) {
             Ok(text) => text,
             Err(e) => {
@@ -210,7 +225,11 @@ fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target,
             return ExitCode::from(2);
         }
     };
-    timings.mark(if emit == Emit::Graph { "lower" } else { "emit" });
+    timings.mark(match emit {
+        Emit::Graph => "lower",
+        Emit::Kernels => "kernels",
+        _ => "emit",
+    });
     if show_timings {
         eprint!("{}", timings.report(backend.name()));
     }

@@ -76,11 +76,28 @@ const ALONG: &[(&str, AlongAxis)] =
 const CONSTRUCTORS: &[(&str, Constructor)] =
     &[("zeros", Constructor::Zeros), ("ones", Constructor::Ones), ("full", Constructor::Full), ("arange", Constructor::Arange)];
 
+/// The text-form name of an entry of one of the tables above.
 fn name_of<T: PartialEq + Copy>(table: &[(&'static str, T)], v: T) -> &'static str {
     table.iter().find(|(_, x)| *x == v).map_or("?", |(n, _)| n)
 }
 
-fn size_text(s: Size) -> String {
+/// The text-form name of an elementwise function.
+pub fn map_fn_name(f: MapFn) -> &'static str {
+    name_of(MAP_FNS, f)
+}
+
+/// The text-form name of a reduction.
+pub fn reduction_name(r: Reduction) -> &'static str {
+    name_of(REDUCTIONS, r)
+}
+
+/// The text-form name of an operation along an axis.
+pub fn along_name(a: AlongAxis) -> &'static str {
+    name_of(ALONG, a)
+}
+
+/// A size as the text form writes it: a number or `$id`.
+pub fn size_text(s: Size) -> String {
     match s {
         Size::Const(v) => v.to_string(),
         Size::Sym(id) => format!("${}", id.0),
@@ -113,12 +130,10 @@ fn list(v: &[usize]) -> String {
     format!("[{}]", v.iter().map(usize::to_string).collect::<Vec<_>>().join(" "))
 }
 
-/// Prints a graph in its text form.
-pub fn print(g: &Graph) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "graph {}", g.name);
-    let _ = writeln!(out, "module_symbols {}", g.symbols.module_symbols());
-    for (id, s) in g.symbols.all() {
+/// Prints a symbol table: `module_symbols N`, then one `sym` line per symbol.
+pub fn print_symbols(symbols: &Symbols, out: &mut String) {
+    let _ = writeln!(out, "module_symbols {}", symbols.module_symbols());
+    for (id, s) in symbols.all() {
         let def = match s.def {
             SymDef::Free => "free".to_string(),
             SymDef::Mul(a, b) => format!("mul {} {}", size_text(a), size_text(b)),
@@ -126,14 +141,21 @@ pub fn print(g: &Graph) -> String {
             SymDef::Add(a, b) => format!("add {} {}", size_text(a), size_text(b)),
             SymDef::Sub(a, b) => format!("sub {} {}", size_text(a), size_text(b)),
         };
-        let class = g.symbols.class_of(id);
+        let class = symbols.class_of(id);
         let link = if class != id {
             format!(" = ${}", class.0)
         } else {
-            g.symbols.learnt_value(id).map_or(String::new(), |v| format!(" = {v}"))
+            symbols.learnt_value(id).map_or(String::new(), |v| format!(" = {v}"))
         };
         let _ = writeln!(out, "sym ${} {:?} {def}{link}", id.0, s.name);
     }
+}
+
+/// Prints a graph in its text form.
+pub fn print(g: &Graph) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "graph {}", g.name);
+    print_symbols(&g.symbols, &mut out);
     for (size, index) in &g.size_arguments {
         let _ = writeln!(out, "size_argument {} input {index}", size_text(*size));
     }

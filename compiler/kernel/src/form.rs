@@ -1,0 +1,222 @@
+//! Kernel formation: one kernel per graph node for now (the optimizer fuses
+//! later). Views that keep row-major order (reshape, rename) alias their
+//! operand's buffer; permutes, expansions and selections are copy kernels
+//! whose loads index the operand; host scalars fold into the expressions
+//! that use them.
+
+use crate::kernel::{constructor_value, Body, Buffer, BufferKind, Expr, Index, Kernel, Loop, Program, Role};
+use nax_front::check::sizes::Size;
+use nax_front::check::types::Type;
+use nax_front::checked::{AlongAxis, Reduction};
+use nax_ir::{Graph, MapFn, Op};
+use petgraph::graph::NodeIndex;
+use std::collections::HashMap;
+
+/// What a graph node became.
+#[derive(Clone)]
+enum Value {
+    Buffer(usize),
+    Scalar(Expr),
+}
+
+/// Forms the kernels of a graph.
+pub fn form(g: &Graph) -> Result<Program, String> {
+    let order = petgraph::algo::toposort(&g.graph, None).map_err(|_| "the graph has a cycle".to_string())?;
+    let mut f = Former { g, p: Program { name: g.name.clone(), buffers: Vec::new(), kernels: Vec::new(), result: 0, symbols: g.symbols.clone(), size_arguments: g.size_arguments.clone() }, values: HashMap::new() };
+    for n in order {
+        let v = f.node(n)?;
+        f.values.insert(n, v);
+    }
+    f.p.result = match f.values.get(&g.output).cloned() {
+        Some(Value::Buffer(b)) => b,
+        Some(Value::Scalar(e)) => {
+            let b = f.buffer(g.output, BufferKind::Temporary);
+            f.p.kernels.push(Kernel { output: b, loops: Vec::new(), body: Body::Store(e) });
+            b
+        }
+        None => return Err("the graph has no output".into()),
+    };
+    Ok(f.p)
+}
+
+struct Former<'g> {
+    g: &'g Graph,
+    p: Program,
+    values: HashMap<NodeIndex, Value>,
+}
+
+fn shape(ty: &Type) -> Vec<Size> {
+    match ty {
+        Type::Tensor(t) => t.axes.iter().map(|a| a.size).collect(),
+        _ => Vec::new(),
+    }
+}
+
+impl Former<'_> {
+    fn buffer(&mut self, n: NodeIndex, kind: BufferKind) -> usize {
+        let ty = &self.g.graph[n].ty;
+        self.p.buffers.push(Buffer { dtype: nax_ir::value_dtype(ty), shape: shape(ty), kind });
+        self.p.buffers.len() - 1
+    }
+
+    fn is_one(&self, s: Size) -> bool {
+        self.g.symbols.constant(s) == Some(1)
+    }
+
+    /// The loops over a node's own axes: the outermost parallel, the innermost vectorised.
+    fn output_loops(&self, sizes: &[Size]) -> Vec<Loop> {
+        let rank = sizes.len();
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &extent)| {
+                let role = match (i == 0, i + 1 == rank) {
+                    (true, true) => Role::ParallelVector,
+                    (true, false) => Role::Parallel,
+                    (false, true) => Role::Vector,
+                    (false, false) => Role::Serial,
+                };
+                Loop { extent, role }
+            })
+            .collect()
+    }
+
+    /// An operand read at loop positions `at` (one per operand axis); a size-1
+    /// axis against a longer loop reads index 0.
+    fn read(&self, operand: NodeIndex, at: &[Index], loops: &[Loop]) -> Expr {
+        match &self.values[&operand] {
+            Value::Scalar(e) => e.clone(),
+            Value::Buffer(b) => {
+                let sizes = &self.p.buffers[*b].shape;
+                let index = at
+                    .iter()
+                    .zip(sizes)
+                    .map(|(&i, &s)| match i {
+                        Index::Loop(l) if self.is_one(s) && !self.is_one(loops[l].extent) => Index::Zero,
+                        other => other,
+                    })
+                    .collect();
+                Expr::Load { buffer: *b, index }
+            }
+        }
+    }
+
+    fn kernel(&mut self, n: NodeIndex, loops: Vec<Loop>, body: Body) -> Value {
+        let b = self.buffer(n, BufferKind::Temporary);
+        self.p.kernels.push(Kernel { output: b, loops, body });
+        Value::Buffer(b)
+    }
+
+    fn node(&mut self, n: NodeIndex) -> Result<Value, String> {
+        let node = &self.g.graph[n];
+        let ops = self.g.operands(n);
+        let out = shape(&node.ty);
+        let dtype = nax_ir::value_dtype(&node.ty);
+        Ok(match &node.op {
+            Op::Input { index, .. } => Value::Buffer(self.buffer(n, BufferKind::Input(*index))),
+            Op::Weight { name } => Value::Buffer(self.buffer(n, BufferKind::Weight(name.clone()))),
+            Op::Literal(l) => Value::Scalar(Expr::Literal(*l)),
+            Op::SizeValue(s) => Value::Scalar(Expr::Size(*s)),
+            Op::Map { func, maps, compute } => {
+                let loops = self.output_loops(&out);
+                let args: Vec<Expr> = ops
+                    .iter()
+                    .zip(maps)
+                    .map(|(&o, m)| self.read(o, &m.iter().map(|&r| Index::Loop(r)).collect::<Vec<_>>(), &loops))
+                    .collect();
+                let value = Expr::Apply { func: *func, compute: *compute, args };
+                if ops.iter().all(|o| matches!(self.values[o], Value::Scalar(_))) && out.is_empty() && !matches!(node.ty, Type::Tensor(_)) {
+                    Value::Scalar(value)
+                } else {
+                    self.kernel(n, loops, Body::Store(value))
+                }
+            }
+            Op::Contract { labels, output } => {
+                let n_labels = labels.iter().flatten().chain(output).copied().max().map_or(0, |m| m + 1);
+                let mut extent: Vec<Option<Size>> = vec![None; n_labels];
+                for (&o, ls) in ops.iter().zip(labels) {
+                    for (&l, &s) in ls.iter().zip(&shape(&self.g.graph[o].ty)) {
+                        if extent[l].is_none() || !self.is_one(s) {
+                            extent[l] = Some(s);
+                        }
+                    }
+                }
+                let summed: Vec<usize> = (0..n_labels).filter(|l| !output.contains(l)).collect();
+                let order: Vec<usize> = output.iter().chain(&summed).copied().collect();
+                let mut loops = self.output_loops(&out);
+                loops.extend(summed.iter().map(|&l| Loop { extent: extent[l].unwrap_or(Size::Const(1)), role: Role::Reduce }));
+                let position = |l: usize| order.iter().position(|&x| x == l).unwrap_or(0);
+                let reads: Vec<Expr> = ops
+                    .iter()
+                    .zip(labels)
+                    .map(|(&o, ls)| self.read(o, &ls.iter().map(|&l| Index::Loop(position(l))).collect::<Vec<_>>(), &loops))
+                    .collect();
+                let value = reads
+                    .into_iter()
+                    .reduce(|a, b| Expr::Apply { func: MapFn::Binary(nax_front::syntax::ast::BinaryOp::Mul), compute: dtype, args: vec![a, b] })
+                    .ok_or("a contraction without operands")?;
+                self.kernel(n, loops, Body::Reduce { op: Reduction::Sum, value })
+            }
+            Op::Reduce { op, axes } => {
+                let input = shape(&self.g.graph[ops[0]].ty);
+                let kept: Vec<usize> = (0..input.len()).filter(|a| !axes.contains(a)).collect();
+                let mut loops = self.output_loops(&out);
+                loops.extend(axes.iter().map(|&a| Loop { extent: input[a], role: Role::Reduce }));
+                let order: Vec<usize> = kept.iter().chain(axes).copied().collect();
+                let at: Vec<Index> = (0..input.len()).map(|a| Index::Loop(order.iter().position(|&x| x == a).unwrap_or(0))).collect();
+                let value = self.read(ops[0], &at, &loops);
+                self.kernel(n, loops, Body::Reduce { op: *op, value })
+            }
+            Op::Along { func, axis } => {
+                let input = shape(&self.g.graph[ops[0]].ty);
+                let (loops, at, along) = if *func == AlongAxis::LogSumExp {
+                    let mut loops = self.output_loops(&out);
+                    loops.push(Loop { extent: input[*axis], role: Role::Reduce });
+                    let last = loops.len() - 1;
+                    let at = (0..input.len())
+                        .map(|a| Index::Loop(if a == *axis { last } else if a < *axis { a } else { a - 1 }))
+                        .collect::<Vec<_>>();
+                    (loops, at, last)
+                } else {
+                    (self.output_loops(&out), (0..input.len()).map(Index::Loop).collect(), *axis)
+                };
+                let value = self.read(ops[0], &at, &loops);
+                self.kernel(n, loops, Body::Along { func: *func, axis: along, value })
+            }
+            Op::Reshape | Op::Rename => match self.values[&ops[0]].clone() {
+                Value::Buffer(b) => Value::Buffer(self.buffer(n, BufferKind::Alias(b))),
+                scalar => scalar,
+            },
+            Op::Permute { perm } => {
+                let loops = self.output_loops(&out);
+                let mut at = vec![Index::Zero; perm.len()];
+                for (i, &p) in perm.iter().enumerate() {
+                    at[p] = Index::Loop(i);
+                }
+                let value = self.read(ops[0], &at, &loops);
+                self.kernel(n, loops, Body::Store(value))
+            }
+            Op::Expand { map } => {
+                let loops = self.output_loops(&out);
+                let at: Vec<Index> = map.iter().map(|&r| Index::Loop(r)).collect();
+                let value = self.read(ops[0], &at, &loops);
+                self.kernel(n, loops, Body::Store(value))
+            }
+            Op::Select { axis, index, .. } => {
+                let loops = self.output_loops(&out);
+                let rank = out.len() + 1;
+                let at: Vec<Index> = (0..rank)
+                    .map(|a| if a == *axis { Index::Const(*index) } else { Index::Loop(if a < *axis { a } else { a - 1 }) })
+                    .collect();
+                let value = self.read(ops[0], &at, &loops);
+                self.kernel(n, loops, Body::Store(value))
+            }
+            Op::Construct { func } => {
+                let loops = self.output_loops(&out);
+                let fill = ops.first().map(|&o| self.read(o, &[], &loops));
+                let value = constructor_value(*func, fill);
+                self.kernel(n, loops, Body::Store(value))
+            }
+        })
+    }
+}

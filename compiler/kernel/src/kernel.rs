@@ -1,0 +1,127 @@
+//! The kernel IR: a small loop-nest language between the graph and the code
+//! generators. A [`Program`] is a list of kernels over buffers; each kernel
+//! computes one buffer with a loop nest whose loops say which is parallel,
+//! which is vectorised and which reduces, and whose loads say, for each
+//! axis of the buffer read, which loop indexes it (or a constant, or 0 for
+//! a broadcast). Loop structure is decided here, once; LLVM, Cranelift, MLIR
+//! and CUDA lower from it without re-deriving it.
+
+use nax_front::check::sizes::{Size, Symbols};
+use nax_front::checked::{AlongAxis, Constructor, Reduction};
+use nax_ir::{Literal, MapFn};
+use nax_runtime::DType;
+
+/// A buffer: one graph value in memory, row-major and contiguous.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    pub dtype: DType,
+    pub shape: Vec<Size>,
+    pub kind: BufferKind,
+}
+
+/// Where a buffer comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BufferKind {
+    /// The function's parameter of this index (a host scalar is a rank-0 buffer).
+    Input(usize),
+    /// A weight, by name.
+    Weight(String),
+    /// Computed by a kernel.
+    Temporary,
+    /// The same memory as another buffer, with another shape (a reshape or rename).
+    Alias(usize),
+}
+
+/// How a loop runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Iterations are independent and split across threads.
+    Parallel,
+    /// Iterations are independent and run in order.
+    Serial,
+    /// The innermost independent loop, over contiguous output elements: vectorised.
+    Vector,
+    /// The only output loop: vectorised, and split across threads in chunks.
+    ParallelVector,
+    /// Accumulates into the same output element.
+    Reduce,
+}
+
+/// One loop of a nest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Loop {
+    pub extent: Size,
+    pub role: Role,
+}
+
+/// What indexes one axis of a buffer in a load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Index {
+    /// The loop of this position in the nest.
+    Loop(usize),
+    /// A fixed position (a split's part).
+    Const(usize),
+    /// Position 0: the axis has size 1 and broadcasts.
+    Zero,
+}
+
+/// A scalar expression evaluated at each point of the nest.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// A buffer element, one index per axis, converted to `compute`.
+    Load { buffer: usize, index: Vec<Index> },
+    Literal(Literal),
+    /// A size's value (an `int`).
+    Size(Size),
+    /// The position of a loop (arange).
+    LoopIndex(usize),
+    /// An elementwise function computing in `compute`.
+    Apply { func: MapFn, compute: DType, args: Vec<Expr> },
+}
+
+/// What a kernel computes at each point of its output loops.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Body {
+    /// `out[output loops] = value`.
+    Store(Expr),
+    /// `out[output loops] = op over the reduction loops of value`; a
+    /// contraction is a sum of a product.
+    Reduce { op: Reduction, value: Expr },
+    /// softmax, log_softmax or logsumexp along the loop `axis` of the nest:
+    /// passes over that loop for the maximum, the sum, and the result.
+    Along { func: AlongAxis, axis: usize, value: Expr },
+}
+
+/// One kernel: a loop nest writing one buffer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    pub output: usize,
+    /// Outermost first: the output's loops (one per output axis, in order),
+    /// then the reduction loops.
+    pub loops: Vec<Loop>,
+    pub body: Body,
+}
+
+/// A function as kernels.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub name: String,
+    pub buffers: Vec<Buffer>,
+    /// In execution order.
+    pub kernels: Vec<Kernel>,
+    /// The buffer holding the result.
+    pub result: usize,
+    pub symbols: Symbols,
+    /// Sizes given by host int parameters (see the graph's).
+    pub size_arguments: Vec<(Size, usize)>,
+}
+
+/// The constructors a kernel writes directly.
+pub fn constructor_value(func: Constructor, fill: Option<Expr>) -> Expr {
+    match func {
+        Constructor::Zeros => Expr::Literal(Literal::Float(0.0)),
+        Constructor::Ones => Expr::Literal(Literal::Float(1.0)),
+        Constructor::Full => fill.unwrap_or(Expr::Literal(Literal::Float(0.0))),
+        Constructor::Arange => Expr::LoopIndex(0),
+    }
+}

@@ -1,0 +1,13 @@
+//! The kernel IR: loop nests formed once from the named-axis graph, with
+//! their parallel, vectorised and reduction loops decided, so that every
+//! code generator (LLVM, Cranelift, MLIR, CUDA) lowers from the same
+//! structure. One kernel per graph node for now; the optimizer fuses later.
+
+mod form;
+mod kernel;
+pub mod text;
+mod verify;
+
+pub use form::form;
+pub use kernel::{Body, Buffer, BufferKind, Expr, Index, Kernel, Loop, Program, Role};
+pub use verify::verify;

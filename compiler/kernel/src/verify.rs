@@ -1,0 +1,66 @@
+//! The kernel verifier: every load names an existing buffer with one index
+//! per axis, every loop index is in the nest, and every indexed axis has the
+//! extent of its loop (or size 1 for index 0).
+
+use crate::kernel::{Body, Expr, Index, Program};
+
+/// Every problem found, as `kernel N: message`; empty when the program is well formed.
+pub fn verify(p: &Program) -> Vec<String> {
+    let mut errors = Vec::new();
+    for (k, kernel) in p.kernels.iter().enumerate() {
+        let Some(out) = p.buffers.get(kernel.output) else {
+            errors.push(format!("kernel {k}: no output buffer %{}", kernel.output));
+            continue;
+        };
+        // The output's loops come first; any after them reduce.
+        let rank = out.shape.len();
+        let extra = kernel.loops.len().checked_sub(rank);
+        let extra_ok = match (&kernel.body, extra) {
+            (Body::Store(_), Some(0)) => true,
+            (Body::Reduce { .. }, Some(_)) => true,
+            (Body::Along { func: nax_front::checked::AlongAxis::LogSumExp, .. }, Some(1)) => true,
+            (Body::Along { .. }, Some(0)) => true,
+            _ => false,
+        };
+        if !extra_ok || kernel.loops[rank.min(kernel.loops.len())..].iter().any(|l| l.role != crate::kernel::Role::Reduce) {
+            errors.push(format!("kernel {k}: {} loops do not fit a rank-{rank} output and its body", kernel.loops.len()));
+        }
+        for (i, (&s, l)) in out.shape.iter().zip(&kernel.loops).enumerate() {
+            if !p.symbols.same(s, l.extent) {
+                errors.push(format!("kernel {k}: loop {i} does not cover output axis {i}"));
+            }
+        }
+        let value = match &kernel.body {
+            Body::Store(e) => e,
+            Body::Reduce { value, .. } | Body::Along { value, .. } => value,
+        };
+        check_expr(p, kernel, value, &mut |m| errors.push(format!("kernel {k}: {m}")));
+    }
+    errors
+}
+
+fn check_expr(p: &Program, kernel: &crate::kernel::Kernel, e: &Expr, report: &mut dyn FnMut(String)) {
+    match e {
+        Expr::Load { buffer, index } => {
+            let Some(b) = p.buffers.get(*buffer) else { return report(format!("load of a missing buffer %{buffer}")) };
+            if b.shape.len() != index.len() {
+                return report(format!("load of %{buffer} with {} indices for rank {}", index.len(), b.shape.len()));
+            }
+            for (a, (&i, &s)) in index.iter().zip(&b.shape).enumerate() {
+                match i {
+                    Index::Loop(l) => match kernel.loops.get(l) {
+                        Some(lp) if p.symbols.same(lp.extent, s) => {}
+                        Some(_) => report(format!("axis {a} of %{buffer} is indexed by loop {l} of another extent")),
+                        None => report(format!("loop {l} is not in the nest")),
+                    },
+                    Index::Zero if p.symbols.constant(s) != Some(1) => report(format!("axis {a} of %{buffer} broadcasts but its size is not 1")),
+                    Index::Const(c) if p.symbols.constant(s).is_some_and(|n| c as u64 >= n) => report(format!("index {c} out of range on %{buffer}")),
+                    _ => {}
+                }
+            }
+        }
+        Expr::LoopIndex(l) if *l >= kernel.loops.len() => report(format!("loop {l} is not in the nest")),
+        Expr::Apply { args, .. } => args.iter().for_each(|a| check_expr(p, kernel, a, report)),
+        _ => {}
+    }
+}
