@@ -15,13 +15,12 @@ pub fn verify(p: &Program) -> Vec<String> {
         // The output's loops come first; any after them reduce.
         let rank = out.shape.len();
         let extra = kernel.loops.len().checked_sub(rank);
-        let extra_ok = match (&kernel.body, extra) {
-            (Body::Store(_), Some(0)) => true,
-            (Body::Reduce { .. }, Some(_)) => true,
-            (Body::Along { func: nax_front::checked::AlongAxis::LogSumExp, .. }, Some(1)) => true,
-            (Body::Along { .. }, Some(0)) => true,
-            _ => false,
-        };
+        let extra_ok = matches!(
+            (&kernel.body, extra),
+            (Body::Store(_) | Body::Along { .. }, Some(0))
+                | (Body::Reduce { .. }, Some(_))
+                | (Body::Along { func: nax_front::checked::AlongAxis::LogSumExp, .. }, Some(1))
+        );
         if !extra_ok || kernel.loops[rank.min(kernel.loops.len())..].iter().any(|l| l.role != crate::kernel::Role::Reduce) {
             errors.push(format!("kernel {k}: {} loops do not fit a rank-{rank} output and its body", kernel.loops.len()));
         }
