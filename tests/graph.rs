@@ -106,7 +106,8 @@ fn inlining_is_bounded_and_stack_safe() {
 }
 
 /// Kernel formation: every graph of the examples, the conformance and exec
-/// cases and generated programs forms kernels that verify.
+/// cases and generated programs forms kernels that verify, and whose text
+/// form parses back to the same text.
 #[test]
 fn every_graph_forms_kernels_that_verify() {
     let mut files = nax_files(&root().join("examples"));
@@ -123,7 +124,12 @@ fn every_graph_forms_kernels_that_verify() {
             let g = nax_ir::lower(&checked.module, &f.name).expect("lower");
             let p = nax_kernel::form(&g).unwrap_or_else(|e| panic!("{what}: {}: {e}", f.name));
             let problems = nax_kernel::verify(&p);
-            assert!(problems.is_empty(), "{what}: {}: {problems:?}\n{}", f.name, nax_kernel::text::print(&p));
+            let text = nax_kernel::text::print(&p);
+            assert!(problems.is_empty(), "{what}: {}: {problems:?}\n{text}", f.name);
+            let parsed = nax_kernel::text::parse(&text).unwrap_or_else(|e| panic!("{what}: {}: {e}\n{text}", f.name));
+            assert_eq!(nax_kernel::text::print(&parsed), text, "{what}: {}: the kernel text does not round-trip", f.name);
+            let reparsed = nax_kernel::verify(&parsed);
+            assert!(reparsed.is_empty(), "{what}: {}: {reparsed:?}\n{text}", f.name);
             count += p.kernels.len();
         }
     }

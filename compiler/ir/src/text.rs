@@ -287,7 +287,7 @@ fn parse_list(w: &mut Words, text: &str) -> Result<Vec<usize>, ParseError> {
 
 fn parse_dtype(w: &mut Words) -> Result<DType, ParseError> {
     let t = w.next()?;
-    DType::ALL.into_iter().find(|d| d.as_str() == t).ok_or_else(|| w.err(format!("unknown dtype `{t}`")))
+    parse_dtype_text(t, w.line)
 }
 
 fn parse_range(w: &mut Words) -> Result<Option<Range>, ParseError> {
@@ -349,24 +349,29 @@ fn operand_with_list(w: &mut Words) -> Result<(NodeIndex, Vec<usize>), ParseErro
     Ok((n, parse_list(w, &t[open..])?))
 }
 
-/// Parses the text form back into a graph.
-pub fn parse(text: &str) -> Result<Graph, ParseError> {
-    let mut g = Graph { name: String::new(), graph: DiGraph::new(), inputs: Vec::new(), output: NodeIndex::new(0), symbols: Symbols::default(), size_arguments: Vec::new() };
-    let mut module_symbols = 0;
-    for (i, line) in text.lines().enumerate() {
-        let mut w = Words { words: split_words(line), pos: 0, line: i + 1 };
-        if w.done() {
-            continue;
-        }
-        match w.next()? {
-            "graph" => g.name = w.next()?.to_string(),
-            "module_symbols" => {
-                module_symbols = w.number()?;
-                if module_symbols == 0 {
-                    g.symbols.mark_shared();
+/// The lines every text form shares: the symbol table and the sizes given
+/// by host int parameters.
+#[derive(Default)]
+pub struct Header {
+    pub symbols: Symbols,
+    pub size_arguments: Vec<(Size, usize)>,
+    module_symbols: usize,
+}
+
+impl Header {
+    /// Reads `line` (number `line_no`) if it is a header line; `Ok(false)` otherwise.
+    pub fn line(&mut self, line: &str, line_no: usize) -> Result<bool, ParseError> {
+        let mut w = Words { words: split_words(line), pos: 0, line: line_no };
+        match w.words.first().copied() {
+            Some("module_symbols") => {
+                w.next()?;
+                self.module_symbols = w.number()?;
+                if self.module_symbols == 0 {
+                    self.symbols.mark_shared();
                 }
             }
-            "sym" => {
+            Some("sym") => {
+                w.next()?;
                 let id = w.next()?;
                 let name = w.quoted()?;
                 let kind = w.next()?;
@@ -383,7 +388,7 @@ pub fn parse(text: &str) -> Result<Graph, ParseError> {
                         other => return Err(w.err(format!("unknown symbol definition `{other}`"))),
                     }
                 };
-                let new = g.symbols.define(&name, def);
+                let new = self.symbols.define(&name, def);
                 if format!("${}", new.0) != id {
                     return Err(w.err(format!("symbol {id} out of order")));
                 }
@@ -391,18 +396,65 @@ pub fn parse(text: &str) -> Result<Graph, ParseError> {
                     w.expect("=")?;
                     let target = w.next()?;
                     let target = parse_size(&mut w, target)?;
-                    g.symbols.unify(Size::Sym(new), target);
+                    self.symbols.unify(Size::Sym(new), target);
                 }
-                if g.symbols.all().count() == module_symbols {
-                    g.symbols.mark_shared();
+                if self.symbols.all().count() == self.module_symbols {
+                    self.symbols.mark_shared();
                 }
             }
-            "size_argument" => {
+            Some("size_argument") => {
+                w.next()?;
                 let t = w.next()?;
                 let size = parse_size(&mut w, t)?;
                 w.expect("input")?;
-                g.size_arguments.push((size, w.number()?));
+                self.size_arguments.push((size, w.number()?));
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// Parses a size as the text form writes it.
+pub fn parse_size_text(text: &str, line: usize) -> Result<Size, ParseError> {
+    let mut w = Words { words: Vec::new(), pos: 0, line };
+    parse_size(&mut w, text)
+}
+
+/// Parses a dtype name.
+pub fn parse_dtype_text(text: &str, line: usize) -> Result<DType, ParseError> {
+    DType::ALL.into_iter().find(|d| d.as_str() == text).ok_or(ParseError { line, message: format!("unknown dtype `{text}`") })
+}
+
+/// The elementwise function, reduction or operation along an axis called `name`.
+pub fn map_fn_named(name: &str) -> Option<MapFn> {
+    MAP_FNS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+}
+
+/// The reduction called `name`.
+pub fn reduction_named(name: &str) -> Option<Reduction> {
+    REDUCTIONS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+}
+
+/// The operation along an axis called `name`.
+pub fn along_named(name: &str) -> Option<AlongAxis> {
+    ALONG.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+}
+
+/// Parses the text form back into a graph.
+pub fn parse(text: &str) -> Result<Graph, ParseError> {
+    let mut g = Graph { name: String::new(), graph: DiGraph::new(), inputs: Vec::new(), output: NodeIndex::new(0), symbols: Symbols::default(), size_arguments: Vec::new() };
+    let mut header = Header::default();
+    for (i, line) in text.lines().enumerate() {
+        if header.line(line, i + 1)? {
+            continue;
+        }
+        let mut w = Words { words: split_words(line), pos: 0, line: i + 1 };
+        if w.done() {
+            continue;
+        }
+        match w.next()? {
+            "graph" => g.name = w.next()?.to_string(),
             "inputs" => {
                 while !w.done() {
                     let t = w.next()?;
@@ -436,6 +488,8 @@ pub fn parse(text: &str) -> Result<Graph, ParseError> {
             other => return Err(w.err(format!("unknown line `{other}`"))),
         }
     }
+    g.symbols = header.symbols;
+    g.size_arguments = header.size_arguments;
     let count = g.graph.node_count();
     if g.output.index() >= count || g.inputs.iter().any(|i| i.index() >= count) {
         return Err(ParseError { line: text.lines().count(), message: "inputs or output name a node that does not exist".into() });

@@ -1,13 +1,18 @@
-//! The kernel IR's text form, for `nax build --emit kernels` and file tests:
+//! The kernel IR's text form, for `nax build --emit kernels` and file
+//! tests; it parses back to the same text.
 //!
 //! ```text
 //! program f
 //! module_symbols 0
 //! buffer %0 f32[4 3] input 0
+//! buffer %1 f32[1 3] input 1
 //! buffer %2 f32[4 3] temporary
-//! kernel %2 loops [4 parallel, 3 vector] store add(f32, load %0[i0 i1], load %1[i1])
+//! kernel %2 loops [4 parallel, 3 vector] store add(f32, load %0[i0 i1], load %1[_ i1])
 //! result %2
 //! ```
+//!
+//! A load's indices are loops (`i1`), fixed positions (`2`), or `_` for a
+//! size-1 axis read at 0 (a broadcast).
 
 use crate::kernel::{Body, BufferKind, Expr, Index, Program, Role};
 use nax_ir::text::{along_name, map_fn_name, print_symbols, reduction_name, size_text};
@@ -18,7 +23,7 @@ fn index_text(i: Index) -> String {
     match i {
         Index::Loop(l) => format!("i{l}"),
         Index::Const(c) => c.to_string(),
-        Index::Zero => "0".to_string(),
+        Index::Zero => "_".to_string(),
     }
 }
 
@@ -78,4 +83,189 @@ pub fn print(p: &Program) -> String {
     }
     let _ = writeln!(out, "result %{}", p.result);
     out
+}
+
+/// A syntax error in a kernel program's text form.
+pub type ParseError = nax_ir::text::ParseError;
+
+/// A cursor over one line of kernel text.
+struct Cursor<'a> {
+    rest: &'a str,
+    line: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn err(&self, message: impl Into<String>) -> ParseError {
+        ParseError { line: self.line, message: message.into() }
+    }
+
+    fn skip_space(&mut self) {
+        self.rest = self.rest.trim_start();
+    }
+
+    fn eat(&mut self, s: &str) -> bool {
+        self.skip_space();
+        match self.rest.strip_prefix(s) {
+            Some(r) => {
+                self.rest = r;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn expect(&mut self, s: &str) -> Result<(), ParseError> {
+        if self.eat(s) { Ok(()) } else { Err(self.err(format!("expected `{s}` at `{}`", self.rest))) }
+    }
+
+    /// A word: up to a space, a comma, a bracket or a parenthesis.
+    fn word(&mut self) -> Result<&'a str, ParseError> {
+        self.skip_space();
+        let end = self.rest.find(|c: char| c.is_whitespace() || ",[]()".contains(c)).unwrap_or(self.rest.len());
+        if end == 0 {
+            return Err(self.err(format!("expected a word at `{}`", self.rest)));
+        }
+        let (w, r) = self.rest.split_at(end);
+        self.rest = r;
+        Ok(w)
+    }
+
+    fn number<T: std::str::FromStr>(&mut self) -> Result<T, ParseError> {
+        let w = self.word()?;
+        w.parse().map_err(|_| self.err(format!("`{w}` is not a number")))
+    }
+
+    /// `%N`.
+    fn reference(&mut self) -> Result<usize, ParseError> {
+        self.expect("%")?;
+        self.number()
+    }
+
+    fn loop_index(&mut self) -> Result<usize, ParseError> {
+        let w = self.word()?;
+        w.strip_prefix('i').and_then(|n| n.parse().ok()).ok_or_else(|| self.err(format!("expected a loop `iN`, found `{w}`")))
+    }
+
+    fn expr(&mut self) -> Result<Expr, ParseError> {
+        self.skip_space();
+        if self.eat("load") {
+            let buffer = self.reference()?;
+            self.expect("[")?;
+            let mut index = Vec::new();
+            while !self.eat("]") {
+                let w = self.word()?;
+                index.push(match w.strip_prefix('i') {
+                    Some(n) => Index::Loop(n.parse().map_err(|_| self.err(format!("bad index `{w}`")))?),
+                    None if w == "_" => Index::Zero,
+                    None => Index::Const(w.parse().map_err(|_| self.err(format!("bad index `{w}`")))?),
+                });
+            }
+            return Ok(Expr::Load { buffer, index });
+        }
+        let w = self.word()?;
+        if w == "size" {
+            let s = self.word()?;
+            return Ok(Expr::Size(nax_ir::text::parse_size_text(s, self.line)?));
+        }
+        if self.eat("(") {
+            let func = nax_ir::text::map_fn_named(w).ok_or_else(|| self.err(format!("unknown function `{w}`")))?;
+            let compute = nax_ir::text::parse_dtype_text(self.word()?, self.line)?;
+            let mut args = Vec::new();
+            while self.eat(",") {
+                args.push(self.expr()?);
+            }
+            self.expect(")")?;
+            return Ok(Expr::Apply { func, compute, args });
+        }
+        Ok(match w {
+            "true" => Expr::Literal(Literal::Bool(true)),
+            "false" => Expr::Literal(Literal::Bool(false)),
+            _ if w.starts_with('i') && w[1..].chars().all(|c| c.is_ascii_digit()) => Expr::LoopIndex(w[1..].parse().map_err(|_| self.err("bad loop"))?),
+            _ if w.contains(['.', 'e', 'E', 'n', 'N']) => Expr::Literal(Literal::Float(w.parse().map_err(|_| self.err(format!("bad number `{w}`")))?)),
+            _ => Expr::Literal(Literal::Int(w.parse().map_err(|_| self.err(format!("bad number `{w}`")))?)),
+        })
+    }
+}
+
+fn role_named(w: &str) -> Option<Role> {
+    [Role::Parallel, Role::Serial, Role::Vector, Role::ParallelVector, Role::Reduce].into_iter().find(|&r| role_text(r) == w)
+}
+
+/// Parses a program's text form back.
+pub fn parse(text: &str) -> Result<Program, ParseError> {
+    let mut header = nax_ir::text::Header::default();
+    let mut p = Program { name: String::new(), buffers: Vec::new(), kernels: Vec::new(), result: 0, symbols: Default::default(), size_arguments: Vec::new() };
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || header.line(line, i + 1)? {
+            continue;
+        }
+        let mut c = Cursor { rest: line, line: i + 1 };
+        match c.word()? {
+            "program" => p.name = c.word()?.to_string(),
+            "buffer" => {
+                let index = c.reference()?;
+                if index != p.buffers.len() {
+                    return Err(c.err(format!("buffer %{index} out of order")));
+                }
+                let dtype = nax_ir::text::parse_dtype_text(c.word()?, c.line)?;
+                c.expect("[")?;
+                let mut shape = Vec::new();
+                while !c.eat("]") {
+                    shape.push(nax_ir::text::parse_size_text(c.word()?, c.line)?);
+                }
+                let kind = match c.word()? {
+                    "input" => BufferKind::Input(c.number()?),
+                    "weight" => {
+                        let w = c.word()?;
+                        BufferKind::Weight(w.trim_matches('"').to_string())
+                    }
+                    "temporary" => BufferKind::Temporary,
+                    "alias" => BufferKind::Alias(c.reference()?),
+                    other => return Err(c.err(format!("unknown buffer kind `{other}`"))),
+                };
+                p.buffers.push(crate::kernel::Buffer { dtype, shape, kind });
+            }
+            "kernel" => {
+                let output = c.reference()?;
+                c.expect("loops")?;
+                c.expect("[")?;
+                let mut loops = Vec::new();
+                while !c.eat("]") {
+                    c.eat(",");
+                    let extent = nax_ir::text::parse_size_text(c.word()?, c.line)?;
+                    let role = c.word()?;
+                    let role = role_named(role).ok_or_else(|| c.err(format!("unknown loop role `{role}`")))?;
+                    loops.push(crate::kernel::Loop { extent, role });
+                }
+                let body = match c.word()? {
+                    "store" => Body::Store(c.expr()?),
+                    "reduce" => {
+                        let w = c.word()?;
+                        let op = nax_ir::text::reduction_named(w).ok_or_else(|| c.err(format!("unknown reduction `{w}`")))?;
+                        Body::Reduce { op, value: c.expr()? }
+                    }
+                    "along" => {
+                        let w = c.word()?;
+                        let func = nax_ir::text::along_named(w).ok_or_else(|| c.err(format!("unknown operation `{w}`")))?;
+                        let axis = c.loop_index()?;
+                        Body::Along { func, axis, value: c.expr()? }
+                    }
+                    other => return Err(c.err(format!("unknown kernel body `{other}`"))),
+                };
+                c.skip_space();
+                if !c.rest.is_empty() {
+                    return Err(c.err(format!("unexpected `{}`", c.rest)));
+                }
+                p.kernels.push(crate::kernel::Kernel { output, loops, body });
+            }
+            "result" => p.result = c.reference()?,
+            other => return Err(c.err(format!("unknown line `{other}`"))),
+        }
+    }
+    p.symbols = header.symbols;
+    p.size_arguments = header.size_arguments;
+    if p.result >= p.buffers.len() || p.kernels.iter().any(|k| k.output >= p.buffers.len()) {
+        return Err(ParseError { line: text.lines().count(), message: "a kernel or the result names a buffer that does not exist".into() });
+    }
+    Ok(p)
 }
