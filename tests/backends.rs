@@ -113,25 +113,27 @@ fn model_cases() -> Vec<Case> {
     out
 }
 
-/// Seeded values for every weight of a module, sized for `f`'s call.
-fn weights_for(module: &nax_front::CheckedModule, f: &nax_front::checked::CheckedFn, solved: &[Option<u64>], rng: &mut SmallRng) -> HashMap<String, HostTensor> {
+/// A shape in `f`'s sizes, with the symbols' values for this call.
+fn shape_of(f: &nax_front::checked::CheckedFn, solved: &[Option<u64>], axes: &[nax_front::check::types::Axis]) -> Result<Vec<usize>, String> {
     use nax_front::check::sizes::Size;
+    axes.iter()
+        .map(|a| match f.symbols.resolve(a.size) {
+            Size::Const(c) => Ok(c as usize),
+            Size::Sym(id) => solved[id.0 as usize].map(|v| v as usize).ok_or_else(|| format!("no value for `{}`", f.symbols.display(a.size))),
+        })
+        .collect()
+}
+
+/// Seeded values for every weight of a module, sized for `f`'s call.
+fn weights_for(module: &nax_front::CheckedModule, f: &nax_front::checked::CheckedFn, solved: &[Option<u64>], rng: &mut SmallRng) -> Result<HashMap<String, HostTensor>, String> {
     module
         .weights
         .iter()
         .map(|w| {
-            let shape: Vec<usize> = w
-                .ty
-                .axes
-                .iter()
-                .map(|a| match f.symbols.resolve(a.size) {
-                    Size::Const(c) => c as usize,
-                    Size::Sym(id) => solved[id.0 as usize].unwrap_or(4) as usize,
-                })
-                .collect();
+            let shape = shape_of(f, solved, &w.ty.axes)?;
             let values: Vec<f64> = (0..shape.iter().product::<usize>()).map(|_| rng.random_range(-0.5..0.5)).collect();
             let names = w.ty.axes.iter().map(|a| a.name.clone()).collect();
-            (w.name.clone(), HostTensor::from_f64(w.ty.dtype, shape, names, &values).expect("weight"))
+            Ok((w.name.clone(), HostTensor::from_f64(w.ty.dtype, shape, names, &values).map_err(|e| e.to_string())?))
         })
         .collect()
 }
@@ -150,18 +152,12 @@ fn case_sizes(case: &Case, f: &nax_front::checked::CheckedFn) -> Result<Vec<Opti
 }
 
 /// Inputs for a case: one argument per parameter, from its type.
-fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, rng: &mut SmallRng) -> Result<Vec<Argument>, String> {
-    use nax_front::check::sizes::Size;
-    let solved = case_sizes(case, f)?;
-    let size = |s: Size| match f.symbols.resolve(s) {
-        Size::Const(c) => Ok(c as usize),
-        Size::Sym(id) => solved[id.0 as usize].map(|v| v as usize).ok_or_else(|| format!("no value for `{}`", f.symbols.display(s))),
-    };
+fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, solved: &[Option<u64>], rng: &mut SmallRng) -> Result<Vec<Argument>, String> {
     f.bindings[..f.params]
         .iter()
         .map(|b| match &b.ty {
             Type::Tensor(t) => {
-                let shape = t.axes.iter().map(|a| size(a.size)).collect::<Result<Vec<usize>, String>>()?;
+                let shape = shape_of(f, solved, &t.axes)?;
                 let n: usize = shape.iter().product();
                 let values: Vec<f64> = (0..n)
                     .map(|k| match t.dtype {
@@ -249,8 +245,12 @@ fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
         assert!(!checked.has_errors(), "{}: {:?}\n{}", case.name, checked.diagnostics, case.source);
         let f = checked.module.functions.iter().find(|f| f.name == case.function).expect("function");
         let graph = nax_ir::lower(&checked.module, &case.function).expect("lower");
-        let args = match arguments(&case, f, &mut rng) {
-            Ok(a) => a,
+        let inputs = case_sizes(&case, f).and_then(|solved| {
+            let args = arguments(&case, f, &solved, &mut rng)?;
+            Ok((args, weights_for(&checked.module, f, &solved, &mut rng)?))
+        });
+        let (args, weights) = match inputs {
+            Ok(x) => x,
             // A generated program whose free sizes do not divide: nothing to run.
             Err(e) if label == "generated" => {
                 println!("{}: skipped ({e})", case.name);
@@ -258,8 +258,6 @@ fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
             }
             Err(e) => panic!("{}: {e}", case.name),
         };
-        let solved = case_sizes(&case, f).unwrap_or_default();
-        let weights = weights_for(&checked.module, f, &solved, &mut rng);
         let sizes = nax_ir::check_call(&graph, &args, &weights).unwrap_or_else(|e| panic!("{}: {e}\n{}", case.name, case.source));
         let mut reference = None;
         for backend in backends() {

@@ -229,12 +229,8 @@ impl Lowerer<'_> {
                 let mut params = Vec::with_capacity(xs.len());
                 for (b, &x) in callee.bindings[..callee.params].iter().zip(&xs) {
                     let want = map_type(&b.ty, &callee_map);
-                    if let (Some(p), Some(a)) = (tensor(&want), tensor(self.ty(x))) {
-                        let sizes: Vec<(Size, Size)> = p.axes.iter().zip(&a.axes).map(|(p, a)| (p.size, a.size)).collect();
-                        for (ps, asz) in sizes {
-                            self.g.symbols.unify(ps, asz);
-                        }
-                    }
+                    let given = self.ty(x).clone();
+                    self.unify_axes(&want, &given);
                     params.push(if &want == self.ty(x) { x } else { self.g.add(Op::Rename, want, &[x]) });
                 }
                 for &(size, i) in &callee.size_arguments {
@@ -253,15 +249,21 @@ impl Lowerer<'_> {
                 }
                 let out = self.function(callee, params, &callee_map)?;
                 // The checker sized the call's result with fresh symbols; they are the callee's sizes.
-                if let (Some(inner), Some(outer)) = (tensor(self.ty(out)), tensor(&ty)) {
-                    let pairs: Vec<(Size, Size)> = inner.axes.iter().zip(&outer.axes).map(|(a, b)| (a.size, b.size)).collect();
-                    for (a, b) in pairs {
-                        self.g.symbols.unify(a, b);
-                    }
-                }
+                let inner = self.ty(out).clone();
+                self.unify_axes(&inner, &ty);
                 if self.ty(out) == &ty { out } else { self.g.add(Op::Rename, ty, &[out]) }
             }
         })
+    }
+
+    /// Requires two tensor types' sizes to be equal, axis by axis (an inlined
+    /// parameter and its argument, a call's result and the callee's).
+    fn unify_axes(&mut self, a: &Type, b: &Type) {
+        if let (Some(a), Some(b)) = (tensor(a), tensor(b)) {
+            for (x, y) in a.axes.iter().zip(&b.axes) {
+                self.g.symbols.unify(x.size, y.size);
+            }
+        }
     }
 
     /// A view of `x` with the given axes (the same kind of element).
