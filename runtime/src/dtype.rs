@@ -34,6 +34,16 @@ impl DType {
         matches!(self, DType::I32 | DType::I64)
     }
 
+    /// The bytes of one element in memory (a bool is one byte, 0 or 1).
+    pub fn size_bytes(self) -> usize {
+        match self {
+            DType::Bool => 1,
+            DType::F16 | DType::BF16 => 2,
+            DType::F32 | DType::I32 => 4,
+            DType::F64 | DType::I64 => 8,
+        }
+    }
+
     /// The name used in messages.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -178,7 +178,10 @@ impl Former<'_> {
                         .collect::<Vec<_>>();
                     (loops, at, last)
                 } else {
-                    (self.output_loops(&out), (0..input.len()).map(Index::Loop).collect(), *axis)
+                    // The passes run along the axis inside each other position: its loop is serial.
+                    let mut loops = self.output_loops(&out);
+                    loops[*axis].role = Role::Serial;
+                    (loops, (0..input.len()).map(Index::Loop).collect(), *axis)
                 };
                 let value = self.read(ops[0], &at, &loops);
                 self.kernel(n, loops, Body::Along { func: *func, axis: along, value })

@@ -102,6 +102,14 @@ pub struct Kernel {
     pub body: Body,
 }
 
+impl Kernel {
+    /// Whether the outermost loop is split across threads (the driver gives
+    /// each thread a range of it).
+    pub fn parallel_loop(&self) -> bool {
+        self.loops.first().is_some_and(|l| matches!(l.role, Role::Parallel | Role::ParallelVector))
+    }
+}
+
 /// A function as kernels.
 #[derive(Clone, Debug)]
 pub struct Program {

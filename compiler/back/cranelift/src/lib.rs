@@ -1,0 +1,1 @@
+//! The Cranelift back end (placeholder being written).

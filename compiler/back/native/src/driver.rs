@@ -1,0 +1,148 @@
+//! The driver every native back end shares: binds arguments and weights to
+//! the program's buffers without copying, allocates temporaries, and runs
+//! the compiled kernels in order, splitting each kernel's parallel loop
+//! across the threads of one pool (rayon's global pool, shared by all
+//! kernels and all programs), then copies the result out.
+
+use crate::plan::Plan;
+use nax_front::check::types::Type;
+use nax_ir::{Argument, Graph};
+use nax_kernel::{BufferKind, Program};
+use nax_runtime::{DType, HostTensor, TensorData};
+use rayon::prelude::*;
+use std::collections::HashMap;
+
+/// A compiled kernel: `kernel(buffers, sizes, begin, end)` (see [`crate::emitter`]).
+pub type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i64, i64);
+
+/// Work below which a kernel runs on the calling thread: splitting costs
+/// more than it saves.
+const PARALLEL_WORK: usize = 1 << 15;
+
+/// A program with its compiled kernels, ready to call.
+pub struct Compiled {
+    pub program: Program,
+    pub plan: Plan,
+    pub kernels: Vec<KernelFn>,
+    /// The result's axis names.
+    pub names: Vec<Option<String>>,
+}
+
+/// The buffer table of one call, shared read-only by the threads of a kernel.
+struct Table(Vec<*mut u8>);
+// SAFETY: the pointers are only dereferenced by kernels, which write
+// disjoint parts of their output buffer for disjoint ranges.
+unsafe impl Sync for Table {}
+unsafe impl Send for Table {}
+
+/// The names of a graph's result axes.
+pub fn result_names(g: &Graph) -> Vec<Option<String>> {
+    match &g.graph[g.output].ty {
+        Type::Tensor(t) => t.axes.iter().map(|a| a.name.clone()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn data_pointer(t: &HostTensor) -> *mut u8 {
+    match t.data() {
+        TensorData::F16(v) => v.as_ptr() as *mut u8,
+        TensorData::BF16(v) => v.as_ptr() as *mut u8,
+        TensorData::F32(v) => v.as_ptr() as *mut u8,
+        TensorData::F64(v) => v.as_ptr() as *mut u8,
+        TensorData::I32(v) => v.as_ptr() as *mut u8,
+        TensorData::I64(v) => v.as_ptr() as *mut u8,
+        TensorData::Bool(v) => v.as_ptr() as *mut u8,
+    }
+}
+
+/// Reads `count` elements of `dtype` at `ptr` into a host tensor's data.
+///
+/// # Safety
+/// `ptr` must point to `count` initialised elements of `dtype`.
+unsafe fn read_data(ptr: *const u8, dtype: DType, count: usize) -> TensorData {
+    // SAFETY: the caller's contract; every dtype's elements are plain data
+    // (bool buffers hold only 0 and 1, as kernels store them).
+    unsafe {
+        match dtype {
+            DType::F16 => TensorData::F16(std::slice::from_raw_parts(ptr.cast(), count).to_vec()),
+            DType::BF16 => TensorData::BF16(std::slice::from_raw_parts(ptr.cast(), count).to_vec()),
+            DType::F32 => TensorData::F32(std::slice::from_raw_parts(ptr.cast(), count).to_vec()),
+            DType::F64 => TensorData::F64(std::slice::from_raw_parts(ptr.cast(), count).to_vec()),
+            DType::I32 => TensorData::I32(std::slice::from_raw_parts(ptr.cast(), count).to_vec()),
+            DType::I64 => TensorData::I64(std::slice::from_raw_parts(ptr.cast(), count).to_vec()),
+            DType::Bool => TensorData::Bool(std::slice::from_raw_parts(ptr.cast(), count).to_vec()),
+        }
+    }
+}
+
+impl Compiled {
+    /// Runs on arguments the call-boundary check accepted (`sizes` is its result).
+    pub fn run(&self, args: &[Argument], weights: &HashMap<String, HostTensor>, sizes: &[Option<u64>]) -> Result<HostTensor, String> {
+        let p = &self.program;
+        let slots = self.plan.values(p, sizes)?;
+        let elements = |b: usize| -> Result<usize, String> {
+            p.buffers[b].shape.iter().try_fold(1usize, |acc, &s| acc.checked_mul(self.plan.value(p, s, &slots)).ok_or_else(|| "a buffer is too large to address".to_string()))
+        };
+        // Host scalars live here for the call; temporaries in `storage`.
+        let mut scalars: Vec<[u8; 8]> = Vec::new();
+        let mut storage: Vec<Vec<u64>> = Vec::new();
+        let mut table: Vec<*mut u8> = Vec::with_capacity(p.buffers.len());
+        let mut scalar_of = vec![None; p.buffers.len()];
+        for (b, buffer) in p.buffers.iter().enumerate() {
+            if let BufferKind::Input(i) = buffer.kind {
+                let bytes = match args.get(i) {
+                    Some(Argument::Float(x)) => x.to_ne_bytes(),
+                    Some(Argument::Int(x)) => x.to_ne_bytes(),
+                    Some(Argument::Bool(x)) => [u8::from(*x), 0, 0, 0, 0, 0, 0, 0],
+                    _ => continue,
+                };
+                scalar_of[b] = Some(scalars.len());
+                scalars.push(bytes);
+            }
+        }
+        for (b, buffer) in p.buffers.iter().enumerate() {
+            let ptr = match &buffer.kind {
+                BufferKind::Input(i) => match (args.get(*i), scalar_of[b]) {
+                    (Some(Argument::Tensor(t)), _) => data_pointer(t),
+                    (_, Some(s)) => scalars[s].as_mut_ptr(),
+                    _ => return Err(format!("no argument {i}")),
+                },
+                BufferKind::Weight(name) => data_pointer(weights.get(name).ok_or_else(|| format!("the weight '{name}' is missing"))?),
+                BufferKind::Alias(a) => table[*a],
+                BufferKind::Temporary => {
+                    let bytes = elements(b)?.checked_mul(buffer.dtype.size_bytes()).ok_or("a buffer is too large to address")?;
+                    let mut v = vec![0u64; bytes.div_ceil(8).max(1)];
+                    let ptr = v.as_mut_ptr().cast::<u8>();
+                    storage.push(v);
+                    ptr
+                }
+            };
+            table.push(ptr);
+        }
+        let table = Table(table);
+        let threads = rayon::current_num_threads();
+        for (kernel, &f) in p.kernels.iter().zip(&self.kernels) {
+            let extents: Vec<usize> = kernel.loops.iter().map(|l| self.plan.value(p, l.extent, &slots)).collect();
+            let work = extents.iter().fold(1usize, |a, &e| a.saturating_mul(e));
+            let parallel = kernel.parallel_loop();
+            let n = if parallel { extents[0] } else { 0 };
+            let (bufs, sizes_ptr) = (table.0.as_ptr() as usize, slots.as_ptr() as usize);
+            // SAFETY: the kernel was compiled from this program; the table
+            // holds every buffer at its size for these slots.
+            let call = |begin: usize, end: usize| unsafe { f(bufs as *const *mut u8, sizes_ptr as *const i64, begin as i64, end as i64) };
+            if parallel && threads > 1 && n > 1 && work >= PARALLEL_WORK {
+                let chunks = n.min(threads * 4);
+                (0..chunks).into_par_iter().for_each(|c| call(c * n / chunks, (c + 1) * n / chunks));
+            } else {
+                call(0, n);
+            }
+        }
+        let result = p.result;
+        let dtype = p.buffers[result].dtype;
+        let shape: Vec<usize> = p.buffers[result].shape.iter().map(|&s| self.plan.value(p, s, &slots)).collect();
+        let count = elements(result)?;
+        // SAFETY: the result buffer holds `count` elements written by the kernels (or is an argument).
+        let data = unsafe { read_data(table.0[result], dtype, count) };
+        HostTensor::new(data, shape, self.names.clone()).map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,138 @@
+//! The emitter interface: the few scalar operations, memory accesses,
+//! variables and counted loops that a code generator (LLVM, Cranelift, and
+//! later MLIR and CUDA) provides. The kernel lowering ([`crate::lower`]) and
+//! the vector math ([`crate::math`]) are written once against it, so no
+//! back end re-derives loop structure or re-implements a function.
+//!
+//! Every kernel is one function with the same C signature:
+//! `void kernel(void **buffers, const int64_t *sizes, int64_t begin, int64_t end)`:
+//! `buffers[b]` is buffer `b` of the program, `sizes[s]` the value of size
+//! slot `s` (see [`crate::plan::Plan`]), and `begin..end` the range of the
+//! kernel's parallel loop that this call computes (the whole loop when the
+//! kernel has none).
+
+/// The kind of a value in registers or in memory. Half floats live in
+/// memory as their 16 bits (`I16`) and compute as `F32`; masks are `Bool` in
+/// registers and one byte (`I8`) in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    F32,
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    Bool,
+}
+
+impl Kind {
+    pub fn is_float(self) -> bool {
+        matches!(self, Kind::F32 | Kind::F64)
+    }
+
+    /// The integer of the same width as a float kind (for bit manipulation).
+    pub fn bits(self) -> Kind {
+        match self {
+            Kind::F32 => Kind::I32,
+            Kind::F64 => Kind::I64,
+            other => other,
+        }
+    }
+}
+
+/// Two-operand operations. On floats `Max`/`Min` propagate nan (IEEE
+/// `maximum`/`minimum`, as torch does); on integers they are signed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Binary {
+    Add,
+    Sub,
+    Mul,
+    /// Float division only.
+    Div,
+    Max,
+    Min,
+    /// Bitwise on integers, logical on `Bool`.
+    And,
+    Or,
+    Xor,
+    Shl,
+    /// Logical (unsigned) right shift.
+    ShrU,
+    /// Arithmetic (signed) right shift.
+    ShrS,
+}
+
+/// One-operand operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unary {
+    Neg,
+    /// Logical not of a `Bool`.
+    Not,
+    Abs,
+    Sqrt,
+    Floor,
+    Ceil,
+    /// Round half to even.
+    RoundEven,
+}
+
+/// Comparisons: ordered on floats (false when either is nan) except `Ne`,
+/// which is true when either is nan; signed on integers; `false < true` on masks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compare {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// The functions of the C math library that back ends call by name, all
+/// `double f(double)` but `pow`, `double pow(double, double)`.
+pub const LIBM: [&str; 9] = ["exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "erf", "pow"];
+
+/// What a code generator provides to lower one kernel.
+pub trait Emitter {
+    type Value: Copy;
+    type Var: Copy;
+    type Loop;
+
+    /// A float constant of a float kind.
+    fn float(&mut self, kind: Kind, v: f64) -> Self::Value;
+    /// An integer constant of an integer kind (truncated to its width), or a mask (`v != 0`).
+    fn int(&mut self, kind: Kind, v: i64) -> Self::Value;
+    fn binary(&mut self, op: Binary, kind: Kind, a: Self::Value, b: Self::Value) -> Self::Value;
+    fn unary(&mut self, op: Unary, kind: Kind, a: Self::Value) -> Self::Value;
+    /// A `Bool`.
+    fn compare(&mut self, op: Compare, kind: Kind, a: Self::Value, b: Self::Value) -> Self::Value;
+    /// `c ? a : b` with `c` a `Bool` and `a`, `b` of `kind`.
+    fn select(&mut self, kind: Kind, c: Self::Value, a: Self::Value, b: Self::Value) -> Self::Value;
+    /// A value conversion: integers widen by sign and narrow by truncation,
+    /// floats round to nearest, integers to floats round, floats to integers
+    /// truncate toward zero and saturate (nan gives 0), masks give 0 or 1,
+    /// and anything to `Bool` is `!= 0`.
+    fn convert(&mut self, from: Kind, to: Kind, v: Self::Value) -> Self::Value;
+    /// The same bits as another kind of the same width.
+    fn bitcast(&mut self, from: Kind, to: Kind, v: Self::Value) -> Self::Value;
+    /// Calls one of [`LIBM`] on `F64` arguments.
+    fn call_libm(&mut self, name: &'static str, args: &[Self::Value]) -> Self::Value;
+
+    /// Element `index` (an `I64`) of buffer `buffer`, whose elements are `kind`.
+    fn load(&mut self, kind: Kind, buffer: usize, index: Self::Value) -> Self::Value;
+    fn store(&mut self, kind: Kind, buffer: usize, index: Self::Value, value: Self::Value);
+    /// The value of size slot `slot`, an `I64`.
+    fn size(&mut self, slot: usize) -> Self::Value;
+    /// The `begin` and `end` arguments.
+    fn range(&mut self) -> (Self::Value, Self::Value);
+
+    /// A mutable local, for accumulators.
+    fn variable(&mut self, kind: Kind, init: Self::Value) -> Self::Var;
+    fn get(&mut self, var: Self::Var) -> Self::Value;
+    fn set(&mut self, var: Self::Var, value: Self::Value);
+
+    /// Starts `for i in start..end` (`I64`s); gives the loop and `i`. Code
+    /// emitted until [`Emitter::end_loop`] is the loop's body.
+    fn begin_loop(&mut self, start: Self::Value, end: Self::Value) -> (Self::Loop, Self::Value);
+    fn end_loop(&mut self, l: Self::Loop);
+}

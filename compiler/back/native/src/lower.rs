@@ -1,0 +1,457 @@
+//! Kernel lowering, written once for every code generator: a kernel of the
+//! kernel IR becomes emitter calls. The loop nest is the kernel's (its
+//! parallel loop runs over the `begin..end` the driver gives); loads and
+//! stores index row-major buffers through strides computed once at entry;
+//! values compute in the kinds of [`crate::emitter::Kind`] with the
+//! reference interpreter's conversions, so every back end agrees with it.
+
+use crate::emitter::{Binary, Compare, Emitter, Kind, Unary};
+use crate::math;
+use crate::plan::{Plan, SizeRef};
+use nax_front::checked::{AlongAxis, Elementwise, Reduction};
+use nax_front::syntax::ast::{BinaryOp, UnaryOp};
+use nax_ir::{Literal, MapFn};
+use nax_kernel::{Body, Expr, Index, Kernel, Program};
+use nax_runtime::DType;
+use std::collections::HashMap;
+
+/// The kind a buffer's elements have in memory.
+pub fn memory_kind(d: DType) -> Kind {
+    match d {
+        DType::F16 | DType::BF16 => Kind::I16,
+        DType::F32 => Kind::F32,
+        DType::F64 => Kind::F64,
+        DType::I32 => Kind::I32,
+        DType::I64 => Kind::I64,
+        DType::Bool => Kind::I8,
+    }
+}
+
+/// The kind a dtype computes in.
+pub fn register_kind(d: DType) -> Kind {
+    match d {
+        DType::F16 | DType::BF16 | DType::F32 => Kind::F32,
+        DType::F64 => Kind::F64,
+        DType::I32 => Kind::I32,
+        DType::I64 => Kind::I64,
+        DType::Bool => Kind::Bool,
+    }
+}
+
+/// Emits the body of one kernel function.
+pub fn lower_kernel<E: Emitter>(e: &mut E, p: &Program, plan: &Plan, k: &Kernel) {
+    let mut l = Lowering { e, p, plan, k, index: vec![None; k.loops.len()], strides: HashMap::new(), extents: Vec::new() };
+    l.run();
+}
+
+struct Lowering<'a, E: Emitter> {
+    e: &'a mut E,
+    p: &'a Program,
+    plan: &'a Plan,
+    k: &'a Kernel,
+    /// The current index of each open loop.
+    index: Vec<Option<E::Value>>,
+    /// Each used buffer's strides, computed at entry.
+    strides: HashMap<usize, Vec<Option<E::Value>>>,
+    extents: Vec<E::Value>,
+}
+
+impl<E: Emitter> Lowering<'_, E> {
+    fn size(&mut self, s: nax_front::check::sizes::Size) -> E::Value {
+        match self.plan.size(self.p, s) {
+            SizeRef::Const(c) => self.e.int(Kind::I64, c as i64),
+            SizeRef::Slot(i) => self.e.size(i),
+        }
+    }
+
+    fn prepare_strides(&mut self, buffer: usize) {
+        if self.strides.contains_key(&buffer) {
+            return;
+        }
+        let shape = self.p.buffers[buffer].shape.clone();
+        let mut strides = vec![None; shape.len()];
+        let mut acc: Option<E::Value> = None;
+        for a in (0..shape.len()).rev() {
+            strides[a] = acc;
+            let s = self.size(shape[a]);
+            acc = Some(match acc {
+                None => s,
+                Some(v) => self.e.binary(Binary::Mul, Kind::I64, v, s),
+            });
+        }
+        self.strides.insert(buffer, strides);
+    }
+
+    fn run(&mut self) {
+        for b in crate::kernel_buffers(self.k) {
+            self.prepare_strides(b);
+        }
+        self.extents = self.k.loops.iter().map(|l| l.extent).collect::<Vec<_>>().into_iter().map(|s| self.size(s)).collect();
+        let rank = self.p.buffers[self.k.output].shape.len();
+        match &self.k.body {
+            Body::Store(v) => {
+                let loops: Vec<usize> = (0..self.k.loops.len()).collect();
+                let open = self.open(&loops);
+                let (x, kind) = self.eval(v);
+                self.store_output(x, kind);
+                self.close(open);
+            }
+            Body::Reduce { op, value } => {
+                let outer: Vec<usize> = (0..rank).collect();
+                let open = self.open(&outer);
+                let (x, kind) = self.reduce(*op, value, rank);
+                self.store_output(x, kind);
+                self.close(open);
+            }
+            Body::Along { func, axis, value } => self.along(*func, *axis, value),
+        }
+    }
+
+    /// Opens loops in order; the first is the parallel loop when the kernel has one.
+    fn open(&mut self, loops: &[usize]) -> Vec<E::Loop> {
+        let mut handles = Vec::with_capacity(loops.len());
+        for &i in loops {
+            let (start, end) = if i == 0 && self.k.parallel_loop() {
+                self.e.range()
+            } else {
+                (self.e.int(Kind::I64, 0), self.extents[i])
+            };
+            let (h, v) = self.e.begin_loop(start, end);
+            self.index[i] = Some(v);
+            handles.push(h);
+        }
+        handles
+    }
+
+    fn close(&mut self, handles: Vec<E::Loop>) {
+        for h in handles.into_iter().rev() {
+            self.e.end_loop(h);
+        }
+    }
+
+    /// The flat offset of an element of `buffer` at these indices.
+    fn offset(&mut self, buffer: usize, index: &[Index]) -> E::Value {
+        let strides = self.strides[&buffer].clone();
+        let mut acc: Option<E::Value> = None;
+        for (a, &i) in index.iter().enumerate() {
+            let v = match i {
+                Index::Loop(l) => match self.index[l] {
+                    Some(v) => v,
+                    None => continue,
+                },
+                Index::Const(0) | Index::Zero => continue,
+                Index::Const(c) => self.e.int(Kind::I64, c as i64),
+            };
+            let term = match strides[a] {
+                Some(s) => self.e.binary(Binary::Mul, Kind::I64, v, s),
+                None => v,
+            };
+            acc = Some(match acc {
+                None => term,
+                Some(x) => self.e.binary(Binary::Add, Kind::I64, x, term),
+            });
+        }
+        acc.unwrap_or_else(|| self.e.int(Kind::I64, 0))
+    }
+
+    /// Stores a value at the output's current element (the output loops are the nest's first).
+    fn store_output(&mut self, x: E::Value, kind: Kind) {
+        let out = self.k.output;
+        let rank = self.p.buffers[out].shape.len();
+        let index: Vec<Index> = (0..rank).map(Index::Loop).collect();
+        let at = self.offset(out, &index);
+        let dtype = self.p.buffers[out].dtype;
+        let stored = to_memory(self.e, x, kind, dtype);
+        self.e.store(memory_kind(dtype), out, at, stored);
+    }
+
+    /// Reduces `value` over the loops after `rank`; gives the result.
+    fn reduce(&mut self, op: Reduction, value: &Expr, rank: usize) -> (E::Value, Kind) {
+        let dtype = self.p.buffers[self.k.output].dtype;
+        let value_kind = self.kind_of(value);
+        let acc_kind = if dtype == DType::Bool {
+            Kind::Bool
+        } else if !dtype.is_float() && !value_kind.is_float() {
+            Kind::I64
+        } else if value_kind == Kind::F64 || dtype == DType::F64 {
+            Kind::F64
+        } else {
+            Kind::F32
+        };
+        let init = match (acc_kind, op) {
+            (Kind::Bool, Reduction::Min) => self.e.int(Kind::Bool, 1),
+            (Kind::Bool, _) => self.e.int(Kind::Bool, 0),
+            (Kind::I64, Reduction::Max) => self.e.int(Kind::I64, i64::MIN),
+            (Kind::I64, Reduction::Min) => self.e.int(Kind::I64, i64::MAX),
+            (Kind::I64, Reduction::Prod) => self.e.int(Kind::I64, 1),
+            (Kind::I64, _) => self.e.int(Kind::I64, 0),
+            (k, Reduction::Max) => self.e.float(k, f64::NEG_INFINITY),
+            (k, Reduction::Min) => self.e.float(k, f64::INFINITY),
+            (k, Reduction::Prod) => self.e.float(k, 1.0),
+            (k, _) => self.e.float(k, 0.0),
+        };
+        let acc = self.e.variable(acc_kind, init);
+        let inner: Vec<usize> = (rank..self.k.loops.len()).collect();
+        let open = self.open(&inner);
+        let (x, kind) = self.eval(value);
+        let x = self.e.convert(kind, acc_kind, x);
+        let a = self.e.get(acc);
+        let combined = match (acc_kind, op) {
+            (Kind::Bool, Reduction::Min) => self.e.binary(Binary::And, Kind::Bool, a, x),
+            (Kind::Bool, _) => self.e.binary(Binary::Or, Kind::Bool, a, x),
+            (k, Reduction::Sum | Reduction::Mean) => self.e.binary(Binary::Add, k, a, x),
+            (k, Reduction::Prod) => self.e.binary(Binary::Mul, k, a, x),
+            (k, Reduction::Max) => self.e.binary(Binary::Max, k, a, x),
+            (k, Reduction::Min) => self.e.binary(Binary::Min, k, a, x),
+        };
+        self.e.set(acc, combined);
+        self.close(open);
+        let mut result = self.e.get(acc);
+        if op == Reduction::Mean && acc_kind.is_float() {
+            let mut count = self.e.int(Kind::I64, 1);
+            for i in rank..self.k.loops.len() {
+                count = self.e.binary(Binary::Mul, Kind::I64, count, self.extents[i]);
+            }
+            let count = self.e.convert(Kind::I64, acc_kind, count);
+            result = self.e.binary(Binary::Div, acc_kind, result, count);
+        }
+        (result, acc_kind)
+    }
+
+    /// softmax, log_softmax (in place of the axis) and logsumexp (over a
+    /// trailing reduction loop): passes for the maximum, the sum of
+    /// exponentials, and the result.
+    fn along(&mut self, func: AlongAxis, axis: usize, value: &Expr) {
+        let outer: Vec<usize> = (0..self.k.loops.len()).filter(|&i| i != axis).collect();
+        let open = self.open(&outer);
+        let kind = if self.kind_of(value) == Kind::F64 { Kind::F64 } else { Kind::F32 };
+        let neg_inf = self.e.float(kind, f64::NEG_INFINITY);
+        let max = self.e.variable(kind, neg_inf);
+        let h = self.open(&[axis]);
+        let x = self.float_value(value, kind);
+        let m = self.e.get(max);
+        let m2 = self.e.binary(Binary::Max, kind, m, x);
+        self.e.set(max, m2);
+        self.close(h);
+        let m = self.e.get(max);
+        let zero = self.e.float(kind, 0.0);
+        let sum = self.e.variable(kind, zero);
+        let h = self.open(&[axis]);
+        let x = self.float_value(value, kind);
+        let d = self.e.binary(Binary::Sub, kind, x, m);
+        let ex = math::exp(self.e, kind, d);
+        let s = self.e.get(sum);
+        let s2 = self.e.binary(Binary::Add, kind, s, ex);
+        self.e.set(sum, s2);
+        self.close(h);
+        let s = self.e.get(sum);
+        match func {
+            AlongAxis::LogSumExp => {
+                let ls = math::log(self.e, kind, s);
+                let r = self.e.binary(Binary::Add, kind, m, ls);
+                let am = self.e.unary(Unary::Abs, kind, m);
+                let inf = self.e.float(kind, f64::INFINITY);
+                let infinite = self.e.compare(Compare::Eq, kind, am, inf);
+                let r = self.e.select(kind, infinite, m, r);
+                self.store_output(r, kind);
+            }
+            AlongAxis::Softmax | AlongAxis::LogSoftmax => {
+                let ls = math::log(self.e, kind, s);
+                let h = self.open(&[axis]);
+                let x = self.float_value(value, kind);
+                let d = self.e.binary(Binary::Sub, kind, x, m);
+                let r = if func == AlongAxis::Softmax {
+                    let ex = math::exp(self.e, kind, d);
+                    self.e.binary(Binary::Div, kind, ex, s)
+                } else {
+                    self.e.binary(Binary::Sub, kind, d, ls)
+                };
+                self.store_output(r, kind);
+                self.close(h);
+            }
+        }
+        self.close(open);
+    }
+
+    fn float_value(&mut self, value: &Expr, kind: Kind) -> E::Value {
+        let (x, k) = self.eval(value);
+        self.e.convert(k, kind, x)
+    }
+
+    /// The kind an expression evaluates to (see [`Lowering::eval`]).
+    fn kind_of(&self, e: &Expr) -> Kind {
+        match e {
+            Expr::Load { buffer, .. } => register_kind(self.p.buffers[*buffer].dtype),
+            Expr::Literal(Literal::Int(_)) | Expr::Size(_) | Expr::LoopIndex(_) => Kind::I64,
+            Expr::Literal(Literal::Float(_)) => Kind::F64,
+            Expr::Literal(Literal::Bool(_)) => Kind::Bool,
+            Expr::Apply { func, compute, .. } => {
+                let ck = register_kind(*compute);
+                let float_of = |k: Kind| if k.is_float() { k } else { Kind::F64 };
+                match func {
+                    MapFn::Unary(UnaryOp::Not) => Kind::Bool,
+                    MapFn::Unary(UnaryOp::Neg) => ck,
+                    MapFn::Binary(op) => match op {
+                        BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge | BinaryOp::And | BinaryOp::Or => Kind::Bool,
+                        BinaryOp::Div => float_of(ck),
+                        _ if ck == Kind::Bool => Kind::I64,
+                        _ => ck,
+                    },
+                    MapFn::Builtin(b) => match b {
+                        Elementwise::Where | Elementwise::MaskedFill | Elementwise::Clamp | Elementwise::Maximum | Elementwise::Minimum => ck,
+                        Elementwise::Pow if !ck.is_float() => ck,
+                        Elementwise::ToFloat => Kind::F64,
+                        Elementwise::ToInt => Kind::I64,
+                        _ => float_of(ck),
+                    },
+                }
+            }
+        }
+    }
+
+    /// Evaluates an expression at the current loop indices.
+    fn eval(&mut self, e: &Expr) -> (E::Value, Kind) {
+        match e {
+            Expr::Load { buffer, index } => {
+                let at = self.offset(*buffer, index);
+                let dtype = self.p.buffers[*buffer].dtype;
+                let raw = self.e.load(memory_kind(dtype), *buffer, at);
+                (from_memory(self.e, raw, dtype), register_kind(dtype))
+            }
+            Expr::Literal(Literal::Int(v)) => (self.e.int(Kind::I64, *v), Kind::I64),
+            Expr::Literal(Literal::Float(v)) => (self.e.float(Kind::F64, *v), Kind::F64),
+            Expr::Literal(Literal::Bool(v)) => (self.e.int(Kind::Bool, i64::from(*v)), Kind::Bool),
+            Expr::Size(s) => (self.size(*s), Kind::I64),
+            Expr::LoopIndex(l) => {
+                let v = match self.index[*l] {
+                    Some(v) => v,
+                    None => self.e.int(Kind::I64, 0),
+                };
+                (v, Kind::I64)
+            }
+            Expr::Apply { func, compute, args } => self.apply(*func, register_kind(*compute), args),
+        }
+    }
+
+    fn apply(&mut self, func: MapFn, ck: Kind, args: &[Expr]) -> (E::Value, Kind) {
+        // Masks stay masks where the function reads them as masks.
+        let keeps_mask = |i: usize| match func {
+            MapFn::Unary(UnaryOp::Not) | MapFn::Binary(BinaryOp::And | BinaryOp::Or) => true,
+            MapFn::Builtin(Elementwise::Where) => i == 0,
+            MapFn::Builtin(Elementwise::MaskedFill) => i == 1,
+            _ => false,
+        };
+        let mut values = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            let (v, k) = self.eval(a);
+            let target = if keeps_mask(i) { Kind::Bool } else { ck };
+            values.push(self.e.convert(k, target, v));
+        }
+        let e = &mut *self.e;
+        match func {
+            MapFn::Unary(UnaryOp::Not) => (e.unary(Unary::Not, Kind::Bool, values[0]), Kind::Bool),
+            MapFn::Unary(UnaryOp::Neg) => {
+                if ck.is_float() {
+                    (e.unary(Unary::Neg, ck, values[0]), ck)
+                } else {
+                    let zero = e.int(ck, 0);
+                    (e.binary(Binary::Sub, ck, zero, values[0]), ck)
+                }
+            }
+            MapFn::Binary(op) => binary(e, op, ck, values[0], values[1]),
+            MapFn::Builtin(b) => builtin(e, b, ck, &values),
+        }
+    }
+}
+
+fn binary<E: Emitter>(e: &mut E, op: BinaryOp, ck: Kind, a: E::Value, b: E::Value) -> (E::Value, Kind) {
+    let cmp = |op| match op {
+        BinaryOp::Eq => Some(Compare::Eq),
+        BinaryOp::Ne => Some(Compare::Ne),
+        BinaryOp::Lt => Some(Compare::Lt),
+        BinaryOp::Le => Some(Compare::Le),
+        BinaryOp::Gt => Some(Compare::Gt),
+        BinaryOp::Ge => Some(Compare::Ge),
+        _ => None,
+    };
+    if let Some(c) = cmp(op) {
+        return (e.compare(c, ck, a, b), Kind::Bool);
+    }
+    match op {
+        BinaryOp::And => (e.binary(Binary::And, Kind::Bool, a, b), Kind::Bool),
+        BinaryOp::Or => (e.binary(Binary::Or, Kind::Bool, a, b), Kind::Bool),
+        BinaryOp::Div => {
+            let fk = if ck.is_float() { ck } else { Kind::F64 };
+            let x = e.convert(ck, fk, a);
+            let y = e.convert(ck, fk, b);
+            (e.binary(Binary::Div, fk, x, y), fk)
+        }
+        _ => {
+            let k = if ck == Kind::Bool { Kind::I64 } else { ck };
+            let x = e.convert(ck, k, a);
+            let y = e.convert(ck, k, b);
+            let o = match op {
+                BinaryOp::Add => Binary::Add,
+                BinaryOp::Sub => Binary::Sub,
+                _ => Binary::Mul,
+            };
+            (e.binary(o, k, x, y), k)
+        }
+    }
+}
+
+fn builtin<E: Emitter>(e: &mut E, b: Elementwise, ck: Kind, v: &[E::Value]) -> (E::Value, Kind) {
+    use Elementwise as F;
+    match b {
+        F::Where => (e.select(ck, v[0], v[1], v[2]), ck),
+        F::MaskedFill => (e.select(ck, v[1], v[2], v[0]), ck),
+        F::Maximum => (e.binary(Binary::Max, ck, v[0], v[1]), ck),
+        F::Minimum => (e.binary(Binary::Min, ck, v[0], v[1]), ck),
+        F::Clamp => {
+            let lo = e.binary(Binary::Max, ck, v[0], v[1]);
+            (e.binary(Binary::Min, ck, lo, v[2]), ck)
+        }
+        F::Pow if !ck.is_float() => (math::int_pow(e, ck, v[0], v[1]), ck),
+        F::ToFloat => (e.convert(ck, Kind::F64, v[0]), Kind::F64),
+        F::ToInt => (e.convert(ck, Kind::I64, v[0]), Kind::I64),
+        _ => {
+            let fk = if ck.is_float() { ck } else { Kind::F64 };
+            let x: Vec<E::Value> = v.iter().map(|&x| e.convert(ck, fk, x)).collect();
+            (math::elementwise(e, b, fk, &x), fk)
+        }
+    }
+}
+
+/// A loaded element in its register kind.
+fn from_memory<E: Emitter>(e: &mut E, raw: E::Value, dtype: DType) -> E::Value {
+    match dtype {
+        DType::F16 => math::f16_to_f32(e, raw),
+        DType::BF16 => math::bf16_to_f32(e, raw),
+        DType::Bool => e.convert(Kind::I8, Kind::Bool, raw),
+        _ => raw,
+    }
+}
+
+/// A value of kind `kind` as an element of `dtype` in memory. Integers
+/// convert through i64, so a float wraps as the interpreter's does.
+fn to_memory<E: Emitter>(e: &mut E, x: E::Value, kind: Kind, dtype: DType) -> E::Value {
+    match dtype {
+        DType::F16 => {
+            let f = e.convert(kind, Kind::F32, x);
+            math::f32_to_f16(e, f)
+        }
+        DType::BF16 => {
+            let f = e.convert(kind, Kind::F32, x);
+            math::f32_to_bf16(e, f)
+        }
+        DType::Bool => {
+            let b = e.convert(kind, Kind::Bool, x);
+            e.convert(Kind::Bool, Kind::I8, b)
+        }
+        DType::I32 if kind.is_float() => {
+            let i = e.convert(kind, Kind::I64, x);
+            e.convert(Kind::I64, Kind::I32, i)
+        }
+        other => e.convert(kind, register_kind(other), x),
+    }
+}

@@ -1,0 +1,481 @@
+//! Math written once against the emitter, branch-free so that loops using
+//! it vectorise: f32 approximations of `exp`, `log`, `log1p`, `expm1`,
+//! `tanh`, `erf` and the functions built from them (`sigmoid`, `gelu`,
+//! `silu`, `softplus`), half-float conversions with integer operations,
+//! and integer powers. f64, and `sin`, `cos` and `pow` at any width, call
+//! the C math library (`crate::emitter::LIBM`) for full accuracy; those
+//! loops stay scalar. The accuracy of every approximation over the whole
+//! f32 range, inf and nan included, is measured by a test of the suite
+//! (`tests/native_math.rs`).
+
+use crate::emitter::{Binary, Compare, Emitter, Kind, Unary};
+use nax_front::checked::Elementwise;
+
+/// Horner's rule: `c[0] + x*(c[1] + x*(...))`.
+fn poly<E: Emitter>(e: &mut E, k: Kind, x: E::Value, c: &[f64]) -> E::Value {
+    let mut acc = e.float(k, c[c.len() - 1]);
+    for &ci in c[..c.len() - 1].iter().rev() {
+        let m = e.binary(Binary::Mul, k, acc, x);
+        let cv = e.float(k, ci);
+        acc = e.binary(Binary::Add, k, m, cv);
+    }
+    acc
+}
+
+fn f<E: Emitter>(e: &mut E, k: Kind, v: f64) -> E::Value {
+    e.float(k, v)
+}
+
+fn mul<E: Emitter>(e: &mut E, k: Kind, a: E::Value, b: E::Value) -> E::Value {
+    e.binary(Binary::Mul, k, a, b)
+}
+
+fn add<E: Emitter>(e: &mut E, k: Kind, a: E::Value, b: E::Value) -> E::Value {
+    e.binary(Binary::Add, k, a, b)
+}
+
+fn sub<E: Emitter>(e: &mut E, k: Kind, a: E::Value, b: E::Value) -> E::Value {
+    e.binary(Binary::Sub, k, a, b)
+}
+
+fn div<E: Emitter>(e: &mut E, k: Kind, a: E::Value, b: E::Value) -> E::Value {
+    e.binary(Binary::Div, k, a, b)
+}
+
+fn is_nan<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
+    e.compare(Compare::Ne, k, x, x)
+}
+
+/// `libm(x)` for an f32 or f64 `x`.
+fn libm<E: Emitter>(e: &mut E, k: Kind, name: &'static str, args: &[E::Value]) -> E::Value {
+    let wide: Vec<E::Value> = args.iter().map(|&a| e.convert(k, Kind::F64, a)).collect();
+    let r = e.call_libm(name, &wide);
+    e.convert(Kind::F64, k, r)
+}
+
+/// `2^n` for an I32 `n` in the normal exponent range, as an f32.
+fn pow2<E: Emitter>(e: &mut E, n: E::Value) -> E::Value {
+    let bias = e.int(Kind::I32, 127);
+    let b = e.binary(Binary::Add, Kind::I32, n, bias);
+    let sh = e.int(Kind::I32, 23);
+    let bits = e.binary(Binary::Shl, Kind::I32, b, sh);
+    e.bitcast(Kind::I32, Kind::F32, bits)
+}
+
+/// e^x. f32: Cody-Waite reduction to |r| <= ln2/2, a degree-6 polynomial
+/// (Cephes `expf`), and scaling by 2^n in two steps so that subnormal
+/// results are right.
+pub fn exp<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
+    if k == Kind::F64 {
+        return libm(e, k, "exp", &[x]);
+    }
+    let lo = f(e, k, -104.0);
+    let hi = f(e, k, 89.0);
+    let xc = e.binary(Binary::Max, k, x, lo);
+    let xc = e.binary(Binary::Min, k, xc, hi);
+    let log2e = f(e, k, std::f64::consts::LOG2_E);
+    let t = mul(e, k, xc, log2e);
+    let n = e.unary(Unary::RoundEven, k, t);
+    let c1 = f(e, k, 0.693359375);
+    let c2 = f(e, k, -2.12194440e-4);
+    let a = mul(e, k, n, c1);
+    let r = sub(e, k, xc, a);
+    let b = mul(e, k, n, c2);
+    let r = sub(e, k, r, b);
+    let p = poly(e, k, r, &[5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4]);
+    let r2 = mul(e, k, r, r);
+    let p = mul(e, k, p, r2);
+    let p = add(e, k, p, r);
+    let one = f(e, k, 1.0);
+    let p = add(e, k, p, one);
+    let ni = e.convert(k, Kind::I32, n);
+    let one_i = e.int(Kind::I32, 1);
+    let n1 = e.binary(Binary::ShrS, Kind::I32, ni, one_i);
+    let n2 = e.binary(Binary::Sub, Kind::I32, ni, n1);
+    let s1 = pow2(e, n1);
+    let s2 = pow2(e, n2);
+    let p = mul(e, k, p, s1);
+    let p = mul(e, k, p, s2);
+    let nan = is_nan(e, k, x);
+    e.select(k, nan, x, p)
+}
+
+/// The natural logarithm. f32: the exponent from the bits, the mantissa
+/// in [sqrt(1/2), sqrt(2)), and Cephes' `logf` polynomial; subnormals are
+/// scaled first; 0 gives -inf, negatives nan, inf inf.
+pub fn log<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
+    if k == Kind::F64 {
+        return libm(e, k, "log", &[x]);
+    }
+    let min_normal = f(e, k, f32::MIN_POSITIVE as f64);
+    let small = e.compare(Compare::Lt, k, x, min_normal);
+    let scale = f(e, k, 8388608.0);
+    let scaled = mul(e, k, x, scale);
+    let xs = e.select(k, small, scaled, x);
+    let adj_small = f(e, k, -23.0);
+    let zero = f(e, k, 0.0);
+    let adj = e.select(k, small, adj_small, zero);
+    let bits = e.bitcast(k, Kind::I32, xs);
+    let sh = e.int(Kind::I32, 23);
+    let ex = e.binary(Binary::ShrU, Kind::I32, bits, sh);
+    let ff = e.int(Kind::I32, 0xff);
+    let ex = e.binary(Binary::And, Kind::I32, ex, ff);
+    let bias = e.int(Kind::I32, 126);
+    let ex = e.binary(Binary::Sub, Kind::I32, ex, bias);
+    let mant_mask = e.int(Kind::I32, 0x807f_ffff);
+    let mb = e.binary(Binary::And, Kind::I32, bits, mant_mask);
+    let half_bits = e.int(Kind::I32, 0x3f00_0000);
+    let mb = e.binary(Binary::Or, Kind::I32, mb, half_bits);
+    let m = e.bitcast(Kind::I32, k, mb);
+    let sqrth = f(e, k, std::f64::consts::FRAC_1_SQRT_2);
+    let lt = e.compare(Compare::Lt, k, m, sqrth);
+    let fe = e.convert(Kind::I32, k, ex);
+    let one = f(e, k, 1.0);
+    let fe_minus = sub(e, k, fe, one);
+    let fe = e.select(k, lt, fe_minus, fe);
+    let fe = add(e, k, fe, adj);
+    let m2 = add(e, k, m, m);
+    let m_lo = sub(e, k, m2, one);
+    let m_hi = sub(e, k, m, one);
+    let m = e.select(k, lt, m_lo, m_hi);
+    let z = mul(e, k, m, m);
+    let p = poly(
+        e,
+        k,
+        m,
+        &[3.3333331174e-1, -2.4999993993e-1, 2.0000714765e-1, -1.6668057665e-1, 1.4249322787e-1, -1.2420140846e-1, 1.1676998740e-1, -1.1514610310e-1, 7.0376836292e-2],
+    );
+    let y = mul(e, k, p, m);
+    let y = mul(e, k, y, z);
+    let c2 = f(e, k, -2.12194440e-4);
+    let t = mul(e, k, fe, c2);
+    let y = add(e, k, y, t);
+    let h = f(e, k, -0.5);
+    let t = mul(e, k, z, h);
+    let y = add(e, k, y, t);
+    let c1 = f(e, k, 0.693359375);
+    let t = mul(e, k, fe, c1);
+    let r = add(e, k, m, y);
+    let r = add(e, k, r, t);
+    let inf = f(e, k, f64::INFINITY);
+    let is_inf = e.compare(Compare::Eq, k, x, inf);
+    let r = e.select(k, is_inf, inf, r);
+    let is_zero = e.compare(Compare::Eq, k, x, zero);
+    let neg_inf = f(e, k, f64::NEG_INFINITY);
+    let r = e.select(k, is_zero, neg_inf, r);
+    let negative = e.compare(Compare::Lt, k, x, zero);
+    let nan = f(e, k, f64::NAN);
+    let r = e.select(k, negative, nan, r);
+    let x_nan = is_nan(e, k, x);
+    e.select(k, x_nan, x, r)
+}
+
+/// log(1 + x), accurate near 0: `log(u) * x / (u - 1)` with `u = 1 + x`.
+pub fn log1p<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
+    if k == Kind::F64 {
+        return libm(e, k, "log1p", &[x]);
+    }
+    let one = f(e, k, 1.0);
+    let u = add(e, k, one, x);
+    let d = sub(e, k, u, one);
+    let lu = log(e, k, u);
+    let q = div(e, k, x, d);
+    let r = mul(e, k, lu, q);
+    let zero = f(e, k, 0.0);
+    let exact = e.compare(Compare::Eq, k, d, zero);
+    let r = e.select(k, exact, x, r);
+    let inf = f(e, k, f64::INFINITY);
+    let is_inf = e.compare(Compare::Eq, k, x, inf);
+    e.select(k, is_inf, x, r)
+}
+
+/// e^x - 1, accurate near 0 (Kahan: `(u - 1) * x / log(u)` with `u = e^x`).
+pub fn expm1<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
+    if k == Kind::F64 {
+        return libm(e, k, "expm1", &[x]);
+    }
+    let u = exp(e, k, x);
+    let one = f(e, k, 1.0);
+    let um1 = sub(e, k, u, one);
+    let lu = log(e, k, u);
+    let q = div(e, k, x, lu);
+    let r = mul(e, k, um1, q);
+    let is_one = e.compare(Compare::Eq, k, u, one);
+    let r = e.select(k, is_one, x, r);
+    let minus_one = f(e, k, -1.0);
+    let is_m1 = e.compare(Compare::Eq, k, um1, minus_one);
+    let r = e.select(k, is_m1, minus_one, r);
+    let inf = f(e, k, f64::INFINITY);
+    let is_inf = e.compare(Compare::Eq, k, u, inf);
+    e.select(k, is_inf, u, r)
+}
+
+/// tanh: Cephes' `tanhf` polynomial below |x| = 0.625, `1 - 2/(e^(2|x|) + 1)` above.
+pub fn tanh<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
+    if k == Kind::F64 {
+        return libm(e, k, "tanh", &[x]);
+    }
+    let z = mul(e, k, x, x);
+    let p = poly(e, k, z, &[-3.33332819422e-1, 1.33314422036e-1, -5.37397155531e-2, 2.06390887954e-2, -5.70498872745e-3]);
+    let p = mul(e, k, p, z);
+    let p = mul(e, k, p, x);
+    let small_value = add(e, k, p, x);
+    let a = e.unary(Unary::Abs, k, x);
+    let two_a = add(e, k, a, a);
+    let ex = exp(e, k, two_a);
+    let one = f(e, k, 1.0);
+    let d = add(e, k, ex, one);
+    let two = f(e, k, 2.0);
+    let q = div(e, k, two, d);
+    let t = sub(e, k, one, q);
+    let zero = f(e, k, 0.0);
+    let negative = e.compare(Compare::Lt, k, x, zero);
+    let nt = e.unary(Unary::Neg, k, t);
+    let large_value = e.select(k, negative, nt, t);
+    let limit = f(e, k, 0.625);
+    let small = e.compare(Compare::Lt, k, a, limit);
+    e.select(k, small, small_value, large_value)
+}
+
+/// erf: its Taylor series to x^21 below |x| = 1 (error under 1e-9), and
+/// Abramowitz and Stegun 7.1.26 above (absolute error under 1.5e-7).
+pub fn erf<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
+    if k == Kind::F64 {
+        return libm(e, k, "erf", &[x]);
+    }
+    let mut taylor = [0.0f64; 11];
+    let mut factorial = 1.0;
+    for (n, c) in taylor.iter_mut().enumerate() {
+        if n > 0 {
+            factorial *= n as f64;
+        }
+        let sign = if n % 2 == 0 { 1.0 } else { -1.0 };
+        *c = std::f64::consts::FRAC_2_SQRT_PI * sign / (factorial * (2 * n + 1) as f64);
+    }
+    let z = mul(e, k, x, x);
+    let p = poly(e, k, z, &taylor);
+    let small_value = mul(e, k, p, x);
+    let a = e.unary(Unary::Abs, k, x);
+    let pc = f(e, k, 0.3275911);
+    let pa = mul(e, k, pc, a);
+    let one = f(e, k, 1.0);
+    let d = add(e, k, one, pa);
+    let t = div(e, k, one, d);
+    let q = poly(e, k, t, &[0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429]);
+    let q = mul(e, k, q, t);
+    let nz = e.unary(Unary::Neg, k, z);
+    let ez = exp(e, k, nz);
+    let q = mul(e, k, q, ez);
+    let y = sub(e, k, one, q);
+    let zero = f(e, k, 0.0);
+    let negative = e.compare(Compare::Lt, k, x, zero);
+    let ny = e.unary(Unary::Neg, k, y);
+    let large_value = e.select(k, negative, ny, y);
+    let small = e.compare(Compare::Lt, k, a, one);
+    let r = e.select(k, small, small_value, large_value);
+    let x_nan = is_nan(e, k, x);
+    e.select(k, x_nan, x, r)
+}
+
+/// 1 / (1 + e^-x).
+pub fn sigmoid<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
+    let nx = e.unary(Unary::Neg, k, x);
+    let ex = exp(e, k, nx);
+    let one = f(e, k, 1.0);
+    let d = add(e, k, one, ex);
+    div(e, k, one, d)
+}
+
+/// A float elementwise built-in of one or two float operands of kind `k`.
+pub fn elementwise<E: Emitter>(e: &mut E, func: Elementwise, k: Kind, v: &[E::Value]) -> E::Value {
+    use Elementwise as F;
+    let x = v[0];
+    match func {
+        F::Exp => exp(e, k, x),
+        F::Log => log(e, k, x),
+        F::Log1p => log1p(e, k, x),
+        F::Expm1 => expm1(e, k, x),
+        F::Sqrt => e.unary(Unary::Sqrt, k, x),
+        F::Rsqrt => {
+            let s = e.unary(Unary::Sqrt, k, x);
+            let one = f(e, k, 1.0);
+            div(e, k, one, s)
+        }
+        F::Abs => e.unary(Unary::Abs, k, x),
+        F::Sin => libm(e, k, "sin", &[x]),
+        F::Cos => libm(e, k, "cos", &[x]),
+        F::Tanh => tanh(e, k, x),
+        F::Erf => erf(e, k, x),
+        F::Floor => e.unary(Unary::Floor, k, x),
+        F::Ceil => e.unary(Unary::Ceil, k, x),
+        F::Round => e.unary(Unary::RoundEven, k, x),
+        F::Sign => {
+            let zero = f(e, k, 0.0);
+            let one = f(e, k, 1.0);
+            let minus = f(e, k, -1.0);
+            let pos = e.compare(Compare::Gt, k, x, zero);
+            let s = e.select(k, pos, one, minus);
+            let is_zero = e.compare(Compare::Eq, k, x, zero);
+            let s = e.select(k, is_zero, zero, s);
+            let nan = is_nan(e, k, x);
+            e.select(k, nan, x, s)
+        }
+        F::Sigmoid => sigmoid(e, k, x),
+        F::Relu => {
+            let zero = f(e, k, 0.0);
+            let neg = e.compare(Compare::Lt, k, x, zero);
+            e.select(k, neg, zero, x)
+        }
+        F::Gelu => {
+            let c = f(e, k, std::f64::consts::FRAC_1_SQRT_2);
+            let s = mul(e, k, x, c);
+            let er = erf(e, k, s);
+            let one = f(e, k, 1.0);
+            let t = add(e, k, one, er);
+            let h = f(e, k, 0.5);
+            let hx = mul(e, k, h, x);
+            mul(e, k, hx, t)
+        }
+        F::Silu => {
+            let s = sigmoid(e, k, x);
+            mul(e, k, x, s)
+        }
+        F::Softplus => {
+            let ex = exp(e, k, x);
+            let l = log1p(e, k, ex);
+            let limit = f(e, k, 20.0);
+            let big = e.compare(Compare::Gt, k, x, limit);
+            e.select(k, big, x, l)
+        }
+        F::Pow => libm(e, k, "pow", &[x, v[1]]),
+        F::Maximum => e.binary(Binary::Max, k, x, v[1]),
+        F::Minimum => e.binary(Binary::Min, k, x, v[1]),
+        // Handled by the lowering; not float functions of floats.
+        F::Where | F::Clamp | F::MaskedFill | F::ToFloat | F::ToInt => x,
+    }
+}
+
+/// x^y for integers (wrapping, as torch), 0 for a negative exponent:
+/// square-and-multiply over the exponent's bits, unrolled.
+pub fn int_pow<E: Emitter>(e: &mut E, k: Kind, x: E::Value, y: E::Value) -> E::Value {
+    let width = if k == Kind::I32 { 32 } else { 64 };
+    let mut result = e.int(k, 1);
+    let mut base = x;
+    let one = e.int(k, 1);
+    let zero = e.int(k, 0);
+    for bit in 0..width - 1 {
+        let sh = e.int(k, bit);
+        let b = e.binary(Binary::ShrU, k, y, sh);
+        let b = e.binary(Binary::And, k, b, one);
+        let set = e.compare(Compare::Ne, k, b, zero);
+        let m = e.binary(Binary::Mul, k, result, base);
+        result = e.select(k, set, m, result);
+        base = e.binary(Binary::Mul, k, base, base);
+    }
+    let negative = e.compare(Compare::Lt, k, y, zero);
+    e.select(k, negative, zero, result)
+}
+
+/// The f32 value of f16 bits (an `I16`), exact, subnormals, inf and nan included.
+pub fn f16_to_f32<E: Emitter>(e: &mut E, h: E::Value) -> E::Value {
+    let i = |e: &mut E, v: i64| e.int(Kind::I32, v);
+    let h = e.convert(Kind::I16, Kind::I32, h);
+    let m16 = i(e, 0xffff);
+    let h = e.binary(Binary::And, Kind::I32, h, m16);
+    let low = i(e, 0x7fff);
+    let o = e.binary(Binary::And, Kind::I32, h, low);
+    let s13 = i(e, 13);
+    let o = e.binary(Binary::Shl, Kind::I32, o, s13);
+    let shifted_exp = i(e, 0x7c00 << 13);
+    let ex = e.binary(Binary::And, Kind::I32, shifted_exp, o);
+    let rebias = i(e, (127 - 15) << 23);
+    let o = e.binary(Binary::Add, Kind::I32, o, rebias);
+    // inf and nan: the exponent is all ones.
+    let is_special = e.compare(Compare::Eq, Kind::I32, ex, shifted_exp);
+    let extra = i(e, (128 - 16) << 23);
+    let o_special = e.binary(Binary::Add, Kind::I32, o, extra);
+    // Subnormal halves: renormalise through a float subtraction.
+    let zero = i(e, 0);
+    let is_sub = e.compare(Compare::Eq, Kind::I32, ex, zero);
+    let one_exp = i(e, 1 << 23);
+    let o_sub = e.binary(Binary::Add, Kind::I32, o, one_exp);
+    let f_sub = e.bitcast(Kind::I32, Kind::F32, o_sub);
+    let magic = e.float(Kind::F32, f32::from_bits(113 << 23) as f64);
+    let f_sub = e.binary(Binary::Sub, Kind::F32, f_sub, magic);
+    let o_sub = e.bitcast(Kind::F32, Kind::I32, f_sub);
+    let o = e.select(Kind::I32, is_special, o_special, o);
+    let o = e.select(Kind::I32, is_sub, o_sub, o);
+    let sign_mask = i(e, 0x8000);
+    let sign = e.binary(Binary::And, Kind::I32, h, sign_mask);
+    let s16 = i(e, 16);
+    let sign = e.binary(Binary::Shl, Kind::I32, sign, s16);
+    let o = e.binary(Binary::Or, Kind::I32, o, sign);
+    e.bitcast(Kind::I32, Kind::F32, o)
+}
+
+/// f32 to f16 bits (an `I16`), rounding to nearest even; overflow gives
+/// inf, nan stays nan.
+pub fn f32_to_f16<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
+    let i = |e: &mut E, v: i64| e.int(Kind::I32, v);
+    let bits = e.bitcast(Kind::F32, Kind::I32, x);
+    let sign_mask = i(e, 0x8000_0000);
+    let sign = e.binary(Binary::And, Kind::I32, bits, sign_mask);
+    let a = e.binary(Binary::Xor, Kind::I32, bits, sign);
+    // |x| >= 65520 (or inf, nan): 0x7c00, or 0x7e00 for nan.
+    let f16max = i(e, (127 + 16) << 23);
+    let big = e.compare(Compare::Ge, Kind::I32, a, f16max);
+    let f32inf = i(e, 255 << 23);
+    let nan = e.compare(Compare::Gt, Kind::I32, a, f32inf);
+    let qnan = i(e, 0x7e00);
+    let inf = i(e, 0x7c00);
+    let big_value = e.select(Kind::I32, nan, qnan, inf);
+    // Subnormal results: let a float addition do the rounding.
+    let denorm_magic = i(e, ((127 - 15) + (23 - 10) + 1) << 23);
+    let af = e.bitcast(Kind::I32, Kind::F32, a);
+    let mf = e.bitcast(Kind::I32, Kind::F32, denorm_magic);
+    let sum = e.binary(Binary::Add, Kind::F32, af, mf);
+    let sb = e.bitcast(Kind::F32, Kind::I32, sum);
+    let sub_value = e.binary(Binary::Sub, Kind::I32, sb, denorm_magic);
+    let min_normal = i(e, 113 << 23);
+    let subnormal = e.compare(Compare::Lt, Kind::I32, a, min_normal);
+    // Normal results: rebias, round to nearest even, shift.
+    let s13 = i(e, 13);
+    let odd = e.binary(Binary::ShrU, Kind::I32, a, s13);
+    let one = i(e, 1);
+    let odd = e.binary(Binary::And, Kind::I32, odd, one);
+    let rebias = i(e, ((15 - 127) << 23) + 0xfff);
+    let n = e.binary(Binary::Add, Kind::I32, a, rebias);
+    let n = e.binary(Binary::Add, Kind::I32, n, odd);
+    let normal_value = e.binary(Binary::ShrU, Kind::I32, n, s13);
+    let o = e.select(Kind::I32, subnormal, sub_value, normal_value);
+    let o = e.select(Kind::I32, big, big_value, o);
+    let s16 = i(e, 16);
+    let sign16 = e.binary(Binary::ShrU, Kind::I32, sign, s16);
+    let o = e.binary(Binary::Or, Kind::I32, o, sign16);
+    e.convert(Kind::I32, Kind::I16, o)
+}
+
+/// The f32 value of bf16 bits (an `I16`): the high half of an f32.
+pub fn bf16_to_f32<E: Emitter>(e: &mut E, h: E::Value) -> E::Value {
+    let w = e.convert(Kind::I16, Kind::I32, h);
+    let s16 = e.int(Kind::I32, 16);
+    let bits = e.binary(Binary::Shl, Kind::I32, w, s16);
+    e.bitcast(Kind::I32, Kind::F32, bits)
+}
+
+/// f32 to bf16 bits, rounding to nearest even; nan stays nan.
+pub fn f32_to_bf16<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
+    let bits = e.bitcast(Kind::F32, Kind::I32, x);
+    let s16 = e.int(Kind::I32, 16);
+    let hi = e.binary(Binary::ShrU, Kind::I32, bits, s16);
+    let one = e.int(Kind::I32, 1);
+    let odd = e.binary(Binary::And, Kind::I32, hi, one);
+    let round = e.int(Kind::I32, 0x7fff);
+    let b = e.binary(Binary::Add, Kind::I32, bits, round);
+    let b = e.binary(Binary::Add, Kind::I32, b, odd);
+    let r = e.binary(Binary::ShrU, Kind::I32, b, s16);
+    let nan = is_nan(e, Kind::F32, x);
+    let qnan = e.int(Kind::I32, 0x7fc0);
+    let r = e.select(Kind::I32, nan, qnan, r);
+    e.convert(Kind::I32, Kind::I16, r)
+}
