@@ -30,7 +30,8 @@ WEIGHTS = {
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("nax")
-    ap.add_argument("--backend", default="interp")
+    ap.add_argument("--backend", default="llvm")
+    ap.add_argument("--timings", action="store_true", help="print the time of each stage (nax run --timings)")
     opts = ap.parse_args()
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -45,7 +46,7 @@ def main():
             w[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
         save_file(w, weights)
         cmd = [opts.nax, "run", os.path.join(HERE, "transformer_block.nax"), "--fn", "block",
-               "--inputs", inputs, "--weights", weights, "--out", out, "--backend", opts.backend]
+               "--inputs", inputs, "--weights", weights, "--out", out, "--backend", opts.backend] + (["--timings"] if opts.timings else [])
         done = subprocess.run(cmd)
         if done.returncode != 0:
             sys.exit(done.returncode)

@@ -55,7 +55,8 @@ fn reduced(path: &Path, function: &str) -> Case {
 
 /// The cases: every operator and built-in, every pattern operation, both
 /// broadcasting modes, every matmul rank case, size-1 axes, rank 0,
-/// run-time sizes, lengths 1, 7, 23 and 1029, every dtype, nan and inf.
+/// run-time sizes, lengths 1, 7, 23, 1029 and 65,537, rank-5 permutes,
+/// empty axes, integer wrapping, every dtype, nan and inf.
 fn cases() -> Vec<Case> {
     vec![
         case("arith_by_name_transpose", "dim n = 7\ndim m = 5\ndef f(x: [n m], y: [m n]) -> [n m] {\n    return x + y * 2.0 - x / (abs(y) + 1.0)\n}\n"),
@@ -98,6 +99,17 @@ fn cases() -> Vec<Case> {
         Case { sizes: vec![("V", 46)], ..case("runtime_sizes", "dim V\ndim W = V / 2\ndef f(x: [V], y: [W]) -> [W] {\n    h = rearrange(x, (a 2) -> a 2)\n    return (reduce(h, a t -> a, sum) as [W]) * y\n}\n") },
         Case { sizes: vec![("e", 12)], ..case("run_time_keyword", "dim n = 3\ndef f(x: [n e], k: int) -> [n h d] {\n    return rearrange(x, n (h d) -> n h d, h=k)\n}\n") },
         Case { sizes: vec![("b", 7), ("n", 23)], ..case("parameter_sizes", "def f(x: [b n], y: [n]) -> [b n] {\n    return x * y\n}\n") },
+        // Edge cases of native code: vector tails and thread splits, stride-0
+        // and size-1 axes, rank-5 permutes, empty axes, wrapping, half floats.
+        case("length_65537", "dim n = 65537\ndef f(x: [n], y: [n]) -> [n] {\n    return gelu(x * 1.5 + y) - sum(y, n) / 65537.0\n}\n"),
+        case("length_65537_rows", "dim r = 3\ndim n = 65537\ndef f(x: [r n], y: [n]) -> [r] {\n    return max(x * y, n) + mean(x, n)\n}\n"),
+        case("stride_zero_and_size_one", "dim a = 23\ndim b = 7\ndef f(x: [a 1], y: [1 b], z: [b]) -> [a b] {\n    return x * y + z + repeat(z, b -> a b, a=23)\n}\n"),
+        case("permute_rank5", "dim a = 2\ndim b = 3\ndim c = 4\ndim d = 5\ndim e = 6\ndef f(x: [a b c d e], y: [e c a d b]) -> [e c a d b] {\n    return rearrange(x, a b c d e -> e c a d b) + y\n}\n"),
+        Case { sizes: vec![("b", 0)], ..case("empty_axis", "dim n = 5\ndef f(x: [b n], y: [n]) -> [b n] {\n    return softmax(x * y, n) + relu(x)\n}\n") },
+        Case { sizes: vec![("b", 0)], ..case("empty_reduction", "dim n = 5\ndef f(x: [n b]) -> [n] {\n    return sum(x, b) + float(sum(x > 0.0, b))\n}\n") },
+        case("i64_wrapping", "dim n = 7\ndef f(i: Int[n]) -> Int[n] {\n    return i * 6000000000 * 6000000000 + i * -9000000000000000000\n}\n"),
+        case("int_pow_and_compare", "dim n = 23\ndef f(i: Int[n], j: i32[n]) -> Int[n] {\n    return pow(i, 3) + where(j > 1, int(j), -1)\n}\n"),
+        Case { special_values: true, ..case("f16_specials", "dim n = 1029\ndef f(x: f16[n], y: bf16[n]) -> f16[n] {\n    return x * 0.001 + exp(x) - float(y) * 70000.0 * 0.00001\n}\n") },
         Case { special_values: true, ..case("nan_inf_inputs", "dim n = 7\ndef f(x: [n]) -> [n] {\n    return softmax(x, n) + sigmoid(x) + maximum(x, 0.0)\n}\n") },
     ]
 }
@@ -178,9 +190,16 @@ fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, solved: &[Option<u6
         .collect()
 }
 
-/// The back ends under test (the interpreter is also the reference).
+/// The back ends under test (the interpreter, first, is also the reference).
 fn backends() -> Vec<Box<dyn Backend>> {
-    vec![Box::new(nax_back_interp::Interpreter)]
+    let mut all: Vec<Box<dyn Backend>> = vec![Box::new(nax_back_interp::Interpreter)];
+    all.extend(native_backends());
+    all
+}
+
+/// The back ends that compile to machine code.
+pub fn native_backends() -> Vec<Box<dyn Backend>> {
+    vec![Box::new(nax_back_llvm::Llvm), Box::new(nax_back_cranelift::Cranelift)]
 }
 
 /// Compares two results at CLI.md's tolerances; nan must meet nan.

@@ -9,6 +9,7 @@
 //! - `cli`: the command line's exit codes and outputs;
 //! - `exec`: the shared execution cases, through `nax run --backend interp`;
 //! - `examples`: the example models check clean;
+//! - `native_math`: the accuracy of the native back ends' f32 math over the whole f32 range;
 //! - `graph`: every checked function lowers to a graph that verifies and whose text form parses back.
 
 mod backends;
@@ -19,6 +20,7 @@ mod examples;
 mod exec;
 mod explain;
 mod graph;
+mod native_math;
 #[path = "support/generate.rs"]
 mod generate;
 mod robustness;

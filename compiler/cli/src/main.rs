@@ -51,7 +51,7 @@ enum Command {
         /// Where the result is written, as the tensor `out`.
         #[arg(long, value_name = "OUT.safetensors")]
         out: PathBuf,
-        #[arg(long, value_enum, default_value_t = BackendName::Interp)]
+        #[arg(long, value_enum, default_value_t = BackendName::Llvm)]
         backend: BackendName,
         /// Print the time of each stage to stderr.
         #[arg(long)]
@@ -66,7 +66,7 @@ enum Command {
         /// The output file.
         #[arg(short = 'o', value_name = "OUT")]
         out: PathBuf,
-        #[arg(long, value_enum, default_value_t = BackendName::Interp)]
+        #[arg(long, value_enum, default_value_t = BackendName::Llvm)]
         backend: BackendName,
         #[arg(long, value_enum, default_value_t = Target::Cpu)]
         target: Target,
@@ -87,8 +87,7 @@ enum Format {
     Json,
 }
 
-/// The back ends of CLI.md. Until the LLVM back end lands (issue 4), the
-/// interpreter is the default.
+/// The back ends of CLI.md; LLVM is the default.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum BackendName {
     Llvm,
@@ -134,9 +133,10 @@ fn main() -> ExitCode {
 fn backend(name: BackendName) -> Result<Box<dyn nax_ir::Backend>, ExitCode> {
     match name {
         BackendName::Interp => Ok(Box::new(nax_back_interp::Interpreter)),
-        other => {
-            let name = other.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
-            eprintln!("error: the {name} back end is not part of this build yet; use --backend interp");
+        BackendName::Llvm => Ok(Box::new(nax_back_llvm::Llvm)),
+        BackendName::Cranelift => Ok(Box::new(nax_back_cranelift::Cranelift)),
+        BackendName::Mlir => {
+            eprintln!("error: the mlir back end is not part of this build yet; use --backend llvm, cranelift or interp");
             Err(ExitCode::from(2))
         }
     }
@@ -197,7 +197,7 @@ fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target,
                     }
                 }
             }
-            text
+            text.into_bytes()
         }
         Emit::Kernels => {
             let mut text = String::new();
@@ -210,15 +210,31 @@ fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target,
                     }
                 }
             }
-            text
+            text.into_bytes()
         }
         Emit::Torch => match nax_back_torch::emit_module(&checked.module) {
-            Ok(text) => text,
+            Ok(text) => text.into_bytes(),
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::from(1);
             }
         },
+        Emit::Obj | Emit::LlvmIr if name == BackendName::Llvm => {
+            let graphs: Result<Vec<nax_ir::Graph>, String> = checked.module.functions.iter().map(|f| nax_ir::lower(&checked.module, &f.name).map_err(|e| e.to_string())).collect();
+            timings.mark("lower");
+            let artifact = if emit == Emit::Obj { nax_back_llvm::Artifact::Object } else { nax_back_llvm::Artifact::Ir };
+            match graphs.and_then(|g| nax_back_llvm::emit(&g, artifact)) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(1);
+                }
+            }
+        }
+        Emit::Obj | Emit::LlvmIr => {
+            eprintln!("error: --emit obj and --emit llvm-ir come from the llvm back end (--backend llvm)");
+            return ExitCode::from(2);
+        }
         other => {
             let name = other.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
             eprintln!("error: --emit {name} is not part of this build yet");
@@ -228,6 +244,7 @@ fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target,
     timings.mark(match emit {
         Emit::Graph => "lower",
         Emit::Kernels => "kernels",
+        Emit::Obj | Emit::LlvmIr => "codegen",
         _ => "emit",
     });
     if show_timings {

@@ -90,8 +90,7 @@ pub fn run(req: &RunRequest, source: &str, backend: &dyn Backend, timings: &mut 
     }
     timings.mark("load");
     let sizes = nax_ir::check_call(&graph, &args, &weights)?;
-    let executable = backend.compile(&graph)?;
-    timings.mark("codegen");
+    let executable = backend.compile_timed(&graph, &mut |stage| timings.mark(stage))?;
     let result = executable.run(&args, &weights, &sizes)?;
     timings.mark("run");
     nax_runtime::write_tensor_atomic(&req.out, "out", &result).map_err(|e| e.to_string())

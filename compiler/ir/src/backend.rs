@@ -31,6 +31,13 @@ pub trait Backend {
     fn name(&self) -> &'static str;
     /// Compiles one function's graph.
     fn compile(&self, graph: &Graph) -> Result<Box<dyn Executable>, String>;
+    /// Compiles, calling `stage(name)` as each stage ends (`kernels`,
+    /// `codegen`, `link`, ...), for `--timings`.
+    fn compile_timed(&self, graph: &Graph, stage: &mut dyn FnMut(&'static str)) -> Result<Box<dyn Executable>, String> {
+        let compiled = self.compile(graph)?;
+        stage("codegen");
+        Ok(compiled)
+    }
 }
 
 /// The call-boundary check: every argument and weight against the graph's

@@ -1,1 +1,143 @@
-//! The Cranelift back end (placeholder being written).
+//! The Cranelift back end (`--backend cranelift`): the fast-compiling JIT
+//! fallback. A graph becomes the kernel program of `nax_kernel`; each kernel
+//! becomes one Cranelift function through the shared lowering of
+//! `nax_back_native` (the emitter is in [`emit`]), compiled for the host
+//! CPU at `opt_level=speed` into memory; the shared threaded driver calls
+//! the functions. The C math library functions the lowering calls are
+//! resolved from the running process.
+
+mod emit;
+
+use cranelift_codegen::ir::{types, AbiParam};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::FunctionBuilderContext;
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleError};
+use emit::{kernel_signature, KernelEmitter};
+use nax_back_native::{Compiled, KernelFn, Plan, LIBM};
+use nax_ir::{Argument, Backend, Executable, Graph};
+use nax_runtime::HostTensor;
+use std::collections::HashMap;
+
+/// The Cranelift back end.
+pub struct Cranelift;
+
+impl Backend for Cranelift {
+    fn name(&self) -> &'static str {
+        "cranelift"
+    }
+
+    fn compile(&self, graph: &Graph) -> Result<Box<dyn Executable>, String> {
+        self.compile_timed(graph, &mut |_| {})
+    }
+
+    fn compile_timed(&self, graph: &Graph, stage: &mut dyn FnMut(&'static str)) -> Result<Box<dyn Executable>, String> {
+        let program = nax_kernel::form(graph)?;
+        let problems = nax_kernel::verify(&program);
+        if !problems.is_empty() {
+            return Err(format!("internal error: the kernel program of `{}` does not verify: {}", graph.name, problems.join("; ")));
+        }
+        let plan = Plan::new(&program);
+        stage("kernels");
+        let mut module = host_module()?;
+        let libm = declare_libm(&mut module)?;
+        let signature = kernel_signature(&module);
+        let mut context = module.make_context();
+        let mut builder_context = FunctionBuilderContext::new();
+        let mut ids = Vec::with_capacity(program.kernels.len());
+        for (i, kernel) in program.kernels.iter().enumerate() {
+            let name = format!("kernel{i}");
+            let id = module.declare_function(&name, Linkage::Local, &signature).map_err(|e| internal(&format!("declaring {name}"), &e))?;
+            module.clear_context(&mut context);
+            context.func.signature = signature.clone();
+            let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &nax_back_native::kernel_buffers(kernel));
+            nax_back_native::lower_kernel(&mut emitter, &program, &plan, kernel);
+            emitter.finish();
+            module.define_function(id, &mut context).map_err(|e| match e {
+                ModuleError::Compilation(error) => {
+                    format!("internal error: Cranelift rejected {name}: {}", cranelift_codegen::print_errors::pretty_error(&context.func, error))
+                }
+                other => internal(&format!("compiling {name}"), &other),
+            })?;
+            ids.push(id);
+        }
+        stage("codegen");
+        module.finalize_definitions().map_err(|e| internal("linking the kernels", &e))?;
+        let kernels = ids
+            .into_iter()
+            .map(|id| {
+                let code = module.get_finalized_function(id);
+                // SAFETY: the function was compiled with `kernel_signature`,
+                // the C signature of `KernelFn`, for this host.
+                unsafe { std::mem::transmute::<*const u8, KernelFn>(code) }
+            })
+            .collect();
+        let compiled = Compiled { program, plan, kernels, names: nax_back_native::result_names(graph) };
+        stage("link");
+        Ok(Box::new(JitExecutable { compiled, module: Some(module) }))
+    }
+}
+
+/// A Cranelift error as an internal error, with what was being done.
+fn internal(doing: &str, e: &ModuleError) -> String {
+    format!("internal error: Cranelift failed {doing}: {e}")
+}
+
+/// A JIT module for the host CPU at `opt_level=speed`.
+fn host_module() -> Result<JITModule, String> {
+    let mut flags = settings::builder();
+    // Imported functions may lie anywhere in the address space: calls to
+    // them need long-range relocations (as `JITBuilder::with_flags` sets).
+    for (name, value) in [("opt_level", "speed"), ("use_colocated_libcalls", "false"), ("is_pic", "false")] {
+        flags.set(name, value).map_err(|e| format!("internal error: the Cranelift setting {name}={value}: {e}"))?;
+    }
+    let isa = cranelift_native::builder()
+        .map_err(|e| format!("Cranelift does not support this host: {e}"))?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| format!("Cranelift does not support this host: {e}"))?;
+    if isa.pointer_type() != types::I64 {
+        return Err(format!("the Cranelift back end needs a 64-bit host, not {}", isa.triple()));
+    }
+    Ok(JITModule::new(JITBuilder::with_isa(isa, default_libcall_names())))
+}
+
+/// Declares the C math library functions the lowering may call, as
+/// imports resolved from the process when the module is finalized.
+fn declare_libm(module: &mut JITModule) -> Result<HashMap<&'static str, FuncId>, String> {
+    LIBM.iter()
+        .map(|&name| {
+            let mut signature = module.make_signature();
+            let arity = if name == "pow" { 2 } else { 1 };
+            signature.params.extend(std::iter::repeat_n(AbiParam::new(types::F64), arity));
+            signature.returns.push(AbiParam::new(types::F64));
+            let id = module.declare_function(name, Linkage::Import, &signature).map_err(|e| internal(&format!("declaring {name}"), &e))?;
+            Ok((name, id))
+        })
+        .collect()
+}
+
+/// Compiled kernels with the JIT memory that holds their code.
+struct JitExecutable {
+    compiled: Compiled,
+    /// Always `Some` until dropped; taken to free the code.
+    module: Option<JITModule>,
+}
+
+impl Executable for JitExecutable {
+    fn run(&self, args: &[Argument], weights: &HashMap<String, HostTensor>, sizes: &[Option<u64>]) -> Result<HostTensor, String> {
+        self.compiled.run(args, weights, sizes)
+    }
+}
+
+impl Drop for JitExecutable {
+    fn drop(&mut self) {
+        if let Some(module) = self.module.take() {
+            // SAFETY: no kernel is running (`run` borrows `self`), and the
+            // function pointers in `compiled` are dropped with `self`.
+            unsafe { module.free_memory() };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

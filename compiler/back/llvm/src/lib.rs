@@ -1,1 +1,258 @@
-//! placeholder
+//! The LLVM back end (`--backend llvm`, the default). Each kernel of the
+//! kernel IR becomes an LLVM function through the shared lowering
+//! ([`nax_back_native::lower_kernel`]), optimised by LLVM's O3 pipeline for
+//! the host CPU (its name and features are detected and set on every
+//! function, so the loop vectoriser uses AVX-512 where the machine has it),
+//! then JIT-compiled in process for `nax run`, or written as an object
+//! file or LLVM IR for `nax build --emit obj|llvm-ir`.
+//!
+//! Each kernel is two functions: `<program>_k<i>_body`, whose buffer
+//! parameters are `noalias` (kernels never write a buffer they read), and
+//! the exported `<program>_k<i>` with the driver's uniform signature,
+//! which loads the buffer pointers and calls the body (inlined at O3).
+
+mod emit;
+
+use emit::LlvmEmitter;
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::context::Context;
+use inkwell::execution_engine::ExecutionEngine;
+use inkwell::module::{Linkage, Module};
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine};
+use inkwell::OptimizationLevel;
+use nax_back_native::{kernel_buffers, lower_kernel, Compiled, KernelFn, Plan};
+use nax_ir::{Argument, Backend, Executable, Graph};
+use nax_kernel::Program;
+use nax_runtime::HostTensor;
+use std::collections::HashMap;
+use std::mem::ManuallyDrop;
+use std::sync::OnceLock;
+
+/// The LLVM CPU back end.
+pub struct Llvm;
+
+/// What `nax build` can write from the LLVM back end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Artifact {
+    /// An ELF object file for the host.
+    Object,
+    /// The optimised LLVM IR, as text.
+    Ir,
+}
+
+/// The host: its triple, CPU name and features.
+struct Host {
+    triple: inkwell::targets::TargetTriple,
+    cpu: String,
+    features: String,
+}
+
+fn host() -> Result<&'static Host, String> {
+    static HOST: OnceLock<Result<Host, String>> = OnceLock::new();
+    HOST.get_or_init(|| {
+        Target::initialize_native(&InitializationConfig::default()).map_err(|e| format!("LLVM cannot target this machine: {e}"))?;
+        Ok(Host {
+            triple: TargetMachine::get_default_triple(),
+            cpu: TargetMachine::get_host_cpu_name().to_string(),
+            features: TargetMachine::get_host_cpu_features().to_string(),
+        })
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+fn target_machine(h: &Host) -> Result<TargetMachine, String> {
+    let target = Target::from_triple(&h.triple).map_err(|e| format!("LLVM has no target for {}: {e}", h.triple))?;
+    target
+        .create_target_machine(&h.triple, &h.cpu, &h.features, OptimizationLevel::Aggressive, RelocMode::PIC, CodeModel::Default)
+        .ok_or_else(|| format!("LLVM cannot make a target machine for {} ({})", h.triple, h.cpu))
+}
+
+/// The exported name of kernel `i`.
+fn kernel_name(p: &Program, i: usize) -> String {
+    format!("{}_k{i}", p.name)
+}
+
+/// Builds and verifies the module of some programs (one per function).
+fn build_module<'ctx>(context: &'ctx Context, programs: &[(Program, Plan)], h: &Host, tm: &TargetMachine) -> Result<Module<'ctx>, String> {
+    let module = context.create_module(programs.first().map_or("nax", |(p, _)| p.name.as_str()));
+    module.set_triple(&h.triple);
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let target_attributes = [
+        context.create_string_attribute("target-cpu", &h.cpu),
+        context.create_string_attribute("target-features", &h.features),
+        context.create_string_attribute("prefer-vector-width", if h.features.contains("+avx512f") { "512" } else { "256" }),
+    ];
+    let enum_attribute = |name: &str| context.create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0);
+    for (p, plan) in programs {
+        add_kernels(context, &module, p, plan, &target_attributes, &enum_attribute)?;
+    }
+    module.verify().map_err(|e| format!("internal error: the LLVM module does not verify: {e}"))?;
+    Ok(module)
+}
+
+/// Runs LLVM's O3 pipeline, with both vectorisers, for the host.
+fn optimise(module: &Module<'_>, tm: &TargetMachine) -> Result<(), String> {
+    let options = PassBuilderOptions::create();
+    options.set_loop_vectorization(true);
+    options.set_loop_slp_vectorization(true);
+    options.set_loop_unrolling(true);
+    module.run_passes("default<O3>", tm, options).map_err(|e| format!("internal error: LLVM optimisation failed: {e}"))
+}
+
+/// Adds the two functions of each kernel of a program.
+fn add_kernels<'ctx>(
+    context: &'ctx Context,
+    module: &Module<'ctx>,
+    p: &Program,
+    plan: &Plan,
+    target_attributes: &[Attribute],
+    enum_attribute: &dyn Fn(&str) -> Attribute,
+) -> Result<(), String> {
+    let ptr = context.ptr_type(inkwell::AddressSpace::default());
+    let i64t = context.i64_type();
+    for (i, k) in p.kernels.iter().enumerate() {
+        let used = kernel_buffers(k);
+        let mut params: Vec<inkwell::types::BasicMetadataTypeEnum> = used.iter().map(|_| ptr.into()).collect();
+        params.extend::<[inkwell::types::BasicMetadataTypeEnum; 3]>([ptr.into(), i64t.into(), i64t.into()]);
+        let body = module.add_function(&format!("{}_body", kernel_name(p, i)), context.void_type().fn_type(&params, false), Some(Linkage::Internal));
+        for &a in target_attributes {
+            body.add_attribute(AttributeLoc::Function, a);
+        }
+        body.add_attribute(AttributeLoc::Function, enum_attribute("alwaysinline"));
+        body.add_attribute(AttributeLoc::Function, enum_attribute("nounwind"));
+        for j in 0..used.len() {
+            body.add_attribute(AttributeLoc::Param(j as u32), enum_attribute("noalias"));
+        }
+        let entry = context.append_basic_block(body, "entry");
+        let builder = context.create_builder();
+        builder.position_at_end(entry);
+        let param = |j: usize| body.get_nth_param(j as u32).ok_or_else(|| "internal error: a kernel parameter is missing".to_string());
+        let buffers: HashMap<usize, _> = used.iter().enumerate().map(|(j, &b)| Ok((b, param(j)?.into_pointer_value()))).collect::<Result<_, String>>()?;
+        let mut e = LlvmEmitter {
+            context,
+            module,
+            builder,
+            function: body,
+            entry,
+            buffers,
+            sizes: param(used.len())?.into_pointer_value(),
+            begin: param(used.len() + 1)?.into_int_value(),
+            end: param(used.len() + 2)?.into_int_value(),
+            error: None,
+        };
+        lower_kernel(&mut e, p, plan, k);
+        let r = e.builder.build_return(None);
+        e.finish()?;
+        r.map_err(|x| x.to_string())?;
+
+        // The exported entry with the driver's signature.
+        let entry_fn = module.add_function(&kernel_name(p, i), context.void_type().fn_type(&[ptr.into(), ptr.into(), i64t.into(), i64t.into()], false), None);
+        for &a in target_attributes {
+            entry_fn.add_attribute(AttributeLoc::Function, a);
+        }
+        entry_fn.add_attribute(AttributeLoc::Function, enum_attribute("nounwind"));
+        let block = context.append_basic_block(entry_fn, "entry");
+        let b = context.create_builder();
+        b.position_at_end(block);
+        let table = entry_fn.get_nth_param(0).ok_or("internal error: no buffer table")?.into_pointer_value();
+        let mut args = Vec::with_capacity(used.len() + 3);
+        let err = |x: inkwell::builder::BuilderError| format!("internal error: LLVM code generation: {x}");
+        for &buffer in &used {
+            // SAFETY (of the emitted code): the table has one pointer per buffer.
+            let slot = unsafe { b.build_in_bounds_gep(ptr, table, &[i64t.const_int(buffer as u64, false)], "") }.map_err(err)?;
+            args.push(b.build_load(ptr, slot, "").map_err(err)?.into());
+        }
+        for j in 1..4 {
+            args.push(entry_fn.get_nth_param(j).ok_or("internal error: a kernel parameter is missing")?.into());
+        }
+        b.build_call(body, &args, "").map_err(err)?;
+        b.build_return(None).map_err(err)?;
+    }
+    Ok(())
+}
+
+/// The kernels of a graph, formed and verified.
+fn program(graph: &Graph) -> Result<Program, String> {
+    let program = nax_kernel::form(graph)?;
+    let problems = nax_kernel::verify(&program);
+    if !problems.is_empty() {
+        return Err(format!("internal error: the kernels of `{}` do not verify: {}", graph.name, problems.join("; ")));
+    }
+    Ok(program)
+}
+
+/// Compiles the graphs of a module's functions to one object file or to
+/// optimised LLVM IR. Each function's kernels are exported as
+/// `<function>_k<i>` with the driver's signature.
+pub fn emit(graphs: &[Graph], artifact: Artifact) -> Result<Vec<u8>, String> {
+    let h = host()?;
+    let tm = target_machine(h)?;
+    let programs = graphs.iter().map(|g| program(g).map(|p| { let plan = Plan::new(&p); (p, plan) })).collect::<Result<Vec<_>, String>>()?;
+    let context = Context::create();
+    let module = build_module(&context, &programs, h, &tm)?;
+    optimise(&module, &tm)?;
+    match artifact {
+        Artifact::Ir => Ok(module.print_to_string().to_bytes().to_vec()),
+        Artifact::Object => tm.write_to_memory_buffer(&module, FileType::Object).map(|b| b.as_slice().to_vec()).map_err(|e| format!("LLVM cannot write the object file: {e}")),
+    }
+}
+
+/// JIT-compiled kernels; the execution engine owns their code.
+struct Jitted {
+    compiled: Compiled,
+    engine: ManuallyDrop<ExecutionEngine<'static>>,
+    /// The context the engine's module lives in; dropped after the engine.
+    _context: Box<Context>,
+}
+
+impl Drop for Jitted {
+    fn drop(&mut self) {
+        // SAFETY: the engine is dropped once, here, before its context.
+        unsafe { ManuallyDrop::drop(&mut self.engine) }
+    }
+}
+
+impl Executable for Jitted {
+    fn run(&self, args: &[Argument], weights: &HashMap<String, HostTensor>, sizes: &[Option<u64>]) -> Result<HostTensor, String> {
+        self.compiled.run(args, weights, sizes)
+    }
+}
+
+impl Backend for Llvm {
+    fn name(&self) -> &'static str {
+        "llvm"
+    }
+
+    fn compile(&self, graph: &Graph) -> Result<Box<dyn Executable>, String> {
+        self.compile_timed(graph, &mut |_| {})
+    }
+
+    fn compile_timed(&self, graph: &Graph, stage: &mut dyn FnMut(&'static str)) -> Result<Box<dyn Executable>, String> {
+        let h = host()?;
+        let tm = target_machine(h)?;
+        let p = program(graph)?;
+        stage("kernels");
+        let plan = Plan::new(&p);
+        let context = Box::new(Context::create());
+        // SAFETY: the context is boxed (it does not move) and `Jitted` drops
+        // the engine, and with it the module, before the context.
+        let context_ref: &'static Context = unsafe { &*(context.as_ref() as *const Context) };
+        let programs = [(p, plan)];
+        let module = build_module(context_ref, &programs, h, &tm)?;
+        optimise(&module, &tm)?;
+        stage("codegen");
+        let [(p, plan)] = programs;
+        let engine = module.create_jit_execution_engine(OptimizationLevel::Aggressive).map_err(|e| format!("LLVM cannot JIT-compile: {e}"))?;
+        let mut kernels = Vec::with_capacity(p.kernels.len());
+        for i in 0..p.kernels.len() {
+            let address = engine.get_function_address(&kernel_name(&p, i)).map_err(|e| format!("internal error: kernel {i} was not compiled: {e:?}"))?;
+            // SAFETY: the function has the driver's signature (see `build_module`).
+            kernels.push(unsafe { std::mem::transmute::<usize, KernelFn>(address) });
+        }
+        let names = nax_back_native::result_names(graph);
+        stage("link");
+        Ok(Box::new(Jitted { compiled: Compiled { program: p, plan, kernels, names }, engine: ManuallyDrop::new(engine), _context: context }))
+    }
+}

@@ -84,7 +84,7 @@ impl Compiled {
             p.buffers[b].shape.iter().try_fold(1usize, |acc, &s| acc.checked_mul(self.plan.value(p, s, &slots)).ok_or_else(|| "a buffer is too large to address".to_string()))
         };
         // Host scalars live here for the call; temporaries in `storage`.
-        let mut scalars: Vec<[u8; 8]> = Vec::new();
+        let mut scalars: Vec<u64> = Vec::new();
         let mut storage: Vec<Vec<u64>> = Vec::new();
         let mut table: Vec<*mut u8> = Vec::with_capacity(p.buffers.len());
         let mut scalar_of = vec![None; p.buffers.len()];
@@ -97,14 +97,14 @@ impl Compiled {
                     _ => continue,
                 };
                 scalar_of[b] = Some(scalars.len());
-                scalars.push(bytes);
+                scalars.push(u64::from_ne_bytes(bytes));
             }
         }
         for (b, buffer) in p.buffers.iter().enumerate() {
             let ptr = match &buffer.kind {
                 BufferKind::Input(i) => match (args.get(*i), scalar_of[b]) {
                     (Some(Argument::Tensor(t)), _) => data_pointer(t),
-                    (_, Some(s)) => scalars[s].as_mut_ptr(),
+                    (_, Some(s)) => (&mut scalars[s] as *mut u64).cast::<u8>(),
                     _ => return Err(format!("no argument {i}")),
                 },
                 BufferKind::Weight(name) => data_pointer(weights.get(name).ok_or_else(|| format!("the weight '{name}' is missing"))?),

@@ -103,6 +103,12 @@ pub trait Emitter {
     /// An integer constant of an integer kind (truncated to its width), or a mask (`v != 0`).
     fn int(&mut self, kind: Kind, v: i64) -> Self::Value;
     fn binary(&mut self, op: Binary, kind: Kind, a: Self::Value, b: Self::Value) -> Self::Value;
+    /// `binary` combining an accumulator with one more term of a reduction:
+    /// the back end may reassociate it (accumulate in vector lanes, say),
+    /// which changes the order of a float sum but not its tolerance.
+    fn accumulate(&mut self, op: Binary, kind: Kind, acc: Self::Value, term: Self::Value) -> Self::Value {
+        self.binary(op, kind, acc, term)
+    }
     fn unary(&mut self, op: Unary, kind: Kind, a: Self::Value) -> Self::Value;
     /// A `Bool`.
     fn compare(&mut self, op: Compare, kind: Kind, a: Self::Value, b: Self::Value) -> Self::Value;

@@ -196,14 +196,15 @@ impl<E: Emitter> Lowering<'_, E> {
         let (x, kind) = self.eval(value);
         let x = self.e.convert(kind, acc_kind, x);
         let a = self.e.get(acc);
-        let combined = match (acc_kind, op) {
-            (Kind::Bool, Reduction::Min) => self.e.binary(Binary::And, Kind::Bool, a, x),
-            (Kind::Bool, _) => self.e.binary(Binary::Or, Kind::Bool, a, x),
-            (k, Reduction::Sum | Reduction::Mean) => self.e.binary(Binary::Add, k, a, x),
-            (k, Reduction::Prod) => self.e.binary(Binary::Mul, k, a, x),
-            (k, Reduction::Max) => self.e.binary(Binary::Max, k, a, x),
-            (k, Reduction::Min) => self.e.binary(Binary::Min, k, a, x),
+        let combine = match (acc_kind, op) {
+            (Kind::Bool, Reduction::Min) => Binary::And,
+            (Kind::Bool, _) => Binary::Or,
+            (_, Reduction::Sum | Reduction::Mean) => Binary::Add,
+            (_, Reduction::Prod) => Binary::Mul,
+            (_, Reduction::Max) => Binary::Max,
+            (_, Reduction::Min) => Binary::Min,
         };
+        let combined = self.e.accumulate(combine, acc_kind, a, x);
         self.e.set(acc, combined);
         self.close(open);
         let mut result = self.e.get(acc);
@@ -230,7 +231,7 @@ impl<E: Emitter> Lowering<'_, E> {
         let h = self.open(&[axis]);
         let x = self.float_value(value, kind);
         let m = self.e.get(max);
-        let m2 = self.e.binary(Binary::Max, kind, m, x);
+        let m2 = self.e.accumulate(Binary::Max, kind, m, x);
         self.e.set(max, m2);
         self.close(h);
         let m = self.e.get(max);
@@ -241,7 +242,7 @@ impl<E: Emitter> Lowering<'_, E> {
         let d = self.e.binary(Binary::Sub, kind, x, m);
         let ex = math::exp(self.e, kind, d);
         let s = self.e.get(sum);
-        let s2 = self.e.binary(Binary::Add, kind, s, ex);
+        let s2 = self.e.accumulate(Binary::Add, kind, s, ex);
         self.e.set(sum, s2);
         self.close(h);
         let s = self.e.get(sum);

@@ -1,0 +1,331 @@
+//! The Cranelift emitter: [`nax_back_native::Emitter`] over a Cranelift
+//! `FunctionBuilder`, so that the shared kernel lowering writes one kernel
+//! function of the C signature
+//! `void kernel(void **buffers, const int64_t *sizes, int64_t begin, int64_t end)`.
+//!
+//! The entry block loads the base pointer of every buffer the kernel uses;
+//! size slots are loaded where they are used, as read-only, movable loads
+//! that Cranelift's optimizer merges and hoists out of loops. Mutable
+//! locals and loop counters are Cranelift variables, so the builder's SSA
+//! construction places the block parameters. Masks are `I8` values holding
+//! 0 or 1, which is what Cranelift's comparisons give.
+
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{types, AbiParam, Block, FuncRef, Function, InstBuilder, MemFlagsData, Signature, Type, Value};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use cranelift_jit::JITModule;
+use cranelift_module::{FuncId, Module};
+use nax_back_native::{Binary, Compare, Emitter, Kind, Unary};
+use std::collections::HashMap;
+
+/// The bytes of a buffer pointer and of a size slot: the back end only
+/// targets 64-bit hosts (checked when compiling).
+const WORD_BYTES: i64 = 8;
+
+/// An open counted loop: its counter, the block testing it, and the block after it.
+pub struct CountedLoop {
+    counter: Variable,
+    header: Block,
+    exit: Block,
+}
+
+/// The kernel signature: the `buffers` and `sizes` pointers, then `begin` and `end`.
+pub fn kernel_signature(module: &JITModule) -> Signature {
+    let mut signature = module.make_signature();
+    signature.params.extend([AbiParam::new(types::I64); 4]);
+    signature
+}
+
+/// Writes one kernel function.
+pub struct KernelEmitter<'a> {
+    builder: FunctionBuilder<'a>,
+    module: &'a mut JITModule,
+    /// The C math library functions declared in the module, by name.
+    libm: &'a HashMap<&'static str, FuncId>,
+    /// Those of them already imported into this function.
+    imported: HashMap<&'static str, FuncRef>,
+    /// The `buffers`, `sizes`, `begin` and `end` parameters.
+    buffer_table: Value,
+    size_table: Value,
+    begin: Value,
+    end: Value,
+    /// The base pointer of each buffer the kernel uses, loaded at entry.
+    bases: HashMap<usize, Value>,
+}
+
+/// The Cranelift type of a kind.
+fn type_of(kind: Kind) -> Type {
+    match kind {
+        Kind::F32 => types::F32,
+        Kind::F64 => types::F64,
+        Kind::I8 | Kind::Bool => types::I8,
+        Kind::I16 => types::I16,
+        Kind::I32 => types::I32,
+        Kind::I64 => types::I64,
+    }
+}
+
+/// Flags for loads of the `buffers` and `sizes` tables: valid, aligned and
+/// unchanged for the whole call, so free to merge and hoist.
+fn table_flags() -> MemFlagsData {
+    MemFlagsData::trusted().with_readonly().with_can_move()
+}
+
+impl<'a> KernelEmitter<'a> {
+    /// Starts a kernel function in `func`, whose signature is
+    /// [`kernel_signature`]: the entry block and the base pointers of `buffers`.
+    pub fn new(
+        func: &'a mut Function,
+        context: &'a mut FunctionBuilderContext,
+        module: &'a mut JITModule,
+        libm: &'a HashMap<&'static str, FuncId>,
+        buffers: &[usize],
+    ) -> KernelEmitter<'a> {
+        let mut builder = FunctionBuilder::new(func, context);
+        let entry = builder.create_block();
+        builder.append_block_params_for_function_params(entry);
+        builder.switch_to_block(entry);
+        let &[buffer_table, size_table, begin, end] = builder.block_params(entry) else {
+            unreachable!("`kernel_signature` has four parameters")
+        };
+        let mut emitter = KernelEmitter { builder, module, libm, imported: HashMap::new(), buffer_table, size_table, begin, end, bases: HashMap::new() };
+        for &b in buffers {
+            let base = emitter.load_base(b);
+            emitter.bases.insert(b, base);
+        }
+        emitter
+    }
+
+    /// Ends the function: returns, seals every block and finishes the builder.
+    pub fn finish(mut self) {
+        self.builder.ins().return_(&[]);
+        self.builder.seal_all_blocks();
+        self.builder.finalize(self.module.target_config());
+    }
+
+    /// Loads `buffers[buffer]`.
+    fn load_base(&mut self, buffer: usize) -> Value {
+        let at = self.builder.ins().iadd_imm_s(self.buffer_table, buffer as i64 * WORD_BYTES);
+        self.builder.ins().load(types::I64, table_flags(), at, 0)
+    }
+
+    /// The address of element `index` of `buffer`, whose elements are `kind`.
+    fn element_address(&mut self, kind: Kind, buffer: usize, index: Value) -> Value {
+        let base = match self.bases.get(&buffer) {
+            Some(&base) => base,
+            None => self.load_base(buffer),
+        };
+        let offset = self.builder.ins().imul_imm_s(index, i64::from(type_of(kind).bytes()));
+        self.builder.ins().iadd(base, offset)
+    }
+
+    fn float_compare(op: Compare) -> FloatCC {
+        match op {
+            Compare::Eq => FloatCC::Equal,
+            Compare::Ne => FloatCC::NotEqual,
+            Compare::Lt => FloatCC::LessThan,
+            Compare::Le => FloatCC::LessThanOrEqual,
+            Compare::Gt => FloatCC::GreaterThan,
+            Compare::Ge => FloatCC::GreaterThanOrEqual,
+        }
+    }
+
+    fn int_compare(op: Compare, signed: bool) -> IntCC {
+        match (op, signed) {
+            (Compare::Eq, _) => IntCC::Equal,
+            (Compare::Ne, _) => IntCC::NotEqual,
+            (Compare::Lt, true) => IntCC::SignedLessThan,
+            (Compare::Le, true) => IntCC::SignedLessThanOrEqual,
+            (Compare::Gt, true) => IntCC::SignedGreaterThan,
+            (Compare::Ge, true) => IntCC::SignedGreaterThanOrEqual,
+            (Compare::Lt, false) => IntCC::UnsignedLessThan,
+            (Compare::Le, false) => IntCC::UnsignedLessThanOrEqual,
+            (Compare::Gt, false) => IntCC::UnsignedGreaterThan,
+            (Compare::Ge, false) => IntCC::UnsignedGreaterThanOrEqual,
+        }
+    }
+}
+
+impl Emitter for KernelEmitter<'_> {
+    type Value = Value;
+    type Var = Variable;
+    type Loop = CountedLoop;
+
+    fn float(&mut self, kind: Kind, v: f64) -> Value {
+        match kind {
+            Kind::F32 => self.builder.ins().f32const(v as f32),
+            _ => self.builder.ins().f64const(v),
+        }
+    }
+
+    fn int(&mut self, kind: Kind, v: i64) -> Value {
+        // Cranelift wants a narrow constant's bits zero-extended.
+        let bits = match kind {
+            Kind::Bool => i64::from(v != 0),
+            Kind::I8 => v & 0xff,
+            Kind::I16 => v & 0xffff,
+            Kind::I32 => v & 0xffff_ffff,
+            _ => v,
+        };
+        self.builder.ins().iconst(type_of(kind), bits)
+    }
+
+    fn binary(&mut self, op: Binary, kind: Kind, a: Value, b: Value) -> Value {
+        let float = kind.is_float();
+        let ins = self.builder.ins();
+        match op {
+            Binary::Add if float => ins.fadd(a, b),
+            Binary::Add => ins.iadd(a, b),
+            Binary::Sub if float => ins.fsub(a, b),
+            Binary::Sub => ins.isub(a, b),
+            Binary::Mul if float => ins.fmul(a, b),
+            Binary::Mul => ins.imul(a, b),
+            Binary::Div => ins.fdiv(a, b),
+            Binary::Max if float => ins.fmax(a, b),
+            Binary::Max => ins.smax(a, b),
+            Binary::Min if float => ins.fmin(a, b),
+            Binary::Min => ins.smin(a, b),
+            Binary::And => ins.band(a, b),
+            Binary::Or => ins.bor(a, b),
+            Binary::Xor => ins.bxor(a, b),
+            Binary::Shl => ins.ishl(a, b),
+            Binary::ShrU => ins.ushr(a, b),
+            Binary::ShrS => ins.sshr(a, b),
+        }
+    }
+
+    fn unary(&mut self, op: Unary, kind: Kind, a: Value) -> Value {
+        let ins = self.builder.ins();
+        match op {
+            Unary::Neg if kind.is_float() => ins.fneg(a),
+            Unary::Neg => ins.ineg(a),
+            Unary::Not => ins.bxor_imm_u(a, 1),
+            Unary::Abs if kind.is_float() => ins.fabs(a),
+            Unary::Abs => ins.iabs(a),
+            Unary::Sqrt => ins.sqrt(a),
+            Unary::Floor => ins.floor(a),
+            Unary::Ceil => ins.ceil(a),
+            Unary::RoundEven => ins.nearest(a),
+        }
+    }
+
+    fn compare(&mut self, op: Compare, kind: Kind, a: Value, b: Value) -> Value {
+        if kind.is_float() {
+            self.builder.ins().fcmp(Self::float_compare(op), a, b)
+        } else {
+            self.builder.ins().icmp(Self::int_compare(op, kind != Kind::Bool), a, b)
+        }
+    }
+
+    fn select(&mut self, _kind: Kind, c: Value, a: Value, b: Value) -> Value {
+        self.builder.ins().select(c, a, b)
+    }
+
+    fn convert(&mut self, from: Kind, to: Kind, v: Value) -> Value {
+        if from == to {
+            return v;
+        }
+        if to == Kind::Bool {
+            // `!= 0`, true for nan.
+            return if from.is_float() {
+                let zero = self.float(from, 0.0);
+                self.builder.ins().fcmp(FloatCC::NotEqual, v, zero)
+            } else {
+                self.builder.ins().icmp_imm_s(IntCC::NotEqual, v, 0)
+            };
+        }
+        let (from_bits, to_type) = (type_of(from).bits(), type_of(to));
+        let ins = self.builder.ins();
+        match (from, to) {
+            // A mask is already the byte 0 or 1.
+            (Kind::Bool, Kind::I8) => v,
+            (Kind::Bool, _) if to.is_float() => ins.fcvt_from_uint(to_type, v),
+            (Kind::Bool, _) => ins.uextend(to_type, v),
+            (Kind::F32, Kind::F64) => ins.fpromote(to_type, v),
+            (Kind::F64, Kind::F32) => ins.fdemote(to_type, v),
+            _ if to.is_float() => ins.fcvt_from_sint(to_type, v),
+            // Cranelift saturates to 32 or 64 bits only.
+            _ if from.is_float() && to_type.bits() < 32 => {
+                let wide = ins.fcvt_to_sint_sat(types::I32, v);
+                self.builder.ins().ireduce(to_type, wide)
+            }
+            _ if from.is_float() => ins.fcvt_to_sint_sat(to_type, v),
+            _ if to_type.bits() < from_bits => ins.ireduce(to_type, v),
+            _ => ins.sextend(to_type, v),
+        }
+    }
+
+    fn bitcast(&mut self, _from: Kind, to: Kind, v: Value) -> Value {
+        self.builder.ins().bitcast(type_of(to), MemFlagsData::new(), v)
+    }
+
+    fn call_libm(&mut self, name: &'static str, args: &[Value]) -> Value {
+        let callee = match self.imported.get(name) {
+            Some(&callee) => callee,
+            None => {
+                let callee = self.module.declare_func_in_func(self.libm[name], self.builder.func);
+                self.imported.insert(name, callee);
+                callee
+            }
+        };
+        let call = self.builder.ins().call(callee, args);
+        self.builder.inst_results(call)[0]
+    }
+
+    fn load(&mut self, kind: Kind, buffer: usize, index: Value) -> Value {
+        let at = self.element_address(kind, buffer, index);
+        self.builder.ins().load(type_of(kind), MemFlagsData::trusted(), at, 0)
+    }
+
+    fn store(&mut self, kind: Kind, buffer: usize, index: Value, value: Value) {
+        let at = self.element_address(kind, buffer, index);
+        self.builder.ins().store(MemFlagsData::trusted(), value, at, 0);
+    }
+
+    fn size(&mut self, slot: usize) -> Value {
+        let at = self.builder.ins().iadd_imm_s(self.size_table, slot as i64 * WORD_BYTES);
+        self.builder.ins().load(types::I64, table_flags(), at, 0)
+    }
+
+    fn range(&mut self) -> (Value, Value) {
+        (self.begin, self.end)
+    }
+
+    fn variable(&mut self, kind: Kind, init: Value) -> Variable {
+        let var = self.builder.declare_var(type_of(kind));
+        self.builder.def_var(var, init);
+        var
+    }
+
+    fn get(&mut self, var: Variable) -> Value {
+        self.builder.use_var(var)
+    }
+
+    fn set(&mut self, var: Variable, value: Value) {
+        self.builder.def_var(var, value);
+    }
+
+    fn begin_loop(&mut self, start: Value, end: Value) -> (CountedLoop, Value) {
+        let counter = self.builder.declare_var(types::I64);
+        self.builder.def_var(counter, start);
+        let header = self.builder.create_block();
+        let body = self.builder.create_block();
+        let exit = self.builder.create_block();
+        self.builder.ins().jump(header, &[]);
+        self.builder.switch_to_block(header);
+        let i = self.builder.use_var(counter);
+        let more = self.builder.ins().icmp(IntCC::SignedLessThan, i, end);
+        self.builder.ins().brif(more, body, &[], exit, &[]);
+        self.builder.switch_to_block(body);
+        let i = self.builder.use_var(counter);
+        (CountedLoop { counter, header, exit }, i)
+    }
+
+    fn end_loop(&mut self, l: CountedLoop) {
+        let i = self.builder.use_var(l.counter);
+        let next = self.builder.ins().iadd_imm_s(i, 1);
+        self.builder.def_var(l.counter, next);
+        self.builder.ins().jump(l.header, &[]);
+        self.builder.switch_to_block(l.exit);
+    }
+}

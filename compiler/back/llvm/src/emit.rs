@@ -1,0 +1,427 @@
+//! The LLVM emitter: [`nax_back_native::Emitter`] over inkwell's builder.
+//! Values are LLVM SSA values; variables and loop counters are stack slots
+//! in the entry block, which `mem2reg` turns into phis; float min/max are
+//! the nan-propagating `llvm.maximum`/`llvm.minimum`; float-to-integer
+//! conversions saturate (`llvm.fptosi.sat`); reduction accumulations carry
+//! the `reassoc` flag so the loop vectoriser may split them into lanes.
+//! A builder error (a bug, never an input's fault) is kept and reported by
+//! [`LlvmEmitter::finish`], so nothing here panics.
+
+use inkwell::basic_block::BasicBlock;
+use inkwell::builder::{Builder, BuilderError};
+use inkwell::context::Context;
+use inkwell::intrinsics::Intrinsic;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{BasicValue, BasicValueEnum, FunctionValue, InstructionValue, IntValue, PointerValue};
+use inkwell::{FloatPredicate, IntPredicate};
+use nax_back_native::{Binary, Compare, Emitter, Kind, Unary};
+use std::collections::HashMap;
+
+/// Emits one kernel's body into `function`.
+pub struct LlvmEmitter<'a, 'ctx> {
+    pub context: &'ctx Context,
+    pub module: &'a Module<'ctx>,
+    pub builder: Builder<'ctx>,
+    pub function: FunctionValue<'ctx>,
+    pub entry: BasicBlock<'ctx>,
+    /// Each used buffer's base pointer.
+    pub buffers: HashMap<usize, PointerValue<'ctx>>,
+    pub sizes: PointerValue<'ctx>,
+    pub begin: IntValue<'ctx>,
+    pub end: IntValue<'ctx>,
+    pub error: Option<String>,
+}
+
+impl<'ctx> LlvmEmitter<'_, 'ctx> {
+    /// The first builder error, if any.
+    pub fn finish(self) -> Result<(), String> {
+        match self.error {
+            Some(e) => Err(format!("internal error: LLVM code generation: {e}")),
+            None => Ok(()),
+        }
+    }
+
+    fn ty(&self, kind: Kind) -> BasicTypeEnum<'ctx> {
+        let c = self.context;
+        match kind {
+            Kind::F32 => c.f32_type().into(),
+            Kind::F64 => c.f64_type().into(),
+            Kind::I8 => c.i8_type().into(),
+            Kind::I16 => c.i16_type().into(),
+            Kind::I32 => c.i32_type().into(),
+            Kind::I64 => c.i64_type().into(),
+            Kind::Bool => c.bool_type().into(),
+        }
+    }
+
+    fn poison(&self, kind: Kind) -> BasicValueEnum<'ctx> {
+        match self.ty(kind) {
+            BasicTypeEnum::FloatType(t) => t.get_poison().into(),
+            BasicTypeEnum::IntType(t) => t.get_poison().into(),
+            other => other.const_zero(),
+        }
+    }
+
+    /// A value, or poison of `kind` after recording the error.
+    fn value<V: Into<BasicValueEnum<'ctx>>>(&mut self, r: Result<V, BuilderError>, kind: Kind) -> BasicValueEnum<'ctx> {
+        match r {
+            Ok(v) => v.into(),
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                self.poison(kind)
+            }
+        }
+    }
+
+    fn done<T>(&mut self, r: Result<T, BuilderError>) {
+        if let Err(e) = r {
+            self.error.get_or_insert(e.to_string());
+        }
+    }
+
+    /// Calls an overloaded intrinsic on `args`, typed by `types`.
+    fn intrinsic(&mut self, name: &str, types: &[BasicTypeEnum<'ctx>], args: &[BasicValueEnum<'ctx>], kind: Kind) -> BasicValueEnum<'ctx> {
+        let Some(decl) = Intrinsic::find(name).and_then(|i| i.get_declaration(self.module, types)) else {
+            self.error.get_or_insert(format!("no intrinsic {name}"));
+            return self.poison(kind);
+        };
+        let args: Vec<_> = args.iter().map(|&a| a.into()).collect();
+        match self.builder.build_call(decl, &args, "") {
+            Ok(call) => match call.try_as_basic_value().basic() {
+                Some(v) => v,
+                None => self.poison(kind),
+            },
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                self.poison(kind)
+            }
+        }
+    }
+
+    fn element_pointer(&mut self, kind: Kind, buffer: usize, index: BasicValueEnum<'ctx>) -> Option<PointerValue<'ctx>> {
+        let Some(&base) = self.buffers.get(&buffer) else {
+            self.error.get_or_insert(format!("buffer %{buffer} is not a parameter of the kernel"));
+            return None;
+        };
+        // SAFETY (of the emitted code): the lowering indexes inside the buffer's shape.
+        let gep = unsafe { self.builder.build_in_bounds_gep(self.ty(kind), base, &[index.into_int_value()], "") };
+        match gep {
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                None
+            }
+        }
+    }
+
+    /// A stack slot in the entry block.
+    fn slot(&mut self, kind: Kind) -> Option<PointerValue<'ctx>> {
+        let b = self.context.create_builder();
+        match self.entry.get_first_instruction() {
+            Some(first) => b.position_before(&first),
+            None => b.position_at_end(self.entry),
+        }
+        match b.build_alloca(self.ty(kind), "") {
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                None
+            }
+        }
+    }
+}
+
+fn float_predicate(op: Compare) -> FloatPredicate {
+    match op {
+        Compare::Eq => FloatPredicate::OEQ,
+        Compare::Ne => FloatPredicate::UNE,
+        Compare::Lt => FloatPredicate::OLT,
+        Compare::Le => FloatPredicate::OLE,
+        Compare::Gt => FloatPredicate::OGT,
+        Compare::Ge => FloatPredicate::OGE,
+    }
+}
+
+fn int_predicate(op: Compare, signed: bool) -> IntPredicate {
+    match (op, signed) {
+        (Compare::Eq, _) => IntPredicate::EQ,
+        (Compare::Ne, _) => IntPredicate::NE,
+        (Compare::Lt, true) => IntPredicate::SLT,
+        (Compare::Le, true) => IntPredicate::SLE,
+        (Compare::Gt, true) => IntPredicate::SGT,
+        (Compare::Ge, true) => IntPredicate::SGE,
+        (Compare::Lt, false) => IntPredicate::ULT,
+        (Compare::Le, false) => IntPredicate::ULE,
+        (Compare::Gt, false) => IntPredicate::UGT,
+        (Compare::Ge, false) => IntPredicate::UGE,
+    }
+}
+
+fn width(kind: Kind) -> u32 {
+    match kind {
+        Kind::Bool => 1,
+        Kind::I8 => 8,
+        Kind::I16 => 16,
+        Kind::I32 | Kind::F32 => 32,
+        Kind::I64 | Kind::F64 => 64,
+    }
+}
+
+/// A stack slot holding a variable, with its kind.
+#[derive(Clone, Copy)]
+pub struct Slot<'ctx>(Option<PointerValue<'ctx>>, Kind);
+
+/// An open loop: its counter, header and exit blocks.
+pub struct OpenLoop<'ctx> {
+    counter: Slot<'ctx>,
+    header: BasicBlock<'ctx>,
+    exit: BasicBlock<'ctx>,
+}
+
+impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
+    type Value = BasicValueEnum<'ctx>;
+    type Var = Slot<'ctx>;
+    type Loop = OpenLoop<'ctx>;
+
+    fn float(&mut self, kind: Kind, v: f64) -> Self::Value {
+        match kind {
+            Kind::F32 => self.context.f32_type().const_float(f64::from(v as f32)).into(),
+            _ => self.context.f64_type().const_float(v).into(),
+        }
+    }
+
+    fn int(&mut self, kind: Kind, v: i64) -> Self::Value {
+        let t = self.ty(kind).into_int_type();
+        let bits = if kind == Kind::Bool { u64::from(v != 0) } else { v as u64 };
+        t.const_int(bits, kind != Kind::Bool).into()
+    }
+
+    fn binary(&mut self, op: Binary, kind: Kind, a: Self::Value, b: Self::Value) -> Self::Value {
+        let bd = &self.builder;
+        if kind.is_float() {
+            let (x, y) = (a.into_float_value(), b.into_float_value());
+            let r = match op {
+                Binary::Add => bd.build_float_add(x, y, ""),
+                Binary::Sub => bd.build_float_sub(x, y, ""),
+                Binary::Mul => bd.build_float_mul(x, y, ""),
+                Binary::Div => bd.build_float_div(x, y, ""),
+                Binary::Max | Binary::Min => {
+                    let name = if op == Binary::Max { "llvm.maximum" } else { "llvm.minimum" };
+                    let t = self.ty(kind);
+                    return self.intrinsic(name, &[t], &[a, b], kind);
+                }
+                other => {
+                    self.error.get_or_insert(format!("{other:?} on floats"));
+                    return self.poison(kind);
+                }
+            };
+            return self.value(r, kind);
+        }
+        let (x, y) = (a.into_int_value(), b.into_int_value());
+        let r = match op {
+            Binary::Add => bd.build_int_add(x, y, ""),
+            Binary::Sub => bd.build_int_sub(x, y, ""),
+            Binary::Mul => bd.build_int_mul(x, y, ""),
+            Binary::And => bd.build_and(x, y, ""),
+            Binary::Or => bd.build_or(x, y, ""),
+            Binary::Xor => bd.build_xor(x, y, ""),
+            Binary::Shl => bd.build_left_shift(x, y, ""),
+            Binary::ShrU => bd.build_right_shift(x, y, false, ""),
+            Binary::ShrS => bd.build_right_shift(x, y, true, ""),
+            Binary::Max | Binary::Min => {
+                let name = if op == Binary::Max { "llvm.smax" } else { "llvm.smin" };
+                let t = self.ty(kind);
+                return self.intrinsic(name, &[t], &[a, b], kind);
+            }
+            Binary::Div => {
+                self.error.get_or_insert("integer division".to_string());
+                return self.poison(kind);
+            }
+        };
+        self.value(r, kind)
+    }
+
+    fn accumulate(&mut self, op: Binary, kind: Kind, acc: Self::Value, term: Self::Value) -> Self::Value {
+        let r = self.binary(op, kind, acc, term);
+        if kind.is_float()
+            && let Some(i) = r.as_instruction_value()
+        {
+            let _ = InstructionValue::set_fast_math_flags(i, inkwell::values::FastMathFlags::AllowReassoc);
+        }
+        r
+    }
+
+    fn unary(&mut self, op: Unary, kind: Kind, a: Self::Value) -> Self::Value {
+        let t = self.ty(kind);
+        let name = match op {
+            Unary::Neg => {
+                let r = self.builder.build_float_neg(a.into_float_value(), "");
+                return self.value(r, kind);
+            }
+            Unary::Not => {
+                let r = self.builder.build_not(a.into_int_value(), "");
+                return self.value(r, kind);
+            }
+            Unary::Abs => "llvm.fabs",
+            Unary::Sqrt => "llvm.sqrt",
+            Unary::Floor => "llvm.floor",
+            Unary::Ceil => "llvm.ceil",
+            Unary::RoundEven => "llvm.roundeven",
+        };
+        self.intrinsic(name, &[t], &[a], kind)
+    }
+
+    fn compare(&mut self, op: Compare, kind: Kind, a: Self::Value, b: Self::Value) -> Self::Value {
+        let r = if kind.is_float() {
+            self.builder.build_float_compare(float_predicate(op), a.into_float_value(), b.into_float_value(), "")
+        } else {
+            self.builder.build_int_compare(int_predicate(op, kind != Kind::Bool), a.into_int_value(), b.into_int_value(), "")
+        };
+        self.value(r, Kind::Bool)
+    }
+
+    fn select(&mut self, kind: Kind, c: Self::Value, a: Self::Value, b: Self::Value) -> Self::Value {
+        let r = self.builder.build_select(c.into_int_value(), a, b, "");
+        self.value(r, kind)
+    }
+
+    fn convert(&mut self, from: Kind, to: Kind, v: Self::Value) -> Self::Value {
+        if from == to {
+            return v;
+        }
+        let bd = &self.builder;
+        let target = self.ty(to);
+        let r: Result<BasicValueEnum<'ctx>, BuilderError> = match (from.is_float(), to.is_float()) {
+            _ if to == Kind::Bool => {
+                if from.is_float() {
+                    let zero = target_zero(self.ty(from));
+                    bd.build_float_compare(FloatPredicate::UNE, v.into_float_value(), zero.into_float_value(), "").map(Into::into)
+                } else {
+                    let zero = self.ty(from).into_int_type().const_zero();
+                    bd.build_int_compare(IntPredicate::NE, v.into_int_value(), zero, "").map(Into::into)
+                }
+            }
+            (true, true) if width(to) > width(from) => bd.build_float_ext(v.into_float_value(), target.into_float_type(), "").map(Into::into),
+            (true, true) => bd.build_float_trunc(v.into_float_value(), target.into_float_type(), "").map(Into::into),
+            (false, true) if from == Kind::Bool => bd.build_unsigned_int_to_float(v.into_int_value(), target.into_float_type(), "").map(Into::into),
+            (false, true) => bd.build_signed_int_to_float(v.into_int_value(), target.into_float_type(), "").map(Into::into),
+            (true, false) => {
+                let f = self.ty(from);
+                return self.intrinsic("llvm.fptosi.sat", &[target, f], &[v], to);
+            }
+            (false, false) if from == Kind::Bool => bd.build_int_z_extend(v.into_int_value(), target.into_int_type(), "").map(Into::into),
+            (false, false) if width(to) > width(from) => bd.build_int_s_extend(v.into_int_value(), target.into_int_type(), "").map(Into::into),
+            (false, false) => bd.build_int_truncate(v.into_int_value(), target.into_int_type(), "").map(Into::into),
+        };
+        self.value(r, to)
+    }
+
+    fn bitcast(&mut self, _from: Kind, to: Kind, v: Self::Value) -> Self::Value {
+        let r = self.builder.build_bit_cast(v, self.ty(to), "");
+        self.value(r, to)
+    }
+
+    fn call_libm(&mut self, name: &'static str, args: &[Self::Value]) -> Self::Value {
+        let f64t = self.context.f64_type();
+        let function = match self.module.get_function(name) {
+            Some(f) => f,
+            None => {
+                let params: Vec<_> = args.iter().map(|_| f64t.into()).collect();
+                self.module.add_function(name, f64t.fn_type(&params, false), Some(Linkage::External))
+            }
+        };
+        let args: Vec<_> = args.iter().map(|&a| a.into()).collect();
+        match self.builder.build_call(function, &args, "") {
+            Ok(call) => call.try_as_basic_value().basic().unwrap_or_else(|| self.poison(Kind::F64)),
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                self.poison(Kind::F64)
+            }
+        }
+    }
+
+    fn load(&mut self, kind: Kind, buffer: usize, index: Self::Value) -> Self::Value {
+        let Some(ptr) = self.element_pointer(kind, buffer, index) else { return self.poison(kind) };
+        let r = self.builder.build_load(self.ty(kind), ptr, "");
+        self.value(r, kind)
+    }
+
+    fn store(&mut self, kind: Kind, buffer: usize, index: Self::Value, value: Self::Value) {
+        if let Some(ptr) = self.element_pointer(kind, buffer, index) {
+            let r = self.builder.build_store(ptr, value);
+            self.done(r);
+        }
+    }
+
+    fn size(&mut self, slot: usize) -> Self::Value {
+        let i64t = self.context.i64_type();
+        let index = i64t.const_int(slot as u64, false);
+        // SAFETY (of the emitted code): the driver passes every slot.
+        let p = unsafe { self.builder.build_in_bounds_gep(i64t, self.sizes, &[index], "") };
+        match p {
+            Ok(p) => {
+                let r = self.builder.build_load(i64t, p, "");
+                self.value(r, Kind::I64)
+            }
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                self.poison(Kind::I64)
+            }
+        }
+    }
+
+    fn range(&mut self) -> (Self::Value, Self::Value) {
+        (self.begin.into(), self.end.into())
+    }
+
+    fn variable(&mut self, kind: Kind, init: Self::Value) -> Self::Var {
+        let slot = Slot(self.slot(kind), kind);
+        self.set(slot, init);
+        slot
+    }
+
+    fn get(&mut self, var: Self::Var) -> Self::Value {
+        let Slot(Some(p), kind) = var else { return self.poison(var.1) };
+        let r = self.builder.build_load(self.ty(kind), p, "");
+        self.value(r, kind)
+    }
+
+    fn set(&mut self, var: Self::Var, value: Self::Value) {
+        if let Slot(Some(p), _) = var {
+            let r = self.builder.build_store(p, value);
+            self.done(r);
+        }
+    }
+
+    fn begin_loop(&mut self, start: Self::Value, end: Self::Value) -> (Self::Loop, Self::Value) {
+        let counter = self.variable(Kind::I64, start);
+        let header = self.context.append_basic_block(self.function, "header");
+        let body = self.context.append_basic_block(self.function, "body");
+        let exit = self.context.append_basic_block(self.function, "exit");
+        let r = self.builder.build_unconditional_branch(header);
+        self.done(r);
+        self.builder.position_at_end(header);
+        let i = self.get(counter);
+        let more = self.compare(Compare::Lt, Kind::I64, i, end);
+        let r = self.builder.build_conditional_branch(more.into_int_value(), body, exit);
+        self.done(r);
+        self.builder.position_at_end(body);
+        (OpenLoop { counter, header, exit }, i)
+    }
+
+    fn end_loop(&mut self, l: Self::Loop) {
+        let i = self.get(l.counter);
+        let one = self.int(Kind::I64, 1);
+        let r = self.builder.build_int_nsw_add(i.into_int_value(), one.into_int_value(), "");
+        let next = self.value(r, Kind::I64);
+        self.set(l.counter, next);
+        let r = self.builder.build_unconditional_branch(l.header);
+        self.done(r);
+        self.builder.position_at_end(l.exit);
+    }
+}
+
+fn target_zero(t: BasicTypeEnum<'_>) -> BasicValueEnum<'_> {
+    t.const_zero()
+}
