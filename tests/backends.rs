@@ -103,13 +103,14 @@ fn cases() -> Vec<Case> {
         // and size-1 axes, rank-5 permutes, empty axes, wrapping, half floats.
         case("length_65537", "dim n = 65537\ndef f(x: [n], y: [n]) -> [n] {\n    return gelu(x * 1.5 + y) - sum(y, n) / 65537.0\n}\n"),
         case("length_65537_rows", "dim r = 3\ndim n = 65537\ndef f(x: [r n], y: [n]) -> [r] {\n    return max(x * y, n) + mean(x, n)\n}\n"),
-        case("stride_zero_and_size_one", "dim a = 23\ndim b = 7\ndef f(x: [a 1], y: [1 b], z: [b]) -> [a b] {\n    return x * y + z + repeat(z, b -> a b, a=23)\n}\n"),
+        case("stride_zero_and_size_one", "dim a = 23\ndim b = 7\ndef f(x: [a 1], y: [1 b], z: [b]) -> [a b] {\n    return x * y + z + repeat(z, b -> a b)\n}\n"),
         case("permute_rank5", "dim a = 2\ndim b = 3\ndim c = 4\ndim d = 5\ndim e = 6\ndef f(x: [a b c d e], y: [e c a d b]) -> [e c a d b] {\n    return rearrange(x, a b c d e -> e c a d b) + y\n}\n"),
         Case { sizes: vec![("b", 0)], ..case("empty_axis", "dim n = 5\ndef f(x: [b n], y: [n]) -> [b n] {\n    return softmax(x * y, n) + relu(x)\n}\n") },
         Case { sizes: vec![("b", 0)], ..case("empty_reduction", "dim n = 5\ndef f(x: [n b]) -> [n] {\n    return sum(x, b) + float(sum(x > 0.0, b))\n}\n") },
         case("i64_wrapping", "dim n = 7\ndef f(i: Int[n]) -> Int[n] {\n    return i * 6000000000 * 6000000000 + i * -9000000000000000000\n}\n"),
         case("int_pow_and_compare", "dim n = 23\ndef f(i: Int[n], j: i32[n]) -> Int[n] {\n    return pow(i, 3) + where(j > 1, int(j), -1)\n}\n"),
-        Case { special_values: true, ..case("f16_specials", "dim n = 1029\ndef f(x: f16[n], y: bf16[n]) -> f16[n] {\n    return x * 0.001 + exp(x) - float(y) * 70000.0 * 0.00001\n}\n") },
+        Case { special_values: true, ..case("f16_specials", "dim n = 1029\ndef f(x: f16[n]) -> f16[n] {\n    return x * 0.001 + exp(x) + x * 40000.0\n}\n") },
+        Case { special_values: true, ..case("bf16_specials", "dim n = 1029\ndef f(y: bf16[n]) -> bf16[n] {\n    return y * 1e38 + sqrt(abs(y)) * 0.001\n}\n") },
         Case { special_values: true, ..case("nan_inf_inputs", "dim n = 7\ndef f(x: [n]) -> [n] {\n    return softmax(x, n) + sigmoid(x) + maximum(x, 0.0)\n}\n") },
     ]
 }
