@@ -7,7 +7,7 @@
 //! - `run`: `nax run` end to end, and every kind of bad input;
 //! - `robustness`: generated inputs, none of which may panic the checker;
 //! - `cli`: the command line's exit codes and outputs;
-//! - `exec`: the shared execution cases, through `nax run --backend interp`;
+//! - `exec`: the shared execution cases, through `nax run` on every back end;
 //! - `examples`: the example models check clean;
 //! - `native_math`: the accuracy of the native back ends' f32 math over the whole f32 range;
 //! - `graph`: every checked function lowers to a graph that verifies and whose text form parses back.
