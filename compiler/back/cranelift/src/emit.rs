@@ -11,7 +11,7 @@
 //! 0 or 1, which is what Cranelift's comparisons give.
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, AbiParam, Block, FuncRef, Function, InstBuilder, MemFlagsData, Signature, Type, Value};
+use cranelift_codegen::ir::{AbiParam, Block, FuncRef, Function, InstBuilder, MemFlagsData, Signature, Type, Value, types};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Module};
@@ -49,7 +49,8 @@ pub struct KernelEmitter<'a> {
     size_table: Value,
     begin: Value,
     end: Value,
-    /// The base pointer of each buffer the kernel uses, loaded at entry.
+    /// The base pointer of each buffer the kernel uses, loaded at entry
+    /// (any other buffer is loaded where it is used).
     bases: HashMap<usize, Value>,
 }
 

@@ -8,13 +8,13 @@
 
 mod emit;
 
-use cranelift_codegen::ir::{types, AbiParam};
+use cranelift_codegen::ir::{AbiParam, types};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleError};
-use emit::{kernel_signature, KernelEmitter};
-use nax_back_native::{Compiled, KernelFn, Plan, LIBM};
+use cranelift_module::{FuncId, Linkage, Module, ModuleError, default_libcall_names};
+use emit::{KernelEmitter, kernel_signature};
+use nax_back_native::{Compiled, KernelFn, LIBM, Plan};
 use nax_ir::{Argument, Backend, Executable, Graph};
 use nax_runtime::HostTensor;
 use std::collections::HashMap;
