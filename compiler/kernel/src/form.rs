@@ -4,13 +4,27 @@
 //! whose loads index the operand; host scalars fold into the expressions
 //! that use them.
 
-use crate::kernel::{constructor_value, Body, Buffer, BufferKind, Expr, Index, Kernel, Loop, Program, Role};
+use crate::kernel::{constructor_value, Body, Buffer, BufferKind, Expr, Index, Kernel, Loop, Program, Role, Schedule};
+use nax_runtime::DType;
 use nax_front::check::sizes::Size;
 use nax_front::check::types::Type;
 use nax_front::checked::{AlongAxis, Reduction};
 use nax_ir::{Graph, MapFn, Op};
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
+
+/// The edge of the square tiles of a transposed read: two 32 x 32 blocks
+/// of f32 (8 KiB) stay in the first-level cache.
+const TILE: u64 = 32;
+
+/// Every load of an expression, with its indices.
+fn collect_loads<'e>(e: &'e Expr, out: &mut Vec<(usize, &'e [Index])>) {
+    match e {
+        Expr::Load { buffer, index } => out.push((*buffer, index)),
+        Expr::Apply { args, .. } => args.iter().for_each(|a| collect_loads(a, out)),
+        _ => {}
+    }
+}
 
 /// What a graph node became.
 #[derive(Clone)]
@@ -31,7 +45,7 @@ pub fn form(g: &Graph) -> Result<Program, String> {
         Some(Value::Buffer(b)) => b,
         Some(Value::Scalar(e)) => {
             let b = f.buffer(g.output, BufferKind::Temporary);
-            f.p.kernels.push(Kernel { output: b, loops: Vec::new(), body: Body::Store(e) });
+            f.p.kernels.push(Kernel { output: b, loops: Vec::new(), body: Body::Store(e), schedule: Schedule::default() });
             b
         }
         None => return Err("the graph has no output".into()),
@@ -103,8 +117,56 @@ impl Former<'_> {
 
     fn kernel(&mut self, n: NodeIndex, loops: Vec<Loop>, body: Body) -> Value {
         let b = self.buffer(n, BufferKind::Temporary);
-        self.p.kernels.push(Kernel { output: b, loops, body });
+        let schedule = self.schedule(b, &loops, &body);
+        self.p.kernels.push(Kernel { output: b, loops, body, schedule });
         Value::Buffer(b)
+    }
+
+    /// The schedule of a kernel: a transposed read tiles the two innermost
+    /// loops; a reduction whose operands are contiguous (or constant) along
+    /// the last output loop, and strided along none, runs its reduction
+    /// loops outside that loop (accumulating rows of the output, which
+    /// vectorises: a matrix product becomes rows of axpys).
+    fn schedule(&self, out: usize, loops: &[Loop], body: &Body) -> Schedule {
+        let rank = self.p.buffers[out].shape.len();
+        let value = match body {
+            Body::Store(v) | Body::Reduce { value: v, .. } | Body::Along { value: v, .. } => v,
+        };
+        let mut loads = Vec::new();
+        collect_loads(value, &mut loads);
+        // Whether some load steps through memory with a stride along loop `l`.
+        let strided = |l: usize| loads.iter().any(|(b, index)| {
+            let shape = &self.p.buffers[*b].shape;
+            index.iter().enumerate().any(|(a, &i)| i == Index::Loop(l) && shape[a + 1..].iter().any(|&s| !self.is_one(s)))
+        });
+        let contiguous = |l: usize| loads.iter().any(|(_, index)| index.last() == Some(&Index::Loop(l)));
+        let mut s = Schedule::default();
+        match body {
+            Body::Store(_) if rank >= 2 && strided(rank - 1) && contiguous(rank - 2) => s.tile = Some(TILE),
+            Body::Reduce { .. } if rank >= 2 && loops.len() > rank && self.accumulates_in_memory(out, value) && contiguous(rank - 1) && !strided(rank - 1) => {
+                s.order = (0..rank - 1).chain(rank..loops.len()).chain([rank - 1]).collect();
+            }
+            _ => {}
+        }
+        s
+    }
+
+    /// Whether a reduction into `out` can accumulate in the output's own
+    /// dtype without losing precision the interpreter keeps: an f64
+    /// output, or an f32 output of values computed in f32 or narrower.
+    fn accumulates_in_memory(&self, out: usize, value: &Expr) -> bool {
+        fn narrow(p: &Program, e: &Expr) -> bool {
+            match e {
+                Expr::Load { buffer, .. } => matches!(p.buffers[*buffer].dtype, DType::F32 | DType::F16 | DType::BF16),
+                Expr::Apply { compute, args, .. } => matches!(compute, DType::F32 | DType::F16 | DType::BF16) && args.iter().all(|a| narrow(p, a) || !matches!(a, Expr::Apply { .. } | Expr::Load { .. })),
+                _ => false,
+            }
+        }
+        match self.p.buffers[out].dtype {
+            DType::F64 => true,
+            DType::F32 => narrow(&self.p, value),
+            _ => false,
+        }
     }
 
     fn node(&mut self, n: NodeIndex) -> Result<Value, String> {

@@ -96,10 +96,24 @@ pub enum Body {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
     pub output: usize,
-    /// Outermost first: the output's loops (one per output axis, in order),
-    /// then the reduction loops.
+    /// The output's loops (one per output axis, in order), then the
+    /// reduction loops. Loop numbers (`i0`, `i1`, ...) refer to this list.
     pub loops: Vec<Loop>,
     pub body: Body,
+    pub schedule: Schedule,
+}
+
+/// How a kernel's nest runs, decided when kernels are formed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Schedule {
+    /// The nesting order of the loops, outermost first; empty means the
+    /// loops' own order. The parallel loop, when there is one, stays
+    /// outermost. A reduction loop outside an output loop makes the
+    /// reduction accumulate in the output buffer (initialised first).
+    pub order: Vec<usize>,
+    /// The two innermost loops of the order run in square tiles of this
+    /// edge (a transposed read then touches one cache-sized block at a time).
+    pub tile: Option<u64>,
 }
 
 impl Kernel {
@@ -107,6 +121,11 @@ impl Kernel {
     /// each thread a range of it).
     pub fn parallel_loop(&self) -> bool {
         self.loops.first().is_some_and(|l| matches!(l.role, Role::Parallel | Role::ParallelVector))
+    }
+
+    /// The nesting order of the loops, outermost first.
+    pub fn order(&self) -> Vec<usize> {
+        if self.schedule.order.is_empty() { (0..self.loops.len()).collect() } else { self.schedule.order.clone() }
     }
 }
 

@@ -12,7 +12,8 @@
 //! ```
 //!
 //! A load's indices are loops (`i1`), fixed positions (`2`), or `_` for a
-//! size-1 axis read at 0 (a broadcast).
+//! size-1 axis read at 0 (a broadcast). A kernel's schedule, when not the
+//! plain one, follows its loops: `order [i0 i2 i1]`, `tile 32`.
 
 use crate::kernel::{Body, BufferKind, Expr, Index, Program, Role};
 use nax_ir::text::{along_name, map_fn_name, print_symbols, reduction_name, size_text};
@@ -79,7 +80,15 @@ pub fn print(p: &Program) -> String {
             Body::Reduce { op, value } => format!("reduce {} {}", reduction_name(*op), expr_text(value)),
             Body::Along { func, axis, value } => format!("along {} i{axis} {}", along_name(*func), expr_text(value)),
         };
-        let _ = writeln!(out, "kernel %{} loops [{}] {body}", k.output, loops.join(", "));
+        let mut schedule = String::new();
+        if !k.schedule.order.is_empty() {
+            let order: Vec<String> = k.schedule.order.iter().map(|l| format!("i{l}")).collect();
+            let _ = write!(schedule, " order [{}]", order.join(" "));
+        }
+        if let Some(t) = k.schedule.tile {
+            let _ = write!(schedule, " tile {t}");
+        }
+        let _ = writeln!(out, "kernel %{} loops [{}]{schedule} {body}", k.output, loops.join(", "));
     }
     let _ = writeln!(out, "result %{}", p.result);
     out
@@ -237,6 +246,16 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                     let role = role_named(role).ok_or_else(|| c.err(format!("unknown loop role `{role}`")))?;
                     loops.push(crate::kernel::Loop { extent, role });
                 }
+                let mut schedule = crate::kernel::Schedule::default();
+                if c.eat("order") {
+                    c.expect("[")?;
+                    while !c.eat("]") {
+                        schedule.order.push(c.loop_index()?);
+                    }
+                }
+                if c.eat("tile") {
+                    schedule.tile = Some(c.number()?);
+                }
                 let body = match c.word()? {
                     "store" => Body::Store(c.expr()?),
                     "reduce" => {
@@ -256,7 +275,7 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                 if !c.rest.is_empty() {
                     return Err(c.err(format!("unexpected `{}`", c.rest)));
                 }
-                p.kernels.push(crate::kernel::Kernel { output, loops, body });
+                p.kernels.push(crate::kernel::Kernel { output, loops, body, schedule });
             }
             "result" => p.result = c.reference()?,
             other => return Err(c.err(format!("unknown line `{other}`"))),

@@ -1,6 +1,7 @@
 //! The kernel verifier: every load names an existing buffer with one index
-//! per axis, every loop index is in the nest, and every indexed axis has the
-//! extent of its loop (or size 1 for index 0).
+//! per axis, every loop index is in the nest, every indexed axis has the
+//! extent of its loop (or size 1 for index 0), and the schedule's order is
+//! an order of the loops with the parallel loop outermost.
 
 use crate::kernel::{Body, Expr, Index, Program};
 
@@ -28,6 +29,20 @@ pub fn verify(p: &Program) -> Vec<String> {
             if !p.symbols.same(s, l.extent) {
                 errors.push(format!("kernel {k}: loop {i} does not cover output axis {i}"));
             }
+        }
+        let order = kernel.order();
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        if sorted != (0..kernel.loops.len()).collect::<Vec<_>>() {
+            errors.push(format!("kernel {k}: the order {order:?} is not an order of its {} loops", kernel.loops.len()));
+        } else if kernel.parallel_loop() && order.first() != Some(&0) {
+            errors.push(format!("kernel {k}: the parallel loop is not outermost"));
+        }
+        if kernel.schedule.tile.is_some() && !(matches!(kernel.body, Body::Store(_)) && kernel.loops.len() >= 2) {
+            errors.push(format!("kernel {k}: only a store over two or more loops can be tiled"));
+        }
+        if kernel.schedule.tile == Some(0) {
+            errors.push(format!("kernel {k}: a tile of edge 0"));
         }
         let value = match &kernel.body {
             Body::Store(e) => e,

@@ -22,11 +22,12 @@ use std::collections::HashMap;
 /// targets 64-bit hosts (checked when compiling).
 const WORD_BYTES: i64 = 8;
 
-/// An open counted loop: its counter, the block testing it, and the block after it.
+/// An open counted loop: its counter, the block testing it, the block after it, and its step.
 pub struct CountedLoop {
     counter: Variable,
     header: Block,
     exit: Block,
+    step: i64,
 }
 
 /// The kernel signature: the `buffers` and `sizes` pointers, then `begin` and `end`.
@@ -306,7 +307,7 @@ impl Emitter for KernelEmitter<'_> {
         self.builder.def_var(var, value);
     }
 
-    fn begin_loop(&mut self, start: Value, end: Value) -> (CountedLoop, Value) {
+    fn begin_loop(&mut self, start: Value, end: Value, step: i64) -> (CountedLoop, Value) {
         let counter = self.builder.declare_var(types::I64);
         self.builder.def_var(counter, start);
         let header = self.builder.create_block();
@@ -319,12 +320,12 @@ impl Emitter for KernelEmitter<'_> {
         self.builder.ins().brif(more, body, &[], exit, &[]);
         self.builder.switch_to_block(body);
         let i = self.builder.use_var(counter);
-        (CountedLoop { counter, header, exit }, i)
+        (CountedLoop { counter, header, exit, step }, i)
     }
 
     fn end_loop(&mut self, l: CountedLoop) {
         let i = self.builder.use_var(l.counter);
-        let next = self.builder.ins().iadd_imm_s(i, 1);
+        let next = self.builder.ins().iadd_imm_s(i, l.step);
         self.builder.def_var(l.counter, next);
         self.builder.ins().jump(l.header, &[]);
         self.builder.switch_to_block(l.exit);

@@ -72,7 +72,7 @@ impl Backend for Cranelift {
                 unsafe { std::mem::transmute::<*const u8, KernelFn>(code) }
             })
             .collect();
-        let compiled = Compiled { program, plan, kernels, names: nax_back_native::result_names(graph) };
+        let compiled = Compiled::new(program, plan, kernels, nax_back_native::result_names(graph));
         stage("link");
         Ok(Box::new(JitExecutable { compiled, module: Some(module) }))
     }

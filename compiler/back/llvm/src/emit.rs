@@ -172,11 +172,12 @@ fn width(kind: Kind) -> u32 {
 #[derive(Clone, Copy)]
 pub struct Slot<'ctx>(Option<PointerValue<'ctx>>, Kind);
 
-/// An open loop: its counter, header and exit blocks.
+/// An open loop: its counter, header and exit blocks, and its step.
 pub struct OpenLoop<'ctx> {
     counter: Slot<'ctx>,
     header: BasicBlock<'ctx>,
     exit: BasicBlock<'ctx>,
+    step: i64,
 }
 
 impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
@@ -394,7 +395,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
         }
     }
 
-    fn begin_loop(&mut self, start: Self::Value, end: Self::Value) -> (Self::Loop, Self::Value) {
+    fn begin_loop(&mut self, start: Self::Value, end: Self::Value, step: i64) -> (Self::Loop, Self::Value) {
         let counter = self.variable(Kind::I64, start);
         let header = self.context.append_basic_block(self.function, "header");
         let body = self.context.append_basic_block(self.function, "body");
@@ -407,13 +408,13 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
         let r = self.builder.build_conditional_branch(more.into_int_value(), body, exit);
         self.done(r);
         self.builder.position_at_end(body);
-        (OpenLoop { counter, header, exit }, i)
+        (OpenLoop { counter, header, exit, step }, i)
     }
 
     fn end_loop(&mut self, l: Self::Loop) {
         let i = self.get(l.counter);
-        let one = self.int(Kind::I64, 1);
-        let r = self.builder.build_int_nsw_add(i.into_int_value(), one.into_int_value(), "");
+        let step = self.int(Kind::I64, l.step);
+        let r = self.builder.build_int_nsw_add(i.into_int_value(), step.into_int_value(), "");
         let next = self.value(r, Kind::I64);
         self.set(l.counter, next);
         let r = self.builder.build_unconditional_branch(l.header);

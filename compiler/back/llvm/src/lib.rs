@@ -253,6 +253,6 @@ impl Backend for Llvm {
         }
         let names = nax_back_native::result_names(graph);
         stage("link");
-        Ok(Box::new(Jitted { compiled: Compiled { program: p, plan, kernels, names }, engine: ManuallyDrop::new(engine), _context: context }))
+        Ok(Box::new(Jitted { compiled: Compiled::new(p, plan, kernels, names), engine: ManuallyDrop::new(engine), _context: context }))
     }
 }

@@ -1,8 +1,12 @@
 //! The driver every native back end shares: binds arguments and weights to
-//! the program's buffers without copying, allocates temporaries, and runs
-//! the compiled kernels in order, splitting each kernel's parallel loop
-//! across the threads of one pool (rayon's global pool, shared by all
-//! kernels and all programs), then copies the result out.
+//! the program's buffers without copying, takes temporaries from a pool
+//! that keeps them between calls (so repeated calls do not pay for fresh
+//! pages), allocates the result as the returned tensor's own storage (the
+//! last kernel writes it in place: no copy), and runs the compiled kernels
+//! in order, splitting each kernel's parallel loop across the threads of
+//! one pool (rayon's global pool, shared by all kernels and programs).
+//! Large fresh buffers ask the kernel for transparent huge pages, which
+//! cuts the cost of first touching them.
 
 use crate::plan::Plan;
 use nax_front::check::types::Type;
@@ -11,6 +15,7 @@ use nax_kernel::{BufferKind, Program};
 use nax_runtime::{DType, HostTensor, TensorData};
 use rayon::prelude::*;
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 /// A compiled kernel: `kernel(buffers, sizes, begin, end)` (see [`crate::emitter`]).
 pub type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i64, i64);
@@ -19,6 +24,9 @@ pub type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i64, i64);
 /// more than it saves.
 const PARALLEL_WORK: usize = 1 << 15;
 
+/// Buffers of at least this many bytes ask for transparent huge pages.
+const HUGE_PAGES: usize = 4 << 20;
+
 /// A program with its compiled kernels, ready to call.
 pub struct Compiled {
     pub program: Program,
@@ -26,6 +34,42 @@ pub struct Compiled {
     pub kernels: Vec<KernelFn>,
     /// The result's axis names.
     pub names: Vec<Option<String>>,
+    /// Temporaries kept between calls.
+    pool: Mutex<Vec<Vec<u64>>>,
+}
+
+/// Asks for transparent huge pages over a large, not yet touched allocation.
+fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
+    if bytes < HUGE_PAGES {
+        return;
+    }
+    let page = 2 << 20;
+    let start = (ptr as usize).div_ceil(page) * page;
+    let end = (ptr as usize + bytes) / page * page;
+    if end > start {
+        // SAFETY: the range lies inside the caller's allocation; the advice
+        // changes only how the kernel backs it.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+}
+
+/// `count` zeros of a dtype as tensor data, huge pages asked for when large.
+fn zeroed(dtype: DType, count: usize) -> TensorData {
+    fn fresh<T: Clone + Default>(count: usize) -> Vec<T> {
+        let v = vec![T::default(); count];
+        advise_huge_pages(v.as_ptr() as *mut u8, count * std::mem::size_of::<T>());
+        v
+    }
+    use half::vec::HalfBitsVecExt;
+    match dtype {
+        DType::F16 => TensorData::F16(fresh::<u16>(count).reinterpret_into()),
+        DType::BF16 => TensorData::BF16(fresh::<u16>(count).reinterpret_into()),
+        DType::F32 => TensorData::F32(fresh(count)),
+        DType::F64 => TensorData::F64(fresh(count)),
+        DType::I32 => TensorData::I32(fresh(count)),
+        DType::I64 => TensorData::I64(fresh(count)),
+        DType::Bool => TensorData::Bool(fresh(count)),
+    }
 }
 
 /// The buffer table of one call, shared read-only by the threads of a kernel.
@@ -43,6 +87,7 @@ pub fn result_names(g: &Graph) -> Vec<Option<String>> {
     }
 }
 
+/// The elements of a host tensor, which kernels only read.
 fn data_pointer(t: &HostTensor) -> *mut u8 {
     match t.data() {
         TensorData::F16(v) => v.as_ptr() as *mut u8,
@@ -52,6 +97,19 @@ fn data_pointer(t: &HostTensor) -> *mut u8 {
         TensorData::I32(v) => v.as_ptr() as *mut u8,
         TensorData::I64(v) => v.as_ptr() as *mut u8,
         TensorData::Bool(v) => v.as_ptr() as *mut u8,
+    }
+}
+
+/// The elements of tensor data a kernel writes.
+fn writable_pointer(d: &mut TensorData) -> *mut u8 {
+    match d {
+        TensorData::F16(v) => v.as_mut_ptr().cast(),
+        TensorData::BF16(v) => v.as_mut_ptr().cast(),
+        TensorData::F32(v) => v.as_mut_ptr().cast(),
+        TensorData::F64(v) => v.as_mut_ptr().cast(),
+        TensorData::I32(v) => v.as_mut_ptr().cast(),
+        TensorData::I64(v) => v.as_mut_ptr().cast(),
+        TensorData::Bool(v) => v.as_mut_ptr().cast(),
     }
 }
 
@@ -76,6 +134,10 @@ unsafe fn read_data(ptr: *const u8, dtype: DType, count: usize) -> TensorData {
 }
 
 impl Compiled {
+    pub fn new(program: Program, plan: Plan, kernels: Vec<KernelFn>, names: Vec<Option<String>>) -> Compiled {
+        Compiled { program, plan, kernels, names, pool: Mutex::new(Vec::new()) }
+    }
+
     /// Runs on arguments the call-boundary check accepted (`sizes` is its result).
     pub fn run(&self, args: &[Argument], weights: &HashMap<String, HostTensor>, sizes: &[Option<u64>]) -> Result<HostTensor, String> {
         let p = &self.program;
@@ -83,8 +145,18 @@ impl Compiled {
         let elements = |b: usize| -> Result<usize, String> {
             p.buffers[b].shape.iter().try_fold(1usize, |acc, &s| acc.checked_mul(self.plan.value(p, s, &slots)).ok_or_else(|| "a buffer is too large to address".to_string()))
         };
+        // The buffer the result lives in (through reshapes), when a kernel writes it.
+        let mut root = p.result;
+        while let BufferKind::Alias(a) = p.buffers[root].kind {
+            root = a;
+        }
+        let mut result_data = match p.buffers[root].kind {
+            BufferKind::Temporary => Some(zeroed(p.buffers[p.result].dtype, elements(p.result)?)),
+            _ => None,
+        };
         // Host scalars live here for the call; temporaries in `storage`.
         let mut scalars: Vec<u64> = Vec::new();
+        let mut pool = std::mem::take(&mut *self.pool.lock().map_err(|_| "a previous call panicked")?);
         let mut storage: Vec<Vec<u64>> = Vec::new();
         let mut table: Vec<*mut u8> = Vec::with_capacity(p.buffers.len());
         let mut scalar_of = vec![None; p.buffers.len()];
@@ -109,9 +181,21 @@ impl Compiled {
                 },
                 BufferKind::Weight(name) => data_pointer(weights.get(name).ok_or_else(|| format!("the weight '{name}' is missing"))?),
                 BufferKind::Alias(a) => table[*a],
+                BufferKind::Temporary if b == root => match result_data.as_mut() {
+                    Some(d) => writable_pointer(d),
+                    None => return Err("internal error: the result has no storage".into()),
+                },
                 BufferKind::Temporary => {
                     let bytes = elements(b)?.checked_mul(buffer.dtype.size_bytes()).ok_or("a buffer is too large to address")?;
-                    let mut v = vec![0u64; bytes.div_ceil(8).max(1)];
+                    let words = bytes.div_ceil(8).max(1);
+                    let mut v = match pool.iter().position(|v| v.len() >= words) {
+                        Some(i) => pool.swap_remove(i),
+                        None => {
+                            let v = vec![0u64; words];
+                            advise_huge_pages(v.as_ptr() as *mut u8, bytes);
+                            v
+                        }
+                    };
                     let ptr = v.as_mut_ptr().cast::<u8>();
                     storage.push(v);
                     ptr
@@ -137,12 +221,18 @@ impl Compiled {
                 call(0, n);
             }
         }
+        storage.append(&mut pool);
+        if let Ok(mut kept) = self.pool.lock() {
+            *kept = storage;
+        }
         let result = p.result;
         let dtype = p.buffers[result].dtype;
         let shape: Vec<usize> = p.buffers[result].shape.iter().map(|&s| self.plan.value(p, s, &slots)).collect();
-        let count = elements(result)?;
-        // SAFETY: the result buffer holds `count` elements written by the kernels (or is an argument).
-        let data = unsafe { read_data(table.0[result], dtype, count) };
+        let data = match result_data.take() {
+            Some(d) => d,
+            // SAFETY: the result is an argument or weight of `count` elements.
+            None => unsafe { read_data(table.0[result], dtype, elements(result)?) },
+        };
         HostTensor::new(data, shape, self.names.clone()).map_err(|e| e.to_string())
     }
 }

@@ -137,8 +137,8 @@ pub trait Emitter {
     fn get(&mut self, var: Self::Var) -> Self::Value;
     fn set(&mut self, var: Self::Var, value: Self::Value);
 
-    /// Starts `for i in start..end` (`I64`s); gives the loop and `i`. Code
-    /// emitted until [`Emitter::end_loop`] is the loop's body.
-    fn begin_loop(&mut self, start: Self::Value, end: Self::Value) -> (Self::Loop, Self::Value);
+    /// Starts `for i in (start..end).step_by(step)` (`I64`s); gives the loop
+    /// and `i`. Code emitted until [`Emitter::end_loop`] is the loop's body.
+    fn begin_loop(&mut self, start: Self::Value, end: Self::Value, step: i64) -> (Self::Loop, Self::Value);
     fn end_loop(&mut self, l: Self::Loop);
 }

@@ -88,35 +88,62 @@ impl<E: Emitter> Lowering<'_, E> {
         }
         self.extents = self.k.loops.iter().map(|l| l.extent).collect::<Vec<_>>().into_iter().map(|s| self.size(s)).collect();
         let rank = self.p.buffers[self.k.output].shape.len();
+        let order = self.k.order();
         match &self.k.body {
             Body::Store(v) => {
-                let loops: Vec<usize> = (0..self.k.loops.len()).collect();
-                let open = self.open(&loops);
+                let open = match self.k.schedule.tile {
+                    Some(t) if order.len() >= 2 => self.open_tiled(&order, t as i64),
+                    _ => self.open(&order),
+                };
                 let (x, kind) = self.eval(v);
                 self.store_output(x, kind);
                 self.close(open);
             }
-            Body::Reduce { op, value } => {
-                let outer: Vec<usize> = (0..rank).collect();
-                let open = self.open(&outer);
-                let (x, kind) = self.reduce(*op, value, rank);
+            Body::Reduce { op, value } if order.iter().take(rank).copied().eq(0..rank) => {
+                let open = self.open(&order[..rank]);
+                let (x, kind) = self.reduce(*op, value, &order[rank..]);
                 self.store_output(x, kind);
                 self.close(open);
             }
+            Body::Reduce { op, value } => self.reduce_in_memory(*op, value, &order, rank),
             Body::Along { func, axis, value } => self.along(*func, *axis, value),
         }
     }
 
-    /// Opens loops in order; the first is the parallel loop when the kernel has one.
+    /// The range loop `i` runs over: the driver's `begin..end` for the parallel loop.
+    fn bounds(&mut self, i: usize) -> (E::Value, E::Value) {
+        if i == 0 && self.k.parallel_loop() { self.e.range() } else { (self.e.int(Kind::I64, 0), self.extents[i]) }
+    }
+
+    /// Opens loops in order.
     fn open(&mut self, loops: &[usize]) -> Vec<E::Loop> {
         let mut handles = Vec::with_capacity(loops.len());
         for &i in loops {
-            let (start, end) = if i == 0 && self.k.parallel_loop() {
-                self.e.range()
-            } else {
-                (self.e.int(Kind::I64, 0), self.extents[i])
-            };
-            let (h, v) = self.e.begin_loop(start, end);
+            let (start, end) = self.bounds(i);
+            let (h, v) = self.e.begin_loop(start, end, 1);
+            self.index[i] = Some(v);
+            handles.push(h);
+        }
+        handles
+    }
+
+    /// Opens loops in order, the last two in square tiles of edge `t`:
+    /// the two tile loops, then the loops inside one tile.
+    fn open_tiled(&mut self, order: &[usize], t: i64) -> Vec<E::Loop> {
+        let (outer, pair) = order.split_at(order.len() - 2);
+        let mut handles = self.open(outer);
+        let mut inner = Vec::with_capacity(2);
+        for &i in pair {
+            let (start, end) = self.bounds(i);
+            let (h, v) = self.e.begin_loop(start, end, t);
+            handles.push(h);
+            inner.push((i, v, end));
+        }
+        for (i, first, end) in inner {
+            let edge = self.e.int(Kind::I64, t);
+            let past = self.e.binary(Binary::Add, Kind::I64, first, edge);
+            let stop = self.e.binary(Binary::Min, Kind::I64, past, end);
+            let (h, v) = self.e.begin_loop(first, stop, 1);
             self.index[i] = Some(v);
             handles.push(h);
         }
@@ -165,8 +192,8 @@ impl<E: Emitter> Lowering<'_, E> {
         self.e.store(memory_kind(dtype), out, at, stored);
     }
 
-    /// Reduces `value` over the loops after `rank`; gives the result.
-    fn reduce(&mut self, op: Reduction, value: &Expr, rank: usize) -> (E::Value, Kind) {
+    /// The kind a reduction accumulates in, and its identity.
+    fn accumulator(&mut self, op: Reduction, value: &Expr) -> (Kind, E::Value) {
         let dtype = self.p.buffers[self.k.output].dtype;
         let value_kind = self.kind_of(value);
         let acc_kind = if dtype == DType::Bool {
@@ -190,30 +217,91 @@ impl<E: Emitter> Lowering<'_, E> {
             (k, Reduction::Prod) => self.e.float(k, 1.0),
             (k, _) => self.e.float(k, 0.0),
         };
-        let acc = self.e.variable(acc_kind, init);
-        let inner: Vec<usize> = (rank..self.k.loops.len()).collect();
-        let open = self.open(&inner);
-        let (x, kind) = self.eval(value);
-        let x = self.e.convert(kind, acc_kind, x);
-        let a = self.e.get(acc);
-        let combine = match (acc_kind, op) {
+        (acc_kind, init)
+    }
+
+    /// How a reduction combines an accumulator with a term.
+    fn combine(acc_kind: Kind, op: Reduction) -> Binary {
+        match (acc_kind, op) {
             (Kind::Bool, Reduction::Min) => Binary::And,
             (Kind::Bool, _) => Binary::Or,
             (_, Reduction::Sum | Reduction::Mean) => Binary::Add,
             (_, Reduction::Prod) => Binary::Mul,
             (_, Reduction::Max) => Binary::Max,
             (_, Reduction::Min) => Binary::Min,
-        };
-        let combined = self.e.accumulate(combine, acc_kind, a, x);
+        }
+    }
+
+    /// The number of terms of a reduction, as a float of `kind`.
+    fn count(&mut self, kind: Kind, rank: usize) -> E::Value {
+        let mut count = self.e.int(Kind::I64, 1);
+        for i in rank..self.k.loops.len() {
+            count = self.e.binary(Binary::Mul, Kind::I64, count, self.extents[i]);
+        }
+        self.e.convert(Kind::I64, kind, count)
+    }
+
+    /// A reduction whose loops run outside output loops: the output is set
+    /// to the identity, each term accumulates into it in place, and a mean
+    /// is divided last. Kernel formation chooses this only where the
+    /// output's dtype is the accumulator's.
+    fn reduce_in_memory(&mut self, op: Reduction, value: &Expr, order: &[usize], rank: usize) {
+        let out = self.k.output;
+        let dtype = self.p.buffers[out].dtype;
+        let mem = memory_kind(dtype);
+        let index: Vec<Index> = (0..rank).map(Index::Loop).collect();
+        // (The loads of the output below read what this kernel stored.)
+        let outer: Vec<usize> = (0..rank).collect();
+        let (acc_kind, init) = self.accumulator(op, value);
+        let open = self.open(&outer);
+        let at = self.offset(out, &index);
+        let stored = to_memory(self.e, init, acc_kind, dtype);
+        self.e.store(mem, out, at, stored);
+        self.close(open);
+        let open = self.open(order);
+        let (x, kind) = self.eval(value);
+        let x = self.e.convert(kind, acc_kind, x);
+        let at = self.offset(out, &index);
+        let current = self.load_accumulator(at, acc_kind);
+        let combined = self.e.accumulate(Self::combine(acc_kind, op), acc_kind, current, x);
+        let stored = to_memory(self.e, combined, acc_kind, dtype);
+        self.e.store(mem, out, at, stored);
+        self.close(open);
+        if op == Reduction::Mean && acc_kind.is_float() {
+            let open = self.open(&outer);
+            let at = self.offset(out, &index);
+            let sum = self.load_accumulator(at, acc_kind);
+            let count = self.count(acc_kind, rank);
+            let mean = self.e.binary(Binary::Div, acc_kind, sum, count);
+            let stored = to_memory(self.e, mean, acc_kind, dtype);
+            self.e.store(mem, out, at, stored);
+            self.close(open);
+        }
+    }
+
+    /// The output element at `at` as an accumulator of `acc_kind`.
+    fn load_accumulator(&mut self, at: E::Value, acc_kind: Kind) -> E::Value {
+        let dtype = self.p.buffers[self.k.output].dtype;
+        let raw = self.e.load(memory_kind(dtype), self.k.output, at);
+        let value = from_memory(self.e, raw, dtype);
+        self.e.convert(register_kind(dtype), acc_kind, value)
+    }
+
+    /// Reduces `value` over the loops `inner` in a register; gives the result.
+    fn reduce(&mut self, op: Reduction, value: &Expr, inner: &[usize]) -> (E::Value, Kind) {
+        let rank = self.p.buffers[self.k.output].shape.len();
+        let (acc_kind, init) = self.accumulator(op, value);
+        let acc = self.e.variable(acc_kind, init);
+        let open = self.open(inner);
+        let (x, kind) = self.eval(value);
+        let x = self.e.convert(kind, acc_kind, x);
+        let a = self.e.get(acc);
+        let combined = self.e.accumulate(Self::combine(acc_kind, op), acc_kind, a, x);
         self.e.set(acc, combined);
         self.close(open);
         let mut result = self.e.get(acc);
         if op == Reduction::Mean && acc_kind.is_float() {
-            let mut count = self.e.int(Kind::I64, 1);
-            for i in rank..self.k.loops.len() {
-                count = self.e.binary(Binary::Mul, Kind::I64, count, self.extents[i]);
-            }
-            let count = self.e.convert(Kind::I64, acc_kind, count);
+            let count = self.count(acc_kind, rank);
             result = self.e.binary(Binary::Div, acc_kind, result, count);
         }
         (result, acc_kind)
