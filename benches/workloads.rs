@@ -15,6 +15,10 @@
 //! output, as a user's call does.
 
 use criterion::{criterion_group, criterion_main, Criterion};
+
+/// The allocator of the `nax` command: freed outputs' pages are reused.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use nax_front::check::sizes::Size;
 use nax_front::check::types::Type;
 use nax_ir::{Argument, Backend, Graph};

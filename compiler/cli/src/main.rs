@@ -3,6 +3,11 @@
 //! Exit codes: 0 success, 1 when the program has an error, 2 for a usage or
 //! I/O problem (clap's own usage errors exit 2 as well).
 
+/// mimalloc keeps freed pages for reuse, so a tensor freed after one call
+/// backs the next call's output without fresh, kernel-zeroed pages.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod report;
 mod run;
 mod timings;

@@ -53,10 +53,13 @@ fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
     }
 }
 
-/// `count` zeros of a dtype as tensor data, huge pages asked for when large.
-fn zeroed(dtype: DType, count: usize) -> TensorData {
-    fn fresh<T: Clone + Default>(count: usize) -> Vec<T> {
-        let v = vec![T::default(); count];
+/// Room for `count` elements of a dtype, not yet written (length 0):
+/// the kernels write every element of their output before
+/// [`assume_written`] gives the data its length. Huge pages are asked for
+/// when the room is large.
+fn room(dtype: DType, count: usize) -> TensorData {
+    fn fresh<T>(count: usize) -> Vec<T> {
+        let v = Vec::with_capacity(count);
         advise_huge_pages(v.as_ptr() as *mut u8, count * std::mem::size_of::<T>());
         v
     }
@@ -69,6 +72,25 @@ fn zeroed(dtype: DType, count: usize) -> TensorData {
         DType::I32 => TensorData::I32(fresh(count)),
         DType::I64 => TensorData::I64(fresh(count)),
         DType::Bool => TensorData::Bool(fresh(count)),
+    }
+}
+
+/// Gives data from [`room`] its length once the kernels have written it.
+///
+/// # Safety
+/// All `count` elements must be written (bools as 0 or 1).
+unsafe fn assume_written(d: &mut TensorData, count: usize) {
+    // SAFETY: the caller's contract; `room` reserved `count` elements.
+    unsafe {
+        match d {
+            TensorData::F16(v) => v.set_len(count),
+            TensorData::BF16(v) => v.set_len(count),
+            TensorData::F32(v) => v.set_len(count),
+            TensorData::F64(v) => v.set_len(count),
+            TensorData::I32(v) => v.set_len(count),
+            TensorData::I64(v) => v.set_len(count),
+            TensorData::Bool(v) => v.set_len(count),
+        }
     }
 }
 
@@ -151,7 +173,7 @@ impl Compiled {
             root = a;
         }
         let mut result_data = match p.buffers[root].kind {
-            BufferKind::Temporary => Some(zeroed(p.buffers[p.result].dtype, elements(p.result)?)),
+            BufferKind::Temporary => Some(room(p.buffers[p.result].dtype, elements(p.result)?)),
             _ => None,
         };
         // Host scalars live here for the call; temporaries in `storage`.
@@ -229,7 +251,12 @@ impl Compiled {
         let dtype = p.buffers[result].dtype;
         let shape: Vec<usize> = p.buffers[result].shape.iter().map(|&s| self.plan.value(p, s, &slots)).collect();
         let data = match result_data.take() {
-            Some(d) => d,
+            Some(mut d) => {
+                // SAFETY: every kernel writes each element of its output, and
+                // a kernel wrote the result's buffer.
+                unsafe { assume_written(&mut d, elements(result)?) };
+                d
+            }
             // SAFETY: the result is an argument or weight of `count` elements.
             None => unsafe { read_data(table.0[result], dtype, elements(result)?) },
         };
