@@ -122,6 +122,64 @@ impl Former<'_> {
         Value::Buffer(b)
     }
 
+    /// Whether axis `axis` of a shape has a stride: some later axis is not of size 1.
+    fn is_strided_axis(&self, sizes: &[Size], axis: usize) -> bool {
+        sizes[axis + 1..].iter().any(|&s| !self.is_one(s))
+    }
+
+    /// A buffer no graph value names, computed by one kernel.
+    fn scratch(&mut self, dtype: DType, shape: Vec<Size>, loops: Vec<Loop>, body: Body) -> usize {
+        self.p.buffers.push(Buffer { dtype, shape, kind: BufferKind::Temporary });
+        let b = self.p.buffers.len() - 1;
+        let schedule = self.schedule(b, &loops, &body);
+        self.p.kernels.push(Kernel { output: b, loops, body, schedule });
+        b
+    }
+
+    /// softmax, log_softmax or logsumexp along an axis with a stride, as
+    /// three kernels whose inner loops run over contiguous memory: the
+    /// maximum along the axis, the sum of exponentials, then the result.
+    /// (Along the last axis, one kernel's passes run over contiguous rows.)
+    fn along_strided(&mut self, n: NodeIndex, input: NodeIndex, func: AlongAxis, axis: usize) -> Value {
+        use nax_front::checked::Elementwise as F;
+        use nax_front::syntax::ast::BinaryOp as B;
+        let sizes = shape(&self.g.graph[input].ty);
+        let wide = if nax_ir::value_dtype(&self.g.graph[input].ty) == DType::F64 { DType::F64 } else { DType::F32 };
+        let reduced: Vec<Size> = sizes.iter().enumerate().filter(|&(a, _)| a != axis).map(|(_, &s)| s).collect();
+        let rank = reduced.len();
+        let apply = |func: MapFn, args: Vec<Expr>| Expr::Apply { func, compute: wide, args };
+        // The reductions: the reduced axes, then the axis.
+        let mut loops = self.output_loops(&reduced);
+        loops.push(Loop { extent: sizes[axis], role: Role::Reduce });
+        let at: Vec<Index> = (0..sizes.len()).map(|a| Index::Loop(if a == axis { rank } else if a < axis { a } else { a - 1 })).collect();
+        let x = self.read(input, &at, &loops);
+        let max = self.scratch(wide, reduced.clone(), loops.clone(), Body::Reduce { op: Reduction::Max, value: x.clone() });
+        let m = Expr::Load { buffer: max, index: (0..rank).map(Index::Loop).collect() };
+        let shifted = apply(MapFn::Binary(B::Sub), vec![x, m]);
+        let sum = self.scratch(wide, reduced, loops, Body::Reduce { op: Reduction::Sum, value: apply(MapFn::Builtin(F::Exp), vec![shifted]) });
+        let out = shape(&self.g.graph[n].ty);
+        let loops = self.output_loops(&out);
+        let (x, m, s) = if func == AlongAxis::LogSumExp {
+            let all: Vec<Index> = (0..rank).map(Index::Loop).collect();
+            (None, Expr::Load { buffer: max, index: all.clone() }, Expr::Load { buffer: sum, index: all })
+        } else {
+            let skip: Vec<Index> = (0..sizes.len()).filter(|&a| a != axis).map(Index::Loop).collect();
+            let x = self.read(input, &(0..sizes.len()).map(Index::Loop).collect::<Vec<_>>(), &loops);
+            (Some(x), Expr::Load { buffer: max, index: skip.clone() }, Expr::Load { buffer: sum, index: skip })
+        };
+        let log_sum = apply(MapFn::Builtin(F::Log), vec![s.clone()]);
+        let value = match (func, x) {
+            (AlongAxis::Softmax, Some(x)) => apply(MapFn::Binary(B::Div), vec![apply(MapFn::Builtin(F::Exp), vec![apply(MapFn::Binary(B::Sub), vec![x, m])]), s]),
+            (AlongAxis::LogSoftmax, Some(x)) => apply(MapFn::Binary(B::Sub), vec![apply(MapFn::Binary(B::Sub), vec![x, m]), log_sum]),
+            // logsumexp: the maximum itself where it is infinite.
+            _ => {
+                let infinite = apply(MapFn::Binary(B::Eq), vec![apply(MapFn::Builtin(F::Abs), vec![m.clone()]), Expr::Literal(nax_ir::Literal::Float(f64::INFINITY))]);
+                apply(MapFn::Builtin(F::Where), vec![infinite, m.clone(), apply(MapFn::Binary(B::Add), vec![m, log_sum])])
+            }
+        };
+        self.kernel(n, loops, Body::Store(value))
+    }
+
     /// The schedule of a kernel: a transposed read tiles the two innermost
     /// loops; a reduction whose operands are contiguous (or constant) along
     /// the last output loop, and strided along none, runs its reduction
@@ -229,6 +287,7 @@ impl Former<'_> {
                 let value = self.read(ops[0], &at, &loops);
                 self.kernel(n, loops, Body::Reduce { op: *op, value })
             }
+            Op::Along { func, axis } if self.is_strided_axis(&shape(&self.g.graph[ops[0]].ty), *axis) => self.along_strided(n, ops[0], *func, *axis),
             Op::Along { func, axis } => {
                 let input = shape(&self.g.graph[ops[0]].ty);
                 let (loops, at, along) = if *func == AlongAxis::LogSumExp {

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""nax against PyTorch eager on the workloads of bench/WORKLOADS.md, in one run.
+
+    python3 benches/compare.py [--skip-bench] [--markdown FILE]
+
+1. Runs `cargo bench --bench workloads` (criterion: the nax side, LLVM back
+   end, outputs allocated per call; it also records each native back end's
+   compile time, source to callable).
+2. Runs the same workloads in PyTorch eager, on the code
+   `nax build --emit torch` generates, with the same inputs' shapes, the
+   same thread count (2, printed), outputs allocated per call.
+3. Measures the machine's limits in the same run: memory bandwidth with a
+   STREAM triad (`a = b + 3 c`, 2^25 floats, preallocated, counted as
+   3 arrays) and peak f32 FLOP/s as the best of PyTorch's 1024^3 and
+   2048^3 matmuls.
+4. Prints a Markdown table: median ms of each side, the ratio, the fraction
+   of the limit (bytes moved over bandwidth for memory-bound workloads,
+   FLOP/s over peak for gemm) and the compile time of each nax back end.
+
+Without PyTorch the PyTorch columns say so. `--skip-bench` reuses the
+criterion results already in target/criterion.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+THREADS = 2
+ELEMENTWISE = "dim n = 4096\ndim m = 4096\n\ndef elementwise(x: [n m], y: [n m]) -> [n m] {\n    return x + y\n}\n"
+# name: (argument shapes, bytes moved at least, FLOPs) -- f32 everywhere.
+WORKLOADS = {
+    "elementwise": ([(4096, 4096), (4096, 4096)], 3 * 4096 * 4096 * 4, None),
+    "gelu_bias": ([(32, 512, 1024), (1024,), (1024,)], 2 * 32 * 512 * 1024 * 4, None),
+    "transpose_add": ([(4096, 4096), (4096, 4096)], 3 * 4096 * 4096 * 4, None),
+    "softmax_mid": ([(32, 512, 512)], 2 * 32 * 512 * 512 * 4, None),
+    "gemm": ([(1024, 1024), (1024, 1024)], None, 2 * 1024 ** 3),
+}
+
+
+def median_ms(fn, min_calls=10, min_seconds=1.0):
+    fn()
+    times = []
+    start = time.perf_counter()
+    while len(times) < min_calls or time.perf_counter() - start < min_seconds:
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e3
+
+
+def criterion_median_ms(name):
+    path = os.path.join(ROOT, "target", "criterion", name, "nax", "new", "estimates.json")
+    with open(path) as f:
+        return json.load(f)["median"]["point_estimate"] / 1e6
+
+
+def compile_ms(name):
+    path = os.path.join(ROOT, "target", "criterion", name, "compile.json")
+    with open(path) as f:
+        return json.load(f)
+
+
+def source_of(name):
+    if name == "elementwise":
+        return ELEMENTWISE
+    with open(os.path.join(ROOT, "examples", "workloads", name + ".nax")) as f:
+        return f.read()
+
+
+def torch_side(nax, torch, tmp):
+    """Median ms of each workload in PyTorch eager, and the machine's limits."""
+    torch.set_num_threads(THREADS)
+    results = {}
+    for name, (shapes, _, _) in WORKLOADS.items():
+        src = os.path.join(tmp, name + ".nax")
+        py = os.path.join(tmp, name + "_torch.py")
+        with open(src, "w") as f:
+            f.write(source_of(name))
+        subprocess.run([nax, "build", src, "--emit", "torch", "-o", py], check=True)
+        spec = importlib.util.spec_from_file_location(name + "_torch", py)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        fn = getattr(module, name)
+        args = [torch.rand(s) * 2 - 1 for s in shapes]
+        with torch.no_grad():
+            results[name] = median_ms(lambda: fn(*args))
+    n = 1 << 25
+    a, b, c = torch.empty(n), torch.rand(n), torch.rand(n)
+    triad = median_ms(lambda: torch.add(b, c, alpha=3.0, out=a))
+    bandwidth = 3 * n * 4 / (triad / 1e3)
+    peak = 0.0
+    for m in (1024, 2048):
+        x, y, z = torch.rand(m, m), torch.rand(m, m), torch.empty(m, m)
+        mm = median_ms(lambda: torch.mm(x, y, out=z))
+        peak = max(peak, 2 * m ** 3 / (mm / 1e3))
+    return results, bandwidth, peak
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--skip-bench", action="store_true", help="reuse target/criterion results")
+    ap.add_argument("--markdown", help="also write the table to this file")
+    opts = ap.parse_args()
+    if not opts.skip_bench:
+        subprocess.run(["cargo", "bench", "--bench", "workloads"], cwd=ROOT, check=True)
+    subprocess.run(["cargo", "build", "--release", "--bin", "nax"], cwd=ROOT, check=True)
+    nax = os.path.join(ROOT, "target", "release", "nax")
+    try:
+        import torch
+    except ImportError as e:
+        torch = None
+        why = f"PyTorch is not importable ({e}); pip install torch to compare"
+    with tempfile.TemporaryDirectory() as tmp:
+        if torch is not None:
+            eager, bandwidth, peak = torch_side(nax, torch, tmp)
+            why = None
+    lines = []
+    if torch is not None:
+        lines.append(f"Threads: {THREADS}. PyTorch {torch.__version__}. Measured limits: "
+                     f"STREAM triad {bandwidth / 1e9:.1f} GB/s, f32 matmul peak {peak / 1e9:.1f} GFLOP/s.")
+    else:
+        lines.append(why)
+    lines.append("")
+    lines.append("| workload | nax ms | PyTorch eager ms | speed-up vs eager | nax fraction of limit | eager fraction of limit | compile llvm ms | compile cranelift ms |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, (_, moved, flops) in WORKLOADS.items():
+        ours = criterion_median_ms(name)
+        comp = compile_ms(name)
+
+        def fraction(ms):
+            if torch is None:
+                return "n/a"
+            if moved is not None:
+                return f"{moved / (ms / 1e3) / bandwidth:.0%} of bandwidth"
+            return f"{flops / (ms / 1e3) / peak:.0%} of peak"
+
+        theirs = f"{eager[name]:.2f}" if torch is not None else "n/a"
+        ratio = f"{eager[name] / ours:.2f}x" if torch is not None else "n/a"
+        their_fraction = fraction(eager[name]) if torch is not None else "n/a"
+        lines.append(f"| {name} | {ours:.2f} | {theirs} | {ratio} | {fraction(ours)} | {their_fraction} | "
+                     f"{comp.get('llvm', float('nan')):.0f} | {comp.get('cranelift', float('nan')):.0f} |")
+    table = "\n".join(lines)
+    print(table)
+    if opts.markdown:
+        with open(opts.markdown, "w") as f:
+            f.write(table + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
