@@ -4,7 +4,7 @@
 //! `nax_back_native` (the emitter is in [`emit`]), compiled for the host
 //! CPU at `opt_level=speed` into memory; the shared threaded driver calls
 //! the functions. The C math library functions the lowering calls are
-//! resolved from the running process.
+//! bound to the Rust implementations `nax_back_native::libm_address` gives.
 
 mod emit;
 
@@ -32,11 +32,7 @@ impl Backend for Cranelift {
     }
 
     fn compile_timed(&self, graph: &Graph, stage: &mut dyn FnMut(&'static str)) -> Result<Box<dyn Executable>, String> {
-        let program = nax_kernel::form(graph)?;
-        let problems = nax_kernel::verify(&program);
-        if !problems.is_empty() {
-            return Err(format!("internal error: the kernel program of `{}` does not verify: {}", graph.name, problems.join("; ")));
-        }
+        let program = nax_back_native::kernels(graph)?;
         let plan = Plan::new(&program);
         stage("kernels");
         let mut module = host_module()?;
@@ -98,11 +94,16 @@ fn host_module() -> Result<JITModule, String> {
     if isa.pointer_type() != types::I64 {
         return Err(format!("the Cranelift back end needs a 64-bit host, not {}", isa.triple()));
     }
-    Ok(JITModule::new(JITBuilder::with_isa(isa, default_libcall_names())))
+    let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+    for name in LIBM {
+        let address = nax_back_native::libm_address(name).ok_or_else(|| format!("internal error: no implementation of `{name}`"))?;
+        builder.symbol(name, address);
+    }
+    Ok(JITModule::new(builder))
 }
 
 /// Declares the C math library functions the lowering may call, as
-/// imports resolved from the process when the module is finalized.
+/// imports bound to `nax_back_native::libm_address` (see `host_module`).
 fn declare_libm(module: &mut JITModule) -> Result<HashMap<&'static str, FuncId>, String> {
     LIBM.iter()
         .map(|&name| {
@@ -138,6 +139,3 @@ impl Drop for JitExecutable {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -3,8 +3,10 @@
 //! ([`nax_back_native::lower_kernel`]), optimised by LLVM's O3 pipeline for
 //! the host CPU (its name and features are detected and set on every
 //! function, so the loop vectoriser uses AVX-512 where the machine has it),
-//! then JIT-compiled in process for `nax run`, or written as an object
-//! file or LLVM IR for `nax build --emit obj|llvm-ir`.
+//! then JIT-compiled in process for `nax run` (calls to the C math library
+//! bound to `nax_back_native::libm_address`), or written as an object file
+//! or LLVM IR for `nax build --emit obj|llvm-ir` (where they stay calls to
+//! the C library's `exp`, `sin`, ...).
 //!
 //! Each kernel is two functions: `<program>_k<i>_body`, whose buffer
 //! parameters are `noalias` (kernels never write a buffer they read), and
@@ -173,23 +175,13 @@ fn add_kernels<'ctx>(
     Ok(())
 }
 
-/// The kernels of a graph, formed and verified.
-fn program(graph: &Graph) -> Result<Program, String> {
-    let program = nax_kernel::form(graph)?;
-    let problems = nax_kernel::verify(&program);
-    if !problems.is_empty() {
-        return Err(format!("internal error: the kernels of `{}` do not verify: {}", graph.name, problems.join("; ")));
-    }
-    Ok(program)
-}
-
 /// Compiles the graphs of a module's functions to one object file or to
 /// optimised LLVM IR. Each function's kernels are exported as
 /// `<function>_k<i>` with the driver's signature.
 pub fn emit(graphs: &[Graph], artifact: Artifact) -> Result<Vec<u8>, String> {
     let h = host()?;
     let tm = target_machine(h)?;
-    let programs = graphs.iter().map(|g| program(g).map(|p| { let plan = Plan::new(&p); (p, plan) })).collect::<Result<Vec<_>, String>>()?;
+    let programs = graphs.iter().map(|g| nax_back_native::kernels(g).map(|p| { let plan = Plan::new(&p); (p, plan) })).collect::<Result<Vec<_>, String>>()?;
     let context = Context::create();
     let module = build_module(&context, &programs, h, &tm)?;
     optimise(&module, &tm)?;
@@ -232,7 +224,7 @@ impl Backend for Llvm {
     fn compile_timed(&self, graph: &Graph, stage: &mut dyn FnMut(&'static str)) -> Result<Box<dyn Executable>, String> {
         let h = host()?;
         let tm = target_machine(h)?;
-        let p = program(graph)?;
+        let p = nax_back_native::kernels(graph)?;
         stage("kernels");
         let plan = Plan::new(&p);
         let context = Box::new(Context::create());
@@ -245,6 +237,11 @@ impl Backend for Llvm {
         stage("codegen");
         let [(p, plan)] = programs;
         let engine = module.create_jit_execution_engine(OptimizationLevel::Aggressive).map_err(|e| format!("LLVM cannot JIT-compile: {e}"))?;
+        for name in nax_back_native::LIBM {
+            if let (Some(f), Some(address)) = (module.get_function(name), nax_back_native::libm_address(name)) {
+                engine.add_global_mapping(&f, address as usize);
+            }
+        }
         let mut kernels = Vec::with_capacity(p.kernels.len());
         for i in 0..p.kernels.len() {
             let address = engine.get_function_address(&kernel_name(&p, i)).map_err(|e| format!("internal error: kernel {i} was not compiled: {e:?}"))?;

@@ -14,6 +14,61 @@ pub use emitter::{Binary, Compare, Emitter, Kind, Unary, LIBM};
 pub use lower::{lower_kernel, memory_kind};
 pub use plan::{Plan, SizeRef};
 
+/// The kernels of a graph, formed and verified.
+pub fn kernels(graph: &nax_ir::Graph) -> Result<nax_kernel::Program, String> {
+    let program = nax_kernel::form(graph)?;
+    let problems = nax_kernel::verify(&program);
+    if !problems.is_empty() {
+        return Err(format!("internal error: the kernels of `{}` do not verify: {}", graph.name, problems.join("; ")));
+    }
+    Ok(program)
+}
+
+/// The address of a Rust implementation of one of [`LIBM`], with the C
+/// signature, for JITs to bind the calls to (so no symbol is looked up in
+/// the process); `None` for a name not in [`LIBM`].
+pub fn libm_address(name: &str) -> Option<*const u8> {
+    extern "C" fn exp(x: f64) -> f64 {
+        x.exp()
+    }
+    extern "C" fn log(x: f64) -> f64 {
+        x.ln()
+    }
+    extern "C" fn log1p(x: f64) -> f64 {
+        x.ln_1p()
+    }
+    extern "C" fn expm1(x: f64) -> f64 {
+        x.exp_m1()
+    }
+    extern "C" fn sin(x: f64) -> f64 {
+        x.sin()
+    }
+    extern "C" fn cos(x: f64) -> f64 {
+        x.cos()
+    }
+    extern "C" fn tanh(x: f64) -> f64 {
+        x.tanh()
+    }
+    extern "C" fn erf(x: f64) -> f64 {
+        libm::erf(x)
+    }
+    extern "C" fn pow(x: f64, y: f64) -> f64 {
+        x.powf(y)
+    }
+    Some(match name {
+        "exp" => exp as *const u8,
+        "log" => log as *const u8,
+        "log1p" => log1p as *const u8,
+        "expm1" => expm1 as *const u8,
+        "sin" => sin as *const u8,
+        "cos" => cos as *const u8,
+        "tanh" => tanh as *const u8,
+        "erf" => erf as *const u8,
+        "pow" => pow as *const u8,
+        _ => return None,
+    })
+}
+
 /// The buffers a kernel reads or writes, in increasing order.
 pub fn kernel_buffers(k: &nax_kernel::Kernel) -> Vec<usize> {
     fn visit(e: &nax_kernel::Expr, out: &mut Vec<usize>) {
