@@ -30,10 +30,16 @@ use std::time::Instant;
 const WORKLOADS: [&str; 4] = ["gelu_bias", "transpose_add", "softmax_mid", "gemm"];
 const ELEMENTWISE: &str = "dim n = 4096\ndim m = 4096\n\ndef elementwise(x: [n m], y: [n m]) -> [n m] {\n    return x + y\n}\n";
 
-/// Source to graph, and the graph's arguments (seeded values in [-1, 1)).
-fn prepare(source: &str, function: &str) -> (Graph, Vec<Argument>) {
+/// Source to graph.
+fn graph(source: &str, function: &str) -> Graph {
     let checked = nax_front::check_source(source);
     assert!(!checked.has_errors(), "{function}: {:?}", checked.diagnostics);
+    nax_ir::lower(&checked.module, function).expect("lower")
+}
+
+/// The function's arguments: seeded values in [-1, 1).
+fn arguments(source: &str, function: &str) -> Vec<Argument> {
+    let checked = nax_front::check_source(source);
     let f = checked.module.functions.iter().find(|f| f.name == function).expect("the workload's function");
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
@@ -42,7 +48,7 @@ fn prepare(source: &str, function: &str) -> (Graph, Vec<Argument>) {
         state ^= state << 17;
         (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
     };
-    let args = f.bindings[..f.params]
+    f.bindings[..f.params]
         .iter()
         .map(|b| match &b.ty {
             Type::Tensor(t) => {
@@ -56,27 +62,26 @@ fn prepare(source: &str, function: &str) -> (Graph, Vec<Argument>) {
             }
             _ => panic!("{function}: workload parameters are tensors"),
         })
-        .collect();
-    (nax_ir::lower(&checked.module, function).expect("lower"), args)
+        .collect()
 }
 
 fn workload(c: &mut Criterion, name: &str, source: &str) {
-    let (graph, args) = prepare(source, name);
+    let g = graph(source, name);
+    let args = arguments(source, name);
     let weights = HashMap::new();
-    let sizes = nax_ir::check_call(&graph, &args, &weights).expect("sizes");
+    let sizes = nax_ir::check_call(&g, &args, &weights).expect("sizes");
     let backends: [(&str, Box<dyn Backend>); 2] = [("llvm", Box::new(nax_back_llvm::Llvm)), ("cranelift", Box::new(nax_back_cranelift::Cranelift))];
     let mut compile_ms = Vec::new();
     for (label, backend) in &backends {
         // Source to callable: check, lower and compile.
         let start = Instant::now();
-        let (g, _) = prepare(source, name);
-        let _ = backend.compile(&g).expect("compile");
+        let _ = backend.compile(&graph(source, name)).expect("compile");
         compile_ms.push(format!("\"{label}\": {:.3}", start.elapsed().as_secs_f64() * 1e3));
     }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/criterion").join(name);
     std::fs::create_dir_all(&dir).expect("criterion folder");
     std::fs::write(dir.join("compile.json"), format!("{{{}}}\n", compile_ms.join(", "))).expect("compile.json");
-    let exe = nax_back_llvm::Llvm.compile(&graph).expect("compile");
+    let exe = nax_back_llvm::Llvm.compile(&g).expect("compile");
     let mut group = c.benchmark_group(name);
     group.sample_size(10);
     group.bench_function("nax", |b| b.iter(|| exe.run(&args, &weights, &sizes).expect("run")));
