@@ -326,8 +326,8 @@ fn map(func: MapFn, maps: &[Vec<usize>], compute: DType, args: &[&Value], dtype:
     let mut scalars = Vec::with_capacity(args.len());
     for i in 0..n {
         scalars.clear();
-        for (k, a) in args.iter().enumerate() {
-            scalars.push(load(a, operand_offsets[k][i], operand_compute[k]));
+        for ((a, at), &c) in args.iter().zip(&operand_offsets).zip(&operand_compute) {
+            scalars.push(load(a, at[i], c));
         }
         results.push(apply(func, compute, &scalars));
     }
