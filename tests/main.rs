@@ -4,7 +4,7 @@
 //! - `conformance`: the shared checker cases (`../shared/conformance`), through `nax check --format json`;
 //! - `diagnostics`: file-driven tests, `.nax` beside its expected rendered `.stderr` (`NAX_BLESS=1` updates);
 //! - `explain`: every error code's documented examples;
-//! - `run`: `nax run` end to end, and every kind of bad input;
+//! - `run`: `nax run` end to end, and every kind of bad input (sizes too large for memory included);
 //! - `robustness`: generated inputs, none of which may panic the checker;
 //! - `cli`: the command line's exit codes and outputs;
 //! - `exec`: the shared execution cases, through `nax run` on every back end;

@@ -205,3 +205,17 @@ fn a_host_int_parameter_sizes_a_pattern() {
     case.rejects("an inexact keyword size", case.run("f", &["--arg", "k=3"]), &["8 / 3 is not exact"]);
     case.rejects("a zero keyword size", case.run("f", &["--arg", "k=0"]), &["parameter 'k'", "positive"]);
 }
+
+#[test]
+fn a_call_too_large_for_memory_is_refused_on_every_backend() {
+    let case = Case::new("memory");
+    let source = "dim n = 4\ndef f(x: [n], k: int) -> [n h] {\n    return repeat(x, n -> n h, h=k)\n}\n";
+    std::fs::write(case.dir.join("p.nax"), source).unwrap();
+    write(&case.dir.join("in.safetensors"), &[spec("x", &[4], "n")]);
+    std::fs::write(case.dir.join("out.safetensors"), b"previous").unwrap();
+    let (p, i, o) = (case.path("p.nax"), case.path("in.safetensors"), case.path("out.safetensors"));
+    for backend in ["interp", "llvm", "cranelift"] {
+        let out = nax(&["run", &p, "--fn", "f", "--inputs", &i, "--arg", "k=1099511627776", "--out", &o, "--backend", backend]);
+        case.rejects(&format!("a 16 TiB result on {backend}"), out, &["shape [n=4 h=1099511627776]", "bytes of memory"]);
+    }
+}

@@ -43,7 +43,8 @@ pub trait Backend {
 /// The call-boundary check: every argument and weight against the graph's
 /// types (kind of argument, dtype, rank, sizes: constants directly, symbols
 /// fixed by their first binding, then every derived size and exact
-/// division). Gives the value of every size symbol for the call.
+/// division), and no value too large for the machine's memory. Gives the
+/// value of every size symbol for the call.
 pub fn check_call(g: &Graph, args: &[Argument], weights: &HashMap<String, HostTensor>) -> Result<Vec<Option<u64>>, String> {
     let mut given: Vec<(Size, u64, String)> = Vec::new();
     if args.len() != g.inputs.len() {
@@ -110,5 +111,48 @@ pub fn check_call(g: &Graph, args: &[Argument], weights: &HashMap<String, HostTe
         }
     }
     let pairs: Vec<(Size, u64)> = given.iter().map(|(s, v, _)| (*s, *v)).collect();
-    g.symbols.solve(&pairs).map_err(|e| format!("the sizes of the arguments do not fit `{}`: {}", g.name, e.message))
+    let sizes = g.symbols.solve(&pairs).map_err(|e| format!("the sizes of the arguments do not fit `{}`: {}", g.name, e.message))?;
+    check_memory(g, &sizes)?;
+    Ok(sizes)
+}
+
+/// The machine's physical memory in bytes (`None` where it cannot be read).
+fn physical_memory() -> Option<u128> {
+    // SAFETY: sysconf only reads system configuration.
+    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    (pages > 0 && page > 0).then(|| pages as u128 * page as u128)
+}
+
+/// Refuses a call one of whose values could not fit in the machine's
+/// memory: the sizes are legal, but running would only end in an
+/// out-of-memory kill.
+fn check_memory(g: &Graph, sizes: &[Option<u64>]) -> Result<(), String> {
+    let Some(memory) = physical_memory() else { return Ok(()) };
+    for n in g.graph.node_indices() {
+        let Type::Tensor(t) = &g.graph[n].ty else { continue };
+        let mut elements: u128 = 1;
+        let mut shown = Vec::with_capacity(t.axes.len());
+        for a in &t.axes {
+            let value = match g.symbols.resolve(a.size) {
+                Size::Const(c) => Some(c),
+                Size::Sym(id) => sizes.get(id.0 as usize).copied().flatten(),
+            };
+            let Some(v) = value else { break };
+            elements = elements.saturating_mul(u128::from(v));
+            shown.push(match &a.name {
+                Some(name) => format!("{name}={v}"),
+                None => v.to_string(),
+            });
+        }
+        let bytes = elements.saturating_mul(t.dtype.size_bytes() as u128);
+        if bytes > memory {
+            return Err(format!(
+                "`{}` would compute a {} tensor of shape [{}], {bytes} bytes, more than this machine's {memory} bytes of memory",
+                g.name,
+                t.dtype.as_str(),
+                shown.join(" ")
+            ));
+        }
+    }
+    Ok(())
 }

@@ -57,22 +57,27 @@ fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
 /// the kernels write every element of their output before
 /// [`assume_written`] gives the data its length. Huge pages are asked for
 /// when the room is large.
-fn room(dtype: DType, count: usize) -> TensorData {
-    fn fresh<T>(count: usize) -> Vec<T> {
-        let v = Vec::with_capacity(count);
-        advise_huge_pages(v.as_ptr() as *mut u8, count * std::mem::size_of::<T>());
-        v
-    }
+fn room(dtype: DType, count: usize) -> Result<TensorData, String> {
     use half::vec::HalfBitsVecExt;
-    match dtype {
-        DType::F16 => TensorData::F16(fresh::<u16>(count).reinterpret_into()),
-        DType::BF16 => TensorData::BF16(fresh::<u16>(count).reinterpret_into()),
-        DType::F32 => TensorData::F32(fresh(count)),
-        DType::F64 => TensorData::F64(fresh(count)),
-        DType::I32 => TensorData::I32(fresh(count)),
-        DType::I64 => TensorData::I64(fresh(count)),
-        DType::Bool => TensorData::Bool(fresh(count)),
-    }
+    Ok(match dtype {
+        DType::F16 => TensorData::F16(fresh::<u16>(count)?.reinterpret_into()),
+        DType::BF16 => TensorData::BF16(fresh::<u16>(count)?.reinterpret_into()),
+        DType::F32 => TensorData::F32(fresh(count)?),
+        DType::F64 => TensorData::F64(fresh(count)?),
+        DType::I32 => TensorData::I32(fresh(count)?),
+        DType::I64 => TensorData::I64(fresh(count)?),
+        DType::Bool => TensorData::Bool(fresh(count)?),
+    })
+}
+
+/// An empty vector with room for `count` elements, or an error naming the
+/// size when the memory is not there (never an abort).
+fn fresh<T>(count: usize) -> Result<Vec<T>, String> {
+    let mut v = Vec::new();
+    let bytes = count.saturating_mul(std::mem::size_of::<T>());
+    v.try_reserve_exact(count).map_err(|_| format!("cannot allocate {bytes} bytes for a buffer of {count} elements"))?;
+    advise_huge_pages(v.as_ptr() as *mut u8, bytes);
+    Ok(v)
 }
 
 /// Gives data from [`room`] its length once the kernels have written it.
@@ -173,7 +178,7 @@ impl Compiled {
             root = a;
         }
         let mut result_data = match p.buffers[root].kind {
-            BufferKind::Temporary => Some(room(p.buffers[p.result].dtype, elements(p.result)?)),
+            BufferKind::Temporary => Some(room(p.buffers[p.result].dtype, elements(p.result)?)?),
             _ => None,
         };
         // Host scalars live here for the call; temporaries in `storage`.
@@ -213,8 +218,8 @@ impl Compiled {
                     let mut v = match pool.iter().position(|v| v.len() >= words) {
                         Some(i) => pool.swap_remove(i),
                         None => {
-                            let v = vec![0u64; words];
-                            advise_huge_pages(v.as_ptr() as *mut u8, bytes);
+                            let mut v = fresh::<u64>(words)?;
+                            v.resize(words, 0);
                             v
                         }
                     };
