@@ -46,6 +46,13 @@ fn is_nan<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     e.compare(Compare::Ne, k, x, x)
 }
 
+/// `then` where `x == at`, else `r`.
+fn where_equal<E: Emitter>(e: &mut E, k: Kind, x: E::Value, at: f64, then: E::Value, r: E::Value) -> E::Value {
+    let c = f(e, k, at);
+    let t = e.compare(Compare::Eq, k, x, c);
+    e.select(k, t, then, r)
+}
+
 /// `libm(x)` for an f32 or f64 `x`.
 fn libm<E: Emitter>(e: &mut E, k: Kind, name: &'static str, args: &[E::Value]) -> E::Value {
     let wide: Vec<E::Value> = args.iter().map(|&a| e.convert(k, Kind::F64, a)).collect();
@@ -157,12 +164,9 @@ pub fn log<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     let t = mul(e, k, fe, c1);
     let r = add(e, k, m, y);
     let r = add(e, k, r, t);
-    let inf = f(e, k, f64::INFINITY);
-    let is_inf = e.compare(Compare::Eq, k, x, inf);
-    let r = e.select(k, is_inf, inf, r);
-    let is_zero = e.compare(Compare::Eq, k, x, zero);
+    let r = where_equal(e, k, x, f64::INFINITY, x, r);
     let neg_inf = f(e, k, f64::NEG_INFINITY);
-    let r = e.select(k, is_zero, neg_inf, r);
+    let r = where_equal(e, k, x, 0.0, neg_inf, r);
     let negative = e.compare(Compare::Lt, k, x, zero);
     let nan = f(e, k, f64::NAN);
     let r = e.select(k, negative, nan, r);
@@ -181,12 +185,8 @@ pub fn log1p<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     let lu = log(e, k, u);
     let q = div(e, k, x, d);
     let r = mul(e, k, lu, q);
-    let zero = f(e, k, 0.0);
-    let exact = e.compare(Compare::Eq, k, d, zero);
-    let r = e.select(k, exact, x, r);
-    let inf = f(e, k, f64::INFINITY);
-    let is_inf = e.compare(Compare::Eq, k, x, inf);
-    e.select(k, is_inf, x, r)
+    let r = where_equal(e, k, d, 0.0, x, r);
+    where_equal(e, k, x, f64::INFINITY, x, r)
 }
 
 /// e^x - 1, accurate near 0 (Kahan: `(u - 1) * x / log(u)` with `u = e^x`).
@@ -200,14 +200,9 @@ pub fn expm1<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     let lu = log(e, k, u);
     let q = div(e, k, x, lu);
     let r = mul(e, k, um1, q);
-    let is_one = e.compare(Compare::Eq, k, u, one);
-    let r = e.select(k, is_one, x, r);
-    let minus_one = f(e, k, -1.0);
-    let is_m1 = e.compare(Compare::Eq, k, um1, minus_one);
-    let r = e.select(k, is_m1, minus_one, r);
-    let inf = f(e, k, f64::INFINITY);
-    let is_inf = e.compare(Compare::Eq, k, u, inf);
-    e.select(k, is_inf, u, r)
+    let r = where_equal(e, k, u, 1.0, x, r);
+    let r = where_equal(e, k, um1, -1.0, um1, r);
+    where_equal(e, k, u, f64::INFINITY, u, r)
 }
 
 /// tanh: Cephes' `tanhf` polynomial below |x| = 0.625, `1 - 2/(e^(2|x|) + 1)` above.
