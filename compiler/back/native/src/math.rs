@@ -253,12 +253,9 @@ fn erfc_positive<E: Emitter>(e: &mut E, k: Kind, z: E::Value) -> E::Value {
     mul(e, k, t, ez)
 }
 
-/// erf: its Taylor series to x^21 below |x| = 1 (error under 1e-9), and
-/// `1 - erfc(|x|)` with the sign of x above.
-pub fn erf<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
-    if k == Kind::F64 {
-        return libm(e, k, "erf", &[x]);
-    }
+/// erf's two pieces at x: its Taylor series to x^21 (error under 1e-9
+/// below |x| = 1), `erfc(|x|)`, and whether |x| < 1 (the series' side).
+fn erf_pieces<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> (E::Value, E::Value, E::Value) {
     let mut taylor = [0.0f64; 11];
     let mut factorial = 1.0;
     for (n, c) in taylor.iter_mut().enumerate() {
@@ -270,38 +267,54 @@ pub fn erf<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     }
     let z = mul(e, k, x, x);
     let p = poly(e, k, z, &taylor);
-    let small_value = mul(e, k, p, x);
+    let series = mul(e, k, p, x);
     let a = e.unary(Unary::Abs, k, x);
-    let c = erfc_positive(e, k, a);
+    let tail = erfc_positive(e, k, a);
     let one = f(e, k, 1.0);
-    let y = sub(e, k, one, c);
+    let small = e.compare(Compare::Lt, k, a, one);
+    (series, tail, small)
+}
+
+/// erf: the Taylor series below |x| = 1, `1 - erfc(|x|)` with the sign of
+/// x above.
+pub fn erf<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
+    if k == Kind::F64 {
+        return libm(e, k, "erf", &[x]);
+    }
+    let (series, tail, small) = erf_pieces(e, k, x);
+    let one = f(e, k, 1.0);
+    let y = sub(e, k, one, tail);
     let zero = f(e, k, 0.0);
     let negative = e.compare(Compare::Lt, k, x, zero);
     let ny = e.unary(Unary::Neg, k, y);
     let large_value = e.select(k, negative, ny, y);
-    let small = e.compare(Compare::Lt, k, a, one);
-    let r = e.select(k, small, small_value, large_value);
+    let r = e.select(k, small, series, large_value);
     let x_nan = is_nan(e, k, x);
     e.select(k, x_nan, x, r)
 }
 
-/// gelu: `x/2 (1 + erf(x/sqrt 2))` for x >= 0, and `x/2 erfc(|x|/sqrt 2)`
-/// below, where `1 + erf` would cancel.
+/// gelu, `x/2 (1 + erf(s))` with `s = x/sqrt 2`, from erf's pieces:
+/// `1 + series` for |s| < 1, `2 - erfc(s)` above, and `erfc(|s|)` below
+/// -1, where `1 + erf` would cancel.
 fn gelu<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     let c = f(e, k, std::f64::consts::FRAC_1_SQRT_2);
     let s = mul(e, k, x, c);
     let h = f(e, k, 0.5);
     let hx = mul(e, k, h, x);
-    let er = erf(e, k, s);
     let one = f(e, k, 1.0);
-    let mut factor = add(e, k, one, er);
-    if k == Kind::F32 {
-        let a = e.unary(Unary::Abs, k, s);
-        let tail = erfc_positive(e, k, a);
-        let zero = f(e, k, 0.0);
-        let negative = e.compare(Compare::Lt, k, x, zero);
-        factor = e.select(k, negative, tail, factor);
+    if k == Kind::F64 {
+        let er = erf(e, k, s);
+        let factor = add(e, k, one, er);
+        return mul(e, k, hx, factor);
     }
+    let (series, tail, small) = erf_pieces(e, k, s);
+    let near = add(e, k, one, series);
+    let two = f(e, k, 2.0);
+    let above = sub(e, k, two, tail);
+    let zero = f(e, k, 0.0);
+    let negative = e.compare(Compare::Lt, k, x, zero);
+    let far = e.select(k, negative, tail, above);
+    let factor = e.select(k, small, near, far);
     mul(e, k, hx, factor)
 }
 
