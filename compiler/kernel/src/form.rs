@@ -1,5 +1,8 @@
-//! Kernel formation: one kernel per graph node for now (the optimizer fuses
-//! later). Views that keep row-major order (reshape, rename) alias their
+//! Kernel formation: one kernel per graph node, except that an
+//! elementwise-style node (map, permute, expansion, selection, constructor)
+//! whose only consumer reads each of its elements once is computed inside
+//! that consumer's loop nest (elementwise chains become one kernel, and a
+//! reduction takes its elementwise prologue). Views that keep row-major order (reshape, rename) alias their
 //! operand's buffer; permutes, expansions and selections are copy kernels
 //! whose loads index the operand; host scalars fold into the expressions
 //! that use them.
@@ -31,6 +34,30 @@ fn collect_loads<'e>(e: &'e Expr, out: &mut Vec<(usize, &'e [Index])>) {
 enum Value {
     Buffer(usize),
     Scalar(Expr),
+    /// An elementwise-style value (a map, permute, expansion, selection or
+    /// constructor) whose only consumer will compute it inline: its
+    /// expression over its own output loops, and those loops, to emit it as
+    /// a kernel of its own if the consumer cannot take it.
+    Inline { expr: Expr, loops: Vec<Loop> },
+}
+
+/// `e` with the loops of the nest it was written for replaced by `at`
+/// (what indexes each of them in the consumer's nest).
+fn substitute(e: &Expr, at: &[Index]) -> Expr {
+    let index = |i: Index| match i {
+        Index::Loop(l) => at[l],
+        other => other,
+    };
+    match e {
+        Expr::Load { buffer, index: idx } => Expr::Load { buffer: *buffer, index: idx.iter().map(|&i| index(i)).collect() },
+        Expr::LoopIndex(l) => match at[*l] {
+            Index::Loop(m) => Expr::LoopIndex(m),
+            Index::Const(c) => Expr::Literal(nax_ir::Literal::Int(c as i64)),
+            Index::Zero => Expr::Literal(nax_ir::Literal::Int(0)),
+        },
+        Expr::Apply { func, compute, args } => Expr::Apply { func: *func, compute: *compute, args: args.iter().map(|a| substitute(a, at)).collect() },
+        other => other.clone(),
+    }
 }
 
 /// Forms the kernels of a graph.
@@ -41,6 +68,7 @@ pub fn form(g: &Graph) -> Result<Program, String> {
         let v = f.node(n)?;
         f.values.insert(n, v);
     }
+    f.materialize(g.output);
     f.p.result = match f.values.get(&g.output).cloned() {
         Some(Value::Buffer(b)) => b,
         Some(Value::Scalar(e)) => {
@@ -48,7 +76,7 @@ pub fn form(g: &Graph) -> Result<Program, String> {
             f.p.kernels.push(Kernel { output: b, loops: Vec::new(), body: Body::Store(e), schedule: Schedule::default() });
             b
         }
-        None => return Err("the graph has no output".into()),
+        Some(Value::Inline { .. }) | None => return Err("the graph has no output".into()),
     };
     Ok(f.p)
 }
@@ -96,23 +124,50 @@ impl Former<'_> {
     }
 
     /// An operand read at loop positions `at` (one per operand axis); a size-1
-    /// axis against a longer loop reads index 0.
-    fn read(&self, operand: NodeIndex, at: &[Index], loops: &[Loop]) -> Expr {
-        match &self.values[&operand] {
-            Value::Scalar(e) => e.clone(),
-            Value::Buffer(b) => {
-                let sizes = &self.p.buffers[*b].shape;
-                let index = at
-                    .iter()
-                    .zip(sizes)
-                    .map(|(&i, &s)| match i {
-                        Index::Loop(l) if self.is_one(s) && !self.is_one(loops[l].extent) => Index::Zero,
-                        other => other,
-                    })
-                    .collect();
-                Expr::Load { buffer: *b, index }
+    /// axis against a longer loop reads index 0. An inline operand is
+    /// computed in place when every loop of the consumer's nest indexes it
+    /// (each of its elements is then computed once); otherwise it becomes a
+    /// kernel of its own first.
+    fn read(&mut self, operand: NodeIndex, at: &[Index], loops: &[Loop]) -> Expr {
+        let sizes = shape(&self.g.graph[operand].ty);
+        let index: Vec<Index> = at
+            .iter()
+            .zip(&sizes)
+            .map(|(&i, &s)| match i {
+                Index::Loop(l) if self.is_one(s) && !self.is_one(loops[l].extent) => Index::Zero,
+                other => other,
+            })
+            .collect();
+        if let Value::Inline { expr, .. } = &self.values[&operand] {
+            if (0..loops.len()).all(|l| index.contains(&Index::Loop(l))) {
+                return substitute(expr, &index);
             }
+            self.materialize(operand);
         }
+        match &self.values[&operand] {
+            Value::Buffer(b) => Expr::Load { buffer: *b, index },
+            Value::Scalar(e) => e.clone(),
+            Value::Inline { expr, .. } => expr.clone(),
+        }
+    }
+
+    /// Emits an inline value's kernel, so the value has a buffer.
+    fn materialize(&mut self, n: NodeIndex) {
+        if let Some(Value::Inline { expr, loops }) = self.values.get(&n).cloned() {
+            let v = self.kernel(n, loops, Body::Store(expr));
+            self.values.insert(n, v);
+        }
+    }
+
+    /// An elementwise-style value: inline when its one consumer is a kernel
+    /// that can compute it in place, else a kernel of its own.
+    fn store(&mut self, n: NodeIndex, loops: Vec<Loop>, expr: Expr) -> Value {
+        let consumers: Vec<NodeIndex> = self.g.graph.neighbors_directed(n, petgraph::Direction::Outgoing).collect();
+        let edges = self.g.graph.edges_directed(n, petgraph::Direction::Outgoing).count();
+        let fusable = n != self.g.output
+            && edges == 1
+            && consumers.first().is_some_and(|&c| matches!(self.g.graph[c].op, Op::Map { .. } | Op::Contract { .. } | Op::Reduce { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Select { .. }));
+        if fusable { Value::Inline { expr, loops } } else { self.kernel(n, loops, Body::Store(expr)) }
     }
 
     fn kernel(&mut self, n: NodeIndex, loops: Vec<Loop>, body: Body) -> Value {
@@ -248,7 +303,7 @@ impl Former<'_> {
                 if ops.iter().all(|o| matches!(self.values[o], Value::Scalar(_))) && out.is_empty() && !matches!(node.ty, Type::Tensor(_)) {
                     Value::Scalar(value)
                 } else {
-                    self.kernel(n, loops, Body::Store(value))
+                    self.store(n, loops, value)
                 }
             }
             Op::Contract { labels, output } => {
@@ -287,8 +342,13 @@ impl Former<'_> {
                 let value = self.read(ops[0], &at, &loops);
                 self.kernel(n, loops, Body::Reduce { op: *op, value })
             }
-            Op::Along { func, axis } if self.is_strided_axis(&shape(&self.g.graph[ops[0]].ty), *axis) => self.along_strided(n, ops[0], *func, *axis),
+            Op::Along { func, axis } if self.is_strided_axis(&shape(&self.g.graph[ops[0]].ty), *axis) => {
+                self.materialize(ops[0]);
+                self.along_strided(n, ops[0], *func, *axis)
+            }
             Op::Along { func, axis } => {
+                // The passes read the operand three times: it is computed once, before.
+                self.materialize(ops[0]);
                 let input = shape(&self.g.graph[ops[0]].ty);
                 let (loops, at, along) = if *func == AlongAxis::LogSumExp {
                     let mut loops = self.output_loops(&out);
@@ -307,10 +367,14 @@ impl Former<'_> {
                 let value = self.read(ops[0], &at, &loops);
                 self.kernel(n, loops, Body::Along { func: *func, axis: along, value })
             }
-            Op::Reshape | Op::Rename => match self.values[&ops[0]].clone() {
-                Value::Buffer(b) => Value::Buffer(self.buffer(n, BufferKind::Alias(b))),
-                scalar => scalar,
-            },
+            Op::Reshape | Op::Rename => {
+                // A view needs its operand in memory.
+                self.materialize(ops[0]);
+                match self.values[&ops[0]].clone() {
+                    Value::Buffer(b) => Value::Buffer(self.buffer(n, BufferKind::Alias(b))),
+                    scalar => scalar,
+                }
+            }
             Op::Permute { perm } => {
                 let loops = self.output_loops(&out);
                 let mut at = vec![Index::Zero; perm.len()];
@@ -318,13 +382,13 @@ impl Former<'_> {
                     at[p] = Index::Loop(i);
                 }
                 let value = self.read(ops[0], &at, &loops);
-                self.kernel(n, loops, Body::Store(value))
+                self.store(n, loops, value)
             }
             Op::Expand { map } => {
                 let loops = self.output_loops(&out);
                 let at: Vec<Index> = map.iter().map(|&r| Index::Loop(r)).collect();
                 let value = self.read(ops[0], &at, &loops);
-                self.kernel(n, loops, Body::Store(value))
+                self.store(n, loops, value)
             }
             Op::Select { axis, index, .. } => {
                 let loops = self.output_loops(&out);
@@ -333,13 +397,13 @@ impl Former<'_> {
                     .map(|a| if a == *axis { Index::Const(*index) } else { Index::Loop(if a < *axis { a } else { a - 1 }) })
                     .collect();
                 let value = self.read(ops[0], &at, &loops);
-                self.kernel(n, loops, Body::Store(value))
+                self.store(n, loops, value)
             }
             Op::Construct { func } => {
                 let loops = self.output_loops(&out);
                 let fill = ops.first().map(|&o| self.read(o, &[], &loops));
                 let value = constructor_value(*func, fill);
-                self.kernel(n, loops, Body::Store(value))
+                self.store(n, loops, value)
             }
         })
     }

@@ -418,7 +418,23 @@ impl<E: Emitter> Lowering<'_, E> {
                 };
                 (v, Kind::I64)
             }
-            Expr::Apply { func, compute, args } => self.apply(*func, register_kind(*compute), args),
+            Expr::Apply { func, compute, args } => {
+                let (v, kind) = self.apply(*func, register_kind(*compute), args);
+                // A half-precision computation rounds its result to its dtype
+                // (as the interpreter, and PyTorch eager, do after every operation).
+                let rounded = match (compute, kind) {
+                    (DType::F16, Kind::F32) => {
+                        let bits = math::f32_to_f16(self.e, v);
+                        math::f16_to_f32(self.e, bits)
+                    }
+                    (DType::BF16, Kind::F32) => {
+                        let bits = math::f32_to_bf16(self.e, v);
+                        math::bf16_to_f32(self.e, bits)
+                    }
+                    _ => v,
+                };
+                (rounded, kind)
+            }
         }
     }
 
