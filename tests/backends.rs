@@ -107,6 +107,8 @@ fn cases() -> Vec<Case> {
         case("permute_rank5", "dim a = 2\ndim b = 3\ndim c = 4\ndim d = 5\ndim e = 6\ndef f(x: [a b c d e], y: [e c a d b]) -> [e c a d b] {\n    return rearrange(x, a b c d e -> e c a d b) + y\n}\n"),
         Case { sizes: vec![("b", 0)], ..case("empty_axis", "dim n = 5\ndef f(x: [b n], y: [n]) -> [b n] {\n    return softmax(x * y, n) + relu(x)\n}\n") },
         Case { sizes: vec![("b", 0)], ..case("empty_reduction", "dim n = 5\ndef f(x: [n b]) -> [n] {\n    return sum(x, b) + float(sum(x > 0.0, b))\n}\n") },
+        Case { sizes: vec![("k", 0)], ..case("matmul_empty_inner", "dim n = 5\ndim m = 3\ndef f(x: [n k], w: [k m]) -> [n m] {\n    return x @ w + 1.0\n}\n") },
+        Case { sizes: vec![("b", 0)], ..case("matmul_empty_batch", "dim n = 5\ndim k = 4\ndim m = 3\ndef f(x: [b n k], w: [k m]) -> [b n m] {\n    return x @ w\n}\n") },
         case("i64_wrapping", "dim n = 7\ndef f(i: Int[n]) -> Int[n] {\n    return i * 6000000000 * 6000000000 + i * -9000000000000000000\n}\n"),
         case("int_pow_and_compare", "dim n = 23\ndef f(i: Int[n], j: i32[n]) -> Int[n] {\n    return pow(i, 3) + where(j > 1, int(j), -1)\n}\n"),
         Case { special_values: true, ..case("f16_specials", "dim n = 1029\ndef f(x: f16[n]) -> f16[n] {\n    return x * 0.001 + exp(x) + x * 40000.0\n}\n") },

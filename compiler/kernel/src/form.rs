@@ -253,15 +253,39 @@ impl Former<'_> {
             index.iter().enumerate().any(|(a, &i)| i == Index::Loop(l) && shape[a + 1..].iter().any(|&s| !self.is_one(s)))
         });
         let contiguous = |l: usize| loads.iter().any(|(_, index)| index.last() == Some(&Index::Loop(l)));
-        let mut s = Schedule::default();
+        let mut s = Schedule { gemm: self.gemm_loops(out, loops, body), ..Schedule::default() };
         match body {
             Body::Store(_) if rank >= 2 && strided(rank - 1) && contiguous(rank - 2) => s.tile = Some(TILE),
-            Body::Reduce { .. } if rank >= 2 && loops.len() > rank && self.accumulates_in_memory(out, value) && contiguous(rank - 1) && !strided(rank - 1) => {
+            Body::Reduce { .. } if s.gemm.is_none() && rank >= 2 && loops.len() > rank && self.accumulates_in_memory(out, value) && contiguous(rank - 1) && !strided(rank - 1) => {
                 s.order = (0..rank - 1).chain(rank..loops.len()).chain([rank - 1]).collect();
             }
             _ => {}
         }
         s
+    }
+
+    /// The loop roles of a contraction that a packed matrix product can run:
+    /// a sum over one loop of the product of two loads of `out`'s float
+    /// dtype (f32 or f64). The innermost output loop only the first load
+    /// reads gives the rows, the innermost only the second reads the
+    /// columns; the other output loops are the batch.
+    fn gemm_loops(&self, out: usize, loops: &[Loop], body: &Body) -> Option<crate::kernel::GemmLoops> {
+        let dtype = self.p.buffers[out].dtype;
+        let Body::Reduce { op: Reduction::Sum, value: Expr::Apply { func: MapFn::Binary(nax_front::syntax::ast::BinaryOp::Mul), compute, args } } = body else { return None };
+        let [Expr::Load { buffer: a, index: ia }, Expr::Load { buffer: b, index: ib }] = args.as_slice() else { return None };
+        let rank = self.p.buffers[out].shape.len();
+        if !matches!(dtype, DType::F32 | DType::F64) || *compute != dtype || self.p.buffers[*a].dtype != dtype || self.p.buffers[*b].dtype != dtype || loops.len() != rank + 1 {
+            return None;
+        }
+        let inner = rank;
+        let reads = |index: &[Index], l: usize| index.contains(&Index::Loop(l));
+        if !reads(ia, inner) || !reads(ib, inner) {
+            return None;
+        }
+        let rows = (0..rank).rev().find(|&l| reads(ia, l) && !reads(ib, l));
+        let cols = (0..rank).rev().find(|&l| reads(ib, l) && !reads(ia, l));
+        let batch = (0..rank).filter(|&l| Some(l) != rows && Some(l) != cols).collect();
+        Some(crate::kernel::GemmLoops { batch, rows, cols, inner })
     }
 
     /// Whether a reduction into `out` can accumulate in the output's own

@@ -114,6 +114,21 @@ pub struct Schedule {
     /// The two innermost loops of the order run in square tiles of this
     /// edge (a transposed read then touches one cache-sized block at a time).
     pub tile: Option<u64>,
+    /// The kernel (a sum over one reduction loop of the product of two
+    /// loads, in f32 or f64) runs as calls to a packed matrix-product
+    /// library rather than as its loop nest.
+    pub gemm: Option<GemmLoops>,
+}
+
+/// The roles of a GEMM kernel's loops: `out[rows, cols] = sum over inner of
+/// a[rows, inner] b[inner, cols]`, once per position of the batch loops
+/// (every other output loop). The first load of the product is `a`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GemmLoops {
+    pub batch: Vec<usize>,
+    pub rows: Option<usize>,
+    pub cols: Option<usize>,
+    pub inner: usize,
 }
 
 impl Kernel {

@@ -9,5 +9,5 @@ pub mod text;
 mod verify;
 
 pub use form::form;
-pub use kernel::{Body, Buffer, BufferKind, Expr, Index, Kernel, Loop, Program, Role, Schedule};
+pub use kernel::{Body, Buffer, BufferKind, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, Schedule};
 pub use verify::verify;

@@ -13,7 +13,8 @@
 //!
 //! A load's indices are loops (`i1`), fixed positions (`2`), or `_` for a
 //! size-1 axis read at 0 (a broadcast). A kernel's schedule, when not the
-//! plain one, follows its loops: `order [i0 i2 i1]`, `tile 32`.
+//! plain one, follows its loops: `order [i0 i2 i1]`, `tile 32`, `gemm [BATCH] ROWS COLS INNER`
+//! (loops, `_` for none).
 
 use crate::kernel::{Body, BufferKind, Expr, Index, Program, Role};
 use nax_ir::text::{along_name, map_fn_name, print_symbols, reduction_name, size_text};
@@ -87,6 +88,11 @@ pub fn print(p: &Program) -> String {
         }
         if let Some(t) = k.schedule.tile {
             let _ = write!(schedule, " tile {t}");
+        }
+        if let Some(g) = &k.schedule.gemm {
+            let batch: Vec<String> = g.batch.iter().map(|l| format!("i{l}")).collect();
+            let optional = |l: Option<usize>| l.map_or("_".to_string(), |l| format!("i{l}"));
+            let _ = write!(schedule, " gemm [{}] {} {} i{}", batch.join(" "), optional(g.rows), optional(g.cols), g.inner);
         }
         let _ = writeln!(out, "kernel %{} loops [{}]{schedule} {body}", k.output, loops.join(", "));
     }
@@ -255,6 +261,17 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                 }
                 if c.eat("tile") {
                     schedule.tile = Some(c.number()?);
+                }
+                if c.eat("gemm") {
+                    c.expect("[")?;
+                    let mut batch = Vec::new();
+                    while !c.eat("]") {
+                        batch.push(c.loop_index()?);
+                    }
+                    let optional = |c: &mut Cursor| if c.eat("_") { Ok(None) } else { c.loop_index().map(Some) };
+                    let rows = optional(&mut c)?;
+                    let cols = optional(&mut c)?;
+                    schedule.gemm = Some(crate::kernel::GemmLoops { batch, rows, cols, inner: c.loop_index()? });
                 }
                 let body = match c.word()? {
                     "store" => Body::Store(c.expr()?),

@@ -41,6 +41,14 @@ pub fn verify(p: &Program) -> Vec<String> {
         if kernel.schedule.tile.is_some() && !(matches!(kernel.body, Body::Store(_)) && kernel.loops.len() >= 2) {
             errors.push(format!("kernel {k}: only a store over two or more loops can be tiled"));
         }
+        if let Some(g) = &kernel.schedule.gemm {
+            let mut all: Vec<usize> = g.batch.iter().copied().chain(g.rows).chain(g.cols).chain([g.inner]).collect();
+            all.sort_unstable();
+            let product_of_two_loads = matches!(&kernel.body, Body::Reduce { value: Expr::Apply { args, .. }, .. } if args.len() == 2 && args.iter().all(|a| matches!(a, Expr::Load { .. })));
+            if all != (0..kernel.loops.len()).collect::<Vec<_>>() || g.inner + 1 != kernel.loops.len() || !product_of_two_loads {
+                errors.push(format!("kernel {k}: the GEMM loops do not fit the kernel"));
+            }
+        }
         if kernel.schedule.tile == Some(0) {
             errors.push(format!("kernel {k}: a tile of edge 0"));
         }

@@ -11,7 +11,7 @@
 use crate::plan::Plan;
 use nax_front::check::types::Type;
 use nax_ir::{Argument, Graph};
-use nax_kernel::{BufferKind, Program};
+use nax_kernel::{Body, BufferKind, Expr, GemmLoops, Index, Kernel, Program};
 use nax_runtime::{DType, HostTensor, TensorData};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -161,6 +161,80 @@ unsafe fn read_data(ptr: *const u8, dtype: DType, count: usize) -> TensorData {
 }
 
 impl Compiled {
+    /// Runs a kernel scheduled as a matrix product through the `gemm`
+    /// crate (packed, cache-blocked microkernels for the host's vector
+    /// width): one call per position of the batch loops, the batch split
+    /// across threads when it has enough positions, else each call.
+    fn run_gemm(&self, kernel: &Kernel, g: &GemmLoops, table: &Table, slots: &[i64], threads: usize) {
+        let p = &self.program;
+        let Body::Reduce { value: Expr::Apply { args, .. }, .. } = &kernel.body else { return };
+        let [Expr::Load { buffer: a, index: ia }, Expr::Load { buffer: b, index: ib }] = args.as_slice() else { return };
+        let extents: Vec<usize> = kernel.loops.iter().map(|l| self.plan.value(p, l.extent, slots)).collect();
+        // Each loop's step through a buffer read with `index`, in elements, and the fixed offset.
+        let steps = |buffer: usize, index: &[Index]| -> (Vec<isize>, isize) {
+            let shape: Vec<usize> = p.buffers[buffer].shape.iter().map(|&s| self.plan.value(p, s, slots)).collect();
+            let mut axis = vec![1isize; shape.len()];
+            for d in (0..shape.len().saturating_sub(1)).rev() {
+                axis[d] = axis[d + 1] * shape[d + 1] as isize;
+            }
+            let mut per_loop = vec![0isize; extents.len()];
+            let mut base = 0isize;
+            for (d, &i) in index.iter().enumerate() {
+                match i {
+                    Index::Loop(l) => per_loop[l] += axis[d],
+                    Index::Const(c) => base += c as isize * axis[d],
+                    Index::Zero => {}
+                }
+            }
+            (per_loop, base)
+        };
+        let rank = p.buffers[kernel.output].shape.len();
+        let (so, bo) = steps(kernel.output, &(0..rank).map(Index::Loop).collect::<Vec<_>>());
+        let (sa, ba) = steps(*a, ia);
+        let (sb, bb) = steps(*b, ib);
+        let along = |s: &[isize], l: Option<usize>| l.map_or(0, |l| s[l]);
+        let (m, n, k) = (g.rows.map_or(1, |l| extents[l]), g.cols.map_or(1, |l| extents[l]), extents[g.inner]);
+        let batch: usize = g.batch.iter().map(|&l| extents[l]).product();
+        let dtype = p.buffers[kernel.output].dtype;
+        let (out_ptr, a_ptr, b_ptr) = (table.0[kernel.output] as usize, table.0[*a] as usize, table.0[*b] as usize);
+        let elements: usize = (0..rank).map(|l| extents[l]).product();
+        if k == 0 {
+            // An empty sum: zeros.
+            // SAFETY: the output holds `elements` elements of `dtype`.
+            unsafe { std::ptr::write_bytes(out_ptr as *mut u8, 0, elements * dtype.size_bytes()) };
+            return;
+        }
+        let call = |position: usize, parallelism: gemm::Parallelism| {
+            let (mut oo, mut oa, mut ob) = (bo, ba, bb);
+            let mut rest = position;
+            for &l in g.batch.iter().rev() {
+                let at = (rest % extents[l]) as isize;
+                rest /= extents[l];
+                oo += at * so[l];
+                oa += at * sa[l];
+                ob += at * sb[l];
+            }
+            let (dst_cs, dst_rs) = (along(&so, g.cols), along(&so, g.rows));
+            let (lhs_cs, lhs_rs) = (sa[g.inner], along(&sa, g.rows));
+            let (rhs_cs, rhs_rs) = (along(&sb, g.cols), sb[g.inner]);
+            // SAFETY: the offsets and steps stay inside the buffers (the
+            // kernel verified against the program); the output is written
+            // once per element and aliases neither operand.
+            unsafe {
+                match dtype {
+                    DType::F64 => gemm::gemm::<f64>(m, n, k, (out_ptr as *mut f64).offset(oo), dst_cs, dst_rs, false, (a_ptr as *const f64).offset(oa), lhs_cs, lhs_rs, (b_ptr as *const f64).offset(ob), rhs_cs, rhs_rs, 0.0, 1.0, false, false, false, parallelism),
+                    _ => gemm::gemm::<f32>(m, n, k, (out_ptr as *mut f32).offset(oo), dst_cs, dst_rs, false, (a_ptr as *const f32).offset(oa), lhs_cs, lhs_rs, (b_ptr as *const f32).offset(ob), rhs_cs, rhs_rs, 0.0, 1.0, false, false, false, parallelism),
+                }
+            }
+        };
+        if threads > 1 && batch >= threads {
+            (0..batch).into_par_iter().for_each(|position| call(position, gemm::Parallelism::None));
+        } else {
+            let parallelism = if threads > 1 && m * n * k >= PARALLEL_WORK { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+            (0..batch).for_each(|position| call(position, parallelism));
+        }
+    }
+
     pub fn new(program: Program, plan: Plan, kernels: Vec<KernelFn>, names: Vec<Option<String>>) -> Compiled {
         Compiled { program, plan, kernels, names, pool: Mutex::new(Vec::new()) }
     }
@@ -233,6 +307,10 @@ impl Compiled {
         let table = Table(table);
         let threads = rayon::current_num_threads();
         for (kernel, &f) in p.kernels.iter().zip(&self.kernels) {
+            if let Some(g) = &kernel.schedule.gemm {
+                self.run_gemm(kernel, g, &table, &slots, threads);
+                continue;
+            }
             let extents: Vec<usize> = kernel.loops.iter().map(|l| self.plan.value(p, l.extent, &slots)).collect();
             let work = extents.iter().fold(1usize, |a, &e| a.saturating_mul(e));
             let parallel = kernel.parallel_loop();

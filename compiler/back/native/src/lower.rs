@@ -83,6 +83,10 @@ impl<E: Emitter> Lowering<'_, E> {
     }
 
     fn run(&mut self) {
+        if self.k.schedule.gemm.is_some() {
+            // The driver runs it through the matrix-product library.
+            return;
+        }
         for b in crate::kernel_buffers(self.k) {
             self.prepare_strides(b);
         }
