@@ -19,6 +19,7 @@ use emit::LlvmEmitter;
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::context::Context;
 use inkwell::execution_engine::ExecutionEngine;
+use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine};
@@ -27,6 +28,7 @@ use nax_back_native::{kernel_buffers, lower_kernel, Compiled, KernelFn, Plan};
 use nax_ir::{Argument, Backend, Executable, Graph};
 use nax_kernel::Program;
 use nax_runtime::HostTensor;
+use rayon::prelude::*;
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
@@ -76,9 +78,12 @@ fn kernel_name(p: &Program, i: usize) -> String {
     format!("{}_k{i}", p.name)
 }
 
-/// Builds and verifies the module of some programs (one per function).
-fn build_module<'ctx>(context: &'ctx Context, programs: &[(Program, Plan)], h: &Host, tm: &TargetMachine) -> Result<Module<'ctx>, String> {
-    let module = context.create_module(programs.first().map_or("nax", |(p, _)| p.name.as_str()));
+/// Some kernels of a program: the program, its size slots, and the kernels' numbers.
+type Part<'a> = (&'a Program, &'a Plan, &'a [usize]);
+
+/// Builds and verifies the module of some programs' kernels.
+fn build_module<'ctx>(context: &'ctx Context, parts: &[Part<'_>], h: &Host, tm: &TargetMachine) -> Result<Module<'ctx>, String> {
+    let module = context.create_module(parts.first().map_or("nax", |(p, _, _)| p.name.as_str()));
     module.set_triple(&h.triple);
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     let target_attributes = [
@@ -87,8 +92,8 @@ fn build_module<'ctx>(context: &'ctx Context, programs: &[(Program, Plan)], h: &
         context.create_string_attribute("prefer-vector-width", if h.features.contains("+avx512f") { "512" } else { "256" }),
     ];
     let enum_attribute = |name: &str| context.create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0);
-    for (p, plan) in programs {
-        add_kernels(context, &module, p, plan, &target_attributes, &enum_attribute)?;
+    for &(p, plan, which) in parts {
+        add_kernels(context, &module, p, plan, which, &target_attributes, &enum_attribute)?;
     }
     module.verify().map_err(|e| format!("internal error: the LLVM module does not verify: {e}"))?;
     Ok(module)
@@ -103,18 +108,20 @@ fn optimise(module: &Module<'_>, tm: &TargetMachine) -> Result<(), String> {
     module.run_passes("default<O3>", tm, options).map_err(|e| format!("internal error: LLVM optimisation failed: {e}"))
 }
 
-/// Adds the two functions of each kernel of a program.
+/// Adds the two functions of each of some kernels of a program.
 fn add_kernels<'ctx>(
     context: &'ctx Context,
     module: &Module<'ctx>,
     p: &Program,
     plan: &Plan,
+    which: &[usize],
     target_attributes: &[Attribute],
     enum_attribute: &dyn Fn(&str) -> Attribute,
 ) -> Result<(), String> {
     let ptr = context.ptr_type(inkwell::AddressSpace::default());
     let i64t = context.i64_type();
-    for (i, k) in p.kernels.iter().enumerate() {
+    for &i in which {
+        let k = &p.kernels[i];
         let used = kernel_buffers(k);
         let mut params: Vec<inkwell::types::BasicMetadataTypeEnum> = used.iter().map(|_| ptr.into()).collect();
         params.extend::<[inkwell::types::BasicMetadataTypeEnum; 3]>([ptr.into(), i64t.into(), i64t.into()]);
@@ -182,8 +189,10 @@ pub fn emit(graphs: &[Graph], artifact: Artifact) -> Result<Vec<u8>, String> {
     let h = host()?;
     let tm = target_machine(h)?;
     let programs = graphs.iter().map(|g| nax_back_native::kernels(g).map(|p| { let plan = Plan::new(&p); (p, plan) })).collect::<Result<Vec<_>, String>>()?;
+    let all: Vec<Vec<usize>> = programs.iter().map(|(p, _)| (0..p.kernels.len()).collect()).collect();
+    let parts: Vec<Part> = programs.iter().zip(&all).map(|((p, plan), which)| (p, plan, which.as_slice())).collect();
     let context = Context::create();
-    let module = build_module(&context, &programs, h, &tm)?;
+    let module = build_module(&context, &parts, h, &tm)?;
     optimise(&module, &tm)?;
     match artifact {
         Artifact::Ir => Ok(module.print_to_string().to_bytes().to_vec()),
@@ -191,19 +200,63 @@ pub fn emit(graphs: &[Graph], artifact: Artifact) -> Result<Vec<u8>, String> {
     }
 }
 
-/// JIT-compiled kernels; the execution engine owns their code.
-struct Jitted {
-    compiled: Compiled,
+/// Code JIT-compiled from one module: its execution engine (which owns the
+/// code) and the context the module lives in.
+struct Code {
     engine: ManuallyDrop<ExecutionEngine<'static>>,
-    /// The context the engine's module lives in; dropped after the engine.
     _context: Box<Context>,
 }
 
-impl Drop for Jitted {
+// SAFETY: the engine's reference count is not shared: the module's handle
+// to it is dropped before a `Code` is made (see `jit`), and no `JitFunction`
+// is ever taken. The context moves with its engine and is used by nothing
+// else.
+unsafe impl Send for Code {}
+
+impl Drop for Code {
     fn drop(&mut self) {
         // SAFETY: the engine is dropped once, here, before its context.
         unsafe { ManuallyDrop::drop(&mut self.engine) }
     }
+}
+
+/// Builds and optimises the module of some kernels; gives its bitcode.
+fn optimised_bitcode(part: Part<'_>, h: &Host) -> Result<Vec<u8>, String> {
+    let tm = target_machine(h)?;
+    let context = Context::create();
+    let module = build_module(&context, &[part], h, &tm)?;
+    optimise(&module, &tm)?;
+    Ok(module.write_bitcode_to_memory().as_slice().to_vec())
+}
+
+/// JIT-compiles bitcode of some kernels of `p`; gives the code and each kernel's entry.
+fn jit(p: &Program, which: &[usize], bitcode: &[u8]) -> Result<(Code, Vec<(usize, KernelFn)>), String> {
+    let context = Box::new(Context::create());
+    // SAFETY: the context is boxed (it does not move) and `Code` drops the
+    // engine, and with it the module, before the context.
+    let context_ref: &'static Context = unsafe { &*(context.as_ref() as *const Context) };
+    let buffer = MemoryBuffer::create_from_memory_range_copy(bitcode, &p.name);
+    let module = Module::parse_bitcode_from_buffer(&buffer, context_ref).map_err(|e| format!("internal error: LLVM cannot read back its bitcode: {e}"))?;
+    let engine = module.create_jit_execution_engine(OptimizationLevel::Aggressive).map_err(|e| format!("LLVM cannot JIT-compile: {e}"))?;
+    for name in nax_back_native::LIBM {
+        if let (Some(f), Some(address)) = (module.get_function(name), nax_back_native::libm_address(name)) {
+            engine.add_global_mapping(&f, address as usize);
+        }
+    }
+    let mut entries = Vec::with_capacity(which.len());
+    for &i in which {
+        let address = engine.get_function_address(&kernel_name(p, i)).map_err(|e| format!("internal error: kernel {i} was not compiled: {e:?}"))?;
+        // SAFETY: the function has the driver's signature (see `add_kernels`).
+        entries.push((i, unsafe { std::mem::transmute::<usize, KernelFn>(address) }));
+    }
+    drop(module);
+    Ok((Code { engine: ManuallyDrop::new(engine), _context: context }, entries))
+}
+
+/// JIT-compiled kernels; `code` owns their machine code.
+struct Jitted {
+    compiled: Compiled,
+    _code: Vec<Code>,
 }
 
 impl Executable for Jitted {
@@ -221,35 +274,29 @@ impl Backend for Llvm {
         self.compile_timed(graph, &mut |_| {})
     }
 
+    /// The kernels are split into one module per thread of the pool, each
+    /// optimised (`codegen`) and then JIT-compiled (`link`) on its own thread.
     fn compile_timed(&self, graph: &Graph, stage: &mut dyn FnMut(&'static str)) -> Result<Box<dyn Executable>, String> {
         let h = host()?;
-        let tm = target_machine(h)?;
         let p = nax_back_native::kernels(graph)?;
         stage("kernels");
         let plan = Plan::new(&p);
-        let context = Box::new(Context::create());
-        // SAFETY: the context is boxed (it does not move) and `Jitted` drops
-        // the engine, and with it the module, before the context.
-        let context_ref: &'static Context = unsafe { &*(context.as_ref() as *const Context) };
-        let programs = [(p, plan)];
-        let module = build_module(context_ref, &programs, h, &tm)?;
-        optimise(&module, &tm)?;
+        let threads = rayon::current_num_threads().clamp(1, p.kernels.len().max(1));
+        let parts: Vec<Vec<usize>> = (0..threads).map(|t| (t..p.kernels.len()).step_by(threads).collect()).collect();
+        let bitcode = parts.par_iter().map(|which| optimised_bitcode((&p, &plan, which), h)).collect::<Result<Vec<_>, String>>()?;
         stage("codegen");
-        let [(p, plan)] = programs;
-        let engine = module.create_jit_execution_engine(OptimizationLevel::Aggressive).map_err(|e| format!("LLVM cannot JIT-compile: {e}"))?;
-        for name in nax_back_native::LIBM {
-            if let (Some(f), Some(address)) = (module.get_function(name), nax_back_native::libm_address(name)) {
-                engine.add_global_mapping(&f, address as usize);
+        let compiled = parts.par_iter().zip(&bitcode).map(|(which, code)| jit(&p, which, code)).collect::<Result<Vec<_>, String>>()?;
+        let mut kernels: Vec<Option<KernelFn>> = vec![None; p.kernels.len()];
+        let mut code = Vec::with_capacity(compiled.len());
+        for (c, entries) in compiled {
+            code.push(c);
+            for (i, f) in entries {
+                kernels[i] = Some(f);
             }
         }
-        let mut kernels = Vec::with_capacity(p.kernels.len());
-        for i in 0..p.kernels.len() {
-            let address = engine.get_function_address(&kernel_name(&p, i)).map_err(|e| format!("internal error: kernel {i} was not compiled: {e:?}"))?;
-            // SAFETY: the function has the driver's signature (see `build_module`).
-            kernels.push(unsafe { std::mem::transmute::<usize, KernelFn>(address) });
-        }
+        let kernels = kernels.into_iter().collect::<Option<Vec<_>>>().ok_or("internal error: a kernel was not compiled")?;
         let names = nax_back_native::result_names(graph);
         stage("link");
-        Ok(Box::new(Jitted { compiled: Compiled::new(p, plan, kernels, names), engine: ManuallyDrop::new(engine), _context: context }))
+        Ok(Box::new(Jitted { compiled: Compiled::new(p, plan, kernels, names), _code: code }))
     }
 }
