@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""nax against PyTorch eager on the workloads of bench/WORKLOADS.md, in one run.
+"""nax against PyTorch eager on every workload of bench/WORKLOADS.md, in one run.
 
     python3 benches/compare.py [--skip-bench] [--markdown FILE]
 
@@ -34,13 +34,26 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THREADS = 2
 ELEMENTWISE = "dim n = 4096\ndim m = 4096\n\ndef elementwise(x: [n m], y: [n m]) -> [n m] {\n    return x + y\n}\n"
-# name: (argument shapes, bytes moved at least, FLOPs) -- f32 everywhere.
+MB = 1 << 20
+# name: (argument shapes, weight shapes, bytes a single pass moves, FLOPs
+# of the best contraction order) -- f32 everywhere. Memory-bound workloads
+# are measured against the bandwidth, the others against the peak.
+BLOCK_WEIGHTS = {
+    "ln1_g": (512,), "ln1_b": (512,), "w_qkv": (512, 1536), "w_o": (512, 512),
+    "ln2_g": (512,), "ln2_b": (512,), "w_1": (512, 2048), "b_1": (2048,), "w_2": (2048, 512), "b_2": (512,),
+}
 WORKLOADS = {
-    "elementwise": ([(4096, 4096), (4096, 4096)], 3 * 4096 * 4096 * 4, None),
-    "gelu_bias": ([(32, 512, 1024), (1024,), (1024,)], 2 * 32 * 512 * 1024 * 4, None),
-    "transpose_add": ([(4096, 4096), (4096, 4096)], 3 * 4096 * 4096 * 4, None),
-    "softmax_mid": ([(32, 512, 512)], 2 * 32 * 512 * 512 * 4, None),
-    "gemm": ([(1024, 1024), (1024, 1024)], None, 2 * 1024 ** 3),
+    "elementwise": ([(4096, 4096), (4096, 4096)], {}, 3 * 4096 * 4096 * 4, None),
+    "gelu_bias": ([(32, 512, 1024), (1024,), (1024,)], {}, 2 * 32 * 512 * 1024 * 4, None),
+    "transpose_add": ([(4096, 4096), (4096, 4096)], {}, 3 * 4096 * 4096 * 4, None),
+    "layernorm": ([(32, 512, 1024), (1024,), (1024,)], {}, 2 * 32 * 512 * 1024 * 4, None),
+    "softmax_mid": ([(32, 512, 512)], {}, 2 * 32 * 512 * 512 * 4, None),
+    "attention": ([(4, 8, 512, 64)] * 3, {}, None, 2 * 2 * 4 * 8 * 512 * 512 * 64),
+    "mlp": ([(2048, 1024), (1024, 4096), (4096, 1024)], {}, None, 2 * 2 * 2048 * 1024 * 4096),
+    "gemm": ([(1024, 1024), (1024, 1024)], {}, None, 2 * 1024 ** 3),
+    "einsum_chain": ([(4096, 256), (256, 4096), (4096,)], {}, None, 2 * 2 * 4096 * 256),
+    "block": ([(4, 256, 512)], BLOCK_WEIGHTS, None,
+              2 * 1024 * 512 * (1536 + 512 + 2 * 2048) + 2 * 2 * 4 * 8 * 256 * 256 * 64),
 }
 
 
@@ -86,7 +99,7 @@ def torch_side(nax, torch, tmp):
     # The best of a triad before and after the workloads: the machine's limit.
     bandwidth = triad()
     results = {}
-    for name, (shapes, _, _) in WORKLOADS.items():
+    for name, (shapes, weight_shapes, _, _) in WORKLOADS.items():
         src = os.path.join(tmp, name + ".nax")
         py = os.path.join(tmp, name + "_torch.py")
         with open(src, "w") as f:
@@ -97,8 +110,9 @@ def torch_side(nax, torch, tmp):
         spec.loader.exec_module(module)
         fn = getattr(module, name)
         args = [torch.rand(s) * 2 - 1 for s in shapes]
+        weights = {w: (torch.rand(s) * 2 - 1) * 0.05 for w, s in weight_shapes.items()}
         with torch.no_grad():
-            results[name] = median_ms(lambda: fn(*args))
+            results[name] = median_ms(lambda: fn(*args, **weights))
     bandwidth = max(bandwidth, triad())
     # The best f32 matmul rate seen, the gemm workload's included.
     peak = 2 * 1024 ** 3 / (results["gemm"] / 1e3)
@@ -136,7 +150,7 @@ def main():
     lines.append("")
     lines.append("| workload | nax ms | PyTorch eager ms | speed-up vs eager | nax fraction of limit | eager fraction of limit | compile llvm ms | compile cranelift ms |")
     lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for name, (_, moved, flops) in WORKLOADS.items():
+    for name, (_, _, moved, flops) in WORKLOADS.items():
         ours = criterion_median_ms(name)
         comp = compile_ms(name)
 

@@ -8,11 +8,11 @@
 //!
 //!     cargo bench --bench workloads [-- NAME]
 //!
-//! Workloads: `gelu_bias`, `transpose_add`, `softmax_mid`, `gemm` from
-//! `examples/workloads/`, at WORKLOADS.md sizes, plus `elementwise`
-//! (`x + y` on two 4096 x 4096 tensors: one elementwise kernel with no
-//! broadcasting, the memory-bandwidth reference). Each call allocates its
-//! output, as a user's call does.
+//! Workloads: every file of `examples/workloads/` (the WORKLOADS.md
+//! workloads at their sizes; weights, as `block` has, are seeded values),
+//! plus `elementwise` (`x + y` on two 4096 x 4096 tensors: one elementwise
+//! kernel with no broadcasting, the memory-bandwidth reference). Each call
+//! allocates its output, as a user's call does.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
@@ -27,7 +27,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
 
-const WORKLOADS: [&str; 4] = ["gelu_bias", "transpose_add", "softmax_mid", "gemm"];
 const ELEMENTWISE: &str = "dim n = 4096\ndim m = 4096\n\ndef elementwise(x: [n m], y: [n m]) -> [n m] {\n    return x + y\n}\n";
 
 /// Source to graph.
@@ -37,38 +36,48 @@ fn graph(source: &str, function: &str) -> Graph {
     nax_ir::lower(&checked.module, function).expect("lower")
 }
 
-/// The function's arguments: seeded values in [-1, 1).
-fn arguments(source: &str, function: &str) -> Vec<Argument> {
-    let checked = nax_front::check_source(source);
-    let f = checked.module.functions.iter().find(|f| f.name == function).expect("the workload's function");
-    let mut state = 0x2545_f491_4f6c_dd1du64;
+/// A seeded tensor of values in [-1, 1) for each of these types, by name.
+fn seeded(symbols: &nax_front::check::sizes::Symbols, typed: &[(String, &nax_front::check::types::TensorType)], state: &mut u64) -> Vec<(String, HostTensor)> {
     let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        (*state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
     };
-    f.bindings[..f.params]
+    typed
         .iter()
-        .map(|b| match &b.ty {
-            Type::Tensor(t) => {
-                let shape: Vec<usize> = t.axes.iter().map(|a| match f.symbols.resolve(a.size) {
-                    Size::Const(c) => c as usize,
-                    Size::Sym(_) => panic!("{function}: workload sizes are constants"),
-                }).collect();
-                let data: Vec<f32> = (0..shape.iter().product::<usize>()).map(|_| next()).collect();
-                let names = t.axes.iter().map(|a| a.name.clone()).collect();
-                Argument::Tensor(HostTensor::new(TensorData::F32(data), shape, names).expect("tensor"))
-            }
-            _ => panic!("{function}: workload parameters are tensors"),
+        .map(|(name, t)| {
+            let shape: Vec<usize> = t.axes.iter().map(|a| match symbols.resolve(a.size) {
+                Size::Const(c) => c as usize,
+                Size::Sym(_) => panic!("{name}: workload sizes are constants"),
+            }).collect();
+            let data: Vec<f32> = (0..shape.iter().product::<usize>()).map(|_| next()).collect();
+            let names = t.axes.iter().map(|a| a.name.clone()).collect();
+            (name.clone(), HostTensor::new(TensorData::F32(data), shape, names).expect("tensor"))
         })
         .collect()
 }
 
+/// The function's arguments and the module's weights, seeded.
+fn arguments(source: &str, function: &str) -> (Vec<Argument>, HashMap<String, HostTensor>) {
+    let checked = nax_front::check_source(source);
+    let f = checked.module.functions.iter().find(|f| f.name == function).expect("the workload's function");
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let params: Vec<(String, &nax_front::check::types::TensorType)> = f.bindings[..f.params]
+        .iter()
+        .map(|b| match &b.ty {
+            Type::Tensor(t) => (b.name.clone(), t),
+            _ => panic!("{function}: workload parameters are tensors"),
+        })
+        .collect();
+    let args = seeded(&f.symbols, &params, &mut state).into_iter().map(|(_, t)| Argument::Tensor(t)).collect();
+    let weights: Vec<(String, &nax_front::check::types::TensorType)> = checked.module.weights.iter().map(|w| (w.name.clone(), &w.ty)).collect();
+    (args, seeded(&f.symbols, &weights, &mut state).into_iter().collect())
+}
+
 fn workload(c: &mut Criterion, name: &str, source: &str) {
     let g = graph(source, name);
-    let args = arguments(source, name);
-    let weights = HashMap::new();
+    let (args, weights) = arguments(source, name);
     let sizes = nax_ir::check_call(&g, &args, &weights).expect("sizes");
     let backends: [(&str, Box<dyn Backend>); 2] = [("llvm", Box::new(nax_back_llvm::Llvm)), ("cranelift", Box::new(nax_back_cranelift::Cranelift))];
     let mut compile_ms = Vec::new();
@@ -90,9 +99,12 @@ fn workload(c: &mut Criterion, name: &str, source: &str) {
 
 fn workloads(c: &mut Criterion) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for name in WORKLOADS {
-        let source = std::fs::read_to_string(root.join(format!("examples/workloads/{name}.nax"))).expect("workload source");
-        workload(c, name, &source);
+    let mut files: Vec<_> = std::fs::read_dir(root.join("examples/workloads")).expect("examples/workloads").filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "nax")).collect();
+    files.sort();
+    for path in files {
+        let name = path.file_stem().and_then(|s| s.to_str()).expect("a workload file name").to_string();
+        let source = std::fs::read_to_string(&path).expect("workload source");
+        workload(c, &name, &source);
     }
     workload(c, "elementwise", ELEMENTWISE);
 }
