@@ -29,11 +29,12 @@ use std::time::Instant;
 
 const ELEMENTWISE: &str = "dim n = 4096\ndim m = 4096\n\ndef elementwise(x: [n m], y: [n m]) -> [n m] {\n    return x + y\n}\n";
 
-/// Source to graph.
+/// Source to graph, rewritten by the optimizer (as `nax run` does).
 fn graph(source: &str, function: &str) -> Graph {
     let checked = nax_front::check_source(source);
     assert!(!checked.has_errors(), "{function}: {:?}", checked.diagnostics);
-    nax_ir::lower(&checked.module, function).expect("lower")
+    let g = nax_ir::lower(&checked.module, function).expect("lower");
+    nax_passes::optimize(&g).expect("optimize").0
 }
 
 /// A seeded tensor of values in [-1, 1) for each of these types, by name.

@@ -283,8 +283,13 @@ fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
         };
         let sizes = nax_ir::check_call(&graph, &args, &weights).unwrap_or_else(|e| panic!("{}: {e}\n{}", case.name, case.source));
         let mut reference = None;
+        // The interpreter runs the graph as lowered; the native back ends run
+        // it rewritten by the optimizer, so every case also tests the rewriting.
+        let (rewritten, _) = nax_passes::optimize(&graph).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        assert!(nax_ir::verify(&rewritten).is_empty(), "{}: the rewritten graph does not verify", case.name);
         for backend in backends() {
-            let out = match backend.compile(&graph).and_then(|x| x.run(&args, &weights, &sizes)) {
+            let g = if backend.name() == "interp" { &graph } else { &rewritten };
+            let out = match backend.compile(g).and_then(|x| x.run(&args, &weights, &sizes)) {
                 Ok(out) => out,
                 // A generated run-time dim that no tensor carries cannot be known: nothing to run.
                 Err(e) if label == "generated" && e.contains("is not known at this call") => {

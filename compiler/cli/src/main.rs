@@ -61,6 +61,9 @@ enum Command {
         /// Print the time of each stage to stderr.
         #[arg(long)]
         timings: bool,
+        /// Optimization level: 0 skips the graph rewriting (egg), 1 runs it.
+        #[arg(short = 'O', default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+        opt_level: u8,
     },
     /// Compile ahead of time and write what --emit names.
     Build {
@@ -78,6 +81,9 @@ enum Command {
         /// Print the time of each stage to stderr.
         #[arg(long)]
         timings: bool,
+        /// Optimization level: 0 skips the graph rewriting (egg), 1 runs it.
+        #[arg(short = 'O', default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+        opt_level: u8,
     },
     /// Print the long explanation of an error code, with an example.
     Explain {
@@ -125,11 +131,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check { file, format, types } => check(&file, format, types),
-        Command::Run { file, function, inputs, weights, args, out, backend, timings } => {
-            let req = run::RunRequest { file, function, inputs, weights, args, out };
+        Command::Run { file, function, inputs, weights, args, out, backend, timings, opt_level } => {
+            let req = run::RunRequest { file, function, inputs, weights, args, out, optimize: opt_level > 0 };
             run_command(&req, backend, timings)
         }
-        Command::Build { file, emit, out, backend, target, timings } => build(&file, emit, &out, backend, target, timings),
+        Command::Build { file, emit, out, backend, target, timings, opt_level } => build(&file, emit, &out, backend, target, timings, opt_level > 0),
         Command::Explain { code } => explain(&code),
     }
 }
@@ -170,7 +176,13 @@ fn run_command(req: &run::RunRequest, name: BackendName, show_timings: bool) -> 
     }
 }
 
-fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target, show_timings: bool) -> ExitCode {
+/// A function's graph, rewritten by the optimizer when asked.
+fn graph_of(module: &nax_front::CheckedModule, function: &str, optimize: bool) -> Result<nax_ir::Graph, String> {
+    let g = nax_ir::lower(module, function).map_err(|e| e.to_string())?;
+    if optimize { nax_passes::optimize(&g).map(|(g, _)| g) } else { Ok(g) }
+}
+
+fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target, show_timings: bool, optimize: bool) -> ExitCode {
     let source = match read_source(path) {
         Ok(s) => s,
         Err(code) => return code,
@@ -207,7 +219,7 @@ fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target,
         Emit::Kernels => {
             let mut text = String::new();
             for f in &checked.module.functions {
-                match nax_ir::lower(&checked.module, &f.name).map_err(|e| e.to_string()).and_then(|g| nax_kernel::form(&g)) {
+                match graph_of(&checked.module, &f.name, optimize).and_then(|g| nax_kernel::form(&g)) {
                     Ok(p) => text.push_str(&nax_kernel::text::print(&p)),
                     Err(e) => {
                         eprintln!("error: {e}");
@@ -225,7 +237,7 @@ fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target,
             }
         },
         Emit::Obj | Emit::LlvmIr if name == BackendName::Llvm => {
-            let graphs: Result<Vec<nax_ir::Graph>, String> = checked.module.functions.iter().map(|f| nax_ir::lower(&checked.module, &f.name).map_err(|e| e.to_string())).collect();
+            let graphs: Result<Vec<nax_ir::Graph>, String> = checked.module.functions.iter().map(|f| graph_of(&checked.module, &f.name, optimize)).collect();
             timings.mark("lower");
             let artifact = if emit == Emit::Obj { nax_back_llvm::Artifact::Object } else { nax_back_llvm::Artifact::Ir };
             match graphs.and_then(|g| nax_back_llvm::emit(&g, artifact)) {

@@ -21,6 +21,8 @@ pub struct RunRequest {
     pub weights: Option<PathBuf>,
     pub args: Vec<String>,
     pub out: PathBuf,
+    /// Whether the graph is rewritten by the optimizer (`-O1`).
+    pub optimize: bool,
 }
 
 /// Runs the request; the error is the message printed before exiting with 1.
@@ -37,6 +39,17 @@ pub fn run(req: &RunRequest, source: &str, backend: &dyn Backend, timings: &mut 
         return Err(format!("internal error: the graph of `{}` does not verify: {}", req.function, problems.join("; ")));
     }
     timings.mark("lower");
+    let graph = if req.optimize {
+        let (rewritten, _) = nax_passes::optimize(&graph)?;
+        let problems = nax_ir::verify(&rewritten);
+        if !problems.is_empty() {
+            return Err(format!("internal error: the rewritten graph of `{}` does not verify: {}", req.function, problems.join("; ")));
+        }
+        timings.mark("rewrite");
+        rewritten
+    } else {
+        graph
+    };
     let mut inputs: HashMap<String, HostTensor> = match &req.inputs {
         Some(p) => nax_runtime::read_tensors(p).map_err(|e| e.to_string())?.into_iter().collect(),
         None => HashMap::new(),

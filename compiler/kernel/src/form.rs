@@ -340,7 +340,8 @@ impl Former<'_> {
                         }
                     }
                 }
-                let summed: Vec<usize> = (0..n_labels).filter(|l| !output.contains(l)).collect();
+                // Summed: the labels some operand carries and the result does not.
+                let summed: Vec<usize> = (0..n_labels).filter(|l| !output.contains(l) && labels.iter().any(|ls| ls.contains(l))).collect();
                 let order: Vec<usize> = output.iter().chain(&summed).copied().collect();
                 let mut loops = self.output_loops(&out);
                 loops.extend(summed.iter().map(|&l| Loop { extent: extent[l].unwrap_or(Size::Const(1)), role: Role::Reduce }));
