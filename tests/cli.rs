@@ -152,3 +152,18 @@ fn timings_print_every_stage() {
         }
     }
 }
+
+#[test]
+fn o0_turns_the_graph_rewriting_off() {
+    let dir = tempdir();
+    let chain = root().join("examples/workloads/einsum_chain.nax").display().to_string();
+    let kernels = |level: &str| {
+        let out_file = dir.join(format!("chain{level}.kernels"));
+        let out = nax(&["build", &chain, "--emit", "kernels", level, "-o", out_file.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        std::fs::read_to_string(out_file).unwrap().lines().filter(|l| l.starts_with("kernel ")).count()
+    };
+    // One three-operand kernel as written; two matrix-vector products when b and c are contracted first.
+    assert_eq!(kernels("-O0"), 1);
+    assert_eq!(kernels("-O1"), 2);
+}
