@@ -41,6 +41,34 @@ enum Value {
     Inline { expr: Expr, loops: Vec<Loop> },
 }
 
+/// Whether an expression over a nest of `rank` loops is cheap enough to
+/// compute again in each consumer instead of storing it once: a few
+/// arithmetic operations reading at most one operand of the nest's full
+/// size (the others broadcast), so that recomputing moves no more memory
+/// than storing and reading back (`x - mean` in a layer norm).
+fn cheap(e: &Expr, rank: usize) -> bool {
+    use nax_front::checked::Elementwise as F;
+    use nax_front::syntax::ast::BinaryOp as B;
+    fn walk(e: &Expr, rank: usize, applies: &mut usize, full: &mut usize) -> bool {
+        match e {
+            Expr::Load { index, .. } => {
+                if (0..rank).all(|l| index.contains(&Index::Loop(l))) {
+                    *full += 1;
+                }
+                true
+            }
+            Expr::Apply { func, args, .. } => {
+                *applies += 1;
+                let cheap_op = matches!(func, MapFn::Binary(B::Add | B::Sub | B::Mul) | MapFn::Unary(_) | MapFn::Builtin(F::Abs | F::Relu | F::Maximum | F::Minimum | F::Where | F::Clamp | F::MaskedFill));
+                cheap_op && args.iter().all(|a| walk(a, rank, applies, full))
+            }
+            _ => true,
+        }
+    }
+    let (mut applies, mut full) = (0, 0);
+    walk(e, rank, &mut applies, &mut full) && applies <= 3 && full <= 1
+}
+
 /// `e` with the loops of the nest it was written for replaced by `at`
 /// (what indexes each of them in the consumer's nest).
 fn substitute(e: &Expr, at: &[Index]) -> Expr {
@@ -159,14 +187,15 @@ impl Former<'_> {
         }
     }
 
-    /// An elementwise-style value: inline when its one consumer is a kernel
-    /// that can compute it in place, else a kernel of its own.
+    /// An elementwise-style value: inline when its consumers are kernels
+    /// that can compute it in place (one consumer, or several when it is
+    /// cheap to recompute), else a kernel of its own.
     fn store(&mut self, n: NodeIndex, loops: Vec<Loop>, expr: Expr) -> Value {
         let consumers: Vec<NodeIndex> = self.g.graph.neighbors_directed(n, petgraph::Direction::Outgoing).collect();
         let edges = self.g.graph.edges_directed(n, petgraph::Direction::Outgoing).count();
-        let fusable = n != self.g.output
-            && edges == 1
-            && consumers.first().is_some_and(|&c| matches!(self.g.graph[c].op, Op::Map { .. } | Op::Contract { .. } | Op::Reduce { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Select { .. }));
+        let kernels_all = !consumers.is_empty()
+            && consumers.iter().all(|&c| matches!(self.g.graph[c].op, Op::Map { .. } | Op::Contract { .. } | Op::Reduce { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Select { .. }));
+        let fusable = n != self.g.output && kernels_all && (edges == 1 || cheap(&expr, loops.len()));
         if fusable { Value::Inline { expr, loops } } else { self.kernel(n, loops, Body::Store(expr)) }
     }
 
