@@ -49,6 +49,14 @@ enum Value {
 fn cheap(e: &Expr, rank: usize) -> bool {
     use nax_front::checked::Elementwise as F;
     use nax_front::syntax::ast::BinaryOp as B;
+    /// Whether `e` reads memory; counts the operations on values read from memory.
+    fn reads(e: &Expr) -> bool {
+        match e {
+            Expr::Load { .. } => true,
+            Expr::Apply { args, .. } => args.iter().any(reads),
+            _ => false,
+        }
+    }
     fn walk(e: &Expr, rank: usize, applies: &mut usize, full: &mut usize) -> bool {
         match e {
             Expr::Load { index, .. } => {
@@ -57,9 +65,11 @@ fn cheap(e: &Expr, rank: usize) -> bool {
                 }
                 true
             }
+            // Operations on constants and host scalars are computed once, outside the loops.
+            Expr::Apply { .. } if !reads(e) => true,
             Expr::Apply { func, args, .. } => {
                 *applies += 1;
-                let cheap_op = matches!(func, MapFn::Binary(B::Add | B::Sub | B::Mul) | MapFn::Unary(_) | MapFn::Builtin(F::Abs | F::Relu | F::Maximum | F::Minimum | F::Where | F::Clamp | F::MaskedFill));
+                let cheap_op = matches!(func, MapFn::Binary(B::Add | B::Sub | B::Mul | B::Div) | MapFn::Unary(_) | MapFn::Builtin(F::Abs | F::Relu | F::Maximum | F::Minimum | F::Where | F::Clamp | F::MaskedFill));
                 cheap_op && args.iter().all(|a| walk(a, rank, applies, full))
             }
             _ => true,
@@ -193,9 +203,15 @@ impl Former<'_> {
     fn store(&mut self, n: NodeIndex, loops: Vec<Loop>, expr: Expr) -> Value {
         let consumers: Vec<NodeIndex> = self.g.graph.neighbors_directed(n, petgraph::Direction::Outgoing).collect();
         let edges = self.g.graph.edges_directed(n, petgraph::Direction::Outgoing).count();
+        let is_cheap = cheap(&expr, loops.len());
+        // softmax and its kind read their operand in several passes: only a cheap one is recomputed there.
         let kernels_all = !consumers.is_empty()
-            && consumers.iter().all(|&c| matches!(self.g.graph[c].op, Op::Map { .. } | Op::Contract { .. } | Op::Reduce { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Select { .. }));
-        let fusable = n != self.g.output && kernels_all && (edges == 1 || cheap(&expr, loops.len()));
+            && consumers.iter().all(|&c| match self.g.graph[c].op {
+                Op::Map { .. } | Op::Contract { .. } | Op::Reduce { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Select { .. } => true,
+                Op::Along { .. } => is_cheap,
+                _ => false,
+            });
+        let fusable = n != self.g.output && kernels_all && (edges == 1 || is_cheap);
         if fusable { Value::Inline { expr, loops } } else { self.kernel(n, loops, Body::Store(expr)) }
     }
 
@@ -396,13 +412,10 @@ impl Former<'_> {
                 let value = self.read(ops[0], &at, &loops);
                 self.kernel(n, loops, Body::Reduce { op: *op, value })
             }
-            Op::Along { func, axis } if self.is_strided_axis(&shape(&self.g.graph[ops[0]].ty), *axis) => {
-                self.materialize(ops[0]);
-                self.along_strided(n, ops[0], *func, *axis)
-            }
+            Op::Along { func, axis } if self.is_strided_axis(&shape(&self.g.graph[ops[0]].ty), *axis) => self.along_strided(n, ops[0], *func, *axis),
             Op::Along { func, axis } => {
-                // The passes read the operand three times: it is computed once, before.
-                self.materialize(ops[0]);
+                // The passes read the operand three times: an inline operand is
+                // cheap (see `store`), and recomputed in each.
                 let input = shape(&self.g.graph[ops[0]].ty);
                 let (loops, at, along) = if *func == AlongAxis::LogSumExp {
                     let mut loops = self.output_loops(&out);
