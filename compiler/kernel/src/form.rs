@@ -2,7 +2,8 @@
 //! elementwise-style node (map, permute, expansion, selection, constructor)
 //! whose only consumer reads each of its elements once is computed inside
 //! that consumer's loop nest (elementwise chains become one kernel, and a
-//! reduction takes its elementwise prologue). Views that keep row-major order (reshape, rename) alias their
+//! reduction takes its elementwise prologue), and a cheap one is
+//! recomputed in each of its consumers. Views that keep row-major order (reshape, rename) alias their
 //! operand's buffer; permutes, expansions and selections are copy kernels
 //! whose loads index the operand; host scalars fold into the expressions
 //! that use them.
