@@ -193,8 +193,24 @@ impl Compiled {
         let (sa, ba) = steps(*a, ia);
         let (sb, bb) = steps(*b, ib);
         let along = |s: &[isize], l: Option<usize>| l.map_or(0, |l| s[l]);
-        let (m, n, k) = (g.rows.map_or(1, |l| extents[l]), g.cols.map_or(1, |l| extents[l]), extents[g.inner]);
-        let batch: usize = g.batch.iter().map(|&l| extents[l]).product();
+        let (mut m, mut n, k) = (g.rows.map_or(1, |l| extents[l]), g.cols.map_or(1, |l| extents[l]), extents[g.inner]);
+        // A batch loop that continues the rows (or columns) in memory, in the
+        // output and the one operand it indexes, joins them: one larger
+        // product instead of several (`[b n D] @ [D F]` is one `(b n) x D` product).
+        let mut batch_loops = Vec::new();
+        for &l in g.batch.iter().rev() {
+            let joins = |along: Option<usize>, len: usize, own: &[isize], other: &[isize]| {
+                along.is_some_and(|r| so[l] == so[r] * len as isize && own[l] == own[r] * len as isize && other[l] == 0)
+            };
+            if joins(g.rows, m, &sa, &sb) {
+                m *= extents[l];
+            } else if joins(g.cols, n, &sb, &sa) {
+                n *= extents[l];
+            } else {
+                batch_loops.insert(0, l);
+            }
+        }
+        let batch: usize = batch_loops.iter().map(|&l| extents[l]).product();
         let dtype = p.buffers[kernel.output].dtype;
         let (out_ptr, a_ptr, b_ptr) = (table.0[kernel.output] as usize, table.0[*a] as usize, table.0[*b] as usize);
         let elements: usize = (0..rank).map(|l| extents[l]).product();
@@ -207,7 +223,7 @@ impl Compiled {
         let call = |position: usize, parallelism: gemm::Parallelism| {
             let (mut oo, mut oa, mut ob) = (bo, ba, bb);
             let mut rest = position;
-            for &l in g.batch.iter().rev() {
+            for &l in batch_loops.iter().rev() {
                 let at = (rest % extents[l]) as isize;
                 rest /= extents[l];
                 oo += at * so[l];
