@@ -21,7 +21,7 @@ pub use binding::bind;
 pub use dtype::DType;
 pub use error::RuntimeError;
 pub use safetensors_io::{read_tensors, write_tensor_atomic};
-pub use tensor::{HostTensor, TensorData};
+pub use tensor::{row_major_strides, HostTensor, TensorData};
 
 /// Helpers shared by the unit tests.
 #[cfg(test)]

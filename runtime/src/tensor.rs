@@ -65,6 +65,26 @@ macro_rules! map_vec {
 }
 
 impl TensorData {
+    /// The first element's address (for code that reads the elements).
+    pub fn as_ptr(&self) -> *const u8 {
+        with_vec!(self, v => v.as_ptr().cast())
+    }
+
+    /// The first element's address (for code that writes the elements).
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        with_vec!(self, v => v.as_mut_ptr().cast())
+    }
+
+    /// Sets the number of elements.
+    ///
+    /// # Safety
+    /// As `Vec::set_len`: `len` is within the capacity and every element up
+    /// to it is initialised (bools as 0 or 1).
+    pub unsafe fn set_len(&mut self, len: usize) {
+        // SAFETY: the caller's contract.
+        with_vec!(self, v => unsafe { v.set_len(len) })
+    }
+
     /// The element type.
     pub fn dtype(&self) -> DType {
         match self {
@@ -327,19 +347,26 @@ fn check_names(names: &[Option<String>], rank: usize) -> Result<(), RuntimeError
     names.iter().flatten().try_for_each(|n| check_axis_name(n))
 }
 
+/// The row-major strides of a shape, in elements: the last axis steps by 1,
+/// each other by the product of the sizes after it (saturating).
+pub fn row_major_strides(shape: &[usize]) -> Vec<usize> {
+    let mut strides = vec![1usize; shape.len()];
+    let mut acc = 1usize;
+    for (stride, &d) in strides.iter_mut().zip(shape).rev() {
+        *stride = acc;
+        acc = acc.saturating_mul(d);
+    }
+    strides
+}
+
 /// The row-major elements of `src` (of shape `shape`, non-empty, rank at
 /// least 1) with the axes reordered so that axis `i` of the result is axis
 /// `perm[i]` of the source. Walks the result in order with an odometer,
 /// copying the innermost axis as one strided run.
 fn permute_vec<T: Copy>(src: &[T], shape: &[usize], perm: &[usize]) -> Vec<T> {
     let rank = shape.len();
-    // Source strides; no overflow: every partial product divides src.len().
-    let mut src_strides = vec![0usize; rank];
-    let mut acc = 1usize;
-    for (stride, &d) in src_strides.iter_mut().zip(shape).rev() {
-        *stride = acc;
-        acc = acc.saturating_mul(d);
-    }
+    // No overflow: every partial product divides src.len().
+    let src_strides = row_major_strides(shape);
     let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
     let strides: Vec<usize> = perm.iter().map(|&p| src_strides[p]).collect();
     let (Some(&inner), Some(&inner_stride)) = (out_shape.last(), strides.last()) else {

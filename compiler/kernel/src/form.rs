@@ -21,15 +21,6 @@ use std::collections::HashMap;
 /// of f32 (8 KiB) stay in the first-level cache.
 const TILE: u64 = 32;
 
-/// Every load of an expression, with its indices.
-fn collect_loads<'e>(e: &'e Expr, out: &mut Vec<(usize, &'e [Index])>) {
-    match e {
-        Expr::Load { buffer, index } => out.push((*buffer, index)),
-        Expr::Apply { args, .. } => args.iter().for_each(|a| collect_loads(a, out)),
-        _ => {}
-    }
-}
-
 /// What a graph node became.
 #[derive(Clone)]
 enum Value {
@@ -70,6 +61,9 @@ fn cheap(e: &Expr, rank: usize) -> bool {
             Expr::Apply { .. } if !reads(e) => true,
             Expr::Apply { func, args, .. } => {
                 *applies += 1;
+                if *applies > 3 {
+                    return false;
+                }
                 let cheap_op = matches!(func, MapFn::Binary(B::Add | B::Sub | B::Mul | B::Div) | MapFn::Unary(_) | MapFn::Builtin(F::Abs | F::Relu | F::Maximum | F::Minimum | F::Where | F::Clamp | F::MaskedFill));
                 cheap_op && args.iter().all(|a| walk(a, rank, applies, full))
             }
@@ -288,16 +282,10 @@ impl Former<'_> {
     /// vectorises: a matrix product becomes rows of axpys).
     fn schedule(&self, out: usize, loops: &[Loop], body: &Body) -> Schedule {
         let rank = self.p.buffers[out].shape.len();
-        let value = match body {
-            Body::Store(v) | Body::Reduce { value: v, .. } | Body::Along { value: v, .. } => v,
-        };
-        let mut loads = Vec::new();
-        collect_loads(value, &mut loads);
+        let value = body.value();
+        let loads = value.loads();
         // Whether some load steps through memory with a stride along loop `l`.
-        let strided = |l: usize| loads.iter().any(|(b, index)| {
-            let shape = &self.p.buffers[*b].shape;
-            index.iter().enumerate().any(|(a, &i)| i == Index::Loop(l) && shape[a + 1..].iter().any(|&s| !self.is_one(s)))
-        });
+        let strided = |l: usize| loads.iter().any(|(b, index)| index.iter().enumerate().any(|(a, &i)| i == Index::Loop(l) && self.is_strided_axis(&self.p.buffers[*b].shape, a)));
         let contiguous = |l: usize| loads.iter().any(|(_, index)| index.last() == Some(&Index::Loop(l)));
         let mut s = Schedule { gemm: self.gemm_loops(out, loops, body), ..Schedule::default() };
         match body {

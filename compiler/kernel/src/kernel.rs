@@ -92,6 +92,31 @@ pub enum Body {
     Along { func: AlongAxis, axis: usize, value: Expr },
 }
 
+impl Expr {
+    /// Every load of the expression, with its indices, in order.
+    pub fn loads(&self) -> Vec<(usize, &[Index])> {
+        fn visit<'e>(e: &'e Expr, out: &mut Vec<(usize, &'e [Index])>) {
+            match e {
+                Expr::Load { buffer, index } => out.push((*buffer, index)),
+                Expr::Apply { args, .. } => args.iter().for_each(|a| visit(a, out)),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        visit(self, &mut out);
+        out
+    }
+}
+
+impl Body {
+    /// The expression evaluated at each point of the nest.
+    pub fn value(&self) -> &Expr {
+        match self {
+            Body::Store(v) | Body::Reduce { value: v, .. } | Body::Along { value: v, .. } => v,
+        }
+    }
+}
+
 /// One kernel: a loop nest writing one buffer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
@@ -136,6 +161,14 @@ impl Kernel {
     /// each thread a range of it).
     pub fn parallel_loop(&self) -> bool {
         self.loops.first().is_some_and(|l| matches!(l.role, Role::Parallel | Role::ParallelVector))
+    }
+
+    /// The buffers the kernel reads or writes, in increasing order.
+    pub fn buffers(&self) -> Vec<usize> {
+        let mut out: Vec<usize> = self.body.value().loads().into_iter().map(|(b, _)| b).chain([self.output]).collect();
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// The nesting order of the loops, outermost first.

@@ -52,10 +52,7 @@ pub fn verify(p: &Program) -> Vec<String> {
         if kernel.schedule.tile == Some(0) {
             errors.push(format!("kernel {k}: a tile of edge 0"));
         }
-        let value = match &kernel.body {
-            Body::Store(e) => e,
-            Body::Reduce { value, .. } | Body::Along { value, .. } => value,
-        };
+        let value = kernel.body.value();
         check_expr(p, kernel, value, &mut |m| errors.push(format!("kernel {k}: {m}")));
     }
     errors

@@ -46,7 +46,7 @@ impl Backend for Cranelift {
             let id = module.declare_function(&name, Linkage::Local, &signature).map_err(|e| internal(&format!("declaring {name}"), &e))?;
             module.clear_context(&mut context);
             context.func.signature = signature.clone();
-            let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &nax_back_native::kernel_buffers(kernel));
+            let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &kernel.buffers());
             nax_back_native::lower_kernel(&mut emitter, &program, &plan, kernel);
             emitter.finish();
             module.define_function(id, &mut context).map_err(|e| match e {

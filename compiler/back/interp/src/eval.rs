@@ -2,7 +2,8 @@
 //! obviously correct loops. Reductions and contractions accumulate in f64
 //! (i64 for integers); every result is rounded to its node's dtype.
 
-use crate::value::{round_float, strides, wrap_int, Data, Value};
+use crate::value::{round_float, wrap_int, Data, Value};
+use nax_runtime::row_major_strides as strides;
 use nax_front::check::sizes::Size;
 use nax_front::check::types::Type;
 use nax_front::checked::{AlongAxis, Constructor, Elementwise, Reduction};

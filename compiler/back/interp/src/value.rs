@@ -35,15 +35,6 @@ pub fn wrap_int(dtype: DType, x: i64) -> i64 {
     if dtype == DType::I32 { x as i32 as i64 } else { x }
 }
 
-/// Row-major strides of a shape.
-pub fn strides(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; shape.len()];
-    for i in (0..shape.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * shape[i + 1];
-    }
-    s
-}
-
 impl Value {
     pub fn len(&self) -> usize {
         match &self.data {

@@ -24,7 +24,7 @@ use inkwell::module::{Linkage, Module};
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine};
 use inkwell::OptimizationLevel;
-use nax_back_native::{kernel_buffers, lower_kernel, Compiled, KernelFn, Plan};
+use nax_back_native::{lower_kernel, Compiled, KernelFn, Plan};
 use nax_ir::{Argument, Backend, Executable, Graph};
 use nax_kernel::Program;
 use nax_runtime::HostTensor;
@@ -122,7 +122,7 @@ fn add_kernels<'ctx>(
     let i64t = context.i64_type();
     for &i in which {
         let k = &p.kernels[i];
-        let used = kernel_buffers(k);
+        let used = k.buffers();
         let mut params: Vec<inkwell::types::BasicMetadataTypeEnum> = used.iter().map(|_| ptr.into()).collect();
         params.extend::<[inkwell::types::BasicMetadataTypeEnum; 3]>([ptr.into(), i64t.into(), i64t.into()]);
         let body = module.add_function(&format!("{}_body", kernel_name(p, i)), context.void_type().fn_type(&params, false), Some(Linkage::Internal));

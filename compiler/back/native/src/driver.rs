@@ -54,8 +54,8 @@ fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
 }
 
 /// Room for `count` elements of a dtype, not yet written (length 0):
-/// the kernels write every element of their output before
-/// [`assume_written`] gives the data its length. Huge pages are asked for
+/// the kernels write every element of their output before the data is
+/// given its length (`TensorData::set_len`). Huge pages are asked for
 /// when the room is large.
 fn room(dtype: DType, count: usize) -> Result<TensorData, String> {
     use half::vec::HalfBitsVecExt;
@@ -80,25 +80,6 @@ fn fresh<T>(count: usize) -> Result<Vec<T>, String> {
     Ok(v)
 }
 
-/// Gives data from [`room`] its length once the kernels have written it.
-///
-/// # Safety
-/// All `count` elements must be written (bools as 0 or 1).
-unsafe fn assume_written(d: &mut TensorData, count: usize) {
-    // SAFETY: the caller's contract; `room` reserved `count` elements.
-    unsafe {
-        match d {
-            TensorData::F16(v) => v.set_len(count),
-            TensorData::BF16(v) => v.set_len(count),
-            TensorData::F32(v) => v.set_len(count),
-            TensorData::F64(v) => v.set_len(count),
-            TensorData::I32(v) => v.set_len(count),
-            TensorData::I64(v) => v.set_len(count),
-            TensorData::Bool(v) => v.set_len(count),
-        }
-    }
-}
-
 /// The buffer table of one call, shared read-only by the threads of a kernel.
 struct Table(Vec<*mut u8>);
 // SAFETY: the pointers are only dereferenced by kernels, which write
@@ -111,32 +92,6 @@ pub fn result_names(g: &Graph) -> Vec<Option<String>> {
     match &g.graph[g.output].ty {
         Type::Tensor(t) => t.axes.iter().map(|a| a.name.clone()).collect(),
         _ => Vec::new(),
-    }
-}
-
-/// The elements of a host tensor, which kernels only read.
-fn data_pointer(t: &HostTensor) -> *mut u8 {
-    match t.data() {
-        TensorData::F16(v) => v.as_ptr() as *mut u8,
-        TensorData::BF16(v) => v.as_ptr() as *mut u8,
-        TensorData::F32(v) => v.as_ptr() as *mut u8,
-        TensorData::F64(v) => v.as_ptr() as *mut u8,
-        TensorData::I32(v) => v.as_ptr() as *mut u8,
-        TensorData::I64(v) => v.as_ptr() as *mut u8,
-        TensorData::Bool(v) => v.as_ptr() as *mut u8,
-    }
-}
-
-/// The elements of tensor data a kernel writes.
-fn writable_pointer(d: &mut TensorData) -> *mut u8 {
-    match d {
-        TensorData::F16(v) => v.as_mut_ptr().cast(),
-        TensorData::BF16(v) => v.as_mut_ptr().cast(),
-        TensorData::F32(v) => v.as_mut_ptr().cast(),
-        TensorData::F64(v) => v.as_mut_ptr().cast(),
-        TensorData::I32(v) => v.as_mut_ptr().cast(),
-        TensorData::I64(v) => v.as_mut_ptr().cast(),
-        TensorData::Bool(v) => v.as_mut_ptr().cast(),
     }
 }
 
@@ -173,10 +128,7 @@ impl Compiled {
         // Each loop's step through a buffer read with `index`, in elements, and the fixed offset.
         let steps = |buffer: usize, index: &[Index]| -> (Vec<isize>, isize) {
             let shape: Vec<usize> = p.buffers[buffer].shape.iter().map(|&s| self.plan.value(p, s, slots)).collect();
-            let mut axis = vec![1isize; shape.len()];
-            for d in (0..shape.len().saturating_sub(1)).rev() {
-                axis[d] = axis[d + 1] * shape[d + 1] as isize;
-            }
+            let axis: Vec<isize> = nax_runtime::row_major_strides(&shape).into_iter().map(|s| s as isize).collect();
             let mut per_loop = vec![0isize; extents.len()];
             let mut base = 0isize;
             for (d, &i) in index.iter().enumerate() {
@@ -292,14 +244,14 @@ impl Compiled {
         for (b, buffer) in p.buffers.iter().enumerate() {
             let ptr = match &buffer.kind {
                 BufferKind::Input(i) => match (args.get(*i), scalar_of[b]) {
-                    (Some(Argument::Tensor(t)), _) => data_pointer(t),
+                    (Some(Argument::Tensor(t)), _) => t.data().as_ptr() as *mut u8,
                     (_, Some(s)) => (&mut scalars[s] as *mut u64).cast::<u8>(),
                     _ => return Err(format!("no argument {i}")),
                 },
-                BufferKind::Weight(name) => data_pointer(weights.get(name).ok_or_else(|| format!("the weight '{name}' is missing"))?),
+                BufferKind::Weight(name) => weights.get(name).ok_or_else(|| format!("the weight '{name}' is missing"))?.data().as_ptr() as *mut u8,
                 BufferKind::Alias(a) => table[*a],
                 BufferKind::Temporary if b == root => match result_data.as_mut() {
-                    Some(d) => writable_pointer(d),
+                    Some(d) => d.as_mut_ptr(),
                     None => return Err("internal error: the result has no storage".into()),
                 },
                 BufferKind::Temporary => {
@@ -353,7 +305,7 @@ impl Compiled {
             Some(mut d) => {
                 // SAFETY: every kernel writes each element of its output, and
                 // a kernel wrote the result's buffer.
-                unsafe { assume_written(&mut d, elements(result)?) };
+                unsafe { d.set_len(elements(result)?) };
                 d
             }
             // SAFETY: the result is an argument or weight of `count` elements.

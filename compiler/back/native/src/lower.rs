@@ -87,7 +87,7 @@ impl<E: Emitter> Lowering<'_, E> {
             // The driver runs it through the matrix-product library.
             return;
         }
-        for b in crate::kernel_buffers(self.k) {
+        for b in self.k.buffers() {
             self.prepare_strides(b);
         }
         self.extents = self.k.loops.iter().map(|l| l.extent).collect::<Vec<_>>().into_iter().map(|s| self.size(s)).collect();

@@ -3,7 +3,7 @@
 //! the sizes the call-boundary check solved. Constant sizes are compiled in.
 
 use nax_front::check::sizes::Size;
-use nax_kernel::{Body, Expr, Program};
+use nax_kernel::{Expr, Program};
 use std::collections::HashMap;
 
 /// The slots of one program.
@@ -38,11 +38,7 @@ impl Plan {
         }
         for k in &p.kernels {
             k.loops.iter().for_each(|l| add(l.extent));
-            let value = match &k.body {
-                Body::Store(e) => e,
-                Body::Reduce { value, .. } | Body::Along { value, .. } => value,
-            };
-            visit_sizes(value, &mut add);
+            visit_sizes(k.body.value(), &mut add);
         }
         plan
     }
