@@ -108,7 +108,8 @@ fn range_text(r: Option<Range>) -> String {
     r.map_or("norange".to_string(), |r| format!("range {:?} {:?}", r.lo, r.hi))
 }
 
-fn type_text(ty: &Type) -> String {
+/// A type as the text form writes it (`f32 plain [b:$1 D:512] range -inf inf`).
+pub fn type_text(ty: &Type) -> String {
     match ty {
         Type::Error => "error".to_string(),
         Type::Host(h, r) => format!("host {} {}", h.as_str(), range_text(*r)),

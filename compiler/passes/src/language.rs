@@ -1,0 +1,369 @@
+//! The optimizer's e-graph language over every graph operation, its
+//! analysis, its cost model, and the conversions between a graph and an
+//! e-graph.
+//!
+//! An e-node is a graph node: its operation and its value's type, both
+//! interned in the analysis, and its operand classes. The analysis gives
+//! each class the type of its first node, so a rule's condition can read
+//! the axes, sizes, dtype, kind and range of any class; a merge of two
+//! classes whose types contradict each other (another rank, size, dtype or
+//! host type) is recorded and reported as an internal error naming both
+//! types. Axis names, kinds and ranges may differ within a class (a rename
+//! is the same data), and each extracted node keeps its own type.
+//!
+//! Rules are [`NodeRule`]s: a test of the operation and a function from one
+//! matching e-node to the classes equal to it.
+
+use egg::{Analysis, Applier, CostFunction, DidMerge, EGraph, Id, Language, PatternAst, RecExpr, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
+use nax_front::check::range::Range;
+use nax_front::check::sizes::{Size, Symbols};
+use nax_front::check::types::{Kind, TensorType, Type};
+use nax_ir::{Graph, Op};
+use petgraph::graph::NodeIndex;
+use std::collections::HashMap;
+
+/// One graph operation with its operands: indices into the analysis's
+/// tables of operations and types, and the operand classes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ENode {
+    pub op: u32,
+    pub ty: u32,
+    pub children: Vec<Id>,
+}
+
+impl Language for ENode {
+    type Discriminant = (u32, u32, usize);
+
+    fn discriminant(&self) -> Self::Discriminant {
+        (self.op, self.ty, self.children.len())
+    }
+
+    fn matches(&self, other: &Self) -> bool {
+        self.discriminant() == other.discriminant()
+    }
+
+    fn children(&self) -> &[Id] {
+        &self.children
+    }
+
+    fn children_mut(&mut self) -> &mut [Id] {
+        &mut self.children
+    }
+}
+
+/// The analysis: the interned operations and types, the graph's size
+/// symbols, and the first contradiction met.
+#[derive(Debug, Default)]
+pub struct Types {
+    ops: Vec<Op>,
+    op_ids: HashMap<String, u32>,
+    types: Vec<Type>,
+    type_ids: HashMap<String, u32>,
+    pub symbols: Symbols,
+    pub contradiction: Option<String>,
+}
+
+impl Types {
+    pub fn new(symbols: Symbols) -> Types {
+        Types { symbols, ..Types::default() }
+    }
+
+    fn intern_op(&mut self, op: Op) -> u32 {
+        let key = format!("{op:?}");
+        let next = self.ops.len() as u32;
+        *self.op_ids.entry(key).or_insert_with(|| {
+            self.ops.push(op);
+            next
+        })
+    }
+
+    fn intern_type(&mut self, ty: Type) -> u32 {
+        let key = format!("{ty:?}");
+        let next = self.types.len() as u32;
+        *self.type_ids.entry(key).or_insert_with(|| {
+            self.types.push(ty);
+            next
+        })
+    }
+
+    pub fn op(&self, node: &ENode) -> &Op {
+        &self.ops[node.op as usize]
+    }
+
+    pub fn ty(&self, id: u32) -> &Type {
+        &self.types[id as usize]
+    }
+
+    /// Whether two types can describe the same value: the same host type,
+    /// or the same dtype and sizes (names, kinds and ranges aside).
+    fn compatible(&self, a: &Type, b: &Type) -> bool {
+        match (a, b) {
+            (Type::Host(x, _), Type::Host(y, _)) => x == y,
+            (Type::Tensor(x), Type::Tensor(y)) => {
+                x.dtype == y.dtype && x.axes.len() == y.axes.len() && x.axes.iter().zip(&y.axes).all(|(p, q)| self.symbols.same(p.size, q.size))
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Analysis<ENode> for Types {
+    /// The class's type (of its first node).
+    type Data = u32;
+
+    fn make(_egraph: &mut EGraph<ENode, Self>, enode: &ENode, _id: Id) -> u32 {
+        enode.ty
+    }
+
+    fn merge(&mut self, a: &mut u32, b: u32) -> DidMerge {
+        if *a != b && self.contradiction.is_none() && !self.compatible(self.ty(*a), self.ty(b)) {
+            self.contradiction = Some(format!(
+                "internal error: the optimizer merged values of types `{}` and `{}`",
+                nax_ir::text::type_text(self.ty(*a)),
+                nax_ir::text::type_text(self.ty(b))
+            ));
+        }
+        DidMerge(false, false)
+    }
+}
+
+pub type EG = EGraph<ENode, Types>;
+
+/// Adds a node and returns its class.
+pub fn add(eg: &mut EG, op: Op, ty: Type, children: Vec<Id>) -> Id {
+    let op = eg.analysis.intern_op(op);
+    let ty = eg.analysis.intern_type(ty);
+    eg.add(ENode { op, ty, children })
+}
+
+/// A class's type.
+pub fn type_of(eg: &EG, class: Id) -> &Type {
+    eg.analysis.ty(eg[class].data)
+}
+
+/// A class's tensor type (`None` for host scalars).
+pub fn tensor_of(eg: &EG, class: Id) -> Option<&TensorType> {
+    match type_of(eg, class) {
+        Type::Tensor(t) => Some(t),
+        _ => None,
+    }
+}
+
+/// A class's rank (0 for host scalars).
+pub fn rank_of(eg: &EG, class: Id) -> usize {
+    tensor_of(eg, class).map_or(0, |t| t.axes.len())
+}
+
+/// The type an e-node gives its value.
+pub fn node_type<'a>(eg: &'a EG, node: &ENode) -> &'a Type {
+    eg.analysis.ty(node.ty)
+}
+
+/// The nodes of a class whose operation passes `wants`, with their operations.
+pub fn nodes_of(eg: &EG, class: Id, wants: impl Fn(&Op) -> bool) -> Vec<(ENode, Op)> {
+    eg[class].nodes.iter().filter_map(|n| wants(eg.analysis.op(n)).then(|| (n.clone(), eg.analysis.op(n).clone()))).collect()
+}
+
+/// `x` seen with type `ty` (same sizes): `x` itself when its type is `ty`,
+/// else a rename.
+pub fn as_type(eg: &mut EG, x: Id, ty: &Type) -> Id {
+    if type_of(eg, x) == ty { x } else { add(eg, Op::Rename, ty.clone(), vec![x]) }
+}
+
+/// A tensor type with other axes (kind and range kept unless given).
+pub fn with_axes(t: &TensorType, axes: Vec<nax_front::check::types::Axis>) -> Type {
+    Type::Tensor(TensorType { axes, ..t.clone() })
+}
+
+/// A plain tensor type with a full range (a value a rule computes on the way).
+pub fn plain(t: &TensorType, axes: Vec<nax_front::check::types::Axis>) -> Type {
+    Type::Tensor(TensorType { axes, kind: Kind::Plain, range: t.range.map(|_| Range::FULL), dtype: t.dtype })
+}
+
+/// Whether `p` is the identity permutation.
+pub fn is_identity(p: &[usize]) -> bool {
+    p.iter().enumerate().all(|(i, &j)| i == j)
+}
+
+/// The inverse of a permutation.
+pub fn inverse(p: &[usize]) -> Vec<usize> {
+    let mut inv = vec![0; p.len()];
+    for (i, &j) in p.iter().enumerate() {
+        if let Some(slot) = inv.get_mut(j) {
+            *slot = i;
+        }
+    }
+    inv
+}
+
+/// A rule that matches single e-nodes by their operation: `wants` picks
+/// the operations, `apply` gives the classes equal to one matching node.
+#[derive(Clone, Copy)]
+pub struct NodeRule {
+    pub wants: fn(&Op) -> bool,
+    pub apply: fn(&mut EG, &ENode, &Op) -> Vec<Id>,
+}
+
+/// A named rewrite from a [`NodeRule`].
+pub fn rule(name: &str, wants: fn(&Op) -> bool, apply: fn(&mut EG, &ENode, &Op) -> Vec<Id>) -> Result<Rewrite<ENode, Types>, String> {
+    let r = NodeRule { wants, apply };
+    Rewrite::new(name, r, r)
+}
+
+impl Searcher<ENode, Types> for NodeRule {
+    fn search_eclass_with_limit(&self, eg: &EG, eclass: Id, limit: usize) -> Option<SearchMatches<'_, ENode>> {
+        let hit = limit > 0 && eg[eclass].nodes.iter().any(|n| (self.wants)(eg.analysis.op(n)));
+        hit.then(|| SearchMatches { eclass, substs: vec![Subst::default()], ast: None })
+    }
+
+    fn vars(&self) -> Vec<Var> {
+        Vec::new()
+    }
+}
+
+impl Applier<ENode, Types> for NodeRule {
+    fn apply_one(&self, eg: &mut EG, eclass: Id, _subst: &Subst, _ast: Option<&PatternAst<ENode>>, _rule: Symbol) -> Vec<Id> {
+        let mut changed = Vec::new();
+        for (node, op) in nodes_of(eg, eclass, self.wants) {
+            for new in (self.apply)(eg, &node, &op) {
+                if eg.union(eclass, new) {
+                    changed.push(new);
+                }
+            }
+        }
+        changed
+    }
+}
+
+/// A size's extent for the cost model (symbolic sizes count as 64).
+pub fn extent(symbols: &Symbols, s: Size) -> f64 {
+    symbols.constant(s).map_or(64.0, |c| c as f64)
+}
+
+/// The elements of a value.
+fn elements(symbols: &Symbols, ty: &Type) -> f64 {
+    match ty {
+        Type::Tensor(t) => t.axes.iter().map(|a| extent(symbols, a.size)).product(),
+        _ => 1.0,
+    }
+}
+
+/// The cost model: for each node, one plus an estimate of the memory
+/// traffic and arithmetic it adds, in elements. Renames are free, regroupings nearly,
+/// an elementwise map costs its elements per operand, an expansion its
+/// elements, a permute four times its elements (a strided copy), a
+/// reduction or softmax its operand's elements, a contraction two FLOPs per
+/// multiply-add.
+pub struct Cost<'a> {
+    pub eg: &'a EG,
+}
+
+impl CostFunction<ENode> for Cost<'_> {
+    type Cost = f64;
+
+    fn cost<C: FnMut(Id) -> f64>(&mut self, enode: &ENode, mut costs: C) -> f64 {
+        let a = &self.eg.analysis;
+        let ty = a.ty(enode.ty);
+        let own = elements(&a.symbols, ty);
+        let operand = |i: usize| enode.children.get(i).map_or(1.0, |&c| elements(&a.symbols, type_of(self.eg, c)));
+        let work = match a.op(enode) {
+            Op::Input { .. } | Op::Weight { .. } | Op::Literal(_) | Op::SizeValue(_) | Op::Rename => 0.0,
+            // A regrouping may need a copy where its operand is not contiguous.
+            Op::Reshape => 0.5,
+            // `where` is the canonical form of `masked_fill`.
+            Op::Map { func: nax_ir::MapFn::Builtin(nax_front::checked::Elementwise::MaskedFill), .. } => own * enode.children.len() as f64 + 1.0,
+            Op::Map { .. } => own * enode.children.len().max(1) as f64,
+            Op::Expand { .. } | Op::Construct { .. } | Op::Select { .. } => own,
+            Op::Permute { .. } => 4.0 * own,
+            Op::Reduce { .. } => operand(0),
+            Op::Along { .. } => 3.0 * own,
+            Op::Contract { labels, .. } => {
+                let mut extents: HashMap<usize, f64> = HashMap::new();
+                for (&c, ls) in enode.children.iter().zip(labels) {
+                    if let Type::Tensor(t) = type_of(self.eg, c) {
+                        for (&l, axis) in ls.iter().zip(&t.axes) {
+                            let e = extent(&a.symbols, axis.size);
+                            let slot = extents.entry(l).or_insert(e);
+                            *slot = slot.max(e);
+                        }
+                    }
+                }
+                let multiply_adds: f64 = extents.values().product();
+                2.0 * multiply_adds * (enode.children.len() as f64 - 1.0).max(1.0) + own
+            }
+        };
+        1.0 + work + enode.children.iter().map(|&c| costs(c)).sum::<f64>()
+    }
+}
+
+/// A graph as an e-graph: its analysis and the output's class.
+pub fn to_egraph(g: &Graph) -> Result<(EG, Id), String> {
+    let mut eg = EG::new(Types::new(g.symbols.clone()));
+    let order = petgraph::algo::toposort(&g.graph, None).map_err(|_| format!("internal error: the graph of `{}` has a cycle", g.name))?;
+    let mut class: HashMap<NodeIndex, Id> = HashMap::new();
+    for n in order {
+        let children = g.operands(n).iter().map(|o| class[o]).collect();
+        let node = &g.graph[n];
+        class.insert(n, add(&mut eg, node.op.clone(), node.ty.clone(), children));
+    }
+    let root = class[&g.output];
+    Ok((eg, root))
+}
+
+/// The graph of an extracted expression: `g`'s inputs (all of them, in
+/// order, used or not) and the expression's nodes in order.
+pub fn to_graph(g: &Graph, expr: &RecExpr<ENode>, types: &Types) -> Graph {
+    let mut out = Graph {
+        name: g.name.clone(),
+        graph: Default::default(),
+        inputs: Vec::with_capacity(g.inputs.len()),
+        output: NodeIndex::new(0),
+        symbols: g.symbols.clone(),
+        size_arguments: g.size_arguments.clone(),
+    };
+    for &i in &g.inputs {
+        let node = g.graph[i].clone();
+        out.inputs.push(out.graph.add_node(node));
+    }
+    let mut built: Vec<NodeIndex> = Vec::with_capacity(expr.as_ref().len());
+    for node in expr.as_ref() {
+        let op = types.op(node).clone();
+        let n = match op {
+            Op::Input { index, .. } if index < out.inputs.len() => out.inputs[index],
+            op => {
+                let children: Vec<NodeIndex> = node.children.iter().map(|&c| built[usize::from(c)]).collect();
+                out.add(op, types.ty(node.ty).clone(), &children)
+            }
+        };
+        built.push(n);
+    }
+    if let Some(&last) = built.last() {
+        out.output = last;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nax_front::check::types::Axis;
+    use nax_runtime::DType;
+
+    fn tensor(dtype: DType, sizes: &[u64]) -> Type {
+        let axes = sizes.iter().map(|&s| Axis::unnamed(Size::Const(s))).collect();
+        Type::Tensor(TensorType { dtype, kind: Kind::Plain, axes, range: Some(Range::FULL) })
+    }
+
+    #[test]
+    fn merging_contradicting_types_is_an_internal_error_naming_both() {
+        let mut eg = EG::new(Types::default());
+        let a = add(&mut eg, Op::Weight { name: "a".into() }, tensor(DType::F32, &[4]), Vec::new());
+        let b = add(&mut eg, Op::Weight { name: "b".into() }, tensor(DType::F32, &[5]), Vec::new());
+        let c = add(&mut eg, Op::Weight { name: "c".into() }, tensor(DType::F32, &[4]), Vec::new());
+        eg.union(a, c);
+        assert_eq!(eg.analysis.contradiction, None);
+        eg.union(a, b);
+        let message = eg.analysis.contradiction.clone().expect("a contradiction");
+        assert!(message.contains("f32 plain [_:4]") && message.contains("f32 plain [_:5]"), "{message}");
+    }
+}

@@ -1,0 +1,234 @@
+//! Permute algebra: a permute of a permute is one permute, an identity
+//! permute is its operand, and permutes are absorbed as index maps into the
+//! elementwise maps and contractions that read them or that they read;
+//! permutes under reductions and softmaxes move outward, where their
+//! consumers can absorb them. No kernel then materialises a transpose
+//! unless the result itself is one.
+
+use crate::language::{add, as_type, inverse, is_identity, node_type, nodes_of, rule, tensor_of, with_axes, ENode, Types, EG};
+use egg::{Id, Rewrite};
+use nax_front::check::types::Type;
+use nax_ir::Op;
+
+fn is_permute(op: &Op) -> bool {
+    matches!(op, Op::Permute { .. })
+}
+
+/// The permutes in a class: their permutation and operand.
+fn permutes(eg: &EG, class: Id) -> Vec<(Vec<usize>, Id)> {
+    nodes_of(eg, class, is_permute)
+        .into_iter()
+        .filter_map(|(n, op)| match op {
+            Op::Permute { perm } => Some((perm, n.children[0])),
+            _ => None,
+        })
+        .collect()
+}
+
+/// permute(permute(x, p1), p2) => permute(x, p1 . p2); an identity is `x`.
+fn permute_of_permute(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let Op::Permute { perm: outer } = op else { return Vec::new() };
+    let ty = node_type(eg, node).clone();
+    permutes(eg, node.children[0])
+        .into_iter()
+        .map(|(inner, x)| {
+            let composed: Vec<usize> = outer.iter().map(|&i| inner[i]).collect();
+            if is_identity(&composed) { as_type(eg, x, &ty) } else { add(eg, Op::Permute { perm: composed }, ty.clone(), vec![x]) }
+        })
+        .collect()
+}
+
+/// permute(x, identity) => x
+fn identity_permute(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let Op::Permute { perm } = op else { return Vec::new() };
+    if !is_identity(perm) {
+        return Vec::new();
+    }
+    let ty = node_type(eg, node).clone();
+    vec![as_type(eg, node.children[0], &ty)]
+}
+
+/// map(.., permute(x, p), ..) => map(.., x, ..) reading x through the permutation.
+fn permute_into_map(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let Op::Map { func, maps, compute } = op else { return Vec::new() };
+    let ty = node_type(eg, node).clone();
+    let mut out = Vec::new();
+    for (k, &child) in node.children.iter().enumerate() {
+        for (perm, x) in permutes(eg, child) {
+            // Permute-result axis j is x's axis perm[j] and reads result axis maps[k][j].
+            let mut map = vec![0; perm.len()];
+            for (j, &p) in perm.iter().enumerate() {
+                map[p] = maps[k][j];
+            }
+            let mut new_maps = maps.clone();
+            new_maps[k] = map;
+            let mut children = node.children.clone();
+            children[k] = x;
+            out.push(add(eg, Op::Map { func: *func, maps: new_maps, compute: *compute }, ty.clone(), children));
+        }
+    }
+    out
+}
+
+/// permute(map(xs), p) => map(xs) computing its result in the permuted order.
+fn permute_of_map(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let Op::Permute { perm } = op else { return Vec::new() };
+    let inv = inverse(perm);
+    let ty = node_type(eg, node).clone();
+    nodes_of(eg, node.children[0], |o| matches!(o, Op::Map { .. }))
+        .into_iter()
+        .filter_map(|(inner, inner_op)| match inner_op {
+            Op::Map { func, maps, compute } => {
+                let maps = maps.iter().map(|m| m.iter().map(|&r| inv[r]).collect()).collect();
+                Some(add(eg, Op::Map { func, maps, compute }, ty.clone(), inner.children))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// contract(.., permute(x, p), ..) => contract(.., x, ..) with x's labels permuted.
+fn permute_into_contraction(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let Op::Contract { labels, output } = op else { return Vec::new() };
+    let ty = node_type(eg, node).clone();
+    let mut out = Vec::new();
+    for (k, &child) in node.children.iter().enumerate() {
+        for (perm, x) in permutes(eg, child) {
+            let mut ls = vec![0; perm.len()];
+            for (j, &p) in perm.iter().enumerate() {
+                ls[p] = labels[k][j];
+            }
+            let mut new_labels = labels.clone();
+            new_labels[k] = ls;
+            let mut children = node.children.clone();
+            children[k] = x;
+            out.push(add(eg, Op::Contract { labels: new_labels, output: output.clone() }, ty.clone(), children));
+        }
+    }
+    out
+}
+
+/// permute(contract(xs), p) => contract(xs) with its output labels permuted.
+fn permute_of_contraction(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let Op::Permute { perm } = op else { return Vec::new() };
+    let ty = node_type(eg, node).clone();
+    nodes_of(eg, node.children[0], |o| matches!(o, Op::Contract { .. }))
+        .into_iter()
+        .filter_map(|(inner, inner_op)| match inner_op {
+            Op::Contract { labels, output } => {
+                let output = perm.iter().map(|&p| output[p]).collect();
+                Some(add(eg, Op::Contract { labels, output }, ty.clone(), inner.children))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// reduce(permute(x, p), axes) => permute(reduce(x, p(axes)), q): the
+/// reduction in x's own order, then the remaining axes permuted.
+fn reduce_of_permute(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let Op::Reduce { op: reduction, axes } = op else { return Vec::new() };
+    let ty = node_type(eg, node).clone();
+    let Type::Tensor(outer) = &ty else { return Vec::new() };
+    let mut out = Vec::new();
+    for (perm, x) in permutes(eg, node.children[0]) {
+        let Some(xt) = tensor_of(eg, x).cloned() else { continue };
+        let mut x_axes: Vec<usize> = axes.iter().map(|&a| perm[a]).collect();
+        x_axes.sort_unstable();
+        let kept: Vec<usize> = (0..xt.axes.len()).filter(|a| !x_axes.contains(a)).collect();
+        // Result axis t is the permute's t-th kept axis, x's axis perm[i].
+        let q: Vec<usize> = (0..perm.len()).filter(|i| !axes.contains(i)).map(|i| kept.iter().position(|&k| k == perm[i]).unwrap_or(0)).collect();
+        let reduced_ty = if is_identity(&q) { ty.clone() } else { with_axes(outer, kept.iter().map(|&a| xt.axes[a].clone()).collect()) };
+        let reduced = add(eg, Op::Reduce { op: *reduction, axes: x_axes }, reduced_ty, vec![x]);
+        out.push(if is_identity(&q) { reduced } else { add(eg, Op::Permute { perm: q }, ty.clone(), vec![reduced]) });
+    }
+    out
+}
+
+/// along(permute(x, p), a) => permute(along(x, p[a]), p)
+fn along_of_permute(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let Op::Along { func, axis } = op else { return Vec::new() };
+    let ty = node_type(eg, node).clone();
+    let Type::Tensor(outer) = &ty else { return Vec::new() };
+    let mut out = Vec::new();
+    for (perm, x) in permutes(eg, node.children[0]) {
+        let Some(xt) = tensor_of(eg, x).cloned() else { continue };
+        let inner = with_axes(outer, xt.axes.clone());
+        let along = add(eg, Op::Along { func: *func, axis: perm[*axis] }, inner, vec![x]);
+        out.push(add(eg, Op::Permute { perm }, ty.clone(), vec![along]));
+    }
+    out
+}
+
+/// The family's rules.
+pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
+    Ok(vec![
+        rule("permute-of-permute", is_permute, permute_of_permute)?,
+        rule("identity-permute", is_permute, identity_permute)?,
+        rule("permute-into-map", |o| matches!(o, Op::Map { .. }), permute_into_map)?,
+        rule("permute-of-map", is_permute, permute_of_map)?,
+        rule("permute-into-contraction", |o| matches!(o, Op::Contract { .. }), permute_into_contraction)?,
+        rule("permute-of-contraction", is_permute, permute_of_contraction)?,
+        rule("reduce-of-permute", |o| matches!(o, Op::Reduce { .. }), reduce_of_permute)?,
+        rule("along-of-permute", |o| matches!(o, Op::Along { .. }), along_of_permute)?,
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::optimized;
+
+    const DIMS: &str = "dim a = 4\ndim b = 5\ndim c = 6\ndim k = 3\n";
+
+    fn f(signature: &str, body: &str) -> String {
+        optimized(&format!("{DIMS}def f({signature} {{\n    return {body}\n}}\n"))
+    }
+
+    // permute-of-permute: permute(permute(x, [1 2 0]), [1 2 0]) => permute(x, [2 0 1])
+    #[test]
+    fn permute_of_permute() {
+        assert_eq!(f("x: [a b c]) -> [c a b]", "rearrange(rearrange(x, a b c -> b c a), b c a -> c a b)"), "(permute [2 0 1] x)");
+    }
+
+    // identity-permute: permute(permute(x, [1 0]), [1 0]) => x
+    #[test]
+    fn identity_permute() {
+        assert_eq!(f("x: [a b]) -> [a b]", "rearrange(rearrange(x, a b -> b a), b a -> a b)"), "x");
+    }
+
+    // permute-into-map: add(permute(x, [1 0]), y) => add(x[1 0], y)
+    #[test]
+    fn permute_into_map() {
+        assert_eq!(f("x: [a b], y: [b a]) -> [b a]", "rearrange(x, a b -> b a) + y"), "(add x[1 0] y[0 1])");
+    }
+
+    // permute-of-map: permute(add(x, y), [1 0]) => add(x[1 0], y[1 0])
+    #[test]
+    fn permute_of_map() {
+        assert_eq!(f("x: [a b], y: [a b]) -> [b a]", "rearrange(x + y, a b -> b a)"), "(add x[1 0] y[1 0])");
+    }
+
+    // permute-into-contraction: contract(permute(x, [1 0]), w) => contract(x with swapped labels, w)
+    #[test]
+    fn permute_into_contraction() {
+        assert_eq!(f("x: [a k], w: [a b]) -> [k b]", "rearrange(x, a k -> k a) @ w"), "(contract x[2 0] w[2 1] -> [0 1])");
+    }
+
+    // permute-of-contraction: permute(contract(x, w), [1 0]) => contract(x, w) -> [1 0]
+    #[test]
+    fn permute_of_contraction() {
+        assert_eq!(f("x: [k a], w: [a b]) -> [b k]", "rearrange(x @ w, k b -> b k)"), "(contract x[0 2] w[2 1] -> [1 0])");
+    }
+
+    // reduce-of-permute: sum(permute(x, [2 1 0]), [1]) => permute(sum(x, [1]), [1 0])
+    #[test]
+    fn reduce_of_permute() {
+        assert_eq!(f("x: [a b c]) -> [c a]", "reduce(rearrange(x, a b c -> c b a), c b a -> c a, sum)"), "(permute [1 0] (sum [1] x))");
+    }
+
+    // along-of-permute: add(softmax(permute(x, [1 0]), 1), y) => add(softmax(x, 0)[1 0], y)
+    #[test]
+    fn along_of_permute() {
+        assert_eq!(f("x: [a b], y: [b a]) -> [b a]", "softmax(rearrange(x, a b -> b a), a) + y"), "(add (softmax 0 x)[1 0] y[0 1])");
+    }
+}
