@@ -255,6 +255,38 @@ fn generated_programs_agree() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A case ready to run: its checked module, lowered graph, arguments,
+/// weights and solved sizes; `None` for a generated program that cannot run
+/// (free sizes that do not divide), with the reason printed.
+type Prepared = (nax_front::Checked, nax_ir::Graph, Vec<Argument>, HashMap<String, HostTensor>, Vec<Option<u64>>);
+
+fn prepare(case: &Case, rng: &mut SmallRng, generated: bool) -> Option<Prepared> {
+    let checked = nax_front::check_source(&case.source);
+    assert!(!checked.has_errors(), "{}: {:?}\n{}", case.name, checked.diagnostics, case.source);
+    let f = checked.module.functions.iter().find(|f| f.name == case.function).expect("function");
+    let graph = nax_ir::lower(&checked.module, &case.function).expect("lower");
+    let inputs = case_sizes(case, f).and_then(|solved| {
+        let args = arguments(case, f, &solved, rng)?;
+        Ok((args, weights_for(&checked.module, f, &solved, rng)?))
+    });
+    let (args, weights) = match inputs {
+        Ok(x) => x,
+        Err(e) if generated => {
+            println!("{}: skipped ({e})", case.name);
+            return None;
+        }
+        Err(e) => panic!("{}: {e}", case.name),
+    };
+    let sizes = nax_ir::check_call(&graph, &args, &weights).unwrap_or_else(|e| panic!("{}: {e}\n{}", case.name, case.source));
+    Some((checked, graph, args, weights, sizes))
+}
+
+/// Whether a run failed only because a generated run-time dim that no
+/// tensor carries cannot be known (nothing to run).
+fn unknowable(e: &str, generated: bool) -> bool {
+    generated && e.contains("is not known at this call")
+}
+
 /// Runs cases on every back end and PyTorch; gives the disagreements.
 fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
     let mut rng = SmallRng::seed_from_u64(5);
@@ -263,25 +295,9 @@ fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
     std::fs::create_dir_all(&dir).unwrap();
     let mut failures = Vec::new();
     let mut torch_jobs = Vec::new();
+    let generated = label == "generated";
     for case in cases {
-        let checked = nax_front::check_source(&case.source);
-        assert!(!checked.has_errors(), "{}: {:?}\n{}", case.name, checked.diagnostics, case.source);
-        let f = checked.module.functions.iter().find(|f| f.name == case.function).expect("function");
-        let graph = nax_ir::lower(&checked.module, &case.function).expect("lower");
-        let inputs = case_sizes(&case, f).and_then(|solved| {
-            let args = arguments(&case, f, &solved, &mut rng)?;
-            Ok((args, weights_for(&checked.module, f, &solved, &mut rng)?))
-        });
-        let (args, weights) = match inputs {
-            Ok(x) => x,
-            // A generated program whose free sizes do not divide: nothing to run.
-            Err(e) if label == "generated" => {
-                println!("{}: skipped ({e})", case.name);
-                continue;
-            }
-            Err(e) => panic!("{}: {e}", case.name),
-        };
-        let sizes = nax_ir::check_call(&graph, &args, &weights).unwrap_or_else(|e| panic!("{}: {e}\n{}", case.name, case.source));
+        let Some((checked, graph, args, weights, sizes)) = prepare(&case, &mut rng, generated) else { continue };
         let mut reference = None;
         // The interpreter runs the graph as lowered; the native back ends run
         // it rewritten by the optimizer, so every case also tests the rewriting.
@@ -291,8 +307,7 @@ fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
             let g = if backend.name() == "interp" { &graph } else { &rewritten };
             let out = match backend.compile(g).and_then(|x| x.run(&args, &weights, &sizes)) {
                 Ok(out) => out,
-                // A generated run-time dim that no tensor carries cannot be known: nothing to run.
-                Err(e) if label == "generated" && e.contains("is not known at this call") => {
+                Err(e) if unknowable(&e, generated) => {
                     println!("{}: skipped ({e})", case.name);
                     break;
                 }
@@ -317,6 +332,60 @@ fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
         }
     }
     failures
+}
+
+/// Random well-formed programs evaluated with and without rewriting, on
+/// the interpreter and on LLVM: the four results agree (the interpreter on
+/// the graph as lowered is the reference). At least 1,000 programs run
+/// (`NAX_REWRITE_PROGRAMS=N` sets the count, `NAX_SEED` the seed).
+#[test]
+fn rewriting_preserves_meaning() {
+    let want = std::env::var("NAX_REWRITE_PROGRAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let seed = std::env::var("NAX_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(101);
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut data_rng = SmallRng::seed_from_u64(seed + 1);
+    let (mut evaluated, mut rewritten_count, mut failures) = (0usize, 0usize, Vec::new());
+    let interp = nax_back_interp::Interpreter;
+    let llvm = nax_back_llvm::Llvm;
+    for i in 0..want * 2 {
+        if evaluated == want {
+            break;
+        }
+        let source = crate::generate::well_formed_program(&mut rng);
+        let checked = nax_front::check_source(&source);
+        let function = checked.module.functions.iter().max_by_key(|f| f.span.start).map(|f| f.name.clone()).unwrap_or_default();
+        let case = Case { name: format!("rewrite_{i}"), source, function, sizes: Vec::new(), special_values: false };
+        let Some((_, graph, args, weights, sizes)) = prepare(&case, &mut data_rng, true) else { continue };
+        let (rewritten, _) = nax_passes::optimize(&graph).unwrap_or_else(|e| panic!("{}: {e}\n{}", case.name, case.source));
+        assert!(nax_ir::verify(&rewritten).is_empty(), "{}: the rewritten graph does not verify: {:?}\n{}\n{}", case.name, nax_ir::verify(&rewritten), nax_ir::text::print(&graph), nax_ir::text::print(&rewritten));
+        let changed = nax_ir::text::print(&rewritten) != nax_ir::text::print(&graph);
+        let run = |backend: &dyn Backend, g: &nax_ir::Graph| backend.compile(g).and_then(|x| x.run(&args, &weights, &sizes));
+        let reference = match run(&interp, &graph) {
+            Ok(r) => r,
+            Err(e) if unknowable(&e, true) => continue,
+            Err(e) => panic!("{}: interp: {e}\n{}", case.name, case.source),
+        };
+        let mut runs: Vec<(&str, &nax_ir::Graph, &dyn Backend)> = vec![("llvm", &graph, &llvm)];
+        if changed {
+            runs.push(("interp rewritten", &rewritten, &interp));
+            runs.push(("llvm rewritten", &rewritten, &llvm));
+        }
+        for (what, g, backend) in runs {
+            match run(backend, g) {
+                Ok(out) => {
+                    if let Err(e) = compare(&format!("{} on {what}", case.name), &out, &reference, 0) {
+                        failures.push(format!("{e}\n{}", case.source));
+                    }
+                }
+                Err(e) => failures.push(format!("{} on {what}: {e}\n{}", case.name, case.source)),
+            }
+        }
+        evaluated += 1;
+        rewritten_count += usize::from(changed);
+    }
+    println!("{evaluated} generated programs evaluated with and without rewriting on interp and llvm ({rewritten_count} changed by the rewriting)");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(evaluated >= want, "only {evaluated} of {want} generated programs could run");
 }
 
 /// Whether `import torch` works.

@@ -450,9 +450,17 @@ impl Body<'_> {
     /// An elementwise built-in, `sqrt` of a `relu`, or a negation.
     fn unary(&mut self, rng: &mut SmallRng, depth: usize) -> Option<Expr> {
         let x = self.operand(rng, depth)?;
-        Some(match rng.random_range(0..8) {
+        Some(match rng.random_range(0..11) {
             0 => Expr { text: format!("-{}", x.operand()), atomic: false, ..x },
             1 => Expr { text: format!("sqrt(relu({}))", x.text), real: true, atomic: true, ..x },
+            // Identities the optimizer knows, where they hold and where they do not.
+            2 => Expr { text: format!("exp(log(sigmoid({})))", x.text), real: true, atomic: true, ..x },
+            3 => Expr { text: format!("log(exp(tanh({})))", x.text), real: true, atomic: true, ..x },
+            // A value in scope, named twice.
+            4 => match self.atom(rng).filter(|a| a.real) {
+                Some(a) => Expr { text: format!("masked_fill({0}, {0} > 0.5, -1.0)", a.text), real: true, atomic: true, ..a },
+                None => unary_builtin(rng, x),
+            },
             _ => unary_builtin(rng, x),
         })
     }
@@ -461,8 +469,12 @@ impl Body<'_> {
     fn softmax(&mut self, rng: &mut SmallRng, depth: usize) -> Option<Expr> {
         let x = self.operand(rng, depth)?;
         let a = x.axes.choose(rng)?;
-        let f = if rng.random_bool(0.75) { "softmax" } else { "log_softmax" };
-        Some(Expr { text: format!("{f}({}, {a})", x.text), axes: x.axes.clone(), real: false, atomic: true })
+        let text = match rng.random_range(0..6) {
+            0 => format!("log_softmax({}, {a})", x.text),
+            1 => format!("log(softmax({}, {a}))", x.text),
+            _ => format!("softmax({}, {a})", x.text),
+        };
+        Some(Expr { text, axes: x.axes.clone(), real: false, atomic: true })
     }
 
     /// `sum(x, a)`, `mean`, `max`, `min`, `prod` or `logsumexp` over one axis of a rank >= 2 value.
@@ -581,6 +593,10 @@ impl Body<'_> {
         let gap = if rng.random_bool(0.1) { "\n        " } else { " " };
         let text =
             format!("einsum({}, {}:{gap}{}, {} -> {})", l.text, r.text, join(&l.axes), join(&r.axes), join(&out));
+        // A scaled contraction, as attention's scores are.
+        if rng.random_bool(0.2) {
+            return Some(Expr { text: format!("{text} / 4.0"), axes: out, real: true, atomic: false });
+        }
         Some(Expr { text, axes: out, real: true, atomic: true })
     }
 

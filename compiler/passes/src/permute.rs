@@ -8,6 +8,7 @@
 use crate::language::{add, as_type, inverse, is_identity, node_type, nodes_of, rule, tensor_of, with_axes, ENode, Types, EG};
 use egg::{Id, Rewrite};
 use nax_front::check::types::Type;
+use nax_front::checked::AlongAxis;
 use nax_ir::Op;
 
 fn is_permute(op: &Op) -> bool {
@@ -124,38 +125,58 @@ fn permute_of_contraction(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
         .collect()
 }
 
+/// For a reduction over `axes` of permute(x, p): the axes of x it reduces
+/// (ascending), the axes of x it keeps (ascending), and the permutation
+/// that puts the kept axes in the permute's order.
+fn reduction_through(perm: &[usize], axes: &[usize]) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    let mut x_axes: Vec<usize> = axes.iter().map(|&a| perm[a]).collect();
+    x_axes.sort_unstable();
+    let kept: Vec<usize> = (0..perm.len()).filter(|a| !x_axes.contains(a)).collect();
+    // Result axis t is the permute's t-th kept axis, x's axis perm[i].
+    let q = (0..perm.len()).filter(|i| !axes.contains(i)).map(|i| kept.iter().position(|&k| k == perm[i]).unwrap_or(0)).collect();
+    (x_axes, kept, q)
+}
+
+/// `op` applied to x in x's own axis order, then the kept axes permuted
+/// by `q` into the type `ty` (no permute when `q` is the identity).
+fn then_permute(eg: &mut EG, op: Op, x: Id, kept: &[usize], q: Vec<usize>, ty: &Type) -> Option<Id> {
+    let Type::Tensor(outer) = ty else { return None };
+    let xt = tensor_of(eg, x)?.clone();
+    if is_identity(&q) {
+        return Some(add(eg, op, ty.clone(), vec![x]));
+    }
+    let inner = add(eg, op, with_axes(outer, kept.iter().map(|&a| xt.axes[a].clone()).collect()), vec![x]);
+    Some(add(eg, Op::Permute { perm: q }, ty.clone(), vec![inner]))
+}
+
 /// reduce(permute(x, p), axes) => permute(reduce(x, p(axes)), q): the
 /// reduction in x's own order, then the remaining axes permuted.
 fn reduce_of_permute(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     let Op::Reduce { op: reduction, axes } = op else { return Vec::new() };
     let ty = node_type(eg, node).clone();
-    let Type::Tensor(outer) = &ty else { return Vec::new() };
     let mut out = Vec::new();
     for (perm, x) in permutes(eg, node.children[0]) {
-        let Some(xt) = tensor_of(eg, x).cloned() else { continue };
-        let mut x_axes: Vec<usize> = axes.iter().map(|&a| perm[a]).collect();
-        x_axes.sort_unstable();
-        let kept: Vec<usize> = (0..xt.axes.len()).filter(|a| !x_axes.contains(a)).collect();
-        // Result axis t is the permute's t-th kept axis, x's axis perm[i].
-        let q: Vec<usize> = (0..perm.len()).filter(|i| !axes.contains(i)).map(|i| kept.iter().position(|&k| k == perm[i]).unwrap_or(0)).collect();
-        let reduced_ty = if is_identity(&q) { ty.clone() } else { with_axes(outer, kept.iter().map(|&a| xt.axes[a].clone()).collect()) };
-        let reduced = add(eg, Op::Reduce { op: *reduction, axes: x_axes }, reduced_ty, vec![x]);
-        out.push(if is_identity(&q) { reduced } else { add(eg, Op::Permute { perm: q }, ty.clone(), vec![reduced]) });
+        let (x_axes, kept, q) = reduction_through(&perm, axes);
+        out.extend(then_permute(eg, Op::Reduce { op: *reduction, axes: x_axes }, x, &kept, q, &ty));
     }
     out
 }
 
-/// along(permute(x, p), a) => permute(along(x, p[a]), p)
+/// along(permute(x, p), a) => permute(along(x, p[a]), p) (for logsumexp,
+/// which drops its axis, the permutation of the remaining axes).
 fn along_of_permute(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     let Op::Along { func, axis } = op else { return Vec::new() };
     let ty = node_type(eg, node).clone();
-    let Type::Tensor(outer) = &ty else { return Vec::new() };
     let mut out = Vec::new();
     for (perm, x) in permutes(eg, node.children[0]) {
-        let Some(xt) = tensor_of(eg, x).cloned() else { continue };
-        let inner = with_axes(outer, xt.axes.clone());
-        let along = add(eg, Op::Along { func: *func, axis: perm[*axis] }, inner, vec![x]);
-        out.push(add(eg, Op::Permute { perm }, ty.clone(), vec![along]));
+        let along = Op::Along { func: *func, axis: perm[*axis] };
+        let (kept, q) = if *func == AlongAxis::LogSumExp {
+            let (_, kept, q) = reduction_through(&perm, &[*axis]);
+            (kept, q)
+        } else {
+            ((0..perm.len()).collect(), perm.clone())
+        };
+        out.extend(then_permute(eg, along, x, &kept, q, &ty));
     }
     out
 }
@@ -230,5 +251,11 @@ mod tests {
     #[test]
     fn along_of_permute() {
         assert_eq!(f("x: [a b], y: [b a]) -> [b a]", "softmax(rearrange(x, a b -> b a), a) + y"), "(add (softmax 0 x)[1 0] y[0 1])");
+    }
+
+    // along-of-permute: logsumexp(permute(x, [2 1 0]), c) => permute(logsumexp(x, 2), [1 0])
+    #[test]
+    fn logsumexp_of_permute() {
+        assert_eq!(f("x: [a b c]) -> [b a]", "logsumexp(rearrange(x, a b c -> c b a), c)"), "(permute [1 0] (logsumexp 2 x))");
     }
 }
