@@ -94,7 +94,7 @@ fn build_emits_graph_and_torch_and_refuses_what_is_not_built() {
     let graph = dir.join("model.graph");
     let out = nax(&["build", &example(), "--emit", "graph", "-o", graph.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
-    assert!(std::fs::read_to_string(&graph).unwrap().starts_with("graph "));
+    assert!(std::fs::read_to_string(&graph).unwrap().starts_with("# `layernorm` as lowered\ngraph layernorm\n"));
     for kind in ["so", "mlir", "ptx"] {
         let out = nax(&["build", &example(), "--emit", kind, "-o", dir.join("x").to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(2), "--emit {kind}");
@@ -151,6 +151,27 @@ fn timings_print_every_stage() {
             assert!(err.lines().any(|l| l.trim_start().starts_with(stage) && l.ends_with(" ms")), "--backend {backend}: no {stage} line: {err}");
         }
     }
+}
+
+#[test]
+fn emit_graph_shows_the_graph_before_and_after_rewriting_and_its_kernels() {
+    let dir = tempdir();
+    let chain = root().join("examples/workloads/einsum_chain.nax").display().to_string();
+    let emit = |level: &str| {
+        let out_file = dir.join(format!("chain{level}.graph"));
+        let out = nax(&["build", &chain, "--emit", "graph", level, "-o", out_file.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        std::fs::read_to_string(out_file).unwrap()
+    };
+    let text = emit("-O1");
+    assert_eq!(text.matches("\ngraph einsum_chain\n").count() + usize::from(text.starts_with("graph ")), 2, "{text}");
+    for want in ["# `einsum_chain` as lowered", "# `einsum_chain` rewritten", "# saturation stopped: Saturated", "# rules applied: associate-contraction x", "# kernels: 2", "#   k0 -> %"] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    // Two matrix-vector products: 4096 x 256 and 256 x 4096, 2 FLOPs per multiply-add each.
+    assert_eq!(text.matches(" moved, 2.10 MFLOP").count(), 2, "{text}");
+    let off = emit("-O0");
+    assert!(off.contains("# rewriting is off (-O0)") && off.contains("# kernels: 1") && !off.contains("rewritten"), "{off}");
 }
 
 #[test]

@@ -447,20 +447,22 @@ impl Body<'_> {
         Some(Expr { text: format!("{} {op} {}", a.operand(), b.operand()), axes, real: true, atomic: false })
     }
 
-    /// An elementwise built-in, `sqrt` of a `relu`, or a negation.
+    /// An elementwise built-in, `sqrt` of a `relu`, a negation, an identity
+    /// the optimizer knows (where it holds and where it does not), or a
+    /// `masked_fill` of a value in scope by a comparison of itself.
     fn unary(&mut self, rng: &mut SmallRng, depth: usize) -> Option<Expr> {
+        // Drawn before the operand, whose size keywords must reach the text.
+        if rng.random_bool(0.1)
+            && let Some(a) = self.atom(rng).filter(|a| a.real)
+        {
+            return Some(Expr { text: format!("masked_fill({0}, {0} > 0.5, -1.0)", a.text), real: true, atomic: true, ..a });
+        }
         let x = self.operand(rng, depth)?;
-        Some(match rng.random_range(0..11) {
+        Some(match rng.random_range(0..10) {
             0 => Expr { text: format!("-{}", x.operand()), atomic: false, ..x },
             1 => Expr { text: format!("sqrt(relu({}))", x.text), real: true, atomic: true, ..x },
-            // Identities the optimizer knows, where they hold and where they do not.
             2 => Expr { text: format!("exp(log(sigmoid({})))", x.text), real: true, atomic: true, ..x },
             3 => Expr { text: format!("log(exp(tanh({})))", x.text), real: true, atomic: true, ..x },
-            // A value in scope, named twice.
-            4 => match self.atom(rng).filter(|a| a.real) {
-                Some(a) => Expr { text: format!("masked_fill({0}, {0} > 0.5, -1.0)", a.text), real: true, atomic: true, ..a },
-                None => unary_builtin(rng, x),
-            },
             _ => unary_builtin(rng, x),
         })
     }

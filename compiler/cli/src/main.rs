@@ -182,6 +182,48 @@ fn graph_of(module: &nax_front::CheckedModule, function: &str, optimize: bool) -
     if optimize { nax_passes::optimize(&g).map(|(g, _)| g) } else { Ok(g) }
 }
 
+/// `--emit graph` for one function: the graph as lowered, then (unless
+/// `-O0`) as rewritten with the saturation's report, then its kernels with
+/// an estimate of the bytes each moves and its FLOPs, all annotations as
+/// `#` comment lines of the text form.
+fn annotated_graph(module: &nax_front::CheckedModule, function: &str, optimize: bool) -> Result<String, String> {
+    use std::fmt::Write;
+    let lowered = nax_ir::lower(module, function).map_err(|e| e.to_string())?;
+    let mut text = format!("# `{function}` as lowered\n{}", nax_ir::text::print(&lowered));
+    let graph = if optimize {
+        let (rewritten, report) = nax_passes::optimize(&lowered)?;
+        let _ = writeln!(text, "# `{function}` rewritten");
+        for line in report.lines() {
+            let _ = writeln!(text, "# {line}");
+        }
+        text.push_str(&nax_ir::text::print(&rewritten));
+        rewritten
+    } else {
+        let _ = writeln!(text, "# rewriting is off (-O0)");
+        lowered
+    };
+    let program = nax_kernel::form(&graph)?;
+    let _ = writeln!(text, "# kernels: {}", program.kernels.len());
+    for (i, k) in program.kernels.iter().enumerate() {
+        let e = program.estimate(k);
+        let cost = match (e.bytes, e.flops) {
+            (Some(b), Some(f)) => format!("{} moved, {}", human(b as f64, "B"), human(f as f64, "FLOP")),
+            _ => "bytes and FLOPs depend on run-time sizes".to_string(),
+        };
+        let _ = writeln!(text, "#   k{i} -> %{}: {cost}", k.output);
+    }
+    Ok(text)
+}
+
+/// A count of `unit` with a decimal prefix: `4.19 MB`.
+fn human(v: f64, unit: &str) -> String {
+    let prefixes = [("G", 1e9), ("M", 1e6), ("k", 1e3)];
+    match prefixes.iter().find(|(_, scale)| v >= *scale) {
+        Some((p, scale)) => format!("{:.2} {p}{unit}", v / scale),
+        None => format!("{v} {unit}"),
+    }
+}
+
 fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target, show_timings: bool, optimize: bool) -> ExitCode {
     let source = match read_source(path) {
         Ok(s) => s,
@@ -206,8 +248,8 @@ fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target,
         Emit::Graph => {
             let mut text = String::new();
             for f in &checked.module.functions {
-                match nax_ir::lower(&checked.module, &f.name) {
-                    Ok(g) => text.push_str(&nax_ir::text::print(&g)),
+                match annotated_graph(&checked.module, &f.name, optimize) {
+                    Ok(t) => text.push_str(&t),
                     Err(e) => {
                         eprintln!("error: {e}");
                         return ExitCode::from(1);

@@ -1,6 +1,6 @@
 //! The graph's text form, which prints and parses back to the same graph
 //! (as Cranelift's IR does): `nax build --emit graph` writes it, and the
-//! file tests compare it.
+//! file tests compare it. Lines starting with `#` are comments.
 //!
 //! ```text
 //! graph f
@@ -447,6 +447,10 @@ pub fn parse(text: &str) -> Result<Graph, ParseError> {
     let mut g = Graph { name: String::new(), graph: DiGraph::new(), inputs: Vec::new(), output: NodeIndex::new(0), symbols: Symbols::default(), size_arguments: Vec::new() };
     let mut header = Header::default();
     for (i, line) in text.lines().enumerate() {
+        // `#` starts a comment line (`--emit graph` annotates graphs with them).
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
         if header.line(line, i + 1)? {
             continue;
         }

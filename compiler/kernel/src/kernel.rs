@@ -191,6 +191,46 @@ pub struct Program {
     pub size_arguments: Vec<(Size, usize)>,
 }
 
+/// An estimate of what one kernel costs: the bytes it moves (each buffer it
+/// reads once, and its output once) and its arithmetic; `None` where a size
+/// is known only at run time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Estimate {
+    pub bytes: Option<u64>,
+    pub flops: Option<u64>,
+}
+
+impl Program {
+    /// A buffer's elements, when its sizes are constants.
+    fn elements(&self, buffer: usize) -> Option<u64> {
+        self.buffers[buffer].shape.iter().try_fold(1u64, |p, &s| self.symbols.constant(s).and_then(|c| p.checked_mul(c)))
+    }
+
+    /// What a kernel moves and computes. A GEMM counts two FLOPs per
+    /// multiply-add; a loop nest counts its operations per iteration (one
+    /// more to accumulate a reduction, four more for a softmax's passes).
+    pub fn estimate(&self, k: &Kernel) -> Estimate {
+        let bytes = k.buffers().into_iter().try_fold(0u64, |sum, b| {
+            let size = self.elements(b)?.checked_mul(self.buffers[b].dtype.size_bytes() as u64)?;
+            sum.checked_add(size)
+        });
+        let iterations = k.loops.iter().try_fold(1u64, |p, l| self.symbols.constant(l.extent).and_then(|c| p.checked_mul(c)));
+        fn applies(e: &Expr) -> u64 {
+            match e {
+                Expr::Apply { args, .. } => 1 + args.iter().map(applies).sum::<u64>(),
+                _ => 0,
+            }
+        }
+        let per_iteration = match (&k.body, &k.schedule.gemm) {
+            (_, Some(_)) => 2,
+            (Body::Store(v), None) => applies(v),
+            (Body::Reduce { value, .. }, None) => applies(value) + 1,
+            (Body::Along { value, .. }, None) => applies(value) + 4,
+        };
+        Estimate { bytes, flops: iterations.and_then(|i| i.checked_mul(per_iteration)) }
+    }
+}
+
 /// The constructors a kernel writes directly.
 pub fn constructor_value(func: Constructor, fill: Option<Expr>) -> Expr {
     match func {

@@ -1,7 +1,8 @@
 //! The kernel IR: loop nests formed once from the named-axis graph, with
 //! their parallel, vectorised and reduction loops decided, so that every
 //! code generator (LLVM, Cranelift, MLIR, CUDA) lowers from the same
-//! structure. One kernel per graph node for now; the optimizer fuses later.
+//! structure. Elementwise chains fuse into their consumer's nest; each
+//! kernel has an [`Estimate`] of the bytes it moves and its FLOPs.
 
 mod form;
 mod kernel;
@@ -9,5 +10,5 @@ pub mod text;
 mod verify;
 
 pub use form::form;
-pub use kernel::{Body, Buffer, BufferKind, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, Schedule};
+pub use kernel::{Body, Buffer, BufferKind, Estimate, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, Schedule};
 pub use verify::verify;
