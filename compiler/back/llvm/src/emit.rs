@@ -2,7 +2,8 @@
 //! Values are LLVM SSA values; variables and loop counters are stack slots
 //! in the entry block, which `mem2reg` turns into phis; float min/max are
 //! the nan-propagating `llvm.maximum`/`llvm.minimum`; float-to-integer
-//! conversions saturate (`llvm.fptosi.sat`); reduction accumulations carry
+//! conversions saturate (`llvm.fptosi.sat`); the math's multiply-adds are
+//! `llvm.fmuladd` (one FMA where the CPU has it); reduction accumulations carry
 //! the `reassoc` flag so the loop vectoriser may split them into lanes.
 //! A builder error (a bug, never an input's fault) is kept and reported by
 //! [`LlvmEmitter::finish`], so nothing here panics.
@@ -241,6 +242,11 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
             }
         };
         self.value(r, kind)
+    }
+
+    fn multiply_add(&mut self, kind: Kind, a: Self::Value, b: Self::Value, c: Self::Value) -> Self::Value {
+        let t = self.ty(kind);
+        self.intrinsic("llvm.fmuladd", &[t], &[a, b, c], kind)
     }
 
     fn accumulate(&mut self, op: Binary, kind: Kind, acc: Self::Value, term: Self::Value) -> Self::Value {

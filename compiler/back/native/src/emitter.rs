@@ -109,6 +109,12 @@ pub trait Emitter {
     fn accumulate(&mut self, op: Binary, kind: Kind, acc: Self::Value, term: Self::Value) -> Self::Value {
         self.binary(op, kind, acc, term)
     }
+    /// `a * b + c` of floats, fused into one rounding where the target
+    /// does that fast (the math's polynomials), else a product and a sum.
+    fn multiply_add(&mut self, kind: Kind, a: Self::Value, b: Self::Value, c: Self::Value) -> Self::Value {
+        let m = self.binary(Binary::Mul, kind, a, b);
+        self.binary(Binary::Add, kind, m, c)
+    }
     fn unary(&mut self, op: Unary, kind: Kind, a: Self::Value) -> Self::Value;
     /// A `Bool`.
     fn compare(&mut self, op: Compare, kind: Kind, a: Self::Value, b: Self::Value) -> Self::Value;
