@@ -13,7 +13,7 @@
 //!
 //! A load's indices are loops (`i1`), fixed positions (`2`), or `_` for a
 //! size-1 axis read at 0 (a broadcast). A kernel's schedule, when not the
-//! plain one, follows its loops: `order [i0 i2 i1]`, `tile 32`, `gemm [BATCH] ROWS COLS INNER`
+//! plain one, follows its loops: `order [i0 i2 i1]`, `tile 16`, `gemm [BATCH] ROWS COLS INNER`
 //! (loops, `_` for none).
 
 use crate::kernel::{Body, BufferKind, Expr, Index, Program, Role};
