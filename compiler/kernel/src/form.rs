@@ -108,11 +108,12 @@ pub fn form(g: &Graph) -> Result<Program, String> {
         Some(Value::Buffer(b)) => b,
         Some(Value::Scalar(e)) => {
             let b = f.buffer(g.output, BufferKind::Temporary);
-            f.p.kernels.push(Kernel { output: b, loops: Vec::new(), body: Body::Store(e), schedule: Schedule::default() });
+            f.p.kernels.push(Kernel { output: b, loops: Vec::new(), rows: Vec::new(), body: Body::Store(e), schedule: Schedule::default() });
             b
         }
         Some(Value::Inline { .. }) | None => return Err("the graph has no output".into()),
     };
+    crate::rows::fuse(&mut f.p);
     Ok(f.p)
 }
 
@@ -215,7 +216,7 @@ impl Former<'_> {
     fn kernel(&mut self, n: NodeIndex, loops: Vec<Loop>, body: Body) -> Value {
         let b = self.buffer(n, BufferKind::Temporary);
         let schedule = self.schedule(b, &loops, &body);
-        self.p.kernels.push(Kernel { output: b, loops, body, schedule });
+        self.p.kernels.push(Kernel { output: b, loops, rows: Vec::new(), body, schedule });
         Value::Buffer(b)
     }
 
@@ -229,7 +230,7 @@ impl Former<'_> {
         self.p.buffers.push(Buffer { dtype, shape, kind: BufferKind::Temporary });
         let b = self.p.buffers.len() - 1;
         let schedule = self.schedule(b, &loops, &body);
-        self.p.kernels.push(Kernel { output: b, loops, body, schedule });
+        self.p.kernels.push(Kernel { output: b, loops, rows: Vec::new(), body, schedule });
         b
     }
 

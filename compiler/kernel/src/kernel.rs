@@ -77,6 +77,22 @@ pub enum Expr {
     LoopIndex(usize),
     /// An elementwise function computing in `compute`.
     Apply { func: MapFn, compute: DType, args: Vec<Expr> },
+    /// The value of the kernel's row reduction of this index (see
+    /// [`RowReduction`]).
+    Row(usize),
+}
+
+/// A reduction over a kernel's last loop, computed once per position of
+/// its other loops (a row) before the kernel's store runs over that row;
+/// later row reductions and the store read it as [`Expr::Row`]. Its value
+/// is rounded to `dtype`, as if stored in a buffer of that dtype and read
+/// back. A layer norm is one kernel: the mean and the variance of each row
+/// are row reductions, and the row is read from memory once.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowReduction {
+    pub op: Reduction,
+    pub dtype: DType,
+    pub value: Expr,
 }
 
 /// What a kernel computes at each point of its output loops.
@@ -93,6 +109,14 @@ pub enum Body {
 }
 
 impl Expr {
+    /// Rewrites the expression bottom-up: `f` sees each node after its arguments.
+    pub fn rewrite(&mut self, f: &mut impl FnMut(&mut Expr)) {
+        if let Expr::Apply { args, .. } = self {
+            args.iter_mut().for_each(|a| a.rewrite(f));
+        }
+        f(self);
+    }
+
     /// Every load of the expression, with its indices, in order.
     pub fn loads(&self) -> Vec<(usize, &[Index])> {
         fn visit<'e>(e: &'e Expr, out: &mut Vec<(usize, &'e [Index])>) {
@@ -124,6 +148,8 @@ pub struct Kernel {
     /// The output's loops (one per output axis, in order), then the
     /// reduction loops. Loop numbers (`i0`, `i1`, ...) refer to this list.
     pub loops: Vec<Loop>,
+    /// Row reductions, in evaluation order (only before a store).
+    pub rows: Vec<RowReduction>,
     pub body: Body,
     pub schedule: Schedule,
 }
@@ -163,9 +189,14 @@ impl Kernel {
         self.loops.first().is_some_and(|l| matches!(l.role, Role::Parallel | Role::ParallelVector))
     }
 
+    /// The expressions the kernel evaluates: its row reductions', then its body's.
+    pub fn values(&self) -> impl Iterator<Item = &Expr> {
+        self.rows.iter().map(|r| &r.value).chain([self.body.value()])
+    }
+
     /// The buffers the kernel reads or writes, in increasing order.
     pub fn buffers(&self) -> Vec<usize> {
-        let mut out: Vec<usize> = self.body.value().loads().into_iter().map(|(b, _)| b).chain([self.output]).collect();
+        let mut out: Vec<usize> = self.values().flat_map(|v| v.loads()).map(|(b, _)| b).chain([self.output]).collect();
         out.sort_unstable();
         out.dedup();
         out
@@ -208,7 +239,8 @@ impl Program {
 
     /// What a kernel moves and computes. A GEMM counts two FLOPs per
     /// multiply-add; a loop nest counts its operations per iteration (one
-    /// more to accumulate a reduction, four more for a softmax's passes).
+    /// more to accumulate a reduction, four more for a softmax's passes, and
+    /// each row reduction's).
     pub fn estimate(&self, k: &Kernel) -> Estimate {
         let bytes = k.buffers().into_iter().try_fold(0u64, |sum, b| {
             let size = self.elements(b)?.checked_mul(self.buffers[b].dtype.size_bytes() as u64)?;
@@ -221,12 +253,14 @@ impl Program {
                 _ => 0,
             }
         }
-        let per_iteration = match (&k.body, &k.schedule.gemm) {
-            (_, Some(_)) => 2,
-            (Body::Store(v), None) => applies(v),
-            (Body::Reduce { value, .. }, None) => applies(value) + 1,
-            (Body::Along { value, .. }, None) => applies(value) + 4,
-        };
+        let rows: u64 = k.rows.iter().map(|r| applies(&r.value) + 1).sum();
+        let per_iteration = rows
+            + match (&k.body, &k.schedule.gemm) {
+                (_, Some(_)) => 2,
+                (Body::Store(v), None) => applies(v),
+                (Body::Reduce { value, .. }, None) => applies(value) + 1,
+                (Body::Along { value, .. }, None) => applies(value) + 4,
+            };
         Estimate { bytes, flops: iterations.and_then(|i| i.checked_mul(per_iteration)) }
     }
 }

@@ -6,9 +6,10 @@
 
 mod form;
 mod kernel;
+mod rows;
 pub mod text;
 mod verify;
 
 pub use form::form;
-pub use kernel::{Body, Buffer, BufferKind, Estimate, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, Schedule};
+pub use kernel::{Body, Buffer, BufferKind, Estimate, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule};
 pub use verify::verify;

@@ -14,7 +14,8 @@
 //! A load's indices are loops (`i1`), fixed positions (`2`), or `_` for a
 //! size-1 axis read at 0 (a broadcast). A kernel's schedule, when not the
 //! plain one, follows its loops: `order [i0 i2 i1]`, `tile 16`, `gemm [BATCH] ROWS COLS INNER`
-//! (loops, `_` for none).
+//! (loops, `_` for none). Row reductions come next, each ending in `;`
+//! (`row mean f32 load %0[i0 i1];`), and the body reads them as `row0`, ...
 
 use crate::kernel::{Body, BufferKind, Expr, Index, Program, Role};
 use nax_ir::text::{along_name, map_fn_name, print_symbols, reduction_name, size_text};
@@ -44,6 +45,7 @@ fn expr_text(e: &Expr) -> String {
             let args: Vec<String> = args.iter().map(expr_text).collect();
             format!("{}({}, {})", map_fn_name(*func), compute.as_str(), args.join(", "))
         }
+        Expr::Row(r) => format!("row{r}"),
     }
 }
 
@@ -94,7 +96,8 @@ pub fn print(p: &Program) -> String {
             let optional = |l: Option<usize>| l.map_or("_".to_string(), |l| format!("i{l}"));
             let _ = write!(schedule, " gemm [{}] {} {} i{}", batch.join(" "), optional(g.rows), optional(g.cols), g.inner);
         }
-        let _ = writeln!(out, "kernel %{} loops [{}]{schedule} {body}", k.output, loops.join(", "));
+        let rows: String = k.rows.iter().map(|r| format!(" row {} {} {};", reduction_name(r.op), r.dtype.as_str(), expr_text(&r.value))).collect();
+        let _ = writeln!(out, "kernel %{} loops [{}]{schedule}{rows} {body}", k.output, loops.join(", "));
     }
     let _ = writeln!(out, "result %{}", p.result);
     out
@@ -193,6 +196,7 @@ impl<'a> Cursor<'a> {
             return Ok(Expr::Apply { func, compute, args });
         }
         Ok(match w {
+            _ if w.strip_prefix("row").is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit())) => Expr::Row(w[3..].parse().map_err(|_| self.err("bad row"))?),
             "true" => Expr::Literal(Literal::Bool(true)),
             "false" => Expr::Literal(Literal::Bool(false)),
             _ if w.starts_with('i') && w[1..].chars().all(|c| c.is_ascii_digit()) => Expr::LoopIndex(w[1..].parse().map_err(|_| self.err("bad loop"))?),
@@ -273,6 +277,14 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                     let cols = optional(&mut c)?;
                     schedule.gemm = Some(crate::kernel::GemmLoops { batch, rows, cols, inner: c.loop_index()? });
                 }
+                let mut rows = Vec::new();
+                while c.eat("row ") {
+                    let w = c.word()?;
+                    let op = nax_ir::text::reduction_named(w).ok_or_else(|| c.err(format!("unknown reduction `{w}`")))?;
+                    let dtype = nax_ir::text::parse_dtype_text(c.word()?, c.line)?;
+                    rows.push(crate::kernel::RowReduction { op, dtype, value: c.expr()? });
+                    c.expect(";")?;
+                }
                 let body = match c.word()? {
                     "store" => Body::Store(c.expr()?),
                     "reduce" => {
@@ -292,7 +304,7 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                 if !c.rest.is_empty() {
                     return Err(c.err(format!("unexpected `{}`", c.rest)));
                 }
-                p.kernels.push(crate::kernel::Kernel { output, loops, body, schedule });
+                p.kernels.push(crate::kernel::Kernel { output, loops, rows, body, schedule });
             }
             "result" => p.result = c.reference()?,
             other => return Err(c.err(format!("unknown line `{other}`"))),

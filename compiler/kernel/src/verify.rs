@@ -1,7 +1,8 @@
 //! The kernel verifier: every load names an existing buffer with one index
 //! per axis, every loop index is in the nest, every indexed axis has the
 //! extent of its loop (or size 1 for index 0), and the schedule's order is
-//! an order of the loops with the parallel loop outermost.
+//! an order of the loops with the parallel loop outermost, and row
+//! reductions read only rows computed before them.
 
 use crate::kernel::{Body, Expr, Index, Program};
 
@@ -52,13 +53,18 @@ pub fn verify(p: &Program) -> Vec<String> {
         if kernel.schedule.tile == Some(0) {
             errors.push(format!("kernel {k}: a tile of edge 0"));
         }
-        let value = kernel.body.value();
-        check_expr(p, kernel, value, &mut |m| errors.push(format!("kernel {k}: {m}")));
+        if !kernel.rows.is_empty() && !crate::rows::takes_rows(kernel) {
+            errors.push(format!("kernel {k}: row reductions need a plain store whose last loop is not parallel"));
+        }
+        // Row reduction j reads rows before it; the body reads any.
+        for (j, value) in kernel.values().enumerate() {
+            check_expr(p, kernel, value, j, &mut |m| errors.push(format!("kernel {k}: {m}")));
+        }
     }
     errors
 }
 
-fn check_expr(p: &Program, kernel: &crate::kernel::Kernel, e: &Expr, report: &mut dyn FnMut(String)) {
+fn check_expr(p: &Program, kernel: &crate::kernel::Kernel, e: &Expr, rows: usize, report: &mut dyn FnMut(String)) {
     match e {
         Expr::Load { buffer, index } => {
             let Some(b) = p.buffers.get(*buffer) else { return report(format!("load of a missing buffer %{buffer}")) };
@@ -79,7 +85,8 @@ fn check_expr(p: &Program, kernel: &crate::kernel::Kernel, e: &Expr, report: &mu
             }
         }
         Expr::LoopIndex(l) if *l >= kernel.loops.len() => report(format!("loop {l} is not in the nest")),
-        Expr::Apply { args, .. } => args.iter().for_each(|a| check_expr(p, kernel, a, report)),
+        Expr::Row(r) if *r >= rows => report(format!("row {r} is read before it is computed")),
+        Expr::Apply { args, .. } => args.iter().for_each(|a| check_expr(p, kernel, a, rows, report)),
         _ => {}
     }
 }

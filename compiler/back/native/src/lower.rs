@@ -40,7 +40,7 @@ pub fn register_kind(d: DType) -> Kind {
 
 /// Emits the body of one kernel function.
 pub fn lower_kernel<E: Emitter>(e: &mut E, p: &Program, plan: &Plan, k: &Kernel) {
-    let mut l = Lowering { e, p, plan, k, index: vec![None; k.loops.len()], strides: HashMap::new(), extents: Vec::new() };
+    let mut l = Lowering { e, p, plan, k, index: vec![None; k.loops.len()], strides: HashMap::new(), extents: Vec::new(), rows: Vec::new() };
     l.run();
 }
 
@@ -54,6 +54,8 @@ struct Lowering<'a, E: Emitter> {
     /// Each used buffer's strides, computed at entry.
     strides: HashMap<usize, Vec<Option<E::Value>>>,
     extents: Vec<E::Value>,
+    /// The row reductions' values at the current row.
+    rows: Vec<(E::Value, Kind)>,
 }
 
 impl<E: Emitter> Lowering<'_, E> {
@@ -94,6 +96,23 @@ impl<E: Emitter> Lowering<'_, E> {
         let rank = self.p.buffers[self.k.output].shape.len();
         let order = self.k.order();
         match &self.k.body {
+            Body::Store(v) if !self.k.rows.is_empty() => {
+                // Per row: each row reduction over the last loop, then the store over it.
+                let last = self.k.loops.len() - 1;
+                let outer: Vec<usize> = (0..last).collect();
+                let open = self.open(&outer);
+                for row in &self.k.rows {
+                    let (x, kind) = self.reduce(row.op, row.dtype, &row.value, &[last]);
+                    // Rounded to its dtype, as a stored and reloaded value would be.
+                    let stored = to_memory(self.e, x, kind, row.dtype);
+                    self.rows.push((from_memory(self.e, stored, row.dtype), register_kind(row.dtype)));
+                }
+                let inner = self.open(&[last]);
+                let (x, kind) = self.eval(v);
+                self.store_output(x, kind);
+                self.close(inner);
+                self.close(open);
+            }
             Body::Store(v) => {
                 let open = match self.k.schedule.tile {
                     Some(t) if order.len() >= 2 => self.open_tiled(&order, t as i64),
@@ -105,7 +124,8 @@ impl<E: Emitter> Lowering<'_, E> {
             }
             Body::Reduce { op, value } if order.iter().take(rank).copied().eq(0..rank) => {
                 let open = self.open(&order[..rank]);
-                let (x, kind) = self.reduce(*op, value, &order[rank..]);
+                let dtype = self.p.buffers[self.k.output].dtype;
+                let (x, kind) = self.reduce(*op, dtype, value, &order[rank..]);
                 self.store_output(x, kind);
                 self.close(open);
             }
@@ -196,9 +216,8 @@ impl<E: Emitter> Lowering<'_, E> {
         self.e.store(memory_kind(dtype), out, at, stored);
     }
 
-    /// The kind a reduction accumulates in, and its identity.
-    fn accumulator(&mut self, op: Reduction, value: &Expr) -> (Kind, E::Value) {
-        let dtype = self.p.buffers[self.k.output].dtype;
+    /// The kind a reduction giving `dtype` accumulates in, and its identity.
+    fn accumulator(&mut self, op: Reduction, dtype: DType, value: &Expr) -> (Kind, E::Value) {
         let value_kind = self.kind_of(value);
         let acc_kind = if dtype == DType::Bool {
             Kind::Bool
@@ -236,10 +255,10 @@ impl<E: Emitter> Lowering<'_, E> {
         }
     }
 
-    /// The number of terms of a reduction, as a float of `kind`.
-    fn count(&mut self, kind: Kind, rank: usize) -> E::Value {
+    /// The number of terms of a reduction over `loops`, as a float of `kind`.
+    fn count(&mut self, kind: Kind, loops: &[usize]) -> E::Value {
         let mut count = self.e.int(Kind::I64, 1);
-        for i in rank..self.k.loops.len() {
+        for &i in loops {
             count = self.e.binary(Binary::Mul, Kind::I64, count, self.extents[i]);
         }
         self.e.convert(Kind::I64, kind, count)
@@ -256,7 +275,7 @@ impl<E: Emitter> Lowering<'_, E> {
         let index: Vec<Index> = (0..rank).map(Index::Loop).collect();
         // (The loads of the output below read what this kernel stored.)
         let outer: Vec<usize> = (0..rank).collect();
-        let (acc_kind, init) = self.accumulator(op, value);
+        let (acc_kind, init) = self.accumulator(op, dtype, value);
         let open = self.open(&outer);
         let at = self.offset(out, &index);
         let stored = to_memory(self.e, init, acc_kind, dtype);
@@ -275,7 +294,8 @@ impl<E: Emitter> Lowering<'_, E> {
             let open = self.open(&outer);
             let at = self.offset(out, &index);
             let sum = self.load_accumulator(at, acc_kind);
-            let count = self.count(acc_kind, rank);
+            let reduced: Vec<usize> = (rank..self.k.loops.len()).collect();
+            let count = self.count(acc_kind, &reduced);
             let mean = self.e.binary(Binary::Div, acc_kind, sum, count);
             let stored = to_memory(self.e, mean, acc_kind, dtype);
             self.e.store(mem, out, at, stored);
@@ -291,10 +311,10 @@ impl<E: Emitter> Lowering<'_, E> {
         self.e.convert(register_kind(dtype), acc_kind, value)
     }
 
-    /// Reduces `value` over the loops `inner` in a register; gives the result.
-    fn reduce(&mut self, op: Reduction, value: &Expr, inner: &[usize]) -> (E::Value, Kind) {
-        let rank = self.p.buffers[self.k.output].shape.len();
-        let (acc_kind, init) = self.accumulator(op, value);
+    /// Reduces `value` over the loops `inner` in a register, for a result
+    /// of `dtype`; gives the result.
+    fn reduce(&mut self, op: Reduction, dtype: DType, value: &Expr, inner: &[usize]) -> (E::Value, Kind) {
+        let (acc_kind, init) = self.accumulator(op, dtype, value);
         let acc = self.e.variable(acc_kind, init);
         let open = self.open(inner);
         let (x, kind) = self.eval(value);
@@ -305,7 +325,7 @@ impl<E: Emitter> Lowering<'_, E> {
         self.close(open);
         let mut result = self.e.get(acc);
         if op == Reduction::Mean && acc_kind.is_float() {
-            let count = self.count(acc_kind, rank);
+            let count = self.count(acc_kind, inner);
             result = self.e.binary(Binary::Div, acc_kind, result, count);
         }
         (result, acc_kind)
@@ -378,6 +398,7 @@ impl<E: Emitter> Lowering<'_, E> {
             Expr::Literal(Literal::Int(_)) | Expr::Size(_) | Expr::LoopIndex(_) => Kind::I64,
             Expr::Literal(Literal::Float(_)) => Kind::F64,
             Expr::Literal(Literal::Bool(_)) => Kind::Bool,
+            Expr::Row(r) => self.k.rows.get(*r).map_or(Kind::I64, |row| register_kind(row.dtype)),
             Expr::Apply { func, compute, .. } => {
                 let ck = register_kind(*compute);
                 let float_of = |k: Kind| if k.is_float() { k } else { Kind::F64 };
@@ -415,6 +436,10 @@ impl<E: Emitter> Lowering<'_, E> {
             Expr::Literal(Literal::Float(v)) => (self.e.float(Kind::F64, *v), Kind::F64),
             Expr::Literal(Literal::Bool(v)) => (self.e.int(Kind::Bool, i64::from(*v)), Kind::Bool),
             Expr::Size(s) => (self.size(*s), Kind::I64),
+            Expr::Row(r) => match self.rows.get(*r) {
+                Some(&row) => row,
+                None => (self.e.int(Kind::I64, 0), Kind::I64),
+            },
             Expr::LoopIndex(l) => {
                 let v = match self.index[*l] {
                     Some(v) => v,

@@ -38,7 +38,7 @@ impl Plan {
         }
         for k in &p.kernels {
             k.loops.iter().for_each(|l| add(l.extent));
-            visit_sizes(k.body.value(), &mut add);
+            k.values().for_each(|v| visit_sizes(v, &mut add));
         }
         plan
     }

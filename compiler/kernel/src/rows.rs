@@ -1,0 +1,144 @@
+//! Row fusion, after kernels are formed: a reduction over the last loop of
+//! a store's nest, read by that store (and nothing else) once per row,
+//! becomes one of the store's row reductions, and a cheap elementwise
+//! kernel over the rows between them is recomputed inside the store. A
+//! layer norm (mean, variance, `rsqrt`, normalise) becomes one kernel that
+//! reads each row from memory once; its later passes over the row hit the
+//! first-level cache.
+
+use crate::kernel::{Body, BufferKind, Expr, Index, Kernel, Program, Role, RowReduction, Schedule};
+
+/// Fuses row reductions into their stores until nothing more fuses, then
+/// drops the buffers no kernel writes or reads any more.
+pub fn fuse(p: &mut Program) {
+    while let Some((consumer, producer)) = next_fusion(p) {
+        let k = p.kernels.remove(producer);
+        let consumer = if producer < consumer { consumer - 1 } else { consumer };
+        let c = &mut p.kernels[consumer];
+        match k.body {
+            Body::Reduce { op, value } => {
+                // The new row reduction goes first (it reads none of the others).
+                for v in c.rows.iter_mut().map(|r| &mut r.value).chain([body_mut(&mut c.body)]) {
+                    v.rewrite(&mut |e| match e {
+                        Expr::Row(r) => *r += 1,
+                        Expr::Load { buffer, .. } if *buffer == k.output => *e = Expr::Row(0),
+                        _ => {}
+                    });
+                }
+                c.rows.insert(0, RowReduction { op, dtype: p.buffers[k.output].dtype, value });
+            }
+            Body::Store(value) => {
+                for v in c.rows.iter_mut().map(|r| &mut r.value).chain([body_mut(&mut c.body)]) {
+                    v.rewrite(&mut |e| {
+                        if matches!(e, Expr::Load { buffer, .. } if *buffer == k.output) {
+                            *e = value.clone();
+                        }
+                    });
+                }
+            }
+            Body::Along { .. } => {}
+        }
+    }
+    drop_unused_buffers(p);
+}
+
+fn body_mut(b: &mut Body) -> &mut Expr {
+    match b {
+        Body::Store(v) | Body::Reduce { value: v, .. } | Body::Along { value: v, .. } => v,
+    }
+}
+
+/// The most operations of an elementwise kernel over the rows that is
+/// recomputed inside the store: its value is the same along the row, so
+/// LLVM hoists it out of the row's loop (Cranelift recomputes it).
+const MAX_RECOMPUTED: usize = 4;
+
+/// The functions an expression applies.
+fn operations(e: &Expr) -> usize {
+    match e {
+        Expr::Apply { args, .. } => 1 + args.iter().map(operations).sum::<usize>(),
+        _ => 0,
+    }
+}
+
+/// A store that can take row reductions: a plain schedule and a last loop
+/// that runs whole inside one call (not the parallel one).
+pub(crate) fn takes_rows(c: &Kernel) -> bool {
+    matches!(c.body, Body::Store(_)) && c.schedule == Schedule::default() && c.loops.len() >= 2 && !matches!(c.loops[c.loops.len() - 1].role, Role::Parallel | Role::ParallelVector)
+}
+
+/// The next (consumer, producer) pair to fuse: the producer writes a
+/// temporary that only the consumer reads, always at the consumer's
+/// current row, and is a reduction over a loop of the consumer's last
+/// loop's extent, or a cheap store over the rows.
+fn next_fusion(p: &Program) -> Option<(usize, usize)> {
+    for (ci, c) in p.kernels.iter().enumerate().filter(|(_, c)| takes_rows(c)) {
+        let r = c.loops.len() - 1;
+        let row: Vec<Index> = (0..r).map(Index::Loop).collect();
+        for (buffer, index) in c.values().flat_map(|v| v.loads()) {
+            if index != row.as_slice() || !only_reader(p, buffer, ci, &row) {
+                continue;
+            }
+            let Some(pi) = p.kernels.iter().position(|k| k.output == buffer) else { continue };
+            let k = &p.kernels[pi];
+            let same = |a: usize, b: usize| p.symbols.same(k.loops[a].extent, c.loops[b].extent);
+            if !k.rows.is_empty() || k.schedule != Schedule::default() || pi > ci {
+                continue;
+            }
+            let fits = match &k.body {
+                Body::Reduce { .. } => k.loops.len() == r + 1 && (0..=r).all(|j| same(j, j)),
+                Body::Store(v) => k.loops.len() == r && (0..r).all(|j| same(j, j)) && operations(v) <= MAX_RECOMPUTED,
+                Body::Along { .. } => false,
+            };
+            if fits {
+                return Some((ci, pi));
+            }
+        }
+    }
+    None
+}
+
+/// Whether `buffer` is a temporary that kernel `reader` alone reads (at
+/// `row` only), that is not the result, and that no alias views.
+fn only_reader(p: &Program, buffer: usize, reader: usize, row: &[Index]) -> bool {
+    p.buffers[buffer].kind == BufferKind::Temporary
+        && p.result != buffer
+        && !p.buffers.iter().any(|b| b.kind == BufferKind::Alias(buffer))
+        && p.kernels.iter().enumerate().all(|(i, k)| {
+            let loads = k.values().flat_map(|v| v.loads()).filter(|(b, _)| *b == buffer).collect::<Vec<_>>();
+            if i == reader { loads.iter().all(|(_, idx)| *idx == row) } else { loads.is_empty() }
+        })
+}
+
+/// Removes the temporaries no kernel writes, renumbering the others.
+fn drop_unused_buffers(p: &mut Program) {
+    let written: Vec<usize> = p.kernels.iter().map(|k| k.output).collect();
+    let keep: Vec<bool> = (0..p.buffers.len()).map(|b| p.buffers[b].kind != BufferKind::Temporary || written.contains(&b) || b == p.result).collect();
+    if keep.iter().all(|&k| k) {
+        return;
+    }
+    let mut new_index = vec![0; keep.len()];
+    let mut next = 0;
+    for (b, &k) in keep.iter().enumerate() {
+        new_index[b] = next;
+        next += usize::from(k);
+    }
+    let mut kept = keep.iter();
+    p.buffers.retain(|_| *kept.next().unwrap_or(&true));
+    for b in &mut p.buffers {
+        if let BufferKind::Alias(a) = &mut b.kind {
+            *a = new_index[*a];
+        }
+    }
+    for k in &mut p.kernels {
+        k.output = new_index[k.output];
+        for v in k.rows.iter_mut().map(|r| &mut r.value).chain([body_mut(&mut k.body)]) {
+            v.rewrite(&mut |e| {
+                if let Expr::Load { buffer, .. } = e {
+                    *buffer = new_index[*buffer];
+                }
+            });
+        }
+    }
+    p.result = new_index[p.result];
+}
