@@ -161,7 +161,7 @@ pub fn node_type<'a>(eg: &'a EG, node: &ENode) -> &'a Type {
 
 /// The nodes of a class whose operation passes `wants`, with their operations.
 pub fn nodes_of(eg: &EG, class: Id, wants: impl Fn(&Op) -> bool) -> Vec<(ENode, Op)> {
-    eg[class].nodes.iter().filter_map(|n| wants(eg.analysis.op(n)).then(|| (n.clone(), eg.analysis.op(n).clone()))).collect()
+    eg[class].nodes.iter().filter(|&n| wants(eg.analysis.op(n))).map(|n| (n.clone(), eg.analysis.op(n).clone())).collect()
 }
 
 /// `x` seen with type `ty` (same sizes): `x` itself when its type is `ty`,
