@@ -349,15 +349,37 @@ impl<E: Emitter> Lowering<'_, E> {
         let m = self.e.get(max);
         let zero = self.e.float(kind, 0.0);
         let sum = self.e.variable(kind, zero);
+        // A softmax into f32 or f64 keeps each exponential in its output
+        // element for the last pass, which scales it: one exponential per
+        // element, and one division per row.
+        let dtype = self.p.buffers[self.k.output].dtype;
+        let keep = func == AlongAxis::Softmax && register_kind(dtype) == kind && memory_kind(dtype) == kind;
         let h = self.open(&[axis]);
         let x = self.float_value(value, kind);
         let d = self.e.binary(Binary::Sub, kind, x, m);
         let ex = math::exp(self.e, kind, d);
+        if keep {
+            self.store_output(ex, kind);
+        }
         let s = self.e.get(sum);
         let s2 = self.e.accumulate(Binary::Add, kind, s, ex);
         self.e.set(sum, s2);
         self.close(h);
         let s = self.e.get(sum);
+        if keep {
+            let one = self.e.float(kind, 1.0);
+            let scale = self.e.binary(Binary::Div, kind, one, s);
+            let h = self.open(&[axis]);
+            let rank = self.p.buffers[self.k.output].shape.len();
+            let index: Vec<Index> = (0..rank).map(Index::Loop).collect();
+            let at = self.offset(self.k.output, &index);
+            let ex = self.e.load(kind, self.k.output, at);
+            let r = self.e.binary(Binary::Mul, kind, ex, scale);
+            self.e.store(kind, self.k.output, at, r);
+            self.close(h);
+            self.close(open);
+            return;
+        }
         match func {
             AlongAxis::LogSumExp => {
                 let ls = math::log(self.e, kind, s);
