@@ -58,7 +58,8 @@ pub struct Types {
     ops: Vec<Op>,
     op_ids: HashMap<String, u32>,
     types: Vec<Type>,
-    type_ids: HashMap<String, u32>,
+    /// The types of each hash (see [`type_hash`]).
+    type_ids: HashMap<u64, Vec<u32>>,
     pub symbols: Symbols,
     pub contradiction: Option<String>,
 }
@@ -78,12 +79,14 @@ impl Types {
     }
 
     fn intern_type(&mut self, ty: Type) -> u32 {
-        let key = format!("{ty:?}");
-        let next = self.types.len() as u32;
-        *self.type_ids.entry(key).or_insert_with(|| {
-            self.types.push(ty);
-            next
-        })
+        let bucket = self.type_ids.entry(type_hash(&ty)).or_default();
+        if let Some(&id) = bucket.iter().find(|&&id| self.types[id as usize] == ty) {
+            return id;
+        }
+        let id = self.types.len() as u32;
+        bucket.push(id);
+        self.types.push(ty);
+        id
     }
 
     pub fn op(&self, node: &ENode) -> &Op {
@@ -105,6 +108,19 @@ impl Types {
             _ => false,
         }
     }
+}
+
+/// A hash of a type (its ranges by their bits).
+fn type_hash(ty: &Type) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let bits = |r: &Option<Range>| r.map(|r| (r.lo.to_bits(), r.hi.to_bits()));
+    match ty {
+        Type::Error => 0u8.hash(&mut h),
+        Type::Host(host, r) => (1u8, host.as_str(), bits(r)).hash(&mut h),
+        Type::Tensor(t) => (2u8, t.dtype, &t.kind, &t.axes, bits(&t.range)).hash(&mut h),
+    }
+    h.finish()
 }
 
 impl Analysis<ENode> for Types {
@@ -294,6 +310,43 @@ impl CostFunction<ENode> for Cost<'_> {
         };
         1.0 + work + enode.children.iter().map(|&c| costs(c)).sum::<f64>()
     }
+}
+
+/// The cheapest term of the class `root` under [`Cost`], and its cost.
+/// A worklist revisits a class only when a child's cost fell (egg's
+/// `Extractor` sweeps every class until nothing changes, which is
+/// quadratic on the long chains inlining makes). Deterministic: classes
+/// are queued in the e-graph's order, and a node replaces the best one
+/// only when strictly cheaper. `None` when `root` has no finite term.
+pub fn extract(eg: &EG, root: Id) -> Option<(f64, RecExpr<ENode>)> {
+    let mut best: HashMap<Id, (f64, ENode)> = HashMap::new();
+    let mut queue: std::collections::VecDeque<Id> = eg.classes().filter(|c| c.nodes.iter().any(|n| n.children.is_empty())).map(|c| c.id).collect();
+    let mut queued: std::collections::HashSet<Id> = queue.iter().copied().collect();
+    let mut cost = Cost { eg };
+    while let Some(id) = queue.pop_front() {
+        queued.remove(&id);
+        let mut candidate: Option<(f64, &ENode)> = None;
+        for n in eg[id].iter() {
+            if n.children.iter().all(|c| best.contains_key(&eg.find(*c))) {
+                let c = cost.cost(n, |child| best[&eg.find(child)].0);
+                if candidate.is_none_or(|(b, _)| c < b) {
+                    candidate = Some((c, n));
+                }
+            }
+        }
+        let Some((c, node)) = candidate else { continue };
+        if best.get(&id).is_none_or(|(old, _)| c < *old) {
+            best.insert(id, (c, node.clone()));
+            for parent in eg[id].parents() {
+                let parent = eg.find(parent);
+                if queued.insert(parent) {
+                    queue.push_back(parent);
+                }
+            }
+        }
+    }
+    let (total, node) = best.get(&eg.find(root))?.clone();
+    Some((total, node.build_recexpr(|id| best[&eg.find(id)].1.clone())))
 }
 
 /// A graph as an e-graph: its analysis and the output's class.

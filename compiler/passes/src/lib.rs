@@ -14,8 +14,8 @@ pub mod language;
 pub mod permute;
 pub mod view;
 
-use egg::{Extractor, Rewrite, Runner, SimpleScheduler};
-use language::{Cost, ENode, Types};
+use egg::{Rewrite, Runner, SimpleScheduler};
+use language::{ENode, Types};
 use nax_ir::Graph;
 use std::time::Duration;
 
@@ -69,7 +69,7 @@ pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
 /// graph is returned unchanged when the extracted one is not cheaper.
 pub fn optimize(g: &Graph) -> Result<(Graph, Report), String> {
     let (eg, root) = language::to_egraph(g)?;
-    let before = Extractor::new(&eg, Cost { eg: &eg }).find_best_cost(root);
+    let before = language::extract(&eg, root).map_or(f64::INFINITY, |(c, _)| c);
     let runner = Runner::default()
         .with_egraph(eg)
         .with_scheduler(SimpleScheduler)
@@ -91,8 +91,9 @@ pub fn optimize(g: &Graph) -> Result<(Graph, Report), String> {
     }
     applied.retain(|(_, n)| *n > 0);
     applied.sort();
-    let root = runner.egraph.find(root);
-    let (after, best) = Extractor::new(&runner.egraph, Cost { eg: &runner.egraph }).find_best(root);
+    let Some((after, best)) = language::extract(&runner.egraph, root) else {
+        return Err(format!("internal error: the optimizer found no term for the output of `{}`", g.name));
+    };
     let report = Report {
         stop_reason: runner.stop_reason.as_ref().map_or("unknown".to_string(), |s| format!("{s:?}")),
         iterations: runner.iterations.len(),
