@@ -146,13 +146,7 @@ pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::testing::optimized;
-
-    const DIMS: &str = "dim a = 4\ndim b = 5\ndim k = 3\n";
-
-    fn f(signature: &str, body: &str) -> String {
-        optimized(&format!("{DIMS}def f({signature} {{\n    return {body}\n}}\n"))
-    }
+    use crate::testing::function as f;
 
     // log-of-softmax: log(softmax(x, b)) => log_softmax(x, b)
     #[test]

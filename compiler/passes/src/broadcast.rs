@@ -170,13 +170,7 @@ pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::testing::optimized;
-
-    const DIMS: &str = "dim a = 4\ndim b = 5\ndim k = 3\n";
-
-    fn f(signature: &str, body: &str) -> String {
-        optimized(&format!("{DIMS}def f({signature} {{\n    return {body}\n}}\n"))
-    }
+    use crate::testing::function as f;
 
     // expand-into-map: add(expand(x, [0]), y) => add(x[0], y)
     #[test]
@@ -224,8 +218,6 @@ mod tests {
     #[test]
     fn identity_expand() {
         let text = "graph f\nmodule_symbols 0\n%0 = input 0 \"x\" : f32 plain [a:4 b:5] range -inf inf\n%1 = expand [0 1] %0 : f32 plain [a:4 b:5] range -inf inf\ninputs %0\noutput %1\n";
-        let g = nax_ir::text::parse(text).expect("parse");
-        let (out, _) = crate::optimize(&g).expect("optimize");
-        assert_eq!(crate::testing::sexpr(&out, out.output), "x");
+        assert_eq!(crate::testing::optimized_text(text), "x");
     }
 }

@@ -116,14 +116,31 @@ pub(crate) mod testing {
     use nax_ir::{Graph, Literal, Op};
     use petgraph::graph::NodeIndex;
 
+    /// The sizes the one-line tests use.
+    const DIMS: &str = "dim a = 4\ndim b = 5\ndim c = 6\ndim k = 3\n";
+
+    /// `def f(SIGNATURE { return BODY }` over [`DIMS`], optimized (see [`optimized`]).
+    pub fn function(signature: &str, body: &str) -> String {
+        optimized(&format!("{DIMS}def f({signature} {{\n    return {body}\n}}\n"))
+    }
+
     /// `f` in `source`, lowered and optimized (the rewritten graph verifies).
     pub fn optimized(source: &str) -> String {
         let checked = nax_front::check_source(source);
         assert!(!checked.has_errors(), "{:?}", checked.diagnostics);
         let g = nax_ir::lower(&checked.module, "f").expect("lower");
-        let (out, report) = crate::optimize(&g).expect("optimize");
+        rewritten(&g)
+    }
+
+    /// A graph in the text form, optimized.
+    pub fn optimized_text(text: &str) -> String {
+        rewritten(&nax_ir::text::parse(text).expect("parse"))
+    }
+
+    /// The optimized graph's output as an s-expression (it verifies).
+    fn rewritten(g: &Graph) -> String {
+        let (out, _) = crate::optimize(g).expect("optimize");
         assert!(nax_ir::verify(&out).is_empty(), "{:?}\n{}", nax_ir::verify(&out), nax_ir::text::print(&out));
-        let _ = report;
         sexpr(&out, out.output)
     }
 
