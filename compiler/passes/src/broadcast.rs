@@ -5,7 +5,7 @@
 //! their count; `mean`, `max` and `min` over them are the value itself; a
 //! reduction over the original axes runs before the expansion).
 
-use crate::language::{add, as_type, is_identity, node_type, nodes_of, rule, tensor_of, with_axes, ENode, Types, EG};
+use crate::language::{add, as_type, is_identity, node_type, rule, tensor_of, unary_nodes, with_axes, ENode, Types, EG};
 use egg::{Id, Rewrite};
 use nax_front::check::range::Range;
 use nax_front::check::types::Type;
@@ -19,13 +19,10 @@ fn is_expand(op: &Op) -> bool {
 
 /// The expansions in a class: their map and operand.
 fn expands(eg: &EG, class: Id) -> Vec<(Vec<usize>, Id)> {
-    nodes_of(eg, class, is_expand)
-        .into_iter()
-        .filter_map(|(n, op)| match op {
-            Op::Expand { map } => Some((map, n.children[0])),
-            _ => None,
-        })
-        .collect()
+    unary_nodes(eg, class, |op| match op {
+        Op::Expand { map } => Some(map.clone()),
+        _ => None,
+    })
 }
 
 /// map(.., expand(x, e), ..) => map(.., x, ..) reading x with stride 0 along the new axes.

@@ -180,6 +180,12 @@ pub fn nodes_of(eg: &EG, class: Id, wants: impl Fn(&Op) -> bool) -> Vec<(ENode, 
     eg[class].nodes.iter().filter(|&n| wants(eg.analysis.op(n))).map(|n| (n.clone(), eg.analysis.op(n).clone())).collect()
 }
 
+/// The one-operand nodes of a class that `pick` accepts: what it takes
+/// from each node's operation, and the node's operand.
+pub fn unary_nodes<T>(eg: &EG, class: Id, pick: impl Fn(&Op) -> Option<T>) -> Vec<(T, Id)> {
+    eg[class].nodes.iter().filter(|n| n.children.len() == 1).filter_map(|n| pick(eg.analysis.op(n)).map(|t| (t, n.children[0]))).collect()
+}
+
 /// `x` seen with type `ty` (same sizes): `x` itself when its type is `ty`,
 /// else a rename.
 pub fn as_type(eg: &mut EG, x: Id, ty: &Type) -> Id {

@@ -5,7 +5,7 @@
 //! consumers can absorb them. No kernel then materialises a transpose
 //! unless the result itself is one.
 
-use crate::language::{add, as_type, inverse, is_identity, node_type, nodes_of, rule, tensor_of, with_axes, ENode, Types, EG};
+use crate::language::{add, as_type, inverse, is_identity, node_type, nodes_of, rule, tensor_of, unary_nodes, with_axes, ENode, Types, EG};
 use egg::{Id, Rewrite};
 use nax_front::check::types::Type;
 use nax_front::checked::AlongAxis;
@@ -17,13 +17,10 @@ fn is_permute(op: &Op) -> bool {
 
 /// The permutes in a class: their permutation and operand.
 fn permutes(eg: &EG, class: Id) -> Vec<(Vec<usize>, Id)> {
-    nodes_of(eg, class, is_permute)
-        .into_iter()
-        .filter_map(|(n, op)| match op {
-            Op::Permute { perm } => Some((perm, n.children[0])),
-            _ => None,
-        })
-        .collect()
+    unary_nodes(eg, class, |op| match op {
+        Op::Permute { perm } => Some(perm.clone()),
+        _ => None,
+    })
 }
 
 /// permute(permute(x, p1), p2) => permute(x, p1 . p2); an identity is `x`.
