@@ -17,11 +17,14 @@ use nax_ir::{Graph, MapFn, Op};
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 
-/// The edge of the square tiles of a transposed read: 16 f32s are one
-/// 64-byte cache line, so each line of the transposed operand is used
-/// whole while its tile is in the first-level cache (measured on
-/// `transpose_add`: 8 -> 25 ms, 16 -> 23 ms, 32 -> 33 ms, 64 -> 42 ms).
-const TILE: u64 = 16;
+/// The tiles of a transposed read: 128 positions of the outer loop by 16
+/// of the inner, vectorised one (16 f32s are one 64-byte cache line). Each
+/// tile reads 16 rows of the transposed operand along 128 contiguous
+/// elements, which the prefetchers follow, and each line of the other
+/// operand and the output whole. Measured on `transpose_add` (4096 x 4096,
+/// ms, alternating runs): 16 x 16: 21-23, 64 x 16: 15-17.5, 128 x 16:
+/// 14-15, 256 x 16: 16, 8 x 64: 42, 16 x 64: 38, 128 x 32: 29.
+const TILE: (u64, u64) = (128, 16);
 
 /// What a graph node became.
 #[derive(Clone)]

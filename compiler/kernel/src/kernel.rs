@@ -162,9 +162,10 @@ pub struct Schedule {
     /// outermost. A reduction loop outside an output loop makes the
     /// reduction accumulate in the output buffer (initialised first).
     pub order: Vec<usize>,
-    /// The two innermost loops of the order run in square tiles of this
-    /// edge (a transposed read then touches one cache-sized block at a time).
-    pub tile: Option<u64>,
+    /// The two innermost loops of the order run in tiles of these edges
+    /// (the outer loop's, then the inner loop's): a transposed read then
+    /// touches one cache-sized block at a time.
+    pub tile: Option<(u64, u64)>,
     /// The kernel (a sum over one reduction loop of the product of two
     /// loads, in f32 or f64) runs as calls to a packed matrix-product
     /// library rather than as its loop nest.

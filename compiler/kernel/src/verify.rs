@@ -50,7 +50,7 @@ pub fn verify(p: &Program) -> Vec<String> {
                 errors.push(format!("kernel {k}: the GEMM loops do not fit the kernel"));
             }
         }
-        if kernel.schedule.tile == Some(0) {
+        if kernel.schedule.tile.is_some_and(|(a, b)| a == 0 || b == 0) {
             errors.push(format!("kernel {k}: a tile of edge 0"));
         }
         if !kernel.rows.is_empty() && !crate::rows::takes_rows(kernel) {

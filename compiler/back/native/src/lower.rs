@@ -115,7 +115,7 @@ impl<E: Emitter> Lowering<'_, E> {
             }
             Body::Store(v) => {
                 let open = match self.k.schedule.tile {
-                    Some(t) if order.len() >= 2 => self.open_tiled(&order, t as i64),
+                    Some((outer, inner)) if order.len() >= 2 => self.open_tiled(&order, [outer as i64, inner as i64]),
                     _ => self.open(&order),
                 };
                 let (x, kind) = self.eval(v);
@@ -151,19 +151,19 @@ impl<E: Emitter> Lowering<'_, E> {
         handles
     }
 
-    /// Opens loops in order, the last two in square tiles of edge `t`:
-    /// the two tile loops, then the loops inside one tile.
-    fn open_tiled(&mut self, order: &[usize], t: i64) -> Vec<E::Loop> {
+    /// Opens loops in order, the last two in tiles of edges `edges`: the
+    /// two tile loops, then the loops inside one tile.
+    fn open_tiled(&mut self, order: &[usize], edges: [i64; 2]) -> Vec<E::Loop> {
         let (outer, pair) = order.split_at(order.len() - 2);
         let mut handles = self.open(outer);
         let mut inner = Vec::with_capacity(2);
-        for &i in pair {
+        for (&i, t) in pair.iter().zip(edges) {
             let (start, end) = self.bounds(i);
             let (h, v) = self.e.begin_loop(start, end, t);
             handles.push(h);
-            inner.push((i, v, end));
+            inner.push((i, v, end, t));
         }
-        for (i, first, end) in inner {
+        for (i, first, end, t) in inner {
             let edge = self.e.int(Kind::I64, t);
             let past = self.e.binary(Binary::Add, Kind::I64, first, edge);
             let stop = self.e.binary(Binary::Min, Kind::I64, past, end);
