@@ -71,6 +71,7 @@ fn cases() -> Vec<Case> {
         case("nan_and_inf", "dim n = 7\ndef f(x: [n]) -> [n] {\n    return exp(x) - relu(x) + maximum(x, 0.0) + tanh(x)\n}\n"),
         case("softmax_family", "dim b = 2\ndim n = 7\ndim m = 5\ndef f(x: [b n m]) -> [b n] {\n    p = softmax(x, n)\n    q = log_softmax(x, m)\n    return logsumexp(x, m) + sum(p * q, m)\n}\n"),
         case("row_fusion", "dim b = 3\ndim D = 1029\ndef f(x: [b D], g: [D], h: f16[b D]) -> [b D] {\n    mu = reduce(x, b D -> b, mean)\n    xc = x - mu\n    v = reduce(xc * xc, b D -> b, mean)\n    y = xc * rsqrt(v + 1e-5) * g\n    m = reduce(h, b D -> b, max)\n    return y + float(h - m) + sum(x, D) / prod(abs(x) * 0.0 + 1.0, D)\n}\n"),
+        case("strided_softmax", "dim b = 2\ndim n = 7\ndim t = 2\ndim m = 1029\ndef f(x: [b n m], y: [b t m]) -> [b m] {\n    p = softmax(x, n)\n    q = log_softmax(x, n)\n    r = softmax(y, t) + log_softmax(y, t)\n    return sum(p * q, n) + sum(r, t)\n}\n"),
         case("reductions", "dim b = 3\ndim n = 7\ndef f(x: [b n]) -> [b] {\n    return sum(x, n) + mean(x, n) * max(x, n) - min(x, n) + prod(x * 0.5, n)\n}\n"),
         case("reduce_patterns", "dim b = 2\ndim n = 6\ndim D = 4\ndef f(x: [b n D]) -> [D b] {\n    a = reduce(x, b (n2 2) D -> D b n2, max)\n    return reduce(a, D b n2 -> D b, \"mean\")\n}\n"),
         case("mask_reductions", "dim n = 7\ndim m = 23\ndef f(x: [n m]) -> [n] {\n    mk = x > 0.0\n    c = sum(mk, m)\n    a = reduce(mk, n m -> n, mean)\n    z = reduce(mk, n m -> n, min)\n    return float(c) + a + float(z)\n}\n"),

@@ -166,6 +166,15 @@ pub struct Schedule {
     /// (the outer loop's, then the inner loop's): a transposed read then
     /// touches one cache-sized block at a time.
     pub tile: Option<(u64, u64)>,
+    /// A softmax or log_softmax along a strided axis runs in blocks of
+    /// this many positions of the last loop: per block, its passes along
+    /// the axis run over contiguous rows of the block, the block's maximum
+    /// and sum live in the output's first two positions along the axis
+    /// until the last pass writes them, and a softmax keeps its
+    /// exponentials in the output for the last pass (see
+    /// [`Schedule::takes_columns`]). One kernel, where it would otherwise
+    /// be three.
+    pub columns: Option<u64>,
     /// The kernel (a sum over one reduction loop of the product of two
     /// loads, in f32 or f64) runs as calls to a packed matrix-product
     /// library rather than as its loop nest.
@@ -181,6 +190,23 @@ pub struct GemmLoops {
     pub rows: Option<usize>,
     pub cols: Option<usize>,
     pub inner: usize,
+}
+
+impl Schedule {
+    /// Whether a kernel of this program can run in column blocks: a
+    /// softmax or log_softmax into f32 or f64 along an axis that is
+    /// neither the first loop (the parallel one) nor the last (the columns),
+    /// with at least two positions (the output's first two hold the
+    /// maximum and the sum).
+    pub fn takes_columns(p: &Program, k: &Kernel) -> bool {
+        let Body::Along { func, axis, .. } = &k.body else { return false };
+        let last = k.loops.len().saturating_sub(1);
+        matches!(func, AlongAxis::Softmax | AlongAxis::LogSoftmax)
+            && matches!(p.buffers[k.output].dtype, DType::F32 | DType::F64)
+            && *axis > 0
+            && *axis < last
+            && p.symbols.constant(k.loops[*axis].extent).is_some_and(|n| n >= 2)
+    }
 }
 
 impl Kernel {

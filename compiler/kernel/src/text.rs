@@ -13,7 +13,7 @@
 //!
 //! A load's indices are loops (`i1`), fixed positions (`2`), or `_` for a
 //! size-1 axis read at 0 (a broadcast). A kernel's schedule, when not the
-//! plain one, follows its loops: `order [i0 i2 i1]`, `tile 128x16`, `gemm [BATCH] ROWS COLS INNER`
+//! plain one, follows its loops: `order [i0 i2 i1]`, `tile 128x16`, `columns 64`, `gemm [BATCH] ROWS COLS INNER`
 //! (loops, `_` for none). Row reductions come next, each ending in `;`
 //! (`row mean f32 load %0[i0 i1];`), and the body reads them as `row0`, ...
 
@@ -90,6 +90,9 @@ pub fn print(p: &Program) -> String {
         }
         if let Some((outer, inner)) = k.schedule.tile {
             let _ = write!(schedule, " tile {outer}x{inner}");
+        }
+        if let Some(c) = k.schedule.columns {
+            let _ = write!(schedule, " columns {c}");
         }
         if let Some(g) = &k.schedule.gemm {
             let batch: Vec<String> = g.batch.iter().map(|l| format!("i{l}")).collect();
@@ -267,6 +270,9 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                     let w = c.word()?;
                     let edges = w.split_once('x').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)));
                     schedule.tile = Some(edges.ok_or_else(|| c.err(format!("expected a tile `OUTERxINNER`, found `{w}`")))?);
+                }
+                if c.eat("columns") {
+                    schedule.columns = Some(c.number()?);
                 }
                 if c.eat("gemm") {
                     c.expect("[")?;

@@ -50,6 +50,9 @@ pub fn verify(p: &Program) -> Vec<String> {
                 errors.push(format!("kernel {k}: the GEMM loops do not fit the kernel"));
             }
         }
+        if kernel.schedule.columns.is_some_and(|c| c == 0 || !crate::kernel::Schedule::takes_columns(p, kernel)) {
+            errors.push(format!("kernel {k}: only a softmax along a middle axis of two or more positions runs in column blocks (of one or more)"));
+        }
         if kernel.schedule.tile.is_some_and(|(a, b)| a == 0 || b == 0) {
             errors.push(format!("kernel {k}: a tile of edge 0"));
         }

@@ -130,7 +130,10 @@ impl<E: Emitter> Lowering<'_, E> {
                 self.close(open);
             }
             Body::Reduce { op, value } => self.reduce_in_memory(*op, value, &order, rank),
-            Body::Along { func, axis, value } => self.along(*func, *axis, value),
+            Body::Along { func, axis, value } => match self.k.schedule.columns {
+                Some(width) => self.along_columns(*func, *axis, value, width as i64),
+                None => self.along(*func, *axis, value),
+            },
         }
     }
 
@@ -405,6 +408,129 @@ impl<E: Emitter> Lowering<'_, E> {
                 self.close(h);
             }
         }
+        self.close(open);
+    }
+
+    /// softmax or log_softmax along a middle axis, in blocks of `width`
+    /// positions of the last loop: per block, the maximum accumulates in
+    /// the output's position 0 along the axis and the sum of exponentials
+    /// in position 1 (then its reciprocal, or its log), a softmax keeps its
+    /// exponentials at positions 2.. (one exponential per element but
+    /// those of positions 0 and 1), and the result is written at positions
+    /// 2.., then at 1 and 0. The block stays in cache through the passes.
+    fn along_columns(&mut self, func: AlongAxis, axis: usize, value: &Expr, width: i64) {
+        let last = self.k.loops.len() - 1;
+        let out = self.k.output;
+        let outer: Vec<usize> = (0..last).filter(|&i| i != axis).collect();
+        let open = self.open(&outer);
+        let kind = if self.kind_of(value) == Kind::F64 { Kind::F64 } else { Kind::F32 };
+        let (start, end) = self.bounds(last);
+        let (block, first) = self.e.begin_loop(start, end, width);
+        let edge = self.e.int(Kind::I64, width);
+        let past = self.e.binary(Binary::Add, Kind::I64, first, edge);
+        let stop = self.e.binary(Binary::Min, Kind::I64, past, end);
+        // The output's element at position `at` along the axis, in the current column.
+        let slot = |l: &mut Self, at: usize| {
+            let index: Vec<Index> = (0..=last).map(|i| if i == axis { Index::Const(at) } else { Index::Loop(i) }).collect();
+            l.offset(out, &index)
+        };
+        let columns = |l: &mut Self| {
+            let (h, v) = l.e.begin_loop(first, stop, 1);
+            l.index[last] = Some(v);
+            h
+        };
+        // Start values.
+        let h = columns(self);
+        let (max_at, sum_at) = (slot(self, 0), slot(self, 1));
+        let neg_inf = self.e.float(kind, f64::NEG_INFINITY);
+        let zero = self.e.float(kind, 0.0);
+        self.e.store(kind, out, max_at, neg_inf);
+        self.e.store(kind, out, sum_at, zero);
+        self.e.end_loop(h);
+        // The maximum, then the sum of exponentials, over the axis; a
+        // softmax keeps each exponential at positions 2.. for the last pass.
+        let zero_i = self.e.int(Kind::I64, 0);
+        let two = self.e.int(Kind::I64, 2);
+        for (pass, from, to) in [(0, zero_i, self.extents[axis]), (1, zero_i, two), (2, two, self.extents[axis])] {
+            let (h_axis, n) = self.e.begin_loop(from, to, 1);
+            self.index[axis] = Some(n);
+            let h = columns(self);
+            let x = self.float_value(value, kind);
+            let (max_at, sum_at) = (slot(self, 0), slot(self, 1));
+            let m = self.e.load(kind, out, max_at);
+            if pass == 0 {
+                let m2 = self.e.accumulate(Binary::Max, kind, m, x);
+                self.e.store(kind, out, max_at, m2);
+            } else {
+                let d = self.e.binary(Binary::Sub, kind, x, m);
+                let ex = math::exp(self.e, kind, d);
+                let s = self.e.load(kind, out, sum_at);
+                let s2 = self.e.accumulate(Binary::Add, kind, s, ex);
+                self.e.store(kind, out, sum_at, s2);
+                if pass == 2 && func == AlongAxis::Softmax {
+                    let index: Vec<Index> = (0..=last).map(Index::Loop).collect();
+                    let at = self.offset(out, &index);
+                    self.e.store(kind, out, at, ex);
+                }
+            }
+            self.e.end_loop(h);
+            self.e.end_loop(h_axis);
+        }
+        // The sum becomes what the result uses: its reciprocal or its log.
+        let h = columns(self);
+        let sum_at = slot(self, 1);
+        let s = self.e.load(kind, out, sum_at);
+        let t = if func == AlongAxis::Softmax {
+            let one = self.e.float(kind, 1.0);
+            self.e.binary(Binary::Div, kind, one, s)
+        } else {
+            math::log(self.e, kind, s)
+        };
+        self.e.store(kind, out, sum_at, t);
+        self.e.end_loop(h);
+        // The result at one position along the axis, from the maximum and that value.
+        let result = |l: &mut Self, m: E::Value, t: E::Value| {
+            let x = l.float_value(value, kind);
+            let d = l.e.binary(Binary::Sub, kind, x, m);
+            if func == AlongAxis::Softmax {
+                let ex = math::exp(l.e, kind, d);
+                l.e.binary(Binary::Mul, kind, ex, t)
+            } else {
+                l.e.binary(Binary::Sub, kind, d, t)
+            }
+        };
+        let (h_axis, n) = self.e.begin_loop(two, self.extents[axis], 1);
+        self.index[axis] = Some(n);
+        let h = columns(self);
+        let (max_at, sum_at) = (slot(self, 0), slot(self, 1));
+        let m = self.e.load(kind, out, max_at);
+        let t = self.e.load(kind, out, sum_at);
+        let index: Vec<Index> = (0..=last).map(Index::Loop).collect();
+        let at = self.offset(out, &index);
+        let r = if func == AlongAxis::Softmax {
+            // The kept exponential, scaled.
+            let ex = self.e.load(kind, out, at);
+            self.e.binary(Binary::Mul, kind, ex, t)
+        } else {
+            result(self, m, t)
+        };
+        self.e.store(kind, out, at, r);
+        self.e.end_loop(h);
+        self.e.end_loop(h_axis);
+        // Positions 1 and 0, which held the maximum and the sum.
+        let h = columns(self);
+        let (max_at, sum_at) = (slot(self, 0), slot(self, 1));
+        let m = self.e.load(kind, out, max_at);
+        let t = self.e.load(kind, out, sum_at);
+        let mut results = Vec::with_capacity(2);
+        for position in [1, 0] {
+            self.index[axis] = Some(self.e.int(Kind::I64, position));
+            results.push(result(self, m, t));
+        }
+        self.e.store(kind, out, sum_at, results[0]);
+        self.e.store(kind, out, max_at, results[1]);
+        self.e.end_loop(h);
+        self.e.end_loop(block);
         self.close(open);
     }
 
