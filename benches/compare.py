@@ -10,7 +10,8 @@ bench/WORKLOADS.md, in one run.
 
 1. Runs `cargo bench --bench workloads` (criterion: the nax side, LLVM back
    end, outputs allocated per call; it also records each native back end's
-   compile time, source to callable).
+   compile time, source to callable), each workload in its own process
+   (`NAX_WORKLOAD=NAME`).
 2. Runs the same workloads in PyTorch, eager and under `torch.compile`
    (default mode; its compile time is the first call's), on the code
    `nax build --emit torch` generates, with the same inputs' shapes, the
@@ -187,7 +188,11 @@ def main():
     opts = ap.parse_args()
     ensure_packages()
     if not opts.skip_bench:
-        subprocess.run(["cargo", "bench", "--bench", "workloads"], cwd=ROOT, check=True)
+        # Each workload in its own process: the memory an earlier one freed
+        # would otherwise back this one's buffers with small pages.
+        for name in WORKLOADS:
+            env = dict(os.environ, NAX_WORKLOAD=name)
+            subprocess.run(["cargo", "bench", "--bench", "workloads"], cwd=ROOT, check=True, env=env)
     subprocess.run(["cargo", "build", "--release", "--bin", "nax"], cwd=ROOT, check=True)
     nax = os.path.join(ROOT, "target", "release", "nax")
     with tempfile.TemporaryDirectory() as tmp:

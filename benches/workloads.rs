@@ -7,6 +7,7 @@
 //! `benches/compare.py` reads for its table beside PyTorch.
 //!
 //!     cargo bench --bench workloads [-- NAME]
+//!     NAX_WORKLOAD=NAME cargo bench --bench workloads   # that one alone
 //!
 //! Workloads: every file of `examples/workloads/` (the WORKLOADS.md
 //! workloads at their sizes; weights, as `block` has, are seeded values),
@@ -99,15 +100,24 @@ fn workload(c: &mut Criterion, name: &str, source: &str) {
 }
 
 fn workloads(c: &mut Criterion) {
+    // NAX_WORKLOAD=NAME prepares and measures that workload alone, so that
+    // no other workload's memory shapes its page layout (compare.py runs
+    // each in its own process).
+    let only = std::env::var("NAX_WORKLOAD").ok();
+    let wanted = |name: &str| only.as_deref().is_none_or(|o| o == name);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files: Vec<_> = std::fs::read_dir(root.join("examples/workloads")).expect("examples/workloads").filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "nax")).collect();
     files.sort();
     for path in files {
         let name = path.file_stem().and_then(|s| s.to_str()).expect("a workload file name").to_string();
-        let source = std::fs::read_to_string(&path).expect("workload source");
-        workload(c, &name, &source);
+        if wanted(&name) {
+            let source = std::fs::read_to_string(&path).expect("workload source");
+            workload(c, &name, &source);
+        }
     }
-    workload(c, "elementwise", ELEMENTWISE);
+    if wanted("elementwise") {
+        workload(c, "elementwise", ELEMENTWISE);
+    }
 }
 
 criterion_group!(benches, workloads);
