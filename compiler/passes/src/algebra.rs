@@ -17,8 +17,7 @@ use nax_runtime::DType;
 fn plain_operand(eg: &EG, node: &ENode, maps: &[Vec<usize>]) -> Option<Id> {
     let (Type::Tensor(out), [x]) = (node_type(eg, node), node.children.as_slice()) else { return None };
     let xt = tensor_of(eg, *x)?;
-    let same = xt.axes.len() == out.axes.len() && xt.axes.iter().zip(&out.axes).all(|(a, b)| eg.analysis.symbols.same(a.size, b.size));
-    (same && maps.len() == 1 && crate::language::is_identity(&maps[0])).then_some(*x)
+    (eg.analysis.same_sizes(xt, out) && maps.len() == 1 && crate::language::is_identity(&maps[0])).then_some(*x)
 }
 
 fn is_builtin(op: &Op, f: Elementwise) -> bool {
@@ -109,7 +108,7 @@ fn scale_through_contraction(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     for &p in positions {
         let (c, s) = (node.children[p], node.children[1 - p]);
         let scalar = matches!(type_of(eg, s), Type::Host(..)) || tensor_of(eg, s).is_some_and(|t| t.axes.is_empty());
-        let full = tensor_of(eg, c).is_some_and(|t| t.dtype == out.dtype && t.axes.len() == out.axes.len() && t.axes.iter().zip(&out.axes).all(|(x, y)| eg.analysis.symbols.same(x.size, y.size)));
+        let full = tensor_of(eg, c).is_some_and(|t| t.dtype == out.dtype && eg.analysis.same_sizes(t, out));
         if !scalar || !full || !crate::language::is_identity(&maps[p]) || maps[p].len() != out.axes.len() {
             continue;
         }

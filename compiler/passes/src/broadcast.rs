@@ -5,7 +5,7 @@
 //! their count; `mean`, `max` and `min` over them are the value itself; a
 //! reduction over the original axes runs before the expansion).
 
-use crate::language::{add, as_type, is_identity, node_type, rule, tensor_of, unary_nodes, with_axes, ENode, Types, EG};
+use crate::language::{absorb_operands, add, as_type, is_identity, node_type, rule, tensor_of, unary_nodes, with_axes, ENode, Types, EG};
 use egg::{Id, Rewrite};
 use nax_front::check::range::Range;
 use nax_front::check::types::Type;
@@ -25,21 +25,36 @@ fn expands(eg: &EG, class: Id) -> Vec<(Vec<usize>, Id)> {
     })
 }
 
-/// map(.., expand(x, e), ..) => map(.., x, ..) reading x with stride 0 along the new axes.
-fn expand_into_map(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
-    let Op::Map { func, maps, compute } = op else { return Vec::new() };
-    let ty = node_type(eg, node).clone();
-    let mut out = Vec::new();
-    for (k, &child) in node.children.iter().enumerate() {
-        for (map, x) in expands(eg, child) {
-            let mut new_maps = maps.clone();
-            new_maps[k] = map.iter().map(|&e| maps[k][e]).collect();
-            let mut children = node.children.clone();
-            children[k] = x;
-            out.push(add(eg, Op::Map { func: *func, maps: new_maps, compute: *compute }, ty.clone(), children));
+/// map(.., expand(x, e), ..) => map(.., x, ..) reading x with stride 0
+/// along the new axes; contract(.., expand(x, e), ..) => contract(.., x,
+/// ..) when every label the expansion adds (or widens from size 1) has its
+/// extent from another operand: a broadcast operand does not depend on
+/// those labels.
+fn expand_into_operand(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let pick = |o: &Op| match o {
+        Op::Expand { map } => Some(map.clone()),
+        _ => None,
+    };
+    let labels = match op {
+        Op::Contract { labels, .. } => Some(labels),
+        _ => None,
+    };
+    absorb_operands(eg, node, op, pick, |eg, k, list, map, x| {
+        if let Some(labels) = labels {
+            let (expanded, xt) = (tensor_of(eg, node.children[k])?, tensor_of(eg, x)?);
+            let symbols = &eg.analysis.symbols;
+            let backed = |axis: usize| map.iter().position(|&m| m == axis).is_some_and(|j| symbols.same(xt.axes[j].size, expanded.axes[axis].size));
+            let elsewhere = |axis: usize| {
+                node.children.iter().enumerate().any(|(o, &c)| {
+                    o != k && tensor_of(eg, c).is_some_and(|t| labels[o].iter().zip(&t.axes).any(|(&l, a)| l == labels[k][axis] && symbols.same(a.size, expanded.axes[axis].size)))
+                })
+            };
+            if !(0..expanded.axes.len()).all(|axis| backed(axis) || elsewhere(axis)) {
+                return None;
+            }
         }
-    }
-    out
+        Some(map.iter().map(|&e| list[e]).collect())
+    })
 }
 
 /// expand(expand(x, e1), e2) => expand(x, e2 . e1)
@@ -75,39 +90,7 @@ fn identity_expand(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     let ty = node_type(eg, node).clone();
     let x = node.children[0];
     let (Type::Tensor(t), Some(xt)) = (&ty, tensor_of(eg, x)) else { return Vec::new() };
-    let same = xt.axes.len() == t.axes.len() && xt.axes.iter().zip(&t.axes).all(|(a, b)| eg.analysis.symbols.same(a.size, b.size));
-    if is_identity(map) && same { vec![as_type(eg, x, &ty)] } else { Vec::new() }
-}
-
-/// contract(.., expand(x, e), ..) => contract(.., x, ..) when every label
-/// the expansion adds (or widens from size 1) has its extent from another
-/// operand: a broadcast operand does not depend on those labels.
-fn expand_into_contraction(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
-    let Op::Contract { labels, output } = op else { return Vec::new() };
-    let ty = node_type(eg, node).clone();
-    let mut out = Vec::new();
-    for (k, &child) in node.children.iter().enumerate() {
-        let Some(expanded) = tensor_of(eg, child).cloned() else { continue };
-        for (map, x) in expands(eg, child) {
-            let Some(xt) = tensor_of(eg, x).cloned() else { continue };
-            let symbols = &eg.analysis.symbols;
-            let backed = |axis: usize| map.iter().position(|&m| m == axis).is_some_and(|j| symbols.same(xt.axes[j].size, expanded.axes[axis].size));
-            let elsewhere = |axis: usize| {
-                node.children.iter().enumerate().any(|(o, &c)| {
-                    o != k && tensor_of(eg, c).is_some_and(|t| labels[o].iter().zip(&t.axes).any(|(&l, a)| l == labels[k][axis] && symbols.same(a.size, expanded.axes[axis].size)))
-                })
-            };
-            if !(0..expanded.axes.len()).all(|axis| backed(axis) || elsewhere(axis)) {
-                continue;
-            }
-            let mut new_labels = labels.clone();
-            new_labels[k] = map.iter().map(|&m| labels[k][m]).collect();
-            let mut children = node.children.clone();
-            children[k] = x;
-            out.push(add(eg, Op::Contract { labels: new_labels, output: output.clone() }, ty.clone(), children));
-        }
-    }
-    out
+    if is_identity(map) && eg.analysis.same_sizes(xt, t) { vec![as_type(eg, x, &ty)] } else { Vec::new() }
 }
 
 /// reduce(expand(x, e), axes): over new axes only, the value itself (times
@@ -156,11 +139,11 @@ fn reduce_of_expand(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
 /// The family's rules.
 pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
     Ok(vec![
-        rule("expand-into-map", |o| matches!(o, Op::Map { .. }), expand_into_map)?,
+        rule("expand-into-map", |o| matches!(o, Op::Map { .. }), expand_into_operand)?,
         rule("expand-of-expand", is_expand, expand_of_expand)?,
         rule("permute-of-expand", |o| matches!(o, Op::Permute { .. }), permute_of_expand)?,
         rule("identity-expand", is_expand, identity_expand)?,
-        rule("expand-into-contraction", |o| matches!(o, Op::Contract { .. }), expand_into_contraction)?,
+        rule("expand-into-contraction", |o| matches!(o, Op::Contract { .. }), expand_into_operand)?,
         rule("reduce-of-expand", |o| matches!(o, Op::Reduce { .. }), reduce_of_expand)?,
     ])
 }

@@ -97,14 +97,17 @@ impl Types {
         &self.types[id as usize]
     }
 
+    /// Whether two tensor types have the same rank and sizes, axis by axis.
+    pub fn same_sizes(&self, a: &TensorType, b: &TensorType) -> bool {
+        a.axes.len() == b.axes.len() && a.axes.iter().zip(&b.axes).all(|(p, q)| self.symbols.same(p.size, q.size))
+    }
+
     /// Whether two types can describe the same value: the same host type,
     /// or the same dtype and sizes (names, kinds and ranges aside).
-    fn compatible(&self, a: &Type, b: &Type) -> bool {
+    pub fn compatible(&self, a: &Type, b: &Type) -> bool {
         match (a, b) {
             (Type::Host(x, _), Type::Host(y, _)) => x == y,
-            (Type::Tensor(x), Type::Tensor(y)) => {
-                x.dtype == y.dtype && x.axes.len() == y.axes.len() && x.axes.iter().zip(&y.axes).all(|(p, q)| self.symbols.same(p.size, q.size))
-            }
+            (Type::Tensor(x), Type::Tensor(y)) => x.dtype == y.dtype && self.same_sizes(x, y),
             _ => false,
         }
     }
@@ -184,6 +187,34 @@ pub fn nodes_of(eg: &EG, class: Id, wants: impl Fn(&Op) -> bool) -> Vec<(ENode, 
 /// from each node's operation, and the node's operand.
 pub fn unary_nodes<T>(eg: &EG, class: Id, pick: impl Fn(&Op) -> Option<T>) -> Vec<(T, Id)> {
     eg[class].nodes.iter().filter(|n| n.children.len() == 1).filter_map(|n| pick(eg.analysis.op(n)).map(|t| (t, n.children[0]))).collect()
+}
+
+/// A map or a contraction with an operand absorbed: for each operand `k`
+/// whose class holds a one-operand node that `pick` accepts, the same
+/// operation reading that node's operand `x` instead, with operand `k`'s
+/// index map (or labels) `list` replaced by `through(eg, k, list, picked,
+/// x)`, where that gives one. Permutes and expansions are absorbed so.
+pub fn absorb_operands<T>(eg: &mut EG, node: &ENode, op: &Op, pick: impl Fn(&Op) -> Option<T>, through: impl Fn(&EG, usize, &[usize], &T, Id) -> Option<Vec<usize>>) -> Vec<Id> {
+    let lists = match op {
+        Op::Map { maps, .. } => maps,
+        Op::Contract { labels, .. } => labels,
+        _ => return Vec::new(),
+    };
+    let ty = node_type(eg, node).clone();
+    let mut out = Vec::new();
+    for (k, &child) in node.children.iter().enumerate() {
+        for (picked, x) in unary_nodes(eg, child, &pick) {
+            let Some(list) = through(eg, k, &lists[k], &picked, x) else { continue };
+            let mut absorbed = op.clone();
+            if let Op::Map { maps: l, .. } | Op::Contract { labels: l, .. } = &mut absorbed {
+                l[k] = list;
+            }
+            let mut children = node.children.clone();
+            children[k] = x;
+            out.push(add(eg, absorbed, ty.clone(), children));
+        }
+    }
+    out
 }
 
 /// `x` seen with type `ty` (same sizes): `x` itself when its type is `ty`,

@@ -5,7 +5,7 @@
 //! consumers can absorb them. No kernel then materialises a transpose
 //! unless the result itself is one.
 
-use crate::language::{add, as_type, inverse, is_identity, node_type, nodes_of, rule, tensor_of, unary_nodes, with_axes, ENode, Types, EG};
+use crate::language::{absorb_operands, add, as_type, inverse, is_identity, node_type, nodes_of, rule, tensor_of, unary_nodes, with_axes, ENode, Types, EG};
 use egg::{Id, Rewrite};
 use nax_front::check::types::Type;
 use nax_front::checked::AlongAxis;
@@ -46,26 +46,22 @@ fn identity_permute(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     vec![as_type(eg, node.children[0], &ty)]
 }
 
-/// map(.., permute(x, p), ..) => map(.., x, ..) reading x through the permutation.
-fn permute_into_map(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
-    let Op::Map { func, maps, compute } = op else { return Vec::new() };
-    let ty = node_type(eg, node).clone();
-    let mut out = Vec::new();
-    for (k, &child) in node.children.iter().enumerate() {
-        for (perm, x) in permutes(eg, child) {
-            // Permute-result axis j is x's axis perm[j] and reads result axis maps[k][j].
-            let mut map = vec![0; perm.len()];
-            for (j, &p) in perm.iter().enumerate() {
-                map[p] = maps[k][j];
-            }
-            let mut new_maps = maps.clone();
-            new_maps[k] = map;
-            let mut children = node.children.clone();
-            children[k] = x;
-            out.push(add(eg, Op::Map { func: *func, maps: new_maps, compute: *compute }, ty.clone(), children));
+/// map(.., permute(x, p), ..) => map(.., x, ..) reading x through the
+/// permutation; contract(.., permute(x, p), ..) => contract(.., x, ..)
+/// with x's labels permuted.
+fn permute_into_operand(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let pick = |o: &Op| match o {
+        Op::Permute { perm } => Some(perm.clone()),
+        _ => None,
+    };
+    // Permute-result axis j is x's axis perm[j]: x's axis perm[j] takes entry j.
+    absorb_operands(eg, node, op, pick, |_, _, list, perm, _| {
+        let mut permuted = vec![0; perm.len()];
+        for (j, &p) in perm.iter().enumerate() {
+            permuted[p] = list[j];
         }
-    }
-    out
+        Some(permuted)
+    })
 }
 
 /// permute(map(xs), p) => map(xs) computing its result in the permuted order.
@@ -83,27 +79,6 @@ fn permute_of_map(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
             _ => None,
         })
         .collect()
-}
-
-/// contract(.., permute(x, p), ..) => contract(.., x, ..) with x's labels permuted.
-fn permute_into_contraction(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
-    let Op::Contract { labels, output } = op else { return Vec::new() };
-    let ty = node_type(eg, node).clone();
-    let mut out = Vec::new();
-    for (k, &child) in node.children.iter().enumerate() {
-        for (perm, x) in permutes(eg, child) {
-            let mut ls = vec![0; perm.len()];
-            for (j, &p) in perm.iter().enumerate() {
-                ls[p] = labels[k][j];
-            }
-            let mut new_labels = labels.clone();
-            new_labels[k] = ls;
-            let mut children = node.children.clone();
-            children[k] = x;
-            out.push(add(eg, Op::Contract { labels: new_labels, output: output.clone() }, ty.clone(), children));
-        }
-    }
-    out
 }
 
 /// permute(contract(xs), p) => contract(xs) with its output labels permuted.
@@ -183,9 +158,9 @@ pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
     Ok(vec![
         rule("permute-of-permute", is_permute, permute_of_permute)?,
         rule("identity-permute", is_permute, identity_permute)?,
-        rule("permute-into-map", |o| matches!(o, Op::Map { .. }), permute_into_map)?,
+        rule("permute-into-map", |o| matches!(o, Op::Map { .. }), permute_into_operand)?,
         rule("permute-of-map", is_permute, permute_of_map)?,
-        rule("permute-into-contraction", |o| matches!(o, Op::Contract { .. }), permute_into_contraction)?,
+        rule("permute-into-contraction", |o| matches!(o, Op::Contract { .. }), permute_into_operand)?,
         rule("permute-of-contraction", is_permute, permute_of_contraction)?,
         rule("reduce-of-permute", |o| matches!(o, Op::Reduce { .. }), reduce_of_permute)?,
         rule("along-of-permute", |o| matches!(o, Op::Along { .. }), along_of_permute)?,

@@ -13,16 +13,6 @@ fn is_view(op: &Op) -> bool {
     matches!(op, Op::Reshape | Op::Rename)
 }
 
-/// Whether two types have the same dtype and sizes, axis by axis.
-fn same_sizes(eg: &EG, a: &Type, b: &Type) -> bool {
-    match (a, b) {
-        (Type::Tensor(x), Type::Tensor(y)) => {
-            x.dtype == y.dtype && x.axes.len() == y.axes.len() && x.axes.iter().zip(&y.axes).all(|(p, q)| eg.analysis.symbols.same(p.size, q.size))
-        }
-        _ => false,
-    }
-}
-
 /// view(view(x)) => view(x): a reshape if either was one, else a rename.
 fn view_of_view(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     let ty = node_type(eg, node).clone();
@@ -39,7 +29,7 @@ fn view_of_view(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
 fn identity_view(eg: &mut EG, node: &ENode, _op: &Op) -> Vec<Id> {
     let ty = node_type(eg, node).clone();
     let x = node.children[0];
-    if !same_sizes(eg, type_of(eg, x), &ty) {
+    if !matches!(ty, Type::Tensor(_)) || !eg.analysis.compatible(type_of(eg, x), &ty) {
         return Vec::new();
     }
     // A rename of x to its own type is x; a reshape to x's sizes is a rename.
