@@ -90,20 +90,23 @@ fn cheap(e: &Expr, rank: usize) -> bool {
 /// `e` with the loops of the nest it was written for replaced by `at`
 /// (what indexes each of them in the consumer's nest).
 fn substitute(e: &Expr, at: &[Index]) -> Expr {
-    let index = |i: Index| match i {
-        Index::Loop(l) => at[l],
-        other => other,
-    };
-    match e {
-        Expr::Load { buffer, index: idx } => Expr::Load { buffer: *buffer, index: idx.iter().map(|&i| index(i)).collect() },
-        Expr::LoopIndex(l) => match at[*l] {
-            Index::Loop(m) => Expr::LoopIndex(m),
-            Index::Const(c) => Expr::Literal(nax_ir::Literal::Int(c as i64)),
-            Index::Zero => Expr::Literal(nax_ir::Literal::Int(0)),
-        },
-        Expr::Apply { func, compute, args } => Expr::Apply { func: *func, compute: *compute, args: args.iter().map(|a| substitute(a, at)).collect() },
-        other => other.clone(),
-    }
+    let mut e = e.clone();
+    e.rewrite(&mut |x| match x {
+        Expr::Load { index, .. } => index.iter_mut().for_each(|i| {
+            if let Index::Loop(l) = *i {
+                *i = at[l];
+            }
+        }),
+        Expr::LoopIndex(l) => {
+            *x = match at[*l] {
+                Index::Loop(m) => Expr::LoopIndex(m),
+                Index::Const(c) => Expr::Literal(nax_ir::Literal::Int(c as i64)),
+                Index::Zero => Expr::Literal(nax_ir::Literal::Int(0)),
+            }
+        }
+        _ => {}
+    });
+    e
 }
 
 /// Forms the kernels of a graph.
@@ -304,6 +307,7 @@ impl Former<'_> {
         let mut s = Schedule { gemm: self.gemm_loops(out, loops, body), ..Schedule::default() };
         match body {
             Body::Store(_) if rank >= 2 && strided(rank - 1) && contiguous(rank - 2) => s.tile = Some(TILE),
+            Body::Along { func, axis, .. } if Schedule::takes_columns(&self.p.symbols, self.p.buffers[out].dtype, loops, *func, *axis) => s.columns = Some(COLUMNS),
             Body::Reduce { .. } if s.gemm.is_none() && rank >= 2 && loops.len() > rank && self.accumulates_in_memory(out, value) && contiguous(rank - 1) && !strided(rank - 1) => {
                 s.order = (0..rank - 1).chain(rank..loops.len()).chain([rank - 1]).collect();
             }
@@ -416,19 +420,13 @@ impl Former<'_> {
                 self.kernel(n, loops, Body::Reduce { op: *op, value })
             }
             Op::Along { func, axis } if self.is_strided_axis(&shape(&self.g.graph[ops[0]].ty), *axis) => {
-                // One kernel in column blocks where it can run so; else three kernels.
+                // One kernel in column blocks (see `schedule`) where it can run so; else three kernels.
                 let mut loops = self.output_loops(&out);
                 loops[*axis].role = Role::Serial;
-                let body = Body::Along { func: *func, axis: *axis, value: Expr::Literal(nax_ir::Literal::Float(0.0)) };
-                let output = self.buffer(n, BufferKind::Temporary);
-                let mut kernel = Kernel { output, loops, rows: Vec::new(), body, schedule: Schedule { columns: Some(COLUMNS), ..Schedule::default() } };
-                if Schedule::takes_columns(&self.p, &kernel) {
-                    let value = self.read(ops[0], &(0..out.len()).map(Index::Loop).collect::<Vec<_>>(), &kernel.loops);
-                    kernel.body = Body::Along { func: *func, axis: *axis, value };
-                    self.p.kernels.push(kernel);
-                    Value::Buffer(output)
+                if Schedule::takes_columns(&self.p.symbols, nax_ir::value_dtype(&node.ty), &loops, *func, *axis) {
+                    let value = self.read(ops[0], &(0..out.len()).map(Index::Loop).collect::<Vec<_>>(), &loops);
+                    self.kernel(n, loops, Body::Along { func: *func, axis: *axis, value })
                 } else {
-                    self.p.buffers.pop();
                     self.along_strided(n, ops[0], *func, *axis)
                 }
             }

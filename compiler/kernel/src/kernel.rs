@@ -117,6 +117,14 @@ impl Expr {
         f(self);
     }
 
+    /// How many functions the expression applies.
+    pub fn operations(&self) -> u64 {
+        match self {
+            Expr::Apply { args, .. } => 1 + args.iter().map(Expr::operations).sum::<u64>(),
+            _ => 0,
+        }
+    }
+
     /// Every load of the expression, with its indices, in order.
     pub fn loads(&self) -> Vec<(usize, &[Index])> {
         fn visit<'e>(e: &'e Expr, out: &mut Vec<(usize, &'e [Index])>) {
@@ -193,19 +201,17 @@ pub struct GemmLoops {
 }
 
 impl Schedule {
-    /// Whether a kernel of this program can run in column blocks: a
-    /// softmax or log_softmax into f32 or f64 along an axis that is
-    /// neither the first loop (the parallel one) nor the last (the columns),
-    /// with at least two positions (the output's first two hold the
-    /// maximum and the sum).
-    pub fn takes_columns(p: &Program, k: &Kernel) -> bool {
-        let Body::Along { func, axis, .. } = &k.body else { return false };
-        let last = k.loops.len().saturating_sub(1);
+    /// Whether `func` along loop `axis` of `loops`, into a `dtype` output,
+    /// can run in column blocks: a softmax or log_softmax into f32 or f64
+    /// along an axis that is neither the first loop (the parallel one) nor
+    /// the last (the columns), with at least two positions (the output's
+    /// first two hold the maximum and the sum).
+    pub fn takes_columns(symbols: &Symbols, dtype: DType, loops: &[Loop], func: AlongAxis, axis: usize) -> bool {
         matches!(func, AlongAxis::Softmax | AlongAxis::LogSoftmax)
-            && matches!(p.buffers[k.output].dtype, DType::F32 | DType::F64)
-            && *axis > 0
-            && *axis < last
-            && p.symbols.constant(k.loops[*axis].extent).is_some_and(|n| n >= 2)
+            && matches!(dtype, DType::F32 | DType::F64)
+            && axis > 0
+            && axis + 1 < loops.len()
+            && symbols.constant(loops[axis].extent).is_some_and(|n| n >= 2)
     }
 }
 
@@ -274,19 +280,13 @@ impl Program {
             sum.checked_add(size)
         });
         let iterations = k.loops.iter().try_fold(1u64, |p, l| self.symbols.constant(l.extent).and_then(|c| p.checked_mul(c)));
-        fn applies(e: &Expr) -> u64 {
-            match e {
-                Expr::Apply { args, .. } => 1 + args.iter().map(applies).sum::<u64>(),
-                _ => 0,
-            }
-        }
-        let rows: u64 = k.rows.iter().map(|r| applies(&r.value) + 1).sum();
+        let rows: u64 = k.rows.iter().map(|r| r.value.operations() + 1).sum();
         let per_iteration = rows
             + match (&k.body, &k.schedule.gemm) {
                 (_, Some(_)) => 2,
-                (Body::Store(v), None) => applies(v),
-                (Body::Reduce { value, .. }, None) => applies(value) + 1,
-                (Body::Along { value, .. }, None) => applies(value) + 4,
+                (Body::Store(v), None) => v.operations(),
+                (Body::Reduce { value, .. }, None) => value.operations() + 1,
+                (Body::Along { value, .. }, None) => value.operations() + 4,
             };
         Estimate { bytes, flops: iterations.and_then(|i| i.checked_mul(per_iteration)) }
     }

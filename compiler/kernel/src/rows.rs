@@ -51,15 +51,7 @@ fn body_mut(b: &mut Body) -> &mut Expr {
 /// The most operations of an elementwise kernel over the rows that is
 /// recomputed inside the store: its value is the same along the row, so
 /// LLVM hoists it out of the row's loop (Cranelift recomputes it).
-const MAX_RECOMPUTED: usize = 4;
-
-/// The functions an expression applies.
-fn operations(e: &Expr) -> usize {
-    match e {
-        Expr::Apply { args, .. } => 1 + args.iter().map(operations).sum::<usize>(),
-        _ => 0,
-    }
-}
+const MAX_RECOMPUTED: u64 = 4;
 
 /// A store that can take row reductions: a plain schedule and a last loop
 /// that runs whole inside one call (not the parallel one).
@@ -87,7 +79,7 @@ fn next_fusion(p: &Program) -> Option<(usize, usize)> {
             }
             let fits = match &k.body {
                 Body::Reduce { .. } => k.loops.len() == r + 1 && (0..=r).all(|j| same(j, j)),
-                Body::Store(v) => k.loops.len() == r && (0..r).all(|j| same(j, j)) && operations(v) <= MAX_RECOMPUTED,
+                Body::Store(v) => k.loops.len() == r && (0..r).all(|j| same(j, j)) && v.operations() <= MAX_RECOMPUTED,
                 Body::Along { .. } => false,
             };
             if fits {

@@ -50,7 +50,11 @@ pub fn verify(p: &Program) -> Vec<String> {
                 errors.push(format!("kernel {k}: the GEMM loops do not fit the kernel"));
             }
         }
-        if kernel.schedule.columns.is_some_and(|c| c == 0 || !crate::kernel::Schedule::takes_columns(p, kernel)) {
+        let takes_columns = match kernel.body {
+            Body::Along { func, axis, .. } => crate::kernel::Schedule::takes_columns(&p.symbols, out.dtype, &kernel.loops, func, axis),
+            _ => false,
+        };
+        if kernel.schedule.columns.is_some_and(|c| c == 0 || !takes_columns) {
             errors.push(format!("kernel {k}: only a softmax along a middle axis of two or more positions runs in column blocks (of one or more)"));
         }
         if kernel.schedule.tile.is_some_and(|(a, b)| a == 0 || b == 0) {
