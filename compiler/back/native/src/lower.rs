@@ -208,12 +208,17 @@ impl<E: Emitter> Lowering<'_, E> {
         acc.unwrap_or_else(|| self.e.int(Kind::I64, 0))
     }
 
-    /// Stores a value at the output's current element (the output loops are the nest's first).
+    /// The offset of the output's current element (the output loops are the nest's first).
+    fn output_at(&mut self) -> E::Value {
+        let rank = self.p.buffers[self.k.output].shape.len();
+        let index: Vec<Index> = (0..rank).map(Index::Loop).collect();
+        self.offset(self.k.output, &index)
+    }
+
+    /// Stores a value at the output's current element.
     fn store_output(&mut self, x: E::Value, kind: Kind) {
         let out = self.k.output;
-        let rank = self.p.buffers[out].shape.len();
-        let index: Vec<Index> = (0..rank).map(Index::Loop).collect();
-        let at = self.offset(out, &index);
+        let at = self.output_at();
         let dtype = self.p.buffers[out].dtype;
         let stored = to_memory(self.e, x, kind, dtype);
         self.e.store(memory_kind(dtype), out, at, stored);
@@ -275,19 +280,18 @@ impl<E: Emitter> Lowering<'_, E> {
         let out = self.k.output;
         let dtype = self.p.buffers[out].dtype;
         let mem = memory_kind(dtype);
-        let index: Vec<Index> = (0..rank).map(Index::Loop).collect();
         // (The loads of the output below read what this kernel stored.)
         let outer: Vec<usize> = (0..rank).collect();
         let (acc_kind, init) = self.accumulator(op, dtype, value);
         let open = self.open(&outer);
-        let at = self.offset(out, &index);
+        let at = self.output_at();
         let stored = to_memory(self.e, init, acc_kind, dtype);
         self.e.store(mem, out, at, stored);
         self.close(open);
         let open = self.open(order);
         let (x, kind) = self.eval(value);
         let x = self.e.convert(kind, acc_kind, x);
-        let at = self.offset(out, &index);
+        let at = self.output_at();
         let current = self.load_accumulator(at, acc_kind);
         let combined = self.e.accumulate(Self::combine(acc_kind, op), acc_kind, current, x);
         let stored = to_memory(self.e, combined, acc_kind, dtype);
@@ -295,7 +299,7 @@ impl<E: Emitter> Lowering<'_, E> {
         self.close(open);
         if op == Reduction::Mean && acc_kind.is_float() {
             let open = self.open(&outer);
-            let at = self.offset(out, &index);
+            let at = self.output_at();
             let sum = self.load_accumulator(at, acc_kind);
             let reduced: Vec<usize> = (rank..self.k.loops.len()).collect();
             let count = self.count(acc_kind, &reduced);
@@ -373,9 +377,7 @@ impl<E: Emitter> Lowering<'_, E> {
             let one = self.e.float(kind, 1.0);
             let scale = self.e.binary(Binary::Div, kind, one, s);
             let h = self.open(&[axis]);
-            let rank = self.p.buffers[self.k.output].shape.len();
-            let index: Vec<Index> = (0..rank).map(Index::Loop).collect();
-            let at = self.offset(self.k.output, &index);
+            let at = self.output_at();
             let ex = self.e.load(kind, self.k.output, at);
             let r = self.e.binary(Binary::Mul, kind, ex, scale);
             self.e.store(kind, self.k.output, at, r);
@@ -468,8 +470,7 @@ impl<E: Emitter> Lowering<'_, E> {
                 let s2 = self.e.accumulate(Binary::Add, kind, s, ex);
                 self.e.store(kind, out, sum_at, s2);
                 if pass == 2 && func == AlongAxis::Softmax {
-                    let index: Vec<Index> = (0..=last).map(Index::Loop).collect();
-                    let at = self.offset(out, &index);
+                    let at = self.output_at();
                     self.e.store(kind, out, at, ex);
                 }
             }
@@ -503,15 +504,14 @@ impl<E: Emitter> Lowering<'_, E> {
         self.index[axis] = Some(n);
         let h = columns(self);
         let (max_at, sum_at) = (slot(self, 0), slot(self, 1));
-        let m = self.e.load(kind, out, max_at);
         let t = self.e.load(kind, out, sum_at);
-        let index: Vec<Index> = (0..=last).map(Index::Loop).collect();
-        let at = self.offset(out, &index);
+        let at = self.output_at();
         let r = if func == AlongAxis::Softmax {
             // The kept exponential, scaled.
             let ex = self.e.load(kind, out, at);
             self.e.binary(Binary::Mul, kind, ex, t)
         } else {
+            let m = self.e.load(kind, out, max_at);
             result(self, m, t)
         };
         self.e.store(kind, out, at, r);

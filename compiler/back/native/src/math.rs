@@ -68,6 +68,16 @@ fn pow2<E: Emitter>(e: &mut E, n: E::Value) -> E::Value {
     e.bitcast(Kind::I32, Kind::F32, bits)
 }
 
+/// x clamped to [lo, hi] with compares, nan kept: cheaper than the
+/// nan-propagating min/max of the language.
+fn clamp<E: Emitter>(e: &mut E, k: Kind, x: E::Value, lo: f64, hi: f64) -> E::Value {
+    let (lo, hi) = (f(e, k, lo), f(e, k, hi));
+    let below = e.compare(Compare::Lt, k, x, lo);
+    let xc = e.select(k, below, lo, x);
+    let above = e.compare(Compare::Gt, k, xc, hi);
+    e.select(k, above, hi, xc)
+}
+
 /// e^x. f32: Cody-Waite reduction to |r| <= ln2/2, a degree-6 polynomial
 /// (Cephes `expf`), and scaling by 2^n in two steps so that subnormal
 /// results are right.
@@ -75,14 +85,8 @@ pub fn exp<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     if k == Kind::F64 {
         return libm(e, k, "exp", &[x]);
     }
-    // Clamped with compares (nan is restored at the end): cheaper than the
-    // nan-propagating min/max of the language.
-    let lo = f(e, k, -104.0);
-    let hi = f(e, k, 89.0);
-    let below = e.compare(Compare::Lt, k, x, lo);
-    let xc = e.select(k, below, lo, x);
-    let above = e.compare(Compare::Gt, k, xc, hi);
-    let xc = e.select(k, above, hi, xc);
+    // nan is restored at the end.
+    let xc = clamp(e, k, x, -104.0, 89.0);
     // n = round(x log2 e) by the 1.5 * 2^23 trick: its low bits are n.
     let log2e = f(e, k, std::f64::consts::LOG2_E);
     let magic = f(e, k, 12582912.0);
@@ -257,9 +261,12 @@ fn erfc_positive<E: Emitter>(e: &mut E, k: Kind, z: E::Value) -> E::Value {
     mul(e, k, t, ez)
 }
 
-/// erf's two pieces at x: its Taylor series to x^21 (error under 1e-9
-/// below |x| = 1), `erfc(|x|)`, and whether |x| < 1 (the series' side).
-fn erf_pieces<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> (E::Value, E::Value, E::Value) {
+/// erf: its Taylor series to x^21 below |x| = 1 (error under 1e-9), and
+/// `1 - erfc(|x|)` with the sign of x above.
+pub fn erf<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
+    if k == Kind::F64 {
+        return libm(e, k, "erf", &[x]);
+    }
     let mut taylor = [0.0f64; 11];
     let mut factorial = 1.0;
     for (n, c) in taylor.iter_mut().enumerate() {
@@ -276,17 +283,6 @@ fn erf_pieces<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> (E::Value, E::Valu
     let tail = erfc_positive(e, k, a);
     let one = f(e, k, 1.0);
     let small = e.compare(Compare::Lt, k, a, one);
-    (series, tail, small)
-}
-
-/// erf: the Taylor series below |x| = 1, `1 - erfc(|x|)` with the sign of
-/// x above.
-pub fn erf<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
-    if k == Kind::F64 {
-        return libm(e, k, "erf", &[x]);
-    }
-    let (series, tail, small) = erf_pieces(e, k, x);
-    let one = f(e, k, 1.0);
     let y = sub(e, k, one, tail);
     let zero = f(e, k, 0.0);
     let negative = e.compare(Compare::Lt, k, x, zero);
@@ -302,11 +298,7 @@ pub fn erf<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
 /// odd numerator of degree 13 over an even denominator of degree 8.
 /// Absolute error about 1e-7; no exponential, one division.
 fn erf_rational<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
-    let (lo, hi) = (f(e, k, -4.0), f(e, k, 4.0));
-    let below = e.compare(Compare::Lt, k, x, lo);
-    let xc = e.select(k, below, lo, x);
-    let above = e.compare(Compare::Gt, k, xc, hi);
-    let xc = e.select(k, above, hi, xc);
+    let xc = clamp(e, k, x, -4.0, 4.0);
     let x2 = mul(e, k, xc, xc);
     let p = poly(e, k, x2, &[-1.60960333262415e-02, -2.95459980854025e-03, -7.34990630326855e-04, -5.69250639462346e-05, -2.10102402082508e-06, 2.77068142495902e-08, -2.72614225801306e-10]);
     let p = mul(e, k, xc, p);
