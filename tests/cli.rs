@@ -153,16 +153,19 @@ fn timings_print_every_stage() {
     }
 }
 
-#[test]
-fn emit_graph_shows_the_graph_before_and_after_rewriting_and_its_kernels() {
+/// What `nax build` of the einsum_chain workload writes for `--emit kind` at `level` (`-O0`, `-O1`).
+fn emitted_chain(kind: &str, level: &str) -> String {
     let dir = tempdir();
     let chain = root().join("examples/workloads/einsum_chain.nax").display().to_string();
-    let emit = |level: &str| {
-        let out_file = dir.join(format!("chain{level}.graph"));
-        let out = nax(&["build", &chain, "--emit", "graph", level, "-o", out_file.to_str().unwrap()]);
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-        std::fs::read_to_string(out_file).unwrap()
-    };
+    let out_file = dir.join(format!("chain{level}.{kind}"));
+    let out = nax(&["build", &chain, "--emit", kind, level, "-o", out_file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::read_to_string(out_file).unwrap()
+}
+
+#[test]
+fn emit_graph_shows_the_graph_before_and_after_rewriting_and_its_kernels() {
+    let emit = |level: &str| emitted_chain("graph", level);
     let text = emit("-O1");
     assert_eq!(text.matches("\ngraph einsum_chain\n").count() + usize::from(text.starts_with("graph ")), 2, "{text}");
     for want in ["# `einsum_chain` as lowered", "# `einsum_chain` rewritten", "# saturation stopped: Saturated", "# rules applied: associate-contraction x", "# kernels: 2", "#   k0 -> %"] {
@@ -176,14 +179,7 @@ fn emit_graph_shows_the_graph_before_and_after_rewriting_and_its_kernels() {
 
 #[test]
 fn o0_turns_the_graph_rewriting_off() {
-    let dir = tempdir();
-    let chain = root().join("examples/workloads/einsum_chain.nax").display().to_string();
-    let kernels = |level: &str| {
-        let out_file = dir.join(format!("chain{level}.kernels"));
-        let out = nax(&["build", &chain, "--emit", "kernels", level, "-o", out_file.to_str().unwrap()]);
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-        std::fs::read_to_string(out_file).unwrap().lines().filter(|l| l.starts_with("kernel ")).count()
-    };
+    let kernels = |level: &str| emitted_chain("kernels", level).lines().filter(|l| l.starts_with("kernel ")).count();
     // One three-operand kernel as written; two matrix-vector products when b and c are contracted first.
     assert_eq!(kernels("-O0"), 1);
     assert_eq!(kernels("-O1"), 2);
