@@ -114,7 +114,12 @@ def ensure_packages():
     if not os.path.exists(python):
         print(f"{missing} is not importable: setting up {VENV}", flush=True)
         venv.create(VENV, with_pip=True)
-    subprocess.run([python, "-m", "pip", "install", "-q", "torch", "--index-url", "https://download.pytorch.org/whl/cpu"], check=True)
+    # The CPU-only wheels are smaller; where PyTorch's own index is not
+    # reachable, PyPI's wheel (with CUDA libraries) runs on the CPU too.
+    cpu = subprocess.run([python, "-m", "pip", "install", "-q", "torch", "--index-url", "https://download.pytorch.org/whl/cpu"])
+    if cpu.returncode != 0:
+        print("PyTorch's CPU index is not reachable: installing torch from PyPI", flush=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", "torch"], check=True)
     subprocess.run([python, "-m", "pip", "install", "-q", "matplotlib", "numpy"], check=True)
     os.execv(python, [python] + sys.argv)
 

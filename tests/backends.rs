@@ -80,6 +80,11 @@ fn cases() -> Vec<Case> {
         case("repeat", "dim b = 2\ndim D = 3\ndef f(x: [b D]) -> [b r D 2] {\n    a = repeat(x, b D -> b r D, r=4)\n    return repeat(a, b r D -> b r D 2)\n}\n"),
         case("einsum_three_operands", "dim i = 5\ndim j = 4\ndim k = 3\ndef f(a: [i j], b: [j k], c: [k]) -> [i] {\n    return einsum(a, b, c: i j, j k, k -> i)\n}\n"),
         case("einsum_attention", "dim b = 2\ndim H = 2\ndim n = 3\ndim m = 4\ndim Dh = 5\ndef f(q: [b H n Dh], k: [b H m Dh], v: [b H m Dh]) -> [b H n Dh] {\n    s = einsum(q, k: b H n Dh, b H m Dh -> b H n m) / sqrt(Dh)\n    p = softmax(s, m)\n    return einsum(p, v: b H n m, b H m Dh -> b H n Dh)\n}\n"),
+        // Attention runs as one flash kernel: tiles of 64 queries by 128
+        // keys, here with partial tiles on both edges, tiles masked whole
+        // (skipped), a first row masked whole (nan, as the softmax of only
+        // -inf is), and a logit that adds a bias.
+        case("flash_attention", "dim b = 2\ndim H = 2\ndim n = 70\ndim m = 131\ndim d = 9\ndim e = 6\ndef f(q: [b H n d], k: [b H m d], v: [b H m e], bias: [n m]) -> [b H n e] {\n    causal = rearrange(arange(n), n -> n 1) > arange(m)\n    s = einsum(q, k: b H n d, b H m d -> b H n m) / sqrt(d)\n    p = softmax(masked_fill(s, !causal, -inf), m)\n    r = softmax(s * 0.5 + bias, m)\n    return einsum(p, v: b H n m, b H m e -> b H n e) + einsum(r, v: b H n m, b H m e -> b H n e)\n}\n"),
         case("split", "dim b = 2\ndim n = 3\ndim H = 2\ndim Dh = 4\ndef f(x: [b n (3 H Dh)]) -> [b H n Dh] {\n    q, k, v = split(x, b n (3 H Dh) -> b H n Dh)\n    return q * 2.0 + k - v\n}\n"),
         case("matmul_1_1", "dim k = 7\ndef f(x: [k], y: [k]) -> [] {\n    return x @ y\n}\n"),
         case("matmul_1_2_and_2_1", "dim k = 7\ndim m = 3\ndef f(x: [k], w: [k m], v: [m]) -> [] {\n    return (x @ w) @ v\n}\n"),

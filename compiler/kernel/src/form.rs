@@ -127,7 +127,9 @@ pub fn form(g: &Graph) -> Result<Program, String> {
         }
         Some(Value::Inline { .. }) | None => return Err("the graph has no output".into()),
     };
+    crate::attention::fuse(&mut f.p);
     crate::rows::fuse(&mut f.p);
+    f.p.drop_unused_buffers();
     Ok(f.p)
 }
 
@@ -299,8 +301,7 @@ impl Former<'_> {
     /// vectorises: a matrix product becomes rows of axpys).
     fn schedule(&self, out: usize, loops: &[Loop], body: &Body) -> Schedule {
         let rank = self.p.buffers[out].shape.len();
-        let value = body.value();
-        let loads = value.loads();
+        let loads: Vec<(usize, &[Index])> = body.exprs().into_iter().flat_map(|v| v.loads()).collect();
         // Whether some load steps through memory with a stride along loop `l`.
         let strided = |l: usize| loads.iter().any(|(b, index)| index.iter().enumerate().any(|(a, &i)| i == Index::Loop(l) && self.is_strided_axis(&self.p.buffers[*b].shape, a)));
         let contiguous = |l: usize| loads.iter().any(|(_, index)| index.last() == Some(&Index::Loop(l)));
@@ -308,7 +309,7 @@ impl Former<'_> {
         match body {
             Body::Store(_) if rank >= 2 && strided(rank - 1) && contiguous(rank - 2) => s.tile = Some(TILE),
             Body::Along { func, axis, .. } if Schedule::takes_columns(&self.p.symbols, self.p.buffers[out].dtype, loops, *func, *axis) => s.columns = Some(COLUMNS),
-            Body::Reduce { .. } if s.gemm.is_none() && rank >= 2 && loops.len() > rank && self.accumulates_in_memory(out, value) && contiguous(rank - 1) && !strided(rank - 1) => {
+            Body::Reduce { .. } if s.gemm.is_none() && rank >= 2 && loops.len() > rank && body.exprs().iter().all(|&v| self.accumulates_in_memory(out, v)) && contiguous(rank - 1) && !strided(rank - 1) => {
                 s.order = (0..rank - 1).chain(rank..loops.len()).chain([rank - 1]).collect();
             }
             _ => {}

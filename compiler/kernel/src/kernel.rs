@@ -30,6 +30,9 @@ pub enum BufferKind {
     Temporary,
     /// The same memory as another buffer, with another shape (a reshape or rename).
     Alias(usize),
+    /// Scratch of one tile of an attention kernel, which the driver gives
+    /// each tile's thread (see [`AttentionLoops::scratch`]).
+    Tile,
 }
 
 /// How a loop runs.
@@ -106,6 +109,14 @@ pub enum Body {
     /// softmax, log_softmax or logsumexp along the loop `axis` of the nest:
     /// passes over that loop for the maximum, the sum, and the result.
     Along { func: AlongAxis, axis: usize, value: Expr },
+    /// Attention: `out[output loops] = sum over the loop keys of
+    /// softmax along keys of logit, times value`. The kernel's loops are
+    /// the output's, then `keys`, then the depth of the score, the
+    /// kernel's one row reduction (a sum over the last loop, per position
+    /// of the others), which `logit` reads as `row0`. It runs as one
+    /// flash-attention pass (see [`AttentionLoops`]): the scores and the
+    /// probabilities never exist whole.
+    Attention { keys: usize, logit: Expr, value: Expr },
 }
 
 impl Expr {
@@ -125,6 +136,15 @@ impl Expr {
         }
     }
 
+    /// The loops whose position the expression reads (arange).
+    pub fn loop_indices(&self) -> Vec<usize> {
+        match self {
+            Expr::LoopIndex(l) => vec![*l],
+            Expr::Apply { args, .. } => args.iter().flat_map(Expr::loop_indices).collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Every load of the expression, with its indices, in order.
     pub fn loads(&self) -> Vec<(usize, &[Index])> {
         fn visit<'e>(e: &'e Expr, out: &mut Vec<(usize, &'e [Index])>) {
@@ -141,10 +161,19 @@ impl Expr {
 }
 
 impl Body {
-    /// The expression evaluated at each point of the nest.
-    pub fn value(&self) -> &Expr {
+    /// The expressions evaluated at each point of the nest.
+    pub fn exprs(&self) -> Vec<&Expr> {
         match self {
-            Body::Store(v) | Body::Reduce { value: v, .. } | Body::Along { value: v, .. } => v,
+            Body::Store(v) | Body::Reduce { value: v, .. } | Body::Along { value: v, .. } => vec![v],
+            Body::Attention { logit, value, .. } => vec![logit, value],
+        }
+    }
+
+    /// The same, to rewrite.
+    pub fn exprs_mut(&mut self) -> Vec<&mut Expr> {
+        match self {
+            Body::Store(v) | Body::Reduce { value: v, .. } | Body::Along { value: v, .. } => vec![v],
+            Body::Attention { logit, value, .. } => vec![logit, value],
         }
     }
 }
@@ -187,6 +216,35 @@ pub struct Schedule {
     /// loads, in f32 or f64) runs as calls to a packed matrix-product
     /// library rather than as its loop nest.
     pub gemm: Option<GemmLoops>,
+    /// An attention kernel's loops and tiles.
+    pub attention: Option<AttentionLoops>,
+}
+
+/// How an attention kernel runs: per position of the batch loops and per
+/// tile of `tile.0` positions of the rows loop (the queries), over tiles
+/// of `tile.1` positions of the keys loop: the tile's scores are a packed
+/// matrix product, the kernel's compiled code turns them into logits and
+/// updates each row's running maximum and sum (an online softmax, which
+/// rescales the row's accumulated output), and a second product adds the
+/// tile's probabilities times the values to the accumulated output. A
+/// tile whose logits are all `-inf` (masked) adds nothing and skips its
+/// second product. `cols` is the output loop of the value's columns.
+///
+/// The kernel's compiled code computes one tile: the driver passes, after
+/// the program's size slots, the tile's first position along each loop,
+/// then its number of rows and of keys; and the tile's scratch buffers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttentionLoops {
+    pub batch: Vec<usize>,
+    pub rows: usize,
+    pub cols: usize,
+    pub tile: (u64, u64),
+    /// [`BufferKind::Tile`] buffers: the tile's scores, then logits and
+    /// probabilities, in place (f32 `[tile.0 tile.1]`); its rows'
+    /// accumulated outputs (f32 `[tile.0 cols]`); and its rows' running
+    /// maximum and sum, in pairs, then the tile's largest logit (f32
+    /// `[2 tile.0 + 1]`).
+    pub scratch: [usize; 3],
 }
 
 /// The roles of a GEMM kernel's loops: `out[rows, cols] = sum over inner of
@@ -224,12 +282,18 @@ impl Kernel {
 
     /// The expressions the kernel evaluates: its row reductions', then its body's.
     pub fn values(&self) -> impl Iterator<Item = &Expr> {
-        self.rows.iter().map(|r| &r.value).chain([self.body.value()])
+        self.rows.iter().map(|r| &r.value).chain(self.body.exprs())
+    }
+
+    /// The same, to rewrite.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Expr> {
+        self.rows.iter_mut().map(|r| &mut r.value).chain(self.body.exprs_mut())
     }
 
     /// The buffers the kernel reads or writes, in increasing order.
     pub fn buffers(&self) -> Vec<usize> {
-        let mut out: Vec<usize> = self.values().flat_map(|v| v.loads()).map(|(b, _)| b).chain([self.output]).collect();
+        let scratch = self.schedule.attention.iter().flat_map(|a| a.scratch);
+        let mut out: Vec<usize> = self.values().flat_map(|v| v.loads()).map(|(b, _)| b).chain([self.output]).chain(scratch).collect();
         out.sort_unstable();
         out.dedup();
         out
@@ -265,6 +329,43 @@ pub struct Estimate {
 }
 
 impl Program {
+    /// Removes the temporaries no kernel writes (a fusion removed their
+    /// kernel), renumbering the others.
+    pub fn drop_unused_buffers(&mut self) {
+        let written: Vec<usize> = self.kernels.iter().map(|k| k.output).collect();
+        let keep: Vec<bool> = (0..self.buffers.len()).map(|b| self.buffers[b].kind != BufferKind::Temporary || written.contains(&b) || b == self.result).collect();
+        if keep.iter().all(|&k| k) {
+            return;
+        }
+        let mut new_index = vec![0; keep.len()];
+        let mut next = 0;
+        for (b, &k) in keep.iter().enumerate() {
+            new_index[b] = next;
+            next += usize::from(k);
+        }
+        let mut kept = keep.iter();
+        self.buffers.retain(|_| *kept.next().unwrap_or(&true));
+        for b in &mut self.buffers {
+            if let BufferKind::Alias(a) = &mut b.kind {
+                *a = new_index[*a];
+            }
+        }
+        for k in &mut self.kernels {
+            k.output = new_index[k.output];
+            if let Some(a) = &mut k.schedule.attention {
+                a.scratch = a.scratch.map(|b| new_index[b]);
+            }
+            for v in k.values_mut() {
+                v.rewrite(&mut |e| {
+                    if let Expr::Load { buffer, .. } = e {
+                        *buffer = new_index[*buffer];
+                    }
+                });
+            }
+        }
+        self.result = new_index[self.result];
+    }
+
     /// A buffer's elements, when its sizes are constants.
     fn elements(&self, buffer: usize) -> Option<u64> {
         self.buffers[buffer].shape.iter().try_fold(1u64, |p, &s| self.symbols.constant(s).and_then(|c| p.checked_mul(c)))
@@ -280,6 +381,15 @@ impl Program {
             sum.checked_add(size)
         });
         let iterations = k.loops.iter().try_fold(1u64, |p, l| self.symbols.constant(l.extent).and_then(|c| p.checked_mul(c)));
+        if let (Body::Attention { keys, logit, .. }, Some(a)) = (&k.body, &k.schedule.attention) {
+            // Two products (scores, then probabilities times values) and
+            // the logit and online softmax (about 6 operations) per score.
+            let extent = |l: usize| self.symbols.constant(k.loops[l].extent);
+            let scores = a.batch.iter().chain([&a.rows, keys]).try_fold(1u64, |p, &l| extent(l).and_then(|c| p.checked_mul(c)));
+            let depth = extent(k.loops.len() - 1);
+            let per_score = depth.zip(extent(a.cols)).map(|(d, c)| 2 * d + 2 * c + logit.operations() + 6);
+            return Estimate { bytes, flops: scores.zip(per_score).and_then(|(s, f)| s.checked_mul(f)) };
+        }
         let rows: u64 = k.rows.iter().map(|r| r.value.operations() + 1).sum();
         let per_iteration = rows
             + match (&k.body, &k.schedule.gemm) {
@@ -287,6 +397,7 @@ impl Program {
                 (Body::Store(v), None) => v.operations(),
                 (Body::Reduce { value, .. }, None) => value.operations() + 1,
                 (Body::Along { value, .. }, None) => value.operations() + 4,
+                (Body::Attention { logit, .. }, None) => logit.operations() + 6,
             };
         Estimate { bytes, flops: iterations.and_then(|i| i.checked_mul(per_iteration)) }
     }

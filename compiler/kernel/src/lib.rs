@@ -4,6 +4,7 @@
 //! structure. Elementwise chains fuse into their consumer's nest; each
 //! kernel has an [`Estimate`] of the bytes it moves and its FLOPs.
 
+mod attention;
 mod form;
 mod kernel;
 mod rows;
@@ -11,5 +12,5 @@ pub mod text;
 mod verify;
 
 pub use form::form;
-pub use kernel::{Body, Buffer, BufferKind, Estimate, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule};
+pub use kernel::{AttentionLoops, Body, Buffer, BufferKind, Estimate, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule};
 pub use verify::verify;

@@ -8,8 +8,7 @@
 
 use crate::kernel::{Body, BufferKind, Expr, Index, Kernel, Program, Role, RowReduction, Schedule};
 
-/// Fuses row reductions into their stores until nothing more fuses, then
-/// drops the buffers no kernel writes or reads any more.
+/// Fuses row reductions into their stores until nothing more fuses.
 pub fn fuse(p: &mut Program) {
     while let Some((consumer, producer)) = next_fusion(p) {
         let k = p.kernels.remove(producer);
@@ -18,7 +17,7 @@ pub fn fuse(p: &mut Program) {
         match k.body {
             Body::Reduce { op, value } => {
                 // The new row reduction goes first (it reads none of the others).
-                for v in c.rows.iter_mut().map(|r| &mut r.value).chain([body_mut(&mut c.body)]) {
+                for v in c.values_mut() {
                     v.rewrite(&mut |e| match e {
                         Expr::Row(r) => *r += 1,
                         Expr::Load { buffer, .. } if *buffer == k.output => *e = Expr::Row(0),
@@ -28,7 +27,7 @@ pub fn fuse(p: &mut Program) {
                 c.rows.insert(0, RowReduction { op, dtype: p.buffers[k.output].dtype, value });
             }
             Body::Store(value) => {
-                for v in c.rows.iter_mut().map(|r| &mut r.value).chain([body_mut(&mut c.body)]) {
+                for v in c.values_mut() {
                     v.rewrite(&mut |e| {
                         if matches!(e, Expr::Load { buffer, .. } if *buffer == k.output) {
                             *e = value.clone();
@@ -36,15 +35,8 @@ pub fn fuse(p: &mut Program) {
                     });
                 }
             }
-            Body::Along { .. } => {}
+            Body::Along { .. } | Body::Attention { .. } => {}
         }
-    }
-    drop_unused_buffers(p);
-}
-
-fn body_mut(b: &mut Body) -> &mut Expr {
-    match b {
-        Body::Store(v) | Body::Reduce { value: v, .. } | Body::Along { value: v, .. } => v,
     }
 }
 
@@ -80,7 +72,7 @@ fn next_fusion(p: &Program) -> Option<(usize, usize)> {
             let fits = match &k.body {
                 Body::Reduce { .. } => k.loops.len() == r + 1 && (0..=r).all(|j| same(j, j)),
                 Body::Store(v) => k.loops.len() == r && (0..r).all(|j| same(j, j)) && v.operations() <= MAX_RECOMPUTED,
-                Body::Along { .. } => false,
+                Body::Along { .. } | Body::Attention { .. } => false,
             };
             if fits {
                 return Some((ci, pi));
@@ -92,7 +84,7 @@ fn next_fusion(p: &Program) -> Option<(usize, usize)> {
 
 /// Whether `buffer` is a temporary that kernel `reader` alone reads (at
 /// `row` only), that is not the result, and that no alias views.
-fn only_reader(p: &Program, buffer: usize, reader: usize, row: &[Index]) -> bool {
+pub(crate) fn only_reader(p: &Program, buffer: usize, reader: usize, row: &[Index]) -> bool {
     p.buffers[buffer].kind == BufferKind::Temporary
         && p.result != buffer
         && !p.buffers.iter().any(|b| b.kind == BufferKind::Alias(buffer))
@@ -100,37 +92,4 @@ fn only_reader(p: &Program, buffer: usize, reader: usize, row: &[Index]) -> bool
             let loads = k.values().flat_map(|v| v.loads()).filter(|(b, _)| *b == buffer).collect::<Vec<_>>();
             if i == reader { loads.iter().all(|(_, idx)| *idx == row) } else { loads.is_empty() }
         })
-}
-
-/// Removes the temporaries no kernel writes, renumbering the others.
-fn drop_unused_buffers(p: &mut Program) {
-    let written: Vec<usize> = p.kernels.iter().map(|k| k.output).collect();
-    let keep: Vec<bool> = (0..p.buffers.len()).map(|b| p.buffers[b].kind != BufferKind::Temporary || written.contains(&b) || b == p.result).collect();
-    if keep.iter().all(|&k| k) {
-        return;
-    }
-    let mut new_index = vec![0; keep.len()];
-    let mut next = 0;
-    for (b, &k) in keep.iter().enumerate() {
-        new_index[b] = next;
-        next += usize::from(k);
-    }
-    let mut kept = keep.iter();
-    p.buffers.retain(|_| *kept.next().unwrap_or(&true));
-    for b in &mut p.buffers {
-        if let BufferKind::Alias(a) = &mut b.kind {
-            *a = new_index[*a];
-        }
-    }
-    for k in &mut p.kernels {
-        k.output = new_index[k.output];
-        for v in k.rows.iter_mut().map(|r| &mut r.value).chain([body_mut(&mut k.body)]) {
-            v.rewrite(&mut |e| {
-                if let Expr::Load { buffer, .. } = e {
-                    *buffer = new_index[*buffer];
-                }
-            });
-        }
-    }
-    p.result = new_index[p.result];
 }

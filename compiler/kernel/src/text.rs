@@ -14,8 +14,10 @@
 //! A load's indices are loops (`i1`), fixed positions (`2`), or `_` for a
 //! size-1 axis read at 0 (a broadcast). A kernel's schedule, when not the
 //! plain one, follows its loops: `order [i0 i2 i1]`, `tile 128x16`, `columns 64`, `gemm [BATCH] ROWS COLS INNER`
-//! (loops, `_` for none). Row reductions come next, each ending in `;`
+//! (loops, `_` for none), `flash [BATCH] ROWS COLS 64x128 %S %A %M`
+//! (an attention's loops, tiles and tile buffers). Row reductions come next, each ending in `;`
 //! (`row mean f32 load %0[i0 i1];`), and the body reads them as `row0`, ...
+//! An attention's body is `attention KEYS LOGIT by VALUE`.
 
 use crate::kernel::{Body, BufferKind, Expr, Index, Program, Role};
 use nax_ir::text::{along_name, map_fn_name, print_symbols, reduction_name, size_text};
@@ -73,6 +75,7 @@ pub fn print(p: &Program) -> String {
             BufferKind::Weight(w) => format!("weight {w:?}"),
             BufferKind::Temporary => "temporary".to_string(),
             BufferKind::Alias(a) => format!("alias %{a}"),
+            BufferKind::Tile => "tile".to_string(),
         };
         let _ = writeln!(out, "buffer %{i} {}[{}] {kind}", b.dtype.as_str(), shape.join(" "));
     }
@@ -82,6 +85,7 @@ pub fn print(p: &Program) -> String {
             Body::Store(e) => format!("store {}", expr_text(e)),
             Body::Reduce { op, value } => format!("reduce {} {}", reduction_name(*op), expr_text(value)),
             Body::Along { func, axis, value } => format!("along {} i{axis} {}", along_name(*func), expr_text(value)),
+            Body::Attention { keys, logit, value } => format!("attention i{keys} {} by {}", expr_text(logit), expr_text(value)),
         };
         let mut schedule = String::new();
         if !k.schedule.order.is_empty() {
@@ -98,6 +102,10 @@ pub fn print(p: &Program) -> String {
             let batch: Vec<String> = g.batch.iter().map(|l| format!("i{l}")).collect();
             let optional = |l: Option<usize>| l.map_or("_".to_string(), |l| format!("i{l}"));
             let _ = write!(schedule, " gemm [{}] {} {} i{}", batch.join(" "), optional(g.rows), optional(g.cols), g.inner);
+        }
+        if let Some(a) = &k.schedule.attention {
+            let batch: Vec<String> = a.batch.iter().map(|l| format!("i{l}")).collect();
+            let _ = write!(schedule, " flash [{}] i{} i{} {}x{} %{} %{} %{}", batch.join(" "), a.rows, a.cols, a.tile.0, a.tile.1, a.scratch[0], a.scratch[1], a.scratch[2]);
         }
         let rows: String = k.rows.iter().map(|r| format!(" row {} {} {};", reduction_name(r.op), r.dtype.as_str(), expr_text(&r.value))).collect();
         let _ = writeln!(out, "kernel %{} loops [{}]{schedule}{rows} {body}", k.output, loops.join(", "));
@@ -209,6 +217,13 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// A tile's edges, `AxB`.
+fn tile_edges(c: &mut Cursor) -> Result<(u64, u64), ParseError> {
+    let w = c.word()?;
+    let edges = w.split_once('x').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)));
+    edges.ok_or_else(|| c.err(format!("expected a tile `OUTERxINNER`, found `{w}`")))
+}
+
 fn role_named(w: &str) -> Option<Role> {
     [Role::Parallel, Role::Serial, Role::Vector, Role::ParallelVector, Role::Reduce].into_iter().find(|&r| role_text(r) == w)
 }
@@ -243,6 +258,7 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                     }
                     "temporary" => BufferKind::Temporary,
                     "alias" => BufferKind::Alias(c.reference()?),
+                    "tile" => BufferKind::Tile,
                     other => return Err(c.err(format!("unknown buffer kind `{other}`"))),
                 };
                 p.buffers.push(crate::kernel::Buffer { dtype, shape, kind });
@@ -267,9 +283,7 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                     }
                 }
                 if c.eat("tile") {
-                    let w = c.word()?;
-                    let edges = w.split_once('x').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)));
-                    schedule.tile = Some(edges.ok_or_else(|| c.err(format!("expected a tile `OUTERxINNER`, found `{w}`")))?);
+                    schedule.tile = Some(tile_edges(&mut c)?);
                 }
                 if c.eat("columns") {
                     schedule.columns = Some(c.number()?);
@@ -284,6 +298,17 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                     let rows = optional(&mut c)?;
                     let cols = optional(&mut c)?;
                     schedule.gemm = Some(crate::kernel::GemmLoops { batch, rows, cols, inner: c.loop_index()? });
+                }
+                if c.eat("flash") {
+                    c.expect("[")?;
+                    let mut batch = Vec::new();
+                    while !c.eat("]") {
+                        batch.push(c.loop_index()?);
+                    }
+                    let (rows, cols) = (c.loop_index()?, c.loop_index()?);
+                    let tile = tile_edges(&mut c)?;
+                    let scratch = [c.reference()?, c.reference()?, c.reference()?];
+                    schedule.attention = Some(crate::kernel::AttentionLoops { batch, rows, cols, tile, scratch });
                 }
                 let mut rows = Vec::new();
                 while c.eat("row ") {
@@ -305,6 +330,12 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                         let func = nax_ir::text::along_named(w).ok_or_else(|| c.err(format!("unknown operation `{w}`")))?;
                         let axis = c.loop_index()?;
                         Body::Along { func, axis, value: c.expr()? }
+                    }
+                    "attention" => {
+                        let keys = c.loop_index()?;
+                        let logit = c.expr()?;
+                        c.expect("by")?;
+                        Body::Attention { keys, logit, value: c.expr()? }
                     }
                     other => return Err(c.err(format!("unknown kernel body `{other}`"))),
                 };

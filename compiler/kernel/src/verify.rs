@@ -22,6 +22,7 @@ pub fn verify(p: &Program) -> Vec<String> {
             (Body::Store(_) | Body::Along { .. }, Some(0))
                 | (Body::Reduce { .. }, Some(_))
                 | (Body::Along { func: nax_front::checked::AlongAxis::LogSumExp, .. }, Some(1))
+                | (Body::Attention { .. }, Some(2))
         );
         if !extra_ok || kernel.loops[rank.min(kernel.loops.len())..].iter().any(|l| l.role != crate::kernel::Role::Reduce) {
             errors.push(format!("kernel {k}: {} loops do not fit a rank-{rank} output and its body", kernel.loops.len()));
@@ -60,7 +61,30 @@ pub fn verify(p: &Program) -> Vec<String> {
         if kernel.schedule.tile.is_some_and(|(a, b)| a == 0 || b == 0) {
             errors.push(format!("kernel {k}: a tile of edge 0"));
         }
-        if !kernel.rows.is_empty() && !crate::rows::takes_rows(kernel) {
+        let attention = matches!(kernel.body, Body::Attention { .. });
+        if attention != kernel.schedule.attention.is_some() {
+            errors.push(format!("kernel {k}: an attention body and a flash schedule go together"));
+        }
+        if let (Body::Attention { keys, logit, value }, Some(a)) = (&kernel.body, &kernel.schedule.attention) {
+            let mut all: Vec<usize> = a.batch.iter().copied().chain([a.rows, a.cols]).collect();
+            all.sort_unstable();
+            let depth = rank + 1;
+            let single_sum = matches!(kernel.rows.as_slice(), [r] if r.op == nax_front::checked::Reduction::Sum);
+            let reads = |e: &Expr, l: usize| e.loads().iter().any(|(_, index)| index.contains(&Index::Loop(l))) || e.loop_indices().contains(&l);
+            if all != (0..rank).collect::<Vec<_>>() || *keys != rank || !single_sum || out.dtype != nax_runtime::DType::F32 || kernel.schedule.gemm.is_some() || kernel.schedule.columns.is_some() || kernel.schedule.tile.is_some() {
+                errors.push(format!("kernel {k}: the attention loops do not fit the kernel (batch and rows and columns are the f32 output's loops, then keys, then the depth of its one summed score)"));
+            } else if a.scratch.iter().zip([vec![a.tile.0, a.tile.1], vec![a.tile.0, 0], vec![2 * a.tile.0 + 1]]).any(|(&b, edges)| {
+                p.buffers.get(b).is_none_or(|b| {
+                    let fits = |(&s, &e): (&nax_front::check::sizes::Size, &u64)| if e == 0 { p.symbols.same(s, kernel.loops[a.cols].extent) } else { p.symbols.constant(s) == Some(e) };
+                    b.kind != crate::kernel::BufferKind::Tile || b.dtype != nax_runtime::DType::F32 || b.shape.len() != edges.len() || !b.shape.iter().zip(&edges).all(fits)
+                })
+            }) {
+                errors.push(format!("kernel {k}: an attention's scratch buffers are f32 tile buffers of its tile's shapes"));
+            } else if reads(logit, a.cols) || reads(logit, depth) || reads(value, a.rows) || reads(value, depth) || a.tile.0 == 0 || a.tile.1 == 0 {
+                errors.push(format!("kernel {k}: an attention's logit reads only its batch, rows and keys, its value only its batch, keys and columns, and its tiles are not empty"));
+            }
+        }
+        if !kernel.rows.is_empty() && !attention && !crate::rows::takes_rows(kernel) {
             errors.push(format!("kernel {k}: row reductions need a plain store whose last loop is not parallel"));
         }
         // Row reduction j reads rows before it; the body reads any.

@@ -11,7 +11,7 @@
 use crate::plan::Plan;
 use nax_front::check::types::Type;
 use nax_ir::{Argument, Graph};
-use nax_kernel::{Body, BufferKind, Expr, GemmLoops, Index, Kernel, Program};
+use nax_kernel::{AttentionLoops, Body, BufferKind, Expr, GemmLoops, Index, Kernel, Program};
 use nax_runtime::{DType, HostTensor, TensorData};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -120,26 +120,30 @@ impl Compiled {
     /// crate (packed, cache-blocked microkernels for the host's vector
     /// width): one call per position of the batch loops, the batch split
     /// across threads when it has enough positions, else each call.
+    /// Each loop's step through a buffer read with `index`, in elements,
+    /// and the fixed offset, for a kernel of `loops` loops.
+    fn steps(&self, slots: &[i64], loops: usize, buffer: usize, index: &[Index]) -> (Vec<isize>, isize) {
+        let p = &self.program;
+        let shape: Vec<usize> = p.buffers[buffer].shape.iter().map(|&s| self.plan.value(p, s, slots)).collect();
+        let axis: Vec<isize> = nax_runtime::row_major_strides(&shape).into_iter().map(|s| s as isize).collect();
+        let mut per_loop = vec![0isize; loops];
+        let mut base = 0isize;
+        for (d, &i) in index.iter().enumerate() {
+            match i {
+                Index::Loop(l) => per_loop[l] += axis[d],
+                Index::Const(c) => base += c as isize * axis[d],
+                Index::Zero => {}
+            }
+        }
+        (per_loop, base)
+    }
+
     fn run_gemm(&self, kernel: &Kernel, g: &GemmLoops, table: &Table, slots: &[i64], threads: usize) {
         let p = &self.program;
         let Body::Reduce { value: Expr::Apply { args, .. }, .. } = &kernel.body else { return };
         let [Expr::Load { buffer: a, index: ia }, Expr::Load { buffer: b, index: ib }] = args.as_slice() else { return };
         let extents: Vec<usize> = kernel.loops.iter().map(|l| self.plan.value(p, l.extent, slots)).collect();
-        // Each loop's step through a buffer read with `index`, in elements, and the fixed offset.
-        let steps = |buffer: usize, index: &[Index]| -> (Vec<isize>, isize) {
-            let shape: Vec<usize> = p.buffers[buffer].shape.iter().map(|&s| self.plan.value(p, s, slots)).collect();
-            let axis: Vec<isize> = nax_runtime::row_major_strides(&shape).into_iter().map(|s| s as isize).collect();
-            let mut per_loop = vec![0isize; extents.len()];
-            let mut base = 0isize;
-            for (d, &i) in index.iter().enumerate() {
-                match i {
-                    Index::Loop(l) => per_loop[l] += axis[d],
-                    Index::Const(c) => base += c as isize * axis[d],
-                    Index::Zero => {}
-                }
-            }
-            (per_loop, base)
-        };
+        let steps = |buffer: usize, index: &[Index]| self.steps(slots, extents.len(), buffer, index);
         let rank = p.buffers[kernel.output].shape.len();
         let (so, bo) = steps(kernel.output, &(0..rank).map(Index::Loop).collect::<Vec<_>>());
         let (sa, ba) = steps(*a, ia);
@@ -203,6 +207,99 @@ impl Compiled {
         }
     }
 
+    /// Runs an attention kernel (see [`AttentionLoops`]): one task per
+    /// position of the batch loops and tile of rows, split across threads;
+    /// per tile of keys, the scores' product into the tile's scratch, the
+    /// compiled tile code (logits, online softmax, rescaling), and, unless
+    /// every logit of the tile is `-inf`, the product of the probabilities
+    /// and the values added to the rows' accumulated output; at the end
+    /// each row is divided by its sum into the output.
+    fn run_attention(&self, kernel: &Kernel, a: &AttentionLoops, tile: KernelFn, table: &Table, slots: &[i64], threads: usize) {
+        let p = &self.program;
+        let Body::Attention { keys, value: Expr::Load { buffer: vb, index: vi }, .. } = &kernel.body else { return };
+        let Some(Expr::Apply { args, .. }) = kernel.rows.first().map(|r| &r.value) else { return };
+        let [Expr::Load { buffer: qb, index: qi }, Expr::Load { buffer: kb, index: ki }] = args.as_slice() else { return };
+        let extents: Vec<usize> = kernel.loops.iter().map(|l| self.plan.value(p, l.extent, slots)).collect();
+        let loops = extents.len();
+        let depth = loops - 1;
+        let steps = |buffer: usize, index: &[Index]| self.steps(slots, loops, buffer, index);
+        let rank = p.buffers[kernel.output].shape.len();
+        let (so, bo) = steps(kernel.output, &(0..rank).map(Index::Loop).collect::<Vec<_>>());
+        let (sq, bq) = steps(*qb, qi);
+        let (sk, bk) = steps(*kb, ki);
+        let (sv, bv) = steps(*vb, vi);
+        let (n, m, d, width) = (extents[a.rows], extents[*keys], extents[depth], extents[a.cols]);
+        let (tile_rows, tile_keys) = (a.tile.0 as usize, a.tile.1 as usize);
+        let batch: usize = a.batch.iter().map(|&l| extents[l]).product();
+        let blocks = n.div_ceil(tile_rows);
+        let base = slots.len();
+        let (out_ptr, q_ptr, k_ptr, v_ptr) = (table.0[kernel.output] as usize, table.0[*qb] as usize, table.0[*kb] as usize, table.0[*vb] as usize);
+        let task = |t: usize| {
+            let (position, block) = (t / blocks, t % blocks);
+            let first_row = block * tile_rows;
+            let rows = tile_rows.min(n - first_row);
+            let mut sizes = slots.to_vec();
+            sizes.resize(base + loops + 2, 0);
+            let (mut oo, mut oq, mut ok, mut ov) = (bo, bq, bk, bv);
+            let mut rest = position;
+            for &l in a.batch.iter().rev() {
+                let at = rest % extents[l];
+                rest /= extents[l];
+                sizes[base + l] = at as i64;
+                let at = at as isize;
+                (oo, oq, ok, ov) = (oo + at * so[l], oq + at * sq[l], ok + at * sk[l], ov + at * sv[l]);
+            }
+            let row = first_row as isize;
+            (oo, oq) = (oo + row * so[a.rows], oq + row * sq[a.rows]);
+            sizes[base + a.rows] = first_row as i64;
+            sizes[base + loops] = rows as i64;
+            let mut scores = vec![0f32; tile_rows * tile_keys];
+            let mut acc = vec![0f32; tile_rows * width];
+            let mut stats: Vec<f32> = (0..2 * tile_rows + 1).map(|i| if i % 2 == 0 { f32::NEG_INFINITY } else { 0.0 }).collect();
+            let mut buffers = table.0.clone();
+            buffers[a.scratch[0]] = scores.as_mut_ptr().cast();
+            buffers[a.scratch[1]] = acc.as_mut_ptr().cast();
+            buffers[a.scratch[2]] = stats.as_mut_ptr().cast();
+            for first_key in (0..m).step_by(tile_keys) {
+                let cols = tile_keys.min(m - first_key);
+                sizes[base + keys] = first_key as i64;
+                sizes[base + loops + 1] = cols as i64;
+                let key = first_key as isize;
+                // SAFETY: the offsets and steps stay inside q, k and v (the
+                // kernel verified against the program); the tile's scratch
+                // holds `rows x cols` scores of row stride `tile_keys` and
+                // `rows x width` outputs; the compiled tile reads and writes
+                // only the scratch and what the kernel's loads name.
+                unsafe {
+                    if d == 0 {
+                        scores.fill(0.0);
+                    } else {
+                        gemm::gemm::<f32>(rows, cols, d, scores.as_mut_ptr(), 1, tile_keys as isize, false, (q_ptr as *const f32).offset(oq), sq[depth], sq[a.rows], (k_ptr as *const f32).offset(ok + key * sk[*keys]), sk[*keys], sk[depth], 0.0, 1.0, false, false, false, gemm::Parallelism::None);
+                    }
+                    tile(buffers.as_ptr(), sizes.as_ptr(), 0, 0);
+                    if stats[2 * tile_rows] == f32::NEG_INFINITY {
+                        continue;
+                    }
+                    gemm::gemm::<f32>(rows, width, cols, acc.as_mut_ptr(), 1, width as isize, true, scores.as_ptr(), 1, tile_keys as isize, (v_ptr as *const f32).offset(ov + key * sv[*keys]), sv[a.cols], sv[*keys], 1.0, 1.0, false, false, false, gemm::Parallelism::None);
+                }
+            }
+            let out = out_ptr as *mut f32;
+            for i in 0..rows {
+                // No keys at all: an empty sum, 0 (the softmax of nothing is empty).
+                let sum = if m == 0 { f32::INFINITY } else { stats[2 * i + 1] };
+                for c in 0..width {
+                    // SAFETY: row `first_row + i` and column `c` are inside the output.
+                    unsafe { *out.offset(oo + i as isize * so[a.rows] + c as isize * so[a.cols]) = acc[i * width + c] / sum };
+                }
+            }
+        };
+        if threads > 1 && batch * blocks > 1 {
+            (0..batch * blocks).into_par_iter().for_each(task);
+        } else {
+            (0..batch * blocks).for_each(task);
+        }
+    }
+
     pub fn new(program: Program, plan: Plan, kernels: Vec<KernelFn>, names: Vec<Option<String>>) -> Compiled {
         Compiled { program, plan, kernels, names, pool: Mutex::new(Vec::new()) }
     }
@@ -250,6 +347,8 @@ impl Compiled {
                 },
                 BufferKind::Weight(name) => weights.get(name).ok_or_else(|| format!("the weight '{name}' is missing"))?.data().as_ptr() as *mut u8,
                 BufferKind::Alias(a) => table[*a],
+                // Given per tile by the attention kernel that uses it.
+                BufferKind::Tile => std::ptr::null_mut(),
                 BufferKind::Temporary if b == root => match result_data.as_mut() {
                     Some(d) => d.as_mut_ptr(),
                     None => return Err("internal error: the result has no storage".into()),
@@ -277,6 +376,10 @@ impl Compiled {
         for (kernel, &f) in p.kernels.iter().zip(&self.kernels) {
             if let Some(g) = &kernel.schedule.gemm {
                 self.run_gemm(kernel, g, &table, &slots, threads);
+                continue;
+            }
+            if let Some(a) = &kernel.schedule.attention {
+                self.run_attention(kernel, a, f, &table, &slots, threads);
                 continue;
             }
             let extents: Vec<usize> = kernel.loops.iter().map(|l| self.plan.value(p, l.extent, &slots)).collect();
@@ -314,3 +417,4 @@ impl Compiled {
         HostTensor::new(data, shape, self.names.clone()).map_err(|e| e.to_string())
     }
 }
+

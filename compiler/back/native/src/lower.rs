@@ -130,6 +130,7 @@ impl<E: Emitter> Lowering<'_, E> {
                 self.close(open);
             }
             Body::Reduce { op, value } => self.reduce_in_memory(*op, value, &order, rank),
+            Body::Attention { keys, logit, .. } => self.attention_tile(*keys, logit),
             Body::Along { func, axis, value } => match self.k.schedule.columns {
                 Some(width) => self.along_columns(*func, *axis, value, width as i64),
                 None => self.along(*func, *axis, value),
@@ -532,6 +533,91 @@ impl<E: Emitter> Lowering<'_, E> {
         self.e.end_loop(h);
         self.e.end_loop(block);
         self.close(open);
+    }
+
+    /// One tile of an attention kernel (see [`nax_kernel::AttentionLoops`]),
+    /// after the driver put the tile's scores in its scratch: per row of
+    /// the tile, the logits (the score is the row reduction `row0`) and
+    /// their maximum, the row's new running maximum, the probabilities
+    /// (exponentials against it, `-inf` logits giving 0), the running sum
+    /// and accumulated output rescaled to the new maximum; then the tile's
+    /// largest logit, which tells the driver whether any key is unmasked.
+    fn attention_tile(&mut self, keys: usize, logit: &Expr) {
+        let Some(a) = self.k.schedule.attention.clone() else { return };
+        let [scores, acc, stats] = a.scratch;
+        let base = self.plan.slot_count();
+        let loops = self.k.loops.len();
+        for &l in &a.batch {
+            self.index[l] = Some(self.e.size(base + l));
+        }
+        let (first_row, first_key) = (self.e.size(base + a.rows), self.e.size(base + keys));
+        let (rows, cols) = (self.e.size(base + loops), self.e.size(base + loops + 1));
+        let width = self.e.int(Kind::I64, a.tile.1 as i64);
+        let f = Kind::F32;
+        let neg_inf = self.e.float(f, f64::NEG_INFINITY);
+        let zero = self.e.float(f, 0.0);
+        let zero_i = self.e.int(Kind::I64, 0);
+        let one_i = self.e.int(Kind::I64, 1);
+        let tile_max = self.e.variable(f, neg_inf);
+        let (h_row, i) = self.e.begin_loop(zero_i, rows, 1);
+        let n = self.e.binary(Binary::Add, Kind::I64, first_row, i);
+        self.index[a.rows] = Some(n);
+        let row_start = self.e.binary(Binary::Mul, Kind::I64, i, width);
+        let max_at = self.e.binary(Binary::Add, Kind::I64, i, i);
+        let sum_at = self.e.binary(Binary::Add, Kind::I64, max_at, one_i);
+        let old_max = self.e.load(f, stats, max_at);
+        let old_sum = self.e.load(f, stats, sum_at);
+        // The logits, in place of the scores, and their maximum.
+        let row_max = self.e.variable(f, neg_inf);
+        let (h, j) = self.e.begin_loop(zero_i, cols, 1);
+        let m = self.e.binary(Binary::Add, Kind::I64, first_key, j);
+        self.index[keys] = Some(m);
+        let at = self.e.binary(Binary::Add, Kind::I64, row_start, j);
+        let score = self.e.load(f, scores, at);
+        self.rows = vec![(score, f)];
+        let x = self.float_value(logit, f);
+        self.e.store(f, scores, at, x);
+        let r = self.e.get(row_max);
+        let r2 = self.e.accumulate(Binary::Max, f, r, x);
+        self.e.set(row_max, r2);
+        self.e.end_loop(h);
+        let r = self.e.get(row_max);
+        let t = self.e.get(tile_max);
+        let t2 = self.e.binary(Binary::Max, f, t, r);
+        self.e.set(tile_max, t2);
+        let new_max = self.e.binary(Binary::Max, f, old_max, r);
+        // Exponentials against 0 while every logit so far is -inf (all 0).
+        let none_yet = self.e.compare(Compare::Eq, f, new_max, neg_inf);
+        let shift = self.e.select(f, none_yet, zero, new_max);
+        let sum = self.e.variable(f, zero);
+        let (h, j) = self.e.begin_loop(zero_i, cols, 1);
+        let at = self.e.binary(Binary::Add, Kind::I64, row_start, j);
+        let x = self.e.load(f, scores, at);
+        let d = self.e.binary(Binary::Sub, f, x, shift);
+        let p = math::exp(self.e, f, d);
+        self.e.store(f, scores, at, p);
+        let s = self.e.get(sum);
+        let s2 = self.e.accumulate(Binary::Add, f, s, p);
+        self.e.set(sum, s2);
+        self.e.end_loop(h);
+        let d = self.e.binary(Binary::Sub, f, old_max, shift);
+        let rescale = math::exp(self.e, f, d);
+        let s = self.e.get(sum);
+        let total = self.e.multiply_add(f, old_sum, rescale, s);
+        self.e.store(f, stats, max_at, new_max);
+        self.e.store(f, stats, sum_at, total);
+        let width = self.extents[a.cols];
+        let out_start = self.e.binary(Binary::Mul, Kind::I64, i, width);
+        let (h, c) = self.e.begin_loop(zero_i, width, 1);
+        let at = self.e.binary(Binary::Add, Kind::I64, out_start, c);
+        let o = self.e.load(f, acc, at);
+        let o2 = self.e.binary(Binary::Mul, f, o, rescale);
+        self.e.store(f, acc, at, o2);
+        self.e.end_loop(h);
+        self.e.end_loop(h_row);
+        let last = self.e.int(Kind::I64, 2 * a.tile.0 as i64);
+        let t = self.e.get(tile_max);
+        self.e.store(f, stats, last, t);
     }
 
     fn float_value(&mut self, value: &Expr, kind: Kind) -> E::Value {

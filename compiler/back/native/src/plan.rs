@@ -43,6 +43,11 @@ impl Plan {
         plan
     }
 
+    /// How many slots there are; an attention tile's positions come after them.
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
     /// How kernels read a size.
     pub fn size(&self, p: &Program, s: Size) -> SizeRef {
         match p.symbols.resolve(s) {

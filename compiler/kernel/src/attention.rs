@@ -1,0 +1,129 @@
+//! Attention fusion, after kernels are formed: a matrix product of scores
+//! (`s = q k`), a softmax of an expression of `s` along the keys (the
+//! logits: a scale, a mask), and a matrix product of the probabilities with
+//! values (`p v`, summed over the keys) become one kernel with
+//! [`Body::Attention`], run tile by tile with an online softmax (as
+//! FlashAttention does): the scores and probabilities, `n x m` per head,
+//! are never stored, and a tile whose logits are all masked skips its
+//! product with the values.
+
+use nax_front::check::sizes::Size;
+use crate::kernel::{AttentionLoops, Body, Buffer, BufferKind, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule};
+use crate::rows::only_reader;
+use nax_front::checked::{AlongAxis, Reduction};
+use nax_runtime::DType;
+
+/// The tiles: 64 queries by 128 keys. A tile's scores (32 KiB of f32) and
+/// its rows' accumulated outputs stay in the first two cache levels
+/// between the two products.
+const TILE: (u64, u64) = (64, 128);
+
+/// Fuses each attention pattern into one kernel.
+pub fn fuse(p: &mut Program) {
+    while let Some((scores, softmax, product, mut fused)) = next_fusion(p) {
+        if let Some(a) = &mut fused.schedule.attention {
+            let cols = fused.loops[a.cols].extent;
+            let edge = |t: u64| Size::Const(t);
+            let shapes = [vec![edge(a.tile.0), edge(a.tile.1)], vec![edge(a.tile.0), cols], vec![edge(2 * a.tile.0 + 1)]];
+            for (slot, shape) in a.scratch.iter_mut().zip(shapes) {
+                *slot = p.buffers.len();
+                p.buffers.push(Buffer { dtype: DType::F32, shape, kind: BufferKind::Tile });
+            }
+        }
+        p.kernels[product] = fused;
+        // The scores' kernel comes before the softmax's (it writes what the softmax reads).
+        p.kernels.remove(softmax);
+        p.kernels.remove(scores);
+    }
+}
+
+/// The product of two loads of a GEMM kernel's body, when it is one in f32.
+fn f32_product(p: &Program, k: &Kernel) -> Option<(GemmLoops, [Expr; 2])> {
+    let g = k.schedule.gemm.clone()?;
+    let Body::Reduce { op: Reduction::Sum, value: Expr::Apply { args, compute: DType::F32, .. } } = &k.body else { return None };
+    let [a @ Expr::Load { .. }, b @ Expr::Load { .. }] = args.as_slice() else { return None };
+    (p.buffers[k.output].dtype == DType::F32 && k.rows.is_empty()).then(|| (g, [a.clone(), b.clone()]))
+}
+
+/// Whether a load reads loop `l`.
+fn reads(e: &Expr, l: usize) -> bool {
+    e.loads().iter().any(|(_, index)| index.contains(&Index::Loop(l)))
+}
+
+/// The next (scores, softmax, product) kernels to fuse, and the kernel
+/// they become: `product` is an f32 matrix product whose first operand
+/// (its rows) is the softmax's output, read along the softmax's axis by
+/// the product's inner loop; the softmax's value reads the scores once, at
+/// its own position; the scores are an f32 matrix product; each
+/// intermediate has no other reader; and, renamed, the scores' first
+/// operand does not read the keys, their second and the values do not
+/// read the queries.
+fn next_fusion(p: &Program) -> Option<(usize, usize, usize, Kernel)> {
+    for (pi, product) in p.kernels.iter().enumerate() {
+        let Some((g, [Expr::Load { buffer: probs, index: at }, value])) = f32_product(p, product) else { continue };
+        let (Some(rows), Some(cols)) = (g.rows, g.cols) else { continue };
+        if !only_reader(p, probs, pi, &at) {
+            continue;
+        }
+        let Some(si) = p.kernels.iter().position(|k| k.output == probs) else { continue };
+        let softmax = &p.kernels[si];
+        let Body::Along { func: AlongAxis::Softmax, axis, value: logit } = &softmax.body else { continue };
+        let distinct_loops = at.iter().enumerate().all(|(d, i)| matches!(i, Index::Loop(l) if !at[..d].contains(&Index::Loop(*l))));
+        if p.buffers[probs].dtype != DType::F32 || !softmax.rows.is_empty() || !distinct_loops || at.get(*axis) != Some(&Index::Loop(g.inner)) {
+            continue;
+        }
+        let own: Vec<Index> = (0..softmax.loops.len()).map(Index::Loop).collect();
+        let loads = logit.loads();
+        let Some(ki) = loads.iter().filter(|(_, index)| *index == own.as_slice()).find_map(|(b, _)| p.kernels.iter().position(|k| k.output == *b && k.schedule.gemm.is_some())) else { continue };
+        let scores = &p.kernels[ki];
+        if loads.iter().filter(|(b, _)| *b == scores.output).count() != 1 || !only_reader(p, scores.output, si, &own) || !(ki < si && si < pi) {
+            continue;
+        }
+        let Some((sg, [q, k])) = f32_product(p, scores) else { continue };
+        // The softmax's loop d (and the scores' output loop d) is the
+        // product's loop at[d]; the scores' inner loop is the new depth loop.
+        let depth = product.loops.len();
+        let rename = |e: &Expr, inner: Option<usize>| {
+            let mut e = e.clone();
+            e.rewrite(&mut |e| match e {
+                Expr::Load { index, .. } => {
+                    for i in index.iter_mut() {
+                        if let Index::Loop(l) = i {
+                            *i = if Some(*l) == inner { Index::Loop(depth) } else { at[*l] };
+                        }
+                    }
+                }
+                Expr::LoopIndex(l) => {
+                    if let Index::Loop(to) = at[*l] {
+                        *l = to;
+                    }
+                }
+                _ => {}
+            });
+            e
+        };
+        let (q, k) = (rename(&q, Some(sg.inner)), rename(&k, Some(sg.inner)));
+        if reads(&q, g.inner) || reads(&k, rows) || reads(&value, rows) {
+            continue;
+        }
+        let mut logit = rename(logit, None);
+        logit.rewrite(&mut |e| {
+            if matches!(e, Expr::Load { buffer, .. } if *buffer == scores.output) {
+                *e = Expr::Row(0);
+            }
+        });
+        let Body::Reduce { value: Expr::Apply { func, .. }, .. } = &scores.body else { continue };
+        let score = Expr::Apply { func: *func, compute: DType::F32, args: vec![q, k] };
+        let mut loops = product.loops.clone();
+        loops.push(Loop { extent: scores.loops[sg.inner].extent, role: Role::Reduce });
+        let fused = Kernel {
+            output: product.output,
+            loops,
+            rows: vec![RowReduction { op: Reduction::Sum, dtype: DType::F32, value: score }],
+            body: Body::Attention { keys: g.inner, logit, value },
+            schedule: Schedule { attention: Some(AttentionLoops { batch: g.batch, rows, cols, tile: TILE, scratch: [0; 3] }), ..Schedule::default() },
+        };
+        return Some((ki, si, pi, fused));
+    }
+    None
+}
