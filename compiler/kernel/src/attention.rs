@@ -10,13 +10,15 @@
 use nax_front::check::sizes::Size;
 use crate::kernel::{AttentionLoops, Body, Buffer, BufferKind, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule};
 use crate::rows::only_reader;
-use nax_front::checked::{AlongAxis, Reduction};
+use nax_front::checked::{AlongAxis, Elementwise, Reduction};
+use nax_front::syntax::ast::UnaryOp;
+use nax_ir::{Literal, MapFn};
 use nax_runtime::DType;
 
 /// The tiles: 64 queries by 128 keys. A tile's scores (32 KiB of f32) and
 /// its rows' accumulated outputs stay in the first two cache levels
 /// between the two products.
-const TILE: (u64, u64) = (64, 128);
+const TILE: (u64, u64) = (64, 64);
 
 /// Fuses each attention pattern into one kernel.
 pub fn fuse(p: &mut Program) {
@@ -112,6 +114,7 @@ fn next_fusion(p: &Program) -> Option<(usize, usize, usize, Kernel)> {
                 *e = Expr::Row(0);
             }
         });
+        let (logit, visible) = split_mask(logit);
         let Body::Reduce { value: Expr::Apply { func, .. }, .. } = &scores.body else { continue };
         let score = Expr::Apply { func: *func, compute: DType::F32, args: vec![q, k] };
         let mut loops = product.loops.clone();
@@ -120,10 +123,42 @@ fn next_fusion(p: &Program) -> Option<(usize, usize, usize, Kernel)> {
             output: product.output,
             loops,
             rows: vec![RowReduction { op: Reduction::Sum, dtype: DType::F32, value: score }],
-            body: Body::Attention { keys: g.inner, logit, value },
+            body: Body::Attention { keys: g.inner, logit, visible, value },
             schedule: Schedule { attention: Some(AttentionLoops { batch: g.batch, rows, cols, tile: TILE, scratch: [0; 3] }), ..Schedule::default() },
         };
         return Some((ki, si, pi, fused));
     }
     None
+}
+
+/// A logit `where(c, x, -inf)` (or `where(c, -inf, x)`) whose condition
+/// does not read the score: `x` and the mask `c` (or `not c`), so that a
+/// tile the mask hides whole is skipped before its scores are computed.
+fn split_mask(logit: Expr) -> (Expr, Option<Expr>) {
+    let minus_infinity = |e: &Expr| match e {
+        Expr::Literal(Literal::Float(v)) => *v == f64::NEG_INFINITY,
+        Expr::Apply { func: MapFn::Unary(UnaryOp::Neg), args, .. } => matches!(args.as_slice(), [Expr::Literal(Literal::Float(v))] if *v == f64::INFINITY),
+        _ => false,
+    };
+    let Expr::Apply { func: MapFn::Builtin(Elementwise::Where), args, .. } = &logit else { return (logit, None) };
+    let [c, a, b] = args.as_slice() else { return (logit, None) };
+    if reads_score(c) {
+        return (logit, None);
+    }
+    if minus_infinity(b) {
+        (a.clone(), Some(c.clone()))
+    } else if minus_infinity(a) {
+        (b.clone(), Some(Expr::Apply { func: MapFn::Unary(UnaryOp::Not), compute: DType::Bool, args: vec![c.clone()] }))
+    } else {
+        (logit, None)
+    }
+}
+
+/// Whether an expression reads the score (`row0`).
+pub(crate) fn reads_score(e: &Expr) -> bool {
+    match e {
+        Expr::Row(0) => true,
+        Expr::Apply { args, .. } => args.iter().any(reads_score),
+        _ => false,
+    }
 }

@@ -113,10 +113,11 @@ pub enum Body {
     /// softmax along keys of logit, times value`. The kernel's loops are
     /// the output's, then `keys`, then the depth of the score, the
     /// kernel's one row reduction (a sum over the last loop, per position
-    /// of the others), which `logit` reads as `row0`. It runs as one
-    /// flash-attention pass (see [`AttentionLoops`]): the scores and the
-    /// probabilities never exist whole.
-    Attention { keys: usize, logit: Expr, value: Expr },
+    /// of the others), which `logit` reads as `row0`. Where `visible` (a
+    /// mask that does not read the score) is false, the logit is `-inf`.
+    /// It runs as one flash-attention pass (see [`AttentionLoops`]): the
+    /// scores and the probabilities never exist whole.
+    Attention { keys: usize, logit: Expr, visible: Option<Expr>, value: Expr },
 }
 
 impl Expr {
@@ -165,7 +166,7 @@ impl Body {
     pub fn exprs(&self) -> Vec<&Expr> {
         match self {
             Body::Store(v) | Body::Reduce { value: v, .. } | Body::Along { value: v, .. } => vec![v],
-            Body::Attention { logit, value, .. } => vec![logit, value],
+            Body::Attention { logit, visible, value, .. } => [Some(logit), visible.as_ref(), Some(value)].into_iter().flatten().collect(),
         }
     }
 
@@ -173,7 +174,7 @@ impl Body {
     pub fn exprs_mut(&mut self) -> Vec<&mut Expr> {
         match self {
             Body::Store(v) | Body::Reduce { value: v, .. } | Body::Along { value: v, .. } => vec![v],
-            Body::Attention { logit, value, .. } => vec![logit, value],
+            Body::Attention { logit, visible, value, .. } => [Some(logit), visible.as_mut(), Some(value)].into_iter().flatten().collect(),
         }
     }
 }
@@ -227,12 +228,16 @@ pub struct Schedule {
 /// updates each row's running maximum and sum (an online softmax, which
 /// rescales the row's accumulated output), and a second product adds the
 /// tile's probabilities times the values to the accumulated output. A
-/// tile whose logits are all `-inf` (masked) adds nothing and skips its
-/// second product. `cols` is the output loop of the value's columns.
+/// tile whose logits are all `-inf` adds nothing and skips its second
+/// product; a tile where the mask (`visible`) hides every key skips both
+/// products, which the compiled code tells first, in a probe that reads
+/// only the mask. `cols` is the output loop of the value's columns.
 ///
 /// The kernel's compiled code computes one tile: the driver passes, after
 /// the program's size slots, the tile's first position along each loop,
-/// then its number of rows and of keys; and the tile's scratch buffers.
+/// then its number of rows and of keys, then 1 to probe the mask (the
+/// tile's scratch then gets the largest of 1 where visible and `-inf`
+/// where not) or 0 to compute; and the tile's scratch buffers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AttentionLoops {
     pub batch: Vec<usize>,

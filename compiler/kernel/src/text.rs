@@ -17,7 +17,7 @@
 //! (loops, `_` for none), `flash [BATCH] ROWS COLS 64x128 %S %A %M`
 //! (an attention's loops, tiles and tile buffers). Row reductions come next, each ending in `;`
 //! (`row mean f32 load %0[i0 i1];`), and the body reads them as `row0`, ...
-//! An attention's body is `attention KEYS LOGIT by VALUE`.
+//! An attention's body is `attention KEYS LOGIT [where VISIBLE] by VALUE`.
 
 use crate::kernel::{Body, BufferKind, Expr, Index, Program, Role};
 use nax_ir::text::{along_name, map_fn_name, print_symbols, reduction_name, size_text};
@@ -85,7 +85,10 @@ pub fn print(p: &Program) -> String {
             Body::Store(e) => format!("store {}", expr_text(e)),
             Body::Reduce { op, value } => format!("reduce {} {}", reduction_name(*op), expr_text(value)),
             Body::Along { func, axis, value } => format!("along {} i{axis} {}", along_name(*func), expr_text(value)),
-            Body::Attention { keys, logit, value } => format!("attention i{keys} {} by {}", expr_text(logit), expr_text(value)),
+            Body::Attention { keys, logit, visible, value } => {
+                let visible = visible.as_ref().map_or(String::new(), |v| format!(" where {}", expr_text(v)));
+                format!("attention i{keys} {}{visible} by {}", expr_text(logit), expr_text(value))
+            }
         };
         let mut schedule = String::new();
         if !k.schedule.order.is_empty() {
@@ -334,8 +337,9 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                     "attention" => {
                         let keys = c.loop_index()?;
                         let logit = c.expr()?;
+                        let visible = if c.eat("where") { Some(c.expr()?) } else { None };
                         c.expect("by")?;
-                        Body::Attention { keys, logit, value: c.expr()? }
+                        Body::Attention { keys, logit, visible, value: c.expr()? }
                     }
                     other => return Err(c.err(format!("unknown kernel body `{other}`"))),
                 };

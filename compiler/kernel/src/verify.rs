@@ -65,7 +65,7 @@ pub fn verify(p: &Program) -> Vec<String> {
         if attention != kernel.schedule.attention.is_some() {
             errors.push(format!("kernel {k}: an attention body and a flash schedule go together"));
         }
-        if let (Body::Attention { keys, logit, value }, Some(a)) = (&kernel.body, &kernel.schedule.attention) {
+        if let (Body::Attention { keys, logit, visible, value }, Some(a)) = (&kernel.body, &kernel.schedule.attention) {
             let mut all: Vec<usize> = a.batch.iter().copied().chain([a.rows, a.cols]).collect();
             all.sort_unstable();
             let depth = rank + 1;
@@ -80,8 +80,8 @@ pub fn verify(p: &Program) -> Vec<String> {
                 })
             }) {
                 errors.push(format!("kernel {k}: an attention's scratch buffers are f32 tile buffers of its tile's shapes"));
-            } else if reads(logit, a.cols) || reads(logit, depth) || reads(value, a.rows) || reads(value, depth) || a.tile.0 == 0 || a.tile.1 == 0 {
-                errors.push(format!("kernel {k}: an attention's logit reads only its batch, rows and keys, its value only its batch, keys and columns, and its tiles are not empty"));
+            } else if [Some(logit), visible.as_ref()].into_iter().flatten().any(|e| reads(e, a.cols) || reads(e, depth)) || visible.as_ref().is_some_and(crate::attention::reads_score) || reads(value, a.rows) || reads(value, depth) || a.tile.0 == 0 || a.tile.1 == 0 {
+                errors.push(format!("kernel {k}: an attention's logit and mask read only its batch, rows and keys (the mask not the score), its value only its batch, keys and columns, and its tiles are not empty"));
             }
         }
         if !kernel.rows.is_empty() && !attention && !crate::rows::takes_rows(kernel) {

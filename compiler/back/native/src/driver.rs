@@ -209,14 +209,15 @@ impl Compiled {
 
     /// Runs an attention kernel (see [`AttentionLoops`]): one task per
     /// position of the batch loops and tile of rows, split across threads;
-    /// per tile of keys, the scores' product into the tile's scratch, the
+    /// per tile of keys the mask shows (a probe tells), the scores' product
+    /// into the tile's scratch, the
     /// compiled tile code (logits, online softmax, rescaling), and, unless
     /// every logit of the tile is `-inf`, the product of the probabilities
     /// and the values added to the rows' accumulated output; at the end
     /// each row is divided by its sum into the output.
     fn run_attention(&self, kernel: &Kernel, a: &AttentionLoops, tile: KernelFn, table: &Table, slots: &[i64], threads: usize) {
         let p = &self.program;
-        let Body::Attention { keys, value: Expr::Load { buffer: vb, index: vi }, .. } = &kernel.body else { return };
+        let Body::Attention { keys, visible, value: Expr::Load { buffer: vb, index: vi }, .. } = &kernel.body else { return };
         let Some(Expr::Apply { args, .. }) = kernel.rows.first().map(|r| &r.value) else { return };
         let [Expr::Load { buffer: qb, index: qi }, Expr::Load { buffer: kb, index: ki }] = args.as_slice() else { return };
         let extents: Vec<usize> = kernel.loops.iter().map(|l| self.plan.value(p, l.extent, slots)).collect();
@@ -239,7 +240,7 @@ impl Compiled {
             let first_row = block * tile_rows;
             let rows = tile_rows.min(n - first_row);
             let mut sizes = slots.to_vec();
-            sizes.resize(base + loops + 2, 0);
+            sizes.resize(base + loops + 3, 0);
             let (mut oo, mut oq, mut ok, mut ov) = (bo, bq, bk, bv);
             let mut rest = position;
             for &l in a.batch.iter().rev() {
@@ -271,6 +272,14 @@ impl Compiled {
                 // `rows x width` outputs; the compiled tile reads and writes
                 // only the scratch and what the kernel's loads name.
                 unsafe {
+                    if visible.is_some() {
+                        sizes[base + loops + 2] = 1;
+                        tile(buffers.as_ptr(), sizes.as_ptr(), 0, 0);
+                        sizes[base + loops + 2] = 0;
+                        if stats[2 * tile_rows] == f32::NEG_INFINITY {
+                            continue;
+                        }
+                    }
                     if d == 0 {
                         scores.fill(0.0);
                     } else {
@@ -284,12 +293,13 @@ impl Compiled {
                 }
             }
             let out = out_ptr as *mut f32;
-            for i in 0..rows {
+            for (i, row) in acc.chunks_exact(width.max(1)).take(rows).enumerate() {
                 // No keys at all: an empty sum, 0 (the softmax of nothing is empty).
-                let sum = if m == 0 { f32::INFINITY } else { stats[2 * i + 1] };
-                for c in 0..width {
+                let scale = if m == 0 { 0.0 } else { 1.0 / stats[2 * i + 1] };
+                let start = oo + i as isize * so[a.rows];
+                for (c, &x) in row.iter().enumerate() {
                     // SAFETY: row `first_row + i` and column `c` are inside the output.
-                    unsafe { *out.offset(oo + i as isize * so[a.rows] + c as isize * so[a.cols]) = acc[i * width + c] / sum };
+                    unsafe { *out.offset(start + c as isize * so[a.cols]) = x * scale };
                 }
             }
         };

@@ -130,7 +130,7 @@ impl<E: Emitter> Lowering<'_, E> {
                 self.close(open);
             }
             Body::Reduce { op, value } => self.reduce_in_memory(*op, value, &order, rank),
-            Body::Attention { keys, logit, .. } => self.attention_tile(*keys, logit),
+            Body::Attention { keys, logit, visible, .. } => self.attention_tile(*keys, logit, visible.as_ref()),
             Body::Along { func, axis, value } => match self.k.schedule.columns {
                 Some(width) => self.along_columns(*func, *axis, value, width as i64),
                 None => self.along(*func, *axis, value),
@@ -542,7 +542,8 @@ impl<E: Emitter> Lowering<'_, E> {
     /// (exponentials against it, `-inf` logits giving 0), the running sum
     /// and accumulated output rescaled to the new maximum; then the tile's
     /// largest logit, which tells the driver whether any key is unmasked.
-    fn attention_tile(&mut self, keys: usize, logit: &Expr) {
+    /// In a probe, only whether the mask shows any key of the tile.
+    fn attention_tile(&mut self, keys: usize, logit: &Expr, visible: Option<&Expr>) {
         let Some(a) = self.k.schedule.attention.clone() else { return };
         let [scores, acc, stats] = a.scratch;
         let base = self.plan.slot_count();
@@ -558,6 +559,30 @@ impl<E: Emitter> Lowering<'_, E> {
         let zero = self.e.float(f, 0.0);
         let zero_i = self.e.int(Kind::I64, 0);
         let one_i = self.e.int(Kind::I64, 1);
+        let last = self.e.int(Kind::I64, 2 * a.tile.0 as i64);
+        // A loop of one or no iteration is the `if` of probing or computing.
+        let probe = self.e.size(base + loops + 2);
+        if let Some(visible) = visible {
+            let (h_probe, _) = self.e.begin_loop(zero_i, probe, 1);
+            let one = self.e.float(f, 1.0);
+            let any = self.e.variable(f, neg_inf);
+            let (h_row, i) = self.e.begin_loop(zero_i, rows, 1);
+            self.index[a.rows] = Some(self.e.binary(Binary::Add, Kind::I64, first_row, i));
+            let (h, j) = self.e.begin_loop(zero_i, cols, 1);
+            self.index[keys] = Some(self.e.binary(Binary::Add, Kind::I64, first_key, j));
+            let (shown, _) = self.eval(visible);
+            let x = self.e.select(f, shown, one, neg_inf);
+            let y = self.e.get(any);
+            let y2 = self.e.accumulate(Binary::Max, f, y, x);
+            self.e.set(any, y2);
+            self.e.end_loop(h);
+            self.e.end_loop(h_row);
+            let y = self.e.get(any);
+            self.e.store(f, stats, last, y);
+            self.e.end_loop(h_probe);
+        }
+        let compute = self.e.binary(Binary::Sub, Kind::I64, one_i, probe);
+        let (h_compute, _) = self.e.begin_loop(zero_i, compute, 1);
         let tile_max = self.e.variable(f, neg_inf);
         let (h_row, i) = self.e.begin_loop(zero_i, rows, 1);
         let n = self.e.binary(Binary::Add, Kind::I64, first_row, i);
@@ -575,7 +600,11 @@ impl<E: Emitter> Lowering<'_, E> {
         let at = self.e.binary(Binary::Add, Kind::I64, row_start, j);
         let score = self.e.load(f, scores, at);
         self.rows = vec![(score, f)];
-        let x = self.float_value(logit, f);
+        let mut x = self.float_value(logit, f);
+        if let Some(visible) = visible {
+            let (shown, _) = self.eval(visible);
+            x = self.e.select(f, shown, x, neg_inf);
+        }
         self.e.store(f, scores, at, x);
         let r = self.e.get(row_max);
         let r2 = self.e.accumulate(Binary::Max, f, r, x);
@@ -615,9 +644,9 @@ impl<E: Emitter> Lowering<'_, E> {
         self.e.store(f, acc, at, o2);
         self.e.end_loop(h);
         self.e.end_loop(h_row);
-        let last = self.e.int(Kind::I64, 2 * a.tile.0 as i64);
         let t = self.e.get(tile_max);
         self.e.store(f, stats, last, t);
+        self.e.end_loop(h_compute);
     }
 
     fn float_value(&mut self, value: &Expr, kind: Kind) -> E::Value {
