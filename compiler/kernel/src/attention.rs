@@ -41,7 +41,7 @@ pub fn fuse(p: &mut Program) {
 
 /// The product of two loads of a GEMM kernel's body, when it is one in f32.
 fn f32_product(p: &Program, k: &Kernel) -> Option<(GemmLoops, [Expr; 2])> {
-    let g = k.schedule.gemm.clone()?;
+    let g = k.schedule.gemm.clone().filter(|g| g.epilogue.is_none())?;
     let Body::Reduce { op: Reduction::Sum, value: Expr::Apply { args, compute: DType::F32, .. } } = &k.body else { return None };
     let [a @ Expr::Load { .. }, b @ Expr::Load { .. }] = args.as_slice() else { return None };
     (p.buffers[k.output].dtype == DType::F32 && k.rows.is_empty()).then(|| (g, [a.clone(), b.clone()]))

@@ -129,6 +129,7 @@ pub fn form(g: &Graph) -> Result<Program, String> {
     };
     crate::attention::fuse(&mut f.p);
     crate::rows::fuse(&mut f.p);
+    crate::epilogue::fuse(&mut f.p);
     f.p.drop_unused_buffers();
     Ok(f.p)
 }
@@ -338,7 +339,7 @@ impl Former<'_> {
         let rows = (0..rank).rev().find(|&l| reads(ia, l) && !reads(ib, l));
         let cols = (0..rank).rev().find(|&l| reads(ib, l) && !reads(ia, l));
         let batch = (0..rank).filter(|&l| Some(l) != rows && Some(l) != cols).collect();
-        Some(crate::kernel::GemmLoops { batch, rows, cols, inner })
+        Some(crate::kernel::GemmLoops { batch, rows, cols, inner, epilogue: None })
     }
 
     /// Whether a reduction into `out` can accumulate in the output's own

@@ -261,6 +261,12 @@ pub struct GemmLoops {
     pub rows: Option<usize>,
     pub cols: Option<usize>,
     pub inner: usize,
+    /// An elementwise epilogue (a bias, an activation, a scale): after the
+    /// products, `out = epilogue` at each output element, where the
+    /// epilogue reads the product as a load of the output at its own
+    /// position. The kernel's compiled code runs it over the output loops,
+    /// in place, while the driver splits them across threads.
+    pub epilogue: Option<Expr>,
 }
 
 impl Schedule {
@@ -287,12 +293,14 @@ impl Kernel {
 
     /// The expressions the kernel evaluates: its row reductions', then its body's.
     pub fn values(&self) -> impl Iterator<Item = &Expr> {
-        self.rows.iter().map(|r| &r.value).chain(self.body.exprs())
+        let epilogue = self.schedule.gemm.as_ref().and_then(|g| g.epilogue.as_ref());
+        self.rows.iter().map(|r| &r.value).chain(self.body.exprs()).chain(epilogue)
     }
 
     /// The same, to rewrite.
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Expr> {
-        self.rows.iter_mut().map(|r| &mut r.value).chain(self.body.exprs_mut())
+        let epilogue = self.schedule.gemm.as_mut().and_then(|g| g.epilogue.as_mut());
+        self.rows.iter_mut().map(|r| &mut r.value).chain(self.body.exprs_mut()).chain(epilogue)
     }
 
     /// The buffers the kernel reads or writes, in increasing order.
@@ -379,7 +387,8 @@ impl Program {
     /// What a kernel moves and computes. A GEMM counts two FLOPs per
     /// multiply-add; a loop nest counts its operations per iteration (one
     /// more to accumulate a reduction, four more for a softmax's passes, and
-    /// each row reduction's).
+    /// each row reduction's), and a GEMM's epilogue its operations per
+    /// output element.
     pub fn estimate(&self, k: &Kernel) -> Estimate {
         let bytes = k.buffers().into_iter().try_fold(0u64, |sum, b| {
             let size = self.elements(b)?.checked_mul(self.buffers[b].dtype.size_bytes() as u64)?;
@@ -404,7 +413,12 @@ impl Program {
                 (Body::Along { value, .. }, None) => value.operations() + 4,
                 (Body::Attention { logit, .. }, None) => logit.operations() + 6,
             };
-        Estimate { bytes, flops: iterations.and_then(|i| i.checked_mul(per_iteration)) }
+        // A GEMM's epilogue runs once per output element.
+        let epilogue = match k.schedule.gemm.as_ref().and_then(|g| g.epilogue.as_ref()) {
+            Some(e) => self.elements(k.output).and_then(|n| n.checked_mul(e.operations())),
+            None => Some(0),
+        };
+        Estimate { bytes, flops: iterations.and_then(|i| i.checked_mul(per_iteration)).zip(epilogue).and_then(|(a, b)| a.checked_add(b)) }
     }
 }
 

@@ -5,6 +5,7 @@
 //! kernel has an [`Estimate`] of the bytes it moves and its FLOPs.
 
 mod attention;
+mod epilogue;
 mod form;
 mod kernel;
 mod rows;

@@ -14,7 +14,7 @@
 //! A load's indices are loops (`i1`), fixed positions (`2`), or `_` for a
 //! size-1 axis read at 0 (a broadcast). A kernel's schedule, when not the
 //! plain one, follows its loops: `order [i0 i2 i1]`, `tile 128x16`, `columns 64`, `gemm [BATCH] ROWS COLS INNER`
-//! (loops, `_` for none), `flash [BATCH] ROWS COLS 64x128 %S %A %M`
+//! (loops, `_` for none; an epilogue follows as `then EXPR;`), `flash [BATCH] ROWS COLS 64x128 %S %A %M`
 //! (an attention's loops, tiles and tile buffers). Row reductions come next, each ending in `;`
 //! (`row mean f32 load %0[i0 i1];`), and the body reads them as `row0`, ...
 //! An attention's body is `attention KEYS LOGIT [where VISIBLE] by VALUE`.
@@ -105,6 +105,9 @@ pub fn print(p: &Program) -> String {
             let batch: Vec<String> = g.batch.iter().map(|l| format!("i{l}")).collect();
             let optional = |l: Option<usize>| l.map_or("_".to_string(), |l| format!("i{l}"));
             let _ = write!(schedule, " gemm [{}] {} {} i{}", batch.join(" "), optional(g.rows), optional(g.cols), g.inner);
+            if let Some(e) = &g.epilogue {
+                let _ = write!(schedule, " then {};", expr_text(e));
+            }
         }
         if let Some(a) = &k.schedule.attention {
             let batch: Vec<String> = a.batch.iter().map(|l| format!("i{l}")).collect();
@@ -300,7 +303,15 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                     let optional = |c: &mut Cursor| if c.eat("_") { Ok(None) } else { c.loop_index().map(Some) };
                     let rows = optional(&mut c)?;
                     let cols = optional(&mut c)?;
-                    schedule.gemm = Some(crate::kernel::GemmLoops { batch, rows, cols, inner: c.loop_index()? });
+                    let inner = c.loop_index()?;
+                    let epilogue = if c.eat("then") {
+                        let e = c.expr()?;
+                        c.expect(";")?;
+                        Some(e)
+                    } else {
+                        None
+                    };
+                    schedule.gemm = Some(crate::kernel::GemmLoops { batch, rows, cols, inner, epilogue });
                 }
                 if c.eat("flash") {
                     c.expect("[")?;

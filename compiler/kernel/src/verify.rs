@@ -50,6 +50,9 @@ pub fn verify(p: &Program) -> Vec<String> {
             if all != (0..kernel.loops.len()).collect::<Vec<_>>() || g.inner + 1 != kernel.loops.len() || !product_of_two_loads {
                 errors.push(format!("kernel {k}: the GEMM loops do not fit the kernel"));
             }
+            if g.epilogue.as_ref().is_some_and(|e| e.loads().iter().any(|(_, index)| index.contains(&Index::Loop(g.inner))) || e.loop_indices().contains(&g.inner)) {
+                errors.push(format!("kernel {k}: a GEMM's epilogue reads its inner loop"));
+            }
         }
         let takes_columns = match kernel.body {
             Body::Along { func, axis, .. } => crate::kernel::Schedule::takes_columns(&p.symbols, out.dtype, &kernel.loops, func, axis),

@@ -386,13 +386,17 @@ impl Compiled {
         for (kernel, &f) in p.kernels.iter().zip(&self.kernels) {
             if let Some(g) = &kernel.schedule.gemm {
                 self.run_gemm(kernel, g, &table, &slots, threads);
-                continue;
+                if g.epilogue.is_none() {
+                    continue;
+                }
             }
             if let Some(a) = &kernel.schedule.attention {
                 self.run_attention(kernel, a, f, &table, &slots, threads);
                 continue;
             }
-            let extents: Vec<usize> = kernel.loops.iter().map(|l| self.plan.value(p, l.extent, &slots)).collect();
+            // A GEMM's epilogue runs over the output's loops.
+            let loops = if kernel.schedule.gemm.is_some() { &kernel.loops[..kernel.loops.len() - 1] } else { &kernel.loops[..] };
+            let extents: Vec<usize> = loops.iter().map(|l| self.plan.value(p, l.extent, &slots)).collect();
             let work = extents.iter().fold(1usize, |a, &e| a.saturating_mul(e));
             let parallel = kernel.parallel_loop();
             let n = if parallel { extents[0] } else { 0 };

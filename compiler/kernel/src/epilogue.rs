@@ -1,0 +1,57 @@
+//! Epilogue fusion, after kernels are formed: an elementwise store that
+//! reads a matrix product's output at its own position, and is its only
+//! reader, becomes the product's epilogue (`x @ w + b`, `gelu(x @ w)`,
+//! `(q @ k) * s`): the product writes the store's output, and the store's
+//! expression runs over it in place, so the product's own buffer and its
+//! second kernel are gone.
+
+use crate::kernel::{Body, BufferKind, Expr, Index, Program, Schedule};
+use crate::rows::only_reader;
+
+/// Fuses each such store into its product.
+pub fn fuse(p: &mut Program) {
+    while let Some((product, store)) = next_fusion(p) {
+        let mut k = p.kernels.remove(product);
+        let store = store - 1;
+        let Body::Store(mut value) = p.kernels[store].body.clone() else { continue };
+        let out = p.kernels[store].output;
+        value.rewrite(&mut |e| {
+            if let Expr::Load { buffer, .. } = e
+                && *buffer == k.output
+            {
+                *buffer = out;
+            }
+        });
+        k.output = out;
+        if let Some(g) = &mut k.schedule.gemm {
+            g.epilogue = Some(value);
+        }
+        p.kernels[store] = k;
+    }
+}
+
+/// The next (product, store) pair: the product is a GEMM kernel without an
+/// epilogue whose output is a temporary only the store reads, at the
+/// store's own position; the store is a plain elementwise kernel over the
+/// same loops, of the same dtype, after the product.
+fn next_fusion(p: &Program) -> Option<(usize, usize)> {
+    for (si, s) in p.kernels.iter().enumerate() {
+        let Body::Store(value) = &s.body else { continue };
+        if !s.rows.is_empty() || s.schedule != Schedule::default() || p.buffers[s.output].kind != BufferKind::Temporary {
+            continue;
+        }
+        let own: Vec<Index> = (0..s.loops.len()).map(Index::Loop).collect();
+        for (buffer, index) in value.loads() {
+            if index != own.as_slice() || !only_reader(p, buffer, si, &own) || p.buffers[buffer].dtype != p.buffers[s.output].dtype {
+                continue;
+            }
+            let Some(pi) = p.kernels.iter().position(|k| k.output == buffer) else { continue };
+            let k = &p.kernels[pi];
+            let rank = p.buffers[buffer].shape.len();
+            if pi < si && k.schedule.gemm.as_ref().is_some_and(|g| g.epilogue.is_none()) && k.loops.len() == rank + 1 && s.loops.len() == rank {
+                return Some((pi, si));
+            }
+        }
+    }
+    None
+}
