@@ -4,11 +4,14 @@
 //! The rule associates any two operands of a contraction of three or more
 //! (keeping the labels the rest or the result still need), so the e-graph
 //! holds every contraction tree; the cost model's multiply-adds pick the
-//! cheapest, in the spirit of opt_einsum.
+//! cheapest, in the spirit of opt_einsum. A sum over a contraction's
+//! output distributes into it, so the association sums that label as early
+//! as it can.
 
-use crate::language::{add, node_type, plain, rule, tensor_of, ENode, Types, EG};
+use crate::language::{add, node_type, nodes_of, plain, rule, tensor_of, ENode, Types, EG};
 use egg::{Id, Rewrite};
 use nax_front::check::types::{Axis, Type};
+use nax_front::checked::Reduction;
 use nax_ir::Op;
 use std::collections::BTreeMap;
 
@@ -60,9 +63,32 @@ fn associate(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     out
 }
 
+/// sum(contract(..), axes) => contract(..) without those output labels:
+/// the sum distributes into the contraction, which then sums them with its
+/// own (and association can sum them early, inside a pair). Floats only,
+/// in the contraction's own dtype.
+fn sum_of_contraction(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let Op::Reduce { op: Reduction::Sum, axes } = op else { return Vec::new() };
+    let ty = node_type(eg, node).clone();
+    let Type::Tensor(outer) = &ty else { return Vec::new() };
+    let mut out = Vec::new();
+    for (inner, inner_op) in nodes_of(eg, node.children[0], |o| matches!(o, Op::Contract { .. })) {
+        let Op::Contract { labels, output } = inner_op else { continue };
+        if !outer.dtype.is_float() || tensor_of(eg, node.children[0]).is_none_or(|t| t.dtype != outer.dtype) {
+            continue;
+        }
+        let kept: Vec<usize> = output.iter().enumerate().filter(|(a, _)| !axes.contains(a)).map(|(_, &l)| l).collect();
+        out.push(add(eg, Op::Contract { labels, output: kept }, ty.clone(), inner.children.clone()));
+    }
+    out
+}
+
 /// The family's rules.
 pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
-    Ok(vec![rule("associate-contraction", |o| matches!(o, Op::Contract { labels, .. } if labels.len() >= 3), associate)?])
+    Ok(vec![
+        rule("associate-contraction", |o| matches!(o, Op::Contract { labels, .. } if labels.len() >= 3), associate)?,
+        rule("sum-of-contraction", |o| matches!(o, Op::Reduce { op: Reduction::Sum, .. }), sum_of_contraction)?,
+    ])
 }
 
 #[cfg(test)]
@@ -87,6 +113,20 @@ mod tests {
     #[test]
     fn a_binary_contraction_is_left_alone() {
         assert_eq!(optimized("dim i = 4\ndim j = 5\ndef f(a: [i j], b: [j]) -> [i] {\n    return a @ b\n}\n"), "(contract a[0 1] b[1] -> [0])");
+    }
+
+    // sum-of-contraction: sum(a @ b, k) => contract(a, b) -> [i]
+    #[test]
+    fn a_sum_of_a_product_is_one_contraction() {
+        let g = optimized("dim i = 4\ndim j = 5\ndim k = 6\ndef f(a: [i j], b: [j k]) -> [i] {\n    return sum(a @ b, k)\n}\n");
+        assert_eq!(g, "(contract a[0 2] b[2 1] -> [0])");
+    }
+
+    // sum-of-contraction, then associate-contraction: sum(einsum(a, b, c), l) sums l inside the cheap pair
+    #[test]
+    fn a_sum_distributes_into_a_chain() {
+        let g = optimized("dim i = 8\ndim j = 512\ndim k = 512\ndim l = 512\ndef f(a: [i j], b: [j k], c: [k l]) -> [i] {\n    return sum(einsum(a, b, c: i j, j k, k l -> i l), l)\n}\n");
+        assert_eq!(g, "(contract (contract a[0 1] b[1 2] -> [0 2])[0 2] c[2 3] -> [0])");
     }
 
     #[test]
