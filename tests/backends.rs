@@ -106,6 +106,11 @@ fn cases() -> Vec<Case> {
         case("return_permuted", "dim n = 2\ndim m = 3\ndef f(x: [n m]) -> [m n] {\n    return x * 2.0\n}\n"),
         case("length_one", "dim n = 1\ndef f(x: [n], y: [1]) -> Prob(n)[n] {\n    return softmax(x + y, n)\n}\n"),
         Case { sizes: vec![("V", 46)], ..case("runtime_sizes", "dim V\ndim W = V / 2\ndef f(x: [V], y: [W]) -> [W] {\n    h = rearrange(x, (a 2) -> a 2)\n    return (reduce(h, a t -> a, sum) as [W]) * y\n}\n") },
+        // Flash attention with sizes known only at the call (tile edges
+        // against run-time extents), and with nan and inf among its inputs.
+        Case { sizes: vec![("n", 67), ("m", 130), ("d", 3), ("e", 5)], ..case("flash_attention_run_time_sizes", "dim b = 2\ndim n\ndim m\ndim d\ndim e\ndef f(q: [b n d], k: [b m d], v: [b m e]) -> [b n e] {\n    shown = rearrange(arange(n), n -> n 1) * 2 >= arange(m)\n    p = softmax(masked_fill(einsum(q, k: b n d, b m d -> b n m), !shown, -inf), m)\n    return einsum(p, v: b n m, b m e -> b n e)\n}\n") },
+        Case { sizes: vec![("n", 3), ("m", 0), ("d", 0), ("e", 2)], ..case("flash_attention_no_keys", "dim b = 2\ndim n\ndim m\ndim d\ndim e\ndef f(q: [b n d], k: [b m d], v: [b m e]) -> [b n e] {\n    shown = rearrange(arange(n), n -> n 1) * 2 >= arange(m)\n    p = softmax(masked_fill(einsum(q, k: b n d, b m d -> b n m), !shown, -inf), m)\n    return einsum(p, v: b n m, b m e -> b n e)\n}\n") },
+        Case { special_values: true, ..case("flash_attention_nan_inf", "dim n = 5\ndim m = 7\ndim d = 3\ndef f(q: [n d], k: [m d], v: [m d]) -> [n d] {\n    p = softmax(einsum(q, k: n d, m d -> n m), m)\n    return einsum(p, v: n m, m d -> n d)\n}\n") },
         Case { sizes: vec![("e", 12)], ..case("run_time_keyword", "dim n = 3\ndef f(x: [n e], k: int) -> [n h d] {\n    return rearrange(x, n (h d) -> n h d, h=k)\n}\n") },
         Case { sizes: vec![("b", 7), ("n", 23)], ..case("parameter_sizes", "def f(x: [b n], y: [n]) -> [b n] {\n    return x * y\n}\n") },
         // Edge cases of native code: vector tails and thread splits, stride-0
