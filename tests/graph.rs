@@ -135,3 +135,25 @@ fn every_graph_forms_kernels_that_verify() {
     }
     println!("{count} kernels formed and verified");
 }
+
+/// The verifier rejects attention kernels the driver could not run: a value
+/// that reads the rows, a score that is not a product of two loads, a
+/// missing `flash` schedule, or scratch of the wrong shape.
+#[test]
+fn malformed_attention_kernels_are_rejected() {
+    let text = std::fs::read_to_string(root().join("tests/graphs/attention.kernels")).expect("attention.kernels");
+    let causal: String = text.lines().take_while(|l| !l.starts_with("program biased")).map(|l| format!("{l}\n")).collect();
+    let parsed = nax_kernel::text::parse(&causal).expect("parse");
+    assert!(nax_kernel::verify(&parsed).is_empty(), "{:?}", nax_kernel::verify(&parsed));
+    for (from, to, needle) in [
+        ("by load %3[i0 i1 i4 i3]", "by load %3[i0 i1 i2 i3]", "its value only"),
+        ("row sum f32 mul(f32, load %6[i0 i1 i2 i5], load %4[i0 i1 i4 i5])", "row sum f32 add(f32, load %6[i0 i1 i2 i5], load %4[i0 i1 i4 i5])", "a product of two loads"),
+        (" flash [i0 i1] i2 i3 64x64 %9 %10 %11", "", "go together"),
+        ("buffer %10 f32[64 16] tile", "buffer %10 f32[64 17] tile", "tile's shapes"),
+    ] {
+        assert!(causal.contains(from), "{from}");
+        let broken = nax_kernel::text::parse(&causal.replace(from, to)).expect("parse");
+        let problems = nax_kernel::verify(&broken);
+        assert!(problems.iter().any(|p| p.contains(needle)), "{to}: {problems:?}");
+    }
+}

@@ -47,11 +47,6 @@ fn f32_product(p: &Program, k: &Kernel) -> Option<(GemmLoops, [Expr; 2])> {
     (p.buffers[k.output].dtype == DType::F32 && k.rows.is_empty()).then(|| (g, [a.clone(), b.clone()]))
 }
 
-/// Whether a load reads loop `l`.
-fn reads(e: &Expr, l: usize) -> bool {
-    e.loads().iter().any(|(_, index)| index.contains(&Index::Loop(l)))
-}
-
 /// The next (scores, softmax, product) kernels to fuse, and the kernel
 /// they become: `product` is an f32 matrix product whose first operand
 /// (its rows) is the softmax's output, read along the softmax's axis by
@@ -105,7 +100,7 @@ fn next_fusion(p: &Program) -> Option<(usize, usize, usize, Kernel)> {
             e
         };
         let (q, k) = (rename(&q, Some(sg.inner)), rename(&k, Some(sg.inner)));
-        if reads(&q, g.inner) || reads(&k, rows) || reads(&value, rows) {
+        if q.reads_loop(g.inner) || k.reads_loop(rows) || value.reads_loop(rows) {
             continue;
         }
         let mut logit = rename(logit, None);

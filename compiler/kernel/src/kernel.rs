@@ -137,12 +137,13 @@ impl Expr {
         }
     }
 
-    /// The loops whose position the expression reads (arange).
-    pub fn loop_indices(&self) -> Vec<usize> {
+    /// Whether the expression depends on loop `l`: a load it indexes, or its position.
+    pub fn reads_loop(&self, l: usize) -> bool {
         match self {
-            Expr::LoopIndex(l) => vec![*l],
-            Expr::Apply { args, .. } => args.iter().flat_map(Expr::loop_indices).collect(),
-            _ => Vec::new(),
+            Expr::LoopIndex(i) => *i == l,
+            Expr::Load { index, .. } => index.contains(&Index::Loop(l)),
+            Expr::Apply { args, .. } => args.iter().any(|a| a.reads_loop(l)),
+            _ => false,
         }
     }
 

@@ -50,7 +50,7 @@ pub fn verify(p: &Program) -> Vec<String> {
             if all != (0..kernel.loops.len()).collect::<Vec<_>>() || g.inner + 1 != kernel.loops.len() || !product_of_two_loads {
                 errors.push(format!("kernel {k}: the GEMM loops do not fit the kernel"));
             }
-            if g.epilogue.as_ref().is_some_and(|e| e.loads().iter().any(|(_, index)| index.contains(&Index::Loop(g.inner))) || e.loop_indices().contains(&g.inner)) {
+            if g.epilogue.as_ref().is_some_and(|e| e.reads_loop(g.inner)) {
                 errors.push(format!("kernel {k}: a GEMM's epilogue reads its inner loop"));
             }
         }
@@ -72,10 +72,12 @@ pub fn verify(p: &Program) -> Vec<String> {
             let mut all: Vec<usize> = a.batch.iter().copied().chain([a.rows, a.cols]).collect();
             all.sort_unstable();
             let depth = rank + 1;
-            let single_sum = matches!(kernel.rows.as_slice(), [r] if r.op == nax_front::checked::Reduction::Sum);
-            let reads = |e: &Expr, l: usize| e.loads().iter().any(|(_, index)| index.contains(&Index::Loop(l))) || e.loop_indices().contains(&l);
+            // The score is a product of two loads, the first not reading the
+            // keys and the second not the rows; the value is a load.
+            let single_sum = matches!(kernel.rows.as_slice(), [r] if r.op == nax_front::checked::Reduction::Sum && matches!(&r.value, Expr::Apply { func: nax_ir::MapFn::Binary(nax_front::syntax::ast::BinaryOp::Mul), args, .. } if matches!(args.as_slice(), [q @ Expr::Load { .. }, k @ Expr::Load { .. }] if !q.reads_loop(*keys) && !k.reads_loop(a.rows))))
+                && matches!(value, Expr::Load { .. });
             if all != (0..rank).collect::<Vec<_>>() || *keys != rank || !single_sum || out.dtype != nax_runtime::DType::F32 || kernel.schedule.gemm.is_some() || kernel.schedule.columns.is_some() || kernel.schedule.tile.is_some() {
-                errors.push(format!("kernel {k}: the attention loops do not fit the kernel (batch and rows and columns are the f32 output's loops, then keys, then the depth of its one summed score)"));
+                errors.push(format!("kernel {k}: the attention loops do not fit the kernel (batch and rows and columns are the f32 output's loops, then keys, then the depth of its one summed score, a product of two loads, and its value a load)"));
             } else if a.scratch.iter().zip([vec![a.tile.0, a.tile.1], vec![a.tile.0, 0], vec![2 * a.tile.0 + 1]]).any(|(&b, edges)| {
                 p.buffers.get(b).is_none_or(|b| {
                     let fits = |(&s, &e): (&nax_front::check::sizes::Size, &u64)| if e == 0 { p.symbols.same(s, kernel.loops[a.cols].extent) } else { p.symbols.constant(s) == Some(e) };
@@ -83,7 +85,7 @@ pub fn verify(p: &Program) -> Vec<String> {
                 })
             }) {
                 errors.push(format!("kernel {k}: an attention's scratch buffers are f32 tile buffers of its tile's shapes"));
-            } else if [Some(logit), visible.as_ref()].into_iter().flatten().any(|e| reads(e, a.cols) || reads(e, depth)) || visible.as_ref().is_some_and(crate::attention::reads_score) || reads(value, a.rows) || reads(value, depth) || a.tile.0 == 0 || a.tile.1 == 0 {
+            } else if [Some(logit), visible.as_ref()].into_iter().flatten().any(|e| e.reads_loop(a.cols) || e.reads_loop(depth)) || visible.as_ref().is_some_and(crate::attention::reads_score) || value.reads_loop(a.rows) || value.reads_loop(depth) || a.tile.0 == 0 || a.tile.1 == 0 {
                 errors.push(format!("kernel {k}: an attention's logit and mask read only its batch, rows and keys (the mask not the score), its value only its batch, keys and columns, and its tiles are not empty"));
             }
         }
