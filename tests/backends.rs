@@ -91,6 +91,7 @@ fn cases() -> Vec<Case> {
         case("matmul_2_2", "dim n = 23\ndim k = 7\ndim m = 5\ndef f(x: [n k], w: [k m]) -> [n m] {\n    return x @ w\n}\n"),
         // A product's elementwise consumer becomes its epilogue, run in place.
         case("gemm_epilogues", "dim b = 2\ndim n = 23\ndim k = 7\ndim m = 5\ndef f(x: [b n k], w: [k m], c: [m]) -> [b n m] {\n    h = gelu(x @ w + c)\n    return (h @ rearrange(w, k m -> m k)) * 0.5 @ w + 1.0\n}\n"),
+        case("gemm_epilogue_of_a_dot_product", "dim k = 7\ndef f(x: f64[k], y: f64[k]) -> f64[] {\n    return tanh(x @ y) * 2.0 + 1.0\n}\n"),
         case("matmul_batched", "dim b = 2\ndim H = 3\ndim n = 4\ndim k = 5\ndim m = 2\ndef f(x: [b H n k], y: [b k m], w: [k m]) -> [b H n m] {\n    return x @ y + matmul(x, w)\n}\n"),
         case("matmul_batch_broadcast_from_right", "dim n = 4\ndim k = 5\ndim m = 2\ndef f(x: [3 n k], y: [1 k m]) -> [3 n m] {\n    return x @ y\n}\n"),
         case("matmul_rank3_rank1", "dim b = 2\ndim n = 4\ndim k = 5\ndef f(x: [b n k], v: [k]) -> [b n] {\n    return x @ v\n}\n"),
