@@ -7,7 +7,6 @@
 //! are never stored, and a tile whose logits are all masked skips its
 //! product with the values.
 
-use nax_front::check::sizes::Size;
 use crate::kernel::{AttentionLoops, Body, Buffer, BufferKind, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule};
 use crate::rows::only_reader;
 use nax_front::checked::{AlongAxis, Elementwise, Reduction};
@@ -15,20 +14,18 @@ use nax_front::syntax::ast::UnaryOp;
 use nax_ir::{Literal, MapFn};
 use nax_runtime::DType;
 
-/// The tiles: 64 queries by 128 keys. A tile's scores (32 KiB of f32) and
+/// The tiles: 64 queries by 64 keys. A tile's scores (16 KiB of f32) and
 /// its rows' accumulated outputs stay in the first two cache levels
-/// between the two products.
+/// between the two products; small tiles skip most of what a causal mask
+/// hides.
 const TILE: (u64, u64) = (64, 64);
 
 /// Fuses each attention pattern into one kernel.
 pub fn fuse(p: &mut Program) {
-    while let Some((scores, softmax, product, mut fused)) = next_fusion(p) {
-        if let Some(a) = &mut fused.schedule.attention {
-            let cols = fused.loops[a.cols].extent;
-            let edge = |t: u64| Size::Const(t);
-            let shapes = [vec![edge(a.tile.0), edge(a.tile.1)], vec![edge(a.tile.0), cols], vec![edge(2 * a.tile.0 + 1)]];
-            for (slot, shape) in a.scratch.iter_mut().zip(shapes) {
-                *slot = p.buffers.len();
+    while let Some((scores, softmax, product, fused)) = next_fusion(p) {
+        // The scratch buffers next_fusion numbered from the end of the list.
+        if let Some(a) = &fused.schedule.attention {
+            for shape in a.scratch_shapes(&fused.loops) {
                 p.buffers.push(Buffer { dtype: DType::F32, shape, kind: BufferKind::Tile });
             }
         }
@@ -119,7 +116,7 @@ fn next_fusion(p: &Program) -> Option<(usize, usize, usize, Kernel)> {
             loops,
             rows: vec![RowReduction { op: Reduction::Sum, dtype: DType::F32, value: score }],
             body: Body::Attention { keys: g.inner, logit, visible, value },
-            schedule: Schedule { attention: Some(AttentionLoops { batch: g.batch, rows, cols, tile: TILE, scratch: [0; 3] }), ..Schedule::default() },
+            schedule: Schedule { attention: Some(AttentionLoops { batch: g.batch, rows, cols, tile: TILE, scratch: [0, 1, 2].map(|i| p.buffers.len() + i) }), ..Schedule::default() },
         };
         return Some((ki, si, pi, fused));
     }

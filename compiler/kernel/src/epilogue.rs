@@ -10,10 +10,10 @@ use crate::rows::only_reader;
 
 /// Fuses each such store into its product.
 pub fn fuse(p: &mut Program) {
-    while let Some((product, store)) = next_fusion(p) {
+    while let Some((product, store, mut value)) = next_fusion(p) {
         let mut k = p.kernels.remove(product);
+        // The store came after the product.
         let store = store - 1;
-        let Body::Store(mut value) = p.kernels[store].body.clone() else { continue };
         let out = p.kernels[store].output;
         value.rewrite(&mut |e| {
             if let Expr::Load { buffer, .. } = e
@@ -33,8 +33,8 @@ pub fn fuse(p: &mut Program) {
 /// The next (product, store) pair: the product is a GEMM kernel without an
 /// epilogue whose output is a temporary only the store reads, at the
 /// store's own position; the store is a plain elementwise kernel over the
-/// same loops, of the same dtype, after the product.
-fn next_fusion(p: &Program) -> Option<(usize, usize)> {
+/// same loops, of the same dtype, after the product; and the store's value.
+fn next_fusion(p: &Program) -> Option<(usize, usize, Expr)> {
     for (si, s) in p.kernels.iter().enumerate() {
         let Body::Store(value) = &s.body else { continue };
         if !s.rows.is_empty() || s.schedule != Schedule::default() || p.buffers[s.output].kind != BufferKind::Temporary {
@@ -49,7 +49,7 @@ fn next_fusion(p: &Program) -> Option<(usize, usize)> {
             let k = &p.kernels[pi];
             let rank = p.buffers[buffer].shape.len();
             if pi < si && k.schedule.gemm.as_ref().is_some_and(|g| g.epilogue.is_none()) && k.loops.len() == rank + 1 && s.loops.len() == rank {
-                return Some((pi, si));
+                return Some((pi, si, value.clone()));
             }
         }
     }

@@ -253,6 +253,14 @@ pub struct AttentionLoops {
     pub scratch: [usize; 3],
 }
 
+impl AttentionLoops {
+    /// The shapes of the scratch buffers, for a kernel of these loops.
+    pub fn scratch_shapes(&self, loops: &[Loop]) -> [Vec<Size>; 3] {
+        let (rows, keys) = (Size::Const(self.tile.0), Size::Const(self.tile.1));
+        [vec![rows, keys], vec![rows, loops[self.cols].extent], vec![Size::Const(2 * self.tile.0 + 1)]]
+    }
+}
+
 /// The roles of a GEMM kernel's loops: `out[rows, cols] = sum over inner of
 /// a[rows, inner] b[inner, cols]`, once per position of the batch loops
 /// (every other output loop). The first load of the product is `a`.

@@ -78,10 +78,9 @@ pub fn verify(p: &Program) -> Vec<String> {
                 && matches!(value, Expr::Load { .. });
             if all != (0..rank).collect::<Vec<_>>() || *keys != rank || !single_sum || out.dtype != nax_runtime::DType::F32 || kernel.schedule.gemm.is_some() || kernel.schedule.columns.is_some() || kernel.schedule.tile.is_some() {
                 errors.push(format!("kernel {k}: the attention loops do not fit the kernel (batch and rows and columns are the f32 output's loops, then keys, then the depth of its one summed score, a product of two loads, and its value a load)"));
-            } else if a.scratch.iter().zip([vec![a.tile.0, a.tile.1], vec![a.tile.0, 0], vec![2 * a.tile.0 + 1]]).any(|(&b, edges)| {
+            } else if a.scratch.iter().zip(a.scratch_shapes(&kernel.loops)).any(|(&b, shape)| {
                 p.buffers.get(b).is_none_or(|b| {
-                    let fits = |(&s, &e): (&nax_front::check::sizes::Size, &u64)| if e == 0 { p.symbols.same(s, kernel.loops[a.cols].extent) } else { p.symbols.constant(s) == Some(e) };
-                    b.kind != crate::kernel::BufferKind::Tile || b.dtype != nax_runtime::DType::F32 || b.shape.len() != edges.len() || !b.shape.iter().zip(&edges).all(fits)
+                    b.kind != crate::kernel::BufferKind::Tile || b.dtype != nax_runtime::DType::F32 || b.shape.len() != shape.len() || !b.shape.iter().zip(&shape).all(|(&s, &t)| p.symbols.same(s, t))
                 })
             }) {
                 errors.push(format!("kernel {k}: an attention's scratch buffers are f32 tile buffers of its tile's shapes"));

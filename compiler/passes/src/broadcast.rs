@@ -17,12 +17,17 @@ fn is_expand(op: &Op) -> bool {
     matches!(op, Op::Expand { .. })
 }
 
-/// The expansions in a class: their map and operand.
-fn expands(eg: &EG, class: Id) -> Vec<(Vec<usize>, Id)> {
-    unary_nodes(eg, class, |op| match op {
+/// An expansion's map.
+fn expand_map(op: &Op) -> Option<Vec<usize>> {
+    match op {
         Op::Expand { map } => Some(map.clone()),
         _ => None,
-    })
+    }
+}
+
+/// The expansions in a class: their map and operand.
+fn expands(eg: &EG, class: Id) -> Vec<(Vec<usize>, Id)> {
+    unary_nodes(eg, class, expand_map)
 }
 
 /// map(.., expand(x, e), ..) => map(.., x, ..) reading x with stride 0
@@ -31,15 +36,11 @@ fn expands(eg: &EG, class: Id) -> Vec<(Vec<usize>, Id)> {
 /// extent from another operand: a broadcast operand does not depend on
 /// those labels.
 fn expand_into_operand(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
-    let pick = |o: &Op| match o {
-        Op::Expand { map } => Some(map.clone()),
-        _ => None,
-    };
     let labels = match op {
         Op::Contract { labels, .. } => Some(labels),
         _ => None,
     };
-    absorb_operands(eg, node, op, pick, |eg, k, list, map, x| {
+    absorb_operands(eg, node, op, expand_map, |eg, k, list, map, x| {
         if let Some(labels) = labels {
             let (expanded, xt) = (tensor_of(eg, node.children[k])?, tensor_of(eg, x)?);
             let symbols = &eg.analysis.symbols;

@@ -15,12 +15,17 @@ fn is_permute(op: &Op) -> bool {
     matches!(op, Op::Permute { .. })
 }
 
-/// The permutes in a class: their permutation and operand.
-fn permutes(eg: &EG, class: Id) -> Vec<(Vec<usize>, Id)> {
-    unary_nodes(eg, class, |op| match op {
+/// A permute's permutation.
+fn permutation(op: &Op) -> Option<Vec<usize>> {
+    match op {
         Op::Permute { perm } => Some(perm.clone()),
         _ => None,
-    })
+    }
+}
+
+/// The permutes in a class: their permutation and operand.
+fn permutes(eg: &EG, class: Id) -> Vec<(Vec<usize>, Id)> {
+    unary_nodes(eg, class, permutation)
 }
 
 /// permute(permute(x, p1), p2) => permute(x, p1 . p2); an identity is `x`.
@@ -50,12 +55,8 @@ fn identity_permute(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
 /// permutation; contract(.., permute(x, p), ..) => contract(.., x, ..)
 /// with x's labels permuted.
 fn permute_into_operand(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
-    let pick = |o: &Op| match o {
-        Op::Permute { perm } => Some(perm.clone()),
-        _ => None,
-    };
     // Permute-result axis j is x's axis perm[j]: x's axis perm[j] takes entry j.
-    absorb_operands(eg, node, op, pick, |_, _, list, perm, _| {
+    absorb_operands(eg, node, op, permutation, |_, _, list, perm, _| {
         let mut permuted = vec![0; perm.len()];
         for (j, &p) in perm.iter().enumerate() {
             permuted[p] = list[j];

@@ -85,20 +85,22 @@ impl<E: Emitter> Lowering<'_, E> {
     }
 
     fn run(&mut self) {
+        if self.k.schedule.gemm.as_ref().is_some_and(|g| g.epilogue.is_none()) {
+            // The driver runs it through the matrix-product library.
+            return;
+        }
         for b in self.k.buffers() {
             self.prepare_strides(b);
         }
         self.extents = self.k.loops.iter().map(|l| l.extent).collect::<Vec<_>>().into_iter().map(|s| self.size(s)).collect();
         let rank = self.p.buffers[self.k.output].shape.len();
-        if let Some(g) = &self.k.schedule.gemm {
+        if let Some(epilogue) = self.k.schedule.gemm.as_ref().and_then(|g| g.epilogue.as_ref()) {
             // The driver runs the products through the matrix-product
             // library; the compiled code is the epilogue, in place.
-            if let Some(epilogue) = &g.epilogue {
-                let open = self.open(&(0..rank).collect::<Vec<_>>());
-                let (x, kind) = self.eval(epilogue);
-                self.store_output(x, kind);
-                self.close(open);
-            }
+            let open = self.open(&(0..rank).collect::<Vec<_>>());
+            let (x, kind) = self.eval(epilogue);
+            self.store_output(x, kind);
+            self.close(open);
             return;
         }
         let order = self.k.order();
