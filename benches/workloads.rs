@@ -20,22 +20,23 @@ use criterion::{criterion_group, criterion_main, Criterion};
 /// The allocator of the `nax` command: freed outputs' pages are reused.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+use nax::pipeline::{self, Backend};
+use nax::Timings;
 use nax_front::check::sizes::Size;
 use nax_front::check::types::Type;
-use nax_ir::{Argument, Backend, Graph};
-use nax_runtime::{HostTensor, TensorData};
+use nax_ir::Graph;
+use nax_runtime::{Arg, HostTensor, TensorData, ThreadPool};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
 
 const ELEMENTWISE: &str = "dim n = 4096\ndim m = 4096\n\ndef elementwise(x: [n m], y: [n m]) -> [n m] {\n    return x + y\n}\n";
 
-/// Source to graph, rewritten by the optimizer (as `nax run` does).
+/// Source to graph, rewritten by the optimizer, through the pipeline (as `nax run` does).
 fn graph(source: &str, function: &str) -> Graph {
-    let checked = nax_front::check_source(source);
-    assert!(!checked.has_errors(), "{function}: {:?}", checked.diagnostics);
-    let g = nax_ir::lower(&checked.module, function).expect("lower");
-    nax_passes::optimize(&g).expect("optimize").0
+    let timings = &mut Timings::start();
+    let module = pipeline::check(function, source, timings).expect("the workload checks");
+    pipeline::lower(&module, function, true, timings).expect("lower").into_graph()
 }
 
 /// A seeded tensor of values in [-1, 1) for each of these types, by name.
@@ -61,7 +62,7 @@ fn seeded(symbols: &nax_front::check::sizes::Symbols, typed: &[(String, &nax_fro
 }
 
 /// The function's arguments and the module's weights, seeded.
-fn arguments(source: &str, function: &str) -> (Vec<Argument>, HashMap<String, HostTensor>) {
+fn arguments(source: &str, function: &str) -> (Vec<HostTensor>, HashMap<String, HostTensor>) {
     let checked = nax_front::check_source(source);
     let f = checked.module.functions.iter().find(|f| f.name == function).expect("the workload's function");
     let mut state = 0x2545_f491_4f6c_dd1du64;
@@ -72,30 +73,29 @@ fn arguments(source: &str, function: &str) -> (Vec<Argument>, HashMap<String, Ho
             _ => panic!("{function}: workload parameters are tensors"),
         })
         .collect();
-    let args = seeded(&f.symbols, &params, &mut state).into_iter().map(|(_, t)| Argument::Tensor(t)).collect();
+    let args = seeded(&f.symbols, &params, &mut state).into_iter().map(|(_, t)| t).collect();
     let weights: Vec<(String, &nax_front::check::types::TensorType)> = checked.module.weights.iter().map(|w| (w.name.clone(), &w.ty)).collect();
     (args, seeded(&f.symbols, &weights, &mut state).into_iter().collect())
 }
 
 fn workload(c: &mut Criterion, name: &str, source: &str) {
-    let g = graph(source, name);
     let (args, weights) = arguments(source, name);
-    let sizes = nax_ir::check_call(&g, &args, &weights).expect("sizes");
-    let backends: [(&str, Box<dyn Backend>); 2] = [("llvm", Box::new(nax_back_llvm::Llvm)), ("cranelift", Box::new(nax_back_cranelift::Cranelift))];
     let mut compile_ms = Vec::new();
-    for (label, backend) in &backends {
+    for backend in [Backend::Llvm, Backend::Cranelift] {
         // Source to callable: check, lower and compile.
         let start = Instant::now();
-        let _ = backend.compile(&graph(source, name)).expect("compile");
-        compile_ms.push(format!("\"{label}\": {:.3}", start.elapsed().as_secs_f64() * 1e3));
+        let _ = pipeline::compile_graph(graph(source, name), &[], backend, &mut Timings::start()).expect("compile");
+        compile_ms.push(format!("\"{}\": {:.3}", backend.name(), start.elapsed().as_secs_f64() * 1e3));
     }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/criterion").join(name);
     std::fs::create_dir_all(&dir).expect("criterion folder");
     std::fs::write(dir.join("compile.json"), format!("{{{}}}\n", compile_ms.join(", "))).expect("compile.json");
-    let exe = nax_back_llvm::Llvm.compile(&g).expect("compile");
+    let f = pipeline::compile_graph(graph(source, name), &[], Backend::Llvm, &mut Timings::start()).expect("compile");
+    let pool = ThreadPool::new(0).expect("a thread pool");
+    let call = f.signature().check(args.iter().map(|t| Arg::Tensor(t.view())).collect(), &weights).expect("the arguments fit");
     let mut group = c.benchmark_group(name);
     group.sample_size(10);
-    group.bench_function("nax", |b| b.iter(|| exe.run(&args, &weights, &sizes).expect("run")));
+    group.bench_function("nax", |b| b.iter(|| f.run(&call, &pool).expect("run")));
     group.finish();
 }
 

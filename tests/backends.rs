@@ -1,5 +1,5 @@
 //! One backend-agnostic suite (burn's style): every case runs on every back
-//! end through the `Backend` interface, and the results are compared with a
+//! end through the pipeline and the runtime's call boundary, and the results are compared with a
 //! reference at CLI.md's tolerances. The reference is the interpreter for
 //! the other back ends, and PyTorch running the `--emit torch` code for all
 //! of them when `torch` is importable; without torch the test says that it
@@ -8,10 +8,10 @@
 //! Inputs are generated from each parameter's type (seeded); symbolic sizes
 //! take the values a case gives.
 
+use nax::pipeline::Backend;
 use nax_front::check::types::Type;
 use nax_front::syntax::ast::HostType;
-use nax_ir::{Argument, Backend};
-use nax_runtime::{DType, HostTensor};
+use nax_runtime::{DType, HostTensor, Scalar, ThreadPool};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
@@ -179,11 +179,41 @@ fn case_sizes(case: &Case, f: &nax_front::checked::CheckedFn) -> Result<Vec<Opti
         .filter(|(id, s)| s.def == SymDef::Free && f.symbols.class_of(*id) == *id && f.symbols.constant(Size::Sym(*id)).is_none())
         .map(|(id, s)| (Size::Sym(id), case.sizes.iter().find(|(n, _)| *n == s.name).map_or(4, |(_, v)| *v)))
         .collect();
-    f.symbols.solve(&given).map_err(|e| e.message)
+    f.symbols.table().solve(&given).map_err(|e| e.message)
+}
+
+/// One argument of a case: a tensor it owns, or a host scalar.
+pub enum Given {
+    Tensor(HostTensor),
+    Scalar(Scalar),
+}
+
+impl Given {
+    /// The argument as a call takes it.
+    pub fn arg(&self) -> nax::Arg<'_> {
+        match self {
+            Given::Tensor(t) => nax::Arg::Tensor(t.view()),
+            Given::Scalar(s) => nax::Arg::Scalar(*s),
+        }
+    }
+}
+
+/// The thread pool every test call runs in.
+fn pool() -> &'static ThreadPool {
+    static POOL: std::sync::OnceLock<ThreadPool> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| ThreadPool::new(0).expect("a thread pool"))
+}
+
+/// Compiles `g` with `backend` through the pipeline and calls it on `args`
+/// through the runtime's call boundary.
+pub fn run_on(backend: Backend, g: &nax_ir::Graph, args: &[Given], weights: &HashMap<String, HostTensor>) -> Result<HostTensor, String> {
+    let f = nax::pipeline::compile_graph(g.clone(), &[], backend, &mut nax::Timings::start()).map_err(|e| e.to_string())?;
+    let call = f.signature().check(args.iter().map(Given::arg).collect(), weights).map_err(|e| e.to_string())?;
+    f.run(&call, pool()).map_err(|e| e.to_string())
 }
 
 /// Inputs for a case: one argument per parameter, from its type.
-fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, solved: &[Option<u64>], rng: &mut SmallRng) -> Result<Vec<Argument>, String> {
+fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, solved: &[Option<u64>], rng: &mut SmallRng) -> Result<Vec<Given>, String> {
     f.bindings[..f.params]
         .iter()
         .map(|b| match &b.ty {
@@ -199,27 +229,21 @@ fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, solved: &[Option<u6
                     })
                     .collect();
                 let names = t.axes.iter().map(|a| a.name.clone()).collect();
-                HostTensor::from_f64(t.dtype, shape, names, &values).map(Argument::Tensor).map_err(|e| e.to_string())
+                HostTensor::from_f64(t.dtype, shape, names, &values).map(Given::Tensor).map_err(|e| e.to_string())
             }
-            Type::Host(HostType::Float, _) => Ok(Argument::Float(0.75)),
-            Type::Host(HostType::Int, _) => Ok(Argument::Int(3)),
-            Type::Host(HostType::Bool, _) => Ok(Argument::Bool(true)),
+            Type::Host(HostType::Float, _) => Ok(Given::Scalar(Scalar::Float(0.75))),
+            Type::Host(HostType::Int, _) => Ok(Given::Scalar(Scalar::Int(3))),
+            Type::Host(HostType::Bool, _) => Ok(Given::Scalar(Scalar::Bool(true))),
             Type::Error => Err("a parameter did not check".into()),
         })
         .collect()
 }
 
 /// The back ends under test (the interpreter, first, is also the reference).
-fn backends() -> Vec<Box<dyn Backend>> {
-    let mut all: Vec<Box<dyn Backend>> = vec![Box::new(nax_back_interp::Interpreter)];
-    all.extend(native_backends());
-    all
-}
+const BACKENDS: [Backend; 3] = [Backend::Interp, Backend::Llvm, Backend::Cranelift];
 
 /// The back ends that compile to machine code.
-pub fn native_backends() -> Vec<Box<dyn Backend>> {
-    vec![Box::new(nax_back_llvm::Llvm), Box::new(nax_back_cranelift::Cranelift)]
-}
+pub const NATIVE_BACKENDS: [Backend; 2] = [Backend::Llvm, Backend::Cranelift];
 
 /// Compares two results at CLI.md's tolerances; nan must meet nan.
 fn compare(what: &str, got: &HostTensor, want: &HostTensor, terms: usize) -> Result<(), String> {
@@ -270,10 +294,10 @@ fn generated_programs_agree() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// A case ready to run: its checked module, lowered graph, arguments,
-/// weights and solved sizes; `None` for a generated program that cannot run
-/// (free sizes that do not divide), with the reason printed.
-type Prepared = (nax_front::Checked, nax_ir::Graph, Vec<Argument>, HashMap<String, HostTensor>, Vec<Option<u64>>);
+/// A case ready to run: its checked module, lowered graph, arguments and
+/// weights; `None` for a generated program that cannot run (free sizes that
+/// do not divide), with the reason printed.
+type Prepared = (nax_front::Checked, nax_ir::Graph, Vec<Given>, HashMap<String, HostTensor>);
 
 fn prepare(case: &Case, rng: &mut SmallRng, generated: bool) -> Option<Prepared> {
     let checked = nax_front::check_source(&case.source);
@@ -292,8 +316,7 @@ fn prepare(case: &Case, rng: &mut SmallRng, generated: bool) -> Option<Prepared>
         }
         Err(e) => panic!("{}: {e}", case.name),
     };
-    let sizes = nax_ir::check_call(&graph, &args, &weights).unwrap_or_else(|e| panic!("{}: {e}\n{}", case.name, case.source));
-    Some((checked, graph, args, weights, sizes))
+    Some((checked, graph, args, weights))
 }
 
 /// Whether a run failed only because a generated run-time dim that no
@@ -312,15 +335,15 @@ fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
     let mut torch_jobs = Vec::new();
     let generated = label == "generated";
     for case in cases {
-        let Some((checked, graph, args, weights, sizes)) = prepare(&case, &mut rng, generated) else { continue };
+        let Some((checked, graph, args, weights)) = prepare(&case, &mut rng, generated) else { continue };
         let mut reference = None;
         // The interpreter runs the graph as lowered; the native back ends run
         // it rewritten by the optimizer, so every case also tests the rewriting.
         let (rewritten, _) = nax_passes::optimize(&graph).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         assert!(nax_ir::verify(&rewritten).is_empty(), "{}: the rewritten graph does not verify", case.name);
-        for backend in backends() {
-            let g = if backend.name() == "interp" { &graph } else { &rewritten };
-            let out = match backend.compile(g).and_then(|x| x.run(&args, &weights, &sizes)) {
+        for backend in BACKENDS {
+            let g = if backend == Backend::Interp { &graph } else { &rewritten };
+            let out = match run_on(backend, g, &args, &weights) {
                 Ok(out) => out,
                 Err(e) if unknowable(&e, generated) => {
                     println!("{}: skipped ({e})", case.name);
@@ -360,8 +383,6 @@ fn rewriting_preserves_meaning() {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut data_rng = SmallRng::seed_from_u64(seed + 1);
     let (mut evaluated, mut rewritten_count, mut failures) = (0usize, 0usize, Vec::new());
-    let interp = nax_back_interp::Interpreter;
-    let llvm = nax_back_llvm::Llvm;
     for i in 0..want * 2 {
         if evaluated == want {
             break;
@@ -370,20 +391,20 @@ fn rewriting_preserves_meaning() {
         let checked = nax_front::check_source(&source);
         let function = checked.module.functions.iter().max_by_key(|f| f.span.start).map(|f| f.name.clone()).unwrap_or_default();
         let case = Case { name: format!("rewrite_{i}"), source, function, sizes: Vec::new(), special_values: false };
-        let Some((_, graph, args, weights, sizes)) = prepare(&case, &mut data_rng, true) else { continue };
+        let Some((_, graph, args, weights)) = prepare(&case, &mut data_rng, true) else { continue };
         let (rewritten, _) = nax_passes::optimize(&graph).unwrap_or_else(|e| panic!("{}: {e}\n{}", case.name, case.source));
         assert!(nax_ir::verify(&rewritten).is_empty(), "{}: the rewritten graph does not verify: {:?}\n{}\n{}", case.name, nax_ir::verify(&rewritten), nax_ir::text::print(&graph), nax_ir::text::print(&rewritten));
         let changed = nax_ir::text::print(&rewritten) != nax_ir::text::print(&graph);
-        let run = |backend: &dyn Backend, g: &nax_ir::Graph| backend.compile(g).and_then(|x| x.run(&args, &weights, &sizes));
-        let reference = match run(&interp, &graph) {
+        let run = |backend: Backend, g: &nax_ir::Graph| run_on(backend, g, &args, &weights);
+        let reference = match run(Backend::Interp, &graph) {
             Ok(r) => r,
             Err(e) if unknowable(&e, true) => continue,
             Err(e) => panic!("{}: interp: {e}\n{}", case.name, case.source),
         };
-        let mut runs: Vec<(&str, &nax_ir::Graph, &dyn Backend)> = vec![("llvm", &graph, &llvm)];
+        let mut runs: Vec<(&str, &nax_ir::Graph, Backend)> = vec![("llvm", &graph, Backend::Llvm)];
         if changed {
-            runs.push(("interp rewritten", &rewritten, &interp));
-            runs.push(("llvm rewritten", &rewritten, &llvm));
+            runs.push(("interp rewritten", &rewritten, Backend::Interp));
+            runs.push(("llvm rewritten", &rewritten, Backend::Llvm));
         }
         for (what, g, backend) in runs {
             match run(backend, g) {
@@ -413,7 +434,7 @@ fn torch_available() -> Result<(), String> {
 }
 
 /// What the PyTorch comparison needs of a case: the case, its checked module, its arguments, weights and result.
-type TorchJob = (Case, nax_front::Checked, Vec<Argument>, HashMap<String, HostTensor>, HostTensor);
+type TorchJob = (Case, nax_front::Checked, Vec<Given>, HashMap<String, HostTensor>, HostTensor);
 
 /// Runs every case's `--emit torch` code in one Python process and compares.
 fn compare_with_torch(dir: &Path, jobs: &[TorchJob]) -> Vec<String> {
@@ -437,14 +458,14 @@ fn compare_with_torch(dir: &Path, jobs: &[TorchJob]) -> Vec<String> {
         let mut call_args = Vec::new();
         for (i, a) in args.iter().enumerate() {
             match a {
-                Argument::Tensor(t) => {
+                Given::Tensor(t) => {
                     let path = dir.join(format!("{}_{i}.safetensors", case.name));
                     nax_runtime::write_tensor_atomic(&path, "t", t).unwrap();
                     call_args.push(format!("load_file({:?})['t']", path.display().to_string()));
                 }
-                Argument::Float(x) => call_args.push(format!("{x:?}")),
-                Argument::Int(x) => call_args.push(x.to_string()),
-                Argument::Bool(b) => call_args.push(if *b { "True".into() } else { "False".into() }),
+                Given::Scalar(Scalar::Float(x)) => call_args.push(format!("{x:?}")),
+                Given::Scalar(Scalar::Int(x)) => call_args.push(x.to_string()),
+                Given::Scalar(Scalar::Bool(b)) => call_args.push(if *b { "True".into() } else { "False".into() }),
             }
         }
         let mut weight_loads = Vec::new();

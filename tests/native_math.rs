@@ -11,7 +11,8 @@
 //! counts against the tolerance: `gelu(-8)` is about -5e-15, and f32
 //! arithmetic, torch's included, gives -0).
 
-use nax_ir::{Argument, Backend};
+use crate::backends::{run_on, Given, NATIVE_BACKENDS};
+use nax::pipeline::Backend;
 use nax_runtime::{DType, HostTensor, TensorData};
 use std::collections::HashMap;
 
@@ -23,15 +24,13 @@ fn inputs() -> Vec<f32> {
     v
 }
 
-fn run(backend: &dyn Backend, function: &str, x: &[f32]) -> Vec<f32> {
+fn run(backend: Backend, function: &str, x: &[f32]) -> Vec<f32> {
     let source = format!("dim n = {}\ndef f(x: [n]) -> [n] {{\n    return {function}(x)\n}}\n", x.len());
     let checked = nax_front::check_source(&source);
     assert!(!checked.has_errors(), "{function}: {:?}", checked.diagnostics);
     let graph = nax_ir::lower(&checked.module, "f").expect("lower");
     let t = HostTensor::new(TensorData::F32(x.to_vec()), vec![x.len()], vec![Some("n".into())]).expect("tensor");
-    let args = [Argument::Tensor(t)];
-    let sizes = nax_ir::check_call(&graph, &args, &HashMap::new()).expect("sizes");
-    let out = backend.compile(&graph).and_then(|e| e.run(&args, &HashMap::new(), &sizes)).unwrap_or_else(|e| panic!("{function} on {}: {e}", backend.name()));
+    let out = run_on(backend, &graph, &[Given::Tensor(t)], &HashMap::new()).unwrap_or_else(|e| panic!("{function} on {}: {e}", backend.name()));
     assert_eq!(out.dtype(), DType::F32);
     out.to_f64_vec().into_iter().map(|v| v as f32).collect()
 }
@@ -51,9 +50,9 @@ fn f32_math_is_accurate_over_the_whole_range() {
     let mut failures = Vec::new();
     println!("{:<10} {:<10} {:>14} {:>9} {:>19}", "function", "backend", "max rel error", "max ulps", "max abs error < 1e-6");
     for function in FUNCTIONS {
-        let reference = run(&nax_back_interp::Interpreter, function, &x);
-        for backend in crate::backends::native_backends() {
-            let got = run(backend.as_ref(), function, &x);
+        let reference = run(Backend::Interp, function, &x);
+        for backend in NATIVE_BACKENDS {
+            let got = run(backend, function, &x);
             let (mut worst_abs, mut worst_rel, mut worst_ulps) = (0.0f64, 0.0f64, 0u64);
             for ((&xi, &g), &r) in x.iter().zip(&got).zip(&reference) {
                 let ok = if r.is_nan() || g.is_nan() {

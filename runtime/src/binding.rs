@@ -9,34 +9,42 @@
 //!   the unnamed run binds, in order, to the parameter's remaining axes.
 //! - A parameter with an unnamed axis takes an unnamed or a partially named
 //!   tensor, never a fully named one.
+//! - A tensor whose names are exactly the parameter's (`[n _]` for `[n _]`)
+//!   binds one to one, as identical name tuples pair in eager arithmetic:
+//!   a function's result, named as its return type, can be passed to a
+//!   parameter of that type whatever its unnamed axes (a decision of nax's
+//!   where section 12 is silent).
 //!
 //! A name repeated in a parameter (`[n n]`) or a tensor pairs by occurrence:
 //! the i-th `n` of the tensor with the i-th `n` of the parameter. A rank-0
 //! tensor counts as unnamed. Sizes are not checked here: the caller checks
-//! them against the compiled program's sizes (and reports
-//! [`RuntimeError::SizeMismatch`]); ranks are.
+//! them against the compiled program's sizes (see [`crate::CheckedCall`]);
+//! ranks are.
 
 use crate::error::RuntimeError;
-use crate::tensor::HostTensor;
+use crate::view::TensorView;
 
 /// Binds `t` to the parameter `param` whose axes are `param_axes` (a name or
-/// `None` per axis): returns `t` transposed into the parameter's axis order,
-/// carrying the parameter's axis names. The errors name the parameter, the
-/// axis and what was expected.
-pub fn bind(
+/// `None` per axis): returns `t` transposed into the parameter's axis order
+/// (a view of the same memory: no copy), carrying the parameter's axis
+/// names. The errors name the parameter, the axis and what was expected.
+pub fn bind<'a>(
     param: &str,
     param_axes: &[Option<String>],
-    t: &HostTensor,
-) -> Result<HostTensor, RuntimeError> {
+    t: &TensorView<'a>,
+) -> Result<TensorView<'a>, RuntimeError> {
     let names = t.names();
+    if names == param_axes {
+        return Ok(t.clone());
+    }
     let perm = match names.iter().position(Option::is_some) {
         // Unnamed (or rank 0): by position.
         None => {
-            check_rank(param, param_axes, t)?;
+            check_rank(param, param_axes, names)?;
             return t.clone().with_names(param_axes.to_vec());
         }
         Some(0) => by_name(param, param_axes, names)?,
-        Some(first_named) => partially_named(param, param_axes, t, first_named)?,
+        Some(first_named) => partially_named(param, param_axes, names, first_named)?,
     };
     t.permuted(&perm)?.with_names(param_axes.to_vec())
 }
@@ -45,17 +53,17 @@ pub fn bind(
 fn check_rank(
     param: &str,
     param_axes: &[Option<String>],
-    t: &HostTensor,
+    names: &[Option<String>],
 ) -> Result<(), RuntimeError> {
-    if t.rank() == param_axes.len() {
+    if names.len() == param_axes.len() {
         return Ok(());
     }
     Err(RuntimeError::RankMismatch {
         param: param.to_string(),
         expected: param_axes.len(),
-        actual: t.rank(),
+        actual: names.len(),
         param_axes: param_axes.to_vec(),
-        tensor_names: t.names().to_vec(),
+        tensor_names: names.to_vec(),
     })
 }
 
@@ -124,10 +132,9 @@ fn by_name(
 fn partially_named(
     param: &str,
     param_axes: &[Option<String>],
-    t: &HostTensor,
+    names: &[Option<String>],
     first_named: usize,
 ) -> Result<Vec<usize>, RuntimeError> {
-    let names = t.names();
     if let Some(position) = (first_named..names.len()).find(|&j| names[j].is_none()) {
         return Err(RuntimeError::UnnamedAfterNamed {
             param: param.to_string(),
@@ -147,7 +154,7 @@ fn partially_named(
             })?;
         source[target] = Some(j);
     }
-    check_rank(param, param_axes, t)?;
+    check_rank(param, param_axes, names)?;
     let mut unnamed = 0..first_named;
     Ok(source
         .into_iter()
@@ -158,9 +165,9 @@ fn partially_named(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::names;
     use crate::dtype::DType;
-
+    use crate::tensor::HostTensor;
+    use crate::test_support::names;
 
     /// A tensor whose elements are their own row-major positions.
     fn iota(shape: &[usize], axes: &str) -> HostTensor {
@@ -170,11 +177,11 @@ mod tests {
     }
 
     fn ok(param: &str, t: &HostTensor) -> HostTensor {
-        bind("x", &names(param), t).unwrap()
+        bind("x", &names(param), &t.view()).unwrap().to_host()
     }
 
     fn err(param: &str, t: &HostTensor) -> RuntimeError {
-        bind("x", &names(param), t).unwrap_err()
+        bind("x", &names(param), &t.view()).unwrap_err()
     }
 
     #[test]
@@ -245,8 +252,8 @@ mod tests {
     #[test]
     fn rank_zero() {
         let t = HostTensor::scalar_f64(DType::F32, 1.0);
-        assert_eq!(bind("s", &[], &t).unwrap(), t);
-        let e = bind("s", &names("n"), &t).unwrap_err();
+        assert_eq!(bind("s", &[], &t.view()).unwrap().to_host(), t);
+        let e = bind("s", &names("n"), &t.view()).unwrap_err();
         assert!(
             matches!(
                 e,
@@ -372,10 +379,17 @@ mod tests {
     }
 
     #[test]
+    fn identical_names_bind_one_to_one() {
+        let t = iota(&[2, 3, 4], "n _ k");
+        assert_eq!(ok("n _ k", &t), t);
+        assert!(matches!(err("n k _", &t), RuntimeError::NamedForUnnamedAxis { .. }));
+    }
+
+    #[test]
     fn invalid_parameter_names_are_errors() {
         let t = iota(&[2], "_");
         assert!(matches!(
-            bind("x", &[Some("_".into())], &t).unwrap_err(),
+            bind("x", &[Some("_".into())], &t.view()).unwrap_err(),
             RuntimeError::InvalidAxisName { .. }
         ));
     }

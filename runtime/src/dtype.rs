@@ -2,7 +2,7 @@
 //! sections 4 and 7), shared by the checker and the runtime.
 
 /// The element type of a tensor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum DType {
     /// IEEE half precision.
     F16,

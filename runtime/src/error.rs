@@ -244,6 +244,92 @@ pub enum RuntimeError {
         /// The size the tensor has.
         actual: usize,
     },
+
+    /// A view whose strides are not one per axis.
+    #[error("a view of shape {} needs one stride per axis, not {strides:?}", fmt_shape(.shape))]
+    StridesRank {
+        /// The shape.
+        shape: Vec<usize>,
+        /// The strides given.
+        strides: Vec<isize>,
+    },
+
+    /// A view that would reach outside the memory it borrows.
+    #[error(
+        "a view of shape {} with strides {strides:?} from element {offset} reaches outside \
+         the {len} elements it borrows",
+        fmt_shape(.shape)
+    )]
+    ViewOutOfBounds {
+        /// The shape.
+        shape: Vec<usize>,
+        /// The strides, in elements.
+        strides: Vec<isize>,
+        /// The first element's position.
+        offset: usize,
+        /// The number of elements borrowed.
+        len: usize,
+    },
+
+    /// A result buffer of the wrong dtype or length.
+    #[error(
+        "the result is {expected_len} elements of {}, but the buffer given holds {len} elements of {}",
+        .expected_dtype.as_str(),
+        .dtype.as_str()
+    )]
+    OutputBuffer {
+        /// The result's dtype.
+        expected_dtype: crate::DType,
+        /// The result's element count.
+        expected_len: usize,
+        /// The buffer's dtype.
+        dtype: crate::DType,
+        /// The buffer's element count.
+        len: usize,
+    },
+
+    /// A call the call-boundary check refuses (argument count, kinds,
+    /// dtypes, ranks, sizes, memory); the message names the parameter or
+    /// weight, the axis and both sizes where there are some.
+    #[error("{0}")]
+    Call(#[from] crate::call::CallError),
+
+    /// Memory for a buffer could not be had.
+    #[error("cannot allocate {bytes} bytes for a buffer of {count} elements")]
+    Allocation {
+        /// The bytes asked for.
+        bytes: usize,
+        /// The elements asked for.
+        count: usize,
+    },
+
+    /// The reference interpreter could not evaluate the call.
+    #[error("{message}")]
+    Interpreter {
+        /// What went wrong.
+        message: String,
+    },
+
+    /// A thread pool could not be started.
+    #[error("cannot start a pool of {threads} threads: {message}")]
+    ThreadPool {
+        /// The threads asked for.
+        threads: usize,
+        /// The operating system's reason.
+        message: String,
+    },
+
+    /// A size the function needs that no argument determines.
+    #[error("the size `{size}` is not known at this call")]
+    UnknownSize {
+        /// The size, as printed.
+        size: String,
+    },
+
+    /// A plan that does not fit the code it came with, or that contradicts
+    /// itself: a bug in the compiler or a damaged artifact, never the caller's data.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// `[2 3 4]`.

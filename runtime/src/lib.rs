@@ -1,27 +1,56 @@
 //! The nax runtime: what a host application links to call compiled nax code,
-//! without the compiler. Today: element types ([`DType`]), named host
-//! tensors ([`HostTensor`]), the binding rules of the host boundary
-//! (LANGUAGE.md section 12, [`bind`]), and safetensors I/O with axis names in
-//! the `NAME.axes` metadata ([`read_tensors`], [`write_tensor_atomic`]).
+//! without the compiler. It is the hub every way of running nax goes
+//! through (the JIT, AOT libraries, Python, each device):
+//!
+//! - what a compiled function is: its [`Signature`] (parameters, weights,
+//!   result, the [`SizeTable`] of its symbolic sizes) and, for native code,
+//!   its [`NativePlan`] (buffers, and each kernel's strategy), both plain
+//!   serialisable values;
+//! - the call boundary: arguments borrowed from the caller ([`TensorView`],
+//!   any strides, named axes), bound by the rules of LANGUAGE.md section 12
+//!   ([`bind`]) and checked ([`Signature::check`]) into a [`CheckedCall`],
+//!   the only value that reaches compiled code;
+//! - the driver ([`NativeFunction`]): runs a plan's kernels in a thread
+//!   pool the caller owns, matrix products and flash attention included;
+//! - element types ([`DType`]), host tensors ([`HostTensor`]), and
+//!   safetensors I/O with axis names in the `NAME.axes` metadata
+//!   ([`read_tensors`], [`write_tensor_atomic`]).
 //!
 //! Architecture invariant: this crate depends on no part of the compiler;
-//! the compiler depends on it for the types both sides share. Nothing here
-//! panics on any input: bad files, shapes, names and bindings are
+//! the compiler depends on it for the vocabulary both sides share (dtypes,
+//! sizes, host scalar types, kernel indices). Nothing here panics on any
+//! input: bad files, shapes, names, views, bindings and plans are
 //! [`RuntimeError`]s.
 
 #![warn(missing_docs)]
 
 mod binding;
+mod call;
+mod driver;
 mod dtype;
 mod error;
+mod function;
+pub mod plan;
 mod safetensors_io;
+mod signature;
+mod sizes;
 mod tensor;
+mod threads;
+mod view;
 
 pub use binding::bind;
+pub use call::{Arg, CallError, CheckedCall, SizeSource, Subject};
+pub use driver::{CodeOwner, Execute, KernelFn, NativeFunction};
 pub use dtype::DType;
 pub use error::RuntimeError;
+pub use function::Function;
+pub use plan::NativePlan;
 pub use safetensors_io::{read_tensors, write_tensor_atomic};
+pub use signature::{AxisSpec, HostType, Param, ParamType, Scalar, Signature, TensorSpec, WeightSpec};
+pub use sizes::{Size, SizeError, SizeTable, SymDef, SymId, Symbol};
 pub use tensor::{row_major_strides, HostTensor, TensorData};
+pub use threads::ThreadPool;
+pub use view::{Element, TensorMut, TensorView};
 
 /// Helpers shared by the unit tests.
 #[cfg(test)]

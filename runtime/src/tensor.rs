@@ -207,6 +207,17 @@ impl HostTensor {
         }
     }
 
+    /// A tensor from parts the caller has already checked: the data's
+    /// length is the product of the shape, one valid name per axis.
+    pub(crate) fn from_parts(data: TensorData, shape: Vec<usize>, names: Vec<Option<String>>) -> HostTensor {
+        HostTensor {
+            dtype: data.dtype(),
+            shape,
+            names,
+            data,
+        }
+    }
+
     /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype
@@ -276,18 +287,7 @@ impl HostTensor {
     /// axis `perm[i]` of `self`, names included. An error when `perm` is not
     /// a permutation of `0..rank`.
     pub fn permuted(&self, perm: &[usize]) -> Result<HostTensor, RuntimeError> {
-        let rank = self.rank();
-        let mut seen = vec![false; rank];
-        let valid = perm.len() == rank
-            && perm
-                .iter()
-                .all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
-        if !valid {
-            return Err(RuntimeError::InvalidPermutation {
-                perm: perm.to_vec(),
-                rank,
-            });
-        }
+        check_permutation(perm, self.rank())?;
         let shape = perm.iter().map(|&p| self.shape[p]).collect();
         let names = perm.iter().map(|&p| self.names[p].clone()).collect();
         let data = if perm.iter().enumerate().all(|(i, &p)| i == p) || self.is_empty() {
@@ -300,6 +300,23 @@ impl HostTensor {
             shape,
             names,
             data,
+        })
+    }
+}
+
+/// An error unless `perm` is a permutation of `0..rank`.
+pub(crate) fn check_permutation(perm: &[usize], rank: usize) -> Result<(), RuntimeError> {
+    let mut seen = vec![false; rank];
+    let valid = perm.len() == rank
+        && perm
+            .iter()
+            .all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
+    if valid {
+        Ok(())
+    } else {
+        Err(RuntimeError::InvalidPermutation {
+            perm: perm.to_vec(),
+            rank,
         })
     }
 }
@@ -337,7 +354,7 @@ fn check_axis_name(name: &str) -> Result<(), RuntimeError> {
 }
 
 /// Checks one name slot per axis, each name valid.
-fn check_names(names: &[Option<String>], rank: usize) -> Result<(), RuntimeError> {
+pub(crate) fn check_names(names: &[Option<String>], rank: usize) -> Result<(), RuntimeError> {
     if names.len() != rank {
         return Err(RuntimeError::NamesRank {
             given: names.to_vec(),

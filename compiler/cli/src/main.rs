@@ -10,9 +10,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod report;
 mod run;
-mod timings;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use nax::pipeline::{self, Backend};
+use nax::Timings;
 use nax_front::Code;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -141,11 +142,11 @@ fn main() -> ExitCode {
 }
 
 /// The back end `--backend` names, or why it is not available (exit 2).
-fn backend(name: BackendName) -> Result<Box<dyn nax_ir::Backend>, ExitCode> {
+fn backend(name: BackendName) -> Result<Backend, ExitCode> {
     match name {
-        BackendName::Interp => Ok(Box::new(nax_back_interp::Interpreter)),
-        BackendName::Llvm => Ok(Box::new(nax_back_llvm::Llvm)),
-        BackendName::Cranelift => Ok(Box::new(nax_back_cranelift::Cranelift)),
+        BackendName::Interp => Ok(Backend::Interp),
+        BackendName::Llvm => Ok(Backend::Llvm),
+        BackendName::Cranelift => Ok(Backend::Cranelift),
         BackendName::Mlir => {
             eprintln!("error: the mlir back end is not part of this build yet; use --backend llvm, cranelift or interp");
             Err(ExitCode::from(2))
@@ -162,8 +163,8 @@ fn run_command(req: &run::RunRequest, name: BackendName, show_timings: bool) -> 
         Ok(b) => b,
         Err(code) => return code,
     };
-    let mut timings = timings::Timings::start();
-    let result = run::run(req, &source, backend.as_ref(), &mut timings);
+    let mut timings = Timings::start();
+    let result = run::run(req, &source, backend, &mut timings);
     if show_timings {
         eprint!("{}", timings.report(backend.name()));
     }
@@ -176,33 +177,25 @@ fn run_command(req: &run::RunRequest, name: BackendName, show_timings: bool) -> 
     }
 }
 
-/// A function's graph, rewritten by the optimizer when asked.
-fn graph_of(module: &nax_front::CheckedModule, function: &str, optimize: bool) -> Result<nax_ir::Graph, String> {
-    let g = nax_ir::lower(module, function).map_err(|e| e.to_string())?;
-    if optimize { nax_passes::optimize(&g).map(|(g, _)| g) } else { Ok(g) }
-}
-
-/// `--emit graph` for one function: the graph as lowered, then (unless
-/// `-O0`) as rewritten with the saturation's report, then its kernels with
-/// an estimate of the bytes each moves and its FLOPs, all annotations as
-/// `#` comment lines of the text form.
-fn annotated_graph(module: &nax_front::CheckedModule, function: &str, optimize: bool) -> Result<String, String> {
+/// The graph of one function as lowered and as rewritten, with the
+/// optimizer's report and the kernels' estimates, as `--emit graph` prints it.
+fn annotated_graph(module: &nax_front::CheckedModule, function: &str, optimize: bool, timings: &mut Timings) -> Result<String, nax::Error> {
     use std::fmt::Write;
-    let lowered = nax_ir::lower(module, function).map_err(|e| e.to_string())?;
-    let mut text = format!("# `{function}` as lowered\n{}", nax_ir::text::print(&lowered));
-    let graph = if optimize {
-        let (rewritten, report) = nax_passes::optimize(&lowered)?;
-        let _ = writeln!(text, "# `{function}` rewritten");
-        for line in report.lines() {
-            let _ = writeln!(text, "# {line}");
+    let lowered = pipeline::lower(module, function, optimize, timings)?;
+    let mut text = format!("# `{function}` as lowered\n{}", nax_ir::text::print(&lowered.lowered));
+    match &lowered.rewritten {
+        Some((rewritten, report)) => {
+            let _ = writeln!(text, "# `{function}` rewritten");
+            for line in report.lines() {
+                let _ = writeln!(text, "# {line}");
+            }
+            text.push_str(&nax_ir::text::print(rewritten));
         }
-        text.push_str(&nax_ir::text::print(&rewritten));
-        rewritten
-    } else {
-        let _ = writeln!(text, "# rewriting is off (-O0)");
-        lowered
-    };
-    let program = nax_kernel::form(&graph)?;
+        None => {
+            let _ = writeln!(text, "# rewriting is off (-O0)");
+        }
+    }
+    let program = pipeline::kernels(lowered.graph())?;
     let _ = writeln!(text, "# kernels: {}", program.kernels.len());
     for (i, k) in program.kernels.iter().enumerate() {
         let e = program.estimate(k);
@@ -215,13 +208,34 @@ fn annotated_graph(module: &nax_front::CheckedModule, function: &str, optimize: 
     Ok(text)
 }
 
-/// A count of `unit` with a decimal prefix: `4.19 MB`.
 fn human(v: f64, unit: &str) -> String {
     let prefixes = [("G", 1e9), ("M", 1e6), ("k", 1e3)];
     match prefixes.iter().find(|(_, scale)| v >= *scale) {
         Some((p, scale)) => format!("{:.2} {p}{unit}", v / scale),
         None => format!("{v} {unit}"),
     }
+}
+
+/// What `--emit` writes for every function of the module.
+fn emitted(module: &nax_front::CheckedModule, emit: Emit, optimize: bool, timings: &mut Timings) -> Result<Vec<u8>, nax::Error> {
+    let names: Vec<&str> = module.functions.iter().map(|f| f.name.as_str()).collect();
+    Ok(match emit {
+        Emit::Graph => names.iter().map(|f| annotated_graph(module, f, optimize, timings)).collect::<Result<String, _>>()?.into_bytes(),
+        Emit::Kernels => {
+            let mut text = String::new();
+            for f in names {
+                let lowered = pipeline::lower(module, f, optimize, timings)?;
+                text.push_str(&nax_kernel::text::print(&pipeline::kernels(lowered.graph())?));
+            }
+            text.into_bytes()
+        }
+        Emit::Torch => nax_back_torch::emit_module(module).map_err(|e| nax::Error::Compile { stage: "emit", message: e.to_string() })?.into_bytes(),
+        _ => {
+            let programs = names.iter().map(|f| pipeline::lower(module, f, optimize, timings).and_then(|l| pipeline::kernels(l.graph()))).collect::<Result<Vec<_>, _>>()?;
+            let artifact = if emit == Emit::Obj { nax_back_llvm::Artifact::Object } else { nax_back_llvm::Artifact::Ir };
+            nax_back_llvm::emit(&programs, artifact).map_err(|message| nax::Error::Compile { stage: "codegen", message })?
+        }
+    })
 }
 
 fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target, show_timings: bool, optimize: bool) -> ExitCode {
@@ -237,59 +251,9 @@ fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target,
         eprintln!("error: the CUDA target is not part of this build yet");
         return ExitCode::from(2);
     }
-    let mut timings = timings::Timings::start();
-    let (checked, front) = nax_front::check_source_timed(&source);
-    timings.extend(&front);
-    if checked.has_errors() {
-        eprint!("{}", nax_front::diagnostics::render_text(&path.display().to_string(), &source, &checked.diagnostics));
-        return ExitCode::from(1);
-    }
-    let text = match emit {
-        Emit::Graph => {
-            let mut text = String::new();
-            for f in &checked.module.functions {
-                match annotated_graph(&checked.module, &f.name, optimize) {
-                    Ok(t) => text.push_str(&t),
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return ExitCode::from(1);
-                    }
-                }
-            }
-            text.into_bytes()
-        }
-        Emit::Kernels => {
-            let mut text = String::new();
-            for f in &checked.module.functions {
-                match graph_of(&checked.module, &f.name, optimize).and_then(|g| nax_kernel::form(&g)) {
-                    Ok(p) => text.push_str(&nax_kernel::text::print(&p)),
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return ExitCode::from(1);
-                    }
-                }
-            }
-            text.into_bytes()
-        }
-        Emit::Torch => match nax_back_torch::emit_module(&checked.module) {
-            Ok(text) => text.into_bytes(),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(1);
-            }
-        },
-        Emit::Obj | Emit::LlvmIr if name == BackendName::Llvm => {
-            let graphs: Result<Vec<nax_ir::Graph>, String> = checked.module.functions.iter().map(|f| graph_of(&checked.module, &f.name, optimize)).collect();
-            timings.mark("lower");
-            let artifact = if emit == Emit::Obj { nax_back_llvm::Artifact::Object } else { nax_back_llvm::Artifact::Ir };
-            match graphs.and_then(|g| nax_back_llvm::emit(&g, artifact)) {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(1);
-                }
-            }
-        }
+    match emit {
+        Emit::Graph | Emit::Kernels | Emit::Torch => {}
+        Emit::Obj | Emit::LlvmIr if backend == Backend::Llvm => {}
         Emit::Obj | Emit::LlvmIr => {
             eprintln!("error: --emit obj and --emit llvm-ir come from the llvm back end (--backend llvm)");
             return ExitCode::from(2);
@@ -298,6 +262,18 @@ fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target,
             let name = other.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
             eprintln!("error: --emit {name} is not part of this build yet");
             return ExitCode::from(2);
+        }
+    }
+    let mut timings = Timings::start();
+    let text = match pipeline::check(&path.display().to_string(), &source, &mut timings).and_then(|module| emitted(&module, emit, optimize, &mut timings)) {
+        Ok(text) => text,
+        Err(nax::Error::Diagnostics { rendered, .. }) => {
+            eprint!("{rendered}");
+            return ExitCode::from(1);
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
         }
     };
     timings.mark(match emit {

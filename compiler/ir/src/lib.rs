@@ -5,13 +5,13 @@
 //! (names; sizes as constants or symbols of the graph's table), dtype, kind
 //! and range, and the verifier accepts every graph the lowering produces.
 
-mod backend;
 mod graph;
 mod lower;
+mod signature;
 pub mod text;
 mod verify;
 
-pub use backend::{check_call, Argument, Backend, Executable};
 pub use graph::{Graph, Literal, MapFn, Node, Op};
 pub use lower::{lower, value_dtype, LowerError};
+pub use signature::signature;
 pub use verify::verify;

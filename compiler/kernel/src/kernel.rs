@@ -19,21 +19,7 @@ pub struct Buffer {
     pub kind: BufferKind,
 }
 
-/// Where a buffer comes from.
-#[derive(Clone, Debug, PartialEq)]
-pub enum BufferKind {
-    /// The function's parameter of this index (a host scalar is a rank-0 buffer).
-    Input(usize),
-    /// A weight, by name.
-    Weight(String),
-    /// Computed by a kernel.
-    Temporary,
-    /// The same memory as another buffer, with another shape (a reshape or rename).
-    Alias(usize),
-    /// Scratch of one tile of an attention kernel, which the driver gives
-    /// each tile's thread (see [`AttentionLoops::scratch`]).
-    Tile,
-}
+pub use nax_runtime::plan::{BufferKind, Index};
 
 /// How a loop runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,17 +41,6 @@ pub enum Role {
 pub struct Loop {
     pub extent: Size,
     pub role: Role,
-}
-
-/// What indexes one axis of a buffer in a load.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Index {
-    /// The loop of this position in the nest.
-    Loop(usize),
-    /// A fixed position (a split's part).
-    Const(usize),
-    /// Position 0: the axis has size 1 and broadcasts.
-    Zero,
 }
 
 /// A scalar expression evaluated at each point of the nest.

@@ -2,8 +2,8 @@
 //! fallback. A graph becomes the kernel program of `nax_kernel`; each kernel
 //! becomes one Cranelift function through the shared lowering of
 //! `nax_back_native` (the emitter is in [`emit`]), compiled for the host
-//! CPU at `opt_level=speed` into memory; the shared threaded driver calls
-//! the functions. The C math library functions the lowering calls are
+//! CPU at `opt_level=speed` into memory; the runtime's driver calls the
+//! functions (`nax_runtime::NativeFunction`). The C math library functions the lowering calls are
 //! bound to the Rust implementations `nax_back_native::libm_address` gives.
 
 mod emit;
@@ -14,64 +14,55 @@ use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, ModuleError, default_libcall_names};
 use emit::{KernelEmitter, kernel_signature};
-use nax_back_native::{Compiled, KernelFn, LIBM, Plan};
-use nax_ir::{Argument, Backend, Executable, Graph};
-use nax_runtime::HostTensor;
+use nax_back_native::{Slots, LIBM};
+use nax_kernel::Program;
+use nax_runtime::{KernelFn, NativeFunction};
 use std::collections::HashMap;
 
-/// The Cranelift back end.
-pub struct Cranelift;
-
-impl Backend for Cranelift {
-    fn name(&self) -> &'static str {
-        "cranelift"
+/// JIT-compiles a function's kernels (verified) for the host, calling
+/// `stage(name)` as each stage ends (`codegen`, `link`). `inputs` is the
+/// function's number of parameters.
+pub fn compile(program: &Program, inputs: usize, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, String> {
+    let slots = Slots::new(program);
+    let plan = slots.plan(program)?;
+    let mut module = host_module()?;
+    let libm = declare_libm(&mut module)?;
+    let signature = kernel_signature(&module);
+    let mut context = module.make_context();
+    let mut builder_context = FunctionBuilderContext::new();
+    let mut ids = Vec::with_capacity(program.kernels.len());
+    for (i, kernel) in program.kernels.iter().enumerate() {
+        let name = format!("kernel{i}");
+        let id = module.declare_function(&name, Linkage::Local, &signature).map_err(|e| internal(&format!("declaring {name}"), &e))?;
+        module.clear_context(&mut context);
+        context.func.signature = signature.clone();
+        let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &kernel.buffers());
+        nax_back_native::lower_kernel(&mut emitter, program, &slots, kernel);
+        emitter.finish();
+        module.define_function(id, &mut context).map_err(|e| match e {
+            ModuleError::Compilation(error) => {
+                format!("internal error: Cranelift rejected {name}: {}", cranelift_codegen::print_errors::pretty_error(&context.func, error))
+            }
+            other => internal(&format!("compiling {name}"), &other),
+        })?;
+        ids.push(id);
     }
-
-    fn compile(&self, graph: &Graph) -> Result<Box<dyn Executable>, String> {
-        self.compile_timed(graph, &mut |_| {})
-    }
-
-    fn compile_timed(&self, graph: &Graph, stage: &mut dyn FnMut(&'static str)) -> Result<Box<dyn Executable>, String> {
-        let program = nax_back_native::kernels(graph)?;
-        let plan = Plan::new(&program);
-        stage("kernels");
-        let mut module = host_module()?;
-        let libm = declare_libm(&mut module)?;
-        let signature = kernel_signature(&module);
-        let mut context = module.make_context();
-        let mut builder_context = FunctionBuilderContext::new();
-        let mut ids = Vec::with_capacity(program.kernels.len());
-        for (i, kernel) in program.kernels.iter().enumerate() {
-            let name = format!("kernel{i}");
-            let id = module.declare_function(&name, Linkage::Local, &signature).map_err(|e| internal(&format!("declaring {name}"), &e))?;
-            module.clear_context(&mut context);
-            context.func.signature = signature.clone();
-            let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &kernel.buffers());
-            nax_back_native::lower_kernel(&mut emitter, &program, &plan, kernel);
-            emitter.finish();
-            module.define_function(id, &mut context).map_err(|e| match e {
-                ModuleError::Compilation(error) => {
-                    format!("internal error: Cranelift rejected {name}: {}", cranelift_codegen::print_errors::pretty_error(&context.func, error))
-                }
-                other => internal(&format!("compiling {name}"), &other),
-            })?;
-            ids.push(id);
-        }
-        stage("codegen");
-        module.finalize_definitions().map_err(|e| internal("linking the kernels", &e))?;
-        let kernels = ids
-            .into_iter()
-            .map(|id| {
-                let code = module.get_finalized_function(id);
-                // SAFETY: the function was compiled with `kernel_signature`,
-                // the C signature of `KernelFn`, for this host.
-                unsafe { std::mem::transmute::<*const u8, KernelFn>(code) }
-            })
-            .collect();
-        let compiled = Compiled::new(program, plan, kernels, nax_back_native::result_names(graph));
-        stage("link");
-        Ok(Box::new(JitExecutable { compiled, module: Some(module) }))
-    }
+    stage("codegen");
+    module.finalize_definitions().map_err(|e| internal("linking the kernels", &e))?;
+    let kernels = ids
+        .into_iter()
+        .map(|id| {
+            let code = module.get_finalized_function(id);
+            // SAFETY: the function was compiled with `kernel_signature`,
+            // the C signature of `KernelFn`, for this host.
+            unsafe { std::mem::transmute::<*const u8, KernelFn>(code) }
+        })
+        .collect();
+    stage("link");
+    // SAFETY: entry `i` is kernel `i` of `program`, compiled with the
+    // driver's signature from the slots the plan was made from; the
+    // module owns the machine code and frees it when dropped.
+    unsafe { NativeFunction::new(plan, inputs, kernels, Box::new(JitCode(Some(module)))) }.map_err(|e| e.to_string())
 }
 
 /// A Cranelift error as an internal error, with what was being done.
@@ -117,24 +108,16 @@ fn declare_libm(module: &mut JITModule) -> Result<HashMap<&'static str, FuncId>,
         .collect()
 }
 
-/// Compiled kernels with the JIT memory that holds their code.
-struct JitExecutable {
-    compiled: Compiled,
-    /// Always `Some` until dropped; taken to free the code.
-    module: Option<JITModule>,
-}
+/// The JIT memory that holds a function's code; always `Some` until
+/// dropped, when it is freed.
+struct JitCode(Option<JITModule>);
 
-impl Executable for JitExecutable {
-    fn run(&self, args: &[Argument], weights: &HashMap<String, HostTensor>, sizes: &[Option<u64>]) -> Result<HostTensor, String> {
-        self.compiled.run(args, weights, sizes)
-    }
-}
-
-impl Drop for JitExecutable {
+impl Drop for JitCode {
     fn drop(&mut self) {
-        if let Some(module) = self.module.take() {
-            // SAFETY: no kernel is running (`run` borrows `self`), and the
-            // function pointers in `compiled` are dropped with `self`.
+        if let Some(module) = self.0.take() {
+            // SAFETY: the runtime drops the code owner after the function
+            // pointers into it (`NativeFunction` keeps it as its last field),
+            // and no call is running (a call borrows the function).
             unsafe { module.free_memory() };
         }
     }

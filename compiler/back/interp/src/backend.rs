@@ -1,49 +1,41 @@
-//! The interpreter behind the back-end interface: host tensors in, host
-//! tensors out.
+//! The interpreter behind the runtime's executor interface: a checked
+//! call's tensors in, a host tensor out.
 
 use crate::eval::{evaluate, Sizes};
 use crate::value::{Data, Value};
 use nax_front::check::types::Type;
-use nax_ir::{Argument, Backend, Executable, Graph};
-use nax_runtime::{DType, HostTensor, TensorData};
+use nax_ir::Graph;
+use nax_runtime::{CheckedCall, DType, Execute, HostTensor, RuntimeError, Scalar, TensorData, TensorMut, ThreadPool};
 use std::collections::HashMap;
 
-/// The reference interpreter (`--backend interp`).
-pub struct Interpreter;
+/// A graph the reference interpreter runs (`--backend interp`).
+pub struct Interpreter(pub Graph);
 
-impl Backend for Interpreter {
-    fn name(&self) -> &'static str {
-        "interp"
-    }
-
-    fn compile(&self, graph: &Graph) -> Result<Box<dyn Executable>, String> {
-        Ok(Box::new(Compiled(graph.clone())))
-    }
-}
-
-/// A graph ready to interpret.
-struct Compiled(Graph);
-
-impl Executable for Compiled {
-    fn run(&self, args: &[Argument], weights: &HashMap<String, HostTensor>, sizes: &[Option<u64>]) -> Result<HostTensor, String> {
-        let values: Vec<Value> = args.iter().map(argument_value).collect();
-        let weights: HashMap<String, Value> = weights.iter().map(|(k, v)| (k.clone(), host_value(v))).collect();
-        let result = evaluate(&self.0, &values, &weights, &Sizes(sizes))?;
-        let names = match &self.0.graph[self.0.output].ty {
+impl Execute for Interpreter {
+    fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, _pool: &ThreadPool) -> Result<Option<HostTensor>, RuntimeError> {
+        let g = &self.0;
+        let mut values = Vec::with_capacity(call.len());
+        for i in 0..call.len() {
+            let scalar = |dtype, data| Value { dtype, shape: Vec::new(), data };
+            values.push(match (call.tensor(i), call.scalar(i)) {
+                (Some(t), _) => host_value(&t.to_host()),
+                (None, Some(Scalar::Float(x))) => scalar(DType::F64, Data::Float(vec![x])),
+                (None, Some(Scalar::Int(x))) => scalar(DType::I64, Data::Int(vec![x])),
+                (None, Some(Scalar::Bool(x))) => scalar(DType::Bool, Data::Bool(vec![x])),
+                (None, None) => return Err(RuntimeError::Internal(format!("no argument {i}"))),
+            });
+        }
+        let weights: HashMap<String, Value> = call.signature().weights.iter().filter_map(|w| Some((w.name.clone(), host_value(call.weight(&w.name)?)))).collect();
+        let result = evaluate(g, &values, &weights, &Sizes(call.sizes())).map_err(|message| RuntimeError::Interpreter { message })?;
+        let names = match &g.graph[g.output].ty {
             Type::Tensor(t) => t.axes.iter().map(|a| a.name.clone()).collect(),
             _ => Vec::new(),
         };
-        into_host(result, names)
-    }
-}
-
-fn argument_value(a: &Argument) -> Value {
-    let scalar = |dtype, data| Value { dtype, shape: Vec::new(), data };
-    match a {
-        Argument::Tensor(t) => host_value(t),
-        Argument::Float(x) => scalar(DType::F64, Data::Float(vec![*x])),
-        Argument::Int(x) => scalar(DType::I64, Data::Int(vec![*x])),
-        Argument::Bool(x) => scalar(DType::Bool, Data::Bool(vec![*x])),
+        let result = into_host(result, names)?;
+        match into {
+            Some(out) => out.copy_from(&result).map(|()| None),
+            None => Ok(Some(result)),
+        }
     }
 }
 
@@ -62,7 +54,7 @@ fn host_value(t: &HostTensor) -> Value {
 }
 
 /// An interpreter value as a host tensor with these axis names.
-fn into_host(v: Value, names: Vec<Option<String>>) -> Result<HostTensor, String> {
+fn into_host(v: Value, names: Vec<Option<String>>) -> Result<HostTensor, RuntimeError> {
     let data = match (v.dtype, v.data) {
         (DType::F16, Data::Float(x)) => TensorData::F16(x.iter().map(|&y| half::f16::from_f64(y)).collect()),
         (DType::BF16, Data::Float(x)) => TensorData::BF16(x.iter().map(|&y| half::bf16::from_f64(y)).collect()),
@@ -71,7 +63,7 @@ fn into_host(v: Value, names: Vec<Option<String>>) -> Result<HostTensor, String>
         (DType::I32, Data::Int(x)) => TensorData::I32(x.iter().map(|&y| y as i32).collect()),
         (DType::I64, Data::Int(x)) => TensorData::I64(x),
         (DType::Bool, Data::Bool(x)) => TensorData::Bool(x),
-        (dtype, _) => return Err(format!("internal error: a {} result holds data of another kind", dtype.as_str())),
+        (dtype, _) => return Err(RuntimeError::Internal(format!("a {} result holds data of another kind", dtype.as_str()))),
     };
-    HostTensor::new(data, v.shape, names).map_err(|e| e.to_string())
+    HostTensor::new(data, v.shape, names)
 }

@@ -24,17 +24,13 @@ use inkwell::module::{Linkage, Module};
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine};
 use inkwell::OptimizationLevel;
-use nax_back_native::{lower_kernel, Compiled, KernelFn, Plan};
-use nax_ir::{Argument, Backend, Executable, Graph};
+use nax_back_native::{lower_kernel, Slots};
 use nax_kernel::Program;
-use nax_runtime::HostTensor;
+use nax_runtime::{KernelFn, NativeFunction};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
-
-/// The LLVM CPU back end.
-pub struct Llvm;
 
 /// What `nax build` can write from the LLVM back end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +75,7 @@ fn kernel_name(p: &Program, i: usize) -> String {
 }
 
 /// Some kernels of a program: the program, its size slots, and the kernels' numbers.
-type Part<'a> = (&'a Program, &'a Plan, &'a [usize]);
+type Part<'a> = (&'a Program, &'a Slots, &'a [usize]);
 
 /// Builds and verifies the module of some programs' kernels.
 fn build_module<'ctx>(context: &'ctx Context, parts: &[Part<'_>], h: &Host, tm: &TargetMachine) -> Result<Module<'ctx>, String> {
@@ -113,7 +109,7 @@ fn add_kernels<'ctx>(
     context: &'ctx Context,
     module: &Module<'ctx>,
     p: &Program,
-    plan: &Plan,
+    plan: &Slots,
     which: &[usize],
     target_attributes: &[Attribute],
     enum_attribute: &dyn Fn(&str) -> Attribute,
@@ -182,15 +178,15 @@ fn add_kernels<'ctx>(
     Ok(())
 }
 
-/// Compiles the graphs of a module's functions to one object file or to
-/// optimised LLVM IR. Each function's kernels are exported as
+/// Compiles the kernel programs of a module's functions to one object file
+/// or to optimised LLVM IR. Each function's kernels are exported as
 /// `<function>_k<i>` with the driver's signature.
-pub fn emit(graphs: &[Graph], artifact: Artifact) -> Result<Vec<u8>, String> {
+pub fn emit(programs: &[Program], artifact: Artifact) -> Result<Vec<u8>, String> {
     let h = host()?;
     let tm = target_machine(h)?;
-    let programs = graphs.iter().map(|g| nax_back_native::kernels(g).map(|p| { let plan = Plan::new(&p); (p, plan) })).collect::<Result<Vec<_>, String>>()?;
-    let all: Vec<Vec<usize>> = programs.iter().map(|(p, _)| (0..p.kernels.len()).collect()).collect();
-    let parts: Vec<Part> = programs.iter().zip(&all).map(|((p, plan), which)| (p, plan, which.as_slice())).collect();
+    let slots: Vec<Slots> = programs.iter().map(Slots::new).collect();
+    let all: Vec<Vec<usize>> = programs.iter().map(|p| (0..p.kernels.len()).collect()).collect();
+    let parts: Vec<Part> = programs.iter().zip(&slots).zip(&all).map(|((p, s), which)| (p, s, which.as_slice())).collect();
     let context = Context::create();
     let module = build_module(&context, &parts, h, &tm)?;
     optimise(&module, &tm)?;
@@ -253,50 +249,32 @@ fn jit(p: &Program, which: &[usize], bitcode: &[u8]) -> Result<(Code, Vec<(usize
     Ok((Code { engine: ManuallyDrop::new(engine), _context: context }, entries))
 }
 
-/// JIT-compiled kernels; `code` owns their machine code.
-struct Jitted {
-    compiled: Compiled,
-    _code: Vec<Code>,
-}
-
-impl Executable for Jitted {
-    fn run(&self, args: &[Argument], weights: &HashMap<String, HostTensor>, sizes: &[Option<u64>]) -> Result<HostTensor, String> {
-        self.compiled.run(args, weights, sizes)
-    }
-}
-
-impl Backend for Llvm {
-    fn name(&self) -> &'static str {
-        "llvm"
-    }
-
-    fn compile(&self, graph: &Graph) -> Result<Box<dyn Executable>, String> {
-        self.compile_timed(graph, &mut |_| {})
-    }
-
-    /// The kernels are split into one module per thread of the pool, each
-    /// optimised (`codegen`) and then JIT-compiled (`link`) on its own thread.
-    fn compile_timed(&self, graph: &Graph, stage: &mut dyn FnMut(&'static str)) -> Result<Box<dyn Executable>, String> {
-        let h = host()?;
-        let p = nax_back_native::kernels(graph)?;
-        stage("kernels");
-        let plan = Plan::new(&p);
-        let threads = rayon::current_num_threads().clamp(1, p.kernels.len().max(1));
-        let parts: Vec<Vec<usize>> = (0..threads).map(|t| (t..p.kernels.len()).step_by(threads).collect()).collect();
-        let bitcode = parts.par_iter().map(|which| optimised_bitcode((&p, &plan, which), h)).collect::<Result<Vec<_>, String>>()?;
-        stage("codegen");
-        let compiled = parts.par_iter().zip(&bitcode).map(|(which, code)| jit(&p, which, code)).collect::<Result<Vec<_>, String>>()?;
-        let mut kernels: Vec<Option<KernelFn>> = vec![None; p.kernels.len()];
-        let mut code = Vec::with_capacity(compiled.len());
-        for (c, entries) in compiled {
-            code.push(c);
-            for (i, f) in entries {
-                kernels[i] = Some(f);
-            }
+/// JIT-compiles a function's kernels (verified) for the host, calling
+/// `stage(name)` as each stage ends: the kernels are split into one module
+/// per thread of the current pool, each optimised (`codegen`) and then
+/// JIT-compiled (`link`) on its own thread. `inputs` is the function's
+/// number of parameters.
+pub fn compile(p: &Program, inputs: usize, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, String> {
+    let h = host()?;
+    let slots = Slots::new(p);
+    let plan = slots.plan(p)?;
+    let threads = rayon::current_num_threads().clamp(1, p.kernels.len().max(1));
+    let parts: Vec<Vec<usize>> = (0..threads).map(|t| (t..p.kernels.len()).step_by(threads).collect()).collect();
+    let bitcode = parts.par_iter().map(|which| optimised_bitcode((p, &slots, which), h)).collect::<Result<Vec<_>, String>>()?;
+    stage("codegen");
+    let compiled = parts.par_iter().zip(&bitcode).map(|(which, code)| jit(p, which, code)).collect::<Result<Vec<_>, String>>()?;
+    let mut kernels: Vec<Option<KernelFn>> = vec![None; p.kernels.len()];
+    let mut code = Vec::with_capacity(compiled.len());
+    for (c, entries) in compiled {
+        code.push(c);
+        for (i, f) in entries {
+            kernels[i] = Some(f);
         }
-        let kernels = kernels.into_iter().collect::<Option<Vec<_>>>().ok_or("internal error: a kernel was not compiled")?;
-        let names = nax_back_native::result_names(graph);
-        stage("link");
-        Ok(Box::new(Jitted { compiled: Compiled::new(p, plan, kernels, names), _code: code }))
     }
+    let kernels = kernels.into_iter().collect::<Option<Vec<_>>>().ok_or("internal error: a kernel was not compiled")?;
+    stage("link");
+    // SAFETY: entry `i` is kernel `i` of `p`, compiled with the driver's
+    // signature from the same slots the plan was made from; `code` owns
+    // the engines that hold the machine code.
+    unsafe { NativeFunction::new(plan, inputs, kernels, Box::new(code)) }.map_err(|e| e.to_string())
 }

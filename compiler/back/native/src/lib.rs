@@ -1,28 +1,17 @@
 //! The core shared by nax's native back ends (LLVM, Cranelift): the
 //! [`Emitter`] interface a code generator implements, the kernel lowering
-//! and the vector math written once against it, the size slots of a
-//! program, and the threaded driver that calls compiled kernels.
+//! and the vector math written once against it, and the size slots and
+//! plan of a program that the runtime's driver runs the compiled kernels
+//! by (`nax_runtime::NativeFunction`).
 
-mod driver;
 mod emitter;
 mod lower;
 pub mod math;
 mod plan;
 
-pub use driver::{result_names, Compiled, KernelFn};
 pub use emitter::{Binary, Compare, Emitter, Kind, Unary, LIBM};
 pub use lower::lower_kernel;
-pub use plan::{Plan, SizeRef};
-
-/// The kernels of a graph, formed and verified.
-pub fn kernels(graph: &nax_ir::Graph) -> Result<nax_kernel::Program, String> {
-    let program = nax_kernel::form(graph)?;
-    let problems = nax_kernel::verify(&program);
-    if !problems.is_empty() {
-        return Err(format!("internal error: the kernels of `{}` do not verify: {}", graph.name, problems.join("; ")));
-    }
-    Ok(program)
-}
+pub use plan::Slots;
 
 /// The address of a Rust implementation of one of [`LIBM`], with the C
 /// signature, for JITs to bind the calls to (so no symbol is looked up in

@@ -7,7 +7,8 @@
 
 use crate::emitter::{Binary, Compare, Emitter, Kind, Unary};
 use crate::math;
-use crate::plan::{Plan, SizeRef};
+use crate::plan::Slots;
+use nax_runtime::plan::SizeRef;
 use nax_front::checked::{AlongAxis, Elementwise, Reduction};
 use nax_front::syntax::ast::{BinaryOp, UnaryOp};
 use nax_ir::{Literal, MapFn};
@@ -39,7 +40,7 @@ pub fn register_kind(d: DType) -> Kind {
 }
 
 /// Emits the body of one kernel function.
-pub fn lower_kernel<E: Emitter>(e: &mut E, p: &Program, plan: &Plan, k: &Kernel) {
+pub fn lower_kernel<E: Emitter>(e: &mut E, p: &Program, plan: &Slots, k: &Kernel) {
     let mut l = Lowering { e, p, plan, k, index: vec![None; k.loops.len()], strides: HashMap::new(), extents: Vec::new(), rows: Vec::new() };
     l.run();
 }
@@ -47,7 +48,7 @@ pub fn lower_kernel<E: Emitter>(e: &mut E, p: &Program, plan: &Plan, k: &Kernel)
 struct Lowering<'a, E: Emitter> {
     e: &'a mut E,
     p: &'a Program,
-    plan: &'a Plan,
+    plan: &'a Slots,
     k: &'a Kernel,
     /// The current index of each open loop.
     index: Vec<Option<E::Value>>,

@@ -1,36 +1,34 @@
-//! The size slots of a program: every symbolic size its kernels use gets a
-//! slot in the `sizes` array each kernel receives, filled at each call from
-//! the sizes the call-boundary check solved. Constant sizes are compiled in.
+//! From a kernel program to the runtime's [`NativePlan`]: the size slots
+//! (every symbolic size the kernels use gets a slot in the `sizes` array
+//! each kernel receives, filled at each call from the sizes the
+//! call-boundary check solved; constant sizes are compiled in), the
+//! buffers with their shapes in slots, and each kernel's strategy as the
+//! driver runs it.
 
 use nax_front::check::sizes::Size;
-use nax_kernel::{Expr, Program};
+use nax_kernel::{Body, Expr, Kernel, Program};
+use nax_runtime::plan::{AttentionPlan, BufferPlan, GemmPlan, KernelPlan, Nest, Operand, SizeRef, Strategy};
+use nax_runtime::{NativePlan, SymId};
 use std::collections::HashMap;
 
-/// The slots of one program.
+/// The size slots of one program.
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub struct Slots {
     /// The symbol of each slot (a resolved root).
-    slots: Vec<Size>,
-    index: HashMap<Size, usize>,
+    slots: Vec<SymId>,
+    index: HashMap<SymId, usize>,
 }
 
-/// A size as the kernels see it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SizeRef {
-    Const(u64),
-    Slot(usize),
-}
-
-impl Plan {
-    pub fn new(p: &Program) -> Plan {
-        let mut plan = Plan { slots: Vec::new(), index: HashMap::new() };
+impl Slots {
+    /// A slot for every symbolic size the program's buffers and kernels use.
+    pub fn new(p: &Program) -> Slots {
+        let mut slots = Slots { slots: Vec::new(), index: HashMap::new() };
         let mut add = |s: Size| {
-            if let Size::Sym(_) = p.symbols.resolve(s) {
-                let root = p.symbols.resolve(s);
-                if !plan.index.contains_key(&root) {
-                    plan.index.insert(root, plan.slots.len());
-                    plan.slots.push(root);
-                }
+            if let Size::Sym(root) = p.symbols.resolve(s) {
+                slots.index.entry(root).or_insert_with(|| {
+                    slots.slots.push(root);
+                    slots.slots.len() - 1
+                });
             }
         };
         for b in &p.buffers {
@@ -40,7 +38,7 @@ impl Plan {
             k.loops.iter().for_each(|l| add(l.extent));
             k.values().for_each(|v| visit_sizes(v, &mut add));
         }
-        plan
+        slots
     }
 
     /// How many slots there are; an attention tile's positions come after them.
@@ -52,33 +50,59 @@ impl Plan {
     pub fn size(&self, p: &Program, s: Size) -> SizeRef {
         match p.symbols.resolve(s) {
             Size::Const(c) => SizeRef::Const(c),
-            root => SizeRef::Slot(self.index[&root]),
+            Size::Sym(root) => SizeRef::Slot(self.index[&root]),
         }
     }
 
-    /// The value of every slot at one call, from the symbols' values.
-    pub fn values(&self, p: &Program, sizes: &[Option<u64>]) -> Result<Vec<i64>, String> {
-        self.slots
-            .iter()
-            .map(|&s| {
-                let Size::Sym(id) = s else { return Err("internal error: a constant size has a slot".to_string()) };
-                sizes
-                    .get(id.0 as usize)
-                    .copied()
-                    .flatten()
-                    .and_then(|v| i64::try_from(v).ok())
-                    .ok_or_else(|| format!("the size `{}` is not known at this call", p.symbols.display(s)))
+    /// The plan the driver runs the program's compiled kernels by.
+    pub fn plan(&self, p: &Program) -> Result<NativePlan, String> {
+        let buffers = p.buffers.iter().map(|b| BufferPlan { dtype: b.dtype, shape: b.shape.iter().map(|&s| self.size(p, s)).collect(), kind: b.kind.clone() }).collect();
+        let kernels = p.kernels.iter().enumerate().map(|(i, k)| self.kernel(p, k).ok_or_else(|| format!("internal error: kernel {i} of `{}` does not have the form its schedule needs", p.name))).collect::<Result<_, _>>()?;
+        Ok(NativePlan { slots: self.slots.clone(), buffers, kernels, result: p.result })
+    }
+
+    fn kernel(&self, p: &Program, k: &Kernel) -> Option<KernelPlan> {
+        let loops = k.loops.iter().map(|l| self.size(p, l.extent)).collect();
+        let strategy = if let Some(a) = &k.schedule.attention {
+            let Body::Attention { keys, visible, value, .. } = &k.body else { return None };
+            let [q, key] = product_operands(&k.rows.first()?.value)?;
+            Strategy::Attention(AttentionPlan {
+                batch: a.batch.clone(),
+                rows: a.rows,
+                cols: a.cols,
+                keys: *keys,
+                tile: a.tile,
+                scratch: a.scratch,
+                q,
+                k: key,
+                v: operand(value)?,
+                masked: visible.is_some(),
             })
-            .collect()
+        } else if let Some(g) = &k.schedule.gemm {
+            let Body::Reduce { value, .. } = &k.body else { return None };
+            let [a, b] = product_operands(value)?;
+            let epilogue = g.epilogue.as_ref().map(|_| Nest { loops: k.loops.len() - 1, parallel: k.parallel_loop() });
+            Strategy::Gemm(GemmPlan { batch: g.batch.clone(), rows: g.rows, cols: g.cols, inner: g.inner, a, b, epilogue })
+        } else {
+            Strategy::Nest(Nest { loops: k.loops.len(), parallel: k.parallel_loop() })
+        };
+        Some(KernelPlan { output: k.output, loops, strategy })
     }
+}
 
-    /// The value of a size at one call, given the slots' values.
-    pub fn value(&self, p: &Program, s: Size, slots: &[i64]) -> usize {
-        match self.size(p, s) {
-            SizeRef::Const(c) => c as usize,
-            SizeRef::Slot(i) => slots[i] as usize,
-        }
+/// A load as the driver's operand.
+fn operand(e: &Expr) -> Option<Operand> {
+    match e {
+        Expr::Load { buffer, index } => Some(Operand { buffer: *buffer, index: index.clone() }),
+        _ => None,
     }
+}
+
+/// The two loads of a product.
+fn product_operands(e: &Expr) -> Option<[Operand; 2]> {
+    let Expr::Apply { args, .. } = e else { return None };
+    let [a, b] = args.as_slice() else { return None };
+    Some([operand(a)?, operand(b)?])
 }
 
 fn visit_sizes(e: &Expr, add: &mut impl FnMut(Size)) {

@@ -581,12 +581,12 @@ mod tests {
         assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
         let f = &c.module.functions[0];
         let (Type::Tensor(x), Type::Tensor(y)) = (&f.bindings[0].ty, &f.bindings[1].ty) else { panic!() };
-        assert!(f.symbols.solve(&[(x.axes[0].size, 8), (y.axes[0].size, 4)]).is_ok());
-        let wrong_y = f.symbols.solve(&[(x.axes[0].size, 8), (y.axes[0].size, 5)]).unwrap_err();
+        assert!(f.symbols.table().solve(&[(x.axes[0].size, 8), (y.axes[0].size, 4)]).is_ok());
+        let wrong_y = f.symbols.table().solve(&[(x.axes[0].size, 8), (y.axes[0].size, 5)]).unwrap_err();
         assert!(wrong_y.message.contains("`W`") && wrong_y.message.contains('5'), "{wrong_y:?}");
-        let inexact_group = f.symbols.solve(&[(x.axes[0].size, 6)]).unwrap_err();
+        let inexact_group = f.symbols.table().solve(&[(x.axes[0].size, 6)]).unwrap_err();
         assert!(inexact_group.message.contains("6 / 4 is not exact"), "{inexact_group:?}");
-        let odd = f.symbols.solve(&[(x.axes[0].size, 7)]).unwrap_err();
+        let odd = f.symbols.table().solve(&[(x.axes[0].size, 7)]).unwrap_err();
         assert!(odd.message.contains("7 / 2 is not exact"), "{odd:?}");
     }
 }

@@ -8,35 +8,15 @@
 //! cannot be decided while compiling stays in the table: at the call boundary
 //! the runtime binds the free symbols from the arguments, evaluates every
 //! derived symbol (checking that divisions are exact) and checks each class's
-//! members agree, so bad inputs are rejected before any kernel runs.
+//! members agree, so bad inputs are rejected before any kernel runs. The
+//! size vocabulary ([`Size`], [`SymId`], [`SymDef`]) and that check
+//! ([`nax_runtime::SizeTable::solve`]) belong to the runtime; [`Symbols::table`]
+//! hands it the table.
 
 use crate::diagnostics::Span;
 use std::collections::HashMap;
 
-/// An index into a [`Symbols`] table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SymId(pub u32);
-
-/// The size of an axis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Size {
-    Const(u64),
-    Sym(SymId),
-}
-
-/// How a symbol gets its value.
-#[derive(Clone, Debug, PartialEq)]
-pub enum SymDef {
-    /// Bound from outside: an argument's axis, a run-time dim, a run-time keyword.
-    Free,
-    /// `a * b`.
-    Mul(Size, Size),
-    /// `a / b`, which must be exact.
-    Div(Size, Size),
-    Add(Size, Size),
-    /// `a - b`, which must not be negative.
-    Sub(Size, Size),
-}
+pub use nax_runtime::{Size, SymDef, SymId};
 
 /// One symbol of a table.
 #[derive(Clone, Debug)]
@@ -288,85 +268,18 @@ impl Symbols {
     }
 }
 
-/// A call-boundary check that failed: the sizes given contradict the program.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BoundaryError {
-    pub message: String,
-    /// Where the violated requirement comes from (a dim, a group, a parameter).
-    pub origin: Span,
-}
-
 impl Symbols {
-    /// The call-boundary check: given the actual values of some sizes (the
-    /// arguments' axes), evaluates every derived size, checks that divisions
-    /// are exact and subtractions non-negative, and that every class of sizes
-    /// required equal gets one value. Returns the value of each symbol
-    /// (`None` for sizes nothing determines).
-    pub fn solve(&self, given: &[(Size, u64)]) -> Result<Vec<Option<u64>>, BoundaryError> {
-        let mut class: HashMap<u32, u64> = HashMap::new();
-        // Gives a class its value, or the value it already has when they differ.
-        let set = |class: &mut HashMap<u32, u64>, root: u32, v: u64| match class.get(&root) {
-            Some(&old) if old != v => Err(old),
-            _ => {
-                class.insert(root, v);
-                Ok(())
-            }
-        };
-        for (i, s) in self.syms.iter().enumerate() {
-            if let Some(v) = s.value {
-                class.insert(self.root(i as u32), v);
-            }
-        }
-        for &(size, v) in given {
-            match size {
-                Size::Const(c) if c != v => {
-                    return Err(BoundaryError { message: format!("expected size {c}, got {v}"), origin: Span::default() });
-                }
-                Size::Const(_) => {}
-                Size::Sym(SymId(id)) => {
-                    let root = self.root(id);
-                    let data = &self.syms[id as usize];
-                    set(&mut class, root, v).map_err(|old| BoundaryError {
-                        message: format!("`{}` must be {old}, got {v}", data.name),
-                        origin: data.origin,
-                    })?;
-                }
-            }
-        }
-        let value_of = |class: &HashMap<u32, u64>, s: Size| match s {
-            Size::Const(c) => Some(c),
-            Size::Sym(SymId(id)) => class.get(&self.root(id)).copied(),
-        };
-        // Derived sizes only refer to earlier symbols, but a class can learn its
-        // value from a later member, so repeat until nothing changes.
-        loop {
-            let mut changed = false;
-            for (i, s) in self.syms.iter().enumerate() {
-                let (a, b) = match s.def {
-                    SymDef::Free => continue,
-                    SymDef::Mul(a, b) | SymDef::Div(a, b) | SymDef::Add(a, b) | SymDef::Sub(a, b) => (a, b),
-                };
-                let (Some(x), Some(y)) = (value_of(&class, a), value_of(&class, b)) else { continue };
-                let fail = |why: String| BoundaryError { message: format!("`{}`: {why}", s.name), origin: s.origin };
-                let v = match s.def {
-                    SymDef::Mul(..) => x.checked_mul(y).ok_or_else(|| fail(format!("{x} * {y} overflows")))?,
-                    SymDef::Div(..) if y == 0 || x % y != 0 => return Err(fail(format!("{x} / {y} is not exact"))),
-                    SymDef::Div(..) => x / y,
-                    SymDef::Add(..) => x.checked_add(y).ok_or_else(|| fail(format!("{x} + {y} overflows")))?,
-                    SymDef::Sub(..) => x.checked_sub(y).ok_or_else(|| fail(format!("{x} - {y} is negative")))?,
-                    SymDef::Free => continue,
-                };
-                let root = self.root(i as u32);
-                if class.get(&root) != Some(&v) {
-                    set(&mut class, root, v).map_err(|old| fail(format!("is {v} but must equal {old}")))?;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        Ok((0..self.syms.len() as u32).map(|i| class.get(&self.root(i)).copied()).collect())
+    /// The table the runtime checks calls with: every symbol's name,
+    /// definition, class and the constant its class is known to have.
+    pub fn table(&self) -> nax_runtime::SizeTable {
+        let symbols = (0..self.syms.len() as u32)
+            .map(|i| {
+                let root = self.root(i);
+                let s = &self.syms[i as usize];
+                nax_runtime::Symbol { name: s.name.clone(), def: s.def.clone(), class: SymId(root), value: self.class_value(root) }
+            })
+            .collect();
+        nax_runtime::SizeTable { symbols }
     }
 }
 
@@ -396,18 +309,18 @@ mod tests {
     }
 
     #[test]
-    fn the_boundary_check_evaluates_derived_sizes() {
+    fn the_table_carries_classes_and_learnt_constants() {
         let mut t = Symbols::default();
         let v = Size::Sym(t.fresh("V", Span::default()));
         let w = t.div_exact(v, Size::Const(2), Some("W"), Span::default()).unwrap();
         let b = Size::Sym(t.fresh("b", Span::default()));
         assert!(t.unify(b, w));
-        let values = t.solve(&[(v, 64)]).unwrap();
-        let SymId(wid) = match w { Size::Sym(id) => id, Size::Const(_) => unreachable!() };
-        assert_eq!(values[wid as usize], Some(32));
-        assert!(t.solve(&[(v, 7)]).unwrap_err().message.contains("not exact"));
-        assert!(t.solve(&[(v, 64), (b, 31)]).is_err());
-        assert!(t.solve(&[(Size::Const(3), 4)]).is_err());
+        let table = t.table();
+        assert_eq!(table.display(b), "W");
+        let values = table.solve(&[(v, 64)]).unwrap();
+        assert_eq!(values, vec![Some(64), Some(32), Some(32)]);
+        assert!(t.unify(v, Size::Const(8)));
+        assert_eq!(t.table().resolve(b), Size::Const(4));
     }
 
     #[test]

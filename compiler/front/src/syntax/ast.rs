@@ -98,23 +98,8 @@ impl TypeRef {
     }
 }
 
-/// The host scalar types `float`, `int` and `bool`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HostType {
-    Float,
-    Int,
-    Bool,
-}
-
-impl HostType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HostType::Float => "float",
-            HostType::Int => "int",
-            HostType::Bool => "bool",
-        }
-    }
-}
+/// The host scalar types `float`, `int` and `bool` (the runtime's vocabulary).
+pub use nax_runtime::HostType;
 
 /// `KIND[AXES]`, e.g. `Prob(m)[b n m]`; `kind` is `None` for a bare `[AXES]`.
 #[derive(Clone, Debug, PartialEq)]

@@ -328,7 +328,7 @@ fn smoke_calls(module: &CheckedModule, py_module: &str) -> String {
                 }
             }
         }
-        let Ok(values) = syms.solve(&given) else { continue };
+        let Ok(values) = syms.table().solve(&given) else { continue };
         let shape = |axes: &[Axis]| -> Option<String> {
             let sizes: Option<Vec<String>> = axes
                 .iter()

@@ -1,15 +1,17 @@
-//! `--timings`: the time of each compilation stage (parse, check, lower,
-//! codegen, ...), printed to stderr after the command.
+//! The time of each stage of the pipeline (parse, check, lower, rewrite,
+//! kernels, codegen, link, run), which `nax --timings` prints.
 
 use std::time::{Duration, Instant};
 
 /// Stage times, in the order they ran.
+#[derive(Clone, Debug)]
 pub struct Timings {
     stages: Vec<(&'static str, Duration)>,
     last: Instant,
 }
 
 impl Timings {
+    /// A clock started now, with no stage recorded.
     pub fn start() -> Timings {
         Timings { stages: Vec::new(), last: Instant::now() }
     }

@@ -1,0 +1,212 @@
+//! The API for host applications: an [`Engine`] (back end, threads,
+//! optimisation, a cache of compiled programs) compiles source into a
+//! [`Program`], whose functions ([`Program::function`]) are called with
+//! named host tensors borrowed from the caller, from any number of threads.
+//!
+//! ```
+//! use nax::{Arg, Engine, TensorView};
+//!
+//! let engine = Engine::new().threads(2);
+//! let program = engine.compile("def scale(x: [n d], s: float) -> [n d] {\n    return x * s\n}\n")?;
+//! let scale = program.function("scale")?;
+//! println!("{}", scale.signature()); // fn scale(x: f32[n d], s: float) -> f32[n d]
+//!
+//! // A [d n] buffer, passed as [n d] by naming its axes: no copy.
+//! let data = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+//! let x = TensorView::new(&data, vec![2, 3], vec![Some("d".into()), Some("n".into())])?;
+//! let y = scale.call([("x", Arg::from(x)), ("s", 2.0.into())])?;
+//! assert_eq!(y.shape(), &[3, 2]);
+//! assert_eq!(y.to_f64_vec(), [2.0, 8.0, 4.0, 10.0, 6.0, 12.0]);
+//! # Ok::<(), nax::Error>(())
+//! ```
+
+use crate::error::Error;
+use crate::pipeline::{self, Backend};
+use crate::timings::Timings;
+use nax_front::CheckedModule;
+use nax_runtime::{Arg, CheckedCall, HostTensor, Signature, TensorMut, ThreadPool};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+/// What a program is compiled with; programs compiled with equal options
+/// from equal source share their code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Options {
+    backend: Backend,
+    threads: usize,
+    optimize: bool,
+}
+
+/// Compiles programs: the back end, the threads each program's calls run
+/// on, whether the optimizer rewrites graphs, and an in-memory cache of
+/// compiled programs keyed by source and options (a program stays cached
+/// while some [`Program`] holds it).
+pub struct Engine {
+    options: Options,
+    cache: Mutex<HashMap<(String, Options), Weak<Compiled>>>,
+}
+
+impl Default for Engine {
+    fn default() -> Engine {
+        Engine::new()
+    }
+}
+
+impl Engine {
+    /// LLVM for the host CPU, one thread per available core, optimised.
+    pub fn new() -> Engine {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Engine { options: Options { backend: Backend::Llvm, threads, optimize: true }, cache: Mutex::new(HashMap::new()) }
+    }
+
+    /// Uses this back end.
+    pub fn backend(mut self, backend: Backend) -> Engine {
+        self.options.backend = backend;
+        self
+    }
+
+    /// Runs each program's calls on a pool of this many threads (at least 1).
+    pub fn threads(mut self, threads: usize) -> Engine {
+        self.options.threads = threads.max(1);
+        self
+    }
+
+    /// Rewrites graphs with the optimizer (`-O1`, the default) or not (`-O0`).
+    pub fn optimize(mut self, optimize: bool) -> Engine {
+        self.options.optimize = optimize;
+        self
+    }
+
+    /// Checks `source`; its functions compile when first asked for. An
+    /// error carries every diagnostic, rendered as `nax check` prints them.
+    pub fn compile(&self, source: &str) -> Result<Program, Error> {
+        let key = (source.to_string(), self.options);
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(compiled) = cache.get(&key).and_then(Weak::upgrade) {
+            return Ok(Program { compiled, weights: Arc::new(HashMap::new()) });
+        }
+        let module = pipeline::check("<source>", source, &mut Timings::start())?;
+        let functions = module.functions.iter().map(|f| (f.name.clone(), OnceLock::new())).collect();
+        let pool = ThreadPool::new(self.options.threads)?;
+        let compiled = Arc::new(Compiled { module, options: self.options, functions, pool });
+        cache.retain(|_, weak| weak.strong_count() > 0);
+        cache.insert(key, Arc::downgrade(&compiled));
+        Ok(Program { compiled, weights: Arc::new(HashMap::new()) })
+    }
+}
+
+/// A checked module with its functions' compiled code and its thread pool.
+struct Compiled {
+    module: CheckedModule,
+    options: Options,
+    functions: Vec<(String, OnceLock<Result<Arc<nax_runtime::Function>, Arc<Error>>>)>,
+    pool: ThreadPool,
+}
+
+/// A compiled program and the weights bound to it. Cheap to clone;
+/// `Send + Sync`.
+#[derive(Clone)]
+pub struct Program {
+    compiled: Arc<Compiled>,
+    weights: Arc<HashMap<String, HostTensor>>,
+}
+
+impl Program {
+    /// The names of the module's functions.
+    pub fn function_names(&self) -> Vec<&str> {
+        self.compiled.functions.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
+    /// The function `name`, compiled on first use (once, whichever thread
+    /// asks first).
+    pub fn function(&self, name: &str) -> Result<Function, Error> {
+        let c = &self.compiled;
+        let Some((_, cell)) = c.functions.iter().find(|(n, _)| n == name) else {
+            return Err(Error::UnknownFunction { name: name.to_string(), available: c.functions.iter().map(|(n, _)| n.clone()).collect() });
+        };
+        let compiled = cell.get_or_init(|| {
+            let mut timings = Timings::start();
+            pipeline::compile_function(&c.module, name, c.options.backend, c.options.optimize, &mut timings).map(Arc::new).map_err(Arc::new)
+        });
+        match compiled {
+            Ok(f) => Ok(Function { program: self.clone(), function: Arc::clone(f) }),
+            Err(e) => Err(match e.as_ref() {
+                Error::Compile { stage, message } => Error::Compile { stage, message: message.clone() },
+                other => Error::Compile { stage: "lower", message: other.to_string() },
+            }),
+        }
+    }
+
+    /// The same program with these weights: each tensor named like a weight
+    /// of the module binds to it by the rules of LANGUAGE.md section 12
+    /// (named axes are transposed to the declared order); tensors that are
+    /// no weight of the module are ignored.
+    pub fn with_weights(&self, tensors: impl IntoIterator<Item = (String, HostTensor)>) -> Result<Program, Error> {
+        let mut weights = (*self.weights).clone();
+        for (name, t) in tensors {
+            let Some(w) = self.compiled.module.weights.iter().find(|w| w.name == name) else { continue };
+            let names: Vec<Option<String>> = w.ty.axes.iter().map(|a| a.name.clone()).collect();
+            let bound = nax_runtime::bind(&name, &names, &t.view())?;
+            let bound = if bound.is_contiguous() { t.with_names(names)? } else { bound.to_host() };
+            weights.insert(name, bound);
+        }
+        Ok(Program { compiled: Arc::clone(&self.compiled), weights: Arc::new(weights) })
+    }
+
+    /// [`Program::with_weights`] with the tensors of a safetensors file.
+    pub fn with_weights_file(&self, path: &Path) -> Result<Program, Error> {
+        self.with_weights(nax_runtime::read_tensors(path)?)
+    }
+
+    /// How many threads calls run on.
+    pub fn threads(&self) -> usize {
+        self.compiled.pool.threads()
+    }
+}
+
+/// A compiled function of a [`Program`], ready to call. Cheap to clone;
+/// `Send + Sync`: any number of threads may call it at once.
+#[derive(Clone)]
+pub struct Function {
+    program: Program,
+    function: Arc<nax_runtime::Function>,
+}
+
+impl Function {
+    /// Its parameters (dtypes, axis names, symbolic sizes, defaults), the
+    /// weights it reads and its result.
+    pub fn signature(&self) -> &Signature {
+        self.function.signature()
+    }
+
+    /// Calls it with arguments by parameter name: tensors borrowed from the
+    /// caller ([`nax_runtime::TensorView`]: any strides, axes named or not, bound by the
+    /// rules of LANGUAGE.md section 12 without a copy when their memory
+    /// lies row-major in the parameter's order) and host scalars; host
+    /// scalar parameters left out take their defaults. Every size is
+    /// checked before anything runs.
+    pub fn call<'a>(&self, args: impl IntoIterator<Item = (&'a str, Arg<'a>)>) -> Result<HostTensor, Error> {
+        let args: Vec<(&str, Arg<'_>)> = args.into_iter().collect();
+        Ok(self.function.call(args, &self.program.weights, &self.program.compiled.pool)?)
+    }
+
+    /// As [`Function::call`], writing the result into the caller's
+    /// contiguous buffer, which must have the result's dtype and element
+    /// count.
+    pub fn call_into<'a>(&self, args: impl IntoIterator<Item = (&'a str, Arg<'a>)>, out: &mut TensorMut<'_>) -> Result<(), Error> {
+        let args: Vec<(&str, Arg<'_>)> = args.into_iter().collect();
+        Ok(self.function.call_into(args, &self.program.weights, out, &self.program.compiled.pool)?)
+    }
+
+    /// Checks arguments given in parameter order (the call boundary alone,
+    /// as `nax run` does before running).
+    pub fn check<'a>(&'a self, args: Vec<Arg<'a>>) -> Result<CheckedCall<'a>, Error> {
+        Ok(self.signature().check(args, &self.program.weights)?)
+    }
+
+    /// Runs a call [`Function::check`] accepted.
+    pub fn run(&self, call: &CheckedCall<'_>) -> Result<HostTensor, Error> {
+        Ok(self.function.run(call, &self.program.compiled.pool)?)
+    }
+}

@@ -1,0 +1,49 @@
+//! The errors of the pipeline and of the host API: a program that does not
+//! check (its rendered diagnostics), a function that does not exist, a
+//! stage that failed (internal errors name the stage), and the runtime's
+//! errors at the call boundary.
+
+use nax_front::Diagnostic;
+use nax_runtime::RuntimeError;
+
+/// An error of nax as a library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The source has errors: the diagnostics, and their text rendered the
+    /// way `nax check` prints them.
+    #[error("{rendered}")]
+    Diagnostics {
+        /// Every diagnostic (errors and warnings), in source order.
+        diagnostics: Vec<Diagnostic>,
+        /// Their rendering, with source snippets.
+        rendered: String,
+    },
+    /// No function of this name in the module.
+    #[error("no function `{name}` in the module (functions: {})", .available.join(", "))]
+    UnknownFunction {
+        /// The name asked for.
+        name: String,
+        /// The module's functions.
+        available: Vec<String>,
+    },
+    /// A stage of the compiler failed: lowering (an unsupported construct,
+    /// a graph too large), rewriting, kernel formation or code generation.
+    /// Messages that begin `internal error:` are bugs of nax.
+    #[error("{message}")]
+    Compile {
+        /// The stage: `lower`, `rewrite`, `kernels`, `codegen`.
+        stage: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+    /// The runtime refused a call, a tensor or a file.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+impl Error {
+    /// A failure of `stage` with this message.
+    pub(crate) fn stage(stage: &'static str) -> impl FnOnce(String) -> Error {
+        move |message| Error::Compile { stage, message }
+    }
+}

@@ -1,0 +1,20 @@
+//! nax as a library: the one compilation pipeline ([`pipeline`]) that the
+//! `nax` command, the benchmarks and the tests go through, and the API for
+//! host applications that JIT-compile nax programs ([`Engine`] ->
+//! [`Program`] -> [`Function`]) and call them with named host tensors.
+//!
+//! Everything a call needs at run time (signatures, the call-boundary
+//! check, the driver, thread pools, host tensors and views) is the
+//! runtime's (`nax-runtime`, re-exported here), which a host that only
+//! runs ahead-of-time compiled code links alone.
+
+mod engine;
+mod error;
+pub mod pipeline;
+mod timings;
+
+pub use engine::{Engine, Function, Program};
+pub use error::Error;
+pub use nax_runtime::{bind, read_tensors, ThreadPool, write_tensor_atomic, Arg, DType, HostTensor, HostType, Param, ParamType, RuntimeError, Scalar, Signature, TensorMut, TensorSpec, TensorView};
+pub use pipeline::Backend;
+pub use timings::Timings;

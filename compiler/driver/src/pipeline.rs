@@ -1,0 +1,160 @@
+//! The one pipeline every user of the compiler goes through (the CLI, the
+//! host API, the benchmarks, the tests): source -> checked program ->
+//! named-axis graph -> rewritten graph -> kernels -> code + plan, with the
+//! verifier run after every stage that builds IR and each stage's time
+//! recorded in a [`Timings`].
+
+use crate::error::Error;
+use crate::timings::Timings;
+use nax_front::checked::{CheckedFn, TExprKind};
+use nax_front::CheckedModule;
+use nax_ir::Graph;
+use nax_runtime::{Function, HostType, Scalar};
+
+/// A code generator.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// LLVM, optimised for the host CPU (the default).
+    #[default]
+    Llvm,
+    /// Cranelift: compiles fast, scalar code.
+    Cranelift,
+    /// The reference interpreter over the graph.
+    Interp,
+}
+
+impl Backend {
+    /// The name `--backend` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Llvm => "llvm",
+            Backend::Cranelift => "cranelift",
+            Backend::Interp => "interp",
+        }
+    }
+}
+
+/// Parses and checks a source; the checked module, or every diagnostic
+/// rendered against `file_name` when there is an error. Records `parse`
+/// and `check`.
+pub fn check(file_name: &str, source: &str, timings: &mut Timings) -> Result<CheckedModule, Error> {
+    let (checked, stages) = nax_front::check_source_timed(source);
+    timings.extend(&stages);
+    if checked.has_errors() {
+        let rendered = nax_front::diagnostics::render_text(file_name, source, &checked.diagnostics);
+        return Err(Error::Diagnostics { diagnostics: checked.diagnostics, rendered });
+    }
+    Ok(checked.module)
+}
+
+/// A function's graph as lowered, and as rewritten by the optimizer.
+#[derive(Debug)]
+pub struct Lowered {
+    /// As lowered from the checked program.
+    pub lowered: Graph,
+    /// As rewritten, with the optimizer's report; `None` at `-O0`.
+    pub rewritten: Option<(Graph, nax_passes::Report)>,
+}
+
+impl Lowered {
+    /// The graph code is generated from: the rewritten one, if any.
+    pub fn graph(&self) -> &Graph {
+        self.rewritten.as_ref().map_or(&self.lowered, |(g, _)| g)
+    }
+
+    /// The same, by value.
+    pub fn into_graph(self) -> Graph {
+        self.rewritten.map_or(self.lowered, |(g, _)| g)
+    }
+}
+
+/// The function `name` of the module as a graph, verified, then rewritten
+/// (when `optimize`) and verified again. Records `lower` and `rewrite`.
+pub fn lower(module: &CheckedModule, name: &str, optimize: bool, timings: &mut Timings) -> Result<Lowered, Error> {
+    if !module.functions.iter().any(|f| f.name == name) {
+        return Err(Error::UnknownFunction { name: name.to_string(), available: module.functions.iter().map(|f| f.name.clone()).collect() });
+    }
+    let lowered = nax_ir::lower(module, name).map_err(|e| Error::Compile { stage: "lower", message: e.to_string() })?;
+    verify_graph(&lowered, "graph")?;
+    timings.mark("lower");
+    let rewritten = if optimize {
+        let (rewritten, report) = nax_passes::optimize(&lowered).map_err(Error::stage("rewrite"))?;
+        verify_graph(&rewritten, "rewritten graph")?;
+        timings.mark("rewrite");
+        Some((rewritten, report))
+    } else {
+        None
+    };
+    Ok(Lowered { lowered, rewritten })
+}
+
+fn verify_graph(g: &Graph, what: &str) -> Result<(), Error> {
+    let problems = nax_ir::verify(g);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Compile { stage: "lower", message: format!("internal error: the {what} of `{}` does not verify: {}", g.name, problems.join("; ")) })
+}
+
+/// The kernels of a graph, formed and verified.
+pub fn kernels(graph: &Graph) -> Result<nax_kernel::Program, Error> {
+    let program = nax_kernel::form(graph).map_err(Error::stage("kernels"))?;
+    let problems = nax_kernel::verify(&program);
+    if !problems.is_empty() {
+        return Err(Error::Compile { stage: "kernels", message: format!("internal error: the kernels of `{}` do not verify: {}", graph.name, problems.join("; ")) });
+    }
+    Ok(program)
+}
+
+/// Each parameter's default value (host scalars given a literal default).
+pub fn defaults(f: &CheckedFn) -> Vec<Option<Scalar>> {
+    let params = f.bindings.get(..f.params).unwrap_or_default();
+    params
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let default = f.defaults.get(i)?.as_ref()?;
+            let nax_front::check::types::Type::Host(h, _) = b.ty else { return None };
+            match (h, &default.kind) {
+                (HostType::Float, TExprKind::Float(x)) => Some(Scalar::Float(*x)),
+                (HostType::Float, TExprKind::Int(x)) => Some(Scalar::Float(*x as f64)),
+                (HostType::Int, TExprKind::Int(x)) => Some(Scalar::Int(i64::try_from(*x).unwrap_or(i64::MAX))),
+                (HostType::Bool, TExprKind::Bool(b)) => Some(Scalar::Bool(*b)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Compiles a graph with a back end into a callable function. Records
+/// `kernels` (native back ends), `codegen` and `link`.
+pub fn compile_graph(graph: Graph, defaults: &[Option<Scalar>], backend: Backend, timings: &mut Timings) -> Result<Function, Error> {
+    let signature = nax_ir::signature(&graph, defaults);
+    let inputs = signature.params.len();
+    let mut stage = |name| timings.mark(name);
+    let exec: Box<dyn nax_runtime::Execute> = match backend {
+        Backend::Interp => {
+            let interpreter = nax_back_interp::Interpreter(graph);
+            stage("codegen");
+            Box::new(interpreter)
+        }
+        Backend::Llvm | Backend::Cranelift => {
+            let program = kernels(&graph)?;
+            stage("kernels");
+            let compiled = match backend {
+                Backend::Llvm => nax_back_llvm::compile(&program, inputs, &mut stage),
+                _ => nax_back_cranelift::compile(&program, inputs, &mut stage),
+            };
+            Box::new(compiled.map_err(Error::stage("codegen"))?)
+        }
+    };
+    Ok(Function::new(signature, exec))
+}
+
+/// Lowers, rewrites (when `optimize`) and compiles the module's function
+/// `name`.
+pub fn compile_function(module: &CheckedModule, name: &str, backend: Backend, optimize: bool, timings: &mut Timings) -> Result<Function, Error> {
+    let lowered = lower(module, name, optimize, timings)?;
+    let f = module.functions.iter().find(|f| f.name == name).map(defaults).unwrap_or_default();
+    compile_graph(lowered.into_graph(), &f, backend, timings)
+}

@@ -1,0 +1,454 @@
+//! The call boundary: arguments bound to a function's parameters by the
+//! rules of LANGUAGE.md section 12 and checked against its signature
+//! (kinds, dtypes, ranks, every size, the machine's memory) before anything
+//! runs. The only way to a kernel is a [`CheckedCall`], which only
+//! [`Signature::check`] makes: a binding that has not been checked cannot
+//! reach compiled code.
+
+use crate::binding::bind;
+use crate::dtype::DType;
+use crate::error::RuntimeError;
+use crate::signature::{HostType, ParamType, Scalar, Signature, TensorSpec};
+use crate::sizes::{Size, SizeError};
+use crate::tensor::HostTensor;
+use crate::view::TensorView;
+use std::collections::HashMap;
+use std::fmt;
+
+/// One argument of a call, in parameter order.
+#[derive(Clone, Debug)]
+pub enum Arg<'a> {
+    /// A tensor, borrowed from the caller (any strides, named or not).
+    Tensor(TensorView<'a>),
+    /// A host scalar.
+    Scalar(Scalar),
+}
+
+impl<'a> From<TensorView<'a>> for Arg<'a> {
+    fn from(v: TensorView<'a>) -> Arg<'a> {
+        Arg::Tensor(v)
+    }
+}
+
+impl From<f64> for Arg<'_> {
+    fn from(x: f64) -> Self {
+        Arg::Scalar(Scalar::Float(x))
+    }
+}
+
+impl From<i64> for Arg<'_> {
+    fn from(x: i64) -> Self {
+        Arg::Scalar(Scalar::Int(x))
+    }
+}
+
+impl From<bool> for Arg<'_> {
+    fn from(x: bool) -> Self {
+        Arg::Scalar(Scalar::Bool(x))
+    }
+}
+
+/// What a call-boundary message is about: a parameter or a weight.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Subject {
+    /// The function's parameter of this name.
+    Parameter(String),
+    /// The module weight of this name.
+    Weight(String),
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Subject::Parameter(n) => write!(f, "parameter '{n}'"),
+            Subject::Weight(n) => write!(f, "weight '{n}'"),
+        }
+    }
+}
+
+/// Where a size given at a call comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SizeSource {
+    /// An axis (named, or `None`) of a parameter's or weight's tensor.
+    Axis {
+        /// Whose axis.
+        of: Subject,
+        /// Its name, if it has one.
+        axis: Option<String>,
+    },
+    /// A host `int` parameter that gives a size.
+    SizeParameter(String),
+}
+
+impl fmt::Display for SizeSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SizeSource::Axis { of, axis: Some(n) } => write!(f, "{of}: axis '{n}'"),
+            SizeSource::Axis { of, axis: None } => write!(f, "{of}: an unnamed axis"),
+            SizeSource::SizeParameter(n) => write!(f, "parameter '{n}' (a size)"),
+        }
+    }
+}
+
+/// A call the boundary check refuses. The messages are the ones `nax run`
+/// prints.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// The wrong number of arguments.
+    #[error("`{function}` takes {expected} arguments, {given} given")]
+    ArgumentCount {
+        /// The function.
+        function: String,
+        /// Its number of parameters.
+        expected: usize,
+        /// The number of arguments given.
+        given: usize,
+    },
+    /// A tensor given for a host scalar parameter.
+    #[error("{0} is a host scalar, not a tensor")]
+    ExpectedScalar(Subject),
+    /// A host scalar given for a tensor parameter.
+    #[error("{0} needs a tensor, not a host scalar")]
+    ExpectedTensor(Subject),
+    /// A host scalar of the wrong type.
+    #[error("{subject} is a host {}, not {}", .expected.as_str(), .given.as_str())]
+    ScalarType {
+        /// The parameter.
+        subject: Subject,
+        /// Its type.
+        expected: HostType,
+        /// The type given.
+        given: HostType,
+    },
+    /// A tensor of the wrong dtype.
+    #[error("{subject} is {} but the tensor is {}", .expected.as_str(), .given.as_str())]
+    DType {
+        /// The parameter or weight.
+        subject: Subject,
+        /// Its dtype.
+        expected: DType,
+        /// The tensor's.
+        given: DType,
+    },
+    /// A tensor of the wrong rank.
+    #[error("{subject} has {expected} axes but the tensor has {given}")]
+    Rank {
+        /// The parameter or weight.
+        subject: Subject,
+        /// Its rank.
+        expected: usize,
+        /// The tensor's.
+        given: usize,
+    },
+    /// A weight the function reads was not given.
+    #[error("the weight '{0}' is missing")]
+    MissingWeight(String),
+    /// A parameter with no value and no default.
+    #[error("parameter '{name}' ({}) needs a value", .ty)]
+    MissingArgument {
+        /// The parameter.
+        name: String,
+        /// What it takes, as written in a type.
+        ty: String,
+    },
+    /// An argument named after no parameter.
+    #[error("`{function}` has no parameter '{name}'")]
+    UnknownParameter {
+        /// The function.
+        function: String,
+        /// The name given.
+        name: String,
+    },
+    /// A parameter given two arguments.
+    #[error("parameter '{0}' is given twice")]
+    DuplicateArgument(String),
+    /// A size parameter that is not positive.
+    #[error("parameter '{name}' gives the size `{size}`, which must be positive, not {value}")]
+    NonPositiveSize {
+        /// The parameter.
+        name: String,
+        /// The size it gives, as printed.
+        size: String,
+        /// The value given.
+        value: i64,
+    },
+    /// A size parameter given something other than an int.
+    #[error("parameter '{0}' gives a size and must be an int")]
+    SizeNotInt(String),
+    /// A size that differs from the constant the type requires.
+    #[error("{source_} has size {actual}, expected {expected}")]
+    Size {
+        /// Where the size comes from.
+        source_: SizeSource,
+        /// The size given.
+        actual: u64,
+        /// The size required.
+        expected: u64,
+    },
+    /// A size that differs from the one an earlier argument gave the same symbol.
+    #[error("{source_} has size {actual}, but {earlier} gave `{symbol}` the size {value}")]
+    SizeConflict {
+        /// Where the size comes from.
+        source_: SizeSource,
+        /// The size given.
+        actual: u64,
+        /// The argument that gave the symbol its value first.
+        earlier: SizeSource,
+        /// The symbol, as printed.
+        symbol: String,
+        /// Its value from the earlier argument.
+        value: u64,
+    },
+    /// Sizes that contradict a derived size (an inexact division, ...).
+    #[error("the sizes of the arguments do not fit `{function}`: {error}")]
+    Sizes {
+        /// The function.
+        function: String,
+        /// What failed.
+        error: SizeError,
+    },
+    /// A value the call would compute is larger than the machine's memory.
+    #[error(
+        "`{function}` would compute a {} tensor of shape [{shape}], {bytes} bytes, more than this machine's {memory} bytes of memory",
+        .dtype.as_str()
+    )]
+    Memory {
+        /// The function.
+        function: String,
+        /// The value's dtype.
+        dtype: DType,
+        /// Its shape, as `n=4 8`.
+        shape: String,
+        /// Its bytes.
+        bytes: u128,
+        /// The machine's memory.
+        memory: u128,
+    },
+}
+
+/// An argument after binding: a tensor in the parameter's axis order (the
+/// caller's memory when it lies row-major in that order, else a packed
+/// copy), or a host scalar.
+#[derive(Debug)]
+enum Bound<'a> {
+    View(TensorView<'a>),
+    Packed(HostTensor),
+    Scalar(Scalar),
+}
+
+/// A call that passed the boundary check: every tensor bound, in its
+/// parameter's axis order and contiguous, every size known. Only
+/// [`Signature::check`] makes one.
+#[derive(Debug)]
+pub struct CheckedCall<'a> {
+    signature: &'a Signature,
+    args: Vec<Bound<'a>>,
+    weights: &'a HashMap<String, HostTensor>,
+    sizes: Vec<Option<u64>>,
+}
+
+impl CheckedCall<'_> {
+    /// The signature the call was checked against.
+    pub fn signature(&self) -> &Signature {
+        self.signature
+    }
+
+    /// Argument `i` as a contiguous tensor in its parameter's axis order,
+    /// or `None` when it is a host scalar (or there is no argument `i`).
+    pub fn tensor(&self, i: usize) -> Option<TensorView<'_>> {
+        match self.args.get(i)? {
+            Bound::View(v) => Some(v.clone()),
+            Bound::Packed(t) => Some(t.view()),
+            Bound::Scalar(_) => None,
+        }
+    }
+
+    /// Argument `i` as a host scalar, or `None` when it is a tensor.
+    pub fn scalar(&self, i: usize) -> Option<Scalar> {
+        match self.args.get(i)? {
+            Bound::Scalar(s) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// The number of arguments.
+    pub fn len(&self) -> usize {
+        self.args.len()
+    }
+
+    /// Whether the function takes no arguments.
+    pub fn is_empty(&self) -> bool {
+        self.args.is_empty()
+    }
+
+    /// A weight, bound in its declared axis order.
+    pub fn weight(&self, name: &str) -> Option<&HostTensor> {
+        self.weights.get(name)
+    }
+
+    /// The value of every size symbol at this call (`None` for those
+    /// nothing determines).
+    pub fn sizes(&self) -> &[Option<u64>] {
+        &self.sizes
+    }
+}
+
+/// The machine's physical memory in bytes (`None` where it cannot be read).
+fn physical_memory() -> Option<u128> {
+    // SAFETY: sysconf only reads system configuration.
+    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    (pages > 0 && page > 0).then(|| pages as u128 * page as u128)
+}
+
+impl Signature {
+    /// The call-boundary check: binds each tensor argument to its parameter
+    /// (LANGUAGE.md section 12: by name, by position, transposed without a
+    /// copy), then checks every argument and weight against the types
+    /// (kind, dtype, rank, sizes: constants directly, symbols fixed by their
+    /// first binding, then every derived size and exact division) and that
+    /// no value the function computes could exceed the machine's memory.
+    /// `weights` are bound in their declared axis order already.
+    pub fn check<'a>(&'a self, args: Vec<Arg<'a>>, weights: &'a HashMap<String, HostTensor>) -> Result<CheckedCall<'a>, RuntimeError> {
+        if args.len() != self.params.len() {
+            return Err(CallError::ArgumentCount { function: self.name.clone(), expected: self.params.len(), given: args.len() }.into());
+        }
+        let mut bound = Vec::with_capacity(args.len());
+        for (p, arg) in self.params.iter().zip(args) {
+            let subject = || Subject::Parameter(p.name.clone());
+            bound.push(match (arg, &p.ty) {
+                (Arg::Tensor(t), ParamType::Tensor(spec)) => Bound::View(bind(&p.name, &spec.names(), &t)?),
+                (Arg::Tensor(_), ParamType::Host(_)) => return Err(CallError::ExpectedScalar(subject()).into()),
+                (Arg::Scalar(_), ParamType::Tensor(_)) => return Err(CallError::ExpectedTensor(subject()).into()),
+                (Arg::Scalar(s), &ParamType::Host(h)) => Bound::Scalar(match (s, h) {
+                    (Scalar::Int(i), HostType::Float) => Scalar::Float(i as f64),
+                    (s, h) if s.host_type() == h => s,
+                    (s, h) => return Err(CallError::ScalarType { subject: subject(), expected: h, given: s.host_type() }.into()),
+                }),
+            });
+        }
+        let mut given: Vec<(Size, u64, SizeSource)> = Vec::new();
+        let mut check_tensor = |subject: Subject, spec: &TensorSpec, dtype: DType, shape: &[usize]| -> Result<(), CallError> {
+            if dtype != spec.dtype {
+                return Err(CallError::DType { subject, expected: spec.dtype, given: dtype });
+            }
+            if shape.len() != spec.axes.len() {
+                return Err(CallError::Rank { subject, expected: spec.axes.len(), given: shape.len() });
+            }
+            for (axis, &actual) in spec.axes.iter().zip(shape) {
+                given.push((axis.size, actual as u64, SizeSource::Axis { of: subject.clone(), axis: axis.name.clone() }));
+            }
+            Ok(())
+        };
+        for (p, b) in self.params.iter().zip(&bound) {
+            if let (ParamType::Tensor(spec), Bound::View(v)) = (&p.ty, b) {
+                check_tensor(Subject::Parameter(p.name.clone()), spec, v.dtype(), v.shape())?;
+            }
+        }
+        for w in &self.weights {
+            let t = weights.get(&w.name).ok_or_else(|| CallError::MissingWeight(w.name.clone()))?;
+            check_tensor(Subject::Weight(w.name.clone()), &w.ty, t.dtype(), t.shape())?;
+        }
+        for &(size, index) in &self.size_arguments {
+            let name = self.params.get(index).map_or_else(|| format!("#{index}"), |p| p.name.clone());
+            match bound.get(index) {
+                Some(Bound::Scalar(Scalar::Int(v))) if *v > 0 => given.push((size, *v as u64, SizeSource::SizeParameter(name))),
+                Some(Bound::Scalar(Scalar::Int(v))) => {
+                    return Err(CallError::NonPositiveSize { name, size: self.sizes.display(size), value: *v }.into());
+                }
+                _ => return Err(CallError::SizeNotInt(name).into()),
+            }
+        }
+        let mut first: HashMap<Size, (u64, &SizeSource)> = HashMap::new();
+        for (size, actual, source) in &given {
+            match self.sizes.resolve(*size) {
+                Size::Const(c) if c != *actual => {
+                    return Err(CallError::Size { source_: source.clone(), actual: *actual, expected: c }.into());
+                }
+                Size::Const(_) => {}
+                root => match first.get(&root) {
+                    Some((v, earlier)) if v != actual => {
+                        return Err(CallError::SizeConflict {
+                            source_: source.clone(),
+                            actual: *actual,
+                            earlier: (*earlier).clone(),
+                            symbol: self.sizes.display(root),
+                            value: *v,
+                        }
+                        .into());
+                    }
+                    Some(_) => {}
+                    None => {
+                        first.insert(root, (*actual, source));
+                    }
+                },
+            }
+        }
+        let pairs: Vec<(Size, u64)> = given.iter().map(|(s, v, _)| (*s, *v)).collect();
+        let sizes = self.sizes.solve(&pairs).map_err(|error| CallError::Sizes { function: self.name.clone(), error })?;
+        self.check_memory(&sizes)?;
+        // Only now, with every size known good, are strided tensors packed.
+        let args = bound
+            .into_iter()
+            .map(|b| match b {
+                Bound::View(v) if !v.is_contiguous() => Bound::Packed(v.to_host()),
+                other => other,
+            })
+            .collect();
+        Ok(CheckedCall { signature: self, args, weights, sizes })
+    }
+
+    /// Refuses a call one of whose values could not fit in the machine's
+    /// memory: the sizes are legal, but running would only end in an
+    /// out-of-memory kill.
+    fn check_memory(&self, sizes: &[Option<u64>]) -> Result<(), CallError> {
+        let Some(memory) = physical_memory() else { return Ok(()) };
+        for t in self.values.iter().chain([&self.result]) {
+            let mut elements: u128 = 1;
+            let mut shown = Vec::with_capacity(t.axes.len());
+            for a in &t.axes {
+                let value = match self.sizes.resolve(a.size) {
+                    Size::Const(c) => Some(c),
+                    Size::Sym(id) => sizes.get(id.0 as usize).copied().flatten(),
+                };
+                let Some(v) = value else { break };
+                elements = elements.saturating_mul(u128::from(v));
+                shown.push(match &a.name {
+                    Some(name) => format!("{name}={v}"),
+                    None => v.to_string(),
+                });
+            }
+            let bytes = elements.saturating_mul(t.dtype.size_bytes() as u128);
+            if bytes > memory {
+                return Err(CallError::Memory { function: self.name.clone(), dtype: t.dtype, shape: shown.join(" "), bytes, memory });
+            }
+        }
+        Ok(())
+    }
+
+    /// The arguments of a call given by name: each parameter takes the
+    /// argument of its name or else its default. Errors: a name that is no
+    /// parameter's, a parameter with no value.
+    pub fn arguments<'a>(&self, mut named: Vec<(&str, Arg<'a>)>) -> Result<Vec<Arg<'a>>, RuntimeError> {
+        let mut args = Vec::with_capacity(self.params.len());
+        for p in &self.params {
+            match named.iter().position(|(n, _)| *n == p.name) {
+                Some(i) => args.push(named.swap_remove(i).1),
+                None => match p.default {
+                    Some(d) => args.push(Arg::Scalar(d)),
+                    None => {
+                        let ty = match &p.ty {
+                            ParamType::Tensor(t) => t.display(&self.sizes),
+                            ParamType::Host(h) => h.as_str().to_string(),
+                        };
+                        return Err(CallError::MissingArgument { name: p.name.clone(), ty }.into());
+                    }
+                },
+            }
+        }
+        match named.first() {
+            Some((extra, _)) if self.param_index(extra).is_some() => Err(CallError::DuplicateArgument(extra.to_string()).into()),
+            Some((extra, _)) => Err(CallError::UnknownParameter { function: self.name.clone(), name: extra.to_string() }.into()),
+            None => Ok(args),
+        }
+    }
+}

@@ -1,0 +1,535 @@
+//! The driver of natively compiled functions: binds a checked call's
+//! arguments and the weights to the plan's buffers without copying, takes
+//! temporaries from a pool that keeps them between calls (so repeated calls
+//! do not pay for fresh pages), allocates the result as the returned
+//! tensor's own storage or writes the caller's buffer (the last kernel
+//! writes it in place: no copy), and runs the kernels in order inside the
+//! caller's thread pool: a nest's parallel loop split across its threads,
+//! matrix products through the `gemm` crate's packed microkernels, flash
+//! attention tile by tile. Large fresh buffers ask the OS for transparent
+//! huge pages, which cuts the cost of first touching them.
+
+use crate::call::CheckedCall;
+use crate::dtype::DType;
+use crate::error::RuntimeError;
+use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, KernelPlan, NativePlan, Nest, Operand, SizeRef, Strategy};
+use crate::signature::Scalar;
+use crate::tensor::{HostTensor, TensorData};
+use crate::threads::ThreadPool;
+use crate::view::TensorMut;
+use rayon::prelude::*;
+use std::sync::Mutex;
+
+/// A compiled kernel: `kernel(buffers, sizes, begin, end)`: the table of
+/// every buffer's address, the size slots' values, and the range of the
+/// outermost loop to run.
+pub type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i64, i64);
+
+/// Work below which a kernel runs on the calling thread: splitting costs
+/// more than it saves.
+const PARALLEL_WORK: usize = 1 << 15;
+
+/// Buffers of at least this many bytes ask for transparent huge pages.
+const HUGE_PAGES: usize = 4 << 20;
+
+/// What executes a checked call: the native driver over compiled kernels,
+/// or (in the compiler) the reference interpreter.
+pub trait Execute: Send + Sync {
+    /// Runs the call in `pool`. With `into`, the result is written to the
+    /// caller's buffer and `None` returned; without, it is returned.
+    fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, pool: &ThreadPool) -> Result<Option<HostTensor>, RuntimeError>;
+}
+
+/// What keeps a function's machine code alive (a JIT's memory, a loaded
+/// library); dropped after the entry points are.
+pub type CodeOwner = Box<dyn Send>;
+
+/// A natively compiled function, ready to call: its plan, one entry per
+/// kernel, and the owner of their code.
+pub struct NativeFunction {
+    plan: NativePlan,
+    entries: Vec<KernelFn>,
+    /// Temporaries kept between calls.
+    temporaries: Mutex<Vec<Vec<u64>>>,
+    /// Declared last: dropped after everything that points into the code.
+    _code: SyncCode,
+}
+
+/// The code owner, which nothing reads after construction.
+struct SyncCode {
+    _owner: CodeOwner,
+}
+// SAFETY: the owner is never accessed through a shared reference (it is
+// only kept, then dropped), so sharing `&SyncCode` between threads cannot
+// race.
+unsafe impl Sync for SyncCode {}
+
+impl NativeFunction {
+    /// A function from its plan and compiled kernels; `code` owns the
+    /// machine code the entries point into. An error when the plan does not
+    /// validate or the entries are not one per kernel.
+    ///
+    /// # Safety
+    /// Entry `i` must be the compiled code of the plan's kernel `i`, with
+    /// the [`KernelFn`] signature, reading and writing only the buffers its
+    /// plan names at the sizes the slots give, and valid while `code` lives.
+    pub unsafe fn new(plan: NativePlan, inputs: usize, entries: Vec<KernelFn>, code: CodeOwner) -> Result<NativeFunction, RuntimeError> {
+        plan.validate(inputs)?;
+        if entries.len() != plan.kernels.len() {
+            return Err(RuntimeError::Internal(format!("{} kernel entries for {} kernels", entries.len(), plan.kernels.len())));
+        }
+        Ok(NativeFunction { plan, entries, temporaries: Mutex::new(Vec::new()), _code: SyncCode { _owner: code } })
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &NativePlan {
+        &self.plan
+    }
+}
+
+/// Asks for transparent huge pages over a large, not yet touched allocation.
+fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
+    if bytes < HUGE_PAGES {
+        return;
+    }
+    let page = 2 << 20;
+    let start = (ptr as usize).div_ceil(page) * page;
+    let end = (ptr as usize + bytes) / page * page;
+    if end > start {
+        // SAFETY: the range lies inside the caller's allocation; the advice
+        // changes only how the kernel backs it.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+}
+
+/// Room for `count` elements of a dtype, not yet written (length 0):
+/// the kernels write every element of their output before the data is
+/// given its length (`TensorData::set_len`).
+fn room(dtype: DType, count: usize) -> Result<TensorData, RuntimeError> {
+    use half::vec::HalfBitsVecExt;
+    Ok(match dtype {
+        DType::F16 => TensorData::F16(fresh::<u16>(count)?.reinterpret_into()),
+        DType::BF16 => TensorData::BF16(fresh::<u16>(count)?.reinterpret_into()),
+        DType::F32 => TensorData::F32(fresh(count)?),
+        DType::F64 => TensorData::F64(fresh(count)?),
+        DType::I32 => TensorData::I32(fresh(count)?),
+        DType::I64 => TensorData::I64(fresh(count)?),
+        DType::Bool => TensorData::Bool(fresh(count)?),
+    })
+}
+
+/// An empty vector with room for `count` elements, or an error naming the
+/// size when the memory is not there (never an abort).
+fn fresh<T>(count: usize) -> Result<Vec<T>, RuntimeError> {
+    let mut v: Vec<T> = Vec::new();
+    let bytes = count.saturating_mul(std::mem::size_of::<T>());
+    v.try_reserve_exact(count).map_err(|_| RuntimeError::Allocation { bytes, count })?;
+    advise_huge_pages(v.as_mut_ptr().cast(), bytes);
+    Ok(v)
+}
+
+/// Reads `count` elements of `dtype` at `ptr` into a host tensor's data.
+///
+/// # Safety
+/// `ptr` must point to `count` initialised elements of `dtype`.
+unsafe fn read_data(ptr: *const u8, dtype: DType, count: usize) -> TensorData {
+    // SAFETY: the caller's contract; every dtype's elements are plain data
+    // (bool buffers hold only 0 and 1, as kernels store them).
+    unsafe {
+        match dtype {
+            DType::F16 => TensorData::F16(std::slice::from_raw_parts(ptr.cast(), count).to_vec()),
+            DType::BF16 => TensorData::BF16(std::slice::from_raw_parts(ptr.cast(), count).to_vec()),
+            DType::F32 => TensorData::F32(std::slice::from_raw_parts(ptr.cast(), count).to_vec()),
+            DType::F64 => TensorData::F64(std::slice::from_raw_parts(ptr.cast(), count).to_vec()),
+            DType::I32 => TensorData::I32(std::slice::from_raw_parts(ptr.cast(), count).to_vec()),
+            DType::I64 => TensorData::I64(std::slice::from_raw_parts(ptr.cast(), count).to_vec()),
+            DType::Bool => TensorData::Bool(std::slice::from_raw_parts(ptr.cast(), count).to_vec()),
+        }
+    }
+}
+
+/// The buffer table of one call, shared read-only by the threads of a kernel.
+struct Table(Vec<*mut u8>);
+// SAFETY: the pointers are only dereferenced by kernels, which write
+// disjoint parts of their output buffer for disjoint ranges.
+unsafe impl Sync for Table {}
+// SAFETY: as above.
+unsafe impl Send for Table {}
+
+/// One call's sizes: the slots' values and the plan to read sizes through.
+struct Sizes<'p> {
+    plan: &'p NativePlan,
+    slots: Vec<i64>,
+}
+
+impl Sizes<'_> {
+    fn value(&self, s: SizeRef) -> usize {
+        match s {
+            SizeRef::Const(c) => c as usize,
+            SizeRef::Slot(i) => self.slots[i] as usize,
+        }
+    }
+
+    fn extents(&self, k: &KernelPlan) -> Vec<usize> {
+        k.loops.iter().map(|&s| self.value(s)).collect()
+    }
+
+    fn shape(&self, buffer: usize) -> Vec<usize> {
+        self.plan.buffers[buffer].shape.iter().map(|&s| self.value(s)).collect()
+    }
+
+    fn elements(&self, buffer: usize) -> Result<usize, RuntimeError> {
+        self.shape(buffer)
+            .iter()
+            .try_fold(1usize, |acc, &n| acc.checked_mul(n))
+            .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))
+    }
+
+    /// Each loop's step through `operand`'s buffer, in elements, and the
+    /// fixed offset, for a kernel of `loops` loops.
+    fn steps(&self, loops: usize, operand: &Operand) -> (Vec<isize>, isize) {
+        let shape = self.shape(operand.buffer);
+        let axis: Vec<isize> = crate::row_major_strides(&shape).into_iter().map(|s| s as isize).collect();
+        let mut per_loop = vec![0isize; loops];
+        let mut base = 0isize;
+        for (d, &i) in operand.index.iter().enumerate() {
+            match i {
+                Index::Loop(l) => per_loop[l] += axis[d],
+                Index::Const(c) => base += c as isize * axis[d],
+                Index::Zero => {}
+            }
+        }
+        (per_loop, base)
+    }
+
+    /// The steps of a kernel's output, indexed by its leading loops.
+    fn output_steps(&self, k: &KernelPlan) -> (Vec<isize>, isize) {
+        let rank = self.plan.buffers[k.output].shape.len();
+        self.steps(k.loops.len(), &Operand { buffer: k.output, index: (0..rank).map(Index::Loop).collect() })
+    }
+}
+
+impl Execute for NativeFunction {
+    fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, pool: &ThreadPool) -> Result<Option<HostTensor>, RuntimeError> {
+        pool.install(|| self.run(call, into))
+    }
+}
+
+impl NativeFunction {
+    fn run(&self, call: &CheckedCall<'_>, mut into: Option<&mut TensorMut<'_>>) -> Result<Option<HostTensor>, RuntimeError> {
+        let p = &self.plan;
+        let table_sizes = &call.signature().sizes;
+        let slots = p
+            .slots
+            .iter()
+            .map(|&id| {
+                call.sizes().get(id.0 as usize).copied().flatten().and_then(|v| i64::try_from(v).ok()).ok_or_else(|| RuntimeError::UnknownSize {
+                    size: table_sizes.display(crate::sizes::Size::Sym(id)),
+                })
+            })
+            .collect::<Result<Vec<i64>, RuntimeError>>()?;
+        let sizes = Sizes { plan: p, slots };
+        // The buffer the result lives in (through reshapes), when a kernel writes it.
+        let mut root = p.result;
+        while let BufferKind::Alias(a) = p.buffers[root].kind {
+            root = a;
+        }
+        let result_dtype = p.buffers[p.result].dtype;
+        let result_len = sizes.elements(p.result)?;
+        if let Some(out) = into.as_deref() {
+            if out.dtype() != result_dtype || out.len() != result_len {
+                return Err(RuntimeError::OutputBuffer { expected_dtype: result_dtype, expected_len: result_len, dtype: out.dtype(), len: out.len() });
+            }
+        }
+        let written_by_kernel = p.buffers[root].kind == BufferKind::Temporary;
+        let mut result_data = match (&into, written_by_kernel) {
+            (None, true) => Some(room(result_dtype, result_len)?),
+            _ => None,
+        };
+        // Host scalars live here for the call; temporaries in `storage`.
+        let mut scalars: Vec<u64> = Vec::new();
+        let mut scalar_of = vec![None; p.buffers.len()];
+        for (b, buffer) in p.buffers.iter().enumerate() {
+            if let BufferKind::Input(i) = buffer.kind {
+                let bytes = match call.scalar(i) {
+                    Some(Scalar::Float(x)) => x.to_ne_bytes(),
+                    Some(Scalar::Int(x)) => x.to_ne_bytes(),
+                    Some(Scalar::Bool(x)) => [u8::from(x), 0, 0, 0, 0, 0, 0, 0],
+                    None => continue,
+                };
+                scalar_of[b] = Some(scalars.len());
+                scalars.push(u64::from_ne_bytes(bytes));
+            }
+        }
+        let mut pool = std::mem::take(&mut *self.temporaries.lock().map_err(|_| RuntimeError::Internal("a previous call panicked".into()))?);
+        let mut storage: Vec<Vec<u64>> = Vec::new();
+        let mut table: Vec<*mut u8> = Vec::with_capacity(p.buffers.len());
+        for (b, buffer) in p.buffers.iter().enumerate() {
+            let ptr = match &buffer.kind {
+                BufferKind::Input(i) => match (call.tensor(*i), scalar_of[b]) {
+                    (Some(t), _) => t.as_ptr() as *mut u8,
+                    (None, Some(s)) => (&mut scalars[s] as *mut u64).cast::<u8>(),
+                    (None, None) => return Err(RuntimeError::Internal(format!("no argument {i}"))),
+                },
+                BufferKind::Weight(name) => call.weight(name).ok_or_else(|| crate::call::CallError::MissingWeight(name.clone()))?.data().as_ptr() as *mut u8,
+                BufferKind::Alias(a) => table[*a],
+                // Given per tile by the attention kernel that uses it.
+                BufferKind::Tile => std::ptr::null_mut(),
+                BufferKind::Temporary if b == root && written_by_kernel => match (into.as_deref_mut(), result_data.as_mut()) {
+                    (Some(out), _) => out.as_mut_ptr(),
+                    (None, Some(d)) => d.as_mut_ptr(),
+                    (None, None) => return Err(RuntimeError::Internal("the result has no storage".into())),
+                },
+                BufferKind::Temporary => {
+                    let bytes = sizes.elements(b)?.checked_mul(buffer.dtype.size_bytes()).ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))?;
+                    let words = bytes.div_ceil(8).max(1);
+                    let mut v = match pool.iter().position(|v| v.len() >= words) {
+                        Some(i) => pool.swap_remove(i),
+                        None => {
+                            let mut v = fresh::<u64>(words)?;
+                            v.resize(words, 0);
+                            v
+                        }
+                    };
+                    let ptr = v.as_mut_ptr().cast::<u8>();
+                    storage.push(v);
+                    ptr
+                }
+            };
+            table.push(ptr);
+        }
+        let table = Table(table);
+        let threads = rayon::current_num_threads();
+        for (kernel, &f) in p.kernels.iter().zip(&self.entries) {
+            let nest = match &kernel.strategy {
+                Strategy::Nest(n) => n,
+                Strategy::Gemm(g) => {
+                    run_gemm(&sizes, kernel, g, &table, threads);
+                    match &g.epilogue {
+                        Some(n) => n,
+                        None => continue,
+                    }
+                }
+                Strategy::Attention(a) => {
+                    run_attention(&sizes, kernel, a, f, &table, threads);
+                    continue;
+                }
+            };
+            run_nest(&sizes, kernel, nest, f, &table, threads);
+        }
+        storage.append(&mut pool);
+        if let Ok(mut kept) = self.temporaries.lock() {
+            *kept = storage;
+        }
+        let shape = sizes.shape(p.result);
+        let names = call.signature().result.names();
+        match (into, result_data) {
+            (Some(out), _) if !written_by_kernel => {
+                // SAFETY: the result is an argument or weight of `result_len` elements.
+                let data = unsafe { read_data(table.0[p.result], result_dtype, result_len) };
+                out.copy_from(&HostTensor::new(data, shape, names)?)?;
+                Ok(None)
+            }
+            (Some(_), _) => Ok(None),
+            (None, Some(mut d)) => {
+                // SAFETY: every kernel writes each element of its output, and
+                // a kernel wrote the result's buffer.
+                unsafe { d.set_len(result_len) };
+                Ok(Some(HostTensor::new(d, shape, names)?))
+            }
+            (None, None) => {
+                // SAFETY: the result is an argument or weight of `result_len` elements.
+                let data = unsafe { read_data(table.0[p.result], result_dtype, result_len) };
+                Ok(Some(HostTensor::new(data, shape, names)?))
+            }
+        }
+    }
+}
+
+/// Runs a nest through its compiled function, its outer loop split across
+/// the pool's threads in chunks when there is enough work.
+fn run_nest(sizes: &Sizes<'_>, kernel: &KernelPlan, nest: &Nest, f: KernelFn, table: &Table, threads: usize) {
+    let extents: Vec<usize> = kernel.loops[..nest.loops].iter().map(|&s| sizes.value(s)).collect();
+    let work = extents.iter().fold(1usize, |a, &e| a.saturating_mul(e));
+    let n = if nest.parallel { extents.first().copied().unwrap_or(0) } else { 0 };
+    let (bufs, sizes_ptr) = (table.0.as_ptr() as usize, sizes.slots.as_ptr() as usize);
+    // SAFETY: the kernel was compiled from this plan (`NativeFunction::new`);
+    // the table holds every buffer at its size for these slots.
+    let call = |begin: usize, end: usize| unsafe { f(bufs as *const *mut u8, sizes_ptr as *const i64, begin as i64, end as i64) };
+    if nest.parallel && threads > 1 && n > 1 && work >= PARALLEL_WORK {
+        let chunks = n.min(threads * 4);
+        (0..chunks).into_par_iter().for_each(|c| call(c * n / chunks, (c + 1) * n / chunks));
+    } else {
+        call(0, n);
+    }
+}
+
+/// Runs a kernel planned as matrix products through the `gemm` crate
+/// (packed, cache-blocked microkernels for the host's vector width): one
+/// call per position of the batch loops, the batch split across threads
+/// when it has enough positions, else each call.
+fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, table: &Table, threads: usize) {
+    let p = sizes.plan;
+    let extents = sizes.extents(kernel);
+    let (so, bo) = sizes.output_steps(kernel);
+    let (sa, ba) = sizes.steps(extents.len(), &g.a);
+    let (sb, bb) = sizes.steps(extents.len(), &g.b);
+    let along = |s: &[isize], l: Option<usize>| l.map_or(0, |l| s[l]);
+    let (mut m, mut n, k) = (g.rows.map_or(1, |l| extents[l]), g.cols.map_or(1, |l| extents[l]), extents[g.inner]);
+    // A batch loop that continues the rows (or columns) in memory, in the
+    // output and the one operand it indexes, joins them: one larger
+    // product instead of several (`[b n D] @ [D F]` is one `(b n) x D` product).
+    let mut batch_loops = Vec::new();
+    for &l in g.batch.iter().rev() {
+        let joins = |along: Option<usize>, len: usize, own: &[isize], other: &[isize]| {
+            along.is_some_and(|r| so[l] == so[r] * len as isize && own[l] == own[r] * len as isize && other[l] == 0)
+        };
+        if joins(g.rows, m, &sa, &sb) {
+            m *= extents[l];
+        } else if joins(g.cols, n, &sb, &sa) {
+            n *= extents[l];
+        } else {
+            batch_loops.insert(0, l);
+        }
+    }
+    let batch: usize = batch_loops.iter().map(|&l| extents[l]).product();
+    let dtype = p.buffers[kernel.output].dtype;
+    let (out_ptr, a_ptr, b_ptr) = (table.0[kernel.output] as usize, table.0[g.a.buffer] as usize, table.0[g.b.buffer] as usize);
+    let rank = p.buffers[kernel.output].shape.len();
+    let elements: usize = extents[..rank].iter().product();
+    if k == 0 {
+        // An empty sum: zeros.
+        // SAFETY: the output holds `elements` elements of `dtype`.
+        unsafe { std::ptr::write_bytes(out_ptr as *mut u8, 0, elements * dtype.size_bytes()) };
+        return;
+    }
+    let call = |position: usize, parallelism: gemm::Parallelism| {
+        let (mut oo, mut oa, mut ob) = (bo, ba, bb);
+        let mut rest = position;
+        for &l in batch_loops.iter().rev() {
+            let at = (rest % extents[l]) as isize;
+            rest /= extents[l];
+            oo += at * so[l];
+            oa += at * sa[l];
+            ob += at * sb[l];
+        }
+        let (dst_cs, dst_rs) = (along(&so, g.cols), along(&so, g.rows));
+        let (lhs_cs, lhs_rs) = (sa[g.inner], along(&sa, g.rows));
+        let (rhs_cs, rhs_rs) = (along(&sb, g.cols), sb[g.inner]);
+        // SAFETY: the offsets and steps stay inside the buffers (the plan
+        // validated; the kernel verified against the program); the output is
+        // written once per element and aliases neither operand.
+        unsafe {
+            match dtype {
+                DType::F64 => gemm::gemm::<f64>(m, n, k, (out_ptr as *mut f64).offset(oo), dst_cs, dst_rs, false, (a_ptr as *const f64).offset(oa), lhs_cs, lhs_rs, (b_ptr as *const f64).offset(ob), rhs_cs, rhs_rs, 0.0, 1.0, false, false, false, parallelism),
+                _ => gemm::gemm::<f32>(m, n, k, (out_ptr as *mut f32).offset(oo), dst_cs, dst_rs, false, (a_ptr as *const f32).offset(oa), lhs_cs, lhs_rs, (b_ptr as *const f32).offset(ob), rhs_cs, rhs_rs, 0.0, 1.0, false, false, false, parallelism),
+            }
+        }
+    };
+    if threads > 1 && batch >= threads {
+        (0..batch).into_par_iter().for_each(|position| call(position, gemm::Parallelism::None));
+    } else {
+        let parallelism = if threads > 1 && m * n * k >= PARALLEL_WORK { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+        (0..batch).for_each(|position| call(position, parallelism));
+    }
+}
+
+/// Runs an attention kernel (see [`AttentionPlan`]): one task per position
+/// of the batch loops and tile of rows, split across threads; per tile of
+/// keys the mask shows (a probe tells), the scores' product into the
+/// tile's scratch, the compiled tile code (logits, online softmax,
+/// rescaling), and, unless every logit of the tile is `-inf`, the product
+/// of the probabilities and the values added to the rows' accumulated
+/// output; at the end each row is divided by its sum into the output.
+///
+/// The compiled tile gets, after the plan's size slots, the tile's first
+/// position along each loop, then its number of rows and of keys, then 1
+/// to probe the mask or 0 to compute; and the tile's scratch buffers.
+fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, tile: KernelFn, table: &Table, threads: usize) {
+    let extents = sizes.extents(kernel);
+    let loops = extents.len();
+    let depth = loops - 1;
+    let (so, bo) = sizes.output_steps(kernel);
+    let (sq, bq) = sizes.steps(loops, &a.q);
+    let (sk, bk) = sizes.steps(loops, &a.k);
+    let (sv, bv) = sizes.steps(loops, &a.v);
+    let (n, m, d, width) = (extents[a.rows], extents[a.keys], extents[depth], extents[a.cols]);
+    let (tile_rows, tile_keys) = (a.tile.0 as usize, a.tile.1 as usize);
+    let batch: usize = a.batch.iter().map(|&l| extents[l]).product();
+    let blocks = n.div_ceil(tile_rows);
+    let base = sizes.slots.len();
+    let (out_ptr, q_ptr, k_ptr, v_ptr) = (table.0[kernel.output] as usize, table.0[a.q.buffer] as usize, table.0[a.k.buffer] as usize, table.0[a.v.buffer] as usize);
+    let task = |t: usize| {
+        let (position, block) = (t / blocks, t % blocks);
+        let first_row = block * tile_rows;
+        let rows = tile_rows.min(n - first_row);
+        let mut slots = sizes.slots.clone();
+        slots.resize(base + loops + 3, 0);
+        let (mut oo, mut oq, mut ok, mut ov) = (bo, bq, bk, bv);
+        let mut rest = position;
+        for &l in a.batch.iter().rev() {
+            let at = rest % extents[l];
+            rest /= extents[l];
+            slots[base + l] = at as i64;
+            let at = at as isize;
+            (oo, oq, ok, ov) = (oo + at * so[l], oq + at * sq[l], ok + at * sk[l], ov + at * sv[l]);
+        }
+        let row = first_row as isize;
+        (oo, oq) = (oo + row * so[a.rows], oq + row * sq[a.rows]);
+        slots[base + a.rows] = first_row as i64;
+        slots[base + loops] = rows as i64;
+        let mut scores = vec![0f32; tile_rows * tile_keys];
+        let mut acc = vec![0f32; tile_rows * width];
+        let mut stats: Vec<f32> = (0..2 * tile_rows + 1).map(|i| if i % 2 == 0 { f32::NEG_INFINITY } else { 0.0 }).collect();
+        let mut buffers = table.0.clone();
+        buffers[a.scratch[0]] = scores.as_mut_ptr().cast();
+        buffers[a.scratch[1]] = acc.as_mut_ptr().cast();
+        buffers[a.scratch[2]] = stats.as_mut_ptr().cast();
+        for first_key in (0..m).step_by(tile_keys) {
+            let cols = tile_keys.min(m - first_key);
+            slots[base + a.keys] = first_key as i64;
+            slots[base + loops + 1] = cols as i64;
+            let key = first_key as isize;
+            // SAFETY: the offsets and steps stay inside q, k and v (the plan
+            // validated, the kernel verified); the tile's scratch holds
+            // `rows x cols` scores of row stride `tile_keys` and `rows x
+            // width` outputs; the compiled tile reads and writes only the
+            // scratch and what the kernel's loads name.
+            unsafe {
+                if a.masked {
+                    slots[base + loops + 2] = 1;
+                    tile(buffers.as_ptr(), slots.as_ptr(), 0, 0);
+                    slots[base + loops + 2] = 0;
+                    if stats[2 * tile_rows] == f32::NEG_INFINITY {
+                        continue;
+                    }
+                }
+                if d == 0 {
+                    scores.fill(0.0);
+                } else {
+                    gemm::gemm::<f32>(rows, cols, d, scores.as_mut_ptr(), 1, tile_keys as isize, false, (q_ptr as *const f32).offset(oq), sq[depth], sq[a.rows], (k_ptr as *const f32).offset(ok + key * sk[a.keys]), sk[a.keys], sk[depth], 0.0, 1.0, false, false, false, gemm::Parallelism::None);
+                }
+                tile(buffers.as_ptr(), slots.as_ptr(), 0, 0);
+                if stats[2 * tile_rows] == f32::NEG_INFINITY {
+                    continue;
+                }
+                gemm::gemm::<f32>(rows, width, cols, acc.as_mut_ptr(), 1, width as isize, true, scores.as_ptr(), 1, tile_keys as isize, (v_ptr as *const f32).offset(ov + key * sv[a.keys]), sv[a.cols], sv[a.keys], 1.0, 1.0, false, false, false, gemm::Parallelism::None);
+            }
+        }
+        let out = out_ptr as *mut f32;
+        for (i, row) in acc.chunks_exact(width.max(1)).take(rows).enumerate() {
+            // No keys at all: an empty sum, 0 (the softmax of nothing is empty).
+            let scale = if m == 0 { 0.0 } else { 1.0 / stats[2 * i + 1] };
+            let start = oo + i as isize * so[a.rows];
+            for (c, &x) in row.iter().enumerate() {
+                // SAFETY: row `first_row + i` and column `c` are inside the output.
+                unsafe { *out.offset(start + c as isize * so[a.cols]) = x * scale };
+            }
+        }
+    };
+    if threads > 1 && batch * blocks > 1 {
+        (0..batch * blocks).into_par_iter().for_each(task);
+    } else {
+        (0..batch * blocks).for_each(task);
+    }
+}

@@ -1,0 +1,56 @@
+//! A compiled function as a host calls it: its signature and what executes
+//! it. A call goes through the boundary check ([`Signature::check`]) and
+//! then runs in the thread pool the caller gives; nothing of the compiler
+//! is involved, so the JIT, AOT libraries and Python share this path.
+
+use crate::call::{Arg, CheckedCall};
+use crate::driver::Execute;
+use crate::error::RuntimeError;
+use crate::signature::Signature;
+use crate::tensor::HostTensor;
+use crate::threads::ThreadPool;
+use crate::view::TensorMut;
+use std::collections::HashMap;
+
+/// A callable function: `Send + Sync`, callable from many threads at once.
+pub struct Function {
+    signature: Signature,
+    exec: Box<dyn Execute>,
+}
+
+impl Function {
+    /// A function from its signature and its executor.
+    pub fn new(signature: Signature, exec: Box<dyn Execute>) -> Function {
+        Function { signature, exec }
+    }
+
+    /// What it takes and gives.
+    pub fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    /// Calls it with arguments by parameter name (host scalar parameters
+    /// left out take their defaults), the module's weights (bound in their
+    /// declared axis order) and a thread pool; returns the result.
+    pub fn call(&self, args: Vec<(&str, Arg<'_>)>, weights: &HashMap<String, HostTensor>, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
+        let args = self.signature.arguments(args)?;
+        let call = self.signature.check(args, weights)?;
+        self.exec.execute(&call, None, pool)?.ok_or_else(|| RuntimeError::Internal("the call gave no result".into()))
+    }
+
+    /// As [`Function::call`], writing the result into the caller's
+    /// contiguous buffer (of the result's dtype and element count).
+    pub fn call_into(&self, args: Vec<(&str, Arg<'_>)>, weights: &HashMap<String, HostTensor>, out: &mut TensorMut<'_>, pool: &ThreadPool) -> Result<(), RuntimeError> {
+        let args = self.signature.arguments(args)?;
+        let call = self.signature.check(args, weights)?;
+        self.exec.execute(&call, Some(out), pool).map(drop)
+    }
+
+    /// Runs a call already checked against this function's signature.
+    pub fn run(&self, call: &CheckedCall<'_>, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
+        if !std::ptr::eq(call.signature(), &self.signature) && call.signature() != &self.signature {
+            return Err(RuntimeError::Internal(format!("a call checked against `{}` was given to `{}`", call.signature().name, self.signature.name)));
+        }
+        self.exec.execute(call, None, pool)?.ok_or_else(|| RuntimeError::Internal("the call gave no result".into()))
+    }
+}

@@ -1,0 +1,239 @@
+//! The execution plan of a natively compiled function: what the driver
+//! needs to run its kernels, and nothing of the compiler. Buffers (their
+//! dtypes, shapes in size slots, and where their memory comes from), and
+//! for each kernel its loops' extents and its strategy: a plain nest whose
+//! outer loop the driver splits across threads (column-block softmaxes
+//! and row reductions are nests too: their blocks live inside the compiled
+//! code), a matrix product run through packed microkernels with an
+//! optional elementwise epilogue, or flash attention run tile by tile.
+//! A plan is a plain value (serde): the JIT hands it to the driver with
+//! function pointers, an AOT library will carry it beside its code.
+
+use crate::dtype::DType;
+use crate::error::RuntimeError;
+use crate::sizes::SymId;
+use serde::{Deserialize, Serialize};
+
+/// A size as kernels see it: compiled in, or read from the call's size slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SizeRef {
+    /// A constant.
+    Const(u64),
+    /// The value in slot `i` of the `sizes` array each kernel receives.
+    Slot(usize),
+}
+
+/// What indexes one axis of a buffer in a load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Index {
+    /// The loop of this position in the nest.
+    Loop(usize),
+    /// A fixed position (a split's part).
+    Const(usize),
+    /// Position 0: the axis has size 1 and broadcasts.
+    Zero,
+}
+
+/// Where a buffer's memory comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BufferKind {
+    /// The function's parameter of this index (a host scalar is a rank-0 buffer).
+    Input(usize),
+    /// A weight, by name.
+    Weight(String),
+    /// Computed by a kernel.
+    Temporary,
+    /// The same memory as another buffer, with another shape (a reshape or rename).
+    Alias(usize),
+    /// Scratch of one tile of an attention kernel, which the driver gives
+    /// each tile's task.
+    Tile,
+}
+
+/// One buffer: a value in memory, row-major and contiguous.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BufferPlan {
+    /// Its element type.
+    pub dtype: DType,
+    /// Its shape.
+    pub shape: Vec<SizeRef>,
+    /// Where its memory comes from.
+    pub kind: BufferKind,
+}
+
+/// A buffer read by a kernel, one index per axis.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Operand {
+    /// The buffer.
+    pub buffer: usize,
+    /// What indexes each of its axes.
+    pub index: Vec<Index>,
+}
+
+/// A loop nest the driver runs through the kernel's compiled function,
+/// `f(buffers, sizes, begin, end)` over positions `begin..end` of the
+/// outermost loop.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Nest {
+    /// How many of the kernel's leading loops the nest runs (its work is
+    /// the product of their extents).
+    pub loops: usize,
+    /// Whether the outermost loop may be split across threads.
+    pub parallel: bool,
+}
+
+/// A batch of matrix products `out[rows, cols] = sum over inner of
+/// a[rows, inner] b[inner, cols]`, once per position of the batch loops;
+/// loops are positions in the kernel's loops.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GemmPlan {
+    /// The batch loops.
+    pub batch: Vec<usize>,
+    /// The rows loop, if the output has one.
+    pub rows: Option<usize>,
+    /// The columns loop, if the output has one.
+    pub cols: Option<usize>,
+    /// The summed loop.
+    pub inner: usize,
+    /// The left operand.
+    pub a: Operand,
+    /// The right operand.
+    pub b: Operand,
+    /// An elementwise epilogue run in place over the output after the
+    /// products, by the kernel's compiled function.
+    pub epilogue: Option<Nest>,
+}
+
+/// Flash attention: per position of the batch loops and tile of `tile.0`
+/// rows (queries), over tiles of `tile.1` keys: the scores' product into
+/// the tile's scratch, the compiled tile code (logits, online softmax,
+/// rescaling), and the probabilities' product with the values.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttentionPlan {
+    /// The batch loops.
+    pub batch: Vec<usize>,
+    /// The rows (queries) loop.
+    pub rows: usize,
+    /// The output's columns loop (the values' columns).
+    pub cols: usize,
+    /// The keys loop.
+    pub keys: usize,
+    /// Rows and keys per tile.
+    pub tile: (u64, u64),
+    /// The tile buffers: scores, accumulated rows, running maximum and sum.
+    pub scratch: [usize; 3],
+    /// The queries, keys and values.
+    pub q: Operand,
+    /// The keys.
+    pub k: Operand,
+    /// The values.
+    pub v: Operand,
+    /// Whether a mask hides keys: each tile is probed first.
+    pub masked: bool,
+}
+
+/// How the driver runs a kernel.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Strategy {
+    /// Its compiled loop nest.
+    Nest(Nest),
+    /// Packed matrix products.
+    Gemm(GemmPlan),
+    /// Flash attention.
+    Attention(AttentionPlan),
+}
+
+/// One kernel: the buffer it writes, its loops' extents, its strategy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelPlan {
+    /// The buffer it writes.
+    pub output: usize,
+    /// The extent of each of its loops.
+    pub loops: Vec<SizeRef>,
+    /// How it runs.
+    pub strategy: Strategy,
+}
+
+/// The plan of one natively compiled function.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NativePlan {
+    /// The size symbol whose value each slot holds at a call.
+    pub slots: Vec<SymId>,
+    /// Every buffer.
+    pub buffers: Vec<BufferPlan>,
+    /// The kernels, in the order they run.
+    pub kernels: Vec<KernelPlan>,
+    /// The buffer holding the result.
+    pub result: usize,
+}
+
+impl NativePlan {
+    /// Checks that every index in the plan points where it must: buffers,
+    /// loops, slots and inputs in range, one index per operand axis,
+    /// aliases to earlier buffers, tile buffers where attention uses them.
+    /// The driver relies on this (a damaged or mismatched plan is an
+    /// error here, never an access out of bounds later).
+    pub fn validate(&self, inputs: usize) -> Result<(), RuntimeError> {
+        let bad = |what: String| Err(RuntimeError::Internal(format!("the plan is malformed: {what}")));
+        let buffers = self.buffers.len();
+        if self.result >= buffers {
+            return bad(format!("the result is buffer {} of {buffers}", self.result));
+        }
+        let size_ok = |s: &SizeRef| matches!(s, SizeRef::Const(_)) || matches!(s, SizeRef::Slot(i) if *i < self.slots.len());
+        for (b, buffer) in self.buffers.iter().enumerate() {
+            if !buffer.shape.iter().all(size_ok) {
+                return bad(format!("buffer {b} has a size slot out of range"));
+            }
+            match buffer.kind {
+                BufferKind::Input(i) if i >= inputs => return bad(format!("buffer {b} is input {i} of {inputs}")),
+                BufferKind::Alias(a) if a >= b => return bad(format!("buffer {b} aliases a later buffer {a}")),
+                _ => {}
+            }
+        }
+        for (i, k) in self.kernels.iter().enumerate() {
+            let loops = k.loops.len();
+            let operand_ok = |o: &Operand| {
+                o.buffer < buffers
+                    && o.index.len() == self.buffers[o.buffer].shape.len()
+                    && o.index.iter().all(|x| match x {
+                        Index::Loop(l) => *l < loops,
+                        Index::Const(_) | Index::Zero => true,
+                    })
+            };
+            let loop_ok = |l: &usize| *l < loops;
+            let fits = k.output < buffers
+                && k.loops.iter().all(size_ok)
+                && match &k.strategy {
+                    Strategy::Nest(n) => n.loops <= loops,
+                    Strategy::Gemm(g) => {
+                        g.batch.iter().all(loop_ok)
+                            && g.rows.iter().all(loop_ok)
+                            && g.cols.iter().all(loop_ok)
+                            && g.inner < loops
+                            && operand_ok(&g.a)
+                            && operand_ok(&g.b)
+                            && matches!(self.buffers[k.output].dtype, DType::F32 | DType::F64)
+                            && self.buffers[k.output].dtype == self.buffers[g.a.buffer].dtype
+                            && self.buffers[k.output].dtype == self.buffers[g.b.buffer].dtype
+                            && self.buffers[k.output].shape.len() <= loops
+                            && g.epilogue.as_ref().is_none_or(|n| n.loops < loops)
+                    }
+                    Strategy::Attention(a) => {
+                        a.batch.iter().all(loop_ok)
+                            && [a.rows, a.cols, a.keys].iter().all(loop_ok)
+                            && loops >= 1
+                            && a.tile.0 > 0
+                            && a.tile.1 > 0
+                            && [&a.q, &a.k, &a.v].iter().all(|o| operand_ok(o) && self.buffers[o.buffer].dtype == DType::F32)
+                            && self.buffers[k.output].dtype == DType::F32
+                            && self.buffers[k.output].shape.len() <= loops
+                            && a.scratch.iter().all(|&s| s < buffers && self.buffers[s].kind == BufferKind::Tile)
+                    }
+                };
+            if !fits {
+                return bad(format!("kernel {i} does not fit its buffers and loops"));
+            }
+        }
+        Ok(())
+    }
+}
