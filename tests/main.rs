@@ -1,5 +1,6 @@
 //! The single integration-test binary: every suite links the compiler once.
 //!
+//! - `api`: the host API (`nax::Engine`) end to end, and the runtime's dependency tree;
 //! - `backends`: every case on every back end, compared with the interpreter and PyTorch;
 //! - `conformance`: the shared checker cases (`../shared/conformance`), through `nax check --format json`;
 //! - `diagnostics`: file-driven tests, `.nax` beside its expected rendered `.stderr` (`NAX_BLESS=1` updates);
@@ -12,6 +13,7 @@
 //! - `native_math`: the accuracy of the native back ends' f32 math over the whole f32 range;
 //! - `graph`: every checked function lowers to a graph that verifies and whose text form parses back.
 
+mod api;
 mod backends;
 mod cli;
 mod conformance;

@@ -205,6 +205,12 @@ impl Function {
         Ok(self.signature().check(args, &self.program.weights)?)
     }
 
+    /// Whether two handles share one compiled function (the engine's cache
+    /// gave both the same code).
+    pub fn same_code(&self, other: &Function) -> bool {
+        Arc::ptr_eq(&self.function, &other.function)
+    }
+
     /// Runs a call [`Function::check`] accepted.
     pub fn run(&self, call: &CheckedCall<'_>) -> Result<HostTensor, Error> {
         Ok(self.function.run(call, &self.program.compiled.pool)?)

@@ -1,0 +1,310 @@
+//! The host API end to end (`nax::Engine` -> `Program` -> `Function`):
+//! compile errors come back as diagnostics; views of the caller's memory
+//! (strided, transposed, named) give what a contiguous copy gives; many
+//! threads calling one program agree with one thread; programs with
+//! different thread counts run side by side; bad calls fail with the
+//! messages `nax run` prints and never read out of bounds; results written
+//! into the caller's buffer; weights from safetensors files; and the
+//! runtime's dependency tree holds no compiler crate.
+
+use crate::support::nax;
+use nax::{Arg, Backend, DType, Engine, Error, HostTensor, TensorMut, TensorView};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+const PROGRAM: &str = "dim n = 4
+dim D = 3
+param w: [D D]
+def f(x: [b n D], m: [n], s: float = 1.0) -> [b n D] {
+    return (x @ w) * s + rearrange(m, n -> n 1)
+}
+def tiny(x: [4]) -> [4] {
+    return x + 1.0
+}
+";
+
+fn names(s: &str) -> Vec<Option<String>> {
+    s.split_whitespace().map(|n| (n != "_").then(|| n.to_string())).collect()
+}
+
+/// Values `i * scale + offset` for `count` elements.
+fn ramp(count: usize, scale: f32, offset: f32) -> Vec<f32> {
+    (0..count).map(|i| i as f32 * scale + offset).collect()
+}
+
+/// The weight `w` as a host tensor named `[D D]`.
+fn weight() -> HostTensor {
+    HostTensor::new(nax::TensorData::F32(ramp(9, 0.25, -1.0)), vec![3, 3], names("D D")).unwrap()
+}
+
+fn program(engine: &Engine) -> nax::Program {
+    engine.compile(PROGRAM).expect("the program checks").with_weights([("w".to_string(), weight())]).expect("w binds")
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("nax-api-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn compile_errors_come_back_as_diagnostics() {
+    let engine = Engine::new();
+    match engine.compile("def f(x: [n]) -> [n] {\n    return x + y\n}\n") {
+        Err(Error::Diagnostics { diagnostics, rendered }) => {
+            assert_eq!(diagnostics.len(), 1, "{rendered}");
+            assert_eq!(diagnostics[0].code.as_str(), "E0201");
+            assert!(rendered.contains("error[E0201]") && rendered.contains("return x + y"), "{rendered}");
+        }
+        Err(other) => panic!("expected diagnostics, got {other}"),
+        Ok(_) => panic!("a program with an unknown name compiled"),
+    }
+    let p = program(&engine);
+    match p.function("g") {
+        Err(Error::UnknownFunction { name, available }) => assert_eq!((name.as_str(), available), ("g", vec!["f".to_string(), "tiny".to_string()])),
+        Err(other) => panic!("expected an unknown function, got {other}"),
+        Ok(_) => panic!("found a function that does not exist"),
+    }
+}
+
+#[test]
+fn the_signature_names_parameters_dtypes_axes_and_defaults() {
+    let f = program(&Engine::new()).function("f").unwrap();
+    assert_eq!(f.signature().to_string(), "fn f(x: f32[b n=4 D=3], m: f32[n=4], s: float = 1.0) -> f32[b n=4 D=3]");
+    assert_eq!(f.signature().weights.len(), 1);
+}
+
+#[test]
+fn strided_transposed_and_named_views_give_what_a_contiguous_copy_gives() {
+    for backend in [Backend::Llvm, Backend::Cranelift, Backend::Interp] {
+        let f = program(&Engine::new().backend(backend)).function("f").unwrap();
+        let x = ramp(2 * 4 * 3, 0.5, -3.0);
+        let m = ramp(4, 1.0, 0.0);
+        let contiguous = f
+            .call([("x", TensorView::new(&x, vec![2, 4, 3], names("b n D")).unwrap().into()), ("m", TensorView::new(&m, vec![4], names("n")).unwrap().into()), ("s", 0.5.into())])
+            .unwrap();
+        // The same x stored as [D b n] (each element where its transpose
+        // puts it), passed by name: bound by strides, no copy of the caller's.
+        let mut xt = vec![0f32; x.len()];
+        for (b, n, d) in (0..2).flat_map(|b| (0..4).flat_map(move |n| (0..3).map(move |d| (b, n, d)))) {
+            xt[d * 8 + b * 4 + n] = x[b * 12 + n * 3 + d];
+        }
+        let transposed = TensorView::new(&xt, vec![3, 2, 4], names("D b n")).unwrap();
+        // m as every other element of a longer buffer, read backwards.
+        let wide: Vec<f32> = (0..8).map(|i| if i % 2 == 0 { m[3 - i / 2] } else { f32::NAN }).collect();
+        let strided = TensorView::strided(&wide, 6, vec![4], vec![-2], names("n")).unwrap();
+        let viewed = f.call([("x", Arg::from(transposed)), ("m", strided.into()), ("s", 0.5.into())]).unwrap();
+        assert_eq!(viewed, contiguous, "{}", backend.name());
+        // Unnamed views bind by position.
+        let unnamed = f.call([("x", TensorView::new(&x, vec![2, 4, 3], names("_ _ _")).unwrap().into()), ("m", TensorView::new(&m, vec![4], names("_")).unwrap().into()), ("s", 0.5.into())]).unwrap();
+        assert_eq!(unnamed, contiguous);
+    }
+}
+
+#[test]
+fn eight_threads_of_two_hundred_calls_agree_with_one_thread() {
+    let program = program(&Engine::new().threads(2));
+    let f = program.function("f").unwrap();
+    let inputs: Vec<(Vec<f32>, Vec<f32>)> = (0..8).map(|k| (ramp(5 * 4 * 3, 0.1 * (k + 1) as f32, -1.0), ramp(4, k as f32, 0.5))).collect();
+    let call = |(x, m): &(Vec<f32>, Vec<f32>)| {
+        f.call([("x", TensorView::new(x, vec![5, 4, 3], names("b n D")).unwrap().into()), ("m", TensorView::new(m, vec![4], names("n")).unwrap().into())]).unwrap()
+    };
+    let expected: Vec<HostTensor> = inputs.iter().map(call).collect();
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let (inputs, expected, call) = (&inputs, &expected, &call);
+            s.spawn(move || {
+                for i in 0..200 {
+                    let k = (t + i) % inputs.len();
+                    assert_eq!(call(&inputs[k]), expected[k], "thread {t}, call {i}");
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn programs_with_different_thread_counts_run_side_by_side() {
+    // Large enough that each call splits its work across its pool.
+    let source = "def g(x: [n k], y: [k m]) -> [n m] {\n    return gelu(x @ y) + 1.0\n}\n";
+    let (one, three) = (Engine::new().threads(1).compile(source).unwrap(), Engine::new().threads(3).compile(source).unwrap());
+    assert_eq!((one.threads(), three.threads()), (1, 3));
+    let x = ramp(96 * 128, 0.001, -0.5);
+    let y = ramp(128 * 80, -0.002, 0.7);
+    let run = |p: &nax::Program| {
+        let g = p.function("g").unwrap();
+        (0..20).map(|_| g.call([("x", TensorView::new(&x, vec![96, 128], names("n k")).unwrap().into()), ("y", TensorView::new(&y, vec![128, 80], names("k m")).unwrap().into())]).unwrap()).collect::<Vec<_>>()
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| run(&one));
+        let b = s.spawn(|| run(&three));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    for (r1, r3) in a.iter().zip(&b) {
+        assert_eq!(r1.shape(), &[96, 80]);
+        for (u, v) in r1.to_f64_vec().into_iter().zip(r3.to_f64_vec()) {
+            assert!((u - v).abs() <= 1e-5 * v.abs().max(1.0), "{u} vs {v}");
+        }
+    }
+}
+
+/// The message `nax run` prints for `f` of PROGRAM on an `x` of `shape`.
+fn nax_run_message(x_shape: &[usize]) -> String {
+    let dir = scratch("message");
+    let (source, inputs, weights, out) = (dir.join("p.nax"), dir.join("in.safetensors"), dir.join("w.safetensors"), dir.join("out.safetensors"));
+    std::fs::write(&source, PROGRAM).unwrap();
+    let count = x_shape.iter().product();
+    let x = HostTensor::new(nax::TensorData::F32(ramp(count, 1.0, 0.0)), x_shape.to_vec(), names("b n D")).unwrap();
+    let m = HostTensor::new(nax::TensorData::F32(ramp(4, 1.0, 0.0)), vec![4], names("n")).unwrap();
+    write_all(&inputs, &[("x".into(), x), ("m".into(), m)]);
+    nax::write_tensor_atomic(&weights, "w", &weight()).unwrap();
+    let run = nax(&["run", source.to_str().unwrap(), "--fn", "f", "--inputs", inputs.to_str().unwrap(), "--weights", weights.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&run.stderr).trim_end().to_string();
+    stderr.strip_prefix("error: ").unwrap_or(&stderr).to_string()
+}
+
+/// Writes f32 tensors with their axis names to one safetensors file.
+fn write_all(path: &std::path::Path, tensors: &[(String, HostTensor)]) {
+    let bytes: Vec<(String, Vec<u8>, Vec<usize>)> = tensors.iter().map(|(n, t)| (n.clone(), t.to_f64_vec().into_iter().flat_map(|v| (v as f32).to_le_bytes()).collect(), t.shape().to_vec())).collect();
+    let views: Vec<(String, safetensors::tensor::TensorView)> = bytes.iter().map(|(n, b, s)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::tensor::Dtype::F32, s.clone(), b).unwrap())).collect();
+    let meta: std::collections::HashMap<String, String> = tensors
+        .iter()
+        .map(|(n, t)| (format!("{n}.axes"), t.names().iter().map(|a| a.clone().unwrap_or_else(|| "_".into())).collect::<Vec<_>>().join(" ")))
+        .collect();
+    safetensors::tensor::serialize_to_file(views, Some(meta), path).unwrap();
+}
+
+#[test]
+fn wrong_sizes_fail_with_the_message_nax_run_gives() {
+    let f = program(&Engine::new()).function("f").unwrap();
+    let x = ramp(2 * 5 * 3, 1.0, 0.0);
+    let m = ramp(4, 1.0, 0.0);
+    let e = f.call([("x", TensorView::new(&x, vec![2, 5, 3], names("b n D")).unwrap().into()), ("m", TensorView::new(&m, vec![4], names("n")).unwrap().into())]).unwrap_err();
+    assert_eq!(e.to_string(), "parameter 'x': axis 'n' has size 5, expected 4");
+    assert_eq!(e.to_string(), nax_run_message(&[2, 5, 3]));
+    // A size given twice differently, a wrong dtype, a wrong rank.
+    let e = f.call([("x", TensorView::new(&x[..24], vec![2, 4, 3], names("b n D")).unwrap().into()), ("m", TensorView::new(&m[..3], vec![3], names("n")).unwrap().into())]).unwrap_err();
+    assert_eq!(e.to_string(), "parameter 'm': axis 'n' has size 3, expected 4");
+    let ints = [1i64, 2, 3, 4];
+    let e = f.call([("x", TensorView::new(&x[..24], vec![2, 4, 3], names("b n D")).unwrap().into()), ("m", TensorView::new(&ints, vec![4], names("n")).unwrap().into())]).unwrap_err();
+    assert_eq!(e.to_string(), "parameter 'm' is f32 but the tensor is i64");
+    let e = f.call([("x", TensorView::new(&x[..24], vec![8, 3], names("_ _")).unwrap().into()), ("m", TensorView::new(&m, vec![4], names("n")).unwrap().into())]).unwrap_err();
+    assert!(e.to_string().starts_with("parameter 'x': expected a tensor of rank 3"), "{e}");
+    // Arguments by name: missing, unknown, twice, of the wrong kind.
+    let xv = || Arg::from(TensorView::new(&x[..24], vec![2, 4, 3], names("b n D")).unwrap());
+    assert_eq!(f.call([("x", xv())]).unwrap_err().to_string(), "parameter 'm' (f32[n=4]) needs a value");
+    let mv = || Arg::from(TensorView::new(&m, vec![4], names("n")).unwrap());
+    assert_eq!(f.call([("x", xv()), ("m", mv()), ("z", 1.0.into())]).unwrap_err().to_string(), "`f` has no parameter 'z'");
+    assert_eq!(f.call([("x", xv()), ("m", mv()), ("m", mv())]).unwrap_err().to_string(), "parameter 'm' is given twice");
+    assert_eq!(f.call([("x", xv()), ("m", 2.0.into())]).unwrap_err().to_string(), "parameter 'm' needs a tensor, not a host scalar");
+    assert_eq!(f.call([("x", xv()), ("m", mv()), ("s", true.into())]).unwrap_err().to_string(), "parameter 's' is a host float, not bool");
+    // A weight that was never bound.
+    let bare = Engine::new().compile(PROGRAM).unwrap().function("f").unwrap();
+    assert_eq!(bare.call([("x", xv()), ("m", mv())]).unwrap_err().to_string(), "the weight 'w' is missing");
+}
+
+#[test]
+fn views_never_reach_outside_the_callers_memory() {
+    let x = ramp(24, 1.0, 0.0);
+    for (offset, shape, strides) in [(0, vec![2, 4, 3], vec![12, 3, 2]), (1, vec![2, 4, 3], vec![12, 3, 1]), (0, vec![2, 4, 3], vec![-12, 3, 1]), (0, vec![2, 4, 3], vec![isize::MAX, 3, 1])] {
+        let e = TensorView::strided(&x, offset, shape.clone(), strides.clone(), names("b n D")).unwrap_err();
+        assert!(e.to_string().contains("reaches outside the 24 elements it borrows"), "{shape:?} {strides:?}: {e}");
+    }
+    assert!(TensorView::new(&x, vec![2, 4, 4], names("b n D")).is_err());
+}
+
+#[test]
+fn results_can_be_written_into_the_callers_buffer() {
+    let f = program(&Engine::new()).function("f").unwrap();
+    let x = ramp(24, 0.5, 1.0);
+    let m = ramp(4, 1.0, 0.0);
+    let args = || [("x", Arg::from(TensorView::new(&x, vec![2, 4, 3], names("b n D")).unwrap())), ("m", TensorView::new(&m, vec![4], names("n")).unwrap().into())];
+    let expected = f.call(args()).unwrap();
+    let mut out = vec![0f32; 24];
+    f.call_into(args(), &mut TensorMut::new(&mut out)).unwrap();
+    assert_eq!(HostTensor::new(nax::TensorData::F32(out), vec![2, 4, 3], names("b n D")).unwrap(), expected);
+    let mut short = vec![0f32; 23];
+    assert_eq!(
+        f.call_into(args(), &mut TensorMut::new(&mut short)).unwrap_err().to_string(),
+        "the result is 24 elements of f32, but the buffer given holds 23 elements of f32"
+    );
+    let mut doubles = vec![0f64; 24];
+    assert!(f.call_into(args(), &mut TensorMut::new(&mut doubles)).is_err());
+}
+
+#[test]
+fn weights_bind_from_a_safetensors_file_by_name() {
+    let dir = scratch("weights");
+    let path = dir.join("w.safetensors");
+    // Stored as [E D], fully named: bound by name to [D E], transposed.
+    let source = "dim D = 3\ndim E = 2\nparam w: [D E]\ndef h(x: [D]) -> [E] {\n    return x @ w\n}\n";
+    let stored = HostTensor::new(nax::TensorData::F32(ramp(6, 1.0, 0.0)), vec![2, 3], names("E D")).unwrap();
+    nax::write_tensor_atomic(&path, "w", &stored).unwrap();
+    let p = Engine::new().compile(source).unwrap().with_weights_file(&path).unwrap();
+    let x = [1f32, 10.0, 100.0];
+    let y = p.function("h").unwrap().call([("x", TensorView::new(&x, vec![3], names("D")).unwrap().into())]).unwrap();
+    // w[d, e] = stored[e, d] = 3e + d.
+    assert_eq!(y.to_f64_vec(), vec![210.0, 543.0]);
+    assert_eq!(y.names(), names("E").as_slice());
+    let wrong = HostTensor::new(nax::TensorData::F32(ramp(6, 1.0, 0.0)), vec![2, 3], names("E F")).unwrap();
+    let e = Engine::new().compile(source).unwrap().with_weights([("w".into(), wrong)]).err().expect("a weight without axis D");
+    assert_eq!(e.to_string(), "parameter 'w': axis 'D' is missing from the tensor's names [E F]");
+}
+
+#[test]
+fn defaults_run_time_sizes_and_scalars() {
+    let source = "dim V\ndim W = V / 2\ndef g(x: [V], y: [W], k: int = 3) -> [W] {\n    return y * float(k)\n}\n";
+    let g = Engine::new().compile(source).unwrap().function("g").unwrap();
+    let (x, y) = (ramp(8, 1.0, 0.0), ramp(4, 1.0, 0.0));
+    let r = g.call([("x", TensorView::new(&x, vec![8], names("V")).unwrap().into()), ("y", TensorView::new(&y, vec![4], names("W")).unwrap().into())]).unwrap();
+    assert_eq!(r.to_f64_vec(), vec![0.0, 3.0, 6.0, 9.0]);
+    let r = g.call([("x", TensorView::new(&x, vec![8], names("V")).unwrap().into()), ("y", TensorView::new(&y, vec![4], names("W")).unwrap().into()), ("k", 2i64.into())]).unwrap();
+    assert_eq!(r.to_f64_vec(), vec![0.0, 2.0, 4.0, 6.0]);
+    let e = g.call([("x", TensorView::new(&x[..7], vec![7], names("V")).unwrap().into()), ("y", TensorView::new(&y, vec![4], names("W")).unwrap().into())]).unwrap_err();
+    assert!(e.to_string().starts_with("the sizes of the arguments do not fit `g`"), "{e}");
+}
+
+#[test]
+fn the_engine_caches_programs_by_source_and_options() {
+    let engine = Engine::new().threads(1);
+    let a = engine.compile(PROGRAM).unwrap();
+    let b = engine.compile(PROGRAM).unwrap();
+    let (fa, fb) = (a.function("tiny").unwrap(), b.function("tiny").unwrap());
+    assert!(fa.same_code(&fb), "one source, one options: one compiled program");
+    let other = Engine::new().threads(2).compile(PROGRAM).unwrap();
+    assert!(!fa.same_code(&other.function("tiny").unwrap()));
+    let x = [1f32, 2.0, 3.0, 4.0];
+    let r = fb.call([("x", TensorView::new(&x, vec![4], names("_")).unwrap().into())]).unwrap();
+    assert_eq!((r.dtype(), r.to_f64_vec()), (DType::F32, vec![2.0, 3.0, 4.0, 5.0]));
+}
+
+#[test]
+fn functions_and_programs_are_send_and_sync() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Engine>();
+    shared::<nax::Program>();
+    shared::<nax::Function>();
+    let f = Arc::new(program(&Engine::new()).function("tiny").unwrap());
+    let handle = std::thread::spawn(move || f.signature().name.clone());
+    assert_eq!(handle.join().unwrap(), "tiny");
+}
+
+#[test]
+fn the_runtime_depends_on_no_compiler_crate() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["tree", "-p", "nax-runtime", "-e", "normal,build", "--prefix", "none", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo tree");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(tree.starts_with("nax-runtime "), "{tree}");
+    let compiler: Vec<&str> = tree.lines().filter(|l| l.starts_with("nax") && !l.starts_with("nax-runtime ")).collect();
+    assert!(compiler.is_empty(), "the runtime pulls in {compiler:?}");
+    for heavy in ["inkwell", "melior", "cranelift", "egg ", "petgraph", "llvm-sys", "mlir-sys"] {
+        assert!(!tree.lines().any(|l| l.starts_with(heavy)), "the runtime pulls in {heavy}");
+    }
+}
