@@ -157,23 +157,12 @@ fn nax_run_message(x_shape: &[usize]) -> String {
     let count = x_shape.iter().product();
     let x = HostTensor::new(nax::TensorData::F32(ramp(count, 1.0, 0.0)), x_shape.to_vec(), names("b n D")).unwrap();
     let m = HostTensor::new(nax::TensorData::F32(ramp(4, 1.0, 0.0)), vec![4], names("n")).unwrap();
-    write_all(&inputs, &[("x".into(), x), ("m".into(), m)]);
+    nax::write_tensors_atomic(&inputs, &[("x", &x), ("m", &m)]).unwrap();
     nax::write_tensor_atomic(&weights, "w", &weight()).unwrap();
     let run = nax(&["run", source.to_str().unwrap(), "--fn", "f", "--inputs", inputs.to_str().unwrap(), "--weights", weights.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert_eq!(run.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&run.stderr).trim_end().to_string();
     stderr.strip_prefix("error: ").unwrap_or(&stderr).to_string()
-}
-
-/// Writes f32 tensors with their axis names to one safetensors file.
-fn write_all(path: &std::path::Path, tensors: &[(String, HostTensor)]) {
-    let bytes: Vec<(String, Vec<u8>, Vec<usize>)> = tensors.iter().map(|(n, t)| (n.clone(), t.to_f64_vec().into_iter().flat_map(|v| (v as f32).to_le_bytes()).collect(), t.shape().to_vec())).collect();
-    let views: Vec<(String, safetensors::tensor::TensorView)> = bytes.iter().map(|(n, b, s)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::tensor::Dtype::F32, s.clone(), b).unwrap())).collect();
-    let meta: std::collections::HashMap<String, String> = tensors
-        .iter()
-        .map(|(n, t)| (format!("{n}.axes"), t.names().iter().map(|a| a.clone().unwrap_or_else(|| "_".into())).collect::<Vec<_>>().join(" ")))
-        .collect();
-    safetensors::tensor::serialize_to_file(views, Some(meta), path).unwrap();
 }
 
 #[test]

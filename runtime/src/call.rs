@@ -293,11 +293,15 @@ impl CheckedCall<'_> {
     }
 }
 
-/// The machine's physical memory in bytes (`None` where it cannot be read).
+/// The machine's physical memory in bytes (`None` where it cannot be
+/// read), asked once per process.
 fn physical_memory() -> Option<u128> {
-    // SAFETY: sysconf only reads system configuration.
-    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
-    (pages > 0 && page > 0).then(|| pages as u128 * page as u128)
+    static MEMORY: std::sync::OnceLock<Option<u128>> = std::sync::OnceLock::new();
+    *MEMORY.get_or_init(|| {
+        // SAFETY: sysconf only reads system configuration.
+        let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+        (pages > 0 && page > 0).then(|| pages as u128 * page as u128)
+    })
 }
 
 impl Signature {

@@ -210,16 +210,13 @@ impl Sizes<'_> {
 }
 
 impl Execute for NativeFunction {
+    /// A call with work to split runs inside the pool; one without (every
+    /// kernel below the size where splitting pays) runs on the calling
+    /// thread, which saves the hand-over to a worker and back.
     fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, pool: &ThreadPool) -> Result<Option<HostTensor>, RuntimeError> {
-        pool.install(|| self.run(call, into))
-    }
-}
-
-impl NativeFunction {
-    fn run(&self, call: &CheckedCall<'_>, mut into: Option<&mut TensorMut<'_>>) -> Result<Option<HostTensor>, RuntimeError> {
-        let p = &self.plan;
         let table_sizes = &call.signature().sizes;
-        let slots = p
+        let slots = self
+            .plan
             .slots
             .iter()
             .map(|&id| {
@@ -228,7 +225,32 @@ impl NativeFunction {
                 })
             })
             .collect::<Result<Vec<i64>, RuntimeError>>()?;
-        let sizes = Sizes { plan: p, slots };
+        let sizes = Sizes { plan: &self.plan, slots };
+        let threads = pool.threads();
+        if threads > 1 && self.plan.kernels.iter().any(|k| splits(&sizes, k, threads)) {
+            pool.install(|| self.run(&sizes, call, into, threads))
+        } else {
+            self.run(&sizes, call, into, 1)
+        }
+    }
+}
+
+/// Whether a kernel would split its work across `threads` threads at
+/// these sizes (the same conditions its runner applies).
+fn splits(sizes: &Sizes<'_>, k: &KernelPlan, threads: usize) -> bool {
+    let extents = sizes.extents(k);
+    let product = |loops: &[usize]| loops.iter().fold(1usize, |a, &e| a.saturating_mul(e));
+    let nest = |n: &Nest| n.parallel && extents.first().is_some_and(|&e| e > 1) && product(&extents[..n.loops]) >= PARALLEL_WORK;
+    match &k.strategy {
+        Strategy::Nest(n) => nest(n),
+        Strategy::Gemm(g) => product(&extents) >= PARALLEL_WORK || g.batch.iter().map(|&l| extents[l]).product::<usize>() >= threads || g.epilogue.as_ref().is_some_and(nest),
+        Strategy::Attention(a) => a.batch.iter().map(|&l| extents[l]).product::<usize>() * extents[a.rows].div_ceil(a.tile.0 as usize) > 1,
+    }
+}
+
+impl NativeFunction {
+    fn run(&self, sizes: &Sizes<'_>, call: &CheckedCall<'_>, mut into: Option<&mut TensorMut<'_>>, threads: usize) -> Result<Option<HostTensor>, RuntimeError> {
+        let p = &self.plan;
         // The buffer the result lives in (through reshapes), when a kernel writes it.
         let mut root = p.result;
         while let BufferKind::Alias(a) = p.buffers[root].kind {
@@ -299,23 +321,22 @@ impl NativeFunction {
             table.push(ptr);
         }
         let table = Table(table);
-        let threads = rayon::current_num_threads();
         for (kernel, &f) in p.kernels.iter().zip(&self.entries) {
             let nest = match &kernel.strategy {
                 Strategy::Nest(n) => n,
                 Strategy::Gemm(g) => {
-                    run_gemm(&sizes, kernel, g, &table, threads);
+                    run_gemm(sizes, kernel, g, &table, threads);
                     match &g.epilogue {
                         Some(n) => n,
                         None => continue,
                     }
                 }
                 Strategy::Attention(a) => {
-                    run_attention(&sizes, kernel, a, f, &table, threads);
+                    run_attention(sizes, kernel, a, f, &table, threads);
                     continue;
                 }
             };
-            run_nest(&sizes, kernel, nest, f, &table, threads);
+            run_nest(sizes, kernel, nest, f, &table, threads);
         }
         storage.append(&mut pool);
         if let Ok(mut kept) = self.temporaries.lock() {

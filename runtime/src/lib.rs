@@ -45,7 +45,7 @@ pub use dtype::DType;
 pub use error::RuntimeError;
 pub use function::Function;
 pub use plan::NativePlan;
-pub use safetensors_io::{read_tensors, write_tensor_atomic};
+pub use safetensors_io::{read_tensors, write_tensor_atomic, write_tensors_atomic};
 pub use signature::{AxisSpec, HostType, Param, ParamType, Scalar, Signature, TensorSpec, WeightSpec};
 pub use sizes::{Size, SizeError, SizeTable, SymDef, SymId, Symbol};
 pub use tensor::{row_major_strides, HostTensor, TensorData};

@@ -258,24 +258,40 @@ impl View for &Encoded {
 /// path: an unwritable or missing directory, a path that names no file, a
 /// tensor name that is empty or `__metadata__`.
 pub fn write_tensor_atomic(path: &Path, name: &str, t: &HostTensor) -> Result<(), RuntimeError> {
-    let invalid = |reason| RuntimeError::InvalidTensorName {
-        path: path.into(),
-        name: name.to_string(),
-        reason,
-    };
-    if name.is_empty() {
-        return Err(invalid("a tensor name cannot be empty"));
+    write_tensors_atomic(path, &[(name, t)])
+}
+
+/// Writes several tensors, each with its `NAME.axes` metadata, to one
+/// safetensors file (a checkpoint), atomically as [`write_tensor_atomic`]
+/// does. Errors: an empty, reserved or repeated name, or an I/O error.
+pub fn write_tensors_atomic(path: &Path, tensors: &[(&str, &HostTensor)]) -> Result<(), RuntimeError> {
+    let mut encoded = Vec::with_capacity(tensors.len());
+    let mut metadata = HashMap::new();
+    for &(name, t) in tensors {
+        let invalid = |reason| RuntimeError::InvalidTensorName {
+            path: path.into(),
+            name: name.to_string(),
+            reason,
+        };
+        if name.is_empty() {
+            return Err(invalid("a tensor name cannot be empty"));
+        }
+        if name == "__metadata__" {
+            return Err(invalid("the name is reserved for the file's metadata"));
+        }
+        if metadata.insert(axes_key(name), format_axes(t.names())).is_some() {
+            return Err(invalid("two tensors have this name"));
+        }
+        encoded.push((
+            name,
+            Encoded {
+                dtype: from_dtype(t.dtype()),
+                shape: t.shape().to_vec(),
+                bytes: encode(t.data()),
+            },
+        ));
     }
-    if name == "__metadata__" {
-        return Err(invalid("the name is reserved for the file's metadata"));
-    }
-    let encoded = Encoded {
-        dtype: from_dtype(t.dtype()),
-        shape: t.shape().to_vec(),
-        bytes: encode(t.data()),
-    };
-    let metadata = HashMap::from([(axes_key(name), format_axes(t.names()))]);
-    let bytes = safetensors::serialize([(name, &encoded)], Some(metadata)).map_err(|e| {
+    let bytes = safetensors::serialize(encoded.iter().map(|(n, e)| (*n, e)), Some(metadata)).map_err(|e| {
         RuntimeError::Serialize {
             path: path.into(),
             message: e.to_string(),
@@ -284,8 +300,6 @@ pub fn write_tensor_atomic(path: &Path, name: &str, t: &HostTensor) -> Result<()
     write_atomic(path, &bytes)
 }
 
-/// Writes `bytes` to a fresh temporary file beside `path`, then renames it
-/// over `path`; removes the temporary file on failure.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RuntimeError> {
     let write_err = |source| RuntimeError::Write {
         path: path.into(),
@@ -337,6 +351,21 @@ fn create_temp(dir: &Path, name: &str) -> std::io::Result<(PathBuf, fs::File)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn several_tensors_share_one_file() {
+        let dir = std::env::temp_dir().join(format!("nax-st-many-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ckpt.safetensors");
+        let a = HostTensor::from_f64(DType::F32, vec![2], vec![Some("n".into())], &[1.0, 2.0]).unwrap();
+        let b = HostTensor::from_f64(DType::I64, vec![1, 2], vec![None, Some("k".into())], &[3.0, 4.0]).unwrap();
+        write_tensors_atomic(&path, &[("a", &a), ("b", &b)]).unwrap();
+        let mut back = read_tensors(&path).unwrap();
+        back.sort_by(|x, y| x.0.cmp(&y.0));
+        assert_eq!(back, vec![("a".to_string(), a.clone()), ("b".to_string(), b)]);
+        let e = write_tensors_atomic(&path, &[("a", &a), ("a", &a)]).unwrap_err();
+        assert!(e.to_string().contains("two tensors have this name"), "{e}");
+    }
     use crate::test_support::names;
 
 

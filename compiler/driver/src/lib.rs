@@ -15,6 +15,6 @@ mod timings;
 
 pub use engine::{Engine, Function, Program};
 pub use error::Error;
-pub use nax_runtime::{bind, read_tensors, ThreadPool, write_tensor_atomic, Arg, DType, HostTensor, HostType, Param, ParamType, RuntimeError, Scalar, Signature, TensorData, TensorMut, TensorSpec, TensorView};
+pub use nax_runtime::{bind, read_tensors, ThreadPool, write_tensor_atomic, Arg, DType, HostTensor, HostType, Param, ParamType, RuntimeError, Scalar, Signature, Size, TensorData, TensorMut, TensorSpec, TensorView, write_tensors_atomic};
 pub use pipeline::Backend;
 pub use timings::Timings;
