@@ -193,7 +193,7 @@ pub enum CallError {
         /// The size given.
         actual: u64,
         /// The argument that gave the symbol its value first.
-        earlier: SizeSource,
+        earlier: Box<SizeSource>,
         /// The symbol, as printed.
         symbol: String,
         /// Its value from the earlier argument.
@@ -374,7 +374,7 @@ impl Signature {
                         return Err(CallError::SizeConflict {
                             source_: source.clone(),
                             actual: *actual,
-                            earlier: (*earlier).clone(),
+                            earlier: Box::new((*earlier).clone()),
                             symbol: self.sizes.display(root),
                             value: *v,
                         }

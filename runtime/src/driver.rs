@@ -258,10 +258,10 @@ impl NativeFunction {
         }
         let result_dtype = p.buffers[p.result].dtype;
         let result_len = sizes.elements(p.result)?;
-        if let Some(out) = into.as_deref() {
-            if out.dtype() != result_dtype || out.len() != result_len {
-                return Err(RuntimeError::OutputBuffer { expected_dtype: result_dtype, expected_len: result_len, dtype: out.dtype(), len: out.len() });
-            }
+        if let Some(out) = into.as_deref()
+            && (out.dtype() != result_dtype || out.len() != result_len)
+        {
+            return Err(RuntimeError::OutputBuffer { expected_dtype: result_dtype, expected_len: result_len, dtype: out.dtype(), len: out.len() });
         }
         let written_by_kernel = p.buffers[root].kind == BufferKind::Temporary;
         let mut result_data = match (&into, written_by_kernel) {

@@ -292,7 +292,7 @@ pub enum RuntimeError {
     /// dtypes, ranks, sizes, memory); the message names the parameter or
     /// weight, the axis and both sizes where there are some.
     #[error("{0}")]
-    Call(#[from] crate::call::CallError),
+    Call(Box<crate::call::CallError>),
 
     /// Memory for a buffer could not be had.
     #[error("cannot allocate {bytes} bytes for a buffer of {count} elements")]
@@ -330,6 +330,12 @@ pub enum RuntimeError {
     /// itself: a bug in the compiler or a damaged artifact, never the caller's data.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<crate::call::CallError> for RuntimeError {
+    fn from(e: crate::call::CallError) -> RuntimeError {
+        RuntimeError::Call(Box::new(e))
+    }
 }
 
 /// `[2 3 4]`.

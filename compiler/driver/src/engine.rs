@@ -96,11 +96,15 @@ impl Engine {
     }
 }
 
+/// One function's compiled code, made on first use: the function, or the
+/// stage that failed and its message.
+type Compiling = OnceLock<Result<Arc<nax_runtime::Function>, (&'static str, String)>>;
+
 /// A checked module with its functions' compiled code and its thread pool.
 struct Compiled {
     module: CheckedModule,
     options: Options,
-    functions: Vec<(String, OnceLock<Result<Arc<nax_runtime::Function>, Arc<Error>>>)>,
+    functions: Vec<(String, Compiling)>,
     pool: ThreadPool,
 }
 
@@ -127,14 +131,14 @@ impl Program {
         };
         let compiled = cell.get_or_init(|| {
             let mut timings = Timings::start();
-            pipeline::compile_function(&c.module, name, c.options.backend, c.options.optimize, &mut timings).map(Arc::new).map_err(Arc::new)
+            pipeline::compile_function(&c.module, name, c.options.backend, c.options.optimize, &mut timings).map(Arc::new).map_err(|e| match e {
+                Error::Compile { stage, message } => (stage, message),
+                other => ("lower", other.to_string()),
+            })
         });
         match compiled {
             Ok(f) => Ok(Function { program: self.clone(), function: Arc::clone(f) }),
-            Err(e) => Err(match e.as_ref() {
-                Error::Compile { stage, message } => Error::Compile { stage, message: message.clone() },
-                other => Error::Compile { stage: "lower", message: other.to_string() },
-            }),
+            Err((stage, message)) => Err(Error::Compile { stage, message: message.clone() }),
         }
     }
 
