@@ -14,12 +14,14 @@
 mod binding;
 mod dtype;
 mod error;
+mod named;
 mod safetensors_io;
 mod tensor;
 
 pub use binding::bind;
 pub use dtype::DType;
 pub use error::RuntimeError;
+pub use named::{BinaryOp, NamedTensor, Operand};
 pub use safetensors_io::{read_tensors, write_tensor_atomic};
 pub use tensor::{row_major_strides, HostTensor, TensorData};
 
