@@ -13,6 +13,8 @@ mod element;
 mod kernel;
 mod named_tensor;
 mod pointwise;
+#[cfg(test)]
+mod reference_tests;
 
 pub use alignment::Operand;
 pub use named_tensor::NamedTensor;
