@@ -172,12 +172,12 @@ where
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Tiling {
     axis: usize,
-    transposed: Operand,
+    transposed: Input,
 }
 
-/// One of the two operands of the kernel.
+/// One of the two inputs of the kernel.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Operand {
+enum Input {
     A,
     B,
 }
@@ -187,9 +187,9 @@ fn tiling(geo: &Geometry) -> Option<Tiling> {
     let inner = geo.dims.len().checked_sub(1)?;
     let across = |s: &[usize]| s.get(inner).is_some_and(|&st| st > 1);
     let (s, transposed) = if across(&geo.b) {
-        (&geo.b, Operand::B)
+        (&geo.b, Input::B)
     } else if across(&geo.a) {
-        (&geo.a, Operand::A)
+        (&geo.a, Input::A)
     } else {
         return None;
     };
@@ -301,7 +301,8 @@ impl Plan<'_> {
             strides,
             [block.a, block.b, 0],
             |[oa, ob, o]| {
-                row(&mut out[o..o + n], a, oa, sa, b, ob, sb, op);
+                let (ra, rb) = (Run::new(a, oa, sa), Run::new(b, ob, sb));
+                row(&mut out[o..o + n], ra, rb, op);
             },
         );
     }
@@ -330,8 +331,8 @@ impl Plan<'_> {
         let (sa, sb) = (self.geo.a[inner], self.geo.b[inner]);
         let (pa, pb, po) = (self.geo.a[p], self.geo.b[p], self.out[p]);
         let (x, px, sx) = match transposed {
-            Operand::A => (a, pa, sa),
-            Operand::B => (b, pb, sb),
+            Input::A => (a, pa, sa),
+            Input::B => (b, pb, sb),
         };
         let Tuning {
             tile_rows,
@@ -348,8 +349,8 @@ impl Plan<'_> {
         ];
         for_each_offset(&outer, strides, [block.a, block.b, 0], |[oa, ob, o]| {
             let ox = match transposed {
-                Operand::A => oa,
-                Operand::B => ob,
+                Input::A => oa,
+                Input::B => ob,
             };
             for i0 in (0..rows).step_by(tile_rows) {
                 let h = tile_rows.min(rows - i0);
@@ -369,8 +370,14 @@ impl Plan<'_> {
                         let i = i0 + ii;
                         let seg = &mut out[o + i * po + j0..][..w];
                         match transposed {
-                            Operand::A => row(seg, &buf, ii, h, b, ob + i * pb + j0 * sb, sb, op),
-                            Operand::B => row(seg, a, oa + i * pa + j0 * sa, sa, &buf, ii, h, op),
+                            Input::A => {
+                                let rb = Run::new(b, ob + i * pb + j0 * sb, sb);
+                                row(seg, Run::new(&buf, ii, h), rb, op)
+                            }
+                            Input::B => {
+                                let ra = Run::new(a, oa + i * pa + j0 * sa, sa);
+                                row(seg, ra, Run::new(&buf, ii, h), op)
+                            }
                         }
                     }
                 }
@@ -413,22 +420,44 @@ fn for_each_offset(
     }
 }
 
-/// Writes `out[j] = op(a[oa + j * sa], b[ob + j * sb])` for every `j` of
-/// `out`. Contiguous and repeated operands are zips of slices (these loops
-/// vectorise); an out-of-bounds read panics, it never leaves a slot
-/// unwritten.
-#[allow(clippy::too_many_arguments)]
+/// An input read from `offset`, stepping by `stride` elements.
+struct Run<'d, T> {
+    data: &'d [T],
+    offset: usize,
+    stride: usize,
+}
+
+impl<'d, T> Run<'d, T> {
+    fn new(data: &'d [T], offset: usize, stride: usize) -> Run<'d, T> {
+        Run {
+            data,
+            offset,
+            stride,
+        }
+    }
+}
+
+/// Writes `out[j] = op(a[j], b[j])` for every `j` of `out`, reading each
+/// input along its run. Contiguous and repeated inputs are zips of slices
+/// (these loops vectorise); an out-of-bounds read panics, it never leaves a
+/// slot unwritten.
 #[inline(always)]
 fn row<T: Copy, U: Copy, F: Fn(T, T) -> U>(
     out: &mut [MaybeUninit<U>],
-    a: &[T],
-    oa: usize,
-    sa: usize,
-    b: &[T],
-    ob: usize,
-    sb: usize,
+    a: Run<'_, T>,
+    b: Run<'_, T>,
     op: &F,
 ) {
+    let Run {
+        data: a,
+        offset: oa,
+        stride: sa,
+    } = a;
+    let Run {
+        data: b,
+        offset: ob,
+        stride: sb,
+    } = b;
     let n = out.len();
     match (sa, sb) {
         (1, 1) => {
@@ -546,9 +575,9 @@ mod tests {
     fn transposed_operand_is_tiled() {
         let g = Geometry::new(&[5, 7], &[7, 1], &[1, 5]).unwrap();
         let t = tiling(&g).unwrap();
-        assert_eq!((t.axis, t.transposed), (0, Operand::B));
+        assert_eq!((t.axis, t.transposed), (0, Input::B));
         let g = Geometry::new(&[5, 7], &[1, 5], &[7, 1]).unwrap();
-        assert_eq!(tiling(&g).unwrap().transposed, Operand::A);
+        assert_eq!(tiling(&g).unwrap().transposed, Input::A);
         check(&[5, 7], &[1, 5], 35, &[7, 1], 35, tiny());
         check(&[5, 7], &[7, 1], 35, &[1, 5], 35, tiny());
         check(
