@@ -2,7 +2,7 @@
 //! the right one either in the same layout (`[i j] + [i j]`, one zip of two
 //! slices) or transposed by name (`[i j] + [j i]`, read in cache tiles).
 //! The target is the transposed add within about 1.5x of the same-layout
-//! one; docs/named-tensors.md and the runtime README record the times.
+//! one; docs/named-tensors.md records the times.
 //!
 //!     cargo bench -p nax-runtime --bench named
 
