@@ -41,23 +41,26 @@ impl Geometry {
     /// `a[k]` and `b[k]` elements along axis `k` (0 where they broadcast).
     /// `None` when the element count overflows `usize`.
     pub(crate) fn new(dims: &[usize], a: &[usize], b: &[usize]) -> Option<Geometry> {
-        let len = if dims.contains(&0) {
-            0
-        } else {
-            dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))?
-        };
-        let mut g = Geometry {
-            dims: Vec::with_capacity(dims.len()),
-            a: Vec::with_capacity(dims.len()),
-            b: Vec::with_capacity(dims.len()),
-            len,
-        };
-        let axes = dims
+        let axes: Vec<(usize, usize, usize)> = dims
             .iter()
             .zip(a)
             .zip(b)
-            .map(|((&d, &sa), &sb)| (d, sa, sb));
-        for (d, sa, sb) in axes.filter(|&(d, _, _)| d != 1) {
+            .map(|((&d, &sa), &sb)| (d, sa, sb))
+            .collect();
+        // The element count of the axes kept, which the kernel writes.
+        let len = if axes.iter().any(|&(d, _, _)| d == 0) {
+            0
+        } else {
+            axes.iter()
+                .try_fold(1usize, |acc, &(d, _, _)| acc.checked_mul(d))?
+        };
+        let mut g = Geometry {
+            dims: Vec::with_capacity(axes.len()),
+            a: Vec::with_capacity(axes.len()),
+            b: Vec::with_capacity(axes.len()),
+            len,
+        };
+        for (d, sa, sb) in axes.into_iter().filter(|&(d, _, _)| d != 1) {
             let merges = |outer: Option<&usize>, inner: usize| {
                 outer.is_some_and(|&o| Some(o) == inner.checked_mul(d))
             };
@@ -156,7 +159,8 @@ where
         plan.fill(whole, &mut out.spare_capacity_mut()[..geo.len], a, b, op);
     }
     // SAFETY: the capacity is at least `geo.len`, and `fill` has written
-    // every one of the first `geo.len` slots: it splits its slice into
+    // every one of the first `geo.len` slots: `geo.len` is the product of
+    // `geo.dims` (see `Geometry::new`), `fill` splits its slice into
     // disjoint blocks that cover it, and in each block visits every index
     // of the block's sizes once (`rows` or `tiles`), writing every slot of
     // each row segment it takes (`row`). A panic (an out-of-bounds read)
