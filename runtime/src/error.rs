@@ -1,5 +1,6 @@
 //! The runtime's errors: reading and writing tensor files, building host
-//! tensors, and binding them to parameters (LANGUAGE.md section 12).
+//! tensors, binding them to parameters, and eager pointwise ops between
+//! named tensors (LANGUAGE.md section 12).
 //!
 //! Every variant carries what its message needs (the file, the tensor or
 //! parameter, the axis, the sizes, the dtype), so a caller can print it as
@@ -7,6 +8,8 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
+
+use crate::named::Operand;
 
 /// An error of the runtime. The `Display` text is a complete sentence
 /// fragment meant for users, e.g. `parameter 'x': axis 'n' is missing from
@@ -225,26 +228,6 @@ pub enum RuntimeError {
         tensor_names: Vec<Option<String>>,
     },
 
-    /// A tensor axis whose size differs from the one the parameter's type
-    /// requires. [`bind`](crate::bind) does not check sizes; the caller,
-    /// which knows the compiled program's sizes, raises this one.
-    #[error(
-        "parameter '{param}': {} has size {actual}, expected {expected}",
-        fmt_axis(*.axis, .name)
-    )]
-    SizeMismatch {
-        /// The parameter.
-        param: String,
-        /// The position of the axis in the parameter.
-        axis: usize,
-        /// The axis name in the parameter, if any.
-        name: Option<String>,
-        /// The size the parameter's type requires.
-        expected: usize,
-        /// The size the tensor has.
-        actual: usize,
-    },
-
     /// A view whose strides are not one per axis.
     #[error("a view of shape {} needs one stride per axis, not {strides:?}", fmt_shape(.shape))]
     StridesRank {
@@ -330,6 +313,128 @@ pub enum RuntimeError {
     /// itself: a bug in the compiler or a damaged artifact, never the caller's data.
     #[error("internal error: {0}")]
     Internal(String),
+
+    /// A named tensor given a number of coordinate label lists other than
+    /// its rank.
+    #[error(
+        "{given} coordinate label lists given for a tensor of rank {} {}",
+        .names.len(),
+        fmt_names(.names)
+    )]
+    CoordsRank {
+        /// The number of label lists given.
+        given: usize,
+        /// The tensor's axis names (one per axis).
+        names: Vec<Option<String>>,
+    },
+
+    /// An axis whose coordinate labels are not one per position.
+    #[error("{} has size {size} but {labels} coordinate labels", fmt_axis(*.axis, .name))]
+    LabelCount {
+        /// The axis position.
+        axis: usize,
+        /// The axis name, if any.
+        name: Option<String>,
+        /// The size of the axis.
+        size: usize,
+        /// The number of labels given.
+        labels: usize,
+    },
+
+    /// A coordinate label that occurs twice on one axis.
+    #[error(
+        "{} has the coordinate label '{label}' twice; the labels of an axis must be unique",
+        fmt_axis(*.axis, .name)
+    )]
+    DuplicateLabel {
+        /// The axis position.
+        axis: usize,
+        /// The axis name, if any.
+        name: Option<String>,
+        /// The repeated label.
+        label: String,
+    },
+
+    /// An axis position that is not below the rank.
+    #[error("axis {axis} does not exist in a tensor of rank {rank}")]
+    AxisOutOfRange {
+        /// The rejected position.
+        axis: usize,
+        /// The tensor's rank.
+        rank: usize,
+    },
+
+    /// An eager op between operands whose names differ, one of which has
+    /// an unnamed axis after a named one: pairing by name would be
+    /// ambiguous.
+    #[error(
+        "axis {position} of the {side} operand is unnamed but follows a named axis, and the \
+         operands' names differ (left {}, right {}): pairing axes by name would be ambiguous; \
+         put the unnamed axes first, name every axis, or give both operands the same names",
+        fmt_names(.left_names),
+        fmt_names(.right_names)
+    )]
+    UnnamedAfterNamedOperand {
+        /// The operand with the misplaced unnamed axis.
+        side: Operand,
+        /// The position of that axis in that operand.
+        position: usize,
+        /// The left operand's axis names.
+        left_names: Vec<Option<String>>,
+        /// The right operand's axis names.
+        right_names: Vec<Option<String>>,
+    },
+
+    /// Two axes of an eager op that meet but whose sizes neither match nor
+    /// broadcast (one of them 1).
+    #[error(
+        "{} (size {left_size}) of the left operand {} and {} (size {right_size}) of the right \
+         operand {} do not broadcast: the sizes must be equal or one of them 1",
+        fmt_axis_in(*.left_axis, .left_names),
+        fmt_names(.left_names),
+        fmt_axis_in(*.right_axis, .right_names),
+        fmt_names(.right_names)
+    )]
+    OperandSizes {
+        /// The left operand's axis position.
+        left_axis: usize,
+        /// Its size.
+        left_size: usize,
+        /// The left operand's axis names.
+        left_names: Vec<Option<String>>,
+        /// The right operand's axis position.
+        right_axis: usize,
+        /// Its size.
+        right_size: usize,
+        /// The right operand's axis names.
+        right_names: Vec<Option<String>>,
+    },
+
+    /// A labelled axis of size 1 in an eager op that would broadcast to a
+    /// larger size: its one label cannot describe the result's positions.
+    #[error(
+        "{} of the {side} operand {} has size 1 and a coordinate label, so it cannot broadcast \
+         to size {size}; drop its labels or give the other operand's axis the same labels",
+        fmt_axis_in(*.axis, .names),
+        fmt_names(.names)
+    )]
+    LabelsBroadcast {
+        /// The operand with the labelled axis.
+        side: Operand,
+        /// The axis position in that operand.
+        axis: usize,
+        /// That operand's axis names.
+        names: Vec<Option<String>>,
+        /// The size it would broadcast to.
+        size: usize,
+    },
+
+    /// `-` between two bool tensors, which torch rejects too.
+    #[error(
+        "subtraction of two bool tensors is not supported (as in torch); use `ne` for an \
+         exclusive or"
+    )]
+    BoolSubtraction,
 }
 
 impl From<crate::call::CallError> for RuntimeError {
@@ -372,6 +477,12 @@ fn fmt_axis(position: usize, name: &Option<String>) -> String {
     }
 }
 
+/// `axis 'n'` or `axis 2` for the axis at `position` of an operand with
+/// these names.
+fn fmt_axis_in(position: usize, names: &[Option<String>]) -> String {
+    fmt_axis(position, names.get(position).unwrap_or(&None))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,32 +513,6 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "parameter 'x': axis 'n' is missing from the tensor's names [b m]"
-        );
-    }
-
-    #[test]
-    fn size_mismatch_message() {
-        let e = RuntimeError::SizeMismatch {
-            param: "x".into(),
-            axis: 0,
-            name: Some("n".into()),
-            expected: 4,
-            actual: 3,
-        };
-        assert_eq!(
-            e.to_string(),
-            "parameter 'x': axis 'n' has size 3, expected 4"
-        );
-        let e = RuntimeError::SizeMismatch {
-            param: "x".into(),
-            axis: 1,
-            name: None,
-            expected: 4,
-            actual: 3,
-        };
-        assert_eq!(
-            e.to_string(),
-            "parameter 'x': axis 1 has size 3, expected 4"
         );
     }
 
