@@ -1,5 +1,5 @@
 //! The element types the pointwise kernels run on, and torch's arithmetic
-//! on each: [`Element`] for `f32 f64 i32 i64 bool f16 bf16`.
+//! on each: [`Arithmetic`] for `f32 f64 i32 i64 bool f16 bf16`.
 //!
 //! - Floats: IEEE arithmetic; `f16` and `bf16` compute in `f32` and round
 //!   back, as torch does on CPU.
@@ -16,14 +16,12 @@
 
 use half::{bf16, f16};
 
-use crate::dtype::DType;
 use crate::tensor::TensorData;
+use crate::view::Element;
 
-/// An element type the kernels run on.
-pub(crate) trait Element: Copy + PartialOrd + Send + Sync {
-    /// The dtype of this element type.
-    const DTYPE: DType;
-
+/// An element type the kernels run on: a tensor [`Element`] with torch's
+/// arithmetic.
+pub(crate) trait Arithmetic: Element + PartialOrd {
     /// The element type of a quotient of two elements.
     type Quotient: Copy + Send + Sync;
 
@@ -46,7 +44,7 @@ pub(crate) trait Element: Copy + PartialOrd + Send + Sync {
     fn to_i64(self) -> i64;
 
     /// `value` cast to this type, as torch casts.
-    fn cast<S: Element>(value: S) -> Self;
+    fn cast<S: Arithmetic>(value: S) -> Self;
 
     /// `self + rhs`.
     fn plus(self, rhs: Self) -> Self;
@@ -62,11 +60,10 @@ pub(crate) trait Element: Copy + PartialOrd + Send + Sync {
     fn minus() -> Option<impl Fn(Self, Self) -> Self + Sync>;
 }
 
-/// `Element` for a float type computed natively.
+/// `Arithmetic` for a float type computed natively.
 macro_rules! native_float {
     ($t:ty, $variant:ident, $cast:ident) => {
-        impl Element for $t {
-            const DTYPE: DType = DType::$variant;
+        impl Arithmetic for $t {
             type Quotient = $t;
 
             fn slice(data: &TensorData) -> Option<&[Self]> {
@@ -96,7 +93,7 @@ macro_rules! native_float {
                 self as i64
             }
 
-            fn cast<S: Element>(value: S) -> Self {
+            fn cast<S: Arithmetic>(value: S) -> Self {
                 value.$cast()
             }
 
@@ -122,11 +119,10 @@ macro_rules! native_float {
 native_float!(f32, F32, to_f32);
 native_float!(f64, F64, to_f64);
 
-/// `Element` for a 16-bit float type, computed in `f32` and rounded.
+/// `Arithmetic` for a 16-bit float type, computed in `f32` and rounded.
 macro_rules! half_float {
     ($t:ty, $variant:ident) => {
-        impl Element for $t {
-            const DTYPE: DType = DType::$variant;
+        impl Arithmetic for $t {
             type Quotient = $t;
 
             fn slice(data: &TensorData) -> Option<&[Self]> {
@@ -156,7 +152,7 @@ macro_rules! half_float {
                 <$t>::to_f32(self) as i64
             }
 
-            fn cast<S: Element>(value: S) -> Self {
+            fn cast<S: Arithmetic>(value: S) -> Self {
                 <$t>::from_f32(value.to_f32())
             }
 
@@ -182,11 +178,10 @@ macro_rules! half_float {
 half_float!(f16, F16);
 half_float!(bf16, BF16);
 
-/// `Element` for a signed integer type: wrapping `+ - *`, `/` in `f32`.
+/// `Arithmetic` for a signed integer type: wrapping `+ - *`, `/` in `f32`.
 macro_rules! integer {
     ($t:ty, $variant:ident) => {
-        impl Element for $t {
-            const DTYPE: DType = DType::$variant;
+        impl Arithmetic for $t {
             type Quotient = f32;
 
             fn slice(data: &TensorData) -> Option<&[Self]> {
@@ -216,7 +211,7 @@ macro_rules! integer {
                 self.into()
             }
 
-            fn cast<S: Element>(value: S) -> Self {
+            fn cast<S: Arithmetic>(value: S) -> Self {
                 // Only bools and narrower integers are cast to an integer
                 // type (promotion never narrows), so this is exact.
                 value.to_i64() as $t
@@ -244,8 +239,7 @@ macro_rules! integer {
 integer!(i32, I32);
 integer!(i64, I64);
 
-impl Element for bool {
-    const DTYPE: DType = DType::Bool;
+impl Arithmetic for bool {
     type Quotient = f32;
 
     fn slice(data: &TensorData) -> Option<&[Self]> {
@@ -275,7 +269,7 @@ impl Element for bool {
         i64::from(self)
     }
 
-    fn cast<S: Element>(value: S) -> Self {
+    fn cast<S: Arithmetic>(value: S) -> Self {
         value.to_f64() != 0.0
     }
 

@@ -17,7 +17,7 @@ use crate::dtype::DType;
 use crate::error::RuntimeError;
 use crate::named::NamedTensor;
 use crate::named::alignment::align;
-use crate::named::element::Element;
+use crate::named::element::Arithmetic;
 use crate::named::kernel::{Geometry, pointwise};
 use crate::tensor::{HostTensor, TensorData, row_major_strides};
 
@@ -259,7 +259,7 @@ fn strides(shape: &[usize], axis_at: &[Option<usize>]) -> Vec<usize> {
 
 /// `op` over `geo` with both operands in the element type `T` (converted
 /// where they are not). `shape` is the result's, for the errors.
-fn compute<T: Element>(
+fn compute<T: Arithmetic>(
     op: BinaryOp,
     geo: &Geometry,
     a: &TensorData,
@@ -293,7 +293,7 @@ fn compute<T: Element>(
 
 /// The elements of `data` in the element type `T`: borrowed when they are
 /// already, else cast in one (parallel) pass.
-fn converted<T: Element>(data: &TensorData) -> Cow<'_, [T]> {
+fn converted<T: Arithmetic>(data: &TensorData) -> Cow<'_, [T]> {
     if let Some(v) = T::slice(data) {
         return Cow::Borrowed(v);
     }
@@ -309,7 +309,7 @@ fn converted<T: Element>(data: &TensorData) -> Cow<'_, [T]> {
 }
 
 /// `v` cast to `T`, split across rayon's current pool when long.
-fn cast_all<S: Element, T: Element>(v: &[S]) -> Vec<T> {
+fn cast_all<S: Arithmetic, T: Arithmetic>(v: &[S]) -> Vec<T> {
     v.par_iter()
         .with_min_len(1 << 15)
         .map(|&s| T::cast(s))
