@@ -7,7 +7,7 @@
 //!
 //!     cargo bench --bench api
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{Criterion, criterion_group, criterion_main};
 use nax::{Arg, Engine, TensorView};
 
 fn overhead(c: &mut Criterion) {
@@ -17,7 +17,9 @@ fn overhead(c: &mut Criterion) {
     let names = vec![Some("n".to_string())];
     let mut group = c.benchmark_group("api");
     group.bench_function("call_tiny", |b| b.iter(|| f.call([("x", Arg::from(TensorView::new(&x, vec![4], names.clone()).expect("view")))]).expect("call")));
-    group.bench_function("check_tiny", |b| b.iter(|| f.check(vec![Arg::from(TensorView::new(&x, vec![4], names.clone()).expect("view"))]).expect("check").sizes().len()));
+    group.bench_function("check_tiny", |b| {
+        b.iter(|| f.check(vec![Arg::from(TensorView::new(&x, vec![4], names.clone()).expect("view"))]).expect("check").sizes().len())
+    });
     let call = f.check(vec![Arg::from(TensorView::new(&x, vec![4], names.clone()).expect("view"))]).expect("check");
     group.bench_function("run_tiny", |b| b.iter(|| f.run(&call).expect("run")));
     group.finish();

@@ -5,7 +5,7 @@
 //!
 //!     cargo bench --bench check
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
 #[path = "../tests/support/generate.rs"]
 #[allow(dead_code)] // the benchmark uses only the large-module generator

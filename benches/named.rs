@@ -8,7 +8,7 @@
 //!
 //!     cargo bench --bench named
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use nax::{Arg, DType, Engine, HostTensor};
 use nax_runtime::NamedTensor;
 

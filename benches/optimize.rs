@@ -6,7 +6,7 @@
 //!
 //!     cargo bench --bench optimize
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::path::Path;
 
 /// A chain of `n` functions; the last calls every other one, inlined.

@@ -15,13 +15,13 @@
 //! kernel with no broadcasting, the memory-bandwidth reference). Each call
 //! allocates its output, as a user's call does.
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{Criterion, criterion_group, criterion_main};
 
 /// The allocator of the `nax` command: freed outputs' pages are reused.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use nax::pipeline::{self, Backend};
 use nax::Timings;
+use nax::pipeline::{self, Backend};
 use nax_front::check::sizes::Size;
 use nax_front::check::types::Type;
 use nax_ir::Graph;
@@ -50,10 +50,14 @@ fn seeded(symbols: &nax_front::check::sizes::Symbols, typed: &[(String, &nax_fro
     typed
         .iter()
         .map(|(name, t)| {
-            let shape: Vec<usize> = t.axes.iter().map(|a| match symbols.resolve(a.size) {
-                Size::Const(c) => c as usize,
-                Size::Sym(_) => panic!("{name}: workload sizes are constants"),
-            }).collect();
+            let shape: Vec<usize> = t
+                .axes
+                .iter()
+                .map(|a| match symbols.resolve(a.size) {
+                    Size::Const(c) => c as usize,
+                    Size::Sym(_) => panic!("{name}: workload sizes are constants"),
+                })
+                .collect();
             let data: Vec<f32> = (0..shape.iter().product::<usize>()).map(|_| next()).collect();
             let names = t.axes.iter().map(|a| a.name.clone()).collect();
             (name.clone(), HostTensor::new(TensorData::F32(data), shape, names).expect("tensor"))
@@ -106,7 +110,11 @@ fn workloads(c: &mut Criterion) {
     let only = std::env::var("NAX_WORKLOAD").ok();
     let wanted = |name: &str| only.as_deref().is_none_or(|o| o == name);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files: Vec<_> = std::fs::read_dir(root.join("examples/workloads")).expect("examples/workloads").filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "nax")).collect();
+    let mut files: Vec<_> = std::fs::read_dir(root.join("examples/workloads"))
+        .expect("examples/workloads")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "nax"))
+        .collect();
     files.sort();
     for path in files {
         let name = path.file_stem().and_then(|s| s.to_str()).expect("a workload file name").to_string();

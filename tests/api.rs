@@ -82,7 +82,11 @@ fn strided_transposed_and_named_views_give_what_a_contiguous_copy_gives() {
         let x = ramp(2 * 4 * 3, 0.5, -3.0);
         let m = ramp(4, 1.0, 0.0);
         let contiguous = f
-            .call([("x", TensorView::new(&x, vec![2, 4, 3], names("b n D")).unwrap().into()), ("m", TensorView::new(&m, vec![4], names("n")).unwrap().into()), ("s", 0.5.into())])
+            .call([
+                ("x", TensorView::new(&x, vec![2, 4, 3], names("b n D")).unwrap().into()),
+                ("m", TensorView::new(&m, vec![4], names("n")).unwrap().into()),
+                ("s", 0.5.into()),
+            ])
             .unwrap();
         // The same x stored as [D b n] (each element where its transpose
         // puts it), passed by name: bound by strides, no copy of the caller's.
@@ -97,7 +101,13 @@ fn strided_transposed_and_named_views_give_what_a_contiguous_copy_gives() {
         let viewed = f.call([("x", Arg::from(transposed)), ("m", strided.into()), ("s", 0.5.into())]).unwrap();
         assert_eq!(viewed, contiguous, "{}", backend.name());
         // Unnamed views bind by position.
-        let unnamed = f.call([("x", TensorView::new(&x, vec![2, 4, 3], names("_ _ _")).unwrap().into()), ("m", TensorView::new(&m, vec![4], names("_")).unwrap().into()), ("s", 0.5.into())]).unwrap();
+        let unnamed = f
+            .call([
+                ("x", TensorView::new(&x, vec![2, 4, 3], names("_ _ _")).unwrap().into()),
+                ("m", TensorView::new(&m, vec![4], names("_")).unwrap().into()),
+                ("s", 0.5.into()),
+            ])
+            .unwrap();
         assert_eq!(unnamed, contiguous);
     }
 }
@@ -108,7 +118,8 @@ fn eight_threads_of_two_hundred_calls_agree_with_one_thread() {
     let f = program.function("f").unwrap();
     let inputs: Vec<(Vec<f32>, Vec<f32>)> = (0..8).map(|k| (ramp(5 * 4 * 3, 0.1 * (k + 1) as f32, -1.0), ramp(4, k as f32, 0.5))).collect();
     let call = |(x, m): &(Vec<f32>, Vec<f32>)| {
-        f.call([("x", TensorView::new(x, vec![5, 4, 3], names("b n D")).unwrap().into()), ("m", TensorView::new(m, vec![4], names("n")).unwrap().into())]).unwrap()
+        f.call([("x", TensorView::new(x, vec![5, 4, 3], names("b n D")).unwrap().into()), ("m", TensorView::new(m, vec![4], names("n")).unwrap().into())])
+            .unwrap()
     };
     let expected: Vec<HostTensor> = inputs.iter().map(call).collect();
     std::thread::scope(|s| {
@@ -134,7 +145,15 @@ fn programs_with_different_thread_counts_run_side_by_side() {
     let y = ramp(128 * 80, -0.002, 0.7);
     let run = |p: &nax::Program| {
         let g = p.function("g").unwrap();
-        (0..20).map(|_| g.call([("x", TensorView::new(&x, vec![96, 128], names("n k")).unwrap().into()), ("y", TensorView::new(&y, vec![128, 80], names("k m")).unwrap().into())]).unwrap()).collect::<Vec<_>>()
+        (0..20)
+            .map(|_| {
+                g.call([
+                    ("x", TensorView::new(&x, vec![96, 128], names("n k")).unwrap().into()),
+                    ("y", TensorView::new(&y, vec![128, 80], names("k m")).unwrap().into()),
+                ])
+                .unwrap()
+            })
+            .collect::<Vec<_>>()
     };
     let (a, b) = std::thread::scope(|s| {
         let a = s.spawn(|| run(&one));
@@ -159,7 +178,18 @@ fn nax_run_message(x_shape: &[usize]) -> String {
     let m = HostTensor::new(nax::TensorData::F32(ramp(4, 1.0, 0.0)), vec![4], names("n")).unwrap();
     nax::write_tensors_atomic(&inputs, &[("x", &x), ("m", &m)]).unwrap();
     nax::write_tensor_atomic(&weights, "w", &weight()).unwrap();
-    let run = nax(&["run", source.to_str().unwrap(), "--fn", "f", "--inputs", inputs.to_str().unwrap(), "--weights", weights.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let run = nax(&[
+        "run",
+        source.to_str().unwrap(),
+        "--fn",
+        "f",
+        "--inputs",
+        inputs.to_str().unwrap(),
+        "--weights",
+        weights.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(run.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&run.stderr).trim_end().to_string();
     stderr.strip_prefix("error: ").unwrap_or(&stderr).to_string()
@@ -170,16 +200,30 @@ fn wrong_sizes_fail_with_the_message_nax_run_gives() {
     let f = program(&Engine::new()).function("f").unwrap();
     let x = ramp(2 * 5 * 3, 1.0, 0.0);
     let m = ramp(4, 1.0, 0.0);
-    let e = f.call([("x", TensorView::new(&x, vec![2, 5, 3], names("b n D")).unwrap().into()), ("m", TensorView::new(&m, vec![4], names("n")).unwrap().into())]).unwrap_err();
+    let e = f
+        .call([("x", TensorView::new(&x, vec![2, 5, 3], names("b n D")).unwrap().into()), ("m", TensorView::new(&m, vec![4], names("n")).unwrap().into())])
+        .unwrap_err();
     assert_eq!(e.to_string(), "parameter 'x': axis 'n' has size 5, expected 4");
     assert_eq!(e.to_string(), nax_run_message(&[2, 5, 3]));
     // A size given twice differently, a wrong dtype, a wrong rank.
-    let e = f.call([("x", TensorView::new(&x[..24], vec![2, 4, 3], names("b n D")).unwrap().into()), ("m", TensorView::new(&m[..3], vec![3], names("n")).unwrap().into())]).unwrap_err();
+    let e = f
+        .call([
+            ("x", TensorView::new(&x[..24], vec![2, 4, 3], names("b n D")).unwrap().into()),
+            ("m", TensorView::new(&m[..3], vec![3], names("n")).unwrap().into()),
+        ])
+        .unwrap_err();
     assert_eq!(e.to_string(), "parameter 'm': axis 'n' has size 3, expected 4");
     let ints = [1i64, 2, 3, 4];
-    let e = f.call([("x", TensorView::new(&x[..24], vec![2, 4, 3], names("b n D")).unwrap().into()), ("m", TensorView::new(&ints, vec![4], names("n")).unwrap().into())]).unwrap_err();
+    let e = f
+        .call([
+            ("x", TensorView::new(&x[..24], vec![2, 4, 3], names("b n D")).unwrap().into()),
+            ("m", TensorView::new(&ints, vec![4], names("n")).unwrap().into()),
+        ])
+        .unwrap_err();
     assert_eq!(e.to_string(), "parameter 'm' is f32 but the tensor is i64");
-    let e = f.call([("x", TensorView::new(&x[..24], vec![8, 3], names("_ _")).unwrap().into()), ("m", TensorView::new(&m, vec![4], names("n")).unwrap().into())]).unwrap_err();
+    let e = f
+        .call([("x", TensorView::new(&x[..24], vec![8, 3], names("_ _")).unwrap().into()), ("m", TensorView::new(&m, vec![4], names("n")).unwrap().into())])
+        .unwrap_err();
     assert!(e.to_string().starts_with("parameter 'x': expected a tensor of rank 3"), "{e}");
     // Arguments by name: missing, unknown, twice, of the wrong kind.
     let xv = || Arg::from(TensorView::new(&x[..24], vec![2, 4, 3], names("b n D")).unwrap());
@@ -197,7 +241,12 @@ fn wrong_sizes_fail_with_the_message_nax_run_gives() {
 #[test]
 fn views_never_reach_outside_the_callers_memory() {
     let x = ramp(24, 1.0, 0.0);
-    for (offset, shape, strides) in [(0, vec![2, 4, 3], vec![12, 3, 2]), (1, vec![2, 4, 3], vec![12, 3, 1]), (0, vec![2, 4, 3], vec![-12, 3, 1]), (0, vec![2, 4, 3], vec![isize::MAX, 3, 1])] {
+    for (offset, shape, strides) in [
+        (0, vec![2, 4, 3], vec![12, 3, 2]),
+        (1, vec![2, 4, 3], vec![12, 3, 1]),
+        (0, vec![2, 4, 3], vec![-12, 3, 1]),
+        (0, vec![2, 4, 3], vec![isize::MAX, 3, 1]),
+    ] {
         let e = TensorView::strided(&x, offset, shape.clone(), strides.clone(), names("b n D")).unwrap_err();
         assert!(e.to_string().contains("reaches outside the 24 elements it borrows"), "{shape:?} {strides:?}: {e}");
     }
@@ -209,7 +258,8 @@ fn results_can_be_written_into_the_callers_buffer() {
     let f = program(&Engine::new()).function("f").unwrap();
     let x = ramp(24, 0.5, 1.0);
     let m = ramp(4, 1.0, 0.0);
-    let args = || [("x", Arg::from(TensorView::new(&x, vec![2, 4, 3], names("b n D")).unwrap())), ("m", TensorView::new(&m, vec![4], names("n")).unwrap().into())];
+    let args =
+        || [("x", Arg::from(TensorView::new(&x, vec![2, 4, 3], names("b n D")).unwrap())), ("m", TensorView::new(&m, vec![4], names("n")).unwrap().into())];
     let expected = f.call(args()).unwrap();
     let mut out = vec![0f32; 24];
     f.call_into(args(), &mut TensorMut::new(&mut out)).unwrap();
@@ -249,9 +299,17 @@ fn defaults_run_time_sizes_and_scalars() {
     let (x, y) = (ramp(8, 1.0, 0.0), ramp(4, 1.0, 0.0));
     let r = g.call([("x", TensorView::new(&x, vec![8], names("V")).unwrap().into()), ("y", TensorView::new(&y, vec![4], names("W")).unwrap().into())]).unwrap();
     assert_eq!(r.to_f64_vec(), vec![0.0, 3.0, 6.0, 9.0]);
-    let r = g.call([("x", TensorView::new(&x, vec![8], names("V")).unwrap().into()), ("y", TensorView::new(&y, vec![4], names("W")).unwrap().into()), ("k", 2i64.into())]).unwrap();
+    let r = g
+        .call([
+            ("x", TensorView::new(&x, vec![8], names("V")).unwrap().into()),
+            ("y", TensorView::new(&y, vec![4], names("W")).unwrap().into()),
+            ("k", 2i64.into()),
+        ])
+        .unwrap();
     assert_eq!(r.to_f64_vec(), vec![0.0, 2.0, 4.0, 6.0]);
-    let e = g.call([("x", TensorView::new(&x[..7], vec![7], names("V")).unwrap().into()), ("y", TensorView::new(&y, vec![4], names("W")).unwrap().into())]).unwrap_err();
+    let e = g
+        .call([("x", TensorView::new(&x[..7], vec![7], names("V")).unwrap().into()), ("y", TensorView::new(&y, vec![4], names("W")).unwrap().into())])
+        .unwrap_err();
     assert!(e.to_string().starts_with("the sizes of the arguments do not fit `g`"), "{e}");
 }
 

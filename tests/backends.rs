@@ -65,34 +65,82 @@ fn cases() -> Vec<Case> {
         case("from_the_right_size_one", "dim n = 4\ndef f(x: [n 1], y: [3], u: [1 3]) -> [n 3] {\n    return x + y * u\n}\n"),
         case("rank0_and_host", "dim n = 23\ndef f(x: [n], z: [], s: float = 0.5, k: int = 3) -> [n] {\n    return x * z + s * k - k / 2\n}\n"),
         case("comparisons_and_logic", "dim n = 7\ndef f(x: [n], y: [n]) -> Mask[n] {\n    return (x > y and !(x == 0.0)) or x <= -1.0\n}\n"),
-        case("where_clamp_masked_fill", "dim n = 7\ndim m = 3\ndef f(x: [n m], mk: Mask[m]) -> [n m] {\n    a = where(x > 0.0, x, 0.5 * x)\n    c = clamp(a, -0.5, 0.75)\n    return masked_fill(c, mk, -2.0)\n}\n"),
-        case("unary_builtins", "dim n = 1029\ndef f(x: [n]) -> [n] {\n    a = exp(x) + log1p(abs(x)) + expm1(x * 0.1) + sqrt(abs(x)) + rsqrt(abs(x) + 1.0)\n    c = sin(x) + cos(x) + tanh(x) + erf(x) + sigmoid(x) + relu(x) + gelu(x) + silu(x) + softplus(x * 30.0)\n    e = floor(x * 3.0) + ceil(x * 3.0) + round(x * 2.0) + sign(x)\n    return a + c + e + log(abs(x) + 0.5)\n}\n"),
+        case(
+            "where_clamp_masked_fill",
+            "dim n = 7\ndim m = 3\ndef f(x: [n m], mk: Mask[m]) -> [n m] {\n    a = where(x > 0.0, x, 0.5 * x)\n    c = clamp(a, -0.5, 0.75)\n    return masked_fill(c, mk, -2.0)\n}\n",
+        ),
+        case(
+            "unary_builtins",
+            "dim n = 1029\ndef f(x: [n]) -> [n] {\n    a = exp(x) + log1p(abs(x)) + expm1(x * 0.1) + sqrt(abs(x)) + rsqrt(abs(x) + 1.0)\n    c = sin(x) + cos(x) + tanh(x) + erf(x) + sigmoid(x) + relu(x) + gelu(x) + silu(x) + softplus(x * 30.0)\n    e = floor(x * 3.0) + ceil(x * 3.0) + round(x * 2.0) + sign(x)\n    return a + c + e + log(abs(x) + 0.5)\n}\n",
+        ),
         case("binary_builtins", "dim n = 23\ndef f(x: [n], y: [n]) -> [n] {\n    return pow(abs(x) + 0.5, y) + maximum(x, y) - minimum(x, 0.25)\n}\n"),
         case("nan_and_inf", "dim n = 7\ndef f(x: [n]) -> [n] {\n    return exp(x) - relu(x) + maximum(x, 0.0) + tanh(x)\n}\n"),
-        case("softmax_family", "dim b = 2\ndim n = 7\ndim m = 5\ndef f(x: [b n m]) -> [b n] {\n    p = softmax(x, n)\n    q = log_softmax(x, m)\n    return logsumexp(x, m) + sum(p * q, m)\n}\n"),
-        case("row_fusion", "dim b = 3\ndim D = 1029\ndef f(x: [b D], g: [D], h: f16[b D]) -> [b D] {\n    mu = reduce(x, b D -> b, mean)\n    xc = x - mu\n    v = reduce(xc * xc, b D -> b, mean)\n    y = xc * rsqrt(v + 1e-5) * g\n    m = reduce(h, b D -> b, max)\n    return y + float(h - m) + sum(x, D) / prod(abs(x) * 0.0 + 1.0, D)\n}\n"),
-        case("strided_softmax", "dim b = 2\ndim n = 7\ndim t = 2\ndim m = 1029\ndef f(x: [b n m], y: [b t m]) -> [b m] {\n    p = softmax(x, n)\n    q = log_softmax(x, n)\n    r = softmax(y, t) + log_softmax(y, t)\n    return sum(p * q, n) + sum(r, t)\n}\n"),
+        case(
+            "softmax_family",
+            "dim b = 2\ndim n = 7\ndim m = 5\ndef f(x: [b n m]) -> [b n] {\n    p = softmax(x, n)\n    q = log_softmax(x, m)\n    return logsumexp(x, m) + sum(p * q, m)\n}\n",
+        ),
+        case(
+            "row_fusion",
+            "dim b = 3\ndim D = 1029\ndef f(x: [b D], g: [D], h: f16[b D]) -> [b D] {\n    mu = reduce(x, b D -> b, mean)\n    xc = x - mu\n    v = reduce(xc * xc, b D -> b, mean)\n    y = xc * rsqrt(v + 1e-5) * g\n    m = reduce(h, b D -> b, max)\n    return y + float(h - m) + sum(x, D) / prod(abs(x) * 0.0 + 1.0, D)\n}\n",
+        ),
+        case(
+            "strided_softmax",
+            "dim b = 2\ndim n = 7\ndim t = 2\ndim m = 1029\ndef f(x: [b n m], y: [b t m]) -> [b m] {\n    p = softmax(x, n)\n    q = log_softmax(x, n)\n    r = softmax(y, t) + log_softmax(y, t)\n    return sum(p * q, n) + sum(r, t)\n}\n",
+        ),
         case("reductions", "dim b = 3\ndim n = 7\ndef f(x: [b n]) -> [b] {\n    return sum(x, n) + mean(x, n) * max(x, n) - min(x, n) + prod(x * 0.5, n)\n}\n"),
-        case("reduce_patterns", "dim b = 2\ndim n = 6\ndim D = 4\ndef f(x: [b n D]) -> [D b] {\n    a = reduce(x, b (n2 2) D -> D b n2, max)\n    return reduce(a, D b n2 -> D b, \"mean\")\n}\n"),
-        case("mask_reductions", "dim n = 7\ndim m = 23\ndef f(x: [n m]) -> [n] {\n    mk = x > 0.0\n    c = sum(mk, m)\n    a = reduce(mk, n m -> n, mean)\n    z = reduce(mk, n m -> n, min)\n    return float(c) + a + float(z)\n}\n"),
-        case("rearrange", "dim b = 2\ndim n = 3\ndim D = 8\ndef f(x: [b n D]) -> [b h n d] {\n    t = rearrange(x, b n D -> D b n)\n    u = rearrange(t, (h d) b n -> b h n d, h=2)\n    return rearrange(u, b h n d -> b h n d)\n}\n"),
-        case("grouped_size_and_groups", "dim b = 2\ndim n = 3\ndim D = 32\ndef f(x: [b n D]) -> [b 96] {\n    u = rearrange(x, b n 16gh -> b n gh 16)\n    return rearrange(u, b n gh s -> b (n gh s))\n}\n"),
-        case("repeat", "dim b = 2\ndim D = 3\ndef f(x: [b D]) -> [b r D 2] {\n    a = repeat(x, b D -> b r D, r=4)\n    return repeat(a, b r D -> b r D 2)\n}\n"),
-        case("einsum_three_operands", "dim i = 5\ndim j = 4\ndim k = 3\ndef f(a: [i j], b: [j k], c: [k]) -> [i] {\n    return einsum(a, b, c: i j, j k, k -> i)\n}\n"),
-        case("einsum_attention", "dim b = 2\ndim H = 2\ndim n = 3\ndim m = 4\ndim Dh = 5\ndef f(q: [b H n Dh], k: [b H m Dh], v: [b H m Dh]) -> [b H n Dh] {\n    s = einsum(q, k: b H n Dh, b H m Dh -> b H n m) / sqrt(Dh)\n    p = softmax(s, m)\n    return einsum(p, v: b H n m, b H m Dh -> b H n Dh)\n}\n"),
+        case(
+            "reduce_patterns",
+            "dim b = 2\ndim n = 6\ndim D = 4\ndef f(x: [b n D]) -> [D b] {\n    a = reduce(x, b (n2 2) D -> D b n2, max)\n    return reduce(a, D b n2 -> D b, \"mean\")\n}\n",
+        ),
+        case(
+            "mask_reductions",
+            "dim n = 7\ndim m = 23\ndef f(x: [n m]) -> [n] {\n    mk = x > 0.0\n    c = sum(mk, m)\n    a = reduce(mk, n m -> n, mean)\n    z = reduce(mk, n m -> n, min)\n    return float(c) + a + float(z)\n}\n",
+        ),
+        case(
+            "rearrange",
+            "dim b = 2\ndim n = 3\ndim D = 8\ndef f(x: [b n D]) -> [b h n d] {\n    t = rearrange(x, b n D -> D b n)\n    u = rearrange(t, (h d) b n -> b h n d, h=2)\n    return rearrange(u, b h n d -> b h n d)\n}\n",
+        ),
+        case(
+            "grouped_size_and_groups",
+            "dim b = 2\ndim n = 3\ndim D = 32\ndef f(x: [b n D]) -> [b 96] {\n    u = rearrange(x, b n 16gh -> b n gh 16)\n    return rearrange(u, b n gh s -> b (n gh s))\n}\n",
+        ),
+        case(
+            "repeat",
+            "dim b = 2\ndim D = 3\ndef f(x: [b D]) -> [b r D 2] {\n    a = repeat(x, b D -> b r D, r=4)\n    return repeat(a, b r D -> b r D 2)\n}\n",
+        ),
+        case(
+            "einsum_three_operands",
+            "dim i = 5\ndim j = 4\ndim k = 3\ndef f(a: [i j], b: [j k], c: [k]) -> [i] {\n    return einsum(a, b, c: i j, j k, k -> i)\n}\n",
+        ),
+        case(
+            "einsum_attention",
+            "dim b = 2\ndim H = 2\ndim n = 3\ndim m = 4\ndim Dh = 5\ndef f(q: [b H n Dh], k: [b H m Dh], v: [b H m Dh]) -> [b H n Dh] {\n    s = einsum(q, k: b H n Dh, b H m Dh -> b H n m) / sqrt(Dh)\n    p = softmax(s, m)\n    return einsum(p, v: b H n m, b H m Dh -> b H n Dh)\n}\n",
+        ),
         // Attention runs as one flash kernel: tiles of 64 queries by 128
         // keys, here with partial tiles on both edges, tiles masked whole
         // (skipped), a first row masked whole (nan, as the softmax of only
         // -inf is), and a logit that adds a bias.
-        case("flash_attention", "dim b = 2\ndim H = 2\ndim n = 70\ndim m = 131\ndim d = 9\ndim e = 6\ndef f(q: [b H n d], k: [b H m d], v: [b H m e], bias: [n m]) -> [b H n e] {\n    causal = rearrange(arange(n), n -> n 1) > arange(m)\n    s = einsum(q, k: b H n d, b H m d -> b H n m) / sqrt(d)\n    p = softmax(masked_fill(s, !causal, -inf), m)\n    r = softmax(s * 0.5 + bias, m)\n    return einsum(p, v: b H n m, b H m e -> b H n e) + einsum(r, v: b H n m, b H m e -> b H n e)\n}\n"),
-        case("split", "dim b = 2\ndim n = 3\ndim H = 2\ndim Dh = 4\ndef f(x: [b n (3 H Dh)]) -> [b H n Dh] {\n    q, k, v = split(x, b n (3 H Dh) -> b H n Dh)\n    return q * 2.0 + k - v\n}\n"),
+        case(
+            "flash_attention",
+            "dim b = 2\ndim H = 2\ndim n = 70\ndim m = 131\ndim d = 9\ndim e = 6\ndef f(q: [b H n d], k: [b H m d], v: [b H m e], bias: [n m]) -> [b H n e] {\n    causal = rearrange(arange(n), n -> n 1) > arange(m)\n    s = einsum(q, k: b H n d, b H m d -> b H n m) / sqrt(d)\n    p = softmax(masked_fill(s, !causal, -inf), m)\n    r = softmax(s * 0.5 + bias, m)\n    return einsum(p, v: b H n m, b H m e -> b H n e) + einsum(r, v: b H n m, b H m e -> b H n e)\n}\n",
+        ),
+        case(
+            "split",
+            "dim b = 2\ndim n = 3\ndim H = 2\ndim Dh = 4\ndef f(x: [b n (3 H Dh)]) -> [b H n Dh] {\n    q, k, v = split(x, b n (3 H Dh) -> b H n Dh)\n    return q * 2.0 + k - v\n}\n",
+        ),
         case("matmul_1_1", "dim k = 7\ndef f(x: [k], y: [k]) -> [] {\n    return x @ y\n}\n"),
         case("matmul_1_2_and_2_1", "dim k = 7\ndim m = 3\ndef f(x: [k], w: [k m], v: [m]) -> [] {\n    return (x @ w) @ v\n}\n"),
         case("matmul_2_2", "dim n = 23\ndim k = 7\ndim m = 5\ndef f(x: [n k], w: [k m]) -> [n m] {\n    return x @ w\n}\n"),
         // A product's elementwise consumer becomes its epilogue, run in place.
-        case("gemm_epilogues", "dim b = 2\ndim n = 23\ndim k = 7\ndim m = 5\ndef f(x: [b n k], w: [k m], c: [m]) -> [b n m] {\n    h = gelu(x @ w + c)\n    return (h @ rearrange(w, k m -> m k)) * 0.5 @ w + 1.0\n}\n"),
+        case(
+            "gemm_epilogues",
+            "dim b = 2\ndim n = 23\ndim k = 7\ndim m = 5\ndef f(x: [b n k], w: [k m], c: [m]) -> [b n m] {\n    h = gelu(x @ w + c)\n    return (h @ rearrange(w, k m -> m k)) * 0.5 @ w + 1.0\n}\n",
+        ),
         case("gemm_epilogue_of_a_dot_product", "dim k = 7\ndef f(x: f64[k], y: f64[k]) -> f64[] {\n    return tanh(x @ y) * 2.0 + 1.0\n}\n"),
-        case("matmul_batched", "dim b = 2\ndim H = 3\ndim n = 4\ndim k = 5\ndim m = 2\ndef f(x: [b H n k], y: [b k m], w: [k m]) -> [b H n m] {\n    return x @ y + matmul(x, w)\n}\n"),
+        case(
+            "matmul_batched",
+            "dim b = 2\ndim H = 3\ndim n = 4\ndim k = 5\ndim m = 2\ndef f(x: [b H n k], y: [b k m], w: [k m]) -> [b H n m] {\n    return x @ y + matmul(x, w)\n}\n",
+        ),
         case("matmul_batch_broadcast_from_right", "dim n = 4\ndim k = 5\ndim m = 2\ndef f(x: [3 n k], y: [1 k m]) -> [3 n m] {\n    return x @ y\n}\n"),
         case("matmul_rank3_rank1", "dim b = 2\ndim n = 4\ndim k = 5\ndef f(x: [b n k], v: [k]) -> [b n] {\n    return x @ v\n}\n"),
         case("int_arith", "dim n = 7\ndef f(i: Int[n], j: Int[n]) -> [n] {\n    a = i * j + 3 - j\n    return a / 2 + float(int(a * 0.7))\n}\n"),
@@ -101,35 +149,86 @@ fn cases() -> Vec<Case> {
         case("bf16_math", "dim n = 23\ndef f(x: bf16[n], y: bf16[n]) -> bf16[n] {\n    return x * 3.0 - y\n}\n"),
         case("f16_bf16_promote", "dim n = 7\ndef f(x: f16[n], y: bf16[n]) -> [n] {\n    return x + y\n}\n"),
         case("f64_math", "dim n = 7\ndef f(x: f64[n]) -> f64[n] {\n    return exp(x) * 1.5\n}\n"),
-        case("constructors", "dim n = 4\ndim m = 3\ndef f(x: [n m]) -> [n m] {\n    z = zeros([n m]) + ones([m]) * 2.0 + full([n 1], 0.25)\n    return x * z + float(arange(m))\n}\n"),
+        case(
+            "constructors",
+            "dim n = 4\ndim m = 3\ndef f(x: [n m]) -> [n m] {\n    z = zeros([n m]) + ones([m]) * 2.0 + full([n 1], 0.25)\n    return x * z + float(arange(m))\n}\n",
+        ),
         case("as_rename", "dim n = 3\ndim k = 3\ndef f(x: [n k], y: [k k]) -> [n k] {\n    return x + (y as [n k])\n}\n"),
-        case("calls_inline", "dim n = 7\ndim m = 3\ndef g(t: [r c], s: float = 2.0) -> [c r] {\n    return rearrange(t * s, r c -> c r)\n}\ndef f(x: [n m]) -> [n m] {\n    return g(g(x), s=0.5)\n}\n"),
+        case(
+            "calls_inline",
+            "dim n = 7\ndim m = 3\ndef g(t: [r c], s: float = 2.0) -> [c r] {\n    return rearrange(t * s, r c -> c r)\n}\ndef f(x: [n m]) -> [n m] {\n    return g(g(x), s=0.5)\n}\n",
+        ),
         case("return_permuted", "dim n = 2\ndim m = 3\ndef f(x: [n m]) -> [m n] {\n    return x * 2.0\n}\n"),
         case("length_one", "dim n = 1\ndef f(x: [n], y: [1]) -> Prob(n)[n] {\n    return softmax(x + y, n)\n}\n"),
-        Case { sizes: vec![("V", 46)], ..case("runtime_sizes", "dim V\ndim W = V / 2\ndef f(x: [V], y: [W]) -> [W] {\n    h = rearrange(x, (a 2) -> a 2)\n    return (reduce(h, a t -> a, sum) as [W]) * y\n}\n") },
+        Case {
+            sizes: vec![("V", 46)],
+            ..case(
+                "runtime_sizes",
+                "dim V\ndim W = V / 2\ndef f(x: [V], y: [W]) -> [W] {\n    h = rearrange(x, (a 2) -> a 2)\n    return (reduce(h, a t -> a, sum) as [W]) * y\n}\n",
+            )
+        },
         // Flash attention with sizes known only at the call (tile edges
         // against run-time extents), and with nan and inf among its inputs.
-        Case { sizes: vec![("n", 67), ("m", 130), ("d", 3), ("e", 5)], ..case("flash_attention_run_time_sizes", "dim b = 2\ndim n\ndim m\ndim d\ndim e\ndef f(q: [b n d], k: [b m d], v: [b m e]) -> [b n e] {\n    shown = rearrange(arange(n), n -> n 1) * 2 >= arange(m)\n    p = softmax(masked_fill(einsum(q, k: b n d, b m d -> b n m), !shown, -inf), m)\n    return einsum(p, v: b n m, b m e -> b n e)\n}\n") },
-        Case { sizes: vec![("n", 3), ("m", 0), ("d", 0), ("e", 2)], ..case("flash_attention_no_keys", "dim b = 2\ndim n\ndim m\ndim d\ndim e\ndef f(q: [b n d], k: [b m d], v: [b m e]) -> [b n e] {\n    shown = rearrange(arange(n), n -> n 1) * 2 >= arange(m)\n    p = softmax(masked_fill(einsum(q, k: b n d, b m d -> b n m), !shown, -inf), m)\n    return einsum(p, v: b n m, b m e -> b n e)\n}\n") },
-        Case { special_values: true, ..case("flash_attention_nan_inf", "dim n = 5\ndim m = 7\ndim d = 3\ndef f(q: [n d], k: [m d], v: [m d]) -> [n d] {\n    p = softmax(einsum(q, k: n d, m d -> n m), m)\n    return einsum(p, v: n m, m d -> n d)\n}\n") },
-        Case { sizes: vec![("e", 12)], ..case("run_time_keyword", "dim n = 3\ndef f(x: [n e], k: int) -> [n h d] {\n    return rearrange(x, n (h d) -> n h d, h=k)\n}\n") },
+        Case {
+            sizes: vec![("n", 67), ("m", 130), ("d", 3), ("e", 5)],
+            ..case(
+                "flash_attention_run_time_sizes",
+                "dim b = 2\ndim n\ndim m\ndim d\ndim e\ndef f(q: [b n d], k: [b m d], v: [b m e]) -> [b n e] {\n    shown = rearrange(arange(n), n -> n 1) * 2 >= arange(m)\n    p = softmax(masked_fill(einsum(q, k: b n d, b m d -> b n m), !shown, -inf), m)\n    return einsum(p, v: b n m, b m e -> b n e)\n}\n",
+            )
+        },
+        Case {
+            sizes: vec![("n", 3), ("m", 0), ("d", 0), ("e", 2)],
+            ..case(
+                "flash_attention_no_keys",
+                "dim b = 2\ndim n\ndim m\ndim d\ndim e\ndef f(q: [b n d], k: [b m d], v: [b m e]) -> [b n e] {\n    shown = rearrange(arange(n), n -> n 1) * 2 >= arange(m)\n    p = softmax(masked_fill(einsum(q, k: b n d, b m d -> b n m), !shown, -inf), m)\n    return einsum(p, v: b n m, b m e -> b n e)\n}\n",
+            )
+        },
+        Case {
+            special_values: true,
+            ..case(
+                "flash_attention_nan_inf",
+                "dim n = 5\ndim m = 7\ndim d = 3\ndef f(q: [n d], k: [m d], v: [m d]) -> [n d] {\n    p = softmax(einsum(q, k: n d, m d -> n m), m)\n    return einsum(p, v: n m, m d -> n d)\n}\n",
+            )
+        },
+        Case {
+            sizes: vec![("e", 12)],
+            ..case("run_time_keyword", "dim n = 3\ndef f(x: [n e], k: int) -> [n h d] {\n    return rearrange(x, n (h d) -> n h d, h=k)\n}\n")
+        },
         Case { sizes: vec![("b", 7), ("n", 23)], ..case("parameter_sizes", "def f(x: [b n], y: [n]) -> [b n] {\n    return x * y\n}\n") },
         // Edge cases of native code: vector tails and thread splits, stride-0
         // and size-1 axes, rank-5 permutes, empty axes, wrapping, half floats.
         case("length_65537", "dim n = 65537\ndef f(x: [n], y: [n]) -> [n] {\n    return gelu(x * 1.5 + y) - sum(y, n) / 65537.0\n}\n"),
         case("length_65537_rows", "dim r = 3\ndim n = 65537\ndef f(x: [r n], y: [n]) -> [r] {\n    return max(x * y, n) + mean(x, n)\n}\n"),
-        case("stride_zero_and_size_one", "dim a = 23\ndim b = 7\ndef f(x: [a 1], y: [1 b], z: [b]) -> [a b] {\n    return x * y + z + repeat(z, b -> a b)\n}\n"),
-        case("permute_rank5", "dim a = 2\ndim b = 3\ndim c = 4\ndim d = 5\ndim e = 6\ndef f(x: [a b c d e], y: [e c a d b]) -> [e c a d b] {\n    return rearrange(x, a b c d e -> e c a d b) + y\n}\n"),
+        case(
+            "stride_zero_and_size_one",
+            "dim a = 23\ndim b = 7\ndef f(x: [a 1], y: [1 b], z: [b]) -> [a b] {\n    return x * y + z + repeat(z, b -> a b)\n}\n",
+        ),
+        case(
+            "permute_rank5",
+            "dim a = 2\ndim b = 3\ndim c = 4\ndim d = 5\ndim e = 6\ndef f(x: [a b c d e], y: [e c a d b]) -> [e c a d b] {\n    return rearrange(x, a b c d e -> e c a d b) + y\n}\n",
+        ),
         Case { sizes: vec![("b", 0)], ..case("empty_axis", "dim n = 5\ndef f(x: [b n], y: [n]) -> [b n] {\n    return softmax(x * y, n) + relu(x)\n}\n") },
         Case { sizes: vec![("b", 0)], ..case("empty_reduction", "dim n = 5\ndef f(x: [n b]) -> [n] {\n    return sum(x, b) + float(sum(x > 0.0, b))\n}\n") },
         Case { sizes: vec![("k", 0)], ..case("matmul_empty_inner", "dim n = 5\ndim m = 3\ndef f(x: [n k], w: [k m]) -> [n m] {\n    return x @ w + 1.0\n}\n") },
-        Case { sizes: vec![("b", 0)], ..case("matmul_empty_batch", "dim n = 5\ndim k = 4\ndim m = 3\ndef f(x: [b n k], w: [k m]) -> [b n m] {\n    return x @ w\n}\n") },
+        Case {
+            sizes: vec![("b", 0)],
+            ..case("matmul_empty_batch", "dim n = 5\ndim k = 4\ndim m = 3\ndef f(x: [b n k], w: [k m]) -> [b n m] {\n    return x @ w\n}\n")
+        },
         case("i64_wrapping", "dim n = 7\ndef f(i: Int[n]) -> Int[n] {\n    return i * 6000000000 * 6000000000 + i * -9000000000000000000\n}\n"),
         case("int_pow_and_compare", "dim n = 23\ndef f(i: Int[n], j: i32[n]) -> Int[n] {\n    return pow(i, 3) + where(j > 1, int(j), -1)\n}\n"),
         Case { special_values: true, ..case("f16_specials", "dim n = 1029\ndef f(x: f16[n]) -> f16[n] {\n    return x * 0.001 + exp(x) + x * 40000.0\n}\n") },
         Case { special_values: true, ..case("bf16_specials", "dim n = 1029\ndef f(y: bf16[n]) -> bf16[n] {\n    return y * 1e38 + sqrt(abs(y)) * 0.001\n}\n") },
-        Case { special_values: true, ..case("along_strided_axes", "dim b = 3\ndim n = 7\ndim m = 5\ndef f(x: [b n m]) -> [b n m] {\n    return softmax(x, n) + log_softmax(x, b) + logsumexp(x, n)\n}\n") },
-        Case { special_values: true, ..case("nan_inf_inputs", "dim n = 7\ndef f(x: [n]) -> [n] {\n    return softmax(x, n) + sigmoid(x) + maximum(x, 0.0)\n}\n") },
+        Case {
+            special_values: true,
+            ..case(
+                "along_strided_axes",
+                "dim b = 3\ndim n = 7\ndim m = 5\ndef f(x: [b n m]) -> [b n m] {\n    return softmax(x, n) + log_softmax(x, b) + logsumexp(x, n)\n}\n",
+            )
+        },
+        Case {
+            special_values: true,
+            ..case("nan_inf_inputs", "dim n = 7\ndef f(x: [n]) -> [n] {\n    return softmax(x, n) + sigmoid(x) + maximum(x, 0.0)\n}\n")
+        },
     ]
 }
 
@@ -156,7 +255,12 @@ fn shape_of(f: &nax_front::checked::CheckedFn, solved: &[Option<u64>], axes: &[n
 }
 
 /// Seeded values for every weight of a module, sized for `f`'s call.
-fn weights_for(module: &nax_front::CheckedModule, f: &nax_front::checked::CheckedFn, solved: &[Option<u64>], rng: &mut SmallRng) -> Result<HashMap<String, HostTensor>, String> {
+fn weights_for(
+    module: &nax_front::CheckedModule,
+    f: &nax_front::checked::CheckedFn,
+    solved: &[Option<u64>],
+    rng: &mut SmallRng,
+) -> Result<HashMap<String, HostTensor>, String> {
     module
         .weights
         .iter()
@@ -393,7 +497,14 @@ fn rewriting_preserves_meaning() {
         let case = Case { name: format!("rewrite_{i}"), source, function, sizes: Vec::new(), special_values: false };
         let Some((_, graph, args, weights)) = prepare(&case, &mut data_rng, true) else { continue };
         let (rewritten, _) = nax_passes::optimize(&graph).unwrap_or_else(|e| panic!("{}: {e}\n{}", case.name, case.source));
-        assert!(nax_ir::verify(&rewritten).is_empty(), "{}: the rewritten graph does not verify: {:?}\n{}\n{}", case.name, nax_ir::verify(&rewritten), nax_ir::text::print(&graph), nax_ir::text::print(&rewritten));
+        assert!(
+            nax_ir::verify(&rewritten).is_empty(),
+            "{}: the rewritten graph does not verify: {:?}\n{}\n{}",
+            case.name,
+            nax_ir::verify(&rewritten),
+            nax_ir::text::print(&graph),
+            nax_ir::text::print(&rewritten)
+        );
         let changed = nax_ir::text::print(&rewritten) != nax_ir::text::print(&graph);
         let run = |backend: Backend, g: &nax_ir::Graph| run_on(backend, g, &args, &weights);
         let reference = match run(Backend::Interp, &graph) {

@@ -141,7 +141,11 @@ fn timings_print_every_stage() {
     }
     let source = dir.join("scale.nax");
     std::fs::write(&source, "dim n = 3\ndef f(s: float) -> [n] {\n    return ones([n]) * s\n}\n").unwrap();
-    for (backend, stages) in [("llvm", &["parse", "check", "lower", "kernels", "codegen", "link", "run", "total"][..]), ("cranelift", &["kernels", "codegen", "link", "run"][..]), ("interp", &["codegen", "run"][..])] {
+    for (backend, stages) in [
+        ("llvm", &["parse", "check", "lower", "kernels", "codegen", "link", "run", "total"][..]),
+        ("cranelift", &["kernels", "codegen", "link", "run"][..]),
+        ("interp", &["codegen", "run"][..]),
+    ] {
         let out_file = dir.join(format!("{backend}.safetensors"));
         let out = nax(&["run", source.to_str().unwrap(), "--fn", "f", "--arg", "s=2", "--out", out_file.to_str().unwrap(), "--backend", backend, "--timings"]);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -168,7 +172,14 @@ fn emit_graph_shows_the_graph_before_and_after_rewriting_and_its_kernels() {
     let emit = |level: &str| emitted_chain("graph", level);
     let text = emit("-O1");
     assert_eq!(text.matches("\ngraph einsum_chain\n").count() + usize::from(text.starts_with("graph ")), 2, "{text}");
-    for want in ["# `einsum_chain` as lowered", "# `einsum_chain` rewritten", "# saturation stopped: Saturated", "# rules applied: associate-contraction x", "# kernels: 2", "#   k0 -> %"] {
+    for want in [
+        "# `einsum_chain` as lowered",
+        "# `einsum_chain` rewritten",
+        "# saturation stopped: Saturated",
+        "# rules applied: associate-contraction x",
+        "# kernels: 2",
+        "#   k0 -> %",
+    ] {
         assert!(text.contains(want), "missing {want:?} in\n{text}");
     }
     // Two matrix-vector products: 4096 x 256 and 256 x 4096, 2 FLOPs per multiply-add each.

@@ -2,7 +2,7 @@
 //! each case's `#!` headers say what `nax check` must find. Every case runs;
 //! the test fails listing every case that failed.
 
-use crate::support::{check_json, compare_diagnostics, nax_files, shared, Found};
+use crate::support::{Found, check_json, compare_diagnostics, nax_files, shared};
 use serde_json::Value;
 
 /// One `#! type|sizes|range f.s = ...` assertion.
@@ -27,12 +27,7 @@ fn parse_headers(text: &str) -> (Vec<Found>, Vec<Assertion>) {
             }
             [what @ ("type" | "sizes" | "range"), target, "=", value @ ..] => {
                 let (function, binding) = target.split_once('.').expect("f.s");
-                asserts.push(Assertion {
-                    what: what.to_string(),
-                    function: function.into(),
-                    binding: binding.into(),
-                    expected: value.join(" "),
-                });
+                asserts.push(Assertion { what: what.to_string(), function: function.into(), binding: binding.into(), expected: value.join(" ") });
             }
             other => panic!("unknown header {other:?}"),
         }
@@ -74,11 +69,7 @@ fn check_assertion(json: &Value, a: &Assertion) -> Result<(), String> {
     };
     let expected: Vec<&str> = if a.what == "type" { vec![a.expected.as_str()] } else { a.expected.split_whitespace().collect() };
     let ok = expected.len() == got.len() && expected.iter().zip(&got).all(|(e, g)| numbers_match(e, g));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("{} {}.{}: expected `{}`, got `{}`", a.what, a.function, a.binding, a.expected, got.join(" ")))
-    }
+    if ok { Ok(()) } else { Err(format!("{} {}.{}: expected `{}`, got `{}`", a.what, a.function, a.binding, a.expected, got.join(" "))) }
 }
 
 #[test]

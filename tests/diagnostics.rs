@@ -4,9 +4,9 @@
 //! input's `# expect: CODE @LINE` header lines list its diagnostics
 //! (exhaustively), and together the inputs cover every code.
 
-use crate::support::{compare_diagnostics, nax_files, root, Found};
-use nax_front::diagnostics::{render_text, LineIndex};
-use nax_front::{check_source, Code};
+use crate::support::{Found, compare_diagnostics, nax_files, root};
+use nax_front::diagnostics::{LineIndex, render_text};
+use nax_front::{Code, check_source};
 
 fn expectations(text: &str) -> Vec<(String, String, usize)> {
     text.lines()
@@ -32,11 +32,8 @@ fn rendered_diagnostics_match_their_files() {
         let name = format!("tests/diagnostics/{}", path.file_name().unwrap_or_default().to_string_lossy());
         let checked = check_source(&source);
         let lines = LineIndex::new(&source);
-        let found: Vec<Found> = checked
-            .diagnostics
-            .iter()
-            .map(|d| (d.severity().as_str().to_string(), d.code.as_str().to_string(), lines.line_col(d.span.start).0))
-            .collect();
+        let found: Vec<Found> =
+            checked.diagnostics.iter().map(|d| (d.severity().as_str().to_string(), d.code.as_str().to_string(), lines.line_col(d.span.start).0)).collect();
         let expected = expectations(&source);
         assert!(!expected.is_empty() || source.contains("# expect: nothing"), "{name}: no `# expect:` header");
         if let Err(e) = compare_diagnostics(&expected, &found) {

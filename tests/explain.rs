@@ -1,7 +1,7 @@
 //! The error-code registry: every code has a long explanation whose
 //! erroneous example gives that code and whose fix checks clean.
 
-use nax_front::{check_source, Code, Severity};
+use nax_front::{Code, Severity, check_source};
 
 /// The fenced blocks of a Markdown text: (info string, body).
 fn fenced_blocks(md: &str) -> Vec<(String, String)> {

@@ -5,8 +5,8 @@
 use crate::generate;
 use crate::support::{nax_files, root, shared};
 use nax_front::check_source;
-use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use rand::rngs::SmallRng;
 
 /// Lowers every function of `source`, verifying and round-tripping each graph.
 fn round_trip_all(source: &str, what: &str) -> usize {
@@ -147,7 +147,11 @@ fn malformed_attention_kernels_are_rejected() {
     assert!(nax_kernel::verify(&parsed).is_empty(), "{:?}", nax_kernel::verify(&parsed));
     for (from, to, needle) in [
         ("by load %3[i0 i1 i4 i3]", "by load %3[i0 i1 i2 i3]", "its value only"),
-        ("row sum f32 mul(f32, load %6[i0 i1 i2 i5], load %4[i0 i1 i4 i5])", "row sum f32 add(f32, load %6[i0 i1 i2 i5], load %4[i0 i1 i4 i5])", "a product of two loads"),
+        (
+            "row sum f32 mul(f32, load %6[i0 i1 i2 i5], load %4[i0 i1 i4 i5])",
+            "row sum f32 add(f32, load %6[i0 i1 i2 i5], load %4[i0 i1 i4 i5])",
+            "a product of two loads",
+        ),
         (" flash [i0 i1] i2 i3 64x64 %9 %10 %11", "", "go together"),
         ("buffer %10 f32[64 16] tile", "buffer %10 f32[64 17] tile", "tile's shapes"),
     ] {

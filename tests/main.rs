@@ -21,10 +21,10 @@ mod diagnostics;
 mod examples;
 mod exec;
 mod explain;
-mod graph;
-mod native_math;
 #[path = "support/generate.rs"]
 mod generate;
+mod graph;
+mod native_math;
 mod robustness;
 mod run;
 mod support;

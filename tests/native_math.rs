@@ -11,7 +11,7 @@
 //! counts against the tolerance: `gelu(-8)` is about -5e-15, and f32
 //! arithmetic, torch's included, gives -0).
 
-use crate::backends::{run_on, Given, NATIVE_BACKENDS};
+use crate::backends::{Given, NATIVE_BACKENDS, run_on};
 use nax::pipeline::Backend;
 use nax_runtime::{DType, HostTensor, TensorData};
 use std::collections::HashMap;
@@ -20,7 +20,26 @@ const FUNCTIONS: [&str; 13] = ["exp", "log", "log1p", "expm1", "tanh", "erf", "s
 
 fn inputs() -> Vec<f32> {
     let mut v: Vec<f32> = (0..(1u64 << 18)).map(|i| f32::from_bits((i << 14) as u32)).collect();
-    v.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 88.72, 88.73, -87.3, -103.9, -104.0, 1e-30, -1e-30, 0.625, -0.625, 1.0, -1.0, 20.0, 20.001]);
+    v.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        88.72,
+        88.73,
+        -87.3,
+        -103.9,
+        -104.0,
+        1e-30,
+        -1e-30,
+        0.625,
+        -0.625,
+        1.0,
+        -1.0,
+        20.0,
+        20.001,
+    ]);
     v
 }
 

@@ -8,10 +8,10 @@
 use crate::generate;
 use crate::support::{nax_files, root, shared};
 use nax_front::diagnostics::render_text;
-use nax_front::{check_source, Checked};
+use nax_front::{Checked, check_source};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 
 fn seed() -> u64 {
     std::env::var("NAX_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x6e61_7821)

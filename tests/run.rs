@@ -41,10 +41,8 @@ fn spec(name: &'static str, shape: &[usize], axes: &'static str) -> Spec {
 }
 
 fn write(path: &Path, specs: &[Spec]) {
-    let views: Vec<(String, TensorView)> = specs
-        .iter()
-        .map(|s| (s.name.to_string(), TensorView::new(s.dtype, s.shape.clone(), &s.bytes).expect("view")))
-        .collect();
+    let views: Vec<(String, TensorView)> =
+        specs.iter().map(|s| (s.name.to_string(), TensorView::new(s.dtype, s.shape.clone(), &s.bytes).expect("view"))).collect();
     let meta: HashMap<String, String> = specs.iter().map(|s| (format!("{}.axes", s.name), s.axes.to_string())).collect();
     safetensors::tensor::serialize_to_file(views, Some(meta), path).expect("write safetensors");
 }
@@ -128,37 +126,57 @@ fn bad_inputs_are_rejected_with_a_clear_message() {
     let checks: Vec<Check> = vec![
         ("wrong size", Box::new(|| write(&inputs, &[spec("x", &[2, 5, 3], "b n D"), spec("m", &[4], "n")])), vec!["parameter 'x'", "'n'", "5", "4"], "f"),
         ("wrong axis name", Box::new(|| write(&inputs, &[spec("x", &[2, 4, 3], "b k D"), spec("m", &[4], "n")])), vec!["parameter 'x'", "'n'", "[b k D]"], "f"),
-        ("wrong dtype", Box::new(|| {
-            let mut x = spec("x", &[2, 4, 3], "b n D");
-            x.dtype = Dtype::F64;
-            x.bytes = (0..24).flat_map(|i| (i as f64).to_le_bytes()).collect();
-            write(&inputs, &[x, spec("m", &[4], "n")]);
-        }), vec!["parameter 'x'", "f32", "f64"], "f"),
+        (
+            "wrong dtype",
+            Box::new(|| {
+                let mut x = spec("x", &[2, 4, 3], "b n D");
+                x.dtype = Dtype::F64;
+                x.bytes = (0..24).flat_map(|i| (i as f64).to_le_bytes()).collect();
+                write(&inputs, &[x, spec("m", &[4], "n")]);
+            }),
+            vec!["parameter 'x'", "f32", "f64"],
+            "f",
+        ),
         ("missing input", Box::new(|| write(&inputs, &[spec("x", &[2, 4, 3], "b n D")])), vec!["parameter 'm'"], "f"),
         ("extra input", Box::new(|| write(&inputs, &[spec("x", &[2, 4, 3], "b n D"), spec("m", &[4], "n"), spec("z", &[1], "_")])), vec!["'z'"], "f"),
         ("missing weight", Box::new(|| write(&weights, &[spec("unused", &[2], "_")])), vec!["weight 'w'"], "f"),
         ("weight of the wrong shape", Box::new(|| write(&weights, &[spec("w", &[3, 4], "D D")])), vec!["weight 'w'", "4", "3"], "f"),
-        ("truncated file", Box::new(|| {
-            let bytes = std::fs::read(&inputs).unwrap();
-            std::fs::write(&inputs, &bytes[..bytes.len() - 10]).unwrap();
-        }), vec!["in.safetensors"], "f"),
-        ("header length past the end", Box::new(|| {
-            let mut bytes = std::fs::read(&inputs).unwrap();
-            bytes[..8].copy_from_slice(&1_000_000u64.to_le_bytes());
-            std::fs::write(&inputs, &bytes).unwrap();
-        }), vec!["in.safetensors"], "f"),
-        ("offsets past the end", Box::new(|| {
-            let bytes = std::fs::read(&inputs).unwrap();
-            let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-            let header = String::from_utf8(bytes[8..8 + header_len].to_vec()).unwrap();
-            // Point x's data far past the end, keeping the header's length.
-            let patched = header.replacen("\"data_offsets\":[16,112]", "\"data_offsets\":[16,912]", 1);
-            assert_ne!(patched, header, "the test expects x's offsets in the header: {header}");
-            let mut out = bytes[..8].to_vec();
-            out.extend_from_slice(patched.as_bytes());
-            out.extend_from_slice(&bytes[8 + header_len..]);
-            std::fs::write(&inputs, out).unwrap();
-        }), vec!["in.safetensors"], "f"),
+        (
+            "truncated file",
+            Box::new(|| {
+                let bytes = std::fs::read(&inputs).unwrap();
+                std::fs::write(&inputs, &bytes[..bytes.len() - 10]).unwrap();
+            }),
+            vec!["in.safetensors"],
+            "f",
+        ),
+        (
+            "header length past the end",
+            Box::new(|| {
+                let mut bytes = std::fs::read(&inputs).unwrap();
+                bytes[..8].copy_from_slice(&1_000_000u64.to_le_bytes());
+                std::fs::write(&inputs, &bytes).unwrap();
+            }),
+            vec!["in.safetensors"],
+            "f",
+        ),
+        (
+            "offsets past the end",
+            Box::new(|| {
+                let bytes = std::fs::read(&inputs).unwrap();
+                let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+                let header = String::from_utf8(bytes[8..8 + header_len].to_vec()).unwrap();
+                // Point x's data far past the end, keeping the header's length.
+                let patched = header.replacen("\"data_offsets\":[16,112]", "\"data_offsets\":[16,912]", 1);
+                assert_ne!(patched, header, "the test expects x's offsets in the header: {header}");
+                let mut out = bytes[..8].to_vec();
+                out.extend_from_slice(patched.as_bytes());
+                out.extend_from_slice(&bytes[8 + header_len..]);
+                std::fs::write(&inputs, out).unwrap();
+            }),
+            vec!["in.safetensors"],
+            "f",
+        ),
         ("missing file", Box::new(|| std::fs::remove_file(&inputs).unwrap()), vec!["in.safetensors"], "f"),
         ("inexact run-time division", Box::new(|| write(&inputs, &[spec("x", &[5], "V"), spec("y", &[2], "W")])), vec!["5 / 2"], "g"),
     ];

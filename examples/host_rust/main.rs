@@ -43,10 +43,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let path = dir.join("block.safetensors");
             let mut tensors = Vec::new();
             for (k, w) in block.signature().weights.iter().enumerate() {
-                let shape: Vec<usize> = w.ty.axes.iter().map(|a| match a.size {
-                    nax::Size::Const(c) => Ok(c as usize),
-                    nax::Size::Sym(_) => Err(format!("weight '{}' has a size known only at run time", w.name)),
-                }).collect::<Result<_, _>>()?;
+                let shape: Vec<usize> =
+                    w.ty.axes
+                        .iter()
+                        .map(|a| match a.size {
+                            nax::Size::Const(c) => Ok(c as usize),
+                            nax::Size::Sym(_) => Err(format!("weight '{}' has a size known only at run time", w.name)),
+                        })
+                        .collect::<Result<_, _>>()?;
                 let values = (0..shape.iter().product::<usize>() as u64).map(|i| seeded(k as u64, i)).collect();
                 tensors.push((w.name.clone(), HostTensor::new(TensorData::F32(values), shape, w.ty.names())?));
             }

@@ -28,11 +28,7 @@ use crate::view::TensorView;
 /// `None` per axis): returns `t` transposed into the parameter's axis order
 /// (a view of the same memory: no copy), carrying the parameter's axis
 /// names. The errors name the parameter, the axis and what was expected.
-pub fn bind<'a>(
-    param: &str,
-    param_axes: &[Option<String>],
-    t: &TensorView<'a>,
-) -> Result<TensorView<'a>, RuntimeError> {
+pub fn bind<'a>(param: &str, param_axes: &[Option<String>], t: &TensorView<'a>) -> Result<TensorView<'a>, RuntimeError> {
     let names = t.names();
     if names == param_axes {
         return Ok(t.clone());
@@ -50,11 +46,7 @@ pub fn bind<'a>(
 }
 
 /// The error for a tensor whose rank differs from the parameter's.
-fn check_rank(
-    param: &str,
-    param_axes: &[Option<String>],
-    names: &[Option<String>],
-) -> Result<(), RuntimeError> {
+fn check_rank(param: &str, param_axes: &[Option<String>], names: &[Option<String>]) -> Result<(), RuntimeError> {
     if names.len() == param_axes.len() {
         return Ok(());
     }
@@ -70,32 +62,17 @@ fn check_rank(
 /// The position in `names` of the `k`-th (from 0) occurrence of `name`
 /// among the positions `from..`.
 fn nth_occurrence(names: &[Option<String>], from: usize, name: &str, k: usize) -> Option<usize> {
-    names
-        .iter()
-        .enumerate()
-        .skip(from)
-        .filter(|(_, n)| n.as_deref() == Some(name))
-        .nth(k)
-        .map(|(i, _)| i)
+    names.iter().enumerate().skip(from).filter(|(_, n)| n.as_deref() == Some(name)).nth(k).map(|(i, _)| i)
 }
 
 /// How many times `name` occurs in `names[from..upto]`.
 fn occurrences_before(names: &[Option<String>], from: usize, upto: usize, name: &str) -> usize {
-    names
-        .get(from..upto)
-        .unwrap_or_default()
-        .iter()
-        .filter(|n| n.as_deref() == Some(name))
-        .count()
+    names.get(from..upto).unwrap_or_default().iter().filter(|n| n.as_deref() == Some(name)).count()
 }
 
 /// The permutation (source axis of each parameter axis) that lines a fully
 /// named tensor up with the parameter by name.
-fn by_name(
-    param: &str,
-    param_axes: &[Option<String>],
-    names: &[Option<String>],
-) -> Result<Vec<usize>, RuntimeError> {
+fn by_name(param: &str, param_axes: &[Option<String>], names: &[Option<String>]) -> Result<Vec<usize>, RuntimeError> {
     let mut perm = Vec::with_capacity(param_axes.len());
     let mut used = vec![false; names.len()];
     for (i, axis) in param_axes.iter().enumerate() {
@@ -117,11 +94,7 @@ fn by_name(
         perm.push(src);
     }
     if let Some(extra) = used.iter().position(|u| !u) {
-        return Err(RuntimeError::ExtraAxis {
-            param: param.to_string(),
-            axis: names[extra].clone().unwrap_or_default(),
-            param_axes: param_axes.to_vec(),
-        });
+        return Err(RuntimeError::ExtraAxis { param: param.to_string(), axis: names[extra].clone().unwrap_or_default(), param_axes: param_axes.to_vec() });
     }
     Ok(perm)
 }
@@ -129,37 +102,24 @@ fn by_name(
 /// The permutation for a partially named tensor whose first named axis is
 /// `first_named` (> 0): the named suffix by name, the leading unnamed run in
 /// order onto the parameter's remaining axes.
-fn partially_named(
-    param: &str,
-    param_axes: &[Option<String>],
-    names: &[Option<String>],
-    first_named: usize,
-) -> Result<Vec<usize>, RuntimeError> {
+fn partially_named(param: &str, param_axes: &[Option<String>], names: &[Option<String>], first_named: usize) -> Result<Vec<usize>, RuntimeError> {
     if let Some(position) = (first_named..names.len()).find(|&j| names[j].is_none()) {
-        return Err(RuntimeError::UnnamedAfterNamed {
-            param: param.to_string(),
-            position,
-            tensor_names: names.to_vec(),
-        });
+        return Err(RuntimeError::UnnamedAfterNamed { param: param.to_string(), position, tensor_names: names.to_vec() });
     }
     let mut source: Vec<Option<usize>> = vec![None; param_axes.len()];
     for (j, name) in names.iter().enumerate().skip(first_named) {
         let name = name.as_deref().unwrap_or_default();
         let k = occurrences_before(names, first_named, j, name);
-        let target =
-            nth_occurrence(param_axes, 0, name, k).ok_or_else(|| RuntimeError::ExtraAxis {
-                param: param.to_string(),
-                axis: name.to_string(),
-                param_axes: param_axes.to_vec(),
-            })?;
+        let target = nth_occurrence(param_axes, 0, name, k).ok_or_else(|| RuntimeError::ExtraAxis {
+            param: param.to_string(),
+            axis: name.to_string(),
+            param_axes: param_axes.to_vec(),
+        })?;
         source[target] = Some(j);
     }
     check_rank(param, param_axes, names)?;
     let mut unnamed = 0..first_named;
-    Ok(source
-        .into_iter()
-        .map(|s| s.or_else(|| unnamed.next()).unwrap_or_default())
-        .collect())
+    Ok(source.into_iter().map(|s| s.or_else(|| unnamed.next()).unwrap_or_default()).collect())
 }
 
 #[cfg(test)]
@@ -207,20 +167,11 @@ mod tests {
     fn missing_and_extra_names() {
         let t = iota(&[2, 3], "b m");
         let e = err("b n", &t);
-        assert_eq!(
-            e.to_string(),
-            "parameter 'x': axis 'n' is missing from the tensor's names [b m]"
-        );
+        assert_eq!(e.to_string(), "parameter 'x': axis 'n' is missing from the tensor's names [b m]");
         let e = err("b n", &iota(&[2, 3, 4], "b n k"));
-        assert_eq!(
-            e.to_string(),
-            "parameter 'x': the tensor's axis 'k' is not an axis of the parameter [b n]"
-        );
+        assert_eq!(e.to_string(), "parameter 'x': the tensor's axis 'k' is not an axis of the parameter [b n]");
         let e = err("b n", &iota(&[2], "b"));
-        assert!(
-            matches!(&e, RuntimeError::MissingAxis { axis, .. } if axis == "n"),
-            "{e}"
-        );
+        assert!(matches!(&e, RuntimeError::MissingAxis { axis, .. } if axis == "n"), "{e}");
     }
 
     #[test]
@@ -232,21 +183,8 @@ mod tests {
         let b = ok("n _", &t);
         assert_eq!(b.names(), names("n _").as_slice());
         let e = err("n", &t);
-        assert!(
-            matches!(
-                e,
-                RuntimeError::RankMismatch {
-                    expected: 1,
-                    actual: 2,
-                    ..
-                }
-            ),
-            "{e}"
-        );
-        assert_eq!(
-            e.to_string(),
-            "parameter 'x': expected a tensor of rank 1 [n], got one of rank 2 [_ _]"
-        );
+        assert!(matches!(e, RuntimeError::RankMismatch { expected: 1, actual: 2, .. }), "{e}");
+        assert_eq!(e.to_string(), "parameter 'x': expected a tensor of rank 1 [n], got one of rank 2 [_ _]");
     }
 
     #[test]
@@ -254,17 +192,7 @@ mod tests {
         let t = HostTensor::scalar_f64(DType::F32, 1.0);
         assert_eq!(bind("s", &[], &t.view()).unwrap().to_host(), t);
         let e = bind("s", &names("n"), &t.view()).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                RuntimeError::RankMismatch {
-                    expected: 1,
-                    actual: 0,
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert!(matches!(e, RuntimeError::RankMismatch { expected: 1, actual: 0, .. }), "{e}");
     }
 
     #[test]
@@ -274,72 +202,32 @@ mod tests {
         let b = ok("d n", &t);
         assert_eq!(b.shape(), &[2, 3]);
         assert_eq!(b.names(), names("d n").as_slice());
-        assert_eq!(
-            b,
-            t.permuted(&[1, 0])
-                .unwrap()
-                .with_names(names("d n"))
-                .unwrap()
-        );
+        assert_eq!(b, t.permuted(&[1, 0]).unwrap().with_names(names("d n")).unwrap());
         // The unnamed run binds in order to the remaining axes.
         let t = iota(&[2, 3, 4], "_ _ k");
         let b = ok("a k b", &t);
-        assert_eq!(
-            b,
-            t.permuted(&[0, 2, 1])
-                .unwrap()
-                .with_names(names("a k b"))
-                .unwrap()
-        );
+        assert_eq!(b, t.permuted(&[0, 2, 1]).unwrap().with_names(names("a k b")).unwrap());
         // A parameter with an unnamed axis takes a partially named tensor.
         let b = ok("k _ _", &t);
-        assert_eq!(
-            b,
-            t.permuted(&[2, 0, 1])
-                .unwrap()
-                .with_names(names("k _ _"))
-                .unwrap()
-        );
+        assert_eq!(b, t.permuted(&[2, 0, 1]).unwrap().with_names(names("k _ _")).unwrap());
     }
 
     #[test]
     fn partially_named_errors() {
         let e = err("a b c", &iota(&[2, 3, 4], "_ a _"));
-        assert!(
-            matches!(e, RuntimeError::UnnamedAfterNamed { position: 2, .. }),
-            "{e}"
-        );
+        assert!(matches!(e, RuntimeError::UnnamedAfterNamed { position: 2, .. }), "{e}");
         assert!(e.to_string().contains("must all lead"), "{e}");
         let e = err("a b", &iota(&[2, 3], "_ z"));
-        assert!(
-            matches!(&e, RuntimeError::ExtraAxis { axis, .. } if axis == "z"),
-            "{e}"
-        );
+        assert!(matches!(&e, RuntimeError::ExtraAxis { axis, .. } if axis == "z"), "{e}");
         let e = err("a b c", &iota(&[2, 3], "_ c"));
-        assert!(
-            matches!(
-                e,
-                RuntimeError::RankMismatch {
-                    expected: 3,
-                    actual: 2,
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert!(matches!(e, RuntimeError::RankMismatch { expected: 3, actual: 2, .. }), "{e}");
     }
 
     #[test]
     fn fully_named_never_binds_to_an_unnamed_axis() {
         let e = err("n _", &iota(&[2, 3], "n k"));
-        assert!(
-            matches!(e, RuntimeError::NamedForUnnamedAxis { position: 1, .. }),
-            "{e}"
-        );
-        assert!(
-            e.to_string()
-                .starts_with("parameter 'x': axis 1 of the parameter [n _] is unnamed")
-        );
+        assert!(matches!(e, RuntimeError::NamedForUnnamedAxis { position: 1, .. }), "{e}");
+        assert!(e.to_string().starts_with("parameter 'x': axis 1 of the parameter [n _] is unnamed"));
     }
 
     #[test]
@@ -349,33 +237,15 @@ mod tests {
         // [n m n] to [m n n]: the first n stays first among the ns.
         let t = iota(&[2, 3, 4], "n m n");
         let b = ok("m n n", &t);
-        assert_eq!(
-            b,
-            t.permuted(&[1, 0, 2])
-                .unwrap()
-                .with_names(names("m n n"))
-                .unwrap()
-        );
+        assert_eq!(b, t.permuted(&[1, 0, 2]).unwrap().with_names(names("m n n")).unwrap());
         let e = err("n n", &iota(&[2, 3], "n m"));
-        assert!(
-            matches!(&e, RuntimeError::MissingAxis { axis, .. } if axis == "n"),
-            "{e}"
-        );
+        assert!(matches!(&e, RuntimeError::MissingAxis { axis, .. } if axis == "n"), "{e}");
         // Partially named: the suffix's ns pair with the parameter's ns in order.
         let t = iota(&[2, 3, 4], "_ n n");
         let b = ok("n b n", &t);
-        assert_eq!(
-            b,
-            t.permuted(&[1, 0, 2])
-                .unwrap()
-                .with_names(names("n b n"))
-                .unwrap()
-        );
+        assert_eq!(b, t.permuted(&[1, 0, 2]).unwrap().with_names(names("n b n")).unwrap());
         let e = err("n b", &iota(&[2, 3, 4], "_ n n"));
-        assert!(
-            matches!(&e, RuntimeError::ExtraAxis { axis, .. } if axis == "n"),
-            "{e}"
-        );
+        assert!(matches!(&e, RuntimeError::ExtraAxis { axis, .. } if axis == "n"), "{e}");
     }
 
     #[test]
@@ -388,9 +258,6 @@ mod tests {
     #[test]
     fn invalid_parameter_names_are_errors() {
         let t = iota(&[2], "_");
-        assert!(matches!(
-            bind("x", &[Some("_".into())], &t.view()).unwrap_err(),
-            RuntimeError::InvalidAxisName { .. }
-        ));
+        assert!(matches!(bind("x", &[Some("_".into())], &t.view()).unwrap_err(), RuntimeError::InvalidAxisName { .. }));
     }
 }

@@ -220,9 +220,12 @@ impl Execute for NativeFunction {
             .slots
             .iter()
             .map(|&id| {
-                call.sizes().get(id.0 as usize).copied().flatten().and_then(|v| i64::try_from(v).ok()).ok_or_else(|| RuntimeError::UnknownSize {
-                    size: table_sizes.display(crate::sizes::Size::Sym(id)),
-                })
+                call.sizes()
+                    .get(id.0 as usize)
+                    .copied()
+                    .flatten()
+                    .and_then(|v| i64::try_from(v).ok())
+                    .ok_or_else(|| RuntimeError::UnknownSize { size: table_sizes.display(crate::sizes::Size::Sym(id)) })
             })
             .collect::<Result<Vec<i64>, RuntimeError>>()?;
         let sizes = Sizes { plan: &self.plan, slots };
@@ -243,7 +246,9 @@ fn splits(sizes: &Sizes<'_>, k: &KernelPlan, threads: usize) -> bool {
     let nest = |n: &Nest| n.parallel && extents.first().is_some_and(|&e| e > 1) && product(&extents[..n.loops]) >= PARALLEL_WORK;
     match &k.strategy {
         Strategy::Nest(n) => nest(n),
-        Strategy::Gemm(g) => product(&extents) >= PARALLEL_WORK || g.batch.iter().map(|&l| extents[l]).product::<usize>() >= threads || g.epilogue.as_ref().is_some_and(nest),
+        Strategy::Gemm(g) => {
+            product(&extents) >= PARALLEL_WORK || g.batch.iter().map(|&l| extents[l]).product::<usize>() >= threads || g.epilogue.as_ref().is_some_and(nest)
+        }
         Strategy::Attention(a) => a.batch.iter().map(|&l| extents[l]).product::<usize>() * extents[a.rows].div_ceil(a.tile.0 as usize) > 1,
     }
 }
@@ -303,7 +308,10 @@ impl NativeFunction {
                     (None, None) => return Err(RuntimeError::Internal("the result has no storage".into())),
                 },
                 BufferKind::Temporary => {
-                    let bytes = sizes.elements(b)?.checked_mul(buffer.dtype.size_bytes()).ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))?;
+                    let bytes = sizes
+                        .elements(b)?
+                        .checked_mul(buffer.dtype.size_bytes())
+                        .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))?;
                     let words = bytes.div_ceil(8).max(1);
                     let mut v = match pool.iter().position(|v| v.len() >= words) {
                         Some(i) => pool.swap_remove(i),
@@ -442,8 +450,48 @@ fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, table: &Table,
         // written once per element and aliases neither operand.
         unsafe {
             match dtype {
-                DType::F64 => gemm::gemm::<f64>(m, n, k, (out_ptr as *mut f64).offset(oo), dst_cs, dst_rs, false, (a_ptr as *const f64).offset(oa), lhs_cs, lhs_rs, (b_ptr as *const f64).offset(ob), rhs_cs, rhs_rs, 0.0, 1.0, false, false, false, parallelism),
-                _ => gemm::gemm::<f32>(m, n, k, (out_ptr as *mut f32).offset(oo), dst_cs, dst_rs, false, (a_ptr as *const f32).offset(oa), lhs_cs, lhs_rs, (b_ptr as *const f32).offset(ob), rhs_cs, rhs_rs, 0.0, 1.0, false, false, false, parallelism),
+                DType::F64 => gemm::gemm::<f64>(
+                    m,
+                    n,
+                    k,
+                    (out_ptr as *mut f64).offset(oo),
+                    dst_cs,
+                    dst_rs,
+                    false,
+                    (a_ptr as *const f64).offset(oa),
+                    lhs_cs,
+                    lhs_rs,
+                    (b_ptr as *const f64).offset(ob),
+                    rhs_cs,
+                    rhs_rs,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    parallelism,
+                ),
+                _ => gemm::gemm::<f32>(
+                    m,
+                    n,
+                    k,
+                    (out_ptr as *mut f32).offset(oo),
+                    dst_cs,
+                    dst_rs,
+                    false,
+                    (a_ptr as *const f32).offset(oa),
+                    lhs_cs,
+                    lhs_rs,
+                    (b_ptr as *const f32).offset(ob),
+                    rhs_cs,
+                    rhs_rs,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    parallelism,
+                ),
             }
         }
     };
@@ -479,7 +527,8 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, tile
     let batch: usize = a.batch.iter().map(|&l| extents[l]).product();
     let blocks = n.div_ceil(tile_rows);
     let base = sizes.slots.len();
-    let (out_ptr, q_ptr, k_ptr, v_ptr) = (table.0[kernel.output] as usize, table.0[a.q.buffer] as usize, table.0[a.k.buffer] as usize, table.0[a.v.buffer] as usize);
+    let (out_ptr, q_ptr, k_ptr, v_ptr) =
+        (table.0[kernel.output] as usize, table.0[a.q.buffer] as usize, table.0[a.k.buffer] as usize, table.0[a.v.buffer] as usize);
     let task = |t: usize| {
         let (position, block) = (t / blocks, t % blocks);
         let first_row = block * tile_rows;
@@ -528,13 +577,53 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, tile
                 if d == 0 {
                     scores.fill(0.0);
                 } else {
-                    gemm::gemm::<f32>(rows, cols, d, scores.as_mut_ptr(), 1, tile_keys as isize, false, (q_ptr as *const f32).offset(oq), sq[depth], sq[a.rows], (k_ptr as *const f32).offset(ok + key * sk[a.keys]), sk[a.keys], sk[depth], 0.0, 1.0, false, false, false, gemm::Parallelism::None);
+                    gemm::gemm::<f32>(
+                        rows,
+                        cols,
+                        d,
+                        scores.as_mut_ptr(),
+                        1,
+                        tile_keys as isize,
+                        false,
+                        (q_ptr as *const f32).offset(oq),
+                        sq[depth],
+                        sq[a.rows],
+                        (k_ptr as *const f32).offset(ok + key * sk[a.keys]),
+                        sk[a.keys],
+                        sk[depth],
+                        0.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        gemm::Parallelism::None,
+                    );
                 }
                 tile(buffers.as_ptr(), slots.as_ptr(), 0, 0);
                 if stats[2 * tile_rows] == f32::NEG_INFINITY {
                     continue;
                 }
-                gemm::gemm::<f32>(rows, width, cols, acc.as_mut_ptr(), 1, width as isize, true, scores.as_ptr(), 1, tile_keys as isize, (v_ptr as *const f32).offset(ov + key * sv[a.keys]), sv[a.cols], sv[a.keys], 1.0, 1.0, false, false, false, gemm::Parallelism::None);
+                gemm::gemm::<f32>(
+                    rows,
+                    width,
+                    cols,
+                    acc.as_mut_ptr(),
+                    1,
+                    width as isize,
+                    true,
+                    scores.as_ptr(),
+                    1,
+                    tile_keys as isize,
+                    (v_ptr as *const f32).offset(ov + key * sv[a.keys]),
+                    sv[a.cols],
+                    sv[a.keys],
+                    1.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                );
             }
         }
         let out = out_ptr as *mut f32;

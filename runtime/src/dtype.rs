@@ -102,11 +102,7 @@ mod tests {
 
     #[test]
     fn kinds_and_names() {
-        assert!(
-            ALL.iter()
-                .filter(|d| d.is_float())
-                .eq([F16, BF16, F32, F64].iter())
-        );
+        assert!(ALL.iter().filter(|d| d.is_float()).eq([F16, BF16, F32, F64].iter()));
         assert!(ALL.iter().filter(|d| d.is_int()).eq([I32, I64].iter()));
         let names: Vec<&str> = ALL.iter().map(|d| d.as_str()).collect();
         assert_eq!(names, ["f16", "bf16", "f32", "f64", "i32", "i64", "bool"]);

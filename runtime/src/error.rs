@@ -488,9 +488,7 @@ mod tests {
     use super::*;
 
     fn names(s: &[&str]) -> Vec<Option<String>> {
-        s.iter()
-            .map(|n| (*n != "_").then(|| n.to_string()))
-            .collect()
+        s.iter().map(|n| (*n != "_").then(|| n.to_string())).collect()
     }
 
     #[test]
@@ -505,32 +503,15 @@ mod tests {
 
     #[test]
     fn missing_axis_message() {
-        let e = RuntimeError::MissingAxis {
-            param: "x".into(),
-            axis: "n".into(),
-            tensor_names: names(&["b", "m"]),
-        };
-        assert_eq!(
-            e.to_string(),
-            "parameter 'x': axis 'n' is missing from the tensor's names [b m]"
-        );
+        let e = RuntimeError::MissingAxis { param: "x".into(), axis: "n".into(), tensor_names: names(&["b", "m"]) };
+        assert_eq!(e.to_string(), "parameter 'x': axis 'n' is missing from the tensor's names [b m]");
     }
 
     #[test]
     fn file_messages_name_the_file() {
-        let e = RuntimeError::Format {
-            path: "/tmp/a.safetensors".into(),
-            message: "truncated".into(),
-        };
-        assert_eq!(
-            e.to_string(),
-            "'/tmp/a.safetensors' is not a valid safetensors file: truncated"
-        );
-        let e = RuntimeError::UnsupportedDType {
-            path: "f".into(),
-            tensor: "w".into(),
-            dtype: "U8".into(),
-        };
+        let e = RuntimeError::Format { path: "/tmp/a.safetensors".into(), message: "truncated".into() };
+        assert_eq!(e.to_string(), "'/tmp/a.safetensors' is not a valid safetensors file: truncated");
+        let e = RuntimeError::UnsupportedDType { path: "f".into(), tensor: "w".into(), dtype: "U8".into() };
         assert!(e.to_string().contains("tensor 'w' has dtype U8"));
     }
 }

@@ -40,7 +40,13 @@ impl Function {
 
     /// As [`Function::call`], writing the result into the caller's
     /// contiguous buffer (of the result's dtype and element count).
-    pub fn call_into(&self, args: Vec<(&str, Arg<'_>)>, weights: &HashMap<String, HostTensor>, out: &mut TensorMut<'_>, pool: &ThreadPool) -> Result<(), RuntimeError> {
+    pub fn call_into(
+        &self,
+        args: Vec<(&str, Arg<'_>)>,
+        weights: &HashMap<String, HostTensor>,
+        out: &mut TensorMut<'_>,
+        pool: &ThreadPool,
+    ) -> Result<(), RuntimeError> {
         let args = self.signature.arguments(args)?;
         let call = self.signature.check(args, weights)?;
         self.exec.execute(&call, Some(out), pool).map(drop)

@@ -50,7 +50,7 @@ pub use plan::NativePlan;
 pub use safetensors_io::{read_tensors, write_tensor_atomic, write_tensors_atomic};
 pub use signature::{AxisSpec, HostType, Param, ParamType, Scalar, Signature, TensorSpec, WeightSpec};
 pub use sizes::{Size, SizeError, SizeTable, SymDef, SymId, Symbol};
-pub use tensor::{row_major_strides, HostTensor, TensorData};
+pub use tensor::{HostTensor, TensorData, row_major_strides};
 pub use threads::ThreadPool;
 pub use view::{Element, TensorMut, TensorView};
 

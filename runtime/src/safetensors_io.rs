@@ -42,20 +42,10 @@ fn axes_key(name: &str) -> String {
 /// the tensor). A `NAME.axes` key whose tensor is not in the file is ignored,
 /// as is all other metadata.
 pub fn read_tensors(path: &Path) -> Result<Vec<(String, HostTensor)>, RuntimeError> {
-    let bytes = fs::read(path).map_err(|source| RuntimeError::Read {
-        path: path.into(),
-        source,
-    })?;
-    let bad_file = |message: String| RuntimeError::Format {
-        path: path.into(),
-        message,
-    };
-    let (header_len, metadata) =
-        SafeTensors::read_metadata(&bytes).map_err(|e| bad_file(describe(&e, &bytes)))?;
-    let data = header_len
-        .checked_add(8)
-        .and_then(|start| bytes.get(start..))
-        .ok_or_else(|| bad_file("the header runs past the end of the file".into()))?;
+    let bytes = fs::read(path).map_err(|source| RuntimeError::Read { path: path.into(), source })?;
+    let bad_file = |message: String| RuntimeError::Format { path: path.into(), message };
+    let (header_len, metadata) = SafeTensors::read_metadata(&bytes).map_err(|e| bad_file(describe(&e, &bytes)))?;
+    let data = header_len.checked_add(8).and_then(|start| bytes.get(start..)).ok_or_else(|| bad_file("the header runs past the end of the file".into()))?;
     let axes_meta = metadata.metadata().as_ref();
 
     let mut out = Vec::new();
@@ -66,18 +56,13 @@ pub fn read_tensors(path: &Path) -> Result<Vec<(String, HostTensor)>, RuntimeErr
             dtype: format!("{:?}", info.dtype),
         })?;
         let (start, end) = info.data_offsets;
-        let raw = data.get(start..end).ok_or_else(|| {
-            bad_file(format!(
-                "the data offsets [{start}, {end}] of tensor '{name}' lie past the end of the file"
-            ))
-        })?;
+        let raw = data.get(start..end).ok_or_else(|| bad_file(format!("the data offsets [{start}, {end}] of tensor '{name}' lie past the end of the file")))?;
         let shape = info.shape.clone();
         let names = match axes_meta.and_then(|m| m.get(&axes_key(&name))) {
             Some(axes) => parse_axes(path, &name, axes, shape.len())?,
             None => vec![None; shape.len()],
         };
-        let tensor = HostTensor::new(decode(dtype, raw), shape, names)
-            .map_err(|e| bad_file(format!("tensor '{name}': {e}")))?;
+        let tensor = HostTensor::new(decode(dtype, raw), shape, names).map_err(|e| bad_file(format!("tensor '{name}': {e}")))?;
         out.push((name, tensor));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -87,20 +72,11 @@ pub fn read_tensors(path: &Path) -> Result<Vec<(String, HostTensor)>, RuntimeErr
 /// The safetensors crate's error in words that say what is wrong with the
 /// file, with the sizes involved where they help.
 fn describe(e: &SafeTensorError, bytes: &[u8]) -> String {
-    let claimed = bytes
-        .get(..8)
-        .and_then(|b| <[u8; 8]>::try_from(b).ok())
-        .map(u64::from_le_bytes);
+    let claimed = bytes.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_le_bytes);
     match (e, claimed) {
-        (SafeTensorError::HeaderTooSmall, _) => format!(
-            "the file has {} bytes, fewer than the 8 that give the header length",
-            bytes.len()
-        ),
+        (SafeTensorError::HeaderTooSmall, _) => format!("the file has {} bytes, fewer than the 8 that give the header length", bytes.len()),
         (SafeTensorError::HeaderTooLarge | SafeTensorError::InvalidHeaderLength, Some(n)) => {
-            format!(
-                "the header length {n} points past the end of the file ({} bytes)",
-                bytes.len()
-            )
+            format!("the header length {n} points past the end of the file ({} bytes)", bytes.len())
         }
         (SafeTensorError::MetadataIncompleteBuffer, _) => format!(
             "the tensors' data offsets do not cover the file's {} bytes exactly \
@@ -110,9 +86,7 @@ fn describe(e: &SafeTensorError, bytes: &[u8]) -> String {
         (SafeTensorError::InvalidOffset(name), _) => {
             format!("the data offsets of tensor '{name}' do not follow the previous tensor's")
         }
-        (SafeTensorError::TensorInvalidInfo, _) => {
-            "a tensor's data offsets disagree with its shape and dtype".into()
-        }
+        (SafeTensorError::TensorInvalidInfo, _) => "a tensor's data offsets disagree with its shape and dtype".into(),
         _ => e.to_string(),
     }
 }
@@ -192,27 +166,11 @@ fn encode(data: &TensorData) -> Vec<u8> {
 
 /// Parses a `NAME.axes` value: `rank` names separated by white space, `_`
 /// for an unnamed axis (the empty string for rank 0).
-fn parse_axes(
-    path: &Path,
-    tensor: &str,
-    axes: &str,
-    rank: usize,
-) -> Result<Vec<Option<String>>, RuntimeError> {
-    let bad = |problem: String| RuntimeError::BadAxesMetadata {
-        path: path.into(),
-        tensor: tensor.to_string(),
-        axes: axes.to_string(),
-        problem,
-    };
-    let names: Vec<Option<String>> = axes
-        .split_whitespace()
-        .map(|n| (n != "_").then(|| n.to_string()))
-        .collect();
+fn parse_axes(path: &Path, tensor: &str, axes: &str, rank: usize) -> Result<Vec<Option<String>>, RuntimeError> {
+    let bad = |problem: String| RuntimeError::BadAxesMetadata { path: path.into(), tensor: tensor.to_string(), axes: axes.to_string(), problem };
+    let names: Vec<Option<String>> = axes.split_whitespace().map(|n| (n != "_").then(|| n.to_string())).collect();
     if names.len() != rank {
-        return Err(bad(format!(
-            "names {} axes, but the tensor has rank {rank}",
-            names.len()
-        )));
+        return Err(bad(format!("names {} axes, but the tensor has rank {rank}", names.len())));
     }
     Ok(names)
 }
@@ -268,11 +226,7 @@ pub fn write_tensors_atomic(path: &Path, tensors: &[(&str, &HostTensor)]) -> Res
     let mut encoded = Vec::with_capacity(tensors.len());
     let mut metadata = HashMap::new();
     for &(name, t) in tensors {
-        let invalid = |reason| RuntimeError::InvalidTensorName {
-            path: path.into(),
-            name: name.to_string(),
-            reason,
-        };
+        let invalid = |reason| RuntimeError::InvalidTensorName { path: path.into(), name: name.to_string(), reason };
         if name.is_empty() {
             return Err(invalid("a tensor name cannot be empty"));
         }
@@ -282,47 +236,27 @@ pub fn write_tensors_atomic(path: &Path, tensors: &[(&str, &HostTensor)]) -> Res
         if metadata.insert(axes_key(name), format_axes(t.names())).is_some() {
             return Err(invalid("two tensors have this name"));
         }
-        encoded.push((
-            name,
-            Encoded {
-                dtype: from_dtype(t.dtype()),
-                shape: t.shape().to_vec(),
-                bytes: encode(t.data()),
-            },
-        ));
+        encoded.push((name, Encoded { dtype: from_dtype(t.dtype()), shape: t.shape().to_vec(), bytes: encode(t.data()) }));
     }
-    let bytes = safetensors::serialize(encoded.iter().map(|(n, e)| (*n, e)), Some(metadata)).map_err(|e| {
-        RuntimeError::Serialize {
-            path: path.into(),
-            message: e.to_string(),
-        }
-    })?;
+    let bytes = safetensors::serialize(encoded.iter().map(|(n, e)| (*n, e)), Some(metadata))
+        .map_err(|e| RuntimeError::Serialize { path: path.into(), message: e.to_string() })?;
     write_atomic(path, &bytes)
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RuntimeError> {
-    let write_err = |source| RuntimeError::Write {
-        path: path.into(),
-        source,
-    };
+    let write_err = |source| RuntimeError::Write { path: path.into(), source };
     let Some(file_name) = path.file_name() else {
-        return Err(write_err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "the path does not name a file",
-        )));
+        return Err(write_err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path does not name a file")));
     };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
     let (tmp, mut file) = create_temp(dir, &file_name.to_string_lossy()).map_err(write_err)?;
-    let result = file
-        .write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .and_then(|()| {
-            drop(file);
-            fs::rename(&tmp, path)
-        });
+    let result = file.write_all(bytes).and_then(|()| file.sync_all()).and_then(|()| {
+        drop(file);
+        fs::rename(&tmp, path)
+    });
     result.map_err(|e| {
         let _ = fs::remove_file(&tmp);
         write_err(e)
@@ -336,11 +270,7 @@ fn create_temp(dir: &Path, name: &str) -> std::io::Result<(PathBuf, fs::File)> {
     loop {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let tmp = dir.join(format!(".{name}.{pid}.{n}.tmp"));
-        match fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-        {
+        match fs::OpenOptions::new().write(true).create_new(true).open(&tmp) {
             Ok(f) => return Ok((tmp, f)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < u64::from(u16::MAX) => {}
             Err(e) => return Err(e),
@@ -368,21 +298,14 @@ mod tests {
     }
     use crate::test_support::names;
 
-
     /// A fresh empty directory under the system's temporary directory.
     struct TempDir(PathBuf);
 
     impl TempDir {
         fn new(tag: &str) -> TempDir {
             static N: AtomicU64 = AtomicU64::new(0);
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
-            let dir = std::env::temp_dir().join(format!(
-                "nax_runtime_{tag}_{}_{}_{nanos}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ));
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+            let dir = std::env::temp_dir().join(format!("nax_runtime_{tag}_{}_{}_{nanos}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
             fs::create_dir_all(&dir).unwrap();
             TempDir(dir)
         }
@@ -392,10 +315,7 @@ mod tests {
         }
 
         fn entries(&self) -> Vec<String> {
-            let mut v: Vec<String> = fs::read_dir(&self.0)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect();
+            let mut v: Vec<String> = fs::read_dir(&self.0).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
             v.sort();
             v
         }
@@ -440,19 +360,13 @@ mod tests {
         write_tensor_atomic(&p, "out", &sample(DType::F32)).unwrap();
         let bytes = fs::read(&p).unwrap();
         let (_, meta) = SafeTensors::read_metadata(&bytes).unwrap();
-        assert_eq!(
-            meta.metadata().as_ref().unwrap().get("out.axes").unwrap(),
-            "b _"
-        );
+        assert_eq!(meta.metadata().as_ref().unwrap().get("out.axes").unwrap(), "b _");
 
         let s = HostTensor::scalar_f64(DType::F32, 2.5);
         write_tensor_atomic(&p, "out", &s).unwrap();
         let bytes = fs::read(&p).unwrap();
         let (_, meta) = SafeTensors::read_metadata(&bytes).unwrap();
-        assert_eq!(
-            meta.metadata().as_ref().unwrap().get("out.axes").unwrap(),
-            ""
-        );
+        assert_eq!(meta.metadata().as_ref().unwrap().get("out.axes").unwrap(), "");
         assert_eq!(read_tensors(&p).unwrap(), vec![("out".to_string(), s)]);
     }
 
@@ -491,10 +405,7 @@ mod tests {
         let header = r#"{"x":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}}"#;
         assert_ne!(header.len() % 8, 0);
         fs::write(&p, raw_file(header, &0.25f64.to_le_bytes())).unwrap();
-        assert_eq!(
-            read_tensors(&p).unwrap()[0].1.data(),
-            &TensorData::F64(vec![0.25])
-        );
+        assert_eq!(read_tensors(&p).unwrap()[0].1.data(), &TensorData::F64(vec![0.25]));
     }
 
     fn read_err(tag: &str, bytes: &[u8]) -> (PathBuf, RuntimeError, TempDir) {
@@ -514,10 +425,7 @@ mod tests {
         assert!(matches!(e, RuntimeError::Read { .. }), "{e}");
         assert!(e.to_string().contains("nope.safetensors"), "{e}");
         // A directory is not a file either.
-        assert!(matches!(
-            read_tensors(&dir.0).unwrap_err(),
-            RuntimeError::Read { .. }
-        ));
+        assert!(matches!(read_tensors(&dir.0).unwrap_err(), RuntimeError::Read { .. }));
     }
 
     #[test]
@@ -608,10 +516,7 @@ mod tests {
             );
             let data = vec![0u8; if rank_shape == "[2,1]" { 8 } else { 4 }];
             let (_, e, _d) = read_err("axes", &raw_file(&h, &data));
-            assert!(
-                matches!(&e, RuntimeError::BadAxesMetadata { tensor, .. } if tensor == "x"),
-                "{e}"
-            );
+            assert!(matches!(&e, RuntimeError::BadAxesMetadata { tensor, .. } if tensor == "x"), "{e}");
             assert!(e.to_string().contains("'x.axes'"), "{e}");
         }
     }

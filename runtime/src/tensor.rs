@@ -151,26 +151,13 @@ impl HostTensor {
     /// per axis. Errors: the element count is not the product of the shape,
     /// the product overflows, the number of names is not the rank, or a
     /// name is invalid (empty, `_`, or containing white space).
-    pub fn new(
-        data: TensorData,
-        shape: Vec<usize>,
-        names: Vec<Option<String>>,
-    ) -> Result<HostTensor, RuntimeError> {
+    pub fn new(data: TensorData, shape: Vec<usize>, names: Vec<Option<String>>) -> Result<HostTensor, RuntimeError> {
         let expected = element_count(&shape)?;
         if data.len() != expected {
-            return Err(RuntimeError::ElementCount {
-                shape,
-                expected,
-                actual: data.len(),
-            });
+            return Err(RuntimeError::ElementCount { shape, expected, actual: data.len() });
         }
         check_names(&names, shape.len())?;
-        Ok(HostTensor {
-            dtype: data.dtype(),
-            shape,
-            names,
-            data,
-        })
+        Ok(HostTensor { dtype: data.dtype(), shape, names, data })
     }
 
     /// A tensor of dtype `dtype` holding `values` converted from `f64`:
@@ -179,19 +166,10 @@ impl HostTensor {
     /// Rust's `as` (out-of-range values saturate at the type's bounds, NaN
     /// gives 0); bool is `value != 0` (so NaN is `true`, as in torch).
     /// Errors as [`HostTensor::new`].
-    pub fn from_f64(
-        dtype: DType,
-        shape: Vec<usize>,
-        names: Vec<Option<String>>,
-        values: &[f64],
-    ) -> Result<HostTensor, RuntimeError> {
+    pub fn from_f64(dtype: DType, shape: Vec<usize>, names: Vec<Option<String>>, values: &[f64]) -> Result<HostTensor, RuntimeError> {
         let expected = element_count(&shape)?;
         if values.len() != expected {
-            return Err(RuntimeError::ElementCount {
-                shape,
-                expected,
-                actual: values.len(),
-            });
+            return Err(RuntimeError::ElementCount { shape, expected, actual: values.len() });
         }
         HostTensor::new(TensorData::from_f64(dtype, values), shape, names)
     }
@@ -199,23 +177,13 @@ impl HostTensor {
     /// A rank-0 tensor of dtype `dtype` holding `v`, converted as in
     /// [`HostTensor::from_f64`].
     pub fn scalar_f64(dtype: DType, v: f64) -> HostTensor {
-        HostTensor {
-            dtype,
-            shape: Vec::new(),
-            names: Vec::new(),
-            data: TensorData::from_f64(dtype, &[v]),
-        }
+        HostTensor { dtype, shape: Vec::new(), names: Vec::new(), data: TensorData::from_f64(dtype, &[v]) }
     }
 
     /// A tensor from parts the caller has already checked: the data's
     /// length is the product of the shape, one valid name per axis.
     pub(crate) fn from_parts(data: TensorData, shape: Vec<usize>, names: Vec<Option<String>>) -> HostTensor {
-        HostTensor {
-            dtype: data.dtype(),
-            shape,
-            names,
-            data,
-        }
+        HostTensor { dtype: data.dtype(), shape, names, data }
     }
 
     /// The element type.
@@ -295,30 +263,15 @@ impl HostTensor {
         } else {
             map_vec!(&self.data, v => permute_vec(v, &self.shape, perm))
         };
-        Ok(HostTensor {
-            dtype: self.dtype,
-            shape,
-            names,
-            data,
-        })
+        Ok(HostTensor { dtype: self.dtype, shape, names, data })
     }
 }
 
 /// An error unless `perm` is a permutation of `0..rank`.
 pub(crate) fn check_permutation(perm: &[usize], rank: usize) -> Result<(), RuntimeError> {
     let mut seen = vec![false; rank];
-    let valid = perm.len() == rank
-        && perm
-            .iter()
-            .all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
-    if valid {
-        Ok(())
-    } else {
-        Err(RuntimeError::InvalidPermutation {
-            perm: perm.to_vec(),
-            rank,
-        })
-    }
+    let valid = perm.len() == rank && perm.iter().all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
+    if valid { Ok(()) } else { Err(RuntimeError::InvalidPermutation { perm: perm.to_vec(), rank }) }
 }
 
 /// The product of `shape`: 0 when any size is 0, an error when it
@@ -327,12 +280,7 @@ pub(crate) fn element_count(shape: &[usize]) -> Result<usize, RuntimeError> {
     if shape.contains(&0) {
         return Ok(0);
     }
-    shape
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| RuntimeError::ShapeOverflow {
-            shape: shape.to_vec(),
-        })
+    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).ok_or_else(|| RuntimeError::ShapeOverflow { shape: shape.to_vec() })
 }
 
 /// Checks that an axis name can be written to and read back from the
@@ -347,19 +295,13 @@ fn check_axis_name(name: &str) -> Result<(), RuntimeError> {
     } else {
         return Ok(());
     };
-    Err(RuntimeError::InvalidAxisName {
-        name: name.to_string(),
-        reason,
-    })
+    Err(RuntimeError::InvalidAxisName { name: name.to_string(), reason })
 }
 
 /// Checks one name slot per axis, each name valid.
 pub(crate) fn check_names(names: &[Option<String>], rank: usize) -> Result<(), RuntimeError> {
     if names.len() != rank {
-        return Err(RuntimeError::NamesRank {
-            given: names.to_vec(),
-            rank,
-        });
+        return Err(RuntimeError::NamesRank { given: names.to_vec(), rank });
     }
     names.iter().flatten().try_for_each(|n| check_axis_name(n))
 }
@@ -431,12 +373,7 @@ mod tests {
 
     #[test]
     fn new_checks_count_names_and_overflow() {
-        let t = HostTensor::new(
-            TensorData::I32(vec![1, 2, 3, 4, 5, 6]),
-            vec![2, 3],
-            names("a b"),
-        )
-        .unwrap();
+        let t = HostTensor::new(TensorData::I32(vec![1, 2, 3, 4, 5, 6]), vec![2, 3], names("a b")).unwrap();
         assert_eq!(t.dtype(), DType::I32);
         assert_eq!(t.shape(), &[2, 3]);
         assert_eq!(t.names(), names("a b").as_slice());
@@ -446,33 +383,14 @@ mod tests {
         assert_eq!(t.data(), &TensorData::I32(vec![1, 2, 3, 4, 5, 6]));
 
         let e = HostTensor::new(TensorData::I32(vec![1, 2]), vec![3], names("_")).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                RuntimeError::ElementCount {
-                    expected: 3,
-                    actual: 2,
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert!(matches!(e, RuntimeError::ElementCount { expected: 3, actual: 2, .. }), "{e}");
         let e = HostTensor::new(TensorData::I32(vec![1, 2]), vec![2], names("a b")).unwrap_err();
         assert!(matches!(e, RuntimeError::NamesRank { rank: 1, .. }), "{e}");
-        assert_eq!(
-            e.to_string(),
-            "2 axis names [a b] given for a tensor of rank 1"
-        );
-        let e = HostTensor::new(TensorData::I32(vec![]), vec![usize::MAX, 2], names("_ _"))
-            .unwrap_err();
+        assert_eq!(e.to_string(), "2 axis names [a b] given for a tensor of rank 1");
+        let e = HostTensor::new(TensorData::I32(vec![]), vec![usize::MAX, 2], names("_ _")).unwrap_err();
         assert!(matches!(e, RuntimeError::ShapeOverflow { .. }), "{e}");
         // A zero anywhere makes the count 0, even after sizes whose product overflows.
-        let t = HostTensor::new(
-            TensorData::F64(vec![]),
-            vec![usize::MAX, 2, 0],
-            names("_ _ _"),
-        )
-        .unwrap();
+        let t = HostTensor::new(TensorData::F64(vec![]), vec![usize::MAX, 2, 0], names("_ _ _")).unwrap();
         assert!(t.is_empty());
         assert!(t.permuted(&[2, 1, 0]).unwrap().is_empty());
     }
@@ -480,16 +398,8 @@ mod tests {
     #[test]
     fn new_rejects_bad_names() {
         for bad in ["", "_", "a b", "a\tb"] {
-            let e = HostTensor::new(
-                TensorData::Bool(vec![true]),
-                vec![1],
-                vec![Some(bad.into())],
-            )
-            .unwrap_err();
-            assert!(
-                matches!(e, RuntimeError::InvalidAxisName { .. }),
-                "{bad:?}: {e}"
-            );
+            let e = HostTensor::new(TensorData::Bool(vec![true]), vec![1], vec![Some(bad.into())]).unwrap_err();
+            assert!(matches!(e, RuntimeError::InvalidAxisName { .. }), "{bad:?}: {e}");
         }
     }
 
@@ -499,42 +409,22 @@ mod tests {
         let shape = vec![6];
         let n = vec![None];
         let t = HostTensor::from_f64(DType::I32, shape.clone(), n.clone(), &v).unwrap();
-        assert_eq!(
-            t.data(),
-            &TensorData::I32(vec![1, -1, 0, 0, i32::MAX, i32::MIN])
-        );
+        assert_eq!(t.data(), &TensorData::I32(vec![1, -1, 0, 0, i32::MAX, i32::MIN]));
         let t = HostTensor::from_f64(DType::I64, shape.clone(), n.clone(), &v).unwrap();
-        assert_eq!(
-            t.data(),
-            &TensorData::I64(vec![1, -1, 0, 0, i64::MAX, i64::MIN])
-        );
+        assert_eq!(t.data(), &TensorData::I64(vec![1, -1, 0, 0, i64::MAX, i64::MIN]));
         let t = HostTensor::from_f64(DType::Bool, shape.clone(), n.clone(), &v).unwrap();
-        assert_eq!(
-            t.data(),
-            &TensorData::Bool(vec![true, true, false, true, true, true])
-        );
+        assert_eq!(t.data(), &TensorData::Bool(vec![true, true, false, true, true, true]));
         let t = HostTensor::from_f64(DType::F32, vec![2], n.clone(), &[0.1, 1e300]).unwrap();
         assert_eq!(t.data(), &TensorData::F32(vec![0.1f32, f32::INFINITY]));
         let t = HostTensor::from_f64(DType::F16, vec![2], n.clone(), &[0.5, 65520.0]).unwrap();
-        assert_eq!(
-            t.data(),
-            &TensorData::F16(vec![f16::from_f32(0.5), f16::INFINITY])
-        );
-        let t =
-            HostTensor::from_f64(DType::BF16, vec![1], n.clone(), &[1.0 + 1.0 / 512.0]).unwrap();
+        assert_eq!(t.data(), &TensorData::F16(vec![f16::from_f32(0.5), f16::INFINITY]));
+        let t = HostTensor::from_f64(DType::BF16, vec![1], n.clone(), &[1.0 + 1.0 / 512.0]).unwrap();
         // 1 + 2^-9 is halfway between two bf16 values: ties go to even (1.0).
         assert_eq!(t.data(), &TensorData::BF16(vec![bf16::ONE]));
         let t = HostTensor::from_f64(DType::F64, vec![1], n.clone(), &[0.1]).unwrap();
         assert_eq!(t.data(), &TensorData::F64(vec![0.1]));
         let e = HostTensor::from_f64(DType::F64, vec![2], n, &[0.1]).unwrap_err();
-        assert!(matches!(
-            e,
-            RuntimeError::ElementCount {
-                expected: 2,
-                actual: 1,
-                ..
-            }
-        ));
+        assert!(matches!(e, RuntimeError::ElementCount { expected: 2, actual: 1, .. }));
     }
 
     #[test]
@@ -591,10 +481,7 @@ mod tests {
             for (i, &p) in perm.iter().enumerate() {
                 src_idx[p] = out_idx[i];
             }
-            let src_flat = src_idx
-                .iter()
-                .zip(shape)
-                .fold(0, |acc, (&i, &d)| acc * d + i);
+            let src_flat = src_idx.iter().zip(shape).fold(0, |acc, (&i, &d)| acc * d + i);
             res.push(vals[src_flat]);
         }
         res
@@ -617,23 +504,12 @@ mod tests {
 
     #[test]
     fn permuted_matches_reference() {
-        for shape in [
-            vec![5],
-            vec![2, 3],
-            vec![2, 3, 4],
-            vec![3, 1, 2, 2],
-            vec![1, 1, 1],
-        ] {
-            let t =
-                iota(&shape).with_names((0..shape.len()).map(|i| Some(format!("a{i}"))).collect());
+        for shape in [vec![5], vec![2, 3], vec![2, 3, 4], vec![3, 1, 2, 2], vec![1, 1, 1]] {
+            let t = iota(&shape).with_names((0..shape.len()).map(|i| Some(format!("a{i}"))).collect());
             let t = t.unwrap();
             for perm in all_perms(shape.len()) {
                 let p = t.permuted(&perm).unwrap();
-                assert_eq!(
-                    p.to_f64_vec(),
-                    permute_reference(&t, &perm),
-                    "{shape:?} {perm:?}"
-                );
+                assert_eq!(p.to_f64_vec(), permute_reference(&t, &perm), "{shape:?} {perm:?}");
                 let want_shape: Vec<usize> = perm.iter().map(|&i| shape[i]).collect();
                 assert_eq!(p.shape(), want_shape.as_slice());
                 let want_names: Vec<_> = perm.iter().map(|&i| t.names()[i].clone()).collect();
@@ -644,23 +520,11 @@ mod tests {
 
     #[test]
     fn permuted_keeps_dtype() {
-        let t = HostTensor::new(
-            TensorData::Bool(vec![true, false, false, true, true, false]),
-            vec![2, 3],
-            names("_ _"),
-        )
-        .unwrap();
+        let t = HostTensor::new(TensorData::Bool(vec![true, false, false, true, true, false]), vec![2, 3], names("_ _")).unwrap();
         let p = t.permuted(&[1, 0]).unwrap();
-        assert_eq!(
-            p.data(),
-            &TensorData::Bool(vec![true, true, false, true, false, false])
-        );
-        let t =
-            HostTensor::new(TensorData::I64(vec![1, 2, 3, 4]), vec![2, 2], names("_ _")).unwrap();
-        assert_eq!(
-            t.permuted(&[1, 0]).unwrap().into_data(),
-            TensorData::I64(vec![1, 3, 2, 4])
-        );
+        assert_eq!(p.data(), &TensorData::Bool(vec![true, true, false, true, false, false]));
+        let t = HostTensor::new(TensorData::I64(vec![1, 2, 3, 4]), vec![2, 2], names("_ _")).unwrap();
+        assert_eq!(t.permuted(&[1, 0]).unwrap().into_data(), TensorData::I64(vec![1, 3, 2, 4]));
     }
 
     #[test]
@@ -668,10 +532,7 @@ mod tests {
         let t = iota(&[2, 3]);
         for bad in [&[0][..], &[0, 0], &[0, 2], &[1, 0, 2]] {
             let e = t.permuted(bad).unwrap_err();
-            assert!(
-                matches!(e, RuntimeError::InvalidPermutation { rank: 2, .. }),
-                "{bad:?}"
-            );
+            assert!(matches!(e, RuntimeError::InvalidPermutation { rank: 2, .. }), "{bad:?}");
         }
     }
 }

@@ -8,7 +8,7 @@
 
 use crate::dtype::DType;
 use crate::error::RuntimeError;
-use crate::tensor::{check_names, element_count, HostTensor, TensorData};
+use crate::tensor::{HostTensor, TensorData, check_names, element_count};
 use half::{bf16, f16};
 use std::marker::PhantomData;
 
@@ -295,12 +295,7 @@ impl<'a> TensorMut<'a> {
     /// Copies a result of the same dtype and element count into the buffer.
     pub fn copy_from(&mut self, t: &HostTensor) -> Result<(), RuntimeError> {
         if t.dtype() != self.dtype || t.len() != self.len {
-            return Err(RuntimeError::OutputBuffer {
-                expected_dtype: t.dtype(),
-                expected_len: t.len(),
-                dtype: self.dtype,
-                len: self.len,
-            });
+            return Err(RuntimeError::OutputBuffer { expected_dtype: t.dtype(), expected_len: t.len(), dtype: self.dtype, len: self.len });
         }
         let bytes = self.len * self.dtype.size_bytes();
         // SAFETY: both hold `len` elements of one dtype; the caller's buffer

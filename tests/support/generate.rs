@@ -18,9 +18,7 @@ use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 
 /// Operators and punctuation of nax.
-const PUNCT: &[&str] = &[
-    "+", "-", "*", "/", "@", "==", "!=", "<", "<=", ">", ">=", "!", "=", "->", ",", ":", "(", ")", "[", "]", "{", "}",
-];
+const PUNCT: &[&str] = &["+", "-", "*", "/", "@", "==", "!=", "<", "<=", ">", ">=", "!", "=", "->", ",", ":", "(", ")", "[", "]", "{", "}"];
 /// Keywords, built-ins, kinds and a few plain names.
 #[rustfmt::skip]
 const WORDS: &[&str] = &[
@@ -31,8 +29,7 @@ const WORDS: &[&str] = &[
     "b", "n", "D", "x", "f",
 ];
 /// Number-like tokens, including grouped sizes and out-of-range integers.
-const NUMBERS: &[&str] =
-    &["0", "1", "3", "16", "512", "16gh", "3h", "1e-5", ".5", "2.0", "inf", "257", "18446744073709551617"];
+const NUMBERS: &[&str] = &["0", "1", "3", "16", "512", "16gh", "3h", "1e-5", ".5", "2.0", "inf", "257", "18446744073709551617"];
 /// Strings, one of them unterminated.
 const STRINGS: &[&str] = &["\"mean\"", "'max'", "\"\"", "\"open"];
 /// Fragments for raw bytes that are not tokens: blanks, comments, non-ASCII text.
@@ -100,10 +97,7 @@ fn run_end(b: &[u8], mut i: usize, keep: impl Fn(u8) -> bool) -> usize {
 fn number_end(b: &[u8], mut i: usize) -> usize {
     while i < b.len() {
         let c = b[i];
-        let sign = (c == b'-' || c == b'+')
-            && i > 0
-            && matches!(b[i - 1], b'e' | b'E')
-            && b.get(i + 1).is_some_and(u8::is_ascii_digit);
+        let sign = (c == b'-' || c == b'+') && i > 0 && matches!(b[i - 1], b'e' | b'E') && b.get(i + 1).is_some_and(u8::is_ascii_digit);
         if !(c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || sign) {
             break;
         }
@@ -146,8 +140,7 @@ fn tokenize(source: &str) -> Vec<&str> {
 pub fn mutate_tokens(rng: &mut SmallRng, source: &str) -> String {
     let mut toks: Vec<String> = tokenize(source).into_iter().map(String::from).collect();
     for _ in 0..rng.random_range(1..=4) {
-        let solid: Vec<usize> =
-            (0..toks.len()).filter(|&i| !toks[i].bytes().all(|c| matches!(c, b' ' | b'\t' | b'\r'))).collect();
+        let solid: Vec<usize> = (0..toks.len()).filter(|&i| !toks[i].bytes().all(|c| matches!(c, b' ' | b'\t' | b'\r'))).collect();
         let (Some(&i), Some(&j)) = (solid.choose(rng), solid.choose(rng)) else {
             toks.push(vocab_token(rng).to_string());
             continue;
@@ -280,8 +273,7 @@ fn module(rng: &mut SmallRng, ndims: usize, nweights: usize, title: &str) -> Mod
     let mut text = format!("# {title}\n");
     let mut sizes: Vec<u64> = (1..=24).collect();
     sizes.shuffle(rng);
-    let base: Vec<(String, u64)> =
-        sizes.iter().take(ndims.max(2)).enumerate().map(|(i, &s)| (format!("d{i}"), s)).collect();
+    let base: Vec<(String, u64)> = sizes.iter().take(ndims.max(2)).enumerate().map(|(i, &s)| (format!("d{i}"), s)).collect();
     let mut dims: Vec<(String, Option<u64>)> = Vec::new();
     for (d, s) in &base {
         text += &format!("dim {d} = {s}\n");
@@ -424,11 +416,7 @@ impl Body<'_> {
         let l = self.operand(rng, depth)?;
         let op = pick(rng, ARITH);
         if rng.random_bool(0.3) {
-            let text = if rng.random_bool(0.5) {
-                format!("{} {op} {s}", l.operand())
-            } else {
-                format!("{s} {op} {}", l.operand())
-            };
+            let text = if rng.random_bool(0.5) { format!("{} {op} {s}", l.operand()) } else { format!("{s} {op} {}", l.operand()) };
             return Some(Expr { text, axes: l.axes, real: true, atomic: false });
         }
         // The partner was bound before this statement, so it may come first.
@@ -437,12 +425,7 @@ impl Body<'_> {
         let axes = broadcast(&a.axes, &b.axes);
         if rng.random_bool(0.15) {
             let f = if rng.random_bool(0.5) { "maximum" } else { "minimum" };
-            return Some(Expr {
-                text: format!("{f}({}, {})", a.text, b.text),
-                axes,
-                real: a.real && b.real,
-                atomic: true,
-            });
+            return Some(Expr { text: format!("{f}({}, {})", a.text, b.text), axes, real: a.real && b.real, atomic: true });
         }
         Some(Expr { text: format!("{} {op} {}", a.operand(), b.operand()), axes, real: true, atomic: false })
     }
@@ -529,13 +512,8 @@ impl Body<'_> {
         }
         let i = rng.random_range(0..x.axes.len());
         let s = self.size(&x.axes[i])?;
-        let known: Vec<(String, u64)> = self
-            .sizes
-            .iter()
-            .filter_map(|(n, z)| {
-                z.filter(|&k| k > 1 && k < s && s % k == 0 && !x.axes.contains(n)).map(|k| (n.clone(), k))
-            })
-            .collect();
+        let known: Vec<(String, u64)> =
+            self.sizes.iter().filter_map(|(n, z)| z.filter(|&k| k > 1 && k < s && s % k == 0 && !x.axes.contains(n)).map(|k| (n.clone(), k))).collect();
         let (g, f, keyword) = match known.choose(rng) {
             Some((n, k)) if rng.random_bool(0.5) => (n.clone(), *k, String::new()),
             _ => {
@@ -593,8 +571,7 @@ impl Body<'_> {
         out.shuffle(rng);
         out.truncate(rng.random_range(1..=out.len().clamp(1, MAX_RANK)));
         let gap = if rng.random_bool(0.1) { "\n        " } else { " " };
-        let text =
-            format!("einsum({}, {}:{gap}{}, {} -> {})", l.text, r.text, join(&l.axes), join(&r.axes), join(&out));
+        let text = format!("einsum({}, {}:{gap}{}, {} -> {})", l.text, r.text, join(&l.axes), join(&r.axes), join(&out));
         // A scaled contraction, as attention's scores are.
         if rng.random_bool(0.2) {
             return Some(Expr { text: format!("{text} / 4.0"), axes: out, real: true, atomic: false });
@@ -633,8 +610,7 @@ impl Body<'_> {
     /// `x @ y` or `matmul(x, y)` with a value (often a weight) that fits.
     fn matmul(&mut self, rng: &mut SmallRng, depth: usize) -> Option<Expr> {
         let l = self.operand(rng, depth)?;
-        let fits: Vec<(&Val, Vec<String>)> =
-            self.vals.iter().filter_map(|v| Some((v, self.matmul_axes(&l.axes, &v.axes)?))).collect();
+        let fits: Vec<(&Val, Vec<String>)> = self.vals.iter().filter_map(|v| Some((v, self.matmul_axes(&l.axes, &v.axes)?))).collect();
         let (r, axes) = fits.choose(rng)?;
         Some(if rng.random_bool(0.8) {
             Expr { text: format!("{} @ {}", l.operand(), r.name), axes: axes.clone(), real: true, atomic: false }
@@ -661,13 +637,7 @@ impl Body<'_> {
                 .iter()
                 .filter(|v| v.real && v.axes.len() == p.len())
                 .filter(|v| {
-                    p.iter().zip(&v.axes).all(|(q, a)| {
-                        if m.is_dim(q) {
-                            q == a
-                        } else {
-                            (a == q || !p.contains(a)) && lookup(&map, q).is_none_or(|b| &b == a)
-                        }
-                    })
+                    p.iter().zip(&v.axes).all(|(q, a)| if m.is_dim(q) { q == a } else { (a == q || !p.contains(a)) && lookup(&map, q).is_none_or(|b| &b == a) })
                 })
                 .collect();
             if let Some(v) = cands.choose(rng) {
@@ -678,8 +648,7 @@ impl Body<'_> {
                 }
                 args.push(v.name.clone());
             } else if p.iter().all(|q| m.is_dim(q)) {
-                let same: Vec<&Val> =
-                    self.vals.iter().filter(|v| v.real && v.axes.len() == p.len() && subset(p, &v.axes)).collect();
+                let same: Vec<&Val> = self.vals.iter().filter(|v| v.real && v.axes.len() == p.len() && subset(p, &v.axes)).collect();
                 let v = same.choose(rng)?;
                 args.push(format!("rearrange({}, {} -> {})", v.name, join(&v.axes), join(p)));
             } else {
@@ -749,12 +718,8 @@ impl Body<'_> {
     fn split(&mut self, rng: &mut SmallRng) -> bool {
         let mark = self.sizes.len();
         let fit = self.operand(rng, 1).and_then(|x| {
-            let axes: Vec<(usize, u64)> = x
-                .axes
-                .iter()
-                .enumerate()
-                .filter_map(|(i, a)| self.size(a).filter(|s| s % 2 == 0 || s % 3 == 0).map(|s| (i, s)))
-                .collect();
+            let axes: Vec<(usize, u64)> =
+                x.axes.iter().enumerate().filter_map(|(i, a)| self.size(a).filter(|s| s % 2 == 0 || s % 3 == 0).map(|s| (i, s))).collect();
             let &(i, s) = axes.choose(rng)?;
             let counts: Vec<u64> = [2, 3, 4].into_iter().filter(|k| s % k == 0).collect();
             Some((x, i, s, *counts.choose(rng)?))
@@ -864,11 +829,7 @@ fn add_function(rng: &mut SmallRng, m: &mut Module, nstmts: usize) {
     }
     let name = format!("f{}", m.sigs.len());
     let (text, depth, scalar) = (body.text, body.depth, body.scalar);
-    m.text += &format!(
-        "\ndef {name}({}) -> [{}] {{\n{text}    return {ret_name}\n}}\n",
-        sig_params.join(", "),
-        join(&result)
-    );
+    m.text += &format!("\ndef {name}({}) -> [{}] {{\n{text}    return {ret_name}\n}}\n", sig_params.join(", "), join(&result));
     m.sigs.push(Sig { name, params, scalar, result, depth });
 }
 

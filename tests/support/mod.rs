@@ -16,8 +16,7 @@ pub fn shared() -> PathBuf {
 /// The `.nax` files of a folder, sorted; panics if the folder is missing or empty.
 pub fn nax_files(dir: &Path) -> Vec<PathBuf> {
     let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
-    let mut files: Vec<PathBuf> =
-        entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "nax")).collect();
+    let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "nax")).collect();
     files.sort();
     assert!(!files.is_empty(), "no .nax files in {}", dir.display());
     files
@@ -35,8 +34,8 @@ pub type Found = (String, String, usize);
 pub fn check_json(path: &Path) -> (serde_json::Value, Vec<Found>) {
     let out = nax(&["check", "--format", "json", path.to_str().expect("utf-8 path")]);
     let code = out.status.code();
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{}: bad JSON ({e}): {}", path.display(), String::from_utf8_lossy(&out.stdout)));
+    let json: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{}: bad JSON ({e}): {}", path.display(), String::from_utf8_lossy(&out.stdout)));
     let found: Vec<Found> = json["diagnostics"]
         .as_array()
         .expect("diagnostics array")

@@ -12,8 +12,8 @@ mod report;
 mod run;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use nax::pipeline::{self, Backend};
 use nax::Timings;
+use nax::pipeline::{self, Backend};
 use nax_front::Code;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -231,7 +231,10 @@ fn emitted(module: &nax_front::CheckedModule, emit: Emit, optimize: bool, timing
         }
         Emit::Torch => nax_back_torch::emit_module(module).map_err(|e| nax::Error::Compile { stage: "emit", message: e.to_string() })?.into_bytes(),
         _ => {
-            let programs = names.iter().map(|f| pipeline::lower(module, f, optimize, timings).and_then(|l| pipeline::kernels(l.graph()))).collect::<Result<Vec<_>, _>>()?;
+            let programs = names
+                .iter()
+                .map(|f| pipeline::lower(module, f, optimize, timings).and_then(|l| pipeline::kernels(l.graph())))
+                .collect::<Result<Vec<_>, _>>()?;
             let artifact = if emit == Emit::Obj { nax_back_llvm::Artifact::Object } else { nax_back_llvm::Artifact::Ir };
             nax_back_llvm::emit(&programs, artifact).map_err(|message| nax::Error::Compile { stage: "codegen", message })?
         }

@@ -1,11 +1,11 @@
 //! What `nax check` prints: the JSON object of CLI.md, and the `--types` text.
 
+use nax_front::Checked;
 use nax_front::check::range::Range;
 use nax_front::check::types::Type;
 use nax_front::checked::CheckedFn;
 use nax_front::diagnostics::LineIndex;
-use nax_front::Checked;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 fn bound(x: f64) -> Value {
     if x == f64::INFINITY {
@@ -75,8 +75,7 @@ pub fn json(source: &str, checked: &Checked) -> String {
             json!({"name": f.name, "signature": f.signature(), "bindings": bindings})
         })
         .collect();
-    serde_json::to_string_pretty(&json!({"diagnostics": diagnostics, "functions": functions}))
-        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    serde_json::to_string_pretty(&json!({"diagnostics": diagnostics, "functions": functions})).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
 /// `--types` in text mode: each signature, then one line per binding.

@@ -6,8 +6,8 @@
 
 use crate::error::Error;
 use crate::timings::Timings;
-use nax_front::checked::{CheckedFn, TExprKind};
 use nax_front::CheckedModule;
+use nax_front::checked::{CheckedFn, TExprKind};
 use nax_ir::Graph;
 use nax_runtime::{Function, HostType, Scalar};
 
@@ -101,7 +101,10 @@ pub fn kernels(graph: &Graph) -> Result<nax_kernel::Program, Error> {
     let program = nax_kernel::form(graph).map_err(Error::stage("kernels"))?;
     let problems = nax_kernel::verify(&program);
     if !problems.is_empty() {
-        return Err(Error::Compile { stage: "kernels", message: format!("internal error: the kernels of `{}` do not verify: {}", graph.name, problems.join("; ")) });
+        return Err(Error::Compile {
+            stage: "kernels",
+            message: format!("internal error: the kernels of `{}` do not verify: {}", graph.name, problems.join("; ")),
+        });
     }
     Ok(program)
 }

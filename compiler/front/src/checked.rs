@@ -59,10 +59,7 @@ pub struct CheckedFn {
 impl CheckedFn {
     /// `def f(x: Real[b n D], s: float) -> Real[b n D]`.
     pub fn signature(&self) -> String {
-        let params: Vec<String> = self.bindings[..self.params]
-            .iter()
-            .map(|b| format!("{}: {}", b.name, b.ty.display(&self.symbols)))
-            .collect();
+        let params: Vec<String> = self.bindings[..self.params].iter().map(|b| format!("{}: {}", b.name, b.ty.display(&self.symbols))).collect();
         format!("def {}({}) -> {}", self.name, params.join(", "), self.ret.display(&self.symbols))
     }
 }
@@ -78,10 +75,16 @@ pub struct Binding {
 /// A statement: targets are indices into [`CheckedFn::bindings`].
 #[derive(Clone, Debug)]
 pub enum TStmt {
-    Assign { targets: Vec<usize>, value: TExpr },
+    Assign {
+        targets: Vec<usize>,
+        value: TExpr,
+    },
     /// The returned value and, for each declared result axis, the value's axis
     /// that becomes it (the permute-to-declared-order rule).
-    Return { value: TExpr, permutation: Vec<usize> },
+    Return {
+        value: TExpr,
+        permutation: Vec<usize>,
+    },
 }
 
 /// A checked expression.
@@ -173,7 +176,11 @@ pub enum PatternOp {
     Repeat,
     Einsum,
     /// Split into `count` results along part `part` of the input's axis `axis`.
-    Split { count: usize, axis: usize, part: usize },
+    Split {
+        count: usize,
+        axis: usize,
+        part: usize,
+    },
 }
 
 /// One elementary axis of a pattern: a name, or a number (unnamed).
@@ -205,20 +212,47 @@ pub enum TExprKind {
     SizeValue(Size),
     Unary(UnaryOp, Box<TExpr>),
     /// An elementwise operator; `align[i][k]` is the result axis of operand i's axis k.
-    Binary { op: BinaryOp, lhs: Box<TExpr>, rhs: Box<TExpr>, align: [Vec<usize>; 2] },
+    Binary {
+        op: BinaryOp,
+        lhs: Box<TExpr>,
+        rhs: Box<TExpr>,
+        align: [Vec<usize>; 2],
+    },
     /// `@`: `batch[i][k]` is the result axis of operand i's leading (batch) axis k;
     /// a rank-1 operand has no batch axes.
-    MatMul { lhs: Box<TExpr>, rhs: Box<TExpr>, batch: [Vec<usize>; 2] },
+    MatMul {
+        lhs: Box<TExpr>,
+        rhs: Box<TExpr>,
+        batch: [Vec<usize>; 2],
+    },
     /// An elementwise built-in with its operands' alignments.
-    Elementwise { func: Elementwise, args: Vec<TExpr>, align: Vec<Vec<usize>> },
+    Elementwise {
+        func: Elementwise,
+        args: Vec<TExpr>,
+        align: Vec<Vec<usize>>,
+    },
     /// softmax, log_softmax, logsumexp along the operand's axis `axis`.
-    AlongAxis { func: AlongAxis, arg: Box<TExpr>, axis: usize },
-    Pattern { op: PatternOp, args: Vec<TExpr>, pattern: ResolvedPattern },
-    Construct { func: Constructor, value: Option<Box<TExpr>> },
+    AlongAxis {
+        func: AlongAxis,
+        arg: Box<TExpr>,
+        axis: usize,
+    },
+    Pattern {
+        op: PatternOp,
+        args: Vec<TExpr>,
+        pattern: ResolvedPattern,
+    },
+    Construct {
+        func: Constructor,
+        value: Option<Box<TExpr>>,
+    },
     /// `x as [..]`: the same data with new axis names.
     Rename(Box<TExpr>),
     /// A call of the module's function `function` (index into
     /// [`CheckedModule::functions`]): one argument per parameter, in order,
     /// defaults filled in.
-    Call { function: usize, args: Vec<TExpr> },
+    Call {
+        function: usize,
+        args: Vec<TExpr>,
+    },
 }

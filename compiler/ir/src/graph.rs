@@ -39,35 +39,63 @@ pub enum MapFn {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
     /// The function's parameter `index` (a tensor or a host scalar).
-    Input { index: usize, name: String },
+    Input {
+        index: usize,
+        name: String,
+    },
     /// A weight, bound by name at load time.
-    Weight { name: String },
+    Weight {
+        name: String,
+    },
     Literal(Literal),
     /// A size used as an `int` host scalar.
     SizeValue(nax_front::check::sizes::Size),
     /// Elementwise: operand k's axis j reads result axis `maps[k][j]`; result
     /// axes an operand does not map are broadcast (stride 0). The operation
     /// computes in `compute` (the promoted operand dtype) and gives the node's dtype.
-    Map { func: MapFn, maps: Vec<Vec<usize>>, compute: nax_runtime::DType },
+    Map {
+        func: MapFn,
+        maps: Vec<Vec<usize>>,
+        compute: nax_runtime::DType,
+    },
     /// A contraction (einsum, `@`): each operand axis has a label; labels not
     /// in `output` are summed over.
-    Contract { labels: Vec<Vec<usize>>, output: Vec<usize> },
+    Contract {
+        labels: Vec<Vec<usize>>,
+        output: Vec<usize>,
+    },
     /// Reduces the operand's listed axes.
-    Reduce { op: Reduction, axes: Vec<usize> },
+    Reduce {
+        op: Reduction,
+        axes: Vec<usize>,
+    },
     /// softmax, log_softmax, logsumexp along one axis.
-    Along { func: AlongAxis, axis: usize },
+    Along {
+        func: AlongAxis,
+        axis: usize,
+    },
     /// A view with another grouping of the same row-major elements (its shape is the node's type).
     Reshape,
     /// Result axis i is operand axis `perm[i]`.
-    Permute { perm: Vec<usize> },
+    Permute {
+        perm: Vec<usize>,
+    },
     /// Result axis `map[j]` is operand axis j; the other result axes are new (stride 0).
-    Expand { map: Vec<usize> },
+    Expand {
+        map: Vec<usize>,
+    },
     /// Takes index `index` along `axis` (of size `count`), dropping that axis.
-    Select { axis: usize, index: usize, count: usize },
+    Select {
+        axis: usize,
+        index: usize,
+        count: usize,
+    },
     /// The same data under new axis names (`as`).
     Rename,
     /// zeros, ones, full (one operand: the value), arange.
-    Construct { func: Constructor },
+    Construct {
+        func: Constructor,
+    },
 }
 
 /// One function as a graph.
@@ -87,11 +115,8 @@ pub struct Graph {
 impl Graph {
     /// The operands of a node, in order.
     pub fn operands(&self, n: NodeIndex) -> Vec<NodeIndex> {
-        let mut edges: Vec<(usize, NodeIndex)> = self
-            .graph
-            .edges_directed(n, petgraph::Direction::Incoming)
-            .map(|e| (*e.weight(), petgraph::visit::EdgeRef::source(&e)))
-            .collect();
+        let mut edges: Vec<(usize, NodeIndex)> =
+            self.graph.edges_directed(n, petgraph::Direction::Incoming).map(|e| (*e.weight(), petgraph::visit::EdgeRef::source(&e))).collect();
         edges.sort_by_key(|(i, _)| *i);
         edges.into_iter().map(|(_, s)| s).collect()
     }

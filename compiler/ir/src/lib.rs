@@ -12,6 +12,6 @@ pub mod text;
 mod verify;
 
 pub use graph::{Graph, Literal, MapFn, Node, Op};
-pub use lower::{lower, value_dtype, LowerError};
+pub use lower::{LowerError, lower, value_dtype};
 pub use signature::signature;
 pub use verify::verify;

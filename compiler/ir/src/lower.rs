@@ -9,7 +9,7 @@
 
 use crate::graph::{Graph, Literal, MapFn, Op};
 use nax_front::check::sizes::Size;
-use nax_front::check::types::{arith_dtype, Axis, Kind, TensorType, Type};
+use nax_front::check::types::{Axis, Kind, TensorType, Type, arith_dtype};
 use nax_front::checked::{CheckedFn, CheckedModule, Elem, PatternOp, ResolvedPattern, TExpr, TExprKind, TStmt};
 use nax_front::syntax::ast::BinaryOp;
 use nax_runtime::DType;
@@ -32,17 +32,20 @@ impl std::fmt::Display for LowerError {
 
 /// Lowers the module's function `name` to a graph.
 pub fn lower(module: &CheckedModule, name: &str) -> Result<Graph, LowerError> {
-    let f = module
-        .functions
-        .iter()
-        .find(|f| f.name == name)
-        .ok_or_else(|| LowerError(format!("no function `{name}` in the module")))?;
+    let f = module.functions.iter().find(|f| f.name == name).ok_or_else(|| LowerError(format!("no function `{name}` in the module")))?;
     if !f.ok {
         return Err(LowerError(format!("function `{name}` did not check")));
     }
     let mut l = Lowerer {
         module,
-        g: Graph { name: name.to_string(), graph: DiGraph::new(), inputs: Vec::new(), output: NodeIndex::new(0), symbols: f.symbols.clone(), size_arguments: f.size_arguments.clone() },
+        g: Graph {
+            name: name.to_string(),
+            graph: DiGraph::new(),
+            inputs: Vec::new(),
+            output: NodeIndex::new(0),
+            symbols: f.symbols.clone(),
+            size_arguments: f.size_arguments.clone(),
+        },
         weights: HashMap::new(),
     };
     let mut inputs = Vec::with_capacity(f.params);
@@ -71,10 +74,9 @@ fn map_size(s: Size, map: &[Size]) -> Size {
 
 fn map_type(ty: &Type, map: &[Size]) -> Type {
     match ty {
-        Type::Tensor(t) => Type::Tensor(TensorType {
-            axes: t.axes.iter().map(|a| Axis { name: a.name.clone(), size: map_size(a.size, map) }).collect(),
-            ..t.clone()
-        }),
+        Type::Tensor(t) => {
+            Type::Tensor(TensorType { axes: t.axes.iter().map(|a| Axis { name: a.name.clone(), size: map_size(a.size, map) }).collect(), ..t.clone() })
+        }
         other => other.clone(),
     }
 }
@@ -100,9 +102,7 @@ impl Lowerer<'_> {
         for stmt in &f.body {
             match stmt {
                 TStmt::Assign { targets, value } => {
-                    if let (TExprKind::Pattern { op: PatternOp::Split { count, axis, part }, args, pattern }, true) =
-                        (&value.kind, targets.len() > 1)
-                    {
+                    if let (TExprKind::Pattern { op: PatternOp::Split { count, axis, part }, args, pattern }, true) = (&value.kind, targets.len() > 1) {
                         let x = self.expr(&args[0], &env, f, map)?;
                         let parts = self.split(x, pattern, *count, *axis, *part, &value.ty, map)?;
                         for (t, p) in targets.iter().zip(parts) {
@@ -139,18 +139,12 @@ impl Lowerer<'_> {
 
     fn expr_inner(&mut self, e: &TExpr, env: &[Option<NodeIndex>], f: &CheckedFn, map: &[Size]) -> Result<NodeIndex, LowerError> {
         let ty = map_type(&e.ty, map);
-        let operands = |l: &mut Self, es: &[TExpr]| -> Result<Vec<NodeIndex>, LowerError> {
-            es.iter().map(|x| l.expr(x, env, f, map)).collect()
-        };
+        let operands = |l: &mut Self, es: &[TExpr]| -> Result<Vec<NodeIndex>, LowerError> { es.iter().map(|x| l.expr(x, env, f, map)).collect() };
         Ok(match &e.kind {
             TExprKind::Int(v) => self.g.add(Op::Literal(Literal::Int(i64::try_from(*v).unwrap_or(i64::MAX))), ty, &[]),
             TExprKind::Float(v) => self.g.add(Op::Literal(Literal::Float(*v)), ty, &[]),
             TExprKind::Bool(v) => self.g.add(Op::Literal(Literal::Bool(*v)), ty, &[]),
-            TExprKind::Local(i) => env
-                .get(*i)
-                .copied()
-                .flatten()
-                .ok_or_else(|| LowerError(format!("`{}` used before it is bound", f.bindings[*i].name)))?,
+            TExprKind::Local(i) => env.get(*i).copied().flatten().ok_or_else(|| LowerError(format!("`{}` used before it is bound", f.bindings[*i].name)))?,
             TExprKind::Weight(w) => {
                 let weight = &self.module.weights[*w];
                 if let Some(&n) = self.weights.get(&weight.name) {
@@ -169,11 +163,7 @@ impl Lowerer<'_> {
                 self.g.add(Op::Map { func: MapFn::Unary(*op), maps: vec![(0..rank).collect()], compute }, ty, &[x])
             }
             TExprKind::Binary { op, lhs, rhs, align } => {
-                let compute = if op.is_comparison() || matches!(op, BinaryOp::And | BinaryOp::Or) {
-                    arith_dtype(&lhs.ty, &rhs.ty)
-                } else {
-                    value_dtype(&ty)
-                };
+                let compute = if op.is_comparison() || matches!(op, BinaryOp::And | BinaryOp::Or) { arith_dtype(&lhs.ty, &rhs.ty) } else { value_dtype(&ty) };
                 let xs = operands(self, &[(**lhs).clone(), (**rhs).clone()])?;
                 self.g.add(Op::Map { func: MapFn::Binary(*op), maps: align.to_vec(), compute }, ty, &xs)
             }
@@ -376,7 +366,8 @@ impl Lowerer<'_> {
                         labels.len() - 1
                     }
                 };
-                let ins: Vec<Vec<usize>> = p.inputs.iter().map(|side| side.iter().flatten().map(|e| label(e.name.as_deref().unwrap_or("_"))).collect()).collect();
+                let ins: Vec<Vec<usize>> =
+                    p.inputs.iter().map(|side| side.iter().flatten().map(|e| label(e.name.as_deref().unwrap_or("_"))).collect()).collect();
                 let named_out: Vec<&Elem> = out_elems.iter().filter(|e| e.name.is_some()).collect();
                 let output: Vec<usize> = named_out.iter().map(|e| label(e.name.as_deref().unwrap_or("_"))).collect();
                 let base = tensor(&ty).cloned().ok_or_else(|| LowerError("einsum of host scalars".into()))?;

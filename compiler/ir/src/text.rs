@@ -71,8 +71,7 @@ const MAP_FNS: &[(&str, MapFn)] = &[
 
 const REDUCTIONS: &[(&str, Reduction)] =
     &[("sum", Reduction::Sum), ("mean", Reduction::Mean), ("max", Reduction::Max), ("min", Reduction::Min), ("prod", Reduction::Prod)];
-const ALONG: &[(&str, AlongAxis)] =
-    &[("softmax", AlongAxis::Softmax), ("log_softmax", AlongAxis::LogSoftmax), ("logsumexp", AlongAxis::LogSumExp)];
+const ALONG: &[(&str, AlongAxis)] = &[("softmax", AlongAxis::Softmax), ("log_softmax", AlongAxis::LogSoftmax), ("logsumexp", AlongAxis::LogSumExp)];
 const CONSTRUCTORS: &[(&str, Constructor)] =
     &[("zeros", Constructor::Zeros), ("ones", Constructor::Ones), ("full", Constructor::Full), ("arange", Constructor::Arange)];
 
@@ -120,8 +119,7 @@ pub fn type_text(ty: &Type) -> String {
                 Kind::Prob(a) => format!("prob({a})"),
                 Kind::LogProb(a) => format!("logprob({a})"),
             };
-            let axes: Vec<String> =
-                t.axes.iter().map(|a| format!("{}:{}", a.name.as_deref().unwrap_or("_"), size_text(a.size))).collect();
+            let axes: Vec<String> = t.axes.iter().map(|a| format!("{}:{}", a.name.as_deref().unwrap_or("_"), size_text(a.size))).collect();
             format!("{} {kind} [{}] {}", t.dtype.as_str(), axes.join(" "), range_text(t.range))
         }
     }
@@ -143,11 +141,7 @@ pub fn print_symbols(symbols: &Symbols, out: &mut String) {
             SymDef::Sub(a, b) => format!("sub {} {}", size_text(a), size_text(b)),
         };
         let class = symbols.class_of(id);
-        let link = if class != id {
-            format!(" = ${}", class.0)
-        } else {
-            symbols.learnt_value(id).map_or(String::new(), |v| format!(" = {v}"))
-        };
+        let link = if class != id { format!(" = ${}", class.0) } else { symbols.learnt_value(id).map_or(String::new(), |v| format!(" = {v}")) };
         let _ = writeln!(out, "sym ${} {:?} {def}{link}", id.0, s.name);
     }
 }
@@ -444,7 +438,14 @@ pub fn along_named(name: &str) -> Option<AlongAxis> {
 
 /// Parses the text form back into a graph.
 pub fn parse(text: &str) -> Result<Graph, ParseError> {
-    let mut g = Graph { name: String::new(), graph: DiGraph::new(), inputs: Vec::new(), output: NodeIndex::new(0), symbols: Symbols::default(), size_arguments: Vec::new() };
+    let mut g = Graph {
+        name: String::new(),
+        graph: DiGraph::new(),
+        inputs: Vec::new(),
+        output: NodeIndex::new(0),
+        symbols: Symbols::default(),
+        size_arguments: Vec::new(),
+    };
     let mut header = Header::default();
     for (i, line) in text.lines().enumerate() {
         // `#` starts a comment line (`--emit graph` annotates graphs with them).

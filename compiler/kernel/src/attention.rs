@@ -68,7 +68,13 @@ fn next_fusion(p: &Program) -> Option<(usize, usize, usize, Kernel)> {
         }
         let own: Vec<Index> = (0..softmax.loops.len()).map(Index::Loop).collect();
         let loads = logit.loads();
-        let Some(ki) = loads.iter().filter(|(_, index)| *index == own.as_slice()).find_map(|(b, _)| p.kernels.iter().position(|k| k.output == *b && k.schedule.gemm.is_some())) else { continue };
+        let Some(ki) = loads
+            .iter()
+            .filter(|(_, index)| *index == own.as_slice())
+            .find_map(|(b, _)| p.kernels.iter().position(|k| k.output == *b && k.schedule.gemm.is_some()))
+        else {
+            continue;
+        };
         let scores = &p.kernels[ki];
         if loads.iter().filter(|(b, _)| *b == scores.output).count() != 1 || !only_reader(p, scores.output, si, &own) || !(ki < si && si < pi) {
             continue;
@@ -116,7 +122,10 @@ fn next_fusion(p: &Program) -> Option<(usize, usize, usize, Kernel)> {
             loops,
             rows: vec![RowReduction { op: Reduction::Sum, dtype: DType::F32, value: score }],
             body: Body::Attention { keys: g.inner, logit, visible, value },
-            schedule: Schedule { attention: Some(AttentionLoops { batch: g.batch, rows, cols, tile: TILE, scratch: [0, 1, 2].map(|i| p.buffers.len() + i) }), ..Schedule::default() },
+            schedule: Schedule {
+                attention: Some(AttentionLoops { batch: g.batch, rows, cols, tile: TILE, scratch: [0, 1, 2].map(|i| p.buffers.len() + i) }),
+                ..Schedule::default()
+            },
         };
         return Some((ki, si, pi, fused));
     }

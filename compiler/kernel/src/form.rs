@@ -8,12 +8,12 @@
 //! whose loads index the operand; host scalars fold into the expressions
 //! that use them.
 
-use crate::kernel::{constructor_value, Body, Buffer, BufferKind, Expr, Index, Kernel, Loop, Program, Role, Schedule};
-use nax_runtime::DType;
+use crate::kernel::{Body, Buffer, BufferKind, Expr, Index, Kernel, Loop, Program, Role, Schedule, constructor_value};
 use nax_front::check::sizes::Size;
 use nax_front::check::types::Type;
 use nax_front::checked::{AlongAxis, Reduction};
 use nax_ir::{Graph, MapFn, Op};
+use nax_runtime::DType;
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 
@@ -43,7 +43,10 @@ enum Value {
     /// constructor) whose only consumer will compute it inline: its
     /// expression over its own output loops, and those loops, to emit it as
     /// a kernel of its own if the consumer cannot take it.
-    Inline { expr: Expr, loops: Vec<Loop> },
+    Inline {
+        expr: Expr,
+        loops: Vec<Loop>,
+    },
 }
 
 /// Whether an expression over a nest of `rank` loops is cheap enough to
@@ -77,7 +80,12 @@ fn cheap(e: &Expr, rank: usize) -> bool {
                 if *applies > 3 {
                     return false;
                 }
-                let cheap_op = matches!(func, MapFn::Binary(B::Add | B::Sub | B::Mul | B::Div) | MapFn::Unary(_) | MapFn::Builtin(F::Abs | F::Relu | F::Maximum | F::Minimum | F::Where | F::Clamp | F::MaskedFill));
+                let cheap_op = matches!(
+                    func,
+                    MapFn::Binary(B::Add | B::Sub | B::Mul | B::Div)
+                        | MapFn::Unary(_)
+                        | MapFn::Builtin(F::Abs | F::Relu | F::Maximum | F::Minimum | F::Where | F::Clamp | F::MaskedFill)
+                );
                 cheap_op && args.iter().all(|a| walk(a, rank, applies, full))
             }
             _ => true,
@@ -112,7 +120,18 @@ fn substitute(e: &Expr, at: &[Index]) -> Expr {
 /// Forms the kernels of a graph.
 pub fn form(g: &Graph) -> Result<Program, String> {
     let order = petgraph::algo::toposort(&g.graph, None).map_err(|_| "the graph has a cycle".to_string())?;
-    let mut f = Former { g, p: Program { name: g.name.clone(), buffers: Vec::new(), kernels: Vec::new(), result: 0, symbols: g.symbols.clone(), size_arguments: g.size_arguments.clone() }, values: HashMap::new() };
+    let mut f = Former {
+        g,
+        p: Program {
+            name: g.name.clone(),
+            buffers: Vec::new(),
+            kernels: Vec::new(),
+            result: 0,
+            symbols: g.symbols.clone(),
+            size_arguments: g.size_arguments.clone(),
+        },
+        values: HashMap::new(),
+    };
     for n in order {
         let v = f.node(n)?;
         f.values.insert(n, v);
@@ -266,7 +285,17 @@ impl Former<'_> {
         // The reductions: the reduced axes, then the axis.
         let mut loops = self.output_loops(&reduced);
         loops.push(Loop { extent: sizes[axis], role: Role::Reduce });
-        let at: Vec<Index> = (0..sizes.len()).map(|a| Index::Loop(if a == axis { rank } else if a < axis { a } else { a - 1 })).collect();
+        let at: Vec<Index> = (0..sizes.len())
+            .map(|a| {
+                Index::Loop(if a == axis {
+                    rank
+                } else if a < axis {
+                    a
+                } else {
+                    a - 1
+                })
+            })
+            .collect();
         let x = self.read(input, &at, &loops);
         let max = self.scratch(wide, reduced.clone(), loops.clone(), Body::Reduce { op: Reduction::Max, value: x.clone() });
         let m = Expr::Load { buffer: max, index: (0..rank).map(Index::Loop).collect() };
@@ -284,11 +313,14 @@ impl Former<'_> {
         };
         let log_sum = apply(MapFn::Builtin(F::Log), vec![s.clone()]);
         let value = match (func, x) {
-            (AlongAxis::Softmax, Some(x)) => apply(MapFn::Binary(B::Div), vec![apply(MapFn::Builtin(F::Exp), vec![apply(MapFn::Binary(B::Sub), vec![x, m])]), s]),
+            (AlongAxis::Softmax, Some(x)) => {
+                apply(MapFn::Binary(B::Div), vec![apply(MapFn::Builtin(F::Exp), vec![apply(MapFn::Binary(B::Sub), vec![x, m])]), s])
+            }
             (AlongAxis::LogSoftmax, Some(x)) => apply(MapFn::Binary(B::Sub), vec![apply(MapFn::Binary(B::Sub), vec![x, m]), log_sum]),
             // logsumexp: the maximum itself where it is infinite.
             _ => {
-                let infinite = apply(MapFn::Binary(B::Eq), vec![apply(MapFn::Builtin(F::Abs), vec![m.clone()]), Expr::Literal(nax_ir::Literal::Float(f64::INFINITY))]);
+                let infinite =
+                    apply(MapFn::Binary(B::Eq), vec![apply(MapFn::Builtin(F::Abs), vec![m.clone()]), Expr::Literal(nax_ir::Literal::Float(f64::INFINITY))]);
                 apply(MapFn::Builtin(F::Where), vec![infinite, m.clone(), apply(MapFn::Binary(B::Add), vec![m, log_sum])])
             }
         };
@@ -304,13 +336,24 @@ impl Former<'_> {
         let rank = self.p.buffers[out].shape.len();
         let loads: Vec<(usize, &[Index])> = body.exprs().into_iter().flat_map(|v| v.loads()).collect();
         // Whether some load steps through memory with a stride along loop `l`.
-        let strided = |l: usize| loads.iter().any(|(b, index)| index.iter().enumerate().any(|(a, &i)| i == Index::Loop(l) && self.is_strided_axis(&self.p.buffers[*b].shape, a)));
+        let strided = |l: usize| {
+            loads.iter().any(|(b, index)| index.iter().enumerate().any(|(a, &i)| i == Index::Loop(l) && self.is_strided_axis(&self.p.buffers[*b].shape, a)))
+        };
         let contiguous = |l: usize| loads.iter().any(|(_, index)| index.last() == Some(&Index::Loop(l)));
         let mut s = Schedule { gemm: self.gemm_loops(out, loops, body), ..Schedule::default() };
         match body {
             Body::Store(_) if rank >= 2 && strided(rank - 1) && contiguous(rank - 2) => s.tile = Some(TILE),
-            Body::Along { func, axis, .. } if Schedule::takes_columns(&self.p.symbols, self.p.buffers[out].dtype, loops, *func, *axis) => s.columns = Some(COLUMNS),
-            Body::Reduce { .. } if s.gemm.is_none() && rank >= 2 && loops.len() > rank && body.exprs().iter().all(|&v| self.accumulates_in_memory(out, v)) && contiguous(rank - 1) && !strided(rank - 1) => {
+            Body::Along { func, axis, .. } if Schedule::takes_columns(&self.p.symbols, self.p.buffers[out].dtype, loops, *func, *axis) => {
+                s.columns = Some(COLUMNS)
+            }
+            Body::Reduce { .. }
+                if s.gemm.is_none()
+                    && rank >= 2
+                    && loops.len() > rank
+                    && body.exprs().iter().all(|&v| self.accumulates_in_memory(out, v))
+                    && contiguous(rank - 1)
+                    && !strided(rank - 1) =>
+            {
                 s.order = (0..rank - 1).chain(rank..loops.len()).chain([rank - 1]).collect();
             }
             _ => {}
@@ -325,10 +368,17 @@ impl Former<'_> {
     /// columns; the other output loops are the batch.
     fn gemm_loops(&self, out: usize, loops: &[Loop], body: &Body) -> Option<crate::kernel::GemmLoops> {
         let dtype = self.p.buffers[out].dtype;
-        let Body::Reduce { op: Reduction::Sum, value: Expr::Apply { func: MapFn::Binary(nax_front::syntax::ast::BinaryOp::Mul), compute, args } } = body else { return None };
+        let Body::Reduce { op: Reduction::Sum, value: Expr::Apply { func: MapFn::Binary(nax_front::syntax::ast::BinaryOp::Mul), compute, args } } = body else {
+            return None;
+        };
         let [Expr::Load { buffer: a, index: ia }, Expr::Load { buffer: b, index: ib }] = args.as_slice() else { return None };
         let rank = self.p.buffers[out].shape.len();
-        if !matches!(dtype, DType::F32 | DType::F64) || *compute != dtype || self.p.buffers[*a].dtype != dtype || self.p.buffers[*b].dtype != dtype || loops.len() != rank + 1 {
+        if !matches!(dtype, DType::F32 | DType::F64)
+            || *compute != dtype
+            || self.p.buffers[*a].dtype != dtype
+            || self.p.buffers[*b].dtype != dtype
+            || loops.len() != rank + 1
+        {
             return None;
         }
         let inner = rank;
@@ -349,7 +399,10 @@ impl Former<'_> {
         fn narrow(p: &Program, e: &Expr) -> bool {
             match e {
                 Expr::Load { buffer, .. } => matches!(p.buffers[*buffer].dtype, DType::F32 | DType::F16 | DType::BF16),
-                Expr::Apply { compute, args, .. } => matches!(compute, DType::F32 | DType::F16 | DType::BF16) && args.iter().all(|a| narrow(p, a) || !matches!(a, Expr::Apply { .. } | Expr::Load { .. })),
+                Expr::Apply { compute, args, .. } => {
+                    matches!(compute, DType::F32 | DType::F16 | DType::BF16)
+                        && args.iter().all(|a| narrow(p, a) || !matches!(a, Expr::Apply { .. } | Expr::Load { .. }))
+                }
                 _ => false,
             }
         }
@@ -372,11 +425,8 @@ impl Former<'_> {
             Op::SizeValue(s) => Value::Scalar(Expr::Size(*s)),
             Op::Map { func, maps, compute } => {
                 let loops = self.output_loops(&out);
-                let args: Vec<Expr> = ops
-                    .iter()
-                    .zip(maps)
-                    .map(|(&o, m)| self.read(o, &m.iter().map(|&r| Index::Loop(r)).collect::<Vec<_>>(), &loops))
-                    .collect();
+                let args: Vec<Expr> =
+                    ops.iter().zip(maps).map(|(&o, m)| self.read(o, &m.iter().map(|&r| Index::Loop(r)).collect::<Vec<_>>(), &loops)).collect();
                 let value = Expr::Apply { func: *func, compute: *compute, args };
                 if ops.iter().all(|o| matches!(self.values[o], Value::Scalar(_))) && out.is_empty() && !matches!(node.ty, Type::Tensor(_)) {
                     Value::Scalar(value)
@@ -400,11 +450,8 @@ impl Former<'_> {
                 let mut loops = self.output_loops(&out);
                 loops.extend(summed.iter().map(|&l| Loop { extent: extent[l].unwrap_or(Size::Const(1)), role: Role::Reduce }));
                 let position = |l: usize| order.iter().position(|&x| x == l).unwrap_or(0);
-                let reads: Vec<Expr> = ops
-                    .iter()
-                    .zip(labels)
-                    .map(|(&o, ls)| self.read(o, &ls.iter().map(|&l| Index::Loop(position(l))).collect::<Vec<_>>(), &loops))
-                    .collect();
+                let reads: Vec<Expr> =
+                    ops.iter().zip(labels).map(|(&o, ls)| self.read(o, &ls.iter().map(|&l| Index::Loop(position(l))).collect::<Vec<_>>(), &loops)).collect();
                 let value = reads
                     .into_iter()
                     .reduce(|a, b| Expr::Apply { func: MapFn::Binary(nax_front::syntax::ast::BinaryOp::Mul), compute: dtype, args: vec![a, b] })
@@ -441,7 +488,15 @@ impl Former<'_> {
                     loops.push(Loop { extent: input[*axis], role: Role::Reduce });
                     let last = loops.len() - 1;
                     let at = (0..input.len())
-                        .map(|a| Index::Loop(if a == *axis { last } else if a < *axis { a } else { a - 1 }))
+                        .map(|a| {
+                            Index::Loop(if a == *axis {
+                                last
+                            } else if a < *axis {
+                                a
+                            } else {
+                                a - 1
+                            })
+                        })
                         .collect::<Vec<_>>();
                     (loops, at, last)
                 } else {
@@ -479,9 +534,8 @@ impl Former<'_> {
             Op::Select { axis, index, .. } => {
                 let loops = self.output_loops(&out);
                 let rank = out.len() + 1;
-                let at: Vec<Index> = (0..rank)
-                    .map(|a| if a == *axis { Index::Const(*index) } else { Index::Loop(if a < *axis { a } else { a - 1 }) })
-                    .collect();
+                let at: Vec<Index> =
+                    (0..rank).map(|a| if a == *axis { Index::Const(*index) } else { Index::Loop(if a < *axis { a } else { a - 1 }) }).collect();
                 let value = self.read(ops[0], &at, &loops);
                 self.store(n, loops, value)
             }

@@ -47,14 +47,21 @@ pub struct Loop {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
     /// A buffer element, one index per axis, converted to `compute`.
-    Load { buffer: usize, index: Vec<Index> },
+    Load {
+        buffer: usize,
+        index: Vec<Index>,
+    },
     Literal(Literal),
     /// A size's value (an `int`).
     Size(Size),
     /// The position of a loop (arange).
     LoopIndex(usize),
     /// An elementwise function computing in `compute`.
-    Apply { func: MapFn, compute: DType, args: Vec<Expr> },
+    Apply {
+        func: MapFn,
+        compute: DType,
+        args: Vec<Expr>,
+    },
     /// The value of the kernel's row reduction of this index (see
     /// [`RowReduction`]).
     Row(usize),
@@ -330,7 +337,8 @@ impl Program {
     /// kernel), renumbering the others.
     pub fn drop_unused_buffers(&mut self) {
         let written: Vec<usize> = self.kernels.iter().map(|k| k.output).collect();
-        let keep: Vec<bool> = (0..self.buffers.len()).map(|b| self.buffers[b].kind != BufferKind::Temporary || written.contains(&b) || b == self.result).collect();
+        let keep: Vec<bool> =
+            (0..self.buffers.len()).map(|b| self.buffers[b].kind != BufferKind::Temporary || written.contains(&b) || b == self.result).collect();
         if keep.iter().all(|&k| k) {
             return;
         }

@@ -48,7 +48,10 @@ const MAX_RECOMPUTED: u64 = 4;
 /// A store that can take row reductions: a plain schedule and a last loop
 /// that runs whole inside one call (not the parallel one).
 pub(crate) fn takes_rows(c: &Kernel) -> bool {
-    matches!(c.body, Body::Store(_)) && c.schedule == Schedule::default() && c.loops.len() >= 2 && !matches!(c.loops[c.loops.len() - 1].role, Role::Parallel | Role::ParallelVector)
+    matches!(c.body, Body::Store(_))
+        && c.schedule == Schedule::default()
+        && c.loops.len() >= 2
+        && !matches!(c.loops[c.loops.len() - 1].role, Role::Parallel | Role::ParallelVector)
 }
 
 /// The next (consumer, producer) pair to fuse: the producer writes a

@@ -20,8 +20,8 @@
 //! An attention's body is `attention KEYS LOGIT [where VISIBLE] by VALUE`.
 
 use crate::kernel::{Body, BufferKind, Expr, Index, Program, Role};
-use nax_ir::text::{along_name, map_fn_name, print_symbols, reduction_name, size_text};
 use nax_ir::Literal;
+use nax_ir::text::{along_name, map_fn_name, print_symbols, reduction_name, size_text};
 use std::fmt::Write;
 
 fn index_text(i: Index) -> String {
@@ -111,7 +111,18 @@ pub fn print(p: &Program) -> String {
         }
         if let Some(a) = &k.schedule.attention {
             let batch: Vec<String> = a.batch.iter().map(|l| format!("i{l}")).collect();
-            let _ = write!(schedule, " flash [{}] i{} i{} {}x{} %{} %{} %{}", batch.join(" "), a.rows, a.cols, a.tile.0, a.tile.1, a.scratch[0], a.scratch[1], a.scratch[2]);
+            let _ = write!(
+                schedule,
+                " flash [{}] i{} i{} {}x{} %{} %{} %{}",
+                batch.join(" "),
+                a.rows,
+                a.cols,
+                a.tile.0,
+                a.tile.1,
+                a.scratch[0],
+                a.scratch[1],
+                a.scratch[2]
+            );
         }
         let rows: String = k.rows.iter().map(|r| format!(" row {} {} {};", reduction_name(r.op), r.dtype.as_str(), expr_text(&r.value))).collect();
         let _ = writeln!(out, "kernel %{} loops [{}]{schedule}{rows} {body}", k.output, loops.join(", "));
@@ -213,7 +224,9 @@ impl<'a> Cursor<'a> {
             return Ok(Expr::Apply { func, compute, args });
         }
         Ok(match w {
-            _ if w.strip_prefix("row").is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit())) => Expr::Row(w[3..].parse().map_err(|_| self.err("bad row"))?),
+            _ if w.strip_prefix("row").is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit())) => {
+                Expr::Row(w[3..].parse().map_err(|_| self.err("bad row"))?)
+            }
             "true" => Expr::Literal(Literal::Bool(true)),
             "false" => Expr::Literal(Literal::Bool(false)),
             _ if w.starts_with('i') && w[1..].chars().all(|c| c.is_ascii_digit()) => Expr::LoopIndex(w[1..].parse().map_err(|_| self.err("bad loop"))?),

@@ -76,15 +76,31 @@ pub fn verify(p: &Program) -> Vec<String> {
             // keys and the second not the rows; the value is a load.
             let single_sum = matches!(kernel.rows.as_slice(), [r] if r.op == nax_front::checked::Reduction::Sum && matches!(&r.value, Expr::Apply { func: nax_ir::MapFn::Binary(nax_front::syntax::ast::BinaryOp::Mul), args, .. } if matches!(args.as_slice(), [q @ Expr::Load { .. }, k @ Expr::Load { .. }] if !q.reads_loop(*keys) && !k.reads_loop(a.rows))))
                 && matches!(value, Expr::Load { .. });
-            if all != (0..rank).collect::<Vec<_>>() || *keys != rank || !single_sum || out.dtype != nax_runtime::DType::F32 || kernel.schedule.gemm.is_some() || kernel.schedule.columns.is_some() || kernel.schedule.tile.is_some() {
+            if all != (0..rank).collect::<Vec<_>>()
+                || *keys != rank
+                || !single_sum
+                || out.dtype != nax_runtime::DType::F32
+                || kernel.schedule.gemm.is_some()
+                || kernel.schedule.columns.is_some()
+                || kernel.schedule.tile.is_some()
+            {
                 errors.push(format!("kernel {k}: the attention loops do not fit the kernel (batch and rows and columns are the f32 output's loops, then keys, then the depth of its one summed score, a product of two loads, and its value a load)"));
             } else if a.scratch.iter().zip(a.scratch_shapes(&kernel.loops)).any(|(&b, shape)| {
                 p.buffers.get(b).is_none_or(|b| {
-                    b.kind != crate::kernel::BufferKind::Tile || b.dtype != nax_runtime::DType::F32 || b.shape.len() != shape.len() || !b.shape.iter().zip(&shape).all(|(&s, &t)| p.symbols.same(s, t))
+                    b.kind != crate::kernel::BufferKind::Tile
+                        || b.dtype != nax_runtime::DType::F32
+                        || b.shape.len() != shape.len()
+                        || !b.shape.iter().zip(&shape).all(|(&s, &t)| p.symbols.same(s, t))
                 })
             }) {
                 errors.push(format!("kernel {k}: an attention's scratch buffers are f32 tile buffers of its tile's shapes"));
-            } else if [Some(logit), visible.as_ref()].into_iter().flatten().any(|e| e.reads_loop(a.cols) || e.reads_loop(depth)) || visible.as_ref().is_some_and(crate::attention::reads_score) || value.reads_loop(a.rows) || value.reads_loop(depth) || a.tile.0 == 0 || a.tile.1 == 0 {
+            } else if [Some(logit), visible.as_ref()].into_iter().flatten().any(|e| e.reads_loop(a.cols) || e.reads_loop(depth))
+                || visible.as_ref().is_some_and(crate::attention::reads_score)
+                || value.reads_loop(a.rows)
+                || value.reads_loop(depth)
+                || a.tile.0 == 0
+                || a.tile.1 == 0
+            {
                 errors.push(format!("kernel {k}: an attention's logit and mask read only its batch, rows and keys (the mask not the score), its value only its batch, keys and columns, and its tiles are not empty"));
             }
         }

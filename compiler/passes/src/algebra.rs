@@ -5,7 +5,7 @@
 //! `where(m, v, x)`, and a scale of a contraction by a scalar moves onto
 //! its smallest operand (`einsum(q, k) / sqrt(d)` scales `q`).
 
-use crate::language::{add, as_type, node_type, nodes_of, plain, rule, tensor_of, type_of, ENode, Types, EG};
+use crate::language::{EG, ENode, Types, add, as_type, node_type, nodes_of, plain, rule, tensor_of, type_of};
 use egg::{Id, Rewrite};
 use nax_front::check::types::Type;
 use nax_front::checked::{AlongAxis, Elementwise};
@@ -117,13 +117,22 @@ fn scale_through_contraction(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
             let sizes: Vec<Option<f64>> = contraction
                 .children
                 .iter()
-                .map(|&x| tensor_of(eg, x).filter(|t| t.dtype == out.dtype).map(|t| t.axes.iter().map(|a| crate::language::extent(&eg.analysis.symbols, a.size)).product()))
+                .map(|&x| {
+                    tensor_of(eg, x)
+                        .filter(|t| t.dtype == out.dtype)
+                        .map(|t| t.axes.iter().map(|a| crate::language::extent(&eg.analysis.symbols, a.size)).product())
+                })
                 .collect();
             let Some(sizes) = sizes.into_iter().collect::<Option<Vec<f64>>>() else { continue };
             let Some(k) = (0..sizes.len()).min_by(|&i, &j| sizes[i].total_cmp(&sizes[j]).then(i.cmp(&j))) else { continue };
             let Some(xt) = tensor_of(eg, contraction.children[k]).cloned() else { continue };
             let scaled_maps = vec![(0..xt.axes.len()).collect(), maps[1 - p].clone()];
-            let scaled = add(eg, Op::Map { func: MapFn::Binary(*b), maps: scaled_maps, compute: *compute }, plain(&xt, xt.axes.clone()), vec![contraction.children[k], s]);
+            let scaled = add(
+                eg,
+                Op::Map { func: MapFn::Binary(*b), maps: scaled_maps, compute: *compute },
+                plain(&xt, xt.axes.clone()),
+                vec![contraction.children[k], s],
+            );
             let mut children = contraction.children.clone();
             children[k] = scaled;
             results.push(add(eg, Op::Contract { labels, output }, ty.clone(), children));

@@ -5,7 +5,7 @@
 //! their count; `mean`, `max` and `min` over them are the value itself; a
 //! reduction over the original axes runs before the expansion).
 
-use crate::language::{absorb_operands, add, as_type, is_identity, node_type, rule, tensor_of, unary_nodes, with_axes, ENode, Types, EG};
+use crate::language::{EG, ENode, Types, absorb_operands, add, as_type, is_identity, node_type, rule, tensor_of, unary_nodes, with_axes};
 use egg::{Id, Rewrite};
 use nax_front::check::range::Range;
 use nax_front::check::types::Type;
@@ -47,7 +47,10 @@ fn expand_into_operand(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
             let backed = |axis: usize| map.iter().position(|&m| m == axis).is_some_and(|j| symbols.same(xt.axes[j].size, expanded.axes[axis].size));
             let elsewhere = |axis: usize| {
                 node.children.iter().enumerate().any(|(o, &c)| {
-                    o != k && tensor_of(eg, c).is_some_and(|t| labels[o].iter().zip(&t.axes).any(|(&l, a)| l == labels[k][axis] && symbols.same(a.size, expanded.axes[axis].size)))
+                    o != k
+                        && tensor_of(eg, c).is_some_and(|t| {
+                            labels[o].iter().zip(&t.axes).any(|(&l, a)| l == labels[k][axis] && symbols.same(a.size, expanded.axes[axis].size))
+                        })
                 })
             };
             if !(0..expanded.axes.len()).all(|axis| backed(axis) || elsewhere(axis)) {

@@ -8,7 +8,7 @@
 //! output distributes into it, so the association sums that label as early
 //! as it can.
 
-use crate::language::{add, node_type, nodes_of, plain, rule, tensor_of, ENode, Types, EG};
+use crate::language::{EG, ENode, Types, add, node_type, nodes_of, plain, rule, tensor_of};
 use egg::{Id, Rewrite};
 use nax_front::check::types::{Axis, Type};
 use nax_front::checked::Reduction;
@@ -44,7 +44,8 @@ fn associate(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     for i in 0..n {
         for j in i + 1..n {
             let rest: Vec<usize> = (0..n).filter(|&k| k != i && k != j).collect();
-            let mut pair_keep: Vec<usize> = labels[i].iter().chain(&labels[j]).copied().filter(|l| output.contains(l) || rest.iter().any(|&r| labels[r].contains(l))).collect();
+            let mut pair_keep: Vec<usize> =
+                labels[i].iter().chain(&labels[j]).copied().filter(|l| output.contains(l) || rest.iter().any(|&r| labels[r].contains(l))).collect();
             pair_keep.sort_unstable();
             pair_keep.dedup();
             let axes: Option<Vec<Axis>> = pair_keep.iter().map(|l| axis_of.get(l).cloned()).collect();
@@ -98,14 +99,17 @@ mod tests {
     // associate-contraction: einsum(a, b, c: i j, j k, k -> i) => contract(contract(b, c), a)
     #[test]
     fn a_chain_contracts_its_small_end_first() {
-        let g = optimized("dim i = 4096\ndim j = 256\ndim k = 4096\ndef f(a: [i j], b: [j k], c: [k]) -> [i] {\n    return einsum(a, b, c: i j, j k, k -> i)\n}\n");
+        let g =
+            optimized("dim i = 4096\ndim j = 256\ndim k = 4096\ndef f(a: [i j], b: [j k], c: [k]) -> [i] {\n    return einsum(a, b, c: i j, j k, k -> i)\n}\n");
         assert_eq!(g, "(contract (contract b[1 2] c[2] -> [1])[1] a[0 1] -> [0])");
     }
 
     // associate-contraction: einsum(a, b, c: i j, j k, k l -> i l) with k = 2 => contract(contract(a, b), c)
     #[test]
     fn a_chain_with_a_small_middle_contracts_its_left_first() {
-        let g = optimized("dim i = 8\ndim j = 512\ndim k = 2\ndim l = 512\ndef f(a: [i j], b: [j k], c: [k l]) -> [i l] {\n    return einsum(a, b, c: i j, j k, k l -> i l)\n}\n");
+        let g = optimized(
+            "dim i = 8\ndim j = 512\ndim k = 2\ndim l = 512\ndef f(a: [i j], b: [j k], c: [k l]) -> [i l] {\n    return einsum(a, b, c: i j, j k, k l -> i l)\n}\n",
+        );
         assert_eq!(g, "(contract (contract a[0 1] b[1 2] -> [0 2])[0 2] c[2 3] -> [0 3])");
     }
 
@@ -125,7 +129,9 @@ mod tests {
     // sum-of-contraction, then associate-contraction: sum(einsum(a, b, c), l) sums l inside the cheap pair
     #[test]
     fn a_sum_distributes_into_a_chain() {
-        let g = optimized("dim i = 8\ndim j = 512\ndim k = 512\ndim l = 512\ndef f(a: [i j], b: [j k], c: [k l]) -> [i] {\n    return sum(einsum(a, b, c: i j, j k, k l -> i l), l)\n}\n");
+        let g = optimized(
+            "dim i = 8\ndim j = 512\ndim k = 512\ndim l = 512\ndef f(a: [i j], b: [j k], c: [k l]) -> [i] {\n    return sum(einsum(a, b, c: i j, j k, k l -> i l), l)\n}\n",
+        );
         assert_eq!(g, "(contract (contract a[0 1] b[1 2] -> [0 2])[0 2] c[2 3] -> [0])");
     }
 

@@ -194,7 +194,13 @@ pub fn unary_nodes<T>(eg: &EG, class: Id, pick: impl Fn(&Op) -> Option<T>) -> Ve
 /// operation reading that node's operand `x` instead, with operand `k`'s
 /// index map (or labels) `list` replaced by `through(eg, k, list, picked,
 /// x)`, where that gives one. Permutes and expansions are absorbed so.
-pub fn absorb_operands<T>(eg: &mut EG, node: &ENode, op: &Op, pick: impl Fn(&Op) -> Option<T>, through: impl Fn(&EG, usize, &[usize], &T, Id) -> Option<Vec<usize>>) -> Vec<Id> {
+pub fn absorb_operands<T>(
+    eg: &mut EG,
+    node: &ENode,
+    op: &Op,
+    pick: impl Fn(&Op) -> Option<T>,
+    through: impl Fn(&EG, usize, &[usize], &T, Id) -> Option<Vec<usize>>,
+) -> Vec<Id> {
     let lists = match op {
         Op::Map { maps, .. } => maps,
         Op::Contract { labels, .. } => labels,

@@ -5,7 +5,7 @@
 //! consumers can absorb them. No kernel then materialises a transpose
 //! unless the result itself is one.
 
-use crate::language::{absorb_operands, add, as_type, inverse, is_identity, node_type, nodes_of, rule, tensor_of, unary_nodes, with_axes, ENode, Types, EG};
+use crate::language::{EG, ENode, Types, absorb_operands, add, as_type, inverse, is_identity, node_type, nodes_of, rule, tensor_of, unary_nodes, with_axes};
 use egg::{Id, Rewrite};
 use nax_front::check::types::Type;
 use nax_front::checked::AlongAxis;

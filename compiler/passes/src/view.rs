@@ -4,7 +4,7 @@
 //! types agree. `rearrange(x, "b (h d) -> b h d")` followed by
 //! `rearrange(_, "b h d -> b (h d)")` cancels.
 
-use crate::language::{add, as_type, node_type, nodes_of, rule, type_of, ENode, Types, EG};
+use crate::language::{EG, ENode, Types, add, as_type, node_type, nodes_of, rule, type_of};
 use egg::{Id, Rewrite};
 use nax_front::check::types::Type;
 use nax_ir::Op;
@@ -48,13 +48,23 @@ mod tests {
     // view-of-view, identity-view: reshape(reshape(x)) back to x's sizes => rename(x)
     #[test]
     fn a_grouping_and_its_ungrouping_cancel() {
-        assert_eq!(optimized("dim b = 2\ndim D = 8\ndef f(x: [b D]) -> [b 8] {\n    y = rearrange(x, b (h d) -> b h d, h=2)\n    return rearrange(y, b h d -> b (h d))\n}\n"), "(rename x)");
+        assert_eq!(
+            optimized(
+                "dim b = 2\ndim D = 8\ndef f(x: [b D]) -> [b 8] {\n    y = rearrange(x, b (h d) -> b h d, h=2)\n    return rearrange(y, b h d -> b (h d))\n}\n"
+            ),
+            "(rename x)"
+        );
     }
 
     // view-of-view: reshape(reshape(x)) => reshape(x)
     #[test]
     fn two_regroupings_are_one() {
-        assert_eq!(optimized("dim b = 2\ndim D = 8\ndim d = 2\ndef f(x: [b D]) -> [8 d] {\n    y = rearrange(x, b (h d) -> b h d, h=4)\n    return rearrange(y, b h d -> (b h) d)\n}\n"), "(reshape x)");
+        assert_eq!(
+            optimized(
+                "dim b = 2\ndim D = 8\ndim d = 2\ndef f(x: [b D]) -> [8 d] {\n    y = rearrange(x, b (h d) -> b h d, h=4)\n    return rearrange(y, b h d -> (b h) d)\n}\n"
+            ),
+            "(reshape x)"
+        );
     }
 
     // identity-view: rename(x) to x's own type => x

@@ -96,14 +96,8 @@ pub(crate) fn align(left: &NamedTensor, right: &NamedTensor) -> Result<Alignment
         shape: Vec::with_capacity(pairs.len()),
         names: Vec::with_capacity(pairs.len()),
         coords: Vec::with_capacity(pairs.len()),
-        left: Placement {
-            axis_at: Vec::with_capacity(pairs.len()),
-            take: vec![None; left.rank()],
-        },
-        right: Placement {
-            axis_at: Vec::with_capacity(pairs.len()),
-            take: vec![None; right.rank()],
-        },
+        left: Placement { axis_at: Vec::with_capacity(pairs.len()), take: vec![None; left.rank()] },
+        right: Placement { axis_at: Vec::with_capacity(pairs.len()), take: vec![None; right.rank()] },
     };
     for pair in pairs {
         let (l, r) = match pair {
@@ -111,9 +105,7 @@ pub(crate) fn align(left: &NamedTensor, right: &NamedTensor) -> Result<Alignment
             Pair::Left(i) => (Some(i), None),
             Pair::Right(j) => (None, Some(j)),
         };
-        let name = l
-            .and_then(|i| left.names().get(i).cloned().flatten())
-            .or_else(|| r.and_then(|j| right.names().get(j).cloned().flatten()));
+        let name = l.and_then(|i| left.names().get(i).cloned().flatten()).or_else(|| r.and_then(|j| right.names().get(j).cloned().flatten()));
         let (size, labels) = match pair {
             Pair::Both(i, j) => meet(left, i, right, j, &mut al)?,
             Pair::Left(i) => own_axis(left, i),
@@ -136,13 +128,7 @@ fn own_axis(t: &NamedTensor, axis: usize) -> (usize, Option<Vec<String>>) {
 
 /// The size and labels of the result axis where axis `i` of `left` meets
 /// axis `j` of `right`; records the positions a label join keeps.
-fn meet(
-    left: &NamedTensor,
-    i: usize,
-    right: &NamedTensor,
-    j: usize,
-    al: &mut Alignment,
-) -> Result<(usize, Option<Vec<String>>), RuntimeError> {
+fn meet(left: &NamedTensor, i: usize, right: &NamedTensor, j: usize, al: &mut Alignment) -> Result<(usize, Option<Vec<String>>), RuntimeError> {
     let ls = left.shape().get(i).copied().unwrap_or(1);
     let rs = right.shape().get(j).copied().unwrap_or(1);
     match (left.labels(i), right.labels(j)) {
@@ -156,18 +142,8 @@ fn meet(
             }
             Ok((labels.len(), Some(labels)))
         }
-        (Some(_), None) if ls == 1 && rs != 1 => Err(RuntimeError::LabelsBroadcast {
-            side: Operand::Left,
-            axis: i,
-            names: left.names().to_vec(),
-            size: rs,
-        }),
-        (None, Some(_)) if rs == 1 && ls != 1 => Err(RuntimeError::LabelsBroadcast {
-            side: Operand::Right,
-            axis: j,
-            names: right.names().to_vec(),
-            size: ls,
-        }),
+        (Some(_), None) if ls == 1 && rs != 1 => Err(RuntimeError::LabelsBroadcast { side: Operand::Left, axis: i, names: left.names().to_vec(), size: rs }),
+        (None, Some(_)) if rs == 1 && ls != 1 => Err(RuntimeError::LabelsBroadcast { side: Operand::Right, axis: j, names: right.names().to_vec(), size: ls }),
         (ll, rl) if ls == rs || ls == 1 || rs == 1 => {
             let labels = ll.or(rl).map(<[String]>::to_vec);
             Ok((if ls == 1 { rs } else { ls }, labels))
@@ -186,15 +162,8 @@ fn meet(
 /// The inner join of two label lists: the labels both have, in the left
 /// list's order, and the positions of those labels in each list (`None`
 /// where they are all the positions in order).
-fn join_labels(
-    left: &[String],
-    right: &[String],
-) -> (Vec<String>, Option<Vec<usize>>, Option<Vec<usize>>) {
-    let right_pos: HashMap<&str, usize> = right
-        .iter()
-        .enumerate()
-        .map(|(k, l)| (l.as_str(), k))
-        .collect();
+fn join_labels(left: &[String], right: &[String]) -> (Vec<String>, Option<Vec<usize>>, Option<Vec<usize>>) {
+    let right_pos: HashMap<&str, usize> = right.iter().enumerate().map(|(k, l)| (l.as_str(), k)).collect();
     let mut labels = Vec::new();
     let mut lt = Vec::new();
     let mut rt = Vec::new();
@@ -205,9 +174,7 @@ fn join_labels(
             rt.push(p);
         }
     }
-    let all_in_order = |take: &[usize], len: usize| {
-        take.len() == len && take.iter().enumerate().all(|(k, &p)| k == p)
-    };
+    let all_in_order = |take: &[usize], len: usize| take.len() == len && take.iter().enumerate().all(|(k, &p)| k == p);
     let lt = (!all_in_order(&lt, left.len())).then_some(lt);
     let rt = (!all_in_order(&rt, right.len())).then_some(rt);
     (labels, lt, rt)
@@ -227,19 +194,8 @@ fn pair_axes(ln: &[Option<String>], rn: &[Option<String>]) -> Result<Vec<Pair>, 
     let mut pairs = right_aligned(kl, kr);
     let mut right_used = vec![false; rn.len()];
     for (i, name) in ln.iter().enumerate().skip(kl) {
-        let occurrence = ln
-            .get(kl..i)
-            .unwrap_or_default()
-            .iter()
-            .filter(|n| *n == name)
-            .count();
-        let j = rn
-            .iter()
-            .enumerate()
-            .skip(kr)
-            .filter(|(_, n)| *n == name)
-            .nth(occurrence)
-            .map(|(j, _)| j);
+        let occurrence = ln.get(kl..i).unwrap_or_default().iter().filter(|n| *n == name).count();
+        let j = rn.iter().enumerate().skip(kr).filter(|(_, n)| *n == name).nth(occurrence).map(|(j, _)| j);
         if let Some(used) = j.and_then(|j| right_used.get_mut(j)) {
             *used = true;
         }
@@ -255,36 +211,21 @@ fn pair_axes(ln: &[Option<String>], rn: &[Option<String>]) -> Result<Vec<Pair>, 
 fn right_aligned(nl: usize, nr: usize) -> Vec<Pair> {
     let n = nl.max(nr);
     (0..n)
-        .map(
-            |k| match ((k + nl).checked_sub(n), (k + nr).checked_sub(n)) {
-                (Some(i), Some(j)) => Pair::Both(i, j),
-                (Some(i), None) => Pair::Left(i),
-                // The left run is the shorter one, so the right run's axis is `k`.
-                (None, _) => Pair::Right(k),
-            },
-        )
+        .map(|k| match ((k + nl).checked_sub(n), (k + nr).checked_sub(n)) {
+            (Some(i), Some(j)) => Pair::Both(i, j),
+            (Some(i), None) => Pair::Left(i),
+            // The left run is the shorter one, so the right run's axis is `k`.
+            (None, _) => Pair::Right(k),
+        })
         .collect()
 }
 
 /// The number of leading unnamed axes of `names`, which has a named axis;
 /// an error when an unnamed axis follows a named one.
-fn leading_unnamed(
-    names: &[Option<String>],
-    side: Operand,
-    ln: &[Option<String>],
-    rn: &[Option<String>],
-) -> Result<usize, RuntimeError> {
-    let first_named = names
-        .iter()
-        .position(Option::is_some)
-        .unwrap_or(names.len());
+fn leading_unnamed(names: &[Option<String>], side: Operand, ln: &[Option<String>], rn: &[Option<String>]) -> Result<usize, RuntimeError> {
+    let first_named = names.iter().position(Option::is_some).unwrap_or(names.len());
     match names.iter().skip(first_named).position(Option::is_none) {
-        Some(k) => Err(RuntimeError::UnnamedAfterNamedOperand {
-            side,
-            position: first_named + k,
-            left_names: ln.to_vec(),
-            right_names: rn.to_vec(),
-        }),
+        Some(k) => Err(RuntimeError::UnnamedAfterNamedOperand { side, position: first_named + k, left_names: ln.to_vec(), right_names: rn.to_vec() }),
         None => Ok(first_named),
     }
 }
@@ -298,9 +239,7 @@ mod tests {
     fn t(shape: &[usize], axis_names: &str) -> NamedTensor {
         let n: usize = shape.iter().product();
         let v = vec![0.0; n];
-        HostTensor::from_f64(DType::F32, shape.to_vec(), names(axis_names), &v)
-            .unwrap()
-            .into()
+        HostTensor::from_f64(DType::F32, shape.to_vec(), names(axis_names), &v).unwrap().into()
     }
 
     fn pairs(l: &str, r: &str) -> Result<Vec<Pair>, RuntimeError> {
@@ -313,21 +252,12 @@ mod tests {
         use Pair::*;
         assert_eq!(pairs("x _", "x _").unwrap(), [Both(0, 0), Both(1, 1)]);
         // No names: right-aligned.
-        assert_eq!(
-            pairs("_ x y", "_ _").unwrap(),
-            [Left(0), Both(1, 0), Both(2, 1)]
-        );
+        assert_eq!(pairs("_ x y", "_ _").unwrap(), [Left(0), Both(1, 0), Both(2, 1)]);
         assert_eq!(pairs("", "x _").unwrap(), [Right(0), Right(1)]);
         // Unnamed runs right-aligned, then the left's names, then the right's new ones.
-        assert_eq!(
-            pairs("_ x y", "_ _ z y").unwrap(),
-            [Right(0), Both(0, 1), Left(1), Both(2, 3), Right(2)]
-        );
+        assert_eq!(pairs("_ x y", "_ _ z y").unwrap(), [Right(0), Both(0, 1), Left(1), Both(2, 3), Right(2)]);
         // Repeated names pair by occurrence.
-        assert_eq!(
-            pairs("n m n", "n n").unwrap(),
-            [Both(0, 0), Left(1), Both(2, 1)]
-        );
+        assert_eq!(pairs("n m n", "n n").unwrap(), [Both(0, 0), Left(1), Both(2, 1)]);
     }
 
     #[test]
@@ -340,17 +270,7 @@ mod tests {
              put the unnamed axes first, name every axis, or give both operands the same names"
         );
         let e = pairs("_ x", "_ x _").unwrap_err();
-        assert!(
-            matches!(
-                e,
-                RuntimeError::UnnamedAfterNamedOperand {
-                    side: Operand::Right,
-                    position: 2,
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert!(matches!(e, RuntimeError::UnnamedAfterNamedOperand { side: Operand::Right, position: 2, .. }), "{e}");
         // With an operand without names the pairing is positional: no error.
         assert!(pairs("x _", "_ _").is_ok());
     }

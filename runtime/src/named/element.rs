@@ -327,10 +327,7 @@ mod tests {
         let b = f16::from_f32(0.0004);
         // 1 + 0.0004 rounds to 1 in f16 (the spacing near 1 is 2^-10).
         assert_eq!(a.plus(b), a);
-        assert_eq!(
-            bf16::from_f32(3.0).over(bf16::from_f32(2.0)),
-            bf16::from_f32(1.5)
-        );
+        assert_eq!(bf16::from_f32(3.0).over(bf16::from_f32(2.0)), bf16::from_f32(1.5));
         assert_eq!(f16::cast(3i64), f16::from_f32(3.0));
         assert_eq!(bf16::cast(true), bf16::ONE);
         assert_eq!(f16::from_f32(-2.5).to_i64(), -2);

@@ -41,33 +41,14 @@ impl Geometry {
     /// `a[k]` and `b[k]` elements along axis `k` (0 where they broadcast).
     /// `None` when the element count overflows `usize`.
     pub(crate) fn new(dims: &[usize], a: &[usize], b: &[usize]) -> Option<Geometry> {
-        let axes: Vec<(usize, usize, usize)> = dims
-            .iter()
-            .zip(a)
-            .zip(b)
-            .map(|((&d, &sa), &sb)| (d, sa, sb))
-            .collect();
+        let axes: Vec<(usize, usize, usize)> = dims.iter().zip(a).zip(b).map(|((&d, &sa), &sb)| (d, sa, sb)).collect();
         // The element count of the axes kept, which the kernel writes.
-        let len = if axes.iter().any(|&(d, _, _)| d == 0) {
-            0
-        } else {
-            axes.iter()
-                .try_fold(1usize, |acc, &(d, _, _)| acc.checked_mul(d))?
-        };
-        let mut g = Geometry {
-            dims: Vec::with_capacity(axes.len()),
-            a: Vec::with_capacity(axes.len()),
-            b: Vec::with_capacity(axes.len()),
-            len,
-        };
+        let len = if axes.iter().any(|&(d, _, _)| d == 0) { 0 } else { axes.iter().try_fold(1usize, |acc, &(d, _, _)| acc.checked_mul(d))? };
+        let mut g = Geometry { dims: Vec::with_capacity(axes.len()), a: Vec::with_capacity(axes.len()), b: Vec::with_capacity(axes.len()), len };
         for (d, sa, sb) in axes.into_iter().filter(|&(d, _, _)| d != 1) {
-            let merges = |outer: Option<&usize>, inner: usize| {
-                outer.is_some_and(|&o| Some(o) == inner.checked_mul(d))
-            };
+            let merges = |outer: Option<&usize>, inner: usize| outer.is_some_and(|&o| Some(o) == inner.checked_mul(d));
             if merges(g.a.last(), sa) && merges(g.b.last(), sb) {
-                if let (Some(gd), Some(ga), Some(gb)) =
-                    (g.dims.last_mut(), g.a.last_mut(), g.b.last_mut())
-                {
+                if let (Some(gd), Some(ga), Some(gb)) = (g.dims.last_mut(), g.a.last_mut(), g.b.last_mut()) {
                     *gd *= d;
                     *ga = sa;
                     *gb = sb;
@@ -105,22 +86,13 @@ impl Tuning {
     /// for the hardware prefetchers. Measured best among 16 to 1024 rows
     /// by 4 to 256 columns on the 4096 x 4096 f32 benchmark.
     fn for_type<T>() -> Tuning {
-        Tuning {
-            grain: 1 << 15,
-            tile_rows: (512 / size_of::<T>().max(1)).max(8),
-            tile_cols: 32,
-        }
+        Tuning { grain: 1 << 15, tile_rows: (512 / size_of::<T>().max(1)).max(8), tile_cols: 32 }
     }
 }
 
 /// `op(a, b)` elementwise over `geo`, on rayon's current pool. The only
 /// error is a failed allocation of the result.
-pub(crate) fn pointwise<T, U, F>(
-    geo: &Geometry,
-    a: &[T],
-    b: &[T],
-    op: F,
-) -> Result<Vec<U>, TryReserveError>
+pub(crate) fn pointwise<T, U, F>(geo: &Geometry, a: &[T], b: &[T], op: F) -> Result<Vec<U>, TryReserveError>
 where
     T: Copy + Sync,
     U: Copy + Send,
@@ -130,13 +102,7 @@ where
 }
 
 /// [`pointwise`] with explicit sizes (the tests use tiny ones).
-fn pointwise_tuned<T, U, F>(
-    geo: &Geometry,
-    a: &[T],
-    b: &[T],
-    op: &F,
-    tuning: Tuning,
-) -> Result<Vec<U>, TryReserveError>
+fn pointwise_tuned<T, U, F>(geo: &Geometry, a: &[T], b: &[T], op: &F, tuning: Tuning) -> Result<Vec<U>, TryReserveError>
 where
     T: Copy + Sync,
     U: Copy + Send,
@@ -145,17 +111,8 @@ where
     let mut out: Vec<U> = Vec::new();
     out.try_reserve_exact(geo.len)?;
     if geo.len > 0 {
-        let plan = Plan {
-            geo,
-            out: row_major_strides(&geo.dims),
-            tiling: tiling(geo),
-            tuning,
-        };
-        let whole = Block {
-            dims: geo.dims.clone(),
-            a: 0,
-            b: 0,
-        };
+        let plan = Plan { geo, out: row_major_strides(&geo.dims), tiling: tiling(geo), tuning };
+        let whole = Block { dims: geo.dims.clone(), a: 0, b: 0 };
         plan.fill(whole, &mut out.spare_capacity_mut()[..geo.len], a, b, op);
     }
     // SAFETY: the capacity is at least `geo.len`, and `fill` has written
@@ -198,9 +155,7 @@ fn tiling(geo: &Geometry) -> Option<Tiling> {
         return None;
     };
     let inner_stride = s.get(inner).copied().unwrap_or(0);
-    let axis = (0..inner)
-        .filter(|&k| s[k] != 0 && s[k] < inner_stride)
-        .min_by_key(|&k| s[k])?;
+    let axis = (0..inner).filter(|&k| s[k] != 0 && s[k] < inner_stride).min_by_key(|&k| s[k])?;
     Some(Tiling { axis, transposed })
 }
 
@@ -236,16 +191,11 @@ impl Plan<'_> {
             && let Some((lo, hi, at)) = self.split(&block, out.len())
         {
             let (out_lo, out_hi) = out.split_at_mut(at);
-            rayon::join(
-                || self.fill(lo, out_lo, a, b, op),
-                || self.fill(hi, out_hi, a, b, op),
-            );
+            rayon::join(|| self.fill(lo, out_lo, a, b, op), || self.fill(hi, out_hi, a, b, op));
             return;
         }
         match self.tiling {
-            Some(t) if block.dims.get(t.axis).is_some_and(|&d| d > 1) => {
-                self.tiles(t, &block, out, a, b, op)
-            }
+            Some(t) if block.dims.get(t.axis).is_some_and(|&d| d > 1) => self.tiles(t, &block, out, a, b, op),
             _ => self.rows(&block, out, a, b, op),
         }
     }
@@ -270,17 +220,9 @@ impl Plan<'_> {
             return None;
         };
         let after: usize = block.dims[m + 1..].iter().product();
-        let mut lo = Block {
-            dims: block.dims.clone(),
-            a: block.a,
-            b: block.b,
-        };
+        let mut lo = Block { dims: block.dims.clone(), a: block.a, b: block.b };
         lo.dims[m] = mid;
-        let mut hi = Block {
-            dims: block.dims.clone(),
-            a: block.a + mid * self.geo.a[m],
-            b: block.b + mid * self.geo.b[m],
-        };
+        let mut hi = Block { dims: block.dims.clone(), a: block.a + mid * self.geo.a[m], b: block.b + mid * self.geo.b[m] };
         hi.dims[m] = size - mid;
         Some((lo, hi, mid * after))
     }
@@ -295,20 +237,11 @@ impl Plan<'_> {
         let inner = block.dims.len() - 1;
         let n = block.dims[inner];
         let (sa, sb) = (self.geo.a[inner], self.geo.b[inner]);
-        let strides = [
-            &self.geo.a[..inner],
-            &self.geo.b[..inner],
-            &self.out[..inner],
-        ];
-        for_each_offset(
-            &block.dims[..inner],
-            strides,
-            [block.a, block.b, 0],
-            |[oa, ob, o]| {
-                let (ra, rb) = (Run::new(a, oa, sa), Run::new(b, ob, sb));
-                row(&mut out[o..o + n], ra, rb, op);
-            },
-        );
+        let strides = [&self.geo.a[..inner], &self.geo.b[..inner], &self.out[..inner]];
+        for_each_offset(&block.dims[..inner], strides, [block.a, block.b, 0], |[oa, ob, o]| {
+            let (ra, rb) = (Run::new(a, oa, sa), Run::new(b, ob, sb));
+            row(&mut out[o..o + n], ra, rb, op);
+        });
     }
 
     /// Writes `block` in tiles of the tiling's axis and the innermost
@@ -316,15 +249,8 @@ impl Plan<'_> {
     /// column (runs along the axis it steps least in), to a buffer that the
     /// rows then read: every cache line of that operand is read once and
     /// used whole, whatever its strides.
-    fn tiles<T, U, F>(
-        &self,
-        tiling: Tiling,
-        block: &Block,
-        out: &mut [MaybeUninit<U>],
-        a: &[T],
-        b: &[T],
-        op: &F,
-    ) where
+    fn tiles<T, U, F>(&self, tiling: Tiling, block: &Block, out: &mut [MaybeUninit<U>], a: &[T], b: &[T], op: &F)
+    where
         T: Copy,
         U: Copy,
         F: Fn(T, T) -> U,
@@ -338,19 +264,11 @@ impl Plan<'_> {
             Input::A => (a, pa, sa),
             Input::B => (b, pb, sb),
         };
-        let Tuning {
-            tile_rows,
-            tile_cols,
-            ..
-        } = self.tuning;
+        let Tuning { tile_rows, tile_cols, .. } = self.tuning;
         let mut buf: Vec<T> = Vec::with_capacity(tile_rows * tile_cols);
         let mut outer = block.dims[..inner].to_vec();
         outer[p] = 1;
-        let strides = [
-            &self.geo.a[..inner],
-            &self.geo.b[..inner],
-            &self.out[..inner],
-        ];
+        let strides = [&self.geo.a[..inner], &self.geo.b[..inner], &self.out[..inner]];
         for_each_offset(&outer, strides, [block.a, block.b, 0], |[oa, ob, o]| {
             let ox = match transposed {
                 Input::A => oa,
@@ -393,12 +311,7 @@ impl Plan<'_> {
 /// Calls `f` with the offsets `[a, b, out]` of every index of `dims`
 /// (row-major order), starting from `start` and stepping by `strides`.
 /// Every size must be at least 1.
-fn for_each_offset(
-    dims: &[usize],
-    strides: [&[usize]; 3],
-    start: [usize; 3],
-    mut f: impl FnMut([usize; 3]),
-) {
+fn for_each_offset(dims: &[usize], strides: [&[usize]; 3], start: [usize; 3], mut f: impl FnMut([usize; 3])) {
     let mut idx = vec![0usize; dims.len()];
     let mut off = start;
     loop {
@@ -433,11 +346,7 @@ struct Run<'d, T> {
 
 impl<'d, T> Run<'d, T> {
     fn new(data: &'d [T], offset: usize, stride: usize) -> Run<'d, T> {
-        Run {
-            data,
-            offset,
-            stride,
-        }
+        Run { data, offset, stride }
     }
 }
 
@@ -446,22 +355,9 @@ impl<'d, T> Run<'d, T> {
 /// (these loops vectorise); an out-of-bounds read panics, it never leaves a
 /// slot unwritten.
 #[inline(always)]
-fn row<T: Copy, U: Copy, F: Fn(T, T) -> U>(
-    out: &mut [MaybeUninit<U>],
-    a: Run<'_, T>,
-    b: Run<'_, T>,
-    op: &F,
-) {
-    let Run {
-        data: a,
-        offset: oa,
-        stride: sa,
-    } = a;
-    let Run {
-        data: b,
-        offset: ob,
-        stride: sb,
-    } = b;
+fn row<T: Copy, U: Copy, F: Fn(T, T) -> U>(out: &mut [MaybeUninit<U>], a: Run<'_, T>, b: Run<'_, T>, op: &F) {
+    let Run { data: a, offset: oa, stride: sa } = a;
+    let Run { data: b, offset: ob, stride: sb } = b;
     let n = out.len();
     match (sa, sb) {
         (1, 1) => {
@@ -551,11 +447,7 @@ mod tests {
     }
 
     fn tiny() -> Tuning {
-        Tuning {
-            grain: 3,
-            tile_rows: 2,
-            tile_cols: 3,
-        }
+        Tuning { grain: 3, tile_rows: 2, tile_cols: 3 }
     }
 
     #[test]
@@ -584,22 +476,11 @@ mod tests {
         assert_eq!(tiling(&g).unwrap().transposed, Input::A);
         check(&[5, 7], &[1, 5], 35, &[7, 1], 35, tiny());
         check(&[5, 7], &[7, 1], 35, &[1, 5], 35, tiny());
-        check(
-            &[64, 100],
-            &[100, 1],
-            6400,
-            &[1, 64],
-            6400,
-            Tuning::for_type::<i64>(),
-        );
+        check(&[64, 100], &[100, 1], 6400, &[1, 64], 6400, Tuning::for_type::<i64>());
         // Three axes, the transposed operand contiguous along the first.
         check(&[3, 4, 5], &[20, 5, 1], 60, &[1, 15, 3], 60, tiny());
         // Splitting a block no larger than a tile band along the tile axis.
-        let t = Tuning {
-            grain: 2,
-            tile_rows: 4,
-            tile_cols: 2,
-        };
+        let t = Tuning { grain: 2, tile_rows: 4, tile_cols: 2 };
         check(&[3, 40, 5], &[200, 5, 1], 600, &[1, 15, 3], 600, t);
     }
 

@@ -30,15 +30,9 @@ impl NamedTensor {
     /// a number of labels other than its size
     /// ([`RuntimeError::LabelCount`]), or a label repeats within an axis
     /// ([`RuntimeError::DuplicateLabel`]).
-    pub fn new(
-        tensor: HostTensor,
-        coords: Vec<Option<Vec<String>>>,
-    ) -> Result<NamedTensor, RuntimeError> {
+    pub fn new(tensor: HostTensor, coords: Vec<Option<Vec<String>>>) -> Result<NamedTensor, RuntimeError> {
         if coords.len() != tensor.rank() {
-            return Err(RuntimeError::CoordsRank {
-                given: coords.len(),
-                names: tensor.names().to_vec(),
-            });
+            return Err(RuntimeError::CoordsRank { given: coords.len(), names: tensor.names().to_vec() });
         }
         for (axis, labels) in coords.iter().enumerate() {
             if let Some(labels) = labels {
@@ -146,20 +140,11 @@ fn check_labels(tensor: &HostTensor, axis: usize, labels: &[String]) -> Result<(
     let name = tensor.names().get(axis).cloned().flatten();
     let size = tensor.shape().get(axis).copied().unwrap_or(0);
     if labels.len() != size {
-        return Err(RuntimeError::LabelCount {
-            axis,
-            name,
-            size,
-            labels: labels.len(),
-        });
+        return Err(RuntimeError::LabelCount { axis, name, size, labels: labels.len() });
     }
     let mut seen = HashSet::with_capacity(labels.len());
     match labels.iter().find(|l| !seen.insert(l.as_str())) {
-        Some(label) => Err(RuntimeError::DuplicateLabel {
-            axis,
-            name,
-            label: label.clone(),
-        }),
+        Some(label) => Err(RuntimeError::DuplicateLabel { axis, name, label: label.clone() }),
         None => Ok(()),
     }
 }
@@ -193,21 +178,12 @@ mod tests {
         assert_eq!(t.to_f64_vec(), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
 
         let e = NamedTensor::new(tensor(&[3, 2], "x _"), vec![None]).unwrap_err();
-        assert!(
-            matches!(e, RuntimeError::CoordsRank { given: 1, .. }),
-            "{e}"
-        );
-        assert_eq!(
-            e.to_string(),
-            "1 coordinate label lists given for a tensor of rank 2 [x _]"
-        );
+        assert!(matches!(e, RuntimeError::CoordsRank { given: 1, .. }), "{e}");
+        assert_eq!(e.to_string(), "1 coordinate label lists given for a tensor of rank 2 [x _]");
         let e = NamedTensor::new(tensor(&[3, 2], "x _"), vec![labels("A B"), None]).unwrap_err();
         assert_eq!(e.to_string(), "axis 'x' has size 3 but 2 coordinate labels");
         let e = NamedTensor::new(tensor(&[3, 2], "x _"), vec![None, labels("A A")]).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "axis 1 has the coordinate label 'A' twice; the labels of an axis must be unique"
-        );
+        assert_eq!(e.to_string(), "axis 1 has the coordinate label 'A' twice; the labels of an axis must be unique");
     }
 
     #[test]

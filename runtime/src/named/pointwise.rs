@@ -48,25 +48,12 @@ pub enum BinaryOp {
 
 impl BinaryOp {
     /// Every op.
-    pub const ALL: [BinaryOp; 10] = [
-        BinaryOp::Add,
-        BinaryOp::Sub,
-        BinaryOp::Mul,
-        BinaryOp::Div,
-        BinaryOp::Eq,
-        BinaryOp::Ne,
-        BinaryOp::Lt,
-        BinaryOp::Le,
-        BinaryOp::Gt,
-        BinaryOp::Ge,
-    ];
+    pub const ALL: [BinaryOp; 10] =
+        [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Eq, BinaryOp::Ne, BinaryOp::Lt, BinaryOp::Le, BinaryOp::Gt, BinaryOp::Ge];
 
     /// Whether the op is a comparison (its result is bool).
     pub fn is_comparison(self) -> bool {
-        !matches!(
-            self,
-            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div
-        )
+        !matches!(self, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div)
     }
 
     /// The dtype of the result for operands of dtypes `left` and `right`,
@@ -101,14 +88,8 @@ impl NamedTensor {
         let al = align(self, rhs)?;
         let (left, left_shape) = take(self.tensor(), &al.left.take);
         let (right, right_shape) = take(rhs.tensor(), &al.right.take);
-        let geo = Geometry::new(
-            &al.shape,
-            &strides(&left_shape, &al.left.axis_at),
-            &strides(&right_shape, &al.right.axis_at),
-        )
-        .ok_or_else(|| RuntimeError::ShapeOverflow {
-            shape: al.shape.clone(),
-        })?;
+        let geo = Geometry::new(&al.shape, &strides(&left_shape, &al.left.axis_at), &strides(&right_shape, &al.right.axis_at))
+            .ok_or_else(|| RuntimeError::ShapeOverflow { shape: al.shape.clone() })?;
         let (l, r, shape) = (left.as_ref(), right.as_ref(), al.shape.as_slice());
         let data = match DType::promote(self.dtype(), rhs.dtype()) {
             DType::F16 => compute::<f16>(op, &geo, l, r, shape),
@@ -259,13 +240,7 @@ fn strides(shape: &[usize], axis_at: &[Option<usize>]) -> Vec<usize> {
 
 /// `op` over `geo` with both operands in the element type `T` (converted
 /// where they are not). `shape` is the result's, for the errors.
-fn compute<T: Arithmetic>(
-    op: BinaryOp,
-    geo: &Geometry,
-    a: &TensorData,
-    b: &TensorData,
-    shape: &[usize],
-) -> Result<TensorData, RuntimeError> {
+fn compute<T: Arithmetic>(op: BinaryOp, geo: &Geometry, a: &TensorData, b: &TensorData, shape: &[usize]) -> Result<TensorData, RuntimeError> {
     let oom = |_| {
         let count = shape.iter().fold(1usize, |n, &d| n.saturating_mul(d));
         let bytes = count.saturating_mul(op.result_dtype(T::DTYPE, T::DTYPE).size_bytes());
@@ -310,10 +285,7 @@ fn converted<T: Arithmetic>(data: &TensorData) -> Cow<'_, [T]> {
 
 /// `v` cast to `T`, split across rayon's current pool when long.
 fn cast_all<S: Arithmetic, T: Arithmetic>(v: &[S]) -> Vec<T> {
-    v.par_iter()
-        .with_min_len(1 << 15)
-        .map(|&s| T::cast(s))
-        .collect()
+    v.par_iter().with_min_len(1 << 15).map(|&s| T::cast(s)).collect()
 }
 
 #[cfg(test)]
@@ -323,9 +295,7 @@ mod tests {
 
     /// A named tensor of `values` in `dtype`.
     fn nt(dtype: DType, shape: &[usize], axis_names: &str, values: &[f64]) -> NamedTensor {
-        HostTensor::from_f64(dtype, shape.to_vec(), names(axis_names), values)
-            .unwrap()
-            .into()
+        HostTensor::from_f64(dtype, shape.to_vec(), names(axis_names), values).unwrap().into()
     }
 
     fn iota(shape: &[usize], axis_names: &str) -> NamedTensor {
@@ -352,11 +322,7 @@ mod tests {
             let v = t.to_f64_vec();
             (0..3).map(|i| v[i * 15]).collect()
         };
-        for (d_names, want) in [
-            ("_ _", [0.0, 0.0, 0.0]),
-            ("_ y", [0.0, 5.0, 10.0]),
-            ("x y", [0.0, 0.0, 0.0]),
-        ] {
+        for (d_names, want) in [("_ _", [0.0, 0.0, 0.0]), ("_ y", [0.0, 5.0, 10.0]), ("x y", [0.0, 0.0, 0.0])] {
             let d = iota(&[3, 5], d_names);
             let r = a.add(&d).unwrap();
             assert_eq!(r.shape(), &[3, 3, 5], "{d_names}");
@@ -367,20 +333,14 @@ mod tests {
 
     #[test]
     fn coordinates_meet_by_label() {
-        let a = nt(DType::F32, &[3], "x", &[1.0, 2.0, 3.0])
-            .with_labels(0, labels("A B C"))
-            .unwrap();
-        let b = nt(DType::F32, &[3], "x", &[10.0, 20.0, 30.0])
-            .with_labels(0, labels("C B A"))
-            .unwrap();
+        let a = nt(DType::F32, &[3], "x", &[1.0, 2.0, 3.0]).with_labels(0, labels("A B C")).unwrap();
+        let b = nt(DType::F32, &[3], "x", &[10.0, 20.0, 30.0]).with_labels(0, labels("C B A")).unwrap();
         let r = a.add(&b).unwrap();
         assert_eq!(r.to_f64_vec(), [31.0, 22.0, 13.0]);
         assert_eq!(r.labels(0).unwrap(), labels("A B C"));
 
         // An inner join, in the left operand's order.
-        let c = nt(DType::F32, &[3], "x", &[10.0, 20.0, 30.0])
-            .with_labels(0, labels("B C D"))
-            .unwrap();
+        let c = nt(DType::F32, &[3], "x", &[10.0, 20.0, 30.0]).with_labels(0, labels("B C D")).unwrap();
         let r = a.add(&c).unwrap();
         assert_eq!(r.labels(0).unwrap(), labels("B C"));
         assert_eq!(r.to_f64_vec(), [12.0, 23.0]);
@@ -389,16 +349,12 @@ mod tests {
         assert_eq!(r.to_f64_vec(), [12.0, 23.0]);
 
         // Labelled on one side only: positional, the labels kept.
-        let r = a
-            .mul(&nt(DType::F32, &[3], "x", &[1.0, 10.0, 100.0]))
-            .unwrap();
+        let r = a.mul(&nt(DType::F32, &[3], "x", &[1.0, 10.0, 100.0])).unwrap();
         assert_eq!(r.to_f64_vec(), [1.0, 20.0, 300.0]);
         assert_eq!(r.labels(0).unwrap(), labels("A B C"));
 
         // A join along one axis of a 2-d operand, transposed by name.
-        let m = iota(&[2, 3], "y x")
-            .with_labels(1, labels("C A B"))
-            .unwrap();
+        let m = iota(&[2, 3], "y x").with_labels(1, labels("C A B")).unwrap();
         let r = a.add(&m).unwrap();
         assert_eq!(r.names(), names("x y").as_slice());
         // x = A, B, C sits at m's columns 1, 2, 0.
@@ -485,23 +441,10 @@ mod tests {
     fn unnamed_after_named_names_both_operands() {
         let e = iota(&[2, 3], "x _").add(&iota(&[2, 3], "x y")).unwrap_err();
         let msg = e.to_string();
-        assert!(
-            msg.starts_with("axis 1 of the left operand is unnamed"),
-            "{msg}"
-        );
+        assert!(msg.starts_with("axis 1 of the left operand is unnamed"), "{msg}");
         assert!(msg.contains("left [x _], right [x y]"), "{msg}");
         let e = iota(&[3], "y").add(&iota(&[2, 3], "y _")).unwrap_err();
-        assert!(
-            matches!(
-                &e,
-                RuntimeError::UnnamedAfterNamedOperand {
-                    side: crate::named::Operand::Right,
-                    position: 1,
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert!(matches!(&e, RuntimeError::UnnamedAfterNamedOperand { side: crate::named::Operand::Right, position: 1, .. }), "{e}");
         assert!(e.to_string().contains("axis 1 of the right operand"), "{e}");
         let e = iota(&[2], "x").add(&iota(&[3], "x")).unwrap_err();
         assert_eq!(
@@ -538,10 +481,7 @@ mod tests {
             assert_eq!(r.dtype(), DType::Bool, "{op:?}");
         }
         let r = i.lt(&f).unwrap();
-        assert_eq!(
-            r.into_tensor().into_data(),
-            TensorData::Bool(vec![false, true])
-        );
+        assert_eq!(r.into_tensor().into_data(), TensorData::Bool(vec![false, true]));
         // Comparisons compute in the promoted dtype: 16777217 as f32 is 16777216.
         let big = nt(DType::I32, &[1], "i", &[16_777_217.0]);
         let big_f = nt(DType::F32, &[1], "i", &[16_777_216.0]);
@@ -563,10 +503,7 @@ mod tests {
         assert_eq!(q.to_f64_vec()[2], f64::INFINITY);
         // bool - int is int.
         let r = t.sub(&nt(DType::I32, &[4], "i", &[1.0; 4])).unwrap();
-        assert_eq!(
-            (r.dtype(), r.to_f64_vec()),
-            (DType::I32, vec![-1.0, -1.0, 0.0, 0.0])
-        );
+        assert_eq!((r.dtype(), r.to_f64_vec()), (DType::I32, vec![-1.0, -1.0, 0.0, 0.0]));
         assert_eq!(t.ge(&u).unwrap().to_f64_vec(), [1.0, 0.0, 1.0, 1.0]);
         assert_eq!(t.gt(&u).unwrap().to_f64_vec(), [0.0, 0.0, 1.0, 0.0]);
         assert_eq!(t.le(&u).unwrap().to_f64_vec(), [1.0, 1.0, 0.0, 1.0]);
@@ -579,22 +516,10 @@ mod tests {
         assert_eq!(m.add(&one).unwrap().to_f64_vec(), [f64::from(i32::MIN)]);
         let m = nt(DType::I64, &[1], "i", &[-9.2e18]);
         let r = m.mul(&nt(DType::I64, &[1], "i", &[2.0])).unwrap();
-        assert_eq!(
-            r.into_tensor().into_data(),
-            TensorData::I64(vec![(-9_200_000_000_000_000_000i64).wrapping_mul(2)])
-        );
-        assert_eq!(
-            BinaryOp::Div.result_dtype(DType::I64, DType::I32),
-            DType::F32
-        );
-        assert_eq!(
-            BinaryOp::Mul.result_dtype(DType::I64, DType::I32),
-            DType::I64
-        );
-        assert_eq!(
-            BinaryOp::Div.result_dtype(DType::F16, DType::Bool),
-            DType::F16
-        );
+        assert_eq!(r.into_tensor().into_data(), TensorData::I64(vec![(-9_200_000_000_000_000_000i64).wrapping_mul(2)]));
+        assert_eq!(BinaryOp::Div.result_dtype(DType::I64, DType::I32), DType::F32);
+        assert_eq!(BinaryOp::Mul.result_dtype(DType::I64, DType::I32), DType::I64);
+        assert_eq!(BinaryOp::Div.result_dtype(DType::F16, DType::Bool), DType::F16);
     }
 
     #[test]
@@ -615,9 +540,7 @@ mod tests {
         assert_eq!((e.shape(), e.to_f64_vec().len()), (&[0, 3][..], 0));
         // Sizes whose product overflows are fine next to a 0.
         let huge = HostTensor::new(TensorData::F32(vec![]), vec![usize::MAX, 0], names("x y"));
-        let huge = NamedTensor::from(huge.unwrap())
-            .with_labels(1, Vec::<String>::new())
-            .unwrap();
+        let huge = NamedTensor::from(huge.unwrap()).with_labels(1, Vec::<String>::new()).unwrap();
         let r = huge.mul(&iota(&[2], "z")).unwrap();
         assert_eq!(r.shape(), &[usize::MAX, 0, 2]);
         let r = huge.add(&huge).unwrap();

@@ -142,14 +142,12 @@ fn reference(op: BinaryOp, l: &NamedTensor, r: &NamedTensor) -> Outcome {
         match (ls, rs) {
             (Some(ls), Some(rs)) => match (ll, rl) {
                 (Some(ll), Some(rl)) => {
-                    let common: Vec<String> =
-                        ll.iter().filter(|x| rl.contains(x)).cloned().collect();
+                    let common: Vec<String> = ll.iter().filter(|x| rl.contains(x)).cloned().collect();
                     shape.push(common.len());
                     coords.push(Some(common));
                 }
                 (ll, rl) => {
-                    if (ll.is_some() && ls == 1 && rs != 1) || (rl.is_some() && rs == 1 && ls != 1)
-                    {
+                    if (ll.is_some() && ls == 1 && rs != 1) || (rl.is_some() && rs == 1 && ls != 1) {
                         return Outcome::Rejected(Rejection::LabelsBroadcast);
                     }
                     if ls != rs && ls != 1 && rs != 1 {
@@ -180,23 +178,22 @@ fn reference(op: BinaryOp, l: &NamedTensor, r: &NamedTensor) -> Outcome {
     let mut values = Vec::with_capacity(count);
     let mut index = vec![0usize; shape.len()];
     for _ in 0..count {
-        let operand_value =
-            |t: &NamedTensor, side_of: &dyn Fn(usize) -> Option<usize>, v: &[f64]| {
-                let mut flat = 0;
-                for a in 0..t.rank() {
-                    let k = (0..axes.len()).find(|&k| side_of(k) == Some(a)).unwrap();
-                    let pos = match (&coords[k], &t.coords()[a]) {
-                        (Some(result_labels), Some(own)) => {
-                            let label = &result_labels[index[k]];
-                            own.iter().position(|x| x == label).unwrap()
-                        }
-                        _ if t.shape()[a] == 1 => 0,
-                        _ => index[k],
-                    };
-                    flat = flat * t.shape()[a] + pos;
-                }
-                v[flat]
-            };
+        let operand_value = |t: &NamedTensor, side_of: &dyn Fn(usize) -> Option<usize>, v: &[f64]| {
+            let mut flat = 0;
+            for a in 0..t.rank() {
+                let k = (0..axes.len()).find(|&k| side_of(k) == Some(a)).unwrap();
+                let pos = match (&coords[k], &t.coords()[a]) {
+                    (Some(result_labels), Some(own)) => {
+                        let label = &result_labels[index[k]];
+                        own.iter().position(|x| x == label).unwrap()
+                    }
+                    _ if t.shape()[a] == 1 => 0,
+                    _ => index[k],
+                };
+                flat = flat * t.shape()[a] + pos;
+            }
+            v[flat]
+        };
         let x = operand_value(l, &|k| axes[k].0, &lv);
         let y = operand_value(r, &|k| axes[k].1, &rv);
         values.push(match op {
@@ -229,13 +226,7 @@ fn reference(op: BinaryOp, l: &NamedTensor, r: &NamedTensor) -> Outcome {
     };
     // Rounded into the result's dtype (bool: nonzero), read back.
     let rounded = HostTensor::from_f64(dtype, shape.clone(), names.clone(), &values).unwrap();
-    Outcome::Result {
-        dtype,
-        shape,
-        names,
-        coords,
-        values: nan_as_none(rounded.to_f64_vec()),
-    }
+    Outcome::Result { dtype, shape, names, coords, values: nan_as_none(rounded.to_f64_vec()) }
 }
 
 const NAMES: [&str; 4] = ["a", "b", "c", "d"];
@@ -250,21 +241,11 @@ type AxisDraw = (usize, u8, usize, bool, Vec<&'static str>);
 type OperandDraw = (Vec<AxisDraw>, usize, Vec<i8>);
 
 fn axis_draw() -> impl Strategy<Value = AxisDraw> {
-    (
-        0usize..=NAMES.len(),
-        0u8..8,
-        1usize..=4,
-        prop::bool::weighted(0.35),
-        Just(LABELS.to_vec()).prop_shuffle(),
-    )
+    (0usize..=NAMES.len(), 0u8..8, 1usize..=4, prop::bool::weighted(0.35), Just(LABELS.to_vec()).prop_shuffle())
 }
 
 fn operand_draw() -> impl Strategy<Value = OperandDraw> {
-    (
-        prop::collection::vec(axis_draw(), 0..=4),
-        0..DType::ALL.len(),
-        prop::collection::vec(-3i8..=3, 256),
-    )
+    (prop::collection::vec(axis_draw(), 0..=4), 0..DType::ALL.len(), prop::collection::vec(-3i8..=3, 256))
 }
 
 /// Builds an operand from its draw: `slots` overrides the name slots (for
@@ -286,12 +267,7 @@ fn build(draw: &OperandDraw, slots: Option<Vec<usize>>, universe: &[usize]) -> N
         };
         shape.push(size);
         names.push((slot > 0).then(|| NAMES[slot - 1].to_string()));
-        coords.push(labelled.then(|| {
-            pool[..size]
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-        }));
+        coords.push(labelled.then(|| pool[..size].iter().map(|s| s.to_string()).collect::<Vec<_>>()));
     }
     let n: usize = shape.iter().product();
     let values: Vec<f64> = values[..n].iter().map(|&v| f64::from(v)).collect();
@@ -316,12 +292,7 @@ fn case() -> impl Strategy<Value = (BinaryOp, NamedTensor, NamedTensor)> {
                 // The left operand's names, the same.
                 0 => Some(left_slots),
                 // The left operand's names, permuted.
-                1 | 2 => Some(
-                    perm.iter()
-                        .filter(|&&p| p < left_slots.len())
-                        .map(|&p| left_slots[p])
-                        .collect(),
-                ),
+                1 | 2 => Some(perm.iter().filter(|&&p| p < left_slots.len()).map(|&p| left_slots[p]).collect()),
                 _ => None,
             };
             let right = build(&rd, right_slots, &universe);
@@ -352,14 +323,11 @@ fn the_generator_covers_the_rules() {
         let kind = match reference(op, &l, &r) {
             Outcome::Rejected(k) => format!("{k:?}"),
             Outcome::Result { coords, .. } => {
-                let joined = (0..l.rank()).any(|i| l.coords()[i].is_some())
-                    && (0..r.rank()).any(|j| r.coords()[j].is_some())
-                    && coords.iter().any(Option::is_some);
+                let joined =
+                    (0..l.rank()).any(|i| l.coords()[i].is_some()) && (0..r.rank()).any(|j| r.coords()[j].is_some()) && coords.iter().any(Option::is_some);
                 if l.names() == r.names() {
                     "identical".into()
-                } else if l.names().iter().all(Option::is_none)
-                    || r.names().iter().all(Option::is_none)
-                {
+                } else if l.names().iter().all(Option::is_none) || r.names().iter().all(Option::is_none) {
                     "anonymous".into()
                 } else if joined {
                     "labels".into()
@@ -370,16 +338,7 @@ fn the_generator_covers_the_rules() {
         };
         seen.insert(kind);
     }
-    for kind in [
-        "identical",
-        "anonymous",
-        "labels",
-        "by name",
-        "UnnamedAfterNamed",
-        "Sizes",
-        "LabelsBroadcast",
-        "BoolSubtraction",
-    ] {
+    for kind in ["identical", "anonymous", "labels", "by name", "UnnamedAfterNamed", "Sizes", "LabelsBroadcast", "BoolSubtraction"] {
         assert!(seen.contains(kind), "{kind} never drawn: {seen:?}");
     }
 }

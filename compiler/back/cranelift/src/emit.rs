@@ -87,9 +87,7 @@ impl<'a> KernelEmitter<'a> {
         let entry = builder.create_block();
         builder.append_block_params_for_function_params(entry);
         builder.switch_to_block(entry);
-        let &[buffer_table, size_table, begin, end] = builder.block_params(entry) else {
-            unreachable!("`kernel_signature` has four parameters")
-        };
+        let &[buffer_table, size_table, begin, end] = builder.block_params(entry) else { unreachable!("`kernel_signature` has four parameters") };
         let mut emitter = KernelEmitter { builder, module, libm, imported: HashMap::new(), buffer_table, size_table, begin, end, bases: HashMap::new() };
         for &b in buffers {
             let base = emitter.load_base(b);

@@ -14,7 +14,7 @@ use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, ModuleError, default_libcall_names};
 use emit::{KernelEmitter, kernel_signature};
-use nax_back_native::{Slots, LIBM};
+use nax_back_native::{LIBM, Slots};
 use nax_kernel::Program;
 use nax_runtime::{KernelFn, NativeFunction};
 use std::collections::HashMap;

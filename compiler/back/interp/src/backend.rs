@@ -1,7 +1,7 @@
 //! The interpreter behind the runtime's executor interface: a checked
 //! call's tensors in, a host tensor out.
 
-use crate::eval::{evaluate, Sizes};
+use crate::eval::{Sizes, evaluate};
 use crate::value::{Data, Value};
 use nax_front::check::types::Type;
 use nax_ir::Graph;
@@ -25,7 +25,8 @@ impl Execute for Interpreter {
                 (None, None) => return Err(RuntimeError::Internal(format!("no argument {i}"))),
             });
         }
-        let weights: HashMap<String, Value> = call.signature().weights.iter().filter_map(|w| Some((w.name.clone(), host_value(call.weight(&w.name)?)))).collect();
+        let weights: HashMap<String, Value> =
+            call.signature().weights.iter().filter_map(|w| Some((w.name.clone(), host_value(call.weight(&w.name)?)))).collect();
         let result = evaluate(g, &values, &weights, &Sizes(call.sizes())).map_err(|message| RuntimeError::Interpreter { message })?;
         let names = match &g.graph[g.output].ty {
             Type::Tensor(t) => t.axes.iter().map(|a| a.name.clone()).collect(),

@@ -2,14 +2,14 @@
 //! obviously correct loops. Reductions and contractions accumulate in f64
 //! (i64 for integers); every result is rounded to its node's dtype.
 
-use crate::value::{round_float, wrap_int, Data, Value};
-use nax_runtime::row_major_strides as strides;
+use crate::value::{Data, Value, round_float, wrap_int};
 use nax_front::check::sizes::Size;
 use nax_front::check::types::Type;
 use nax_front::checked::{AlongAxis, Constructor, Elementwise, Reduction};
 use nax_front::syntax::ast::{BinaryOp, UnaryOp};
 use nax_ir::{Graph, Literal, MapFn, Op};
 use nax_runtime::DType;
+use nax_runtime::row_major_strides as strides;
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 
@@ -171,8 +171,20 @@ fn apply(func: MapFn, compute: DType, a: &[Scalar]) -> Scalar {
         (MapFn::Unary(UnaryOp::Neg), [Scalar::I(x)]) => Scalar::I(wrap_int(compute, x.wrapping_neg())),
         (MapFn::Unary(UnaryOp::Neg), [x]) => Scalar::F(-as_f(*x)),
         (MapFn::Binary(op), [x, y]) => binary(op, compute, *x, *y),
-        (MapFn::Builtin(E::Where), [c, x, y]) => if matches!(c, Scalar::B(true)) { *x } else { *y },
-        (MapFn::Builtin(E::MaskedFill), [x, m, v]) => if matches!(m, Scalar::B(true)) { *v } else { *x },
+        (MapFn::Builtin(E::Where), [c, x, y]) => {
+            if matches!(c, Scalar::B(true)) {
+                *x
+            } else {
+                *y
+            }
+        }
+        (MapFn::Builtin(E::MaskedFill), [x, m, v]) => {
+            if matches!(m, Scalar::B(true)) {
+                *v
+            } else {
+                *x
+            }
+        }
         (MapFn::Builtin(E::Clamp), [x, lo, hi]) => match (x, lo, hi) {
             (Scalar::I(x), Scalar::I(lo), Scalar::I(hi)) => Scalar::I((*x).max(*lo).min(*hi)),
             _ => Scalar::F(nan_min(nan_max(as_f(*x), as_f(*lo)), as_f(*hi))),
@@ -322,7 +334,8 @@ fn map(func: MapFn, maps: &[Vec<usize>], compute: DType, args: &[&Value], dtype:
         })
         .collect();
     // The operation's own computing dtype for each operand (a mask stays a mask).
-    let operand_compute: Vec<DType> = args.iter().map(|a| if a.dtype == DType::Bool && compute != DType::Bool && !is_numeric_use(func) { DType::Bool } else { compute }).collect();
+    let operand_compute: Vec<DType> =
+        args.iter().map(|a| if a.dtype == DType::Bool && compute != DType::Bool && !is_numeric_use(func) { DType::Bool } else { compute }).collect();
     let mut results = Vec::with_capacity(n);
     let mut scalars = Vec::with_capacity(args.len());
     for i in 0..n {
@@ -359,10 +372,8 @@ fn contract(labels: &[Vec<usize>], output: &[usize], args: &[&Value], dtype: DTy
         .zip(labels)
         .map(|(a, ls)| {
             let src = strides(&a.shape);
-            let per_axis: Vec<usize> = order
-                .iter()
-                .map(|&l| ls.iter().enumerate().filter(|(j, x)| **x == l && a.shape[*j] != 1).map(|(j, _)| src[j]).sum())
-                .collect();
+            let per_axis: Vec<usize> =
+                order.iter().map(|&l| ls.iter().enumerate().filter(|(j, x)| **x == l && a.shape[*j] != 1).map(|(j, _)| src[j]).sum()).collect();
             offsets(&order_shape, &per_axis)
         })
         .collect();

@@ -16,6 +16,7 @@
 mod emit;
 
 use emit::LlvmEmitter;
+use inkwell::OptimizationLevel;
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::context::Context;
 use inkwell::execution_engine::ExecutionEngine;
@@ -23,8 +24,7 @@ use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine};
-use inkwell::OptimizationLevel;
-use nax_back_native::{lower_kernel, Slots};
+use nax_back_native::{Slots, lower_kernel};
 use nax_kernel::Program;
 use nax_runtime::{KernelFn, NativeFunction};
 use rayon::prelude::*;
@@ -192,7 +192,9 @@ pub fn emit(programs: &[Program], artifact: Artifact) -> Result<Vec<u8>, String>
     optimise(&module, &tm)?;
     match artifact {
         Artifact::Ir => Ok(module.print_to_string().to_bytes().to_vec()),
-        Artifact::Object => tm.write_to_memory_buffer(&module, FileType::Object).map(|b| b.as_slice().to_vec()).map_err(|e| format!("LLVM cannot write the object file: {e}")),
+        Artifact::Object => {
+            tm.write_to_memory_buffer(&module, FileType::Object).map(|b| b.as_slice().to_vec()).map_err(|e| format!("LLVM cannot write the object file: {e}"))
+        }
     }
 }
 

@@ -9,7 +9,7 @@ mod lower;
 pub mod math;
 mod plan;
 
-pub use emitter::{Binary, Compare, Emitter, Kind, Unary, LIBM};
+pub use emitter::{Binary, Compare, Emitter, Kind, LIBM, Unary};
 pub use lower::lower_kernel;
 pub use plan::Slots;
 

@@ -8,12 +8,12 @@
 use crate::emitter::{Binary, Compare, Emitter, Kind, Unary};
 use crate::math;
 use crate::plan::Slots;
-use nax_runtime::plan::SizeRef;
 use nax_front::checked::{AlongAxis, Elementwise, Reduction};
 use nax_front::syntax::ast::{BinaryOp, UnaryOp};
 use nax_ir::{Literal, MapFn};
 use nax_kernel::{Body, Expr, Index, Kernel, Program};
 use nax_runtime::DType;
+use nax_runtime::plan::SizeRef;
 use std::collections::HashMap;
 
 /// The kind a buffer's elements have in memory.

@@ -290,8 +290,7 @@ impl FnEmitter<'_> {
                 if lo_host && hi_host {
                     return Ok(format!("torch.clamp({x}, {lo_text}, {hi_text})"));
                 }
-                let raised =
-                    if lo_host { format!("torch.clamp({x}, min={lo_text})") } else { format!("torch.maximum({x}, {lo_text})") };
+                let raised = if lo_host { format!("torch.clamp({x}, min={lo_text})") } else { format!("torch.maximum({x}, {lo_text})") };
                 Ok(if hi_host { format!("torch.clamp({raised}, max={hi_text})") } else { format!("torch.minimum({raised}, {hi_text})") })
             }
             Elementwise::Where => {

@@ -65,16 +65,8 @@ impl<'a> FnEmitter<'a> {
         if !f.ok {
             return Err(EmitError::Unchecked { function: f.name.clone() });
         }
-        let mut e = FnEmitter {
-            cx,
-            f,
-            index,
-            namer: cx.global.clone(),
-            locals: HashMap::new(),
-            size_vars: HashMap::new(),
-            needed: BTreeSet::new(),
-            needs_dev: false,
-        };
+        let mut e =
+            FnEmitter { cx, f, index, namer: cx.global.clone(), locals: HashMap::new(), size_vars: HashMap::new(), needed: BTreeSet::new(), needs_dev: false };
         for b in &f.bindings {
             if !e.locals.contains_key(&b.name) {
                 let name = e.namer.fresh(&b.name);
@@ -112,12 +104,7 @@ impl<'a> FnEmitter<'a> {
 
     /// The Python name of binding `i`.
     pub(crate) fn local(&self, i: usize) -> Result<String, EmitError> {
-        self.f
-            .bindings
-            .get(i)
-            .and_then(|b| self.locals.get(&b.name))
-            .cloned()
-            .ok_or_else(|| self.invalid(&format!("no binding {i}")))
+        self.f.bindings.get(i).and_then(|b| self.locals.get(&b.name)).cloned().ok_or_else(|| self.invalid(&format!("no binding {i}")))
     }
 
     /// `def NAME(p1, p2=default, *, w1, w2):`.
@@ -125,13 +112,8 @@ impl<'a> FnEmitter<'a> {
         let f = self.f;
         let params = f.bindings.get(..f.params).ok_or_else(|| self.invalid("fewer bindings than parameters"))?;
         // Python wants defaults only on a trailing run of parameters.
-        let first_default = params
-            .iter()
-            .enumerate()
-            .rev()
-            .take_while(|(i, _)| f.defaults.get(*i).is_some_and(Option::is_some))
-            .last()
-            .map_or(params.len(), |(i, _)| i);
+        let first_default =
+            params.iter().enumerate().rev().take_while(|(i, _)| f.defaults.get(*i).is_some_and(Option::is_some)).last().map_or(params.len(), |(i, _)| i);
         let mut parts = Vec::with_capacity(params.len());
         for (i, p) in params.iter().enumerate() {
             let name = self.local(i)?;

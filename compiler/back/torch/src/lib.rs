@@ -113,9 +113,7 @@ pub fn emit_module(module: &CheckedModule) -> Result<String, EmitError> {
     let mut wanted = direct;
     for (i, f) in module.functions.iter().enumerate() {
         for SymId(root) in FnEmitter::emit(&cx, i)?.unresolved {
-            let giver = module.weights.iter().position(|w| {
-                w.ty.axes.iter().any(|a| f.symbols.resolve(a.size) == Size::Sym(SymId(root)))
-            });
+            let giver = module.weights.iter().position(|w| w.ty.axes.iter().any(|a| f.symbols.resolve(a.size) == Size::Sym(SymId(root))));
             wanted[i].extend(giver);
         }
     }
@@ -182,12 +180,7 @@ fn walk(e: &TExpr, visit: &mut impl FnMut(&TExpr)) {
     stacker::maybe_grow(64 * 1024, 1024 * 1024, || {
         visit(e);
         match &e.kind {
-            TExprKind::Int(_)
-            | TExprKind::Float(_)
-            | TExprKind::Bool(_)
-            | TExprKind::Local(_)
-            | TExprKind::Weight(_)
-            | TExprKind::SizeValue(_) => {}
+            TExprKind::Int(_) | TExprKind::Float(_) | TExprKind::Bool(_) | TExprKind::Local(_) | TExprKind::Weight(_) | TExprKind::SizeValue(_) => {}
             TExprKind::Unary(_, x) | TExprKind::Rename(x) | TExprKind::AlongAxis { arg: x, .. } => walk(x, visit),
             TExprKind::Binary { lhs, rhs, .. } | TExprKind::MatMul { lhs, rhs, .. } => {
                 walk(lhs, visit);

@@ -11,16 +11,13 @@ use std::collections::HashSet;
 
 /// Python's keywords: never usable as names.
 const KEYWORDS: &[&str] = &[
-    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
-    "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda",
-    "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else", "except", "finally", "for",
+    "from", "global", "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
 ];
 
 /// Names the generated code refers to: modules, prelude helpers, the device
 /// variable and the builtins it calls.
-const RESERVED: &[&str] = &[
-    "torch", "math", "_dev", "_div", "_sub", "_size", "_host", "float", "int", "max", "min", "ValueError",
-];
+const RESERVED: &[&str] = &["torch", "math", "_dev", "_div", "_sub", "_size", "_host", "float", "int", "max", "min", "ValueError"];
 
 /// Hands out unique Python identifiers.
 #[derive(Clone, Debug)]

@@ -34,8 +34,7 @@ fn pair(syms: &Symbols, inputs: &[&Elem], output: &[Vec<Elem>], used: &mut [bool
                     *seen += 1;
                     on_input.get(at).copied().filter(|&i| !used[i])
                 }
-                None => (0..inputs.len())
-                    .find(|&i| !used[i] && inputs[i].name.is_none() && syms.resolve(inputs[i].size) == syms.resolve(e.size)),
+                None => (0..inputs.len()).find(|&i| !used[i] && inputs[i].name.is_none() && syms.resolve(inputs[i].size) == syms.resolve(e.size)),
             };
             if let Some(i) = found {
                 used[i] = true;

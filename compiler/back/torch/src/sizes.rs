@@ -215,12 +215,8 @@ impl FnEmitter<'_> {
         match syms.resolve(size) {
             Size::Const(c) => Some(Monomial::constant(c)),
             Size::Sym(SymId(r)) => match syms.data(SymId(r)).map(|d| &d.def) {
-                Some(SymDef::Mul(a, b)) if depth < 64 => {
-                    self.monomial(*a, depth + 1)?.times(&self.monomial(*b, depth + 1)?, 1)
-                }
-                Some(SymDef::Div(a, b)) if depth < 64 => {
-                    self.monomial(*a, depth + 1)?.times(&self.monomial(*b, depth + 1)?, -1)
-                }
+                Some(SymDef::Mul(a, b)) if depth < 64 => self.monomial(*a, depth + 1)?.times(&self.monomial(*b, depth + 1)?, 1),
+                Some(SymDef::Div(a, b)) if depth < 64 => self.monomial(*a, depth + 1)?.times(&self.monomial(*b, depth + 1)?, -1),
                 _ => Some(Monomial { num: 1, den: 1, powers: BTreeMap::from([(r, 1)]) }),
             },
         }

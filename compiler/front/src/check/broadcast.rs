@@ -45,12 +45,7 @@ fn match_by_name(a: &[Axis], b: &[Axis]) -> Option<Vec<usize>> {
 pub fn broadcast(left: &[Axis], right: &[Axis], syms: &mut Symbols) -> Result<Aligned, Mismatch> {
     if left.is_empty() || right.is_empty() {
         let axes = if left.is_empty() { right.to_vec() } else { left.to_vec() };
-        return Ok(Aligned {
-            left: (0..left.len()).collect(),
-            right: (0..right.len()).collect(),
-            axes,
-            by_name: false,
-        });
+        return Ok(Aligned { left: (0..left.len()).collect(), right: (0..right.len()).collect(), axes, by_name: false });
     }
     let l_in_r = match_by_name(left, right);
     let r_in_l = match_by_name(right, left);

@@ -5,7 +5,7 @@
 use super::expr::SIDES;
 use super::range::Range;
 use super::sizes::Size;
-use super::types::{describe_axes, Axis, DType, Kind, TensorType, Type};
+use super::types::{Axis, DType, Kind, TensorType, Type, describe_axes};
 use super::{FnChecker, SizeScope};
 use crate::checked::{AlongAxis, Constructor, Elementwise, Reduction, TExpr, TExprKind};
 use crate::diagnostics::{Code, Diagnostic, Span};
@@ -103,8 +103,7 @@ impl FnChecker<'_> {
             "where" | "clamp" | "masked_fill" => self.ternary_builtin(call, span),
             "float" | "int" => self.conversion(call),
             "rearrange" | "reduce" | "repeat" | "split" | "einsum" => {
-                let d = Diagnostic::new(Code::E0202, span, format!("`{name}` needs an operand and a pattern `inputs -> output`"))
-                    .primary("missing pattern");
+                let d = Diagnostic::new(Code::E0202, span, format!("`{name}` needs an operand and a pattern `inputs -> output`")).primary("missing pattern");
                 (TExprKind::Bool(false), self.report(d))
             }
             _ => match unary_builtin(name) {
@@ -124,10 +123,7 @@ impl FnChecker<'_> {
         let n = call.args.len() + usize::from(call.type_arg.is_some());
         let name = &call.callee.name;
         if let Some(k) = call.keywords.first() {
-            self.report(
-                Diagnostic::new(Code::E0202, k.name.span, format!("`{name}` takes no keyword arguments"))
-                    .primary("unexpected keyword argument"),
-            );
+            self.report(Diagnostic::new(Code::E0202, k.name.span, format!("`{name}` takes no keyword arguments")).primary("unexpected keyword argument"));
             return false;
         }
         if n < min || n > max {
@@ -162,13 +158,9 @@ impl FnChecker<'_> {
             let r = arg.ty.range().unwrap_or(Range::FULL);
             if matches!(f, Elementwise::Log | Elementwise::Sqrt | Elementwise::Rsqrt) && r.contains_negatives() {
                 self.report(
-                    Diagnostic::new(
-                        Code::W0601,
-                        span,
-                        format!("`{name}` of a value whose range {r} allows negatives"),
-                    )
-                    .primary("may be nan")
-                    .label(arg.span, format!("range {r}")),
+                    Diagnostic::new(Code::W0601, span, format!("`{name}` of a value whose range {r} allows negatives"))
+                        .primary("may be nan")
+                        .label(arg.span, format!("range {r}")),
                 );
             }
             let range = unary_range(f, r);
@@ -303,8 +295,7 @@ impl FnChecker<'_> {
             }
             _ => {
                 let Type::Tensor(x) = args[0].ty.clone() else {
-                    let d = Diagnostic::new(Code::E0202, args[0].span, "the first argument of `masked_fill` must be a tensor")
-                        .primary("a host scalar");
+                    let d = Diagnostic::new(Code::E0202, args[0].span, "the first argument of `masked_fill` must be a tensor").primary("a host scalar");
                     self.report(d);
                     return fail(args);
                 };
@@ -320,8 +311,12 @@ impl FnChecker<'_> {
                     return fail(args);
                 }
                 if x.dtype == DType::Bool && !Self::is_mask(&args[2].ty) || x.dtype != DType::Bool && Self::is_mask(&args[2].ty) {
-                    let d = Diagnostic::new(Code::E0505, args[2].span, "the fill value of `masked_fill` must be of the tensor's category (a number for numbers, a bool for masks)")
-                        .primary("wrong category");
+                    let d = Diagnostic::new(
+                        Code::E0505,
+                        args[2].span,
+                        "the fill value of `masked_fill` must be of the tensor's category (a number for numbers, a bool for masks)",
+                    )
+                    .primary("wrong category");
                     self.report(d);
                     return fail(args);
                 }
@@ -414,13 +409,9 @@ impl FnChecker<'_> {
             Some(p) => Some(p),
             None => {
                 self.report(
-                    Diagnostic::new(
-                        Code::E0403,
-                        arg.span,
-                        format!("'{name}' is not an axis of the operand {}", describe_axes(&t.axes, &self.syms)),
-                    )
-                    .primary("no such axis")
-                    .label(operand.span, "the operand"),
+                    Diagnostic::new(Code::E0403, arg.span, format!("'{name}' is not an axis of the operand {}", describe_axes(&t.axes, &self.syms)))
+                        .primary("no such axis")
+                        .label(operand.span, "the operand"),
                 );
                 None
             }
@@ -448,9 +439,7 @@ impl FnChecker<'_> {
         let dtype = t.dtype.to_float();
         let ty = match func {
             AlongAxis::Softmax => TensorType { dtype, kind: Kind::Prob(domain), axes: t.axes.clone(), range: Some(Range::new(0.0, 1.0)) },
-            AlongAxis::LogSoftmax => {
-                TensorType { dtype, kind: Kind::LogProb(domain), axes: t.axes.clone(), range: Some(Range::new(f64::NEG_INFINITY, 0.0)) }
-            }
+            AlongAxis::LogSoftmax => TensorType { dtype, kind: Kind::LogProb(domain), axes: t.axes.clone(), range: Some(Range::new(f64::NEG_INFINITY, 0.0)) },
             AlongAxis::LogSumExp => {
                 let r = t.range.unwrap_or(Range::FULL);
                 let range = match self.syms.constant(t.axes[axis].size) {

@@ -3,9 +3,9 @@
 //! fresh for each call, and in the result each callee name bound to an
 //! argument's axis is replaced by that axis.
 
-use super::sizes::{Size, SymDef, SymId, Symbols};
-use super::types::{describe_axes, describe_axis, Axis, Kind, TensorType, Type};
 use super::FnChecker;
+use super::sizes::{Size, SymDef, SymId, Symbols};
+use super::types::{Axis, Kind, TensorType, Type, describe_axes, describe_axis};
 use crate::checked::{CheckedFn, TExpr, TExprKind};
 use crate::diagnostics::{Code, Diagnostic, Span};
 use crate::syntax::ast::{self, HostType};
@@ -15,16 +15,14 @@ impl FnChecker<'_> {
     pub(super) fn call_function(&mut self, call: &ast::Call, span: Span) -> TExpr {
         let index = self.module.fn_index[&call.callee.name];
         let args: Vec<TExpr> = call.args.iter().map(|a| self.expr(a)).collect();
-        let keyword_values: Vec<(String, Span, TExpr)> =
-            call.keywords.iter().map(|k| (k.name.name.clone(), k.name.span, self.expr(&k.value))).collect();
+        let keyword_values: Vec<(String, Span, TExpr)> = call.keywords.iter().map(|k| (k.name.name.clone(), k.name.span, self.expr(&k.value))).collect();
         let error = |args| TExpr { kind: TExprKind::Call { function: index, args }, ty: Type::Error, span };
         if self.module.cycle_calls.contains(&span) {
             return error(args);
         }
         let Some(callee) = self.done.get(index).and_then(Option::as_ref) else {
             self.report(
-                Diagnostic::new(Code::E0203, span, format!("`{}` is called within its own definition cycle", call.callee.name))
-                    .primary("recursive call"),
+                Diagnostic::new(Code::E0203, span, format!("`{}` is called within its own definition cycle", call.callee.name)).primary("recursive call"),
             );
             return error(args);
         };
@@ -50,9 +48,7 @@ impl FnChecker<'_> {
             match params.iter().position(|p| p.name == name) {
                 Some(i) if slots[i].is_none() => slots[i] = Some(value),
                 Some(_) => {
-                    self.report(
-                        Diagnostic::new(Code::E0202, kspan, format!("the parameter `{name}` is given twice")).primary("given again"),
-                    );
+                    self.report(Diagnostic::new(Code::E0202, kspan, format!("the parameter `{name}` is given twice")).primary("given again"));
                     return error(slots.into_iter().flatten().collect());
                 }
                 None => {
@@ -66,12 +62,7 @@ impl FnChecker<'_> {
             }
         }
         let has_default = self.defaults_of(index);
-        let missing: Vec<&str> = params
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| slots[*i].is_none() && !has_default[*i])
-            .map(|(_, p)| p.name.as_str())
-            .collect();
+        let missing: Vec<&str> = params.iter().enumerate().filter(|(i, _)| slots[*i].is_none() && !has_default[*i]).map(|(_, p)| p.name.as_str()).collect();
         if !missing.is_empty() {
             self.report(
                 Diagnostic::new(
@@ -84,11 +75,7 @@ impl FnChecker<'_> {
             );
             return error(slots.into_iter().flatten().collect());
         }
-        let given: Vec<TExpr> = slots
-            .iter()
-            .zip(&callee.defaults)
-            .filter_map(|(slot, default)| slot.clone().or_else(|| default.clone()))
-            .collect();
+        let given: Vec<TExpr> = slots.iter().zip(&callee.defaults).filter_map(|(slot, default)| slot.clone().or_else(|| default.clone())).collect();
         if given.len() != params.len() || given.iter().any(|a| a.ty.is_error()) || !callee.ok {
             return error(given);
         }
@@ -127,9 +114,13 @@ impl FnChecker<'_> {
                 }
                 (Type::Host(want, _), _) => {
                     self.report(
-                        Diagnostic::new(Code::E0202, arg.span, format!("the parameter `{}` is a host {} but the argument is a tensor", param.name, want.as_str()))
-                            .primary("a tensor where a host scalar is expected")
-                            .label(param.span, "parameter declared here"),
+                        Diagnostic::new(
+                            Code::E0202,
+                            arg.span,
+                            format!("the parameter `{}` is a host {} but the argument is a tensor", param.name, want.as_str()),
+                        )
+                        .primary("a tensor where a host scalar is expected")
+                        .label(param.span, "parameter declared here"),
                     );
                     return None;
                 }
@@ -293,8 +284,7 @@ impl Instance<'_> {
                         }
                         SymDef::Add(a, b) | SymDef::Sub(a, b) => {
                             let (x, y) = (self.size(a, to, origin), self.size(b, to, origin));
-                            to.add_sub(x, y, matches!(d.def, SymDef::Sub(..)), origin)
-                                .unwrap_or_else(|| Size::Sym(to.fresh(&d.name, origin)))
+                            to.add_sub(x, y, matches!(d.def, SymDef::Sub(..)), origin).unwrap_or_else(|| Size::Sym(to.fresh(&d.name, origin)))
                         }
                     },
                     None => Size::Sym(to.fresh("_", origin)),

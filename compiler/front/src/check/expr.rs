@@ -1,12 +1,12 @@
 //! Expressions: literals, names, operators (section 7), broadcasting
 //! (section 5), `@` (section 6) and `as`.
 
-use super::broadcast::{broadcast, Aligned, Mismatch};
+use super::FnChecker;
+use super::broadcast::{Aligned, Mismatch, broadcast};
 use super::range::Range;
 use super::sizes::Size;
 use super::stmts::host_as_tensor;
-use super::types::{describe_axes, describe_axis, Axis, DType, Kind, TensorType, Type};
-use super::FnChecker;
+use super::types::{Axis, DType, Kind, TensorType, Type, describe_axes, describe_axis};
 use crate::checked::{TExpr, TExprKind};
 use crate::diagnostics::{Code, Diagnostic, Span};
 use crate::syntax::ast::{self, AxisEntry, BinaryOp, ExprKind, HostType, UnaryOp};
@@ -25,9 +25,7 @@ impl FnChecker<'_> {
         let (kind, ty) = match &e.kind {
             ExprKind::Int(n) => (TExprKind::Int(*n), Type::Host(HostType::Int, Some(Range::exact(*n as f64)))),
             ExprKind::Float(x) => (TExprKind::Float(*x), Type::Host(HostType::Float, Some(Range::exact(*x)))),
-            ExprKind::Inf => {
-                (TExprKind::Float(f64::INFINITY), Type::Host(HostType::Float, Some(Range::exact(f64::INFINITY))))
-            }
+            ExprKind::Inf => (TExprKind::Float(f64::INFINITY), Type::Host(HostType::Float, Some(Range::exact(f64::INFINITY)))),
             ExprKind::Bool(b) => (TExprKind::Bool(*b), Type::Host(HostType::Bool, None)),
             ExprKind::Str(s) => {
                 let ty = self.report(
@@ -81,10 +79,7 @@ impl FnChecker<'_> {
             };
             return (TExprKind::SizeValue(size), Type::Host(HostType::Int, Some(range)));
         }
-        let ty = self.report(
-            Diagnostic::new(Code::E0201, span, format!("unknown name `{name}`"))
-                .primary("not a value, a weight or a size in scope"),
-        );
+        let ty = self.report(Diagnostic::new(Code::E0201, span, format!("unknown name `{name}`")).primary("not a value, a weight or a size in scope"));
         (TExprKind::Local(0), ty)
     }
 
@@ -141,13 +136,11 @@ impl FnChecker<'_> {
         let (Mismatch::Size { left, right } | Mismatch::Names { left, right }) = m;
         let (x, y) = (describe_axis(&la[left], &self.syms), describe_axis(&ra[right], &self.syms));
         let d = match m {
-            Mismatch::Names { .. } => Diagnostic::new(
-                Code::E0404,
-                span,
-                format!("{x} of the {} lines up with {y} of the {}; rename one with rearrange or 'as'", sides[0], sides[1]),
-            )
-            .primary("named axes that don't line up")
-            .note("operands line up by name only when every axis of one has a name that the other has; otherwise they line up from the right"),
+            Mismatch::Names { .. } => {
+                Diagnostic::new(Code::E0404, span, format!("{x} of the {} lines up with {y} of the {}; rename one with rearrange or 'as'", sides[0], sides[1]))
+                    .primary("named axes that don't line up")
+                    .note("operands line up by name only when every axis of one has a name that the other has; otherwise they line up from the right")
+            }
             Mismatch::Size { .. } => Diagnostic::new(
                 Code::E0401,
                 span,
@@ -204,12 +197,8 @@ impl FnChecker<'_> {
         if logical {
             let bad: Vec<&TExpr> = [l, r].into_iter().filter(|o| !Self::is_mask(&o.ty)).collect();
             if let Some(first) = bad.first() {
-                let mut d = Diagnostic::new(
-                    Code::E0501,
-                    span,
-                    format!("`{}` needs Masks or bools, not {}", op.as_str(), first.ty.display(&self.syms)),
-                )
-                .primary("logical operation on a non-mask");
+                let mut d = Diagnostic::new(Code::E0501, span, format!("`{}` needs Masks or bools, not {}", op.as_str(), first.ty.display(&self.syms)))
+                    .primary("logical operation on a non-mask");
                 for o in &bad {
                     d = d.label(o.span, format!("{} value", o.ty.display(&self.syms)));
                 }
@@ -226,11 +215,7 @@ impl FnChecker<'_> {
             let ty = if logical || op.is_comparison() {
                 Type::Host(HostType::Bool, None)
             } else {
-                let host = if *a == HostType::Int && *b == HostType::Int && op != BinaryOp::Div {
-                    HostType::Int
-                } else {
-                    HostType::Float
-                };
+                let host = if *a == HostType::Int && *b == HostType::Int && op != BinaryOp::Div { HostType::Int } else { HostType::Float };
                 Type::Host(host, arith_range(op, *ra, *rb, same_value))
             };
             return (ty, no_align);
@@ -357,13 +342,9 @@ impl FnChecker<'_> {
                 && w.dtype != t.dtype
             {
                 return self.report(
-                    Diagnostic::new(
-                        Code::E0502,
-                        k.span,
-                        format!("`as` renames axes and cannot change the dtype {} to {}", t.dtype.as_str(), w.dtype.as_str()),
-                    )
-                    .primary("a different dtype")
-                    .note("convert with float() or int()"),
+                    Diagnostic::new(Code::E0502, k.span, format!("`as` renames axes and cannot change the dtype {} to {}", t.dtype.as_str(), w.dtype.as_str()))
+                        .primary("a different dtype")
+                        .note("convert with float() or int()"),
                 );
             }
         }
@@ -372,9 +353,7 @@ impl FnChecker<'_> {
         for (entry, axis) in ty.axes.iter().zip(&t.axes) {
             let renamed = match entry {
                 AxisEntry::Name(id) => {
-                    let known = self.sizes.get(&id.name).copied().or_else(|| {
-                        new_names.iter().find(|(n, _)| n == &id.name).map(|(_, s): &(String, Size)| *s)
-                    });
+                    let known = self.sizes.get(&id.name).copied().or_else(|| new_names.iter().find(|(n, _)| n == &id.name).map(|(_, s): &(String, Size)| *s));
                     match known {
                         Some(s) if !self.syms.unify(s, axis.size) => {
                             return self.report(
@@ -395,16 +374,14 @@ impl FnChecker<'_> {
                 AxisEntry::Number(n, nspan) => {
                     if !self.syms.unify(Size::Const(*n), axis.size) {
                         return self.report(
-                            Diagnostic::new(Code::E0401, *nspan, format!("{n} does not match {}", describe_axis(axis, &self.syms)))
-                                .primary("size mismatch"),
+                            Diagnostic::new(Code::E0401, *nspan, format!("{n} does not match {}", describe_axis(axis, &self.syms))).primary("size mismatch"),
                         );
                     }
                     Axis::unnamed(axis.size)
                 }
                 AxisEntry::Group { span, .. } => {
                     return self.report(
-                        Diagnostic::new(Code::E0407, *span, "`as` renames axes one by one; use rearrange to group or split axes")
-                            .primary("a group in `as`"),
+                        Diagnostic::new(Code::E0407, *span, "`as` renames axes one by one; use rearrange to group or split axes").primary("a group in `as`"),
                     );
                 }
             };
@@ -419,9 +396,7 @@ impl FnChecker<'_> {
                 None => Kind::Plain,
             },
             None => match (&ty.kind, &t.kind) {
-                (Some(k), Kind::Plain) if k.name.name == "Logit" => {
-                    k.domain.as_ref().map_or(Kind::Plain, |d| Kind::Logit(d.name.clone()))
-                }
+                (Some(k), Kind::Plain) if k.name.name == "Logit" => k.domain.as_ref().map_or(Kind::Plain, |d| Kind::Logit(d.name.clone())),
                 _ => t.kind.clone(),
             },
         };

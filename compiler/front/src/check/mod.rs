@@ -31,10 +31,52 @@ use types::{Axis, DType, Kind, TensorType, Type};
 
 /// Names of the built-in operations; a module function may not reuse them.
 pub const BUILTINS: &[&str] = &[
-    "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "erf", "floor", "ceil", "round",
-    "sign", "sigmoid", "relu", "gelu", "silu", "softplus", "pow", "maximum", "minimum", "where", "clamp",
-    "masked_fill", "float", "int", "softmax", "log_softmax", "logsumexp", "sum", "mean", "max", "min", "prod",
-    "arange", "zeros", "ones", "full", "matmul", "rearrange", "reduce", "repeat", "einsum", "split",
+    "exp",
+    "log",
+    "log1p",
+    "expm1",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "sin",
+    "cos",
+    "tanh",
+    "erf",
+    "floor",
+    "ceil",
+    "round",
+    "sign",
+    "sigmoid",
+    "relu",
+    "gelu",
+    "silu",
+    "softplus",
+    "pow",
+    "maximum",
+    "minimum",
+    "where",
+    "clamp",
+    "masked_fill",
+    "float",
+    "int",
+    "softmax",
+    "log_softmax",
+    "logsumexp",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "prod",
+    "arange",
+    "zeros",
+    "ones",
+    "full",
+    "matmul",
+    "rearrange",
+    "reduce",
+    "repeat",
+    "einsum",
+    "split",
 ];
 
 /// Checks a parsed module; diagnostics go to `diags`.
@@ -77,12 +119,8 @@ pub fn check_module(module: &ast::Module, diags: &mut Vec<Diagnostic>) -> Checke
             Item::Def(f) => {
                 if BUILTINS.contains(&f.name.name.as_str()) {
                     diags.push(
-                        Diagnostic::new(
-                            Code::E0204,
-                            f.name.span,
-                            format!("`{}` is a built-in operation and cannot be redefined", f.name.name),
-                        )
-                        .primary("the name of a built-in"),
+                        Diagnostic::new(Code::E0204, f.name.span, format!("`{}` is a built-in operation and cannot be redefined", f.name.name))
+                            .primary("the name of a built-in"),
                     );
                     continue;
                 }
@@ -140,10 +178,7 @@ fn dim_expr(e: &DimExpr, dims: &HashMap<String, Size>, syms: &mut Symbols, diags
         DimExpr::Name(id) => match dims.get(&id.name) {
             Some(s) => Some(*s),
             None => {
-                diags.push(
-                    Diagnostic::new(Code::E0201, id.span, format!("unknown dim `{}`", id.name))
-                        .primary("not a dim declared above"),
-                );
+                diags.push(Diagnostic::new(Code::E0201, id.span, format!("unknown dim `{}`", id.name)).primary("not a dim declared above"));
                 None
             }
         },
@@ -226,12 +261,7 @@ fn resolve_kind(ty: &TypeExpr, diags: &mut Vec<Diagnostic>) -> Option<(DType, Ki
 /// Resolves a tensor type's axes and kind. Unknown names bind fresh symbols
 /// when `scope.new_names`, else they are E0201. Reports E0410 for a domain
 /// that is not an axis of the type.
-pub(crate) fn resolve_tensor_type(
-    ty: &TypeExpr,
-    scope: &mut SizeScope,
-    syms: &mut Symbols,
-    diags: &mut Vec<Diagnostic>,
-) -> Option<TensorType> {
+pub(crate) fn resolve_tensor_type(ty: &TypeExpr, scope: &mut SizeScope, syms: &mut Symbols, diags: &mut Vec<Diagnostic>) -> Option<TensorType> {
     let kind_info = resolve_kind(ty, diags);
     let mut axes = Vec::with_capacity(ty.axes.len());
     let mut ok = true;
@@ -247,13 +277,9 @@ pub(crate) fn resolve_tensor_type(
     {
         let span = ty.kind.as_ref().and_then(|k| k.domain.as_ref()).map_or(ty.span, |d| d.span);
         diags.push(
-            Diagnostic::new(
-                Code::E0410,
-                span,
-                format!("the domain axis '{domain}' is not an axis of the type {}", types::describe_axes(&axes, syms)),
-            )
-            .primary("not an axis of this type")
-            .note("Logit(a), Prob(a) and LogProb(a) are over one of the type's own axes"),
+            Diagnostic::new(Code::E0410, span, format!("the domain axis '{domain}' is not an axis of the type {}", types::describe_axes(&axes, syms)))
+                .primary("not an axis of this type")
+                .note("Logit(a), Prob(a) and LogProb(a) are over one of the type's own axes"),
         );
         return None;
     }
@@ -264,12 +290,7 @@ pub(crate) fn resolve_tensor_type(
     Some(TensorType { dtype, kind, axes, range })
 }
 
-fn resolve_type_entry(
-    entry: &AxisEntry,
-    scope: &mut SizeScope,
-    syms: &mut Symbols,
-    diags: &mut Vec<Diagnostic>,
-) -> Option<Axis> {
+fn resolve_type_entry(entry: &AxisEntry, scope: &mut SizeScope, syms: &mut Symbols, diags: &mut Vec<Diagnostic>) -> Option<Axis> {
     match entry {
         AxisEntry::Name(id) => {
             if let Some(&s) = scope.sizes.get(&id.name) {
@@ -280,10 +301,7 @@ fn resolve_type_entry(
                 scope.sizes.insert(id.name.clone(), s);
                 return Some(Axis::named(&id.name, s));
             }
-            diags.push(
-                Diagnostic::new(Code::E0201, id.span, format!("unknown size name `{}`", id.name))
-                    .primary("not a dim or an axis in scope"),
-            );
+            diags.push(Diagnostic::new(Code::E0201, id.span, format!("unknown size name `{}`", id.name)).primary("not a dim or an axis in scope"));
             None
         }
         AxisEntry::Number(n, _) => Some(Axis::unnamed(Size::Const(*n))),
@@ -298,9 +316,7 @@ fn resolve_type_entry(
                     },
                     AxisEntry::Number(n, _) => known = syms.mul(known, Size::Const(*n), *span)?,
                     AxisEntry::Group { span, .. } => {
-                        diags.push(
-                            Diagnostic::new(Code::E0407, *span, "groups can't be nested").primary("a group inside a group"),
-                        );
+                        diags.push(Diagnostic::new(Code::E0407, *span, "groups can't be nested").primary("a group inside a group"));
                         return None;
                     }
                 }
@@ -315,10 +331,7 @@ fn resolve_type_entry(
                     Some(Axis::unnamed(whole))
                 }
                 [id, ..] if !scope.new_names => {
-                    diags.push(
-                        Diagnostic::new(Code::E0201, id.span, format!("unknown size name `{}`", id.name))
-                            .primary("not a dim or an axis in scope"),
-                    );
+                    diags.push(Diagnostic::new(Code::E0201, id.span, format!("unknown size name `{}`", id.name)).primary("not a dim or an axis in scope"));
                     None
                 }
                 _ => {
@@ -347,11 +360,7 @@ pub(crate) fn entry_text(e: &AxisEntry) -> String {
 }
 
 /// Orders functions callees-first and reports each call that closes a cycle (E0203).
-fn call_order(
-    defs: &[&FnDef],
-    fn_index: &HashMap<String, usize>,
-    diags: &mut Vec<Diagnostic>,
-) -> (Vec<usize>, HashSet<Span>) {
+fn call_order(defs: &[&FnDef], fn_index: &HashMap<String, usize>, diags: &mut Vec<Diagnostic>) -> (Vec<usize>, HashSet<Span>) {
     let calls: Vec<Vec<(usize, Span)>> = defs
         .iter()
         .map(|f| {
@@ -455,13 +464,7 @@ pub(crate) struct FnChecker<'a> {
 }
 
 impl<'a> FnChecker<'a> {
-    fn check(
-        def: &FnDef,
-        module: &'a ModuleInfo,
-        checked: &'a CheckedModule,
-        done: &'a [Option<CheckedFn>],
-        diags: &'a mut Vec<Diagnostic>,
-    ) -> CheckedFn {
+    fn check(def: &FnDef, module: &'a ModuleInfo, checked: &'a CheckedModule, done: &'a [Option<CheckedFn>], diags: &'a mut Vec<Diagnostic>) -> CheckedFn {
         let mut c = FnChecker {
             module,
             checked,

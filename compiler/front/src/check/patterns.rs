@@ -10,8 +10,8 @@
 
 use super::range::Range;
 use super::sizes::Size;
-use super::types::{describe_axes, Axis, DType, Kind, TensorType, Type};
-use super::{entry_text, FnChecker};
+use super::types::{Axis, DType, Kind, TensorType, Type, describe_axes};
+use super::{FnChecker, entry_text};
 use crate::checked::{Elem, PatternOp, Reduction, ResolvedPattern, TExpr, TExprKind};
 use crate::diagnostics::{Code, Diagnostic, Span};
 use crate::syntax::ast::{self, AxisEntry, ExprKind, HostType, PatternSide};
@@ -51,9 +51,7 @@ fn side_numbers(side: &PatternSide) -> Vec<(u64, Span)> {
     for e in &side.entries {
         match e {
             AxisEntry::Number(n, s) => out.push((*n, *s)),
-            AxisEntry::Group { parts, .. } => {
-                out.extend(parts.iter().filter_map(|p| if let AxisEntry::Number(n, s) = p { Some((*n, *s)) } else { None }))
-            }
+            AxisEntry::Group { parts, .. } => out.extend(parts.iter().filter_map(|p| if let AxisEntry::Number(n, s) = p { Some((*n, *s)) } else { None })),
             AxisEntry::Name(_) => {}
         }
     }
@@ -123,8 +121,7 @@ impl FnChecker<'_> {
             }
             (Op::Reduce, []) => {
                 self.report(
-                    Diagnostic::new(Code::E0202, call.callee.span, "`reduce` needs a reduction: sum, mean, max, min or prod")
-                        .primary("missing reduction"),
+                    Diagnostic::new(Code::E0202, call.callee.span, "`reduce` needs a reduction: sum, mean, max, min or prod").primary("missing reduction"),
                 );
                 return fail(operands);
             }
@@ -226,7 +223,12 @@ impl FnChecker<'_> {
                     Diagnostic::new(
                         Code::E0502,
                         span,
-                        format!("einsum operands must share a dtype, but operand 1 is {} and operand {} is {}", tensors[0].dtype.as_str(), i + 1, t.dtype.as_str()),
+                        format!(
+                            "einsum operands must share a dtype, but operand 1 is {} and operand {} is {}",
+                            tensors[0].dtype.as_str(),
+                            i + 1,
+                            t.dtype.as_str()
+                        ),
                     )
                     .primary("operands of different dtypes")
                     .label(operands[0].span, tensors[0].dtype.as_str())
@@ -424,12 +426,7 @@ impl FnChecker<'_> {
                 for t in &tensors {
                     range = range.zip(t.range).map(|(a, b)| a * b);
                 }
-                let ty = TensorType {
-                    dtype: tensors[0].dtype,
-                    kind: Kind::Plain,
-                    axes: out_axes,
-                    range: range.map(|r| r.sum_over(summed)),
-                };
+                let ty = TensorType { dtype: tensors[0].dtype, kind: Kind::Plain, axes: out_axes, range: range.map(|r| r.sum_over(summed)) };
                 self.commit(env);
                 Some((PatternOp::Einsum, resolved, Type::Tensor(ty)))
             }
@@ -519,12 +516,8 @@ impl FnChecker<'_> {
     /// Keyword sizes: each names a new name of the pattern and is a positive integer (E0406).
     fn keyword_sizes(&mut self, pattern: &ast::Pattern, call: &ast::Call) -> Option<Vec<(String, Size)>> {
         let mut out: Vec<(String, Size)> = Vec::new();
-        let names: Vec<&str> = pattern
-            .inputs
-            .iter()
-            .chain(std::iter::once(&pattern.output))
-            .flat_map(|s| side_names(s).into_iter().map(|i| i.name.as_str()))
-            .collect();
+        let names: Vec<&str> =
+            pattern.inputs.iter().chain(std::iter::once(&pattern.output)).flat_map(|s| side_names(s).into_iter().map(|i| i.name.as_str())).collect();
         for k in &call.keywords {
             let name = &k.name.name;
             let problem = if self.sizes.contains_key(name) {
@@ -582,13 +575,9 @@ impl FnChecker<'_> {
     /// Binds one input entry to the operand axis it stands for.
     fn bind_entry(&mut self, entry: &AxisEntry, axis: &Axis, env: &mut Env, operand: &TExpr) -> Option<Vec<Elem>> {
         let mismatch = |c: &mut Self, span: Span, what: String| {
-            let d = Diagnostic::new(
-                Code::E0401,
-                span,
-                format!("{what}, but it stands for {}", super::types::describe_axis(axis, &c.syms)),
-            )
-            .primary("size mismatch")
-            .label(operand.span, "the operand");
+            let d = Diagnostic::new(Code::E0401, span, format!("{what}, but it stands for {}", super::types::describe_axis(axis, &c.syms)))
+                .primary("size mismatch")
+                .label(operand.span, "the operand");
             c.report(d);
         };
         match entry {
@@ -636,24 +625,17 @@ impl FnChecker<'_> {
                     [id] => match self.syms.div_exact(axis.size, known, Some(&id.name), id.span) {
                         Some(part) => env.bound.push((id.name.clone(), part)),
                         None => {
-                            let what = format!(
-                                "the group {text} can't fit: {} is not a multiple of {}",
-                                self.syms.display(axis.size),
-                                self.syms.display(known)
-                            );
+                            let what =
+                                format!("the group {text} can't fit: {} is not a multiple of {}", self.syms.display(axis.size), self.syms.display(known));
                             mismatch(self, *span, what);
                             return None;
                         }
                     },
                     [a, b, ..] => {
                         self.report(
-                            Diagnostic::new(
-                                Code::E0402,
-                                *span,
-                                format!("the group {text} has two unknown parts, '{}' and '{}'", a.name, b.name),
-                            )
-                            .primary("at most one part may be unknown")
-                            .note(format!("give one of them with a keyword, as in {}=8", a.name)),
+                            Diagnostic::new(Code::E0402, *span, format!("the group {text} has two unknown parts, '{}' and '{}'", a.name, b.name))
+                                .primary("at most one part may be unknown")
+                                .note(format!("give one of them with a keyword, as in {}=8", a.name)),
                         );
                         return None;
                     }
@@ -686,7 +668,8 @@ impl FnChecker<'_> {
         let output = kept.iter().map(|a| vec![elem(a)]).collect();
         let resolved = ResolvedPattern { inputs, output };
         let domain = t.kind.domain().and_then(|d| t.axis_position(d));
-        let domain_state = domain.map(|p| if positions.contains(&p) { DomainFate::Reduced } else { DomainFate::Kept(t.kind.domain().unwrap_or_default().to_string()) });
+        let domain_state =
+            domain.map(|p| if positions.contains(&p) { DomainFate::Reduced } else { DomainFate::Kept(t.kind.domain().unwrap_or_default().to_string()) });
         let count = self.count_of(positions.iter().map(|&p| t.axes[p].size));
         let other = self.count_of(positions.iter().filter(|&&p| Some(p) != domain).map(|&p| t.axes[p].size));
         let ty = reduction_type(op, t, kept, count, other, domain_state);
@@ -778,9 +761,7 @@ enum DomainFate {
 fn carried_kind(t: &TensorType, input: &PatternSide, output: &PatternSide) -> Kind {
     let Some(p) = t.kind.domain().and_then(|d| t.axis_position(d)) else { return Kind::Plain };
     match input.entries.get(p) {
-        Some(AxisEntry::Name(id)) if output.entries.iter().any(|e| matches!(e, AxisEntry::Name(o) if o.name == id.name)) => {
-            t.kind.with_domain(id.name.clone())
-        }
+        Some(AxisEntry::Name(id)) if output.entries.iter().any(|e| matches!(e, AxisEntry::Name(o) if o.name == id.name)) => t.kind.with_domain(id.name.clone()),
         _ => Kind::Plain,
     }
 }

@@ -72,8 +72,20 @@ impl Range {
                 Range::new(bound_mul(self.lo, c), bound_mul(self.hi, c))
             }
             None => Range::new(
-                if self.lo == 0.0 { 0.0 } else if self.lo < 0.0 { f64::NEG_INFINITY } else { self.lo },
-                if self.hi == 0.0 { 0.0 } else if self.hi > 0.0 { f64::INFINITY } else { self.hi },
+                if self.lo == 0.0 {
+                    0.0
+                } else if self.lo < 0.0 {
+                    f64::NEG_INFINITY
+                } else {
+                    self.lo
+                },
+                if self.hi == 0.0 {
+                    0.0
+                } else if self.hi > 0.0 {
+                    f64::INFINITY
+                } else {
+                    self.hi
+                },
             ),
         }
     }

@@ -238,9 +238,7 @@ impl Symbols {
             (x, Size::Const(1)) => Some(x),
             (_, Size::Const(0)) => None,
             (x, y) => {
-                let name = name
-                    .map(str::to_string)
-                    .unwrap_or_else(|| format!("{}/{}", self.operand_name(x), self.operand_name(y)));
+                let name = name.map(str::to_string).unwrap_or_else(|| format!("{}/{}", self.operand_name(x), self.operand_name(y)));
                 Some(self.derived(1, x, y, name, SymDef::Div(x, y), origin))
             }
         }
@@ -249,9 +247,7 @@ impl Symbols {
     /// `a + b` or `a - b` (`None` when known to overflow or go negative).
     pub fn add_sub(&mut self, a: Size, b: Size, subtract: bool, origin: Span) -> Option<Size> {
         match (self.resolve(a), self.resolve(b)) {
-            (Size::Const(x), Size::Const(y)) => {
-                if subtract { x.checked_sub(y) } else { x.checked_add(y) }.map(Size::Const)
-            }
+            (Size::Const(x), Size::Const(y)) => if subtract { x.checked_sub(y) } else { x.checked_add(y) }.map(Size::Const),
             (x, Size::Const(0)) => Some(x),
             (x, y) => {
                 let sign = if subtract { "-" } else { "+" };

@@ -1,8 +1,8 @@
 //! Statements: bindings, split's several results (E0411), parameter
 //! defaults, and `return` with the permute-to-declared-order rule (E0413).
 
-use super::types::{describe_axes, Kind, TensorType, Type};
-use super::{host_type, resolve_tensor_type, FnChecker, SizeScope};
+use super::types::{Kind, TensorType, Type, describe_axes};
+use super::{FnChecker, SizeScope, host_type, resolve_tensor_type};
 use crate::checked::{PatternOp, TExpr, TExprKind, TStmt};
 use crate::diagnostics::{Code, Diagnostic, Span};
 use crate::syntax::ast::{self, HostType, TypeRef};
@@ -40,9 +40,7 @@ impl FnChecker<'_> {
         let param_ty = self.bindings[index].ty.clone();
         let fits = match (&param_ty, &value.ty) {
             (Type::Error, _) | (_, Type::Error) => true,
-            (Type::Host(want, _), Type::Host(got, _)) => {
-                want == got || (*want == HostType::Float && *got == HostType::Int)
-            }
+            (Type::Host(want, _), Type::Host(got, _)) => want == got || (*want == HostType::Float && *got == HostType::Int),
             _ => false,
         };
         if !fits {
@@ -80,10 +78,7 @@ impl FnChecker<'_> {
                         if follow_on {
                             continue;
                         }
-                        d.message = format!(
-                            "{}: a name of the result type must be a dim, a parameter's axis, or bound in the body before `return`",
-                            d.message
-                        );
+                        d.message = format!("{}: a name of the result type must be a dim, a parameter's axis, or bound in the body before `return`", d.message);
                     }
                     self.report(d);
                 }
@@ -122,9 +117,7 @@ impl FnChecker<'_> {
         match permutation {
             Some(permutation) => {
                 let ty = match (&declared, &value.ty) {
-                    (Type::Tensor(d), Type::Tensor(v)) => {
-                        Type::Tensor(TensorType { range: v.range.or(d.range), ..d.clone() })
-                    }
+                    (Type::Tensor(d), Type::Tensor(v)) => Type::Tensor(TensorType { range: v.range.or(d.range), ..d.clone() }),
                     (Type::Host(h, _), Type::Host(_, r)) => Type::Host(*h, *r),
                     _ => declared.clone(),
                 };
@@ -135,11 +128,7 @@ impl FnChecker<'_> {
     }
 
     fn return_mismatch(&mut self, value: &TExpr, declared_span: Span, message: String) {
-        self.report(
-            Diagnostic::new(Code::E0413, value.span, message)
-                .primary("the returned value")
-                .label(declared_span, "the declared result type"),
-        );
+        self.report(Diagnostic::new(Code::E0413, value.span, message).primary("the returned value").label(declared_span, "the declared result type"));
     }
 
     /// Compares the returned value with the declared result; gives, for each
@@ -191,11 +180,7 @@ impl FnChecker<'_> {
                 Diagnostic::new(
                     Code::E0502,
                     value.span,
-                    format!(
-                        "the returned value has dtype {} but the declared result has dtype {}",
-                        got.dtype.as_str(),
-                        want.dtype.as_str()
-                    ),
+                    format!("the returned value has dtype {} but the declared result has dtype {}", got.dtype.as_str(), want.dtype.as_str()),
                 )
                 .primary(format!("{} value", got.dtype.as_str()))
                 .label(declared_span, format!("declared {}", want.dtype.as_str()))

@@ -123,11 +123,7 @@ impl Type {
     /// Each axis's size: a constant, or the symbol's name.
     pub fn sizes(&self, syms: &Symbols) -> Vec<Result<u64, String>> {
         match self {
-            Type::Tensor(t) => t
-                .axes
-                .iter()
-                .map(|a| syms.constant(a.size).ok_or_else(|| syms.display(a.size)))
-                .collect(),
+            Type::Tensor(t) => t.axes.iter().map(|a| syms.constant(a.size).ok_or_else(|| syms.display(a.size))).collect(),
             _ => Vec::new(),
         }
     }
@@ -195,7 +191,11 @@ pub fn arith_dtype(l: &Type, r: &Type) -> DType {
     match (l, r) {
         (Type::Tensor(a), Type::Tensor(b)) => DType::promote(a.dtype, b.dtype),
         (Type::Tensor(t), Type::Host(h, _)) | (Type::Host(h, _), Type::Tensor(t)) => {
-            if *h == HostType::Float && !t.dtype.is_float() { DType::F32 } else { t.dtype }
+            if *h == HostType::Float && !t.dtype.is_float() {
+                DType::F32
+            } else {
+                t.dtype
+            }
         }
         (Type::Host(a, _), Type::Host(b, _)) => DType::promote(host_dtype(*a), host_dtype(*b)),
         _ => DType::F32,

@@ -7,7 +7,7 @@
 
 mod render;
 
-pub use render::{render_text, LineIndex};
+pub use render::{LineIndex, render_text};
 
 use std::fmt;
 
@@ -139,14 +139,7 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn new(code: Code, span: Span, message: impl Into<String>) -> Diagnostic {
-        Diagnostic {
-            code,
-            message: message.into(),
-            span,
-            primary_label: String::new(),
-            labels: Vec::new(),
-            notes: Vec::new(),
-        }
+        Diagnostic { code, message: message.into(), span, primary_label: String::new(), labels: Vec::new(), notes: Vec::new() }
     }
 
     pub fn severity(&self) -> Severity {

@@ -123,7 +123,11 @@ pub enum AxisEntry {
     Name(Ident),
     Number(u64, Span),
     /// `(gh 16)`, or the grouped size `16gh` (then `shorthand` is true).
-    Group { parts: Vec<AxisEntry>, span: Span, shorthand: bool },
+    Group {
+        parts: Vec<AxisEntry>,
+        span: Span,
+        shorthand: bool,
+    },
 }
 
 impl AxisEntry {
@@ -140,8 +144,15 @@ impl AxisEntry {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stmt {
     /// `a = e` or `q, k, v = split(...)`.
-    Assign { targets: Vec<Ident>, value: Expr, span: Span },
-    Return { value: Expr, span: Span },
+    Assign {
+        targets: Vec<Ident>,
+        value: Expr,
+        span: Span,
+    },
+    Return {
+        value: Expr,
+        span: Span,
+    },
 }
 
 /// An expression.

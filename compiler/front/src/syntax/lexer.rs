@@ -143,19 +143,17 @@ pub fn lex(source: &str, diags: &mut Vec<Diagnostic>) -> Vec<Token> {
                 i = ident_end(bytes, i);
                 keyword_or_ident(&source[start..i])
             }
-            _ if c.is_ascii_digit() || (c == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)) => {
-                match lex_number(source, i) {
-                    Ok((kind, end)) => {
-                        i = end;
-                        kind
-                    }
-                    Err((end, message)) => {
-                        i = end;
-                        diags.push(Diagnostic::new(Code::E0101, Span::new(start, end), message));
-                        continue;
-                    }
+            _ if c.is_ascii_digit() || (c == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)) => match lex_number(source, i) {
+                Ok((kind, end)) => {
+                    i = end;
+                    kind
                 }
-            }
+                Err((end, message)) => {
+                    i = end;
+                    diags.push(Diagnostic::new(Code::E0101, Span::new(start, end), message));
+                    continue;
+                }
+            },
             b'"' | b'\'' => {
                 let quote = c;
                 i += 1;
@@ -166,11 +164,7 @@ pub fn lex(source: &str, diags: &mut Vec<Diagnostic>) -> Vec<Token> {
                     i += 1;
                     TokenKind::Str(source[start + 1..i - 1].to_string())
                 } else {
-                    diags.push(Diagnostic::new(
-                        Code::E0101,
-                        Span::new(start, i),
-                        "syntax error: unterminated string",
-                    ));
+                    diags.push(Diagnostic::new(Code::E0101, Span::new(start, i), "syntax error: unterminated string"));
                     continue;
                 }
             }
@@ -202,11 +196,7 @@ pub fn lex(source: &str, diags: &mut Vec<Diagnostic>) -> Vec<Token> {
                     _ => {
                         let ch = source[i..].chars().next().unwrap_or('\u{fffd}');
                         i += ch.len_utf8().max(1);
-                        diags.push(Diagnostic::new(
-                            Code::E0101,
-                            Span::new(start, i),
-                            format!("syntax error: unexpected character {ch:?}"),
-                        ));
+                        diags.push(Diagnostic::new(Code::E0101, Span::new(start, i), format!("syntax error: unexpected character {ch:?}")));
                         continue;
                     }
                 };
@@ -275,10 +265,7 @@ fn lex_number(source: &str, start: usize) -> Result<(TokenKind, usize), (usize, 
             let end = ident_end(bytes, i);
             return Err((end, format!("syntax error: `{}` is not a number", &source[start..end])));
         }
-        return text
-            .parse::<f64>()
-            .map(|x| (TokenKind::Float(x), i))
-            .map_err(|_| (i, format!("syntax error: `{text}` is not a number")));
+        return text.parse::<f64>().map(|x| (TokenKind::Float(x), i)).map_err(|_| (i, format!("syntax error: `{text}` is not a number")));
     }
     let Ok(value) = text.parse::<u64>() else {
         return Err((i, format!("syntax error: the integer `{text}` is too large")));
@@ -321,16 +308,7 @@ mod tests {
     fn operators() {
         assert_eq!(
             kinds("-> == != <= >= - !"),
-            vec![
-                TokenKind::Arrow,
-                TokenKind::EqEq,
-                TokenKind::NotEq,
-                TokenKind::Le,
-                TokenKind::Ge,
-                TokenKind::Minus,
-                TokenKind::Bang,
-                TokenKind::Eof
-            ]
+            vec![TokenKind::Arrow, TokenKind::EqEq, TokenKind::NotEq, TokenKind::Le, TokenKind::Ge, TokenKind::Minus, TokenKind::Bang, TokenKind::Eof]
         );
     }
 

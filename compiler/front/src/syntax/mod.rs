@@ -5,4 +5,4 @@ mod lexer;
 mod parser;
 
 pub use parser::with_stack;
-pub use parser::{parse, MAX_DEPTH};
+pub use parser::{MAX_DEPTH, parse};

@@ -9,7 +9,7 @@
 //! overflow.
 
 use super::ast::*;
-use super::lexer::{lex, Token, TokenKind};
+use super::lexer::{Token, TokenKind, lex};
 use crate::diagnostics::{Code, Diagnostic, Span};
 
 /// How deep expressions, types and patterns may nest (parentheses, unary
@@ -137,10 +137,8 @@ impl Parser<'_> {
             );
             return Failed;
         }
-        self.diags.push(
-            Diagnostic::new(Code::E0101, span, format!("syntax error: expected {expected}, found {found}"))
-                .primary(format!("expected {expected}")),
-        );
+        self.diags
+            .push(Diagnostic::new(Code::E0101, span, format!("syntax error: expected {expected}, found {found}")).primary(format!("expected {expected}")));
         Failed
     }
 
@@ -162,13 +160,9 @@ impl Parser<'_> {
         if self.depth > MAX_DEPTH {
             let span = self.span();
             self.diags.push(
-                Diagnostic::new(
-                    Code::E0101,
-                    span,
-                    format!("syntax error: expression nested more than {MAX_DEPTH} levels deep"),
-                )
-                .primary("nested too deeply")
-                .note("split the expression into several statements"),
+                Diagnostic::new(Code::E0101, span, format!("syntax error: expression nested more than {MAX_DEPTH} levels deep"))
+                    .primary("nested too deeply")
+                    .note("split the expression into several statements"),
             );
             return Err(Failed);
         }
@@ -372,13 +366,9 @@ impl Parser<'_> {
                     let close = self.bump().span;
                     if !matches!(body.last(), Some(Stmt::Return { .. })) && !reported_after_return {
                         self.diags.push(
-                            Diagnostic::new(
-                                Code::E0101,
-                                close,
-                                format!("syntax error: function `{}` does not end with `return`", fn_name.name),
-                            )
-                            .primary("expected `return` before this")
-                            .label(fn_name.span, "function declared here"),
+                            Diagnostic::new(Code::E0101, close, format!("syntax error: function `{}` does not end with `return`", fn_name.name))
+                                .primary("expected `return` before this")
+                                .label(fn_name.span, "function declared here"),
                         );
                     }
                     return Ok(body);
@@ -399,10 +389,8 @@ impl Parser<'_> {
                         let span = match &stmt {
                             Stmt::Assign { span, .. } | Stmt::Return { span, .. } => *span,
                         };
-                        self.diags.push(
-                            Diagnostic::new(Code::E0101, span, "syntax error: statement after `return`")
-                                .primary("`return` must be the last statement"),
-                        );
+                        self.diags
+                            .push(Diagnostic::new(Code::E0101, span, "syntax error: statement after `return`").primary("`return` must be the last statement"));
                     }
                     body.push(stmt);
                 }
@@ -500,11 +488,7 @@ impl Parser<'_> {
                 let digits = n.to_string().len();
                 let number_span = Span::new(span.start, (span.start + digits).min(span.end));
                 let name_span = Span::new(number_span.end, span.end);
-                Ok(AxisEntry::Group {
-                    parts: vec![AxisEntry::Name(Ident { name, span: name_span }), AxisEntry::Number(n, number_span)],
-                    span,
-                    shorthand: true,
-                })
+                Ok(AxisEntry::Group { parts: vec![AxisEntry::Name(Ident { name, span: name_span }), AxisEntry::Number(n, number_span)], span, shorthand: true })
             }
             TokenKind::LParen => {
                 self.enter()?;

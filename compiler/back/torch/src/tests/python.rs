@@ -64,13 +64,8 @@ fn every_example_emits_python_that_parses() {
     }
     // One python3 for all: the sources separated by NUL bytes; it names the first that fails.
     let script = "import ast,sys\nfor i, s in enumerate(sys.stdin.read().split(chr(0))):\n    try:\n        ast.parse(s)\n    except SyntaxError as e:\n        sys.exit(f'{i}: {e}')\n";
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 starts");
+    let mut child =
+        Command::new("python3").args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("python3 starts");
     let all: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
     child.stdin.take().expect("stdin").write_all(all.join("\0").as_bytes()).expect("write to python3");
     let out = child.wait_with_output().expect("python3 finishes");

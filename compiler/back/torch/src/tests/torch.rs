@@ -58,12 +58,7 @@ fn run_modules(test: &str, modules: &[(String, String)], check: &str) {
     let out = Command::new("python3").arg("check.py").current_dir(&dir).output().expect("python3 runs");
     let _ = std::fs::remove_dir_all(&dir);
     let generated: Vec<String> = texts.iter().map(|(name, text)| format!("--- {name}.py ---\n{text}")).collect();
-    assert!(
-        out.status.success(),
-        "{test} failed:\n{}\n{}\n--- check ---\n{check}",
-        String::from_utf8_lossy(&out.stderr),
-        generated.concat()
-    );
+    assert!(out.status.success(), "{test} failed:\n{}\n{}\n--- check ---\n{check}", String::from_utf8_lossy(&out.stderr), generated.concat());
 }
 
 #[test]
@@ -351,7 +346,8 @@ fn smoke_calls(module: &CheckedModule, py_module: &str) -> String {
                 _ => "True".to_string(),
             });
         }
-        let ws: Option<Vec<String>> = module.weights.iter().zip(&weights).map(|(w, n)| Some(format!("'{n}': _rand({}, {})", shape(&w.ty.axes)?, dtype_name(w.ty.dtype)))).collect();
+        let ws: Option<Vec<String>> =
+            module.weights.iter().zip(&weights).map(|(w, n)| Some(format!("'{n}': _rand({}, {})", shape(&w.ty.axes)?, dtype_name(w.ty.dtype)))).collect();
         let (Some(ws), true) = (ws, args.len() == params.len()) else { continue };
         let expect = match &f.ret {
             Type::Tensor(t) => format!("({}, {})", shape(&t.axes).unwrap_or_else(|| "None".to_string()), dtype_name(t.dtype)),
