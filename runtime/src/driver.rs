@@ -445,53 +445,38 @@ fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, table: &Table,
         let (dst_cs, dst_rs) = (along(&so, g.cols), along(&so, g.rows));
         let (lhs_cs, lhs_rs) = (sa[g.inner], along(&sa, g.rows));
         let (rhs_cs, rhs_rs) = (along(&sb, g.cols), sb[g.inner]);
+        macro_rules! product {
+            ($t:ty) => {
+                gemm::gemm::<$t>(
+                    m,
+                    n,
+                    k,
+                    (out_ptr as *mut $t).offset(oo),
+                    dst_cs,
+                    dst_rs,
+                    false,
+                    (a_ptr as *const $t).offset(oa),
+                    lhs_cs,
+                    lhs_rs,
+                    (b_ptr as *const $t).offset(ob),
+                    rhs_cs,
+                    rhs_rs,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    parallelism,
+                )
+            };
+        }
         // SAFETY: the offsets and steps stay inside the buffers (the plan
         // validated; the kernel verified against the program); the output is
         // written once per element and aliases neither operand.
         unsafe {
             match dtype {
-                DType::F64 => gemm::gemm::<f64>(
-                    m,
-                    n,
-                    k,
-                    (out_ptr as *mut f64).offset(oo),
-                    dst_cs,
-                    dst_rs,
-                    false,
-                    (a_ptr as *const f64).offset(oa),
-                    lhs_cs,
-                    lhs_rs,
-                    (b_ptr as *const f64).offset(ob),
-                    rhs_cs,
-                    rhs_rs,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    parallelism,
-                ),
-                _ => gemm::gemm::<f32>(
-                    m,
-                    n,
-                    k,
-                    (out_ptr as *mut f32).offset(oo),
-                    dst_cs,
-                    dst_rs,
-                    false,
-                    (a_ptr as *const f32).offset(oa),
-                    lhs_cs,
-                    lhs_rs,
-                    (b_ptr as *const f32).offset(ob),
-                    rhs_cs,
-                    rhs_rs,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    parallelism,
-                ),
+                DType::F64 => product!(f64),
+                _ => product!(f32),
             }
         }
     };

@@ -21,6 +21,12 @@ mod sealed {
 pub trait Element: Copy + Send + Sync + sealed::Sealed + 'static {
     /// Its dtype.
     const DTYPE: DType;
+
+    /// The elements of `data` when it holds this type.
+    fn slice(data: &TensorData) -> Option<&[Self]>;
+
+    /// Elements of this type as tensor data.
+    fn into_data(v: Vec<Self>) -> TensorData;
 }
 
 macro_rules! element {
@@ -28,6 +34,17 @@ macro_rules! element {
         impl sealed::Sealed for $t {}
         impl Element for $t {
             const DTYPE: DType = DType::$d;
+
+            fn slice(data: &TensorData) -> Option<&[Self]> {
+                match data {
+                    TensorData::$d(v) => Some(v),
+                    _ => None,
+                }
+            }
+
+            fn into_data(v: Vec<Self>) -> TensorData {
+                TensorData::$d(v)
+            }
         }
     )*};
 }

@@ -16,23 +16,13 @@
 
 use half::{bf16, f16};
 
-use crate::tensor::TensorData;
 use crate::view::Element;
 
 /// An element type the kernels run on: a tensor [`Element`] with torch's
 /// arithmetic.
 pub(crate) trait Arithmetic: Element + PartialOrd {
     /// The element type of a quotient of two elements.
-    type Quotient: Copy + Send + Sync;
-
-    /// The elements of `data` when it holds this type.
-    fn slice(data: &TensorData) -> Option<&[Self]>;
-
-    /// Elements of this type as tensor data.
-    fn into_data(v: Vec<Self>) -> TensorData;
-
-    /// Quotients as tensor data.
-    fn quotients_into_data(v: Vec<Self::Quotient>) -> TensorData;
+    type Quotient: Element;
 
     /// The value as `f32` (torch's cast).
     fn to_f32(self) -> f32;
@@ -65,21 +55,6 @@ macro_rules! native_float {
     ($t:ty, $variant:ident, $cast:ident) => {
         impl Arithmetic for $t {
             type Quotient = $t;
-
-            fn slice(data: &TensorData) -> Option<&[Self]> {
-                match data {
-                    TensorData::$variant(v) => Some(v),
-                    _ => None,
-                }
-            }
-
-            fn into_data(v: Vec<Self>) -> TensorData {
-                TensorData::$variant(v)
-            }
-
-            fn quotients_into_data(v: Vec<Self>) -> TensorData {
-                TensorData::$variant(v)
-            }
 
             fn to_f32(self) -> f32 {
                 self as f32
@@ -125,21 +100,6 @@ macro_rules! half_float {
         impl Arithmetic for $t {
             type Quotient = $t;
 
-            fn slice(data: &TensorData) -> Option<&[Self]> {
-                match data {
-                    TensorData::$variant(v) => Some(v),
-                    _ => None,
-                }
-            }
-
-            fn into_data(v: Vec<Self>) -> TensorData {
-                TensorData::$variant(v)
-            }
-
-            fn quotients_into_data(v: Vec<Self>) -> TensorData {
-                TensorData::$variant(v)
-            }
-
             fn to_f32(self) -> f32 {
                 <$t>::to_f32(self)
             }
@@ -184,21 +144,6 @@ macro_rules! integer {
         impl Arithmetic for $t {
             type Quotient = f32;
 
-            fn slice(data: &TensorData) -> Option<&[Self]> {
-                match data {
-                    TensorData::$variant(v) => Some(v),
-                    _ => None,
-                }
-            }
-
-            fn into_data(v: Vec<Self>) -> TensorData {
-                TensorData::$variant(v)
-            }
-
-            fn quotients_into_data(v: Vec<f32>) -> TensorData {
-                TensorData::F32(v)
-            }
-
             fn to_f32(self) -> f32 {
                 self as f32
             }
@@ -242,21 +187,6 @@ integer!(i64, I64);
 impl Arithmetic for bool {
     type Quotient = f32;
 
-    fn slice(data: &TensorData) -> Option<&[Self]> {
-        match data {
-            TensorData::Bool(v) => Some(v),
-            _ => None,
-        }
-    }
-
-    fn into_data(v: Vec<Self>) -> TensorData {
-        TensorData::Bool(v)
-    }
-
-    fn quotients_into_data(v: Vec<f32>) -> TensorData {
-        TensorData::F32(v)
-    }
-
     fn to_f32(self) -> f32 {
         f32::from(u8::from(self))
     }
@@ -293,6 +223,7 @@ impl Arithmetic for bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tensor::TensorData;
 
     #[test]
     fn integer_arithmetic_wraps_and_divides_in_f32() {

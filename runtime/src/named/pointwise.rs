@@ -20,6 +20,7 @@ use crate::named::alignment::align;
 use crate::named::element::Arithmetic;
 use crate::named::kernel::{Geometry, pointwise};
 use crate::tensor::{HostTensor, TensorData, row_major_strides};
+use crate::view::Element;
 
 /// A pointwise binary operation between named tensors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -256,7 +257,7 @@ fn compute<T: Arithmetic>(op: BinaryOp, geo: &Geometry, a: &TensorData, b: &Tens
             None => return Err(RuntimeError::BoolSubtraction),
         },
         BinaryOp::Mul => T::into_data(pointwise(geo, a, b, T::times).map_err(oom)?),
-        BinaryOp::Div => T::quotients_into_data(pointwise(geo, a, b, T::over).map_err(oom)?),
+        BinaryOp::Div => T::Quotient::into_data(pointwise(geo, a, b, T::over).map_err(oom)?),
         BinaryOp::Eq => mask(pointwise(geo, a, b, |x: T, y: T| x == y).map_err(oom)?),
         BinaryOp::Ne => mask(pointwise(geo, a, b, |x: T, y: T| x != y).map_err(oom)?),
         BinaryOp::Lt => mask(pointwise(geo, a, b, |x: T, y: T| x < y).map_err(oom)?),
