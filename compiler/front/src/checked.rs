@@ -95,78 +95,7 @@ pub struct TExpr {
     pub span: Span,
 }
 
-/// The built-ins that act elementwise.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Elementwise {
-    Exp,
-    Log,
-    Log1p,
-    Expm1,
-    Sqrt,
-    Rsqrt,
-    Abs,
-    Sin,
-    Cos,
-    Tanh,
-    Erf,
-    Floor,
-    Ceil,
-    Round,
-    Sign,
-    Sigmoid,
-    Relu,
-    Gelu,
-    Silu,
-    Softplus,
-    Pow,
-    Maximum,
-    Minimum,
-    Where,
-    Clamp,
-    MaskedFill,
-    ToFloat,
-    ToInt,
-}
-
-/// Operations along one named axis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AlongAxis {
-    Softmax,
-    LogSoftmax,
-    LogSumExp,
-}
-
-/// The reductions of `reduce` and of `sum(x, a)` and its siblings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reduction {
-    Sum,
-    Mean,
-    Max,
-    Min,
-    Prod,
-}
-
-impl Reduction {
-    pub fn parse(name: &str) -> Option<Reduction> {
-        Some(match name {
-            "sum" => Reduction::Sum,
-            "mean" => Reduction::Mean,
-            "max" => Reduction::Max,
-            "min" => Reduction::Min,
-            "prod" => Reduction::Prod,
-            _ => return None,
-        })
-    }
-}
-
-/// The constructors.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Constructor {
-    Zeros,
-    Ones,
-    Full,
-    Arange,
-}
+pub use nax_ops::{AlongAxis, Constructor, Elementwise, Reduction};
 
 /// The pattern operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,8 +8,8 @@
 
 use nax_front::check::sizes::Symbols;
 use nax_front::check::types::Type;
-use nax_front::checked::{AlongAxis, Constructor, Elementwise, Reduction};
-use nax_front::syntax::ast::{BinaryOp, UnaryOp};
+use nax_ops::{AlongAxis, Constructor, Elementwise, Reduction};
+use nax_ops::{BinaryOp, UnaryOp};
 use petgraph::graph::{DiGraph, NodeIndex};
 
 /// A node: its operation and its value's type.
@@ -49,7 +49,7 @@ pub enum Op {
     },
     Literal(Literal),
     /// A size used as an `int` host scalar.
-    SizeValue(nax_front::check::sizes::Size),
+    SizeValue(nax_runtime::Size),
     /// Elementwise: operand k's axis j reads result axis `maps[k][j]`; result
     /// axes an operand does not map are broadcast (stride 0). The operation
     /// computes in `compute` (the promoted operand dtype) and gives the node's dtype.
@@ -109,7 +109,7 @@ pub struct Graph {
     /// The sizes every type refers to, with the call-boundary checks.
     pub symbols: Symbols,
     /// Sizes given by host int parameters: the size and the input's index.
-    pub size_arguments: Vec<(nax_front::check::sizes::Size, usize)>,
+    pub size_arguments: Vec<(nax_runtime::Size, usize)>,
 }
 
 impl Graph {

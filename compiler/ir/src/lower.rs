@@ -8,11 +8,11 @@
 //! in place with its symbols imported into the graph's table.
 
 use crate::graph::{Graph, Literal, MapFn, Op};
-use nax_front::check::sizes::Size;
 use nax_front::check::types::{Axis, Kind, TensorType, Type, arith_dtype};
 use nax_front::checked::{CheckedFn, CheckedModule, Elem, PatternOp, ResolvedPattern, TExpr, TExprKind, TStmt};
-use nax_front::syntax::ast::BinaryOp;
+use nax_ops::BinaryOp;
 use nax_runtime::DType;
+use nax_runtime::Size;
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::HashMap;
 
@@ -183,10 +183,8 @@ impl Lowerer<'_> {
             TExprKind::Elementwise { func, args, align } => {
                 let xs = operands(self, args)?;
                 let compute = match func {
-                    nax_front::checked::Elementwise::Where => value_dtype(&ty),
-                    nax_front::checked::Elementwise::MaskedFill | nax_front::checked::Elementwise::ToFloat | nax_front::checked::Elementwise::ToInt => {
-                        value_dtype(&args[0].ty)
-                    }
+                    nax_ops::Elementwise::Where => value_dtype(&ty),
+                    nax_ops::Elementwise::MaskedFill | nax_ops::Elementwise::ToFloat | nax_ops::Elementwise::ToInt => value_dtype(&args[0].ty),
                     _ => value_dtype(&ty),
                 };
                 let mut maps = align.clone();
@@ -417,9 +415,9 @@ impl Lowerer<'_> {
 pub fn value_dtype(ty: &Type) -> DType {
     match ty {
         Type::Tensor(t) => t.dtype,
-        Type::Host(nax_front::syntax::ast::HostType::Float, _) => DType::F64,
-        Type::Host(nax_front::syntax::ast::HostType::Int, _) => DType::I64,
-        Type::Host(nax_front::syntax::ast::HostType::Bool, _) => DType::Bool,
+        Type::Host(nax_runtime::HostType::Float, _) => DType::F64,
+        Type::Host(nax_runtime::HostType::Int, _) => DType::I64,
+        Type::Host(nax_runtime::HostType::Bool, _) => DType::Bool,
         Type::Error => DType::F32,
     }
 }

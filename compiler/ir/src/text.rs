@@ -15,11 +15,13 @@
 
 use crate::graph::{Graph, Literal, MapFn, Node, Op};
 use nax_front::check::range::Range;
-use nax_front::check::sizes::{Size, SymDef, SymId, Symbols};
+use nax_front::check::sizes::Symbols;
 use nax_front::check::types::{Axis, Kind, TensorType, Type};
-use nax_front::checked::{AlongAxis, Constructor, Elementwise, Reduction};
-use nax_front::syntax::ast::{BinaryOp, HostType, UnaryOp};
+use nax_ops::{AlongAxis, Constructor, Elementwise, Reduction};
+use nax_ops::{BinaryOp, UnaryOp};
 use nax_runtime::DType;
+use nax_runtime::HostType;
+use nax_runtime::{Size, SymDef, SymId};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::fmt::Write;
 

@@ -3,8 +3,8 @@
 //! compiler bug, reported with the node and what is wrong.
 
 use crate::graph::{Graph, Op};
-use nax_front::check::sizes::Size;
 use nax_front::check::types::{TensorType, Type};
+use nax_runtime::Size;
 use petgraph::graph::NodeIndex;
 
 /// Every problem found, as `%N: message`; empty when the graph is well formed.

@@ -9,9 +9,9 @@
 
 use crate::kernel::{AttentionLoops, Body, Buffer, BufferKind, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule};
 use crate::rows::only_reader;
-use nax_front::checked::{AlongAxis, Elementwise, Reduction};
-use nax_front::syntax::ast::UnaryOp;
 use nax_ir::{Literal, MapFn};
+use nax_ops::UnaryOp;
+use nax_ops::{AlongAxis, Elementwise, Reduction};
 use nax_runtime::DType;
 
 /// The tiles: 64 queries by 64 keys. A tile's scores (16 KiB of f32) and

@@ -9,11 +9,11 @@
 //! that use them.
 
 use crate::kernel::{Body, Buffer, BufferKind, Expr, Index, Kernel, Loop, Program, Role, Schedule, constructor_value};
-use nax_front::check::sizes::Size;
 use nax_front::check::types::Type;
-use nax_front::checked::{AlongAxis, Reduction};
 use nax_ir::{Graph, MapFn, Op};
+use nax_ops::{AlongAxis, Reduction};
 use nax_runtime::DType;
+use nax_runtime::Size;
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 
@@ -55,8 +55,8 @@ enum Value {
 /// size (the others broadcast), so that recomputing moves no more memory
 /// than storing and reading back (`x - mean` in a layer norm).
 fn cheap(e: &Expr, rank: usize) -> bool {
-    use nax_front::checked::Elementwise as F;
-    use nax_front::syntax::ast::BinaryOp as B;
+    use nax_ops::BinaryOp as B;
+    use nax_ops::Elementwise as F;
     /// Whether `e` reads memory; counts the operations on values read from memory.
     fn reads(e: &Expr) -> bool {
         match e {
@@ -275,8 +275,8 @@ impl Former<'_> {
     /// maximum along the axis, the sum of exponentials, then the result.
     /// (Along the last axis, one kernel's passes run over contiguous rows.)
     fn along_strided(&mut self, n: NodeIndex, input: NodeIndex, func: AlongAxis, axis: usize) -> Value {
-        use nax_front::checked::Elementwise as F;
-        use nax_front::syntax::ast::BinaryOp as B;
+        use nax_ops::BinaryOp as B;
+        use nax_ops::Elementwise as F;
         let sizes = shape(&self.g.graph[input].ty);
         let wide = if nax_ir::value_dtype(&self.g.graph[input].ty) == DType::F64 { DType::F64 } else { DType::F32 };
         let reduced: Vec<Size> = sizes.iter().enumerate().filter(|&(a, _)| a != axis).map(|(_, &s)| s).collect();
@@ -368,7 +368,7 @@ impl Former<'_> {
     /// columns; the other output loops are the batch.
     fn gemm_loops(&self, out: usize, loops: &[Loop], body: &Body) -> Option<crate::kernel::GemmLoops> {
         let dtype = self.p.buffers[out].dtype;
-        let Body::Reduce { op: Reduction::Sum, value: Expr::Apply { func: MapFn::Binary(nax_front::syntax::ast::BinaryOp::Mul), compute, args } } = body else {
+        let Body::Reduce { op: Reduction::Sum, value: Expr::Apply { func: MapFn::Binary(nax_ops::BinaryOp::Mul), compute, args } } = body else {
             return None;
         };
         let [Expr::Load { buffer: a, index: ia }, Expr::Load { buffer: b, index: ib }] = args.as_slice() else { return None };
@@ -454,7 +454,7 @@ impl Former<'_> {
                     ops.iter().zip(labels).map(|(&o, ls)| self.read(o, &ls.iter().map(|&l| Index::Loop(position(l))).collect::<Vec<_>>(), &loops)).collect();
                 let value = reads
                     .into_iter()
-                    .reduce(|a, b| Expr::Apply { func: MapFn::Binary(nax_front::syntax::ast::BinaryOp::Mul), compute: dtype, args: vec![a, b] })
+                    .reduce(|a, b| Expr::Apply { func: MapFn::Binary(nax_ops::BinaryOp::Mul), compute: dtype, args: vec![a, b] })
                     .ok_or("a contraction without operands")?;
                 self.kernel(n, loops, Body::Reduce { op: Reduction::Sum, value })
             }

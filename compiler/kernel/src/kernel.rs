@@ -6,10 +6,11 @@
 //! a broadcast). Loop structure is decided here, once; LLVM, Cranelift, MLIR
 //! and CUDA lower from it without re-deriving it.
 
-use nax_front::check::sizes::{Size, Symbols};
-use nax_front::checked::{AlongAxis, Constructor, Reduction};
+use nax_front::check::sizes::Symbols;
 use nax_ir::{Literal, MapFn};
+use nax_ops::{AlongAxis, Constructor, Reduction};
 use nax_runtime::DType;
+use nax_runtime::Size;
 
 /// A buffer: one graph value in memory, row-major and contiguous.
 #[derive(Clone, Debug, PartialEq)]

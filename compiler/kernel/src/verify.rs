@@ -21,7 +21,7 @@ pub fn verify(p: &Program) -> Vec<String> {
             (&kernel.body, extra),
             (Body::Store(_) | Body::Along { .. }, Some(0))
                 | (Body::Reduce { .. }, Some(_))
-                | (Body::Along { func: nax_front::checked::AlongAxis::LogSumExp, .. }, Some(1))
+                | (Body::Along { func: nax_ops::AlongAxis::LogSumExp, .. }, Some(1))
                 | (Body::Attention { .. }, Some(2))
         );
         if !extra_ok || kernel.loops[rank.min(kernel.loops.len())..].iter().any(|l| l.role != crate::kernel::Role::Reduce) {
@@ -74,7 +74,7 @@ pub fn verify(p: &Program) -> Vec<String> {
             let depth = rank + 1;
             // The score is a product of two loads, the first not reading the
             // keys and the second not the rows; the value is a load.
-            let single_sum = matches!(kernel.rows.as_slice(), [r] if r.op == nax_front::checked::Reduction::Sum && matches!(&r.value, Expr::Apply { func: nax_ir::MapFn::Binary(nax_front::syntax::ast::BinaryOp::Mul), args, .. } if matches!(args.as_slice(), [q @ Expr::Load { .. }, k @ Expr::Load { .. }] if !q.reads_loop(*keys) && !k.reads_loop(a.rows))))
+            let single_sum = matches!(kernel.rows.as_slice(), [r] if r.op == nax_ops::Reduction::Sum && matches!(&r.value, Expr::Apply { func: nax_ir::MapFn::Binary(nax_ops::BinaryOp::Mul), args, .. } if matches!(args.as_slice(), [q @ Expr::Load { .. }, k @ Expr::Load { .. }] if !q.reads_loop(*keys) && !k.reads_loop(a.rows))))
                 && matches!(value, Expr::Load { .. });
             if all != (0..rank).collect::<Vec<_>>()
                 || *keys != rank

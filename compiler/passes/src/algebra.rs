@@ -8,9 +8,9 @@
 use crate::language::{EG, ENode, Types, add, as_type, node_type, nodes_of, plain, rule, tensor_of, type_of};
 use egg::{Id, Rewrite};
 use nax_front::check::types::Type;
-use nax_front::checked::{AlongAxis, Elementwise};
-use nax_front::syntax::ast::BinaryOp;
 use nax_ir::{MapFn, Op};
+use nax_ops::BinaryOp;
+use nax_ops::{AlongAxis, Elementwise};
 use nax_runtime::DType;
 
 /// The operand of a one-operand map that reads it element for element (no broadcast).

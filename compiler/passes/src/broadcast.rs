@@ -9,9 +9,10 @@ use crate::language::{EG, ENode, Types, absorb_operands, add, as_type, is_identi
 use egg::{Id, Rewrite};
 use nax_front::check::range::Range;
 use nax_front::check::types::Type;
-use nax_front::checked::Reduction;
-use nax_front::syntax::ast::{BinaryOp, HostType};
 use nax_ir::{Literal, MapFn, Op};
+use nax_ops::BinaryOp;
+use nax_ops::Reduction;
+use nax_runtime::HostType;
 
 fn is_expand(op: &Op) -> bool {
     matches!(op, Op::Expand { .. })

@@ -11,8 +11,8 @@
 use crate::language::{EG, ENode, Types, add, node_type, nodes_of, plain, rule, tensor_of};
 use egg::{Id, Rewrite};
 use nax_front::check::types::{Axis, Type};
-use nax_front::checked::Reduction;
 use nax_ir::Op;
+use nax_ops::Reduction;
 use std::collections::BTreeMap;
 
 /// Operands beyond which a contraction is left in its written order (the

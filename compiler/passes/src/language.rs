@@ -16,9 +16,10 @@
 
 use egg::{Analysis, Applier, CostFunction, DidMerge, EGraph, Id, Language, PatternAst, RecExpr, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
 use nax_front::check::range::Range;
-use nax_front::check::sizes::{Size, Symbols};
+use nax_front::check::sizes::Symbols;
 use nax_front::check::types::{Kind, TensorType, Type};
 use nax_ir::{Graph, Op};
+use nax_runtime::Size;
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 
@@ -330,7 +331,7 @@ impl CostFunction<ENode> for Cost<'_> {
             // A regrouping may need a copy where its operand is not contiguous.
             Op::Reshape => 0.5,
             // `where` is the canonical form of `masked_fill`.
-            Op::Map { func: nax_ir::MapFn::Builtin(nax_front::checked::Elementwise::MaskedFill), .. } => own * enode.children.len() as f64 + 1.0,
+            Op::Map { func: nax_ir::MapFn::Builtin(nax_ops::Elementwise::MaskedFill), .. } => own * enode.children.len() as f64 + 1.0,
             Op::Map { .. } => own * enode.children.len().max(1) as f64,
             Op::Expand { .. } | Op::Construct { .. } | Op::Select { .. } => own,
             Op::Permute { .. } => 4.0 * own,

@@ -3,12 +3,12 @@
 //! (i64 for integers); every result is rounded to its node's dtype.
 
 use crate::value::{Data, Value, round_float, wrap_int};
-use nax_front::check::sizes::Size;
 use nax_front::check::types::Type;
-use nax_front::checked::{AlongAxis, Constructor, Elementwise, Reduction};
-use nax_front::syntax::ast::{BinaryOp, UnaryOp};
 use nax_ir::{Graph, Literal, MapFn, Op};
+use nax_ops::{AlongAxis, Constructor, Elementwise, Reduction};
+use nax_ops::{BinaryOp, UnaryOp};
 use nax_runtime::DType;
+use nax_runtime::Size;
 use nax_runtime::row_major_strides as strides;
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;

@@ -8,10 +8,10 @@
 use crate::emitter::{Binary, Compare, Emitter, Kind, Unary};
 use crate::math;
 use crate::plan::Slots;
-use nax_front::checked::{AlongAxis, Elementwise, Reduction};
-use nax_front::syntax::ast::{BinaryOp, UnaryOp};
 use nax_ir::{Literal, MapFn};
 use nax_kernel::{Body, Expr, Index, Kernel, Program};
+use nax_ops::{AlongAxis, Elementwise, Reduction};
+use nax_ops::{BinaryOp, UnaryOp};
 use nax_runtime::DType;
 use nax_runtime::plan::SizeRef;
 use std::collections::HashMap;
@@ -60,7 +60,7 @@ struct Lowering<'a, E: Emitter> {
 }
 
 impl<E: Emitter> Lowering<'_, E> {
-    fn size(&mut self, s: nax_front::check::sizes::Size) -> E::Value {
+    fn size(&mut self, s: nax_runtime::Size) -> E::Value {
         match self.plan.size(self.p, s) {
             SizeRef::Const(c) => self.e.int(Kind::I64, c as i64),
             SizeRef::Slot(i) => self.e.size(i),

@@ -9,7 +9,7 @@
 //! (`tests/native_math.rs`).
 
 use crate::emitter::{Binary, Compare, Emitter, Kind, Unary};
-use nax_front::checked::Elementwise;
+use nax_ops::Elementwise;
 
 /// Horner's rule: `c[0] + x*(c[1] + x*(...))`.
 fn poly<E: Emitter>(e: &mut E, k: Kind, x: E::Value, c: &[f64]) -> E::Value {

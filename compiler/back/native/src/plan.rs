@@ -5,8 +5,8 @@
 //! buffers with their shapes in slots, and each kernel's strategy as the
 //! driver runs it.
 
-use nax_front::check::sizes::Size;
 use nax_kernel::{Body, Expr, Kernel, Program};
+use nax_runtime::Size;
 use nax_runtime::plan::{AttentionPlan, BufferPlan, GemmPlan, KernelPlan, Nest, Operand, SizeRef, Strategy};
 use nax_runtime::{NativePlan, SymId};
 use std::collections::HashMap;
