@@ -398,16 +398,19 @@ fn generated_programs_agree() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// A case ready to run: its checked module, lowered graph, arguments and
-/// weights; `None` for a generated program that cannot run (free sizes that
-/// do not divide), with the reason printed.
-type Prepared = (nax_front::Checked, nax_ir::Graph, Vec<Given>, HashMap<String, HostTensor>);
+/// A case ready to run: its checked module, its graphs as lowered and as
+/// rewritten (through the pipeline, each verified), arguments and weights;
+/// `None` for a generated program that cannot run (free sizes that do not
+/// divide), with the reason printed.
+type Prepared = (nax_front::Checked, nax_ir::Graph, nax_ir::Graph, Vec<Given>, HashMap<String, HostTensor>);
 
 fn prepare(case: &Case, rng: &mut SmallRng, generated: bool) -> Option<Prepared> {
     let checked = nax_front::check_source(&case.source);
     assert!(!checked.has_errors(), "{}: {:?}\n{}", case.name, checked.diagnostics, case.source);
     let f = checked.module.functions.iter().find(|f| f.name == case.function).expect("function");
-    let graph = nax_ir::lower(&checked.module, &case.function).expect("lower");
+    let lowered = nax::pipeline::lower(&checked.module, &case.function, true, &mut nax::Timings::start())
+        .unwrap_or_else(|e| panic!("{}: {e}\n{}", case.name, case.source));
+    let rewritten = lowered.graph().clone();
     let inputs = case_sizes(case, f).and_then(|solved| {
         let args = arguments(case, f, &solved, rng)?;
         Ok((args, weights_for(&checked.module, f, &solved, rng)?))
@@ -420,7 +423,7 @@ fn prepare(case: &Case, rng: &mut SmallRng, generated: bool) -> Option<Prepared>
         }
         Err(e) => panic!("{}: {e}", case.name),
     };
-    Some((checked, graph, args, weights))
+    Some((checked, lowered.lowered, rewritten, args, weights))
 }
 
 /// Whether a run failed only because a generated run-time dim that no
@@ -439,12 +442,10 @@ fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
     let mut torch_jobs = Vec::new();
     let generated = label == "generated";
     for case in cases {
-        let Some((checked, graph, args, weights)) = prepare(&case, &mut rng, generated) else { continue };
+        let Some((checked, graph, rewritten, args, weights)) = prepare(&case, &mut rng, generated) else { continue };
         let mut reference = None;
         // The interpreter runs the graph as lowered; the native back ends run
         // it rewritten by the optimizer, so every case also tests the rewriting.
-        let (rewritten, _) = nax_passes::optimize(&graph).unwrap_or_else(|e| panic!("{}: {e}", case.name));
-        assert!(nax_ir::verify(&rewritten).is_empty(), "{}: the rewritten graph does not verify", case.name);
         for backend in BACKENDS {
             let g = if backend == Backend::Interp { &graph } else { &rewritten };
             let out = match run_on(backend, g, &args, &weights) {
@@ -495,16 +496,7 @@ fn rewriting_preserves_meaning() {
         let checked = nax_front::check_source(&source);
         let function = checked.module.functions.iter().max_by_key(|f| f.span.start).map(|f| f.name.clone()).unwrap_or_default();
         let case = Case { name: format!("rewrite_{i}"), source, function, sizes: Vec::new(), special_values: false };
-        let Some((_, graph, args, weights)) = prepare(&case, &mut data_rng, true) else { continue };
-        let (rewritten, _) = nax_passes::optimize(&graph).unwrap_or_else(|e| panic!("{}: {e}\n{}", case.name, case.source));
-        assert!(
-            nax_ir::verify(&rewritten).is_empty(),
-            "{}: the rewritten graph does not verify: {:?}\n{}\n{}",
-            case.name,
-            nax_ir::verify(&rewritten),
-            nax_ir::text::print(&graph),
-            nax_ir::text::print(&rewritten)
-        );
+        let Some((_, graph, rewritten, args, weights)) = prepare(&case, &mut data_rng, true) else { continue };
         let changed = nax_ir::text::print(&rewritten) != nax_ir::text::print(&graph);
         let run = |backend: Backend, g: &nax_ir::Graph| run_on(backend, g, &args, &weights);
         let reference = match run(Backend::Interp, &graph) {
