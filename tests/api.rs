@@ -355,3 +355,14 @@ fn the_runtime_depends_on_no_compiler_crate() {
         assert!(!tree.lines().any(|l| l.starts_with(heavy)), "the runtime pulls in {heavy}");
     }
 }
+
+#[test]
+fn a_call_checked_for_one_function_is_refused_by_another() {
+    let p = program(&Engine::new());
+    let (f, tiny) = (p.function("f").unwrap(), p.function("tiny").unwrap());
+    let x = [1f32, 2.0, 3.0, 4.0];
+    let call = tiny.check(vec![Arg::from(TensorView::new(&x, vec![4], names("_")).unwrap())]).unwrap();
+    assert_eq!(tiny.run(&call).unwrap().to_f64_vec(), vec![2.0, 3.0, 4.0, 5.0]);
+    let e = f.run(&call).unwrap_err();
+    assert_eq!(e.to_string(), "a call checked against `tiny` was given to `f`");
+}

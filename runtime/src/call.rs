@@ -253,6 +253,16 @@ impl CheckedCall<'_> {
         self.signature
     }
 
+    /// An error unless the call was checked against `expected` (the same
+    /// value, or an equal one): an executor refuses a call checked for
+    /// another function, whose buffers would not fit its kernels.
+    pub fn require(&self, expected: &Signature) -> Result<(), RuntimeError> {
+        if std::ptr::eq(self.signature, expected) || self.signature == expected {
+            return Ok(());
+        }
+        Err(RuntimeError::WrongFunction { checked: self.signature.name.clone(), given: expected.name.clone() })
+    }
+
     /// Argument `i` as a contiguous tensor in its parameter's axis order,
     /// or `None` when it is a host scalar (or there is no argument `i`).
     pub fn tensor(&self, i: usize) -> Option<TensorView<'_>> {

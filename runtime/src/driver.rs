@@ -13,12 +13,12 @@ use crate::call::CheckedCall;
 use crate::dtype::DType;
 use crate::error::RuntimeError;
 use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, KernelPlan, NativePlan, Nest, Operand, SizeRef, Strategy};
-use crate::signature::Scalar;
+use crate::signature::{Scalar, Signature};
 use crate::tensor::{HostTensor, TensorData};
 use crate::threads::ThreadPool;
 use crate::view::TensorMut;
 use rayon::prelude::*;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// A compiled kernel: `kernel(buffers, sizes, begin, end)`: the table of
 /// every buffer's address, the size slots' values, and the range of the
@@ -47,6 +47,7 @@ pub type CodeOwner = Box<dyn Send>;
 /// A natively compiled function, ready to call: its plan, one entry per
 /// kernel, and the owner of their code.
 pub struct NativeFunction {
+    signature: Arc<Signature>,
     plan: NativePlan,
     entries: Vec<KernelFn>,
     /// Temporaries kept between calls.
@@ -65,20 +66,21 @@ struct SyncCode {
 unsafe impl Sync for SyncCode {}
 
 impl NativeFunction {
-    /// A function from its plan and compiled kernels; `code` owns the
-    /// machine code the entries point into. An error when the plan does not
-    /// validate or the entries are not one per kernel.
+    /// The function of this signature from its plan and compiled kernels;
+    /// `code` owns the machine code the entries point into. An error when
+    /// the plan does not validate or the entries are not one per kernel.
     ///
     /// # Safety
     /// Entry `i` must be the compiled code of the plan's kernel `i`, with
     /// the [`KernelFn`] signature, reading and writing only the buffers its
-    /// plan names at the sizes the slots give, and valid while `code` lives.
-    pub unsafe fn new(plan: NativePlan, inputs: usize, entries: Vec<KernelFn>, code: CodeOwner) -> Result<NativeFunction, RuntimeError> {
-        plan.validate(inputs)?;
+    /// plan names at the sizes the slots give for calls of this signature,
+    /// and valid while `code` lives.
+    pub unsafe fn new(signature: Arc<Signature>, plan: NativePlan, entries: Vec<KernelFn>, code: CodeOwner) -> Result<NativeFunction, RuntimeError> {
+        plan.validate(signature.params.len())?;
         if entries.len() != plan.kernels.len() {
             return Err(RuntimeError::Internal(format!("{} kernel entries for {} kernels", entries.len(), plan.kernels.len())));
         }
-        Ok(NativeFunction { plan, entries, temporaries: Mutex::new(Vec::new()), _code: SyncCode { _owner: code } })
+        Ok(NativeFunction { signature, plan, entries, temporaries: Mutex::new(Vec::new()), _code: SyncCode { _owner: code } })
     }
 
     /// The plan.
@@ -214,6 +216,7 @@ impl Execute for NativeFunction {
     /// kernel below the size where splitting pays) runs on the calling
     /// thread, which saves the hand-over to a worker and back.
     fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, pool: &ThreadPool) -> Result<Option<HostTensor>, RuntimeError> {
+        call.require(&self.signature)?;
         let table_sizes = &call.signature().sizes;
         let slots = self
             .plan

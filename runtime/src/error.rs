@@ -302,6 +302,15 @@ pub enum RuntimeError {
         message: String,
     },
 
+    /// A call checked against one function's signature, given to another.
+    #[error("a call checked against `{checked}` was given to `{given}`")]
+    WrongFunction {
+        /// The function the call was checked for.
+        checked: String,
+        /// The function it was given to.
+        given: String,
+    },
+
     /// A size the function needs that no argument determines.
     #[error("the size `{size}` is not known at this call")]
     UnknownSize {

@@ -11,16 +11,18 @@ use crate::tensor::HostTensor;
 use crate::threads::ThreadPool;
 use crate::view::TensorMut;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// A callable function: `Send + Sync`, callable from many threads at once.
 pub struct Function {
-    signature: Signature,
+    signature: Arc<Signature>,
     exec: Box<dyn Execute>,
 }
 
 impl Function {
-    /// A function from its signature and its executor.
-    pub fn new(signature: Signature, exec: Box<dyn Execute>) -> Function {
+    /// A function from its signature and its executor (which holds the
+    /// same signature, to refuse calls checked for another).
+    pub fn new(signature: Arc<Signature>, exec: Box<dyn Execute>) -> Function {
         Function { signature, exec }
     }
 
@@ -54,9 +56,7 @@ impl Function {
 
     /// Runs a call already checked against this function's signature.
     pub fn run(&self, call: &CheckedCall<'_>, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
-        if !std::ptr::eq(call.signature(), &self.signature) && call.signature() != &self.signature {
-            return Err(RuntimeError::Internal(format!("a call checked against `{}` was given to `{}`", call.signature().name, self.signature.name)));
-        }
+        call.require(&self.signature)?;
         self.exec.execute(call, None, pool)?.ok_or_else(|| RuntimeError::Internal("the call gave no result".into()))
     }
 }

@@ -10,6 +10,7 @@ use nax_front::CheckedModule;
 use nax_front::checked::{CheckedFn, TExprKind};
 use nax_ir::Graph;
 use nax_runtime::{Function, HostType, Scalar};
+use std::sync::Arc;
 
 /// A code generator.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -132,12 +133,11 @@ pub fn defaults(f: &CheckedFn) -> Vec<Option<Scalar>> {
 /// Compiles a graph with a back end into a callable function. Records
 /// `kernels` (native back ends), `codegen` and `link`.
 pub fn compile_graph(graph: Graph, defaults: &[Option<Scalar>], backend: Backend, timings: &mut Timings) -> Result<Function, Error> {
-    let signature = nax_ir::signature(&graph, defaults);
-    let inputs = signature.params.len();
+    let signature = Arc::new(nax_ir::signature(&graph, defaults));
     let mut stage = |name| timings.mark(name);
     let exec: Box<dyn nax_runtime::Execute> = match backend {
         Backend::Interp => {
-            let interpreter = nax_back_interp::Interpreter(graph);
+            let interpreter = nax_back_interp::Interpreter { graph, signature: Arc::clone(&signature) };
             stage("codegen");
             Box::new(interpreter)
         }
@@ -145,8 +145,8 @@ pub fn compile_graph(graph: Graph, defaults: &[Option<Scalar>], backend: Backend
             let program = kernels(&graph)?;
             stage("kernels");
             let compiled = match backend {
-                Backend::Llvm => nax_back_llvm::compile(&program, inputs, &mut stage),
-                _ => nax_back_cranelift::compile(&program, inputs, &mut stage),
+                Backend::Llvm => nax_back_llvm::compile(&program, Arc::clone(&signature), &mut stage),
+                _ => nax_back_cranelift::compile(&program, Arc::clone(&signature), &mut stage),
             };
             Box::new(compiled.map_err(Error::stage("codegen"))?)
         }

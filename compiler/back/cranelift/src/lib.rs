@@ -16,26 +16,27 @@ use cranelift_module::{FuncId, Linkage, Module, ModuleError, default_libcall_nam
 use emit::{KernelEmitter, kernel_signature};
 use nax_back_native::{LIBM, Slots};
 use nax_kernel::Program;
-use nax_runtime::{KernelFn, NativeFunction};
+use nax_runtime::{KernelFn, NativeFunction, Signature};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// JIT-compiles a function's kernels (verified) for the host, calling
-/// `stage(name)` as each stage ends (`codegen`, `link`). `inputs` is the
-/// function's number of parameters.
-pub fn compile(program: &Program, inputs: usize, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, String> {
+/// `stage(name)` as each stage ends (`codegen`, `link`). `signature` is
+/// the function's, which its calls are checked against.
+pub fn compile(program: &Program, signature: Arc<Signature>, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, String> {
     let slots = Slots::new(program);
     let plan = slots.plan(program)?;
     let mut module = host_module()?;
     let libm = declare_libm(&mut module)?;
-    let signature = kernel_signature(&module);
+    let entry = kernel_signature(&module);
     let mut context = module.make_context();
     let mut builder_context = FunctionBuilderContext::new();
     let mut ids = Vec::with_capacity(program.kernels.len());
     for (i, kernel) in program.kernels.iter().enumerate() {
         let name = format!("kernel{i}");
-        let id = module.declare_function(&name, Linkage::Local, &signature).map_err(|e| internal(&format!("declaring {name}"), &e))?;
+        let id = module.declare_function(&name, Linkage::Local, &entry).map_err(|e| internal(&format!("declaring {name}"), &e))?;
         module.clear_context(&mut context);
-        context.func.signature = signature.clone();
+        context.func.signature = entry.clone();
         let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &kernel.buffers());
         nax_back_native::lower_kernel(&mut emitter, program, &slots, kernel);
         emitter.finish();
@@ -62,7 +63,7 @@ pub fn compile(program: &Program, inputs: usize, stage: &mut dyn FnMut(&'static 
     // SAFETY: entry `i` is kernel `i` of `program`, compiled with the
     // driver's signature from the slots the plan was made from; the
     // module owns the machine code and frees it when dropped.
-    unsafe { NativeFunction::new(plan, inputs, kernels, Box::new(JitCode(Some(module)))) }.map_err(|e| e.to_string())
+    unsafe { NativeFunction::new(signature, plan, kernels, Box::new(JitCode(Some(module)))) }.map_err(|e| e.to_string())
 }
 
 /// A Cranelift error as an internal error, with what was being done.

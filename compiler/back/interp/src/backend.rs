@@ -5,15 +5,23 @@ use crate::eval::{Sizes, evaluate};
 use crate::value::{Data, Value};
 use nax_front::check::types::Type;
 use nax_ir::Graph;
-use nax_runtime::{CheckedCall, DType, Execute, HostTensor, RuntimeError, Scalar, TensorData, TensorMut, ThreadPool};
+use nax_runtime::{CheckedCall, DType, Execute, HostTensor, RuntimeError, Scalar, Signature, TensorData, TensorMut, ThreadPool};
 use std::collections::HashMap;
+use std::sync::Arc;
 
-/// A graph the reference interpreter runs (`--backend interp`).
-pub struct Interpreter(pub Graph);
+/// A graph the reference interpreter runs (`--backend interp`), with the
+/// signature its calls are checked against.
+pub struct Interpreter {
+    /// The graph.
+    pub graph: Graph,
+    /// Its signature.
+    pub signature: Arc<Signature>,
+}
 
 impl Execute for Interpreter {
     fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, _pool: &ThreadPool) -> Result<Option<HostTensor>, RuntimeError> {
-        let g = &self.0;
+        call.require(&self.signature)?;
+        let g = &self.graph;
         let mut values = Vec::with_capacity(call.len());
         for i in 0..call.len() {
             let scalar = |dtype, data| Value { dtype, shape: Vec::new(), data };

@@ -26,10 +26,11 @@ use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine};
 use nax_back_native::{Slots, lower_kernel};
 use nax_kernel::Program;
-use nax_runtime::{KernelFn, NativeFunction};
+use nax_runtime::{KernelFn, NativeFunction, Signature};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
+use std::sync::Arc;
 use std::sync::OnceLock;
 
 /// What `nax build` can write from the LLVM back end.
@@ -254,9 +255,9 @@ fn jit(p: &Program, which: &[usize], bitcode: &[u8]) -> Result<(Code, Vec<(usize
 /// JIT-compiles a function's kernels (verified) for the host, calling
 /// `stage(name)` as each stage ends: the kernels are split into one module
 /// per thread of the current pool, each optimised (`codegen`) and then
-/// JIT-compiled (`link`) on its own thread. `inputs` is the function's
-/// number of parameters.
-pub fn compile(p: &Program, inputs: usize, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, String> {
+/// JIT-compiled (`link`) on its own thread. `signature` is the function's,
+/// which its calls are checked against.
+pub fn compile(p: &Program, signature: Arc<Signature>, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, String> {
     let h = host()?;
     let slots = Slots::new(p);
     let plan = slots.plan(p)?;
@@ -278,5 +279,5 @@ pub fn compile(p: &Program, inputs: usize, stage: &mut dyn FnMut(&'static str)) 
     // SAFETY: entry `i` is kernel `i` of `p`, compiled with the driver's
     // signature from the same slots the plan was made from; `code` owns
     // the engines that hold the machine code.
-    unsafe { NativeFunction::new(plan, inputs, kernels, Box::new(code)) }.map_err(|e| e.to_string())
+    unsafe { NativeFunction::new(signature, plan, kernels, Box::new(code)) }.map_err(|e| e.to_string())
 }
