@@ -366,3 +366,29 @@ fn a_call_checked_for_one_function_is_refused_by_another() {
     let e = f.run(&call).unwrap_err();
     assert_eq!(e.to_string(), "a call checked against `tiny` was given to `f`");
 }
+
+#[test]
+fn signatures_and_native_plans_round_trip_through_json() {
+    let root = crate::support::root();
+    let mut files = crate::support::nax_files(&root.join("examples/workloads"));
+    files.push(root.join("examples/transformer_block.nax"));
+    let mut plans = 0;
+    for path in files {
+        let source = std::fs::read_to_string(&path).unwrap();
+        let timings = &mut nax::Timings::start();
+        let module = nax::pipeline::check(&path.display().to_string(), &source, timings).unwrap();
+        for f in &module.functions {
+            let graph = nax::pipeline::lower(&module, &f.name, true, timings).unwrap().into_graph();
+            let signature = nax_ir::signature(&graph, &nax::pipeline::defaults(f));
+            let text = serde_json::to_string(&signature).unwrap();
+            assert_eq!(serde_json::from_str::<nax::Signature>(&text).unwrap(), signature, "{}", f.name);
+            let program = nax::pipeline::kernels(&graph).unwrap();
+            let plan = nax_back_native::Slots::new(&program).plan(&program).unwrap();
+            plan.validate(signature.params.len()).unwrap();
+            let text = serde_json::to_string(&plan).unwrap();
+            assert_eq!(serde_json::from_str::<nax_runtime::NativePlan>(&text).unwrap(), plan, "{}", f.name);
+            plans += 1;
+        }
+    }
+    assert!(plans >= 10, "{plans}");
+}

@@ -237,3 +237,64 @@ impl NativePlan {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `out[i] = f(x[i])` over 4 elements, with a slot for nothing.
+    fn nest() -> NativePlan {
+        NativePlan {
+            slots: vec![],
+            buffers: vec![
+                BufferPlan { dtype: DType::F32, shape: vec![SizeRef::Const(4)], kind: BufferKind::Input(0) },
+                BufferPlan { dtype: DType::F32, shape: vec![SizeRef::Const(4)], kind: BufferKind::Temporary },
+            ],
+            kernels: vec![KernelPlan { output: 1, loops: vec![SizeRef::Const(4)], strategy: Strategy::Nest(Nest { loops: 1, parallel: true }) }],
+            result: 1,
+        }
+    }
+
+    #[test]
+    fn a_plan_that_fits_validates() {
+        nest().validate(1).unwrap();
+    }
+
+    #[test]
+    fn every_index_out_of_range_is_refused() {
+        let mut broken: Vec<NativePlan> = Vec::new();
+        let mut p = nest();
+        p.result = 2;
+        broken.push(p);
+        let mut p = nest();
+        p.buffers[0].shape[0] = SizeRef::Slot(0);
+        broken.push(p);
+        let mut p = nest();
+        p.buffers[0].kind = BufferKind::Alias(1);
+        broken.push(p);
+        let mut p = nest();
+        p.kernels[0].output = 5;
+        broken.push(p);
+        let mut p = nest();
+        p.kernels[0].strategy = Strategy::Nest(Nest { loops: 2, parallel: false });
+        broken.push(p);
+        let operand = |buffer, index| Operand { buffer, index };
+        let mut p = nest();
+        p.kernels[0].strategy = Strategy::Gemm(GemmPlan {
+            batch: vec![],
+            rows: Some(0),
+            cols: None,
+            inner: 0,
+            a: operand(0, vec![Index::Loop(3)]),
+            b: operand(0, vec![Index::Loop(0)]),
+            epilogue: None,
+        });
+        broken.push(p);
+        for (i, p) in broken.iter().enumerate() {
+            let e = p.validate(1).unwrap_err();
+            assert!(e.to_string().starts_with("internal error: the plan is malformed"), "case {i}: {e}");
+        }
+        // An input past the function's parameters.
+        assert!(nest().validate(0).is_err());
+    }
+}
