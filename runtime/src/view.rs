@@ -104,6 +104,17 @@ impl<'a> TensorView<'a> {
     /// `data[offset + i * strides[0] + j * strides[1] + ...]` (strides in
     /// elements; negative and zero strides allowed). An error when some
     /// element would lie outside `data`, or the names do not fit.
+    ///
+    /// ```
+    /// use nax_runtime::TensorView;
+    /// // A 2 x 3 row-major buffer seen as its 3 x 2 transpose, without a copy.
+    /// let data = [0f32, 1.0, 2.0, 3.0, 4.0, 5.0];
+    /// let t = TensorView::strided(&data, 0, vec![3, 2], vec![1, 3], vec![Some("m".into()), Some("n".into())])?;
+    /// assert_eq!(t.to_host().to_f64_vec(), [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    /// // A step that would leave the buffer is refused.
+    /// assert!(TensorView::strided(&data, 0, vec![3, 2], vec![2, 3], vec![None, None]).is_err());
+    /// # Ok::<(), nax_runtime::RuntimeError>(())
+    /// ```
     pub fn strided<T: Element>(
         data: &'a [T],
         offset: usize,
