@@ -60,6 +60,13 @@ fn compile_errors_come_back_as_diagnostics() {
         Err(other) => panic!("expected diagnostics, got {other}"),
         Ok(_) => panic!("a program with an unknown name compiled"),
     }
+    let dir = scratch("diagnostics");
+    let bad = dir.join("bad.nax");
+    std::fs::write(&bad, "def f(x: [n]) -> [n] {\n    return x + y\n}\n").unwrap();
+    let rendered = engine.compile_file(&bad).err().expect("an error").to_string();
+    assert!(rendered.contains(&format!("{}:2:", bad.display())), "{rendered}");
+    let missing = engine.compile_file(&dir.join("missing.nax")).err().expect("an error").to_string();
+    assert!(missing.starts_with("cannot read '") && missing.contains("missing.nax"), "{missing}");
     let p = program(&engine);
     match p.function("g") {
         Err(Error::UnknownFunction { name, available }) => assert_eq!((name.as_str(), available), ("g", vec!["f".to_string(), "tiny".to_string()])),

@@ -25,12 +25,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut args = std::env::args().skip(1);
     let model = args.next().map_or_else(|| root.join("examples/transformer_block.nax"), PathBuf::from);
-    let source = std::fs::read_to_string(&model)?;
 
     // One engine per application: LLVM for this CPU, 4 worker threads per program.
     let engine = Engine::new().threads(4);
     let start = Instant::now();
-    let program = engine.compile(&source)?;
+    let program = engine.compile_file(&model)?;
     let block = program.function("block")?;
     println!("compiled {} in {:.0} ms: {}", model.display(), start.elapsed().as_secs_f64() * 1e3, block.signature());
 

@@ -24,7 +24,7 @@ use crate::error::Error;
 use crate::pipeline::{self, Backend};
 use crate::timings::Timings;
 use nax_front::CheckedModule;
-use nax_runtime::{Arg, CheckedCall, HostTensor, Signature, TensorMut, ThreadPool};
+use nax_runtime::{Arg, CheckedCall, HostTensor, RuntimeError, Signature, TensorMut, ThreadPool};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -79,14 +79,25 @@ impl Engine {
     }
 
     /// Checks `source`; its functions compile when first asked for. An
-    /// error carries every diagnostic, rendered as `nax check` prints them.
+    /// error carries every diagnostic, rendered as `nax check` prints them
+    /// (against the file name `<source>`).
     pub fn compile(&self, source: &str) -> Result<Program, Error> {
+        self.compile_named("<source>", source)
+    }
+
+    /// [`Engine::compile`] of a file's source; diagnostics name the file.
+    pub fn compile_file(&self, path: &Path) -> Result<Program, Error> {
+        let source = std::fs::read_to_string(path).map_err(|source| RuntimeError::Read { path: path.to_path_buf(), source })?;
+        self.compile_named(&path.display().to_string(), &source)
+    }
+
+    fn compile_named(&self, file_name: &str, source: &str) -> Result<Program, Error> {
         let key = (source.to_string(), self.options);
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(compiled) = cache.get(&key).and_then(Weak::upgrade) {
             return Ok(Program { compiled, weights: Arc::new(HashMap::new()) });
         }
-        let module = pipeline::check("<source>", source, &mut Timings::start())?;
+        let module = pipeline::check(file_name, source, &mut Timings::start())?;
         let functions = module.functions.iter().map(|f| (f.name.clone(), OnceLock::new())).collect();
         let pool = ThreadPool::new(self.options.threads)?;
         let compiled = Arc::new(Compiled { module, options: self.options, functions, pool });
