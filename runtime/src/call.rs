@@ -404,10 +404,10 @@ impl Signature {
         let args = bound
             .into_iter()
             .map(|b| match b {
-                Bound::View(v) if !v.is_contiguous() => Bound::Packed(v.to_host()),
-                other => other,
+                Bound::View(v) if !v.is_contiguous() => v.to_host().map(Bound::Packed),
+                other => Ok(other),
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         Ok(CheckedCall { signature: self, args, weights, sizes })
     }
 

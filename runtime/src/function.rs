@@ -36,8 +36,12 @@ impl Function {
     /// declared axis order) and a thread pool; returns the result.
     pub fn call(&self, args: Vec<(&str, Arg<'_>)>, weights: &HashMap<String, HostTensor>, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
         let args = self.signature.arguments(args)?;
-        let call = self.signature.check(args, weights)?;
-        self.exec.execute(&call, None, pool)?.ok_or_else(|| RuntimeError::Internal("the call gave no result".into()))
+        let large = has_large_tensor(&args);
+        let run = || {
+            let call = self.signature.check(args, weights)?;
+            self.exec.execute(&call, None, pool)?.ok_or_else(|| RuntimeError::Internal("the call gave no result".into()))
+        };
+        if large { pool.install(run) } else { run() }
     }
 
     /// As [`Function::call`], writing the result into the caller's
@@ -50,8 +54,12 @@ impl Function {
         pool: &ThreadPool,
     ) -> Result<(), RuntimeError> {
         let args = self.signature.arguments(args)?;
-        let call = self.signature.check(args, weights)?;
-        self.exec.execute(&call, Some(out), pool).map(drop)
+        let large = has_large_tensor(&args);
+        let run = || {
+            let call = self.signature.check(args, weights)?;
+            self.exec.execute(&call, Some(out), pool).map(drop)
+        };
+        if large { pool.install(run) } else { run() }
     }
 
     /// Runs a call already checked against this function's signature.
@@ -59,4 +67,15 @@ impl Function {
         call.require(&self.signature)?;
         self.exec.execute(call, None, pool)?.ok_or_else(|| RuntimeError::Internal("the call gave no result".into()))
     }
+}
+
+/// Arguments of at least this many elements may be worth packing with
+/// several threads.
+const LARGE: usize = 1 << 15;
+
+/// Whether some tensor argument is large: then a call's check and run go
+/// into the pool together, so that packing it (a view transposed by name)
+/// uses the pool's threads; small calls stay on the calling thread.
+fn has_large_tensor(args: &[Arg<'_>]) -> bool {
+    args.iter().any(|a| matches!(a, Arg::Tensor(t) if t.len() >= LARGE))
 }

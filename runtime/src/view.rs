@@ -110,7 +110,7 @@ impl<'a> TensorView<'a> {
     /// // A 2 x 3 row-major buffer seen as its 3 x 2 transpose, without a copy.
     /// let data = [0f32, 1.0, 2.0, 3.0, 4.0, 5.0];
     /// let t = TensorView::strided(&data, 0, vec![3, 2], vec![1, 3], vec![Some("m".into()), Some("n".into())])?;
-    /// assert_eq!(t.to_host().to_f64_vec(), [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    /// assert_eq!(t.to_host()?.to_f64_vec(), [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
     /// // A step that would leave the buffer is refused.
     /// assert!(TensorView::strided(&data, 0, vec![3, 2], vec![2, 3], vec![None, None]).is_err());
     /// # Ok::<(), nax_runtime::RuntimeError>(())
@@ -126,6 +126,8 @@ impl<'a> TensorView<'a> {
             return Err(RuntimeError::StridesRank { shape, strides });
         }
         check_names(&names, shape.len())?;
+        // The element count fits in `usize` (zero strides could repeat one element past it).
+        element_count(&shape)?;
         let out_of_bounds = || RuntimeError::ViewOutOfBounds { shape: shape.clone(), strides: strides.clone(), offset, len: data.len() };
         let start = match reach(&shape, &strides).ok_or_else(out_of_bounds)? {
             None => data.as_ptr(),
@@ -219,28 +221,56 @@ impl<'a> TensorView<'a> {
     }
 
     /// A contiguous, row-major copy of the elements into a host tensor.
-    pub fn to_host(&self) -> HostTensor {
-        let count = self.len();
+    /// Views with non-negative strides are copied by the tiled pointwise
+    /// kernel of the named ops (a transposed view is read in cache tiles,
+    /// large copies split across rayon's current pool); others element by
+    /// element.
+    pub fn to_host(&self) -> Result<HostTensor, RuntimeError> {
         macro_rules! gather {
-            ($t:ty, $variant:ident) => {{
-                let mut out: Vec<$t> = Vec::with_capacity(count);
-                self.for_each_offset(|o| {
-                    // SAFETY: every offset a view reaches is inside its borrow (see `strided`).
-                    out.push(unsafe { *self.start.cast::<$t>().offset(o) })
-                });
-                TensorData::$variant(out)
+            ($t:ty) => {{
+                let out: Vec<$t> = match self.tiled::<$t>() {
+                    Some(copied) => copied?,
+                    None => {
+                        let mut out = Vec::new();
+                        out.try_reserve_exact(self.len()).map_err(|_| self.allocation_error())?;
+                        self.for_each_offset(|o| {
+                            // SAFETY: every offset a view reaches is inside its borrow (see `strided`).
+                            out.push(unsafe { *self.start.cast::<$t>().offset(o) })
+                        });
+                        out
+                    }
+                };
+                <$t as Element>::into_data(out)
             }};
         }
         let data = match self.dtype {
-            DType::F16 => gather!(f16, F16),
-            DType::BF16 => gather!(bf16, BF16),
-            DType::F32 => gather!(f32, F32),
-            DType::F64 => gather!(f64, F64),
-            DType::I32 => gather!(i32, I32),
-            DType::I64 => gather!(i64, I64),
-            DType::Bool => gather!(bool, Bool),
+            DType::F16 => gather!(f16),
+            DType::BF16 => gather!(bf16),
+            DType::F32 => gather!(f32),
+            DType::F64 => gather!(f64),
+            DType::I32 => gather!(i32),
+            DType::I64 => gather!(i64),
+            DType::Bool => gather!(bool),
         };
-        HostTensor::from_parts(data, self.shape.clone(), self.names.clone())
+        Ok(HostTensor::from_parts(data, self.shape.clone(), self.names.clone()))
+    }
+
+    /// The error for a copy that cannot be allocated.
+    fn allocation_error(&self) -> RuntimeError {
+        let count = self.len();
+        RuntimeError::Allocation { bytes: count.saturating_mul(self.dtype.size_bytes()), count }
+    }
+
+    /// The copy through the tiled kernel, when every stride is
+    /// non-negative (`None` otherwise, or for an empty view).
+    fn tiled<T: Element>(&self) -> Option<Result<Vec<T>, RuntimeError>> {
+        let strides: Vec<usize> = self.strides.iter().map(|&s| usize::try_from(s).ok()).collect::<Option<_>>()?;
+        let (_, hi) = reach(&self.shape, &self.strides)??;
+        let geometry = crate::named::Geometry::new(&self.shape, &strides, &strides)?;
+        // SAFETY: the view reaches offsets 0..=hi from its start (strides
+        // are non-negative), all inside the slice it borrows (see `strided`).
+        let data = unsafe { std::slice::from_raw_parts(self.start.cast::<T>(), hi as usize + 1) };
+        Some(crate::named::pointwise(&geometry, data, data, |x, _| x).map_err(|_| self.allocation_error()))
     }
 
     /// Calls `f` with the offset of each element, in row-major order of the
@@ -343,13 +373,13 @@ mod tests {
         let data: Vec<f32> = (0..6).map(|i| i as f32).collect();
         let v = TensorView::strided(&data, 0, vec![3, 2], vec![1, 3], names("n d")).unwrap();
         assert!(!v.is_contiguous());
-        assert_eq!(v.to_host().to_f64_vec(), vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+        assert_eq!(v.to_host().unwrap().to_f64_vec(), vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
         let back = v.permuted(&[1, 0]).unwrap();
         assert!(back.is_contiguous());
         assert_eq!(back.names(), names("d n").as_slice());
         // Negative strides: the rows reversed.
         let r = TensorView::strided(&data, 3, vec![2, 3], vec![-3, 1], names("_ _")).unwrap();
-        assert_eq!(r.to_host().to_f64_vec(), vec![3.0, 4.0, 5.0, 0.0, 1.0, 2.0]);
+        assert_eq!(r.to_host().unwrap().to_f64_vec(), vec![3.0, 4.0, 5.0, 0.0, 1.0, 2.0]);
     }
 
     #[test]
@@ -360,6 +390,9 @@ mod tests {
         assert!(TensorView::strided(&data, 0, vec![2, 3], vec![-3, 1], names("_ _")).is_err());
         assert!(TensorView::strided(&data, 0, vec![usize::MAX, 2], vec![isize::MAX, 1], names("_ _")).is_err());
         assert!(TensorView::strided(&data, 0, vec![2], vec![1, 1], names("_")).is_err());
+        // Zero strides repeat one element, but never past a countable size.
+        assert!(matches!(TensorView::strided(&data, 0, vec![1 << 40, 1 << 40], vec![0, 0], names("_ _")), Err(RuntimeError::ShapeOverflow { .. })));
+        assert_eq!(TensorView::strided(&data, 0, vec![3, 4], vec![0, 0], names("_ _")).unwrap().to_host().unwrap().len(), 12);
         // Nothing is reached by an empty view, whatever its strides.
         assert!(TensorView::strided(&data, 99, vec![0, 3], vec![1000, 1], names("_ _")).is_ok());
         assert!(TensorView::new(&data, vec![4], names("_")).is_err());

@@ -40,7 +40,7 @@ pub fn run(req: &RunRequest, source: &str, backend: Backend, timings: &mut Timin
     for w in &signature.weights {
         if let Some(t) = stored.get(&w.name) {
             let bound = nax::bind(&w.name, &w.ty.names(), &t.view()).map_err(|e| format!("in --weights: {e}"))?;
-            weights.insert(w.name.clone(), bound.to_host());
+            weights.insert(w.name.clone(), bound.to_host().map_err(|e| e.to_string())?);
         }
     }
     let mut scalars = parse_args(&req.args)?;
@@ -72,9 +72,9 @@ pub fn run(req: &RunRequest, source: &str, backend: Backend, timings: &mut Timin
     }
     timings.mark("load");
     let views: Vec<nax::Arg<'_>> = args.iter().map(Given::view).collect();
-    let call = signature.check(views, &weights).map_err(|e| e.to_string())?;
     let pool = nax::ThreadPool::new(0).map_err(|e| e.to_string())?;
-    let result = function.run(&call, &pool).map_err(|e| e.to_string())?;
+    // In the pool: the check packs inputs transposed by name with its threads.
+    let result = pool.install(|| signature.check(views, &weights).and_then(|call| function.run(&call, &pool))).map_err(|e| e.to_string())?;
     timings.mark("run");
     nax::write_tensor_atomic(&req.out, "out", &result).map_err(|e| e.to_string())
 }

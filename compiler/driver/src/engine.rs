@@ -163,7 +163,7 @@ impl Program {
             let Some(w) = self.compiled.module.weights.iter().find(|w| w.name == name) else { continue };
             let names: Vec<Option<String>> = w.ty.axes.iter().map(|a| a.name.clone()).collect();
             let bound = nax_runtime::bind(&name, &names, &t.view())?;
-            let bound = if bound.is_contiguous() { t.with_names(names)? } else { bound.to_host() };
+            let bound = if bound.is_contiguous() { t.with_names(names)? } else { bound.to_host()? };
             weights.insert(name, bound);
         }
         Ok(Program { compiled: Arc::clone(&self.compiled), weights: Arc::new(weights) })
@@ -217,7 +217,8 @@ impl Function {
     /// Checks arguments given in parameter order (the call boundary alone,
     /// as `nax run` does before running).
     pub fn check<'a>(&'a self, args: Vec<Arg<'a>>) -> Result<CheckedCall<'a>, Error> {
-        Ok(self.signature().check(args, &self.program.weights)?)
+        // In the pool: packing a view transposed by name uses its threads.
+        Ok(self.program.compiled.pool.install(|| self.signature().check(args, &self.program.weights))?)
     }
 
     /// Whether two handles share one compiled function (the engine's cache

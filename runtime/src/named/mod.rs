@@ -21,5 +21,6 @@ mod pointwise;
 mod reference_tests;
 
 pub use alignment::Operand;
+pub(crate) use kernel::{Geometry, pointwise};
 pub use named_tensor::NamedTensor;
 pub use pointwise::BinaryOp;

@@ -26,7 +26,7 @@ impl Execute for Interpreter {
         for i in 0..call.len() {
             let scalar = |dtype, data| Value { dtype, shape: Vec::new(), data };
             values.push(match (call.tensor(i), call.scalar(i)) {
-                (Some(t), _) => host_value(&t.to_host()),
+                (Some(t), _) => host_value(&t.to_host()?),
                 (None, Some(Scalar::Float(x))) => scalar(DType::F64, Data::Float(vec![x])),
                 (None, Some(Scalar::Int(x))) => scalar(DType::I64, Data::Int(vec![x])),
                 (None, Some(Scalar::Bool(x))) => scalar(DType::Bool, Data::Bool(vec![x])),
