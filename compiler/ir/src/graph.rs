@@ -6,11 +6,22 @@
 //! (reshapes that keep row-major order), selections, reductions and
 //! contractions are nodes of their own.
 
+use nax_front::check::range::Range;
 use nax_front::check::sizes::Symbols;
-use nax_front::check::types::Type;
+use nax_front::check::types::TensorType;
 use nax_ops::{AlongAxis, Constructor, Elementwise, Reduction};
 use nax_ops::{BinaryOp, UnaryOp};
+use nax_runtime::HostType;
 use petgraph::graph::{DiGraph, NodeIndex};
+
+/// A value's type in the graph: a host scalar (with its range, if any)
+/// or a tensor. Unlike the checker's type it has no error case: only
+/// functions that checked are lowered.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Type {
+    Host(HostType, Option<Range>),
+    Tensor(TensorType),
+}
 
 /// A node: its operation and its value's type.
 #[derive(Clone, Debug, PartialEq)]

@@ -11,7 +11,7 @@ mod signature;
 pub mod text;
 mod verify;
 
-pub use graph::{Graph, Literal, MapFn, Node, Op};
+pub use graph::{Graph, Literal, MapFn, Node, Op, Type};
 pub use lower::{LowerError, lower, value_dtype};
 pub use signature::signature;
 pub use verify::verify;

@@ -7,8 +7,8 @@
 //! become one contraction node with axis labels; a call's callee is lowered
 //! in place with its symbols imported into the graph's table.
 
-use crate::graph::{Graph, Literal, MapFn, Op};
-use nax_front::check::types::{Axis, Kind, TensorType, Type, arith_dtype};
+use crate::graph::{Graph, Literal, MapFn, Op, Type};
+use nax_front::check::types::{Axis, Kind, TensorType, Type as Checked, arith_dtype};
 use nax_front::checked::{CheckedFn, CheckedModule, Elem, PatternOp, ResolvedPattern, TExpr, TExprKind, TStmt};
 use nax_ops::BinaryOp;
 use nax_runtime::DType;
@@ -50,7 +50,7 @@ pub fn lower(module: &CheckedModule, name: &str) -> Result<Graph, LowerError> {
     };
     let mut inputs = Vec::with_capacity(f.params);
     for (i, b) in f.bindings[..f.params].iter().enumerate() {
-        inputs.push(l.g.add(Op::Input { index: i, name: b.name.clone() }, b.ty.clone(), &[]));
+        inputs.push(l.g.add(Op::Input { index: i, name: b.name.clone() }, map_type(&b.ty, &[])?, &[]));
     }
     l.g.inputs = inputs.clone();
     let identity: Vec<Size> = Vec::new();
@@ -72,12 +72,16 @@ fn map_size(s: Size, map: &[Size]) -> Size {
     }
 }
 
-fn map_type(ty: &Type, map: &[Size]) -> Type {
+/// A checked type as a graph type, its sizes mapped into the graph's table.
+/// The lowering reads only functions that checked, so no value has the
+/// checker's error type; one that did would be a bug, reported as such.
+fn map_type(ty: &Checked, map: &[Size]) -> Result<Type, LowerError> {
     match ty {
-        Type::Tensor(t) => {
-            Type::Tensor(TensorType { axes: t.axes.iter().map(|a| Axis { name: a.name.clone(), size: map_size(a.size, map) }).collect(), ..t.clone() })
+        Checked::Tensor(t) => {
+            Ok(Type::Tensor(TensorType { axes: t.axes.iter().map(|a| Axis { name: a.name.clone(), size: map_size(a.size, map) }).collect(), ..t.clone() }))
         }
-        other => other.clone(),
+        Checked::Host(h, range) => Ok(Type::Host(*h, *range)),
+        Checked::Error => Err(LowerError("internal error: a value that did not check reached the lowering".into())),
     }
 }
 
@@ -117,7 +121,7 @@ impl Lowerer<'_> {
                 }
                 TStmt::Return { value, permutation } => {
                     let n = self.expr(value, &env, f, map)?;
-                    let ret = map_type(&f.ret, map);
+                    let ret = map_type(&f.ret, map)?;
                     let identity = permutation.iter().enumerate().all(|(i, &p)| i == p);
                     if identity && self.ty(n) == &ret {
                         return Ok(n);
@@ -138,7 +142,7 @@ impl Lowerer<'_> {
     }
 
     fn expr_inner(&mut self, e: &TExpr, env: &[Option<NodeIndex>], f: &CheckedFn, map: &[Size]) -> Result<NodeIndex, LowerError> {
-        let ty = map_type(&e.ty, map);
+        let ty = map_type(&e.ty, map)?;
         let operands = |l: &mut Self, es: &[TExpr]| -> Result<Vec<NodeIndex>, LowerError> { es.iter().map(|x| l.expr(x, env, f, map)).collect() };
         Ok(match &e.kind {
             TExprKind::Int(v) => self.g.add(Op::Literal(Literal::Int(i64::try_from(*v).unwrap_or(i64::MAX))), ty, &[]),
@@ -169,7 +173,7 @@ impl Lowerer<'_> {
             }
             TExprKind::MatMul { lhs, rhs, batch } => {
                 let xs = operands(self, &[(**lhs).clone(), (**rhs).clone()])?;
-                let (ra, rb) = (rank_of(&lhs.ty), rank_of(&rhs.ty));
+                let (ra, rb) = (rank_of(self.ty(xs[0])), rank_of(self.ty(xs[1])));
                 let r = rank_of(&ty);
                 let k = r; // the contracted label
                 let (la, lb) = match (ra, rb) {
@@ -184,7 +188,7 @@ impl Lowerer<'_> {
                 let xs = operands(self, args)?;
                 let compute = match func {
                     nax_ops::Elementwise::Where => value_dtype(&ty),
-                    nax_ops::Elementwise::MaskedFill | nax_ops::Elementwise::ToFloat | nax_ops::Elementwise::ToInt => value_dtype(&args[0].ty),
+                    nax_ops::Elementwise::MaskedFill | nax_ops::Elementwise::ToFloat | nax_ops::Elementwise::ToInt => value_dtype(self.ty(xs[0])),
                     _ => value_dtype(&ty),
                 };
                 let mut maps = align.clone();
@@ -216,7 +220,7 @@ impl Lowerer<'_> {
                 let callee_map = self.g.symbols.import(&callee.symbols);
                 let mut params = Vec::with_capacity(xs.len());
                 for (b, &x) in callee.bindings[..callee.params].iter().zip(&xs) {
-                    let want = map_type(&b.ty, &callee_map);
+                    let want = map_type(&b.ty, &callee_map)?;
                     let given = self.ty(x).clone();
                     self.unify_axes(&want, &given);
                     params.push(if &want == self.ty(x) { x } else { self.g.add(Op::Rename, want, &[x]) });
@@ -386,7 +390,7 @@ impl Lowerer<'_> {
         count: usize,
         axis: usize,
         part: usize,
-        ty: &Type,
+        ty: &Checked,
         map: &[Size],
     ) -> Result<Vec<NodeIndex>, LowerError> {
         let inputs: Vec<Vec<Elem>> =
@@ -399,7 +403,7 @@ impl Lowerer<'_> {
         let rest: Vec<Elem> = elems.iter().enumerate().filter(|(i, _)| *i != s).map(|(_, e)| e.clone()).collect();
         let matched = self.match_elems(&rest, &out_elems);
         let kept: Vec<usize> = matched.iter().flatten().copied().collect();
-        let ty = map_type(ty, &[]);
+        let ty = map_type(ty, &[])?;
         let mut out = Vec::with_capacity(count);
         for index in 0..count {
             let axes = rest.iter().map(|e| Axis { name: e.name.clone(), size: e.size }).collect();
@@ -418,7 +422,6 @@ pub fn value_dtype(ty: &Type) -> DType {
         Type::Host(nax_runtime::HostType::Float, _) => DType::F64,
         Type::Host(nax_runtime::HostType::Int, _) => DType::I64,
         Type::Host(nax_runtime::HostType::Bool, _) => DType::Bool,
-        Type::Error => DType::F32,
     }
 }
 

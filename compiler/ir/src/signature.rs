@@ -3,9 +3,9 @@
 //! reads, its result, every other value's type (for the memory check) and
 //! the size table the call-boundary check solves.
 
+use crate::graph::Type;
 use crate::graph::{Graph, Op};
 use crate::lower::value_dtype;
-use nax_front::check::types::Type;
 use nax_runtime::{AxisSpec, Param, ParamType, Scalar, Signature, TensorSpec, WeightSpec};
 
 /// A value's type as a tensor type (a host scalar is rank 0, in the dtype

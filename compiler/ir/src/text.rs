@@ -13,10 +13,11 @@
 //! output %1
 //! ```
 
+use crate::graph::Type;
 use crate::graph::{Graph, Literal, MapFn, Node, Op};
 use nax_front::check::range::Range;
 use nax_front::check::sizes::Symbols;
-use nax_front::check::types::{Axis, Kind, TensorType, Type};
+use nax_front::check::types::{Axis, Kind, TensorType};
 use nax_ops::{AlongAxis, Constructor, Elementwise, Reduction};
 use nax_ops::{BinaryOp, UnaryOp};
 use nax_runtime::DType;
@@ -112,7 +113,6 @@ fn range_text(r: Option<Range>) -> String {
 /// A type as the text form writes it (`f32 plain [b:$1 D:512] range -inf inf`).
 pub fn type_text(ty: &Type) -> String {
     match ty {
-        Type::Error => "error".to_string(),
         Type::Host(h, r) => format!("host {} {}", h.as_str(), range_text(*r)),
         Type::Tensor(t) => {
             let kind = match &t.kind {

@@ -9,7 +9,7 @@
 //! that use them.
 
 use crate::kernel::{Body, Buffer, BufferKind, Expr, Index, Kernel, Loop, Program, Role, Schedule, constructor_value};
-use nax_front::check::types::Type;
+use nax_ir::Type;
 use nax_ir::{Graph, MapFn, Op};
 use nax_ops::{AlongAxis, Reduction};
 use nax_runtime::DType;

@@ -7,7 +7,7 @@
 
 use crate::language::{EG, ENode, Types, add, as_type, node_type, nodes_of, plain, rule, tensor_of, type_of};
 use egg::{Id, Rewrite};
-use nax_front::check::types::Type;
+use nax_ir::Type;
 use nax_ir::{MapFn, Op};
 use nax_ops::BinaryOp;
 use nax_ops::{AlongAxis, Elementwise};

@@ -8,7 +8,7 @@
 use crate::language::{EG, ENode, Types, absorb_operands, add, as_type, is_identity, node_type, rule, tensor_of, unary_nodes, with_axes};
 use egg::{Id, Rewrite};
 use nax_front::check::range::Range;
-use nax_front::check::types::Type;
+use nax_ir::Type;
 use nax_ir::{Literal, MapFn, Op};
 use nax_ops::BinaryOp;
 use nax_ops::Reduction;

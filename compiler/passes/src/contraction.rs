@@ -10,8 +10,9 @@
 
 use crate::language::{EG, ENode, Types, add, node_type, nodes_of, plain, rule, tensor_of};
 use egg::{Id, Rewrite};
-use nax_front::check::types::{Axis, Type};
+use nax_front::check::types::Axis;
 use nax_ir::Op;
+use nax_ir::Type;
 use nax_ops::Reduction;
 use std::collections::BTreeMap;
 

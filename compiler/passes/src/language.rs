@@ -17,7 +17,8 @@
 use egg::{Analysis, Applier, CostFunction, DidMerge, EGraph, Id, Language, PatternAst, RecExpr, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
 use nax_front::check::range::Range;
 use nax_front::check::sizes::Symbols;
-use nax_front::check::types::{Kind, TensorType, Type};
+use nax_front::check::types::{Kind, TensorType};
+use nax_ir::Type;
 use nax_ir::{Graph, Op};
 use nax_runtime::Size;
 use petgraph::graph::NodeIndex;
@@ -120,7 +121,6 @@ fn type_hash(ty: &Type) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     let bits = |r: &Option<Range>| r.map(|r| (r.lo.to_bits(), r.hi.to_bits()));
     match ty {
-        Type::Error => 0u8.hash(&mut h),
         Type::Host(host, r) => (1u8, host.as_str(), bits(r)).hash(&mut h),
         Type::Tensor(t) => (2u8, t.dtype, &t.kind, &t.axes, bits(&t.range)).hash(&mut h),
     }

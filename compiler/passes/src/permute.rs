@@ -7,8 +7,8 @@
 
 use crate::language::{EG, ENode, Types, absorb_operands, add, as_type, inverse, is_identity, node_type, nodes_of, rule, tensor_of, unary_nodes, with_axes};
 use egg::{Id, Rewrite};
-use nax_front::check::types::Type;
 use nax_ir::Op;
+use nax_ir::Type;
 use nax_ops::AlongAxis;
 
 fn is_permute(op: &Op) -> bool {

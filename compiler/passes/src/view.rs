@@ -6,8 +6,8 @@
 
 use crate::language::{EG, ENode, Types, add, as_type, node_type, nodes_of, rule, type_of};
 use egg::{Id, Rewrite};
-use nax_front::check::types::Type;
 use nax_ir::Op;
+use nax_ir::Type;
 
 fn is_view(op: &Op) -> bool {
     matches!(op, Op::Reshape | Op::Rename)

@@ -3,8 +3,8 @@
 
 use crate::eval::{Sizes, evaluate};
 use crate::value::{Data, Value};
-use nax_front::check::types::Type;
 use nax_ir::Graph;
+use nax_ir::Type;
 use nax_runtime::{CheckedCall, DType, Execute, HostTensor, RuntimeError, Scalar, Signature, TensorData, TensorMut, ThreadPool};
 use std::collections::HashMap;
 use std::sync::Arc;

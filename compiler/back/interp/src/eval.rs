@@ -3,7 +3,7 @@
 //! (i64 for integers); every result is rounded to its node's dtype.
 
 use crate::value::{Data, Value, round_float, wrap_int};
-use nax_front::check::types::Type;
+use nax_ir::Type;
 use nax_ir::{Graph, Literal, MapFn, Op};
 use nax_ops::{AlongAxis, Constructor, Elementwise, Reduction};
 use nax_ops::{BinaryOp, UnaryOp};
