@@ -407,4 +407,47 @@ mod tests {
         let mut wrong = [0f64; 2];
         assert!(TensorMut::new(&mut wrong).copy_from(&t).is_err());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Any shape, strides, offset and slice: the view is refused, or it
+        /// reads exactly the elements plain index arithmetic names, each
+        /// inside the slice (checked here with `get`, never trusted).
+        #[test]
+        fn a_view_is_refused_or_reads_what_its_strides_name(
+            shape in proptest::collection::vec(0usize..5, 0..4),
+            strides in proptest::collection::vec(-7isize..8, 0..4),
+            offset in 0usize..40,
+            len in 0usize..40,
+        ) {
+            let data: Vec<i64> = (0..len as i64).collect();
+            let rank = shape.len();
+            let view = TensorView::strided(&data, offset, shape.clone(), strides.clone(), vec![None; rank]);
+            if strides.len() != rank {
+                proptest::prop_assert!(view.is_err());
+                return Ok(());
+            }
+            let count: usize = shape.iter().product();
+            let (mut expected, mut inside) = (Vec::with_capacity(count), true);
+            for flat in 0..count {
+                let mut rest = flat;
+                let mut at = offset as isize;
+                for (&n, &st) in shape.iter().zip(&strides).rev() {
+                    at += (rest % n) as isize * st;
+                    rest /= n;
+                }
+                match usize::try_from(at).ok().and_then(|i| data.get(i)) {
+                    Some(&v) => expected.push(v as f64),
+                    None => inside = false,
+                }
+            }
+            match (view, inside) {
+                (Ok(v), true) => proptest::prop_assert_eq!(v.to_host().unwrap().to_f64_vec(), expected),
+                (Err(_), false) => {}
+                (Ok(_), false) => proptest::prop_assert!(false, "a view reaching outside its slice was accepted"),
+                (Err(e), true) => proptest::prop_assert!(false, "refused a view that fits: {}", e),
+            }
+        }
+    }
 }
