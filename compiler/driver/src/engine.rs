@@ -140,11 +140,16 @@ impl Program {
         let Some((_, cell)) = c.functions.iter().find(|(n, _)| n == name) else {
             return Err(Error::UnknownFunction { name: name.to_string(), available: c.functions.iter().map(|(n, _)| n.clone()).collect() });
         };
+        // Compiled in the program's own pool too (LLVM optimises a
+        // program's modules in parallel): nax leaves rayon's global pool
+        // to its host.
         let compiled = cell.get_or_init(|| {
             let mut timings = Timings::start();
-            pipeline::compile_function(&c.module, name, c.options.backend, c.options.optimize, &mut timings).map(Arc::new).map_err(|e| match e {
-                Error::Compile { stage, message } => (stage, message),
-                other => ("lower", other.to_string()),
+            c.pool.install(|| pipeline::compile_function(&c.module, name, c.options.backend, c.options.optimize, &mut timings)).map(Arc::new).map_err(|e| {
+                match e {
+                    Error::Compile { stage, message } => (stage, message),
+                    other => ("lower", other.to_string()),
+                }
             })
         });
         match compiled {
