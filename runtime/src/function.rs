@@ -35,13 +35,7 @@ impl Function {
     /// left out take their defaults), the module's weights (bound in their
     /// declared axis order) and a thread pool; returns the result.
     pub fn call(&self, args: Vec<(&str, Arg<'_>)>, weights: &HashMap<String, HostTensor>, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
-        let args = self.signature.arguments(args)?;
-        let large = has_large_tensor(&args);
-        let run = || {
-            let call = self.signature.check(args, weights)?;
-            self.exec.execute(&call, None, pool)?.ok_or_else(|| RuntimeError::Internal("the call gave no result".into()))
-        };
-        if large { pool.install(run) } else { run() }
+        self.check_and_run(args, weights, None, pool)?.ok_or_else(no_result)
     }
 
     /// As [`Function::call`], writing the result into the caller's
@@ -53,11 +47,24 @@ impl Function {
         out: &mut TensorMut<'_>,
         pool: &ThreadPool,
     ) -> Result<(), RuntimeError> {
+        self.check_and_run(args, weights, Some(out), pool).map(drop)
+    }
+
+    /// The boundary check and the run; both inside the pool when some
+    /// tensor argument is large, so that packing it (a view transposed by
+    /// name) uses the pool's threads; small calls stay on the calling thread.
+    fn check_and_run(
+        &self,
+        args: Vec<(&str, Arg<'_>)>,
+        weights: &HashMap<String, HostTensor>,
+        into: Option<&mut TensorMut<'_>>,
+        pool: &ThreadPool,
+    ) -> Result<Option<HostTensor>, RuntimeError> {
         let args = self.signature.arguments(args)?;
-        let large = has_large_tensor(&args);
+        let large = args.iter().any(|a| matches!(a, Arg::Tensor(t) if t.len() >= LARGE));
         let run = || {
             let call = self.signature.check(args, weights)?;
-            self.exec.execute(&call, Some(out), pool).map(drop)
+            self.exec.execute(&call, into, pool)
         };
         if large { pool.install(run) } else { run() }
     }
@@ -65,17 +72,15 @@ impl Function {
     /// Runs a call already checked against this function's signature.
     pub fn run(&self, call: &CheckedCall<'_>, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
         call.require(&self.signature)?;
-        self.exec.execute(call, None, pool)?.ok_or_else(|| RuntimeError::Internal("the call gave no result".into()))
+        self.exec.execute(call, None, pool)?.ok_or_else(no_result)
     }
+}
+
+/// The error for an executor that wrote no result where one was asked for.
+fn no_result() -> RuntimeError {
+    RuntimeError::Internal("the call gave no result".into())
 }
 
 /// Arguments of at least this many elements may be worth packing with
 /// several threads.
 const LARGE: usize = 1 << 15;
-
-/// Whether some tensor argument is large: then a call's check and run go
-/// into the pool together, so that packing it (a view transposed by name)
-/// uses the pool's threads; small calls stay on the calling thread.
-fn has_large_tensor(args: &[Arg<'_>]) -> bool {
-    args.iter().any(|a| matches!(a, Arg::Tensor(t) if t.len() >= LARGE))
-}
