@@ -11,6 +11,7 @@ use crate::error::RuntimeError;
 use crate::signature::{HostType, ParamType, Scalar, Signature, TensorSpec};
 use crate::sizes::{Size, SizeError};
 use crate::tensor::HostTensor;
+use crate::threads::ThreadPool;
 use crate::view::TensorView;
 use std::collections::HashMap;
 use std::fmt;
@@ -303,6 +304,16 @@ impl CheckedCall<'_> {
     }
 }
 
+/// Arguments of at least this many elements may be worth packing with
+/// several threads.
+const LARGE: usize = 1 << 15;
+
+/// Whether some tensor argument is large enough that its check (which may
+/// pack it) should run in the program's pool.
+pub(crate) fn has_large_tensor(args: &[Arg<'_>]) -> bool {
+    args.iter().any(|a| matches!(a, Arg::Tensor(t) if t.len() >= LARGE))
+}
+
 /// The machine's physical memory in bytes (`None` where it cannot be
 /// read), asked once per process.
 fn physical_memory() -> Option<u128> {
@@ -409,6 +420,13 @@ impl Signature {
             })
             .collect::<Result<_, _>>()?;
         Ok(CheckedCall { signature: self, args, weights, sizes })
+    }
+
+    /// [`Signature::check`] inside `pool` when some tensor argument is large
+    /// (packing a view transposed by name then uses the pool's threads);
+    /// a small call is checked on the calling thread.
+    pub fn check_in<'a>(&'a self, args: Vec<Arg<'a>>, weights: &'a HashMap<String, HostTensor>, pool: &ThreadPool) -> Result<CheckedCall<'a>, RuntimeError> {
+        if has_large_tensor(&args) { pool.install(|| self.check(args, weights)) } else { self.check(args, weights) }
     }
 
     /// Refuses a call one of whose values could not fit in the machine's

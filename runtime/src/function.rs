@@ -3,7 +3,7 @@
 //! then runs in the thread pool the caller gives; nothing of the compiler
 //! is involved, so the JIT, AOT libraries and Python share this path.
 
-use crate::call::{Arg, CheckedCall};
+use crate::call::{Arg, CheckedCall, has_large_tensor};
 use crate::driver::Execute;
 use crate::error::RuntimeError;
 use crate::signature::Signature;
@@ -61,7 +61,7 @@ impl Function {
         pool: &ThreadPool,
     ) -> Result<Option<HostTensor>, RuntimeError> {
         let args = self.signature.arguments(args)?;
-        let large = args.iter().any(|a| matches!(a, Arg::Tensor(t) if t.len() >= LARGE));
+        let large = has_large_tensor(&args);
         let run = || {
             let call = self.signature.check(args, weights)?;
             self.exec.execute(&call, into, pool)
@@ -80,7 +80,3 @@ impl Function {
 fn no_result() -> RuntimeError {
     RuntimeError::Internal("the call gave no result".into())
 }
-
-/// Arguments of at least this many elements may be worth packing with
-/// several threads.
-const LARGE: usize = 1 << 15;

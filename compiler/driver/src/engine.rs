@@ -222,8 +222,7 @@ impl Function {
     /// Checks arguments given in parameter order (the call boundary alone,
     /// as `nax run` does before running).
     pub fn check<'a>(&'a self, args: Vec<Arg<'a>>) -> Result<CheckedCall<'a>, Error> {
-        // In the pool: packing a view transposed by name uses its threads.
-        Ok(self.program.compiled.pool.install(|| self.signature().check(args, &self.program.weights))?)
+        Ok(self.signature().check_in(args, &self.program.weights, &self.program.compiled.pool)?)
     }
 
     /// Whether two handles share one compiled function (the engine's cache
