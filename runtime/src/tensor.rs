@@ -48,22 +48,6 @@ macro_rules! with_vec {
     };
 }
 
-/// Maps the vector inside `$data` (bound to `$v`) to a new vector of the
-/// same element type with `$body`, keeping the variant.
-macro_rules! map_vec {
-    ($data:expr, $v:ident => $body:expr) => {
-        match $data {
-            TensorData::F16($v) => TensorData::F16($body),
-            TensorData::BF16($v) => TensorData::BF16($body),
-            TensorData::F32($v) => TensorData::F32($body),
-            TensorData::F64($v) => TensorData::F64($body),
-            TensorData::I32($v) => TensorData::I32($body),
-            TensorData::I64($v) => TensorData::I64($body),
-            TensorData::Bool($v) => TensorData::Bool($body),
-        }
-    };
-}
-
 impl TensorData {
     /// The first element's address (for code that reads the elements).
     pub fn as_ptr(&self) -> *const u8 {
@@ -252,18 +236,11 @@ impl HostTensor {
     }
 
     /// A contiguous copy with the axes reordered: axis `i` of the result is
-    /// axis `perm[i]` of `self`, names included. An error when `perm` is not
-    /// a permutation of `0..rank`.
+    /// axis `perm[i]` of `self`, names included (the view's permutation,
+    /// copied by its tiled kernel). An error when `perm` is not a
+    /// permutation of `0..rank`.
     pub fn permuted(&self, perm: &[usize]) -> Result<HostTensor, RuntimeError> {
-        check_permutation(perm, self.rank())?;
-        let shape = perm.iter().map(|&p| self.shape[p]).collect();
-        let names = perm.iter().map(|&p| self.names[p].clone()).collect();
-        let data = if perm.iter().enumerate().all(|(i, &p)| i == p) || self.is_empty() {
-            self.data.clone()
-        } else {
-            map_vec!(&self.data, v => permute_vec(v, &self.shape, perm))
-        };
-        Ok(HostTensor { dtype: self.dtype, shape, names, data })
+        self.view().permuted(perm)?.to_host()
     }
 }
 
@@ -318,48 +295,6 @@ pub fn row_major_strides(shape: &[usize]) -> Vec<usize> {
     strides
 }
 
-/// The row-major elements of `src` (of shape `shape`, non-empty, rank at
-/// least 1) with the axes reordered so that axis `i` of the result is axis
-/// `perm[i]` of the source. Walks the result in order with an odometer,
-/// copying the innermost axis as one strided run.
-fn permute_vec<T: Copy>(src: &[T], shape: &[usize], perm: &[usize]) -> Vec<T> {
-    let rank = shape.len();
-    // No overflow: every partial product divides src.len().
-    let src_strides = row_major_strides(shape);
-    let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
-    let strides: Vec<usize> = perm.iter().map(|&p| src_strides[p]).collect();
-    let (Some(&inner), Some(&inner_stride)) = (out_shape.last(), strides.last()) else {
-        return src.to_vec();
-    };
-    let outer = rank - 1;
-    let mut out = Vec::with_capacity(src.len());
-    let mut idx = vec![0usize; outer];
-    let mut base = 0usize;
-    loop {
-        let run = src.get(base..).unwrap_or_default();
-        if inner_stride == 1 {
-            out.extend_from_slice(run.get(..inner).unwrap_or_default());
-        } else {
-            out.extend(run.iter().step_by(inner_stride).take(inner));
-        }
-        // Advance the odometer over the outer axes, last fastest.
-        let mut ax = outer;
-        loop {
-            if ax == 0 {
-                return out;
-            }
-            ax -= 1;
-            idx[ax] += 1;
-            base += strides[ax];
-            if idx[ax] < out_shape[ax] {
-                break;
-            }
-            base -= strides[ax] * out_shape[ax];
-            idx[ax] = 0;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,6 +328,7 @@ mod tests {
         let t = HostTensor::new(TensorData::F64(vec![]), vec![usize::MAX, 2, 0], names("_ _ _")).unwrap();
         assert!(t.is_empty());
         assert!(t.permuted(&[2, 1, 0]).unwrap().is_empty());
+        assert!(t.permuted(&[0, 1, 2]).unwrap().is_empty());
     }
 
     #[test]

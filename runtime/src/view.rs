@@ -171,9 +171,10 @@ impl<'a> TensorView<'a> {
         self.shape.len()
     }
 
-    /// The number of elements.
+    /// The number of elements (0 when some axis is empty, whatever the
+    /// others: their product alone may not fit in `usize`).
     pub fn len(&self) -> usize {
-        self.shape.iter().product()
+        if self.is_empty() { 0 } else { self.shape.iter().product() }
     }
 
     /// Whether the view has no elements.
