@@ -191,7 +191,7 @@ impl Sizes<'_> {
     /// fixed offset, for a kernel of `loops` loops.
     fn steps(&self, loops: usize, operand: &Operand) -> (Vec<isize>, isize) {
         let shape = self.shape(operand.buffer);
-        let axis: Vec<isize> = crate::row_major_strides(&shape).into_iter().map(|s| s as isize).collect();
+        let axis = crate::view::row_major_steps(&shape);
         let mut per_loop = vec![0isize; loops];
         let mut base = 0isize;
         for (d, &i) in operand.index.iter().enumerate() {
@@ -245,15 +245,32 @@ impl Execute for NativeFunction {
 /// these sizes (the same conditions its runner applies).
 fn splits(sizes: &Sizes<'_>, k: &KernelPlan, threads: usize) -> bool {
     let extents = sizes.extents(k);
-    let product = |loops: &[usize]| loops.iter().fold(1usize, |a, &e| a.saturating_mul(e));
-    let nest = |n: &Nest| n.parallel && extents.first().is_some_and(|&e| e > 1) && product(&extents[..n.loops]) >= PARALLEL_WORK;
     match &k.strategy {
-        Strategy::Nest(n) => nest(n),
+        Strategy::Nest(n) => nest_splits(&extents, n),
         Strategy::Gemm(g) => {
-            product(&extents) >= PARALLEL_WORK || g.batch.iter().map(|&l| extents[l]).product::<usize>() >= threads || g.epilogue.as_ref().is_some_and(nest)
+            work(&extents) >= PARALLEL_WORK
+                || g.batch.iter().map(|&l| extents[l]).product::<usize>() >= threads
+                || g.epilogue.as_ref().is_some_and(|n| nest_splits(&extents, n))
         }
-        Strategy::Attention(a) => a.batch.iter().map(|&l| extents[l]).product::<usize>() * extents[a.rows].div_ceil(a.tile.0 as usize) > 1,
+        Strategy::Attention(a) => attention_tasks(&extents, a) > 1,
     }
+}
+
+/// The product of some extents (saturating: it is compared with a bound).
+fn work(extents: &[usize]) -> usize {
+    extents.iter().fold(1usize, |a, &e| a.saturating_mul(e))
+}
+
+/// Whether a nest over these loop extents splits its outer loop across
+/// threads: a parallel loop of more than one position, and enough work.
+fn nest_splits(extents: &[usize], nest: &Nest) -> bool {
+    nest.parallel && extents.first().is_some_and(|&e| e > 1) && work(&extents[..nest.loops]) >= PARALLEL_WORK
+}
+
+/// An attention kernel's tasks: one per position of the batch loops and
+/// tile of rows.
+fn attention_tasks(extents: &[usize], a: &AttentionPlan) -> usize {
+    a.batch.iter().map(|&l| extents[l]).product::<usize>() * extents[a.rows].div_ceil(a.tile.0 as usize)
 }
 
 impl NativeFunction {
@@ -381,14 +398,13 @@ impl NativeFunction {
 /// Runs a nest through its compiled function, its outer loop split across
 /// the pool's threads in chunks when there is enough work.
 fn run_nest(sizes: &Sizes<'_>, kernel: &KernelPlan, nest: &Nest, f: KernelFn, table: &Table, threads: usize) {
-    let extents: Vec<usize> = kernel.loops[..nest.loops].iter().map(|&s| sizes.value(s)).collect();
-    let work = extents.iter().fold(1usize, |a, &e| a.saturating_mul(e));
+    let extents = sizes.extents(kernel);
     let n = if nest.parallel { extents.first().copied().unwrap_or(0) } else { 0 };
     let (bufs, sizes_ptr) = (table.0.as_ptr() as usize, sizes.slots.as_ptr() as usize);
     // SAFETY: the kernel was compiled from this plan (`NativeFunction::new`);
     // the table holds every buffer at its size for these slots.
     let call = |begin: usize, end: usize| unsafe { f(bufs as *const *mut u8, sizes_ptr as *const i64, begin as i64, end as i64) };
-    if nest.parallel && threads > 1 && n > 1 && work >= PARALLEL_WORK {
+    if threads > 1 && nest_splits(&extents, nest) {
         let chunks = n.min(threads * 4);
         (0..chunks).into_par_iter().for_each(|c| call(c * n / chunks, (c + 1) * n / chunks));
     } else {
@@ -512,7 +528,7 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, tile
     let (sv, bv) = sizes.steps(loops, &a.v);
     let (n, m, d, width) = (extents[a.rows], extents[a.keys], extents[depth], extents[a.cols]);
     let (tile_rows, tile_keys) = (a.tile.0 as usize, a.tile.1 as usize);
-    let batch: usize = a.batch.iter().map(|&l| extents[l]).product();
+    let tasks = attention_tasks(&extents, a);
     let blocks = n.div_ceil(tile_rows);
     let base = sizes.slots.len();
     let (out_ptr, q_ptr, k_ptr, v_ptr) =
@@ -625,9 +641,9 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, tile
             }
         }
     };
-    if threads > 1 && batch * blocks > 1 {
-        (0..batch * blocks).into_par_iter().for_each(task);
+    if threads > 1 && tasks > 1 {
+        (0..tasks).into_par_iter().for_each(task);
     } else {
-        (0..batch * blocks).for_each(task);
+        (0..tasks).for_each(task);
     }
 }

@@ -68,6 +68,11 @@ unsafe impl Send for TensorView<'_> {}
 // SAFETY: as above; nothing is written through a view.
 unsafe impl Sync for TensorView<'_> {}
 
+/// The row-major strides of a shape, in elements, as a view's steps.
+pub(crate) fn row_major_steps(shape: &[usize]) -> Vec<isize> {
+    crate::row_major_strides(shape).into_iter().map(|s| s as isize).collect()
+}
+
 /// The lowest and highest element offsets a shape and strides reach from
 /// the start, or `None` when some offset overflows. An empty shape reaches
 /// only offset 0; a shape with a zero size reaches nothing (`Some(None)`).
@@ -96,7 +101,7 @@ impl<'a> TensorView<'a> {
         if data.len() != expected {
             return Err(RuntimeError::ElementCount { shape, expected, actual: data.len() });
         }
-        let strides = crate::row_major_strides(&shape).into_iter().map(|s| s as isize).collect();
+        let strides = row_major_steps(&shape);
         TensorView::strided(data, 0, shape, strides, names)
     }
 
@@ -299,7 +304,7 @@ impl<'a> TensorView<'a> {
 impl HostTensor {
     /// A contiguous view of this tensor's elements.
     pub fn view(&self) -> TensorView<'_> {
-        let strides = crate::row_major_strides(self.shape()).into_iter().map(|s| s as isize).collect();
+        let strides = row_major_steps(self.shape());
         TensorView {
             dtype: self.dtype(),
             shape: self.shape().to_vec(),
