@@ -11,7 +11,7 @@
 use nax::pipeline::Backend;
 use nax_front::check::types::Type;
 use nax_front::syntax::ast::HostType;
-use nax_runtime::{DType, HostTensor, Scalar, ThreadPool};
+use nax_runtime::{DType, HostTensor, Scalar, ThreadPool, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
@@ -286,22 +286,6 @@ fn case_sizes(case: &Case, f: &nax_front::checked::CheckedFn) -> Result<Vec<Opti
     f.symbols.table().solve(&given).map_err(|e| e.message)
 }
 
-/// One argument of a case: a tensor it owns, or a host scalar.
-pub enum Given {
-    Tensor(HostTensor),
-    Scalar(Scalar),
-}
-
-impl Given {
-    /// The argument as a call takes it.
-    pub fn arg(&self) -> nax::Arg<'_> {
-        match self {
-            Given::Tensor(t) => nax::Arg::Tensor(t.view()),
-            Given::Scalar(s) => nax::Arg::Scalar(*s),
-        }
-    }
-}
-
 /// The thread pool every test call runs in.
 fn pool() -> &'static ThreadPool {
     static POOL: std::sync::OnceLock<ThreadPool> = std::sync::OnceLock::new();
@@ -310,14 +294,14 @@ fn pool() -> &'static ThreadPool {
 
 /// Compiles `g` with `backend` through the pipeline and calls it on `args`
 /// through the runtime's call boundary.
-pub fn run_on(backend: Backend, g: &nax_ir::Graph, args: &[Given], weights: &HashMap<String, HostTensor>) -> Result<HostTensor, String> {
+pub fn run_on(backend: Backend, g: &nax_ir::Graph, args: &[Value], weights: &HashMap<String, HostTensor>) -> Result<HostTensor, String> {
     let f = nax::pipeline::compile_graph(g.clone(), &[], backend, &mut nax::Timings::start()).map_err(|e| e.to_string())?;
-    let call = f.signature().check(args.iter().map(Given::arg).collect(), weights).map_err(|e| e.to_string())?;
+    let call = f.signature().check(args.iter().map(Value::arg).collect(), weights).map_err(|e| e.to_string())?;
     f.run(&call, pool()).map_err(|e| e.to_string())
 }
 
 /// Inputs for a case: one argument per parameter, from its type.
-fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, solved: &[Option<u64>], rng: &mut SmallRng) -> Result<Vec<Given>, String> {
+fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, solved: &[Option<u64>], rng: &mut SmallRng) -> Result<Vec<Value>, String> {
     f.bindings[..f.params]
         .iter()
         .map(|b| match &b.ty {
@@ -333,11 +317,11 @@ fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, solved: &[Option<u6
                     })
                     .collect();
                 let names = t.axes.iter().map(|a| a.name.clone()).collect();
-                HostTensor::from_f64(t.dtype, shape, names, &values).map(Given::Tensor).map_err(|e| e.to_string())
+                HostTensor::from_f64(t.dtype, shape, names, &values).map(Value::Tensor).map_err(|e| e.to_string())
             }
-            Type::Host(HostType::Float, _) => Ok(Given::Scalar(Scalar::Float(0.75))),
-            Type::Host(HostType::Int, _) => Ok(Given::Scalar(Scalar::Int(3))),
-            Type::Host(HostType::Bool, _) => Ok(Given::Scalar(Scalar::Bool(true))),
+            Type::Host(HostType::Float, _) => Ok(Value::Scalar(Scalar::Float(0.75))),
+            Type::Host(HostType::Int, _) => Ok(Value::Scalar(Scalar::Int(3))),
+            Type::Host(HostType::Bool, _) => Ok(Value::Scalar(Scalar::Bool(true))),
             Type::Error => Err("a parameter did not check".into()),
         })
         .collect()
@@ -402,7 +386,7 @@ fn generated_programs_agree() {
 /// rewritten (through the pipeline, each verified), arguments and weights;
 /// `None` for a generated program that cannot run (free sizes that do not
 /// divide), with the reason printed.
-type Prepared = (nax_front::Checked, nax_ir::Graph, nax_ir::Graph, Vec<Given>, HashMap<String, HostTensor>);
+type Prepared = (nax_front::Checked, nax_ir::Graph, nax_ir::Graph, Vec<Value>, HashMap<String, HostTensor>);
 
 fn prepare(case: &Case, rng: &mut SmallRng, generated: bool) -> Option<Prepared> {
     let checked = nax_front::check_source(&case.source);
@@ -537,7 +521,7 @@ fn torch_available() -> Result<(), String> {
 }
 
 /// What the PyTorch comparison needs of a case: the case, its checked module, its arguments, weights and result.
-type TorchJob = (Case, nax_front::Checked, Vec<Given>, HashMap<String, HostTensor>, HostTensor);
+type TorchJob = (Case, nax_front::Checked, Vec<Value>, HashMap<String, HostTensor>, HostTensor);
 
 /// Runs every case's `--emit torch` code in one Python process and compares.
 fn compare_with_torch(dir: &Path, jobs: &[TorchJob]) -> Vec<String> {
@@ -561,14 +545,14 @@ fn compare_with_torch(dir: &Path, jobs: &[TorchJob]) -> Vec<String> {
         let mut call_args = Vec::new();
         for (i, a) in args.iter().enumerate() {
             match a {
-                Given::Tensor(t) => {
+                Value::Tensor(t) => {
                     let path = dir.join(format!("{}_{i}.safetensors", case.name));
                     nax_runtime::write_tensor_atomic(&path, "t", t).unwrap();
                     call_args.push(format!("load_file({:?})['t']", path.display().to_string()));
                 }
-                Given::Scalar(Scalar::Float(x)) => call_args.push(format!("{x:?}")),
-                Given::Scalar(Scalar::Int(x)) => call_args.push(x.to_string()),
-                Given::Scalar(Scalar::Bool(b)) => call_args.push(if *b { "True".into() } else { "False".into() }),
+                Value::Scalar(Scalar::Float(x)) => call_args.push(format!("{x:?}")),
+                Value::Scalar(Scalar::Int(x)) => call_args.push(x.to_string()),
+                Value::Scalar(Scalar::Bool(b)) => call_args.push(if *b { "True".into() } else { "False".into() }),
             }
         }
         let mut weight_loads = Vec::new();

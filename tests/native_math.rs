@@ -11,7 +11,7 @@
 //! counts against the tolerance: `gelu(-8)` is about -5e-15, and f32
 //! arithmetic, torch's included, gives -0).
 
-use crate::backends::{Given, NATIVE_BACKENDS, run_on};
+use crate::backends::{NATIVE_BACKENDS, run_on};
 use nax::pipeline::Backend;
 use nax_runtime::{DType, HostTensor, TensorData};
 use std::collections::HashMap;
@@ -49,7 +49,7 @@ fn run(backend: Backend, function: &str, x: &[f32]) -> Vec<f32> {
     assert!(!checked.has_errors(), "{function}: {:?}", checked.diagnostics);
     let graph = nax_ir::lower(&checked.module, "f").expect("lower");
     let t = HostTensor::new(TensorData::F32(x.to_vec()), vec![x.len()], vec![Some("n".into())]).expect("tensor");
-    let out = run_on(backend, &graph, &[Given::Tensor(t)], &HashMap::new()).unwrap_or_else(|e| panic!("{function} on {}: {e}", backend.name()));
+    let out = run_on(backend, &graph, &[nax_runtime::Value::Tensor(t)], &HashMap::new()).unwrap_or_else(|e| panic!("{function} on {}: {e}", backend.name()));
     assert_eq!(out.dtype(), DType::F32);
     out.to_f64_vec().into_iter().map(|v| v as f32).collect()
 }

@@ -22,6 +22,7 @@
 //! ranks are.
 
 use crate::error::RuntimeError;
+use crate::tensor::HostTensor;
 use crate::view::TensorView;
 
 /// Binds `t` to the parameter `param` whose axes are `param_axes` (a name or
@@ -43,6 +44,14 @@ pub fn bind<'a>(param: &str, param_axes: &[Option<String>], t: &TensorView<'a>) 
         Some(first_named) => partially_named(param, param_axes, names, first_named)?,
     };
     t.permuted(&perm)?.with_names(param_axes.to_vec())
+}
+
+/// [`bind`] for a tensor the caller hands over (a weight, a file's
+/// tensor): the tensor itself, renamed, when binding leaves it in place,
+/// else its contiguous copy in the parameter's axis order.
+pub fn bind_owned(param: &str, param_axes: &[Option<String>], t: HostTensor) -> Result<HostTensor, RuntimeError> {
+    let bound = bind(param, param_axes, &t.view())?;
+    if bound.is_contiguous() { t.with_names(param_axes.to_vec()) } else { bound.to_host() }
 }
 
 /// The error for a tensor whose rank differs from the parameter's.
@@ -126,7 +135,6 @@ fn partially_named(param: &str, param_axes: &[Option<String>], names: &[Option<S
 mod tests {
     use super::*;
     use crate::dtype::DType;
-    use crate::tensor::HostTensor;
     use crate::test_support::names;
 
     /// A tensor whose elements are their own row-major positions.
@@ -246,6 +254,17 @@ mod tests {
         assert_eq!(b, t.permuted(&[1, 0, 2]).unwrap().with_names(names("n b n")).unwrap());
         let e = err("n b", &iota(&[2, 3, 4], "_ n n"));
         assert!(matches!(&e, RuntimeError::ExtraAxis { axis, .. } if axis == "n"), "{e}");
+    }
+
+    #[test]
+    fn an_owned_tensor_is_kept_when_binding_leaves_it_in_place() {
+        let t = iota(&[2, 3], "d n");
+        let same = bind_owned("x", &names("d n"), t.clone()).unwrap();
+        assert_eq!(same, t);
+        let positional = bind_owned("x", &names("a b"), iota(&[2, 3], "_ _")).unwrap();
+        assert_eq!(positional.names(), names("a b").as_slice());
+        assert_eq!(bind_owned("x", &names("n d"), t.clone()).unwrap(), ok("n d", &t));
+        assert!(bind_owned("x", &names("n k"), t).is_err());
     }
 
     #[test]

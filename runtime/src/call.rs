@@ -25,6 +25,26 @@ pub enum Arg<'a> {
     Scalar(Scalar),
 }
 
+/// An argument the caller owns (a tensor read from a file, generated
+/// data): what [`Value::arg`] lends a call.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// A tensor.
+    Tensor(HostTensor),
+    /// A host scalar.
+    Scalar(Scalar),
+}
+
+impl Value {
+    /// The value as a call's argument, borrowing the tensor's elements.
+    pub fn arg(&self) -> Arg<'_> {
+        match self {
+            Value::Tensor(t) => Arg::Tensor(t.view()),
+            Value::Scalar(s) => Arg::Scalar(*s),
+        }
+    }
+}
+
 impl<'a> From<TensorView<'a>> for Arg<'a> {
     fn from(v: TensorView<'a>) -> Arg<'a> {
         Arg::Tensor(v)

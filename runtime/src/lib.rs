@@ -39,8 +39,8 @@ mod tensor;
 mod threads;
 mod view;
 
-pub use binding::bind;
-pub use call::{Arg, CallError, CheckedCall, SizeSource, Subject};
+pub use binding::{bind, bind_owned};
+pub use call::{Arg, CallError, CheckedCall, SizeSource, Subject, Value};
 pub use driver::{CodeOwner, Execute, KernelFn, NativeFunction};
 pub use dtype::DType;
 pub use error::RuntimeError;

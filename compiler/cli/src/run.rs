@@ -6,7 +6,7 @@
 //! atomically, and nothing is written on any error.
 
 use nax::pipeline::{self, Backend};
-use nax::{HostTensor, HostType, ParamType, Scalar, Timings};
+use nax::{HostTensor, HostType, ParamType, Scalar, Timings, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -31,16 +31,16 @@ pub fn run(req: &RunRequest, source: &str, backend: Backend, timings: &mut Timin
         Some(p) => nax::read_tensors(p).map_err(|e| e.to_string())?.into_iter().collect(),
         None => HashMap::new(),
     };
-    let stored: HashMap<String, HostTensor> = match &req.weights {
+    let mut stored: HashMap<String, HostTensor> = match &req.weights {
         Some(p) => nax::read_tensors(p).map_err(|e| e.to_string())?.into_iter().collect(),
         None => HashMap::new(),
     };
     // The weights the function reads bind like inputs (named axes are transposed); others are ignored.
     let mut weights = HashMap::new();
     for w in &signature.weights {
-        if let Some(t) = stored.get(&w.name) {
-            let bound = nax::bind(&w.name, &w.ty.names(), &t.view()).map_err(|e| format!("in --weights: {e}"))?;
-            weights.insert(w.name.clone(), bound.to_host().map_err(|e| e.to_string())?);
+        if let Some(t) = stored.remove(&w.name) {
+            let bound = nax::bind_owned(&w.name, &w.ty.names(), t).map_err(|e| format!("in --weights: {e}"))?;
+            weights.insert(w.name.clone(), bound);
         }
     }
     let mut scalars = parse_args(&req.args)?;
@@ -56,11 +56,11 @@ pub fn run(req: &RunRequest, source: &str, backend: Backend, timings: &mut Timin
                     (None, Some(default)) => default,
                     (None, None) => return Err(format!("parameter '{}' ({}) needs a value: pass --arg {}=VALUE", p.name, h.as_str(), p.name)),
                 };
-                args.push(Given::Scalar(value));
+                args.push(Value::Scalar(value));
             }
             ParamType::Tensor(_) => {
                 let tensor = inputs.remove(&p.name).ok_or_else(|| format!("parameter '{}' has no tensor in --inputs", p.name))?;
-                args.push(Given::Tensor(tensor));
+                args.push(Value::Tensor(tensor));
             }
         }
     }
@@ -71,27 +71,12 @@ pub fn run(req: &RunRequest, source: &str, backend: Backend, timings: &mut Timin
         return Err(format!("--arg {extra}: `{}` has no host scalar parameter '{extra}'", req.function));
     }
     timings.mark("load");
-    let views: Vec<nax::Arg<'_>> = args.iter().map(Given::view).collect();
+    let views: Vec<nax::Arg<'_>> = args.iter().map(Value::arg).collect();
     let pool = nax::ThreadPool::new(0).map_err(|e| e.to_string())?;
     // In the pool: the check packs inputs transposed by name with its threads.
     let result = pool.install(|| signature.check(views, &weights).and_then(|call| function.run(&call, &pool))).map_err(|e| e.to_string())?;
     timings.mark("run");
     nax::write_tensor_atomic(&req.out, "out", &result).map_err(|e| e.to_string())
-}
-
-/// One argument as read: a tensor from `--inputs` or a host scalar.
-enum Given {
-    Tensor(HostTensor),
-    Scalar(Scalar),
-}
-
-impl Given {
-    fn view(&self) -> nax::Arg<'_> {
-        match self {
-            Given::Tensor(t) => nax::Arg::Tensor(t.view()),
-            Given::Scalar(s) => nax::Arg::Scalar(*s),
-        }
-    }
 }
 
 /// `--arg NAME=VALUE`s by name.

@@ -167,8 +167,7 @@ impl Program {
         for (name, t) in tensors {
             let Some(w) = self.compiled.module.weights.iter().find(|w| w.name == name) else { continue };
             let names: Vec<Option<String>> = w.ty.axes.iter().map(|a| a.name.clone()).collect();
-            let bound = nax_runtime::bind(&name, &names, &t.view())?;
-            let bound = if bound.is_contiguous() { t.with_names(names)? } else { bound.to_host()? };
+            let bound = nax_runtime::bind_owned(&name, &names, t)?;
             weights.insert(name, bound);
         }
         Ok(Program { compiled: Arc::clone(&self.compiled), weights: Arc::new(weights) })

@@ -16,8 +16,8 @@ mod timings;
 pub use engine::{Engine, Function, Program};
 pub use error::Error;
 pub use nax_runtime::{
-    Arg, DType, HostTensor, HostType, Param, ParamType, RuntimeError, Scalar, Signature, Size, TensorData, TensorMut, TensorSpec, TensorView, ThreadPool, bind,
-    read_tensors, write_tensor_atomic, write_tensors_atomic,
+    Arg, DType, HostTensor, HostType, Param, ParamType, RuntimeError, Scalar, Signature, Size, TensorData, TensorMut, TensorSpec, TensorView, ThreadPool,
+    Value, bind, bind_owned, read_tensors, write_tensor_atomic, write_tensors_atomic,
 };
 pub use pipeline::Backend;
 pub use timings::Timings;
