@@ -54,7 +54,7 @@ impl Scalar {
 }
 
 /// One axis of a tensor type: its name, if any, and its size.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct AxisSpec {
     /// The axis name; `None` for an unnamed axis.
     pub name: Option<String>,
@@ -63,7 +63,7 @@ pub struct AxisSpec {
 }
 
 /// A tensor type: dtype and axes.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TensorSpec {
     /// The element type.
     pub dtype: DType,

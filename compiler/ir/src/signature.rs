@@ -7,6 +7,7 @@ use crate::graph::Type;
 use crate::graph::{Graph, Op};
 use crate::lower::value_dtype;
 use nax_runtime::{AxisSpec, Param, ParamType, Scalar, Signature, TensorSpec, WeightSpec};
+use std::collections::HashSet;
 
 /// A value's type as a tensor type (a host scalar is rank 0, in the dtype
 /// the kernels hold it in).
@@ -35,6 +36,7 @@ pub fn signature(g: &Graph, defaults: &[Option<Scalar>]) -> Signature {
     }
     let mut weights: Vec<WeightSpec> = Vec::new();
     let mut values: Vec<TensorSpec> = Vec::new();
+    let mut seen: HashSet<TensorSpec> = HashSet::new();
     for n in g.graph.node_indices() {
         let node = &g.graph[n];
         match &node.op {
@@ -43,7 +45,7 @@ pub fn signature(g: &Graph, defaults: &[Option<Scalar>]) -> Signature {
             _ if n == g.output => {}
             _ => {
                 let spec = tensor_spec(&node.ty);
-                if !spec.axes.is_empty() && !values.contains(&spec) {
+                if !spec.axes.is_empty() && seen.insert(spec.clone()) {
                     values.push(spec);
                 }
             }
