@@ -72,9 +72,7 @@ impl Lowered {
 /// The function `name` of the module as a graph, verified, then rewritten
 /// (when `optimize`) and verified again. Records `lower` and `rewrite`.
 pub fn lower(module: &CheckedModule, name: &str, optimize: bool, timings: &mut Timings) -> Result<Lowered, Error> {
-    if !module.functions.iter().any(|f| f.name == name) {
-        return Err(Error::UnknownFunction { name: name.to_string(), available: module.functions.iter().map(|f| f.name.clone()).collect() });
-    }
+    function(module, name)?;
     let lowered = nax_ir::lower(module, name).map_err(|e| Error::Compile { stage: "lower", message: e.to_string() })?;
     verify_graph(&lowered, "graph")?;
     timings.mark("lower");
@@ -87,6 +85,15 @@ pub fn lower(module: &CheckedModule, name: &str, optimize: bool, timings: &mut T
         None
     };
     Ok(Lowered { lowered, rewritten })
+}
+
+/// The module's function `name`, or the error naming the ones it has.
+fn function<'m>(module: &'m CheckedModule, name: &str) -> Result<&'m CheckedFn, Error> {
+    module
+        .functions
+        .iter()
+        .find(|f| f.name == name)
+        .ok_or_else(|| Error::UnknownFunction { name: name.to_string(), available: module.functions.iter().map(|f| f.name.clone()).collect() })
 }
 
 fn verify_graph(g: &Graph, what: &str) -> Result<(), Error> {
@@ -157,7 +164,7 @@ pub fn compile_graph(graph: Graph, defaults: &[Option<Scalar>], backend: Backend
 /// Lowers, rewrites (when `optimize`) and compiles the module's function
 /// `name`.
 pub fn compile_function(module: &CheckedModule, name: &str, backend: Backend, optimize: bool, timings: &mut Timings) -> Result<Function, Error> {
+    let defaults = defaults(function(module, name)?);
     let lowered = lower(module, name, optimize, timings)?;
-    let f = module.functions.iter().find(|f| f.name == name).map(defaults).unwrap_or_default();
-    compile_graph(lowered.into_graph(), &f, backend, timings)
+    compile_graph(lowered.into_graph(), &defaults, backend, timings)
 }
