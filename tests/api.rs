@@ -68,6 +68,7 @@ fn compile_errors_come_back_as_diagnostics() {
     let missing = engine.compile_file(&dir.join("missing.nax")).err().expect("an error").to_string();
     assert!(missing.starts_with("cannot read '") && missing.contains("missing.nax"), "{missing}");
     let p = program(&engine);
+    assert_eq!(p.function_names(), ["f", "tiny"]);
     match p.function("g") {
         Err(Error::UnknownFunction { name, available }) => assert_eq!((name.as_str(), available), ("g", vec!["f".to_string(), "tiny".to_string()])),
         Err(other) => panic!("expected an unknown function, got {other}"),

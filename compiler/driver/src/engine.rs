@@ -93,17 +93,25 @@ impl Engine {
 
     fn compile_named(&self, file_name: &str, source: &str) -> Result<Program, Error> {
         let key = (source.to_string(), self.options);
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(compiled) = cache.get(&key).and_then(Weak::upgrade) {
-            return Ok(Program { compiled, weights: Arc::new(HashMap::new()) });
+        let program = |compiled| Program { compiled, weights: Arc::new(HashMap::new()) };
+        let cached = |cache: &HashMap<_, Weak<Compiled>>| cache.get(&key).and_then(Weak::upgrade);
+        if let Some(compiled) = cached(&self.cache.lock().unwrap_or_else(|e| e.into_inner())) {
+            return Ok(program(compiled));
         }
+        // Checked outside the lock, so that threads compiling other sources
+        // do not wait for this one.
         let module = pipeline::check(file_name, source, &mut Timings::start())?;
         let functions = module.functions.iter().map(|f| (f.name.clone(), OnceLock::new())).collect();
         let pool = ThreadPool::new(self.options.threads)?;
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        // Another thread may have compiled the same source meanwhile: one copy is kept.
+        if let Some(compiled) = cached(&cache) {
+            return Ok(program(compiled));
+        }
         let compiled = Arc::new(Compiled { module, options: self.options, functions, pool });
         cache.retain(|_, weak| weak.strong_count() > 0);
-        cache.insert(key, Arc::downgrade(&compiled));
-        Ok(Program { compiled, weights: Arc::new(HashMap::new()) })
+        cache.insert(key.clone(), Arc::downgrade(&compiled));
+        Ok(program(compiled))
     }
 }
 
