@@ -279,6 +279,13 @@ fn results_can_be_written_into_the_callers_buffer() {
     );
     let mut doubles = vec![0f64; 24];
     assert!(f.call_into(args(), &mut TensorMut::new(&mut doubles)).is_err());
+    // A result that is an argument itself (reshaped): no kernel writes it, so it is copied.
+    let ident = Engine::new().compile("def ident(x: [n k]) -> [(n k)] {\n    return rearrange(x, n k -> (n k))\n}\n").unwrap().function("ident").unwrap();
+    let mut flat = vec![0f32; 24];
+    ident.call_into([("x", TensorView::new(&x, vec![6, 4], names("n k")).unwrap().into())], &mut TensorMut::new(&mut flat)).unwrap();
+    assert_eq!(flat, x);
+    let returned = ident.call([("x", TensorView::new(&x, vec![6, 4], names("n k")).unwrap().into())]).unwrap();
+    assert_eq!(returned.to_f64_vec(), x.iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
 }
 
 #[test]

@@ -373,23 +373,26 @@ impl NativeFunction {
         let shape = sizes.shape(p.result);
         let names = call.signature().result.names();
         match (into, result_data) {
+            // The result is an argument or a weight (through reshapes): copied.
             (Some(out), _) if !written_by_kernel => {
-                // SAFETY: the result is an argument or weight of `result_len` elements.
-                let data = unsafe { read_data(table.0[p.result], result_dtype, result_len) };
-                out.copy_from(&HostTensor::new(data, shape, names)?)?;
+                // SAFETY: the result buffer holds `result_len` elements of
+                // `result_dtype`, as the caller's buffer does (checked above);
+                // the caller's is borrowed exclusively, so they do not overlap.
+                unsafe { std::ptr::copy_nonoverlapping(table.0[p.result], out.as_mut_ptr(), result_len * result_dtype.size_bytes()) };
                 Ok(None)
             }
+            (None, None) => {
+                // SAFETY: as above, the result is an argument or weight of `result_len` elements.
+                let data = unsafe { read_data(table.0[p.result], result_dtype, result_len) };
+                Ok(Some(HostTensor::new(data, shape, names)?))
+            }
+            // A kernel wrote the caller's buffer.
             (Some(_), _) => Ok(None),
             (None, Some(mut d)) => {
                 // SAFETY: every kernel writes each element of its output, and
                 // a kernel wrote the result's buffer.
                 unsafe { d.set_len(result_len) };
                 Ok(Some(HostTensor::new(d, shape, names)?))
-            }
-            (None, None) => {
-                // SAFETY: the result is an argument or weight of `result_len` elements.
-                let data = unsafe { read_data(table.0[p.result], result_dtype, result_len) };
-                Ok(Some(HostTensor::new(data, shape, names)?))
             }
         }
     }
