@@ -35,6 +35,12 @@ impl Function {
     /// left out take their defaults), the module's weights (bound in their
     /// declared axis order) and a thread pool; returns the result.
     pub fn call(&self, args: Vec<(&str, Arg<'_>)>, weights: &HashMap<String, HostTensor>, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
+        let args = self.signature.arguments(args)?;
+        self.call_in_order(args, weights, pool)
+    }
+
+    /// As [`Function::call`], with one argument per parameter, in order.
+    pub fn call_in_order(&self, args: Vec<Arg<'_>>, weights: &HashMap<String, HostTensor>, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
         self.check_and_run(args, weights, None, pool)?.ok_or_else(no_result)
     }
 
@@ -47,6 +53,7 @@ impl Function {
         out: &mut TensorMut<'_>,
         pool: &ThreadPool,
     ) -> Result<(), RuntimeError> {
+        let args = self.signature.arguments(args)?;
         self.check_and_run(args, weights, Some(out), pool).map(drop)
     }
 
@@ -55,12 +62,11 @@ impl Function {
     /// name) uses the pool's threads; small calls stay on the calling thread.
     fn check_and_run(
         &self,
-        args: Vec<(&str, Arg<'_>)>,
+        args: Vec<Arg<'_>>,
         weights: &HashMap<String, HostTensor>,
         into: Option<&mut TensorMut<'_>>,
         pool: &ThreadPool,
     ) -> Result<Option<HostTensor>, RuntimeError> {
-        let args = self.signature.arguments(args)?;
         let large = has_large_tensor(&args);
         let run = || {
             let call = self.signature.check(args, weights)?;

@@ -73,8 +73,7 @@ pub fn run(req: &RunRequest, source: &str, backend: Backend, timings: &mut Timin
     timings.mark("load");
     let views: Vec<nax::Arg<'_>> = args.iter().map(Value::arg).collect();
     let pool = nax::ThreadPool::new(0).map_err(|e| e.to_string())?;
-    // In the pool: the check packs inputs transposed by name with its threads.
-    let result = pool.install(|| signature.check(views, &weights).and_then(|call| function.run(&call, &pool))).map_err(|e| e.to_string())?;
+    let result = function.call_in_order(views, &weights, &pool).map_err(|e| e.to_string())?;
     timings.mark("run");
     nax::write_tensor_atomic(&req.out, "out", &result).map_err(|e| e.to_string())
 }
