@@ -397,7 +397,7 @@ fn signatures_and_native_plans_round_trip_through_json() {
             let signature = nax_ir::signature(&graph, &nax::pipeline::defaults(f));
             let text = serde_json::to_string(&signature).unwrap();
             assert_eq!(serde_json::from_str::<nax::Signature>(&text).unwrap(), signature, "{}", f.name);
-            let program = nax::pipeline::kernels(&graph).unwrap();
+            let program = nax::pipeline::kernels(&graph, &nax::pipeline::Backend::Llvm.target(nax::pipeline::Cpu::Native)).unwrap();
             let plan = nax_back_native::Slots::new(&program).plan(&program).unwrap();
             plan.validate(signature.params.len()).unwrap();
             let text = serde_json::to_string(&plan).unwrap();

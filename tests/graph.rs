@@ -57,7 +57,8 @@ fn emitted_text_matches_files(folder: &str, kind: &str, ext: &str) {
     let mut failures = Vec::new();
     for path in nax_files(&root().join(folder)) {
         let out_path = std::env::temp_dir().join(format!("nax-{kind}-{}-{}", std::process::id(), path.file_stem().unwrap().to_string_lossy()));
-        let out = crate::support::nax(&["build", path.to_str().unwrap(), "--emit", kind, "-o", out_path.to_str().unwrap()]);
+        // `--cpu generic`: the same text on every machine.
+        let out = crate::support::nax(&["build", path.to_str().unwrap(), "--emit", kind, "--cpu", "generic", "-o", out_path.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
         let text = std::fs::read_to_string(&out_path).expect("output written");
         let expected_path = path.with_extension(ext);
@@ -122,7 +123,7 @@ fn every_graph_forms_kernels_that_verify() {
         let checked = check_source(&source);
         for f in checked.module.functions.iter().filter(|f| f.ok) {
             let g = nax_ir::lower(&checked.module, &f.name).expect("lower");
-            let p = nax_kernel::form(&g).unwrap_or_else(|e| panic!("{what}: {}: {e}", f.name));
+            let p = nax_kernel::form(&g, &nax_kernel::Target::GENERIC).unwrap_or_else(|e| panic!("{what}: {}: {e}", f.name));
             let problems = nax_kernel::verify(&p);
             let text = nax_kernel::text::print(&p);
             assert!(problems.is_empty(), "{what}: {}: {problems:?}\n{text}", f.name);

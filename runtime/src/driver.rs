@@ -5,13 +5,14 @@
 //! tensor's own storage or writes the caller's buffer (the last kernel
 //! writes it in place: no copy), and runs the kernels in order inside the
 //! caller's thread pool: a nest's parallel loop split across its threads,
-//! matrix products through the `gemm` crate's packed microkernels, flash
-//! attention tile by tile. Large fresh buffers ask the OS for transparent
+//! matrix products through the program's microkernels (blocked and packed
+//! by [`crate::gemm`]), flash attention tile by tile. Large fresh buffers ask the OS for transparent
 //! huge pages, which cuts the cost of first touching them.
 
 use crate::call::CheckedCall;
 use crate::dtype::DType;
 use crate::error::RuntimeError;
+use crate::gemm::{Micro, Product, Strided, multiply};
 use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, KernelPlan, NativePlan, Nest, Operand, SizeRef, Strategy};
 use crate::signature::{Scalar, Signature};
 use crate::tensor::{HostTensor, TensorData};
@@ -68,17 +69,24 @@ unsafe impl Sync for SyncCode {}
 impl NativeFunction {
     /// The function of this signature from its plan and compiled kernels;
     /// `code` owns the machine code the entries point into. An error when
-    /// the plan does not validate or the entries are not one per kernel.
+    /// the plan does not validate or the entries are not one per kernel
+    /// and microkernel.
     ///
     /// # Safety
     /// Entry `i` must be the compiled code of the plan's kernel `i`, with
-    /// the [`KernelFn`] signature, reading and writing only the buffers its
+    /// the [`KernelFn`] signature, and the entries after the kernels' the
+    /// plan's microkernels (their contract: [`crate::plan::Microkernel`]), reading and writing only the buffers its
     /// plan names at the sizes the slots give for calls of this signature,
     /// and valid while `code` lives.
     pub unsafe fn new(signature: Arc<Signature>, plan: NativePlan, entries: Vec<KernelFn>, code: CodeOwner) -> Result<NativeFunction, RuntimeError> {
         plan.validate(signature.params.len())?;
-        if entries.len() != plan.kernels.len() {
-            return Err(RuntimeError::Internal(format!("{} kernel entries for {} kernels", entries.len(), plan.kernels.len())));
+        if entries.len() != plan.kernels.len() + plan.microkernels.len() {
+            return Err(RuntimeError::Internal(format!(
+                "{} entries for {} kernels and {} microkernels",
+                entries.len(),
+                plan.kernels.len(),
+                plan.microkernels.len()
+            )));
         }
         Ok(NativeFunction { signature, plan, entries, temporaries: Mutex::new(Vec::new()), _code: SyncCode { _owner: code } })
     }
@@ -247,11 +255,7 @@ fn splits(sizes: &Sizes<'_>, k: &KernelPlan, threads: usize) -> bool {
     let extents = sizes.extents(k);
     match &k.strategy {
         Strategy::Nest(n) => nest_splits(&extents, n),
-        Strategy::Gemm(g) => {
-            work(&extents) >= PARALLEL_WORK
-                || g.batch.iter().map(|&l| extents[l]).product::<usize>() >= threads
-                || g.epilogue.as_ref().is_some_and(|n| nest_splits(&extents, n))
-        }
+        Strategy::Gemm(g) => work(&extents) >= PARALLEL_WORK || g.batch.iter().map(|&l| extents[l]).product::<usize>() >= threads,
         Strategy::Attention(a) => attention_tasks(&extents, a) > 1,
     }
 }
@@ -349,22 +353,16 @@ impl NativeFunction {
             table.push(ptr);
         }
         let table = Table(table);
+        let micro = |index: usize, blocking| {
+            let entry = self.entries[p.kernels.len() + index];
+            Micro { entry, shape: p.microkernels[index], blocking }
+        };
         for (kernel, &f) in p.kernels.iter().zip(&self.entries) {
-            let nest = match &kernel.strategy {
-                Strategy::Nest(n) => n,
-                Strategy::Gemm(g) => {
-                    run_gemm(sizes, kernel, g, &table, threads);
-                    match &g.epilogue {
-                        Some(n) => n,
-                        None => continue,
-                    }
-                }
-                Strategy::Attention(a) => {
-                    run_attention(sizes, kernel, a, f, &table, threads);
-                    continue;
-                }
-            };
-            run_nest(sizes, kernel, nest, f, &table, threads);
+            match &kernel.strategy {
+                Strategy::Nest(n) => run_nest(sizes, kernel, n, f, &table, threads),
+                Strategy::Gemm(g) => run_gemm(sizes, kernel, g, (f, micro(g.microkernel, g.blocking)), &table, threads),
+                Strategy::Attention(a) => run_attention(sizes, kernel, a, (f, micro(a.microkernel, a.blocking)), &table, threads),
+            }
         }
         storage.append(&mut pool);
         if let Ok(mut kept) = self.temporaries.lock() {
@@ -415,25 +413,29 @@ fn run_nest(sizes: &Sizes<'_>, kernel: &KernelPlan, nest: &Nest, f: KernelFn, ta
     }
 }
 
-/// Runs a kernel planned as matrix products through the `gemm` crate
-/// (packed, cache-blocked microkernels for the host's vector width): one
-/// call per position of the batch loops, the batch split across threads
-/// when it has enough positions, else each call.
-fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, table: &Table, threads: usize) {
+/// Runs a kernel planned as matrix products through the program's
+/// microkernel ([`crate::gemm`]): one product per position of the batch
+/// loops, the batch split across threads when it has enough positions,
+/// else each product; with an epilogue, the kernel's compiled function
+/// runs over each tile of the output as soon as its products are done.
+fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, entries: (KernelFn, Micro), table: &Table, threads: usize) {
+    let (epilogue_fn, micro) = entries;
     let p = sizes.plan;
     let extents = sizes.extents(kernel);
+    let loops = extents.len();
     let (so, bo) = sizes.output_steps(kernel);
-    let (sa, ba) = sizes.steps(extents.len(), &g.a);
-    let (sb, bb) = sizes.steps(extents.len(), &g.b);
+    let (sa, ba) = sizes.steps(loops, &g.a);
+    let (sb, bb) = sizes.steps(loops, &g.b);
     let along = |s: &[isize], l: Option<usize>| l.map_or(0, |l| s[l]);
     let (mut m, mut n, k) = (g.rows.map_or(1, |l| extents[l]), g.cols.map_or(1, |l| extents[l]), extents[g.inner]);
     // A batch loop that continues the rows (or columns) in memory, in the
     // output and the one operand it indexes, joins them: one larger
-    // product instead of several (`[b n D] @ [D F]` is one `(b n) x D` product).
+    // product instead of several (`[b n D] @ [D F]` is one `(b n) x D`
+    // product). Not under an epilogue, which indexes the loops themselves.
     let mut batch_loops = Vec::new();
     for &l in g.batch.iter().rev() {
         let joins = |along: Option<usize>, len: usize, own: &[isize], other: &[isize]| {
-            along.is_some_and(|r| so[l] == so[r] * len as isize && own[l] == own[r] * len as isize && other[l] == 0)
+            !g.epilogue && along.is_some_and(|r| so[l] == so[r] * len as isize && own[l] == own[r] * len as isize && other[l] == 0)
         };
         if joins(g.rows, m, &sa, &sb) {
             m *= extents[l];
@@ -445,68 +447,58 @@ fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, table: &Table,
     }
     let batch: usize = batch_loops.iter().map(|&l| extents[l]).product();
     let dtype = p.buffers[kernel.output].dtype;
+    let size = dtype.size_bytes() as isize;
     let (out_ptr, a_ptr, b_ptr) = (table.0[kernel.output] as usize, table.0[g.a.buffer] as usize, table.0[g.b.buffer] as usize);
-    let rank = p.buffers[kernel.output].shape.len();
-    let elements: usize = extents[..rank].iter().product();
-    if k == 0 {
-        // An empty sum: zeros.
-        // SAFETY: the output holds `elements` elements of `dtype`.
-        unsafe { std::ptr::write_bytes(out_ptr as *mut u8, 0, elements * dtype.size_bytes()) };
-        return;
-    }
-    let call = |position: usize, parallelism: gemm::Parallelism| {
+    let base = sizes.slots.len();
+    let product = |position: usize, threads: usize| {
         let (mut oo, mut oa, mut ob) = (bo, ba, bb);
+        let mut slots = sizes.slots.clone();
+        slots.resize(base + loops + 2, 0);
         let mut rest = position;
         for &l in batch_loops.iter().rev() {
-            let at = (rest % extents[l]) as isize;
+            let at = rest % extents[l];
             rest /= extents[l];
+            slots[base + l] = at as i64;
+            let at = at as isize;
             oo += at * so[l];
             oa += at * sa[l];
             ob += at * sb[l];
         }
-        let (dst_cs, dst_rs) = (along(&so, g.cols), along(&so, g.rows));
-        let (lhs_cs, lhs_rs) = (sa[g.inner], along(&sa, g.rows));
-        let (rhs_cs, rhs_rs) = (along(&sb, g.cols), sb[g.inner]);
-        macro_rules! product {
-            ($t:ty) => {
-                gemm::gemm::<$t>(
-                    m,
-                    n,
-                    k,
-                    (out_ptr as *mut $t).offset(oo),
-                    dst_cs,
-                    dst_rs,
-                    false,
-                    (a_ptr as *const $t).offset(oa),
-                    lhs_cs,
-                    lhs_rs,
-                    (b_ptr as *const $t).offset(ob),
-                    rhs_cs,
-                    rhs_rs,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    parallelism,
-                )
-            };
-        }
-        // SAFETY: the offsets and steps stay inside the buffers (the plan
-        // validated; the kernel verified against the program); the output is
-        // written once per element and aliases neither operand.
-        unsafe {
-            match dtype {
-                DType::F64 => product!(f64),
-                _ => product!(f32),
+        let matrix = |ptr: usize, offset: isize, row_step: isize, col_step: isize| Strided { ptr: ptr.wrapping_add_signed(offset * size), row_step, col_step };
+        let product = Product {
+            m,
+            n,
+            k,
+            a: matrix(a_ptr, oa, along(&sa, g.rows), sa[g.inner]),
+            b: matrix(b_ptr, ob, sb[g.inner], along(&sb, g.cols)),
+            c: matrix(out_ptr, oo, along(&so, g.rows), along(&so, g.cols)),
+            accumulate: false,
+        };
+        let tile = |first_row: usize, rows: usize, first_col: usize, cols: usize| {
+            let mut slots = slots.clone();
+            if let Some(l) = g.rows {
+                slots[base + l] = first_row as i64;
             }
-        }
+            if let Some(l) = g.cols {
+                slots[base + l] = first_col as i64;
+            }
+            slots[base + loops] = rows as i64;
+            slots[base + loops + 1] = cols as i64;
+            // SAFETY: the epilogue was compiled from this plan's kernel; the
+            // tile is inside the output, whose products are complete.
+            unsafe { epilogue_fn(table.0.as_ptr(), slots.as_ptr(), 0, 0) };
+        };
+        let epilogue: Option<crate::gemm::Epilogue<'_>> = if g.epilogue { Some(&tile) } else { None };
+        // SAFETY: the offsets and steps stay inside the buffers (the plan
+        // validated; the kernel verified against the program); the output
+        // aliases neither operand; the microkernel is the plan's, of the
+        // output's dtype (validated).
+        unsafe { multiply(product, dtype, &micro, threads, PARALLEL_WORK, epilogue) };
     };
     if threads > 1 && batch >= threads {
-        (0..batch).into_par_iter().for_each(|position| call(position, gemm::Parallelism::None));
+        (0..batch).into_par_iter().for_each(|position| product(position, 1));
     } else {
-        let parallelism = if threads > 1 && m * n * k >= PARALLEL_WORK { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-        (0..batch).for_each(|position| call(position, parallelism));
+        (0..batch).for_each(|position| product(position, threads));
     }
 }
 
@@ -521,7 +513,8 @@ fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, table: &Table,
 /// The compiled tile gets, after the plan's size slots, the tile's first
 /// position along each loop, then its number of rows and of keys, then 1
 /// to probe the mask or 0 to compute; and the tile's scratch buffers.
-fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, tile: KernelFn, table: &Table, threads: usize) {
+fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entries: (KernelFn, Micro), table: &Table, threads: usize) {
+    let (tile, micro) = entries;
     let extents = sizes.extents(kernel);
     let loops = extents.len();
     let depth = loops - 1;
@@ -581,56 +574,32 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, tile
                         continue;
                     }
                 }
-                if d == 0 {
-                    scores.fill(0.0);
-                } else {
-                    gemm::gemm::<f32>(
-                        rows,
-                        cols,
-                        d,
-                        scores.as_mut_ptr(),
-                        1,
-                        tile_keys as isize,
-                        false,
-                        (q_ptr as *const f32).offset(oq),
-                        sq[depth],
-                        sq[a.rows],
-                        (k_ptr as *const f32).offset(ok + key * sk[a.keys]),
-                        sk[a.keys],
-                        sk[depth],
-                        0.0,
-                        1.0,
-                        false,
-                        false,
-                        false,
-                        gemm::Parallelism::None,
-                    );
-                }
+                let f32_matrix = |ptr: usize, offset: isize, row_step: isize, col_step: isize| Strided { ptr: ptr.wrapping_add_signed(offset * 4), row_step, col_step };
+                let scores_at = f32_matrix(scores.as_mut_ptr() as usize, 0, tile_keys as isize, 1);
+                let qk = Product {
+                    m: rows,
+                    n: cols,
+                    k: d,
+                    a: f32_matrix(q_ptr, oq, sq[a.rows], sq[depth]),
+                    b: f32_matrix(k_ptr, ok + key * sk[a.keys], sk[depth], sk[a.keys]),
+                    c: scores_at,
+                    accumulate: false,
+                };
+                multiply(qk, DType::F32, &micro, 1, usize::MAX, None);
                 tile(buffers.as_ptr(), slots.as_ptr(), 0, 0);
                 if stats[2 * tile_rows] == f32::NEG_INFINITY {
                     continue;
                 }
-                gemm::gemm::<f32>(
-                    rows,
-                    width,
-                    cols,
-                    acc.as_mut_ptr(),
-                    1,
-                    width as isize,
-                    true,
-                    scores.as_ptr(),
-                    1,
-                    tile_keys as isize,
-                    (v_ptr as *const f32).offset(ov + key * sv[a.keys]),
-                    sv[a.cols],
-                    sv[a.keys],
-                    1.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                );
+                let pv = Product {
+                    m: rows,
+                    n: width,
+                    k: cols,
+                    a: scores_at,
+                    b: f32_matrix(v_ptr, ov + key * sv[a.keys], sv[a.keys], sv[a.cols]),
+                    c: f32_matrix(acc.as_mut_ptr() as usize, 0, width as isize, 1),
+                    accumulate: true,
+                };
+                multiply(pv, DType::F32, &micro, 1, usize::MAX, None);
             }
         }
         let out = out_ptr as *mut f32;

@@ -30,6 +30,7 @@ mod driver;
 mod dtype;
 mod error;
 mod function;
+mod gemm;
 mod named;
 pub mod plan;
 mod safetensors_io;

@@ -4,8 +4,9 @@
 //! for each kernel its loops' extents and its strategy: a plain nest whose
 //! outer loop the driver splits across threads (column-block softmaxes
 //! and row reductions are nests too: their blocks live inside the compiled
-//! code), a matrix product run through packed microkernels with an
-//! optional elementwise epilogue, or flash attention run tile by tile.
+//! code), a matrix product run through the program's compiled
+//! microkernels (blocked and packed by [`crate::gemm`]) with an optional
+//! elementwise epilogue per tile, or flash attention run tile by tile.
 //! A plan is a plain value (serde): the JIT hands it to the driver with
 //! function pointers, an AOT library will carry it beside its code.
 
@@ -70,6 +71,49 @@ pub struct Operand {
     pub index: Vec<Index>,
 }
 
+/// A register-blocked matrix-product microkernel, compiled with the
+/// program for the target's vectors: `C[rows x cols] (+)= A B` over a depth
+/// of `kc`, where A is a packed panel of `rows` rows (element `[p][r]` at
+/// `p * rows + r`) and B a packed panel of `cols` columns (`[p][c]` at
+/// `p * cols + c`), the accumulators living in registers.
+///
+/// Its entry has the kernels' signature; the driver passes the buffers
+/// `[A panel, B panel, C at the tile's first element, scratch of rows x
+/// cols elements]` and the sizes `[kc, C's row step, C's column step,
+/// valid rows, valid columns, 1 to add to C or 0 to overwrite it]` (steps
+/// in elements). A tile with fewer valid rows or columns, or whose columns
+/// are not contiguous, goes through the scratch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Microkernel {
+    /// Its element type (f32 or f64), of the panels and of C.
+    pub dtype: DType,
+    /// Rows of C per tile (the A panel's width).
+    pub rows: u32,
+    /// Columns of C per tile (the B panel's width), a multiple of `lanes`.
+    pub cols: u32,
+    /// Elements per vector register.
+    pub lanes: u32,
+}
+
+impl Microkernel {
+    /// The largest tile the driver accepts (its scratch is per thread).
+    pub const MAX_TILE: u32 = 64 * 256;
+}
+
+/// Cache blocking of a matrix product: the depth of one pass over packed
+/// panels (`depth`, so a B panel stays in the first-level cache), the rows
+/// of A packed at once (`rows`, the second level) and the columns of B
+/// packed at once (`cols`, the last level).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Blocking {
+    /// Depth per pass (KC).
+    pub depth: u32,
+    /// Rows of A per packed block (MC), a multiple of the microkernel's rows.
+    pub rows: u32,
+    /// Columns of B per packed block (NC), a multiple of the microkernel's columns.
+    pub cols: u32,
+}
+
 /// A loop nest the driver runs through the kernel's compiled function,
 /// `f(buffers, sizes, begin, end)` over positions `begin..end` of the
 /// outermost loop.
@@ -99,9 +143,16 @@ pub struct GemmPlan {
     pub a: Operand,
     /// The right operand.
     pub b: Operand,
-    /// An elementwise epilogue run in place over the output after the
-    /// products, by the kernel's compiled function.
-    pub epilogue: Option<Nest>,
+    /// The microkernel (an index into [`NativePlan::microkernels`]).
+    pub microkernel: usize,
+    /// The cache blocking.
+    pub blocking: Blocking,
+    /// Whether the kernel's compiled function is an elementwise epilogue,
+    /// run in place over each tile of the output as soon as its products
+    /// are complete (while the tile is in the first-level cache). It gets,
+    /// after the plan's size slots, the tile's first position along each
+    /// loop, then its number of rows and of columns.
+    pub epilogue: bool,
 }
 
 /// Flash attention: per position of the batch loops and tile of `tile.0`
@@ -130,6 +181,11 @@ pub struct AttentionPlan {
     pub v: Operand,
     /// Whether a mask hides keys: each tile is probed first.
     pub masked: bool,
+    /// The f32 microkernel of both products (an index into
+    /// [`NativePlan::microkernels`]).
+    pub microkernel: usize,
+    /// The products' cache blocking.
+    pub blocking: Blocking,
 }
 
 /// How the driver runs a kernel.
@@ -163,6 +219,9 @@ pub struct NativePlan {
     pub buffers: Vec<BufferPlan>,
     /// The kernels, in the order they run.
     pub kernels: Vec<KernelPlan>,
+    /// The matrix-product microkernels the kernels use; their entries
+    /// follow the kernels'.
+    pub microkernels: Vec<Microkernel>,
     /// The buffer holding the result.
     pub result: usize,
 }
@@ -179,6 +238,17 @@ impl NativePlan {
         if self.result >= buffers {
             return bad(format!("the result is buffer {} of {buffers}", self.result));
         }
+        for (i, m) in self.microkernels.iter().enumerate() {
+            let shape_ok = m.rows > 0 && m.lanes > 0 && m.cols > 0 && m.cols % m.lanes == 0 && m.rows * m.cols <= Microkernel::MAX_TILE;
+            if !shape_ok || !matches!(m.dtype, DType::F32 | DType::F64) {
+                return bad(format!("microkernel {i} has the shape {m:?}"));
+            }
+        }
+        let blocking_ok = |micro: usize, b: &Blocking, dtype: DType| {
+            self.microkernels.get(micro).is_some_and(|m| {
+                m.dtype == dtype && b.depth > 0 && b.rows > 0 && b.cols > 0 && b.rows % m.rows == 0 && b.cols % m.cols == 0
+            })
+        };
         let size_ok = |s: &SizeRef| matches!(s, SizeRef::Const(_)) || matches!(s, SizeRef::Slot(i) if *i < self.slots.len());
         for (b, buffer) in self.buffers.iter().enumerate() {
             if !buffer.shape.iter().all(size_ok) {
@@ -215,8 +285,8 @@ impl NativePlan {
                             && matches!(self.buffers[k.output].dtype, DType::F32 | DType::F64)
                             && self.buffers[k.output].dtype == self.buffers[g.a.buffer].dtype
                             && self.buffers[k.output].dtype == self.buffers[g.b.buffer].dtype
-                            && self.buffers[k.output].shape.len() <= loops
-                            && g.epilogue.as_ref().is_none_or(|n| n.loops < loops)
+                            && self.buffers[k.output].shape.len() < loops
+                            && blocking_ok(g.microkernel, &g.blocking, self.buffers[k.output].dtype)
                     }
                     Strategy::Attention(a) => {
                         a.batch.iter().all(loop_ok)
@@ -228,6 +298,7 @@ impl NativePlan {
                             && self.buffers[k.output].dtype == DType::F32
                             && self.buffers[k.output].shape.len() <= loops
                             && a.scratch.iter().all(|&s| s < buffers && self.buffers[s].kind == BufferKind::Tile)
+                            && blocking_ok(a.microkernel, &a.blocking, DType::F32)
                     }
                 };
             if !fits {
@@ -251,6 +322,7 @@ mod tests {
                 BufferPlan { dtype: DType::F32, shape: vec![SizeRef::Const(4)], kind: BufferKind::Temporary },
             ],
             kernels: vec![KernelPlan { output: 1, loops: vec![SizeRef::Const(4)], strategy: Strategy::Nest(Nest { loops: 1, parallel: true }) }],
+            microkernels: vec![Microkernel { dtype: DType::F32, rows: 4, cols: 8, lanes: 8 }],
             result: 1,
         }
     }
@@ -287,8 +359,14 @@ mod tests {
             inner: 0,
             a: operand(0, vec![Index::Loop(3)]),
             b: operand(0, vec![Index::Loop(0)]),
-            epilogue: None,
+            microkernel: 0,
+            blocking: Blocking { depth: 64, rows: 8, cols: 8 },
+            epilogue: false,
         });
+        broken.push(p);
+        // A microkernel whose columns are not whole vectors.
+        let mut p = nest();
+        p.microkernels[0].cols = 12;
         broken.push(p);
         for (i, p) in broken.iter().enumerate() {
             let e = p.validate(1).unwrap_err();

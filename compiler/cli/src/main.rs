@@ -79,6 +79,10 @@ enum Command {
         backend: BackendName,
         #[arg(long, value_enum, default_value_t = Target::Cpu)]
         target: Target,
+        /// The CPU to compile for: this machine's (`native`, with every
+        /// vector extension it has) or any x86-64 (`generic`).
+        #[arg(long, value_enum, default_value_t = CpuName::Native)]
+        cpu: CpuName,
         /// Print the time of each stage to stderr.
         #[arg(long)]
         timings: bool,
@@ -122,6 +126,13 @@ enum Emit {
     Torch,
 }
 
+/// The CPUs of `nax build --cpu`.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CpuName {
+    Native,
+    Generic,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Target {
     Cpu,
@@ -136,7 +147,13 @@ fn main() -> ExitCode {
             let req = run::RunRequest { file, function, inputs, weights, args, out, optimize: opt_level > 0 };
             run_command(&req, backend, timings)
         }
-        Command::Build { file, emit, out, backend, target, timings, opt_level } => build(&file, emit, &out, backend, target, timings, opt_level > 0),
+        Command::Build { file, emit, out, backend, target, cpu, timings, opt_level } => {
+            let cpu = match cpu {
+                CpuName::Native => pipeline::Cpu::Native,
+                CpuName::Generic => pipeline::Cpu::Generic,
+            };
+            build(&file, &out, backend, target, timings, Options { emit, optimize: opt_level > 0, cpu })
+        }
         Command::Explain { code } => explain(&code),
     }
 }
@@ -177,11 +194,26 @@ fn run_command(req: &run::RunRequest, name: BackendName, show_timings: bool) -> 
     }
 }
 
+/// What `nax build` was asked to write, and how.
+#[derive(Clone, Copy)]
+struct Options {
+    emit: Emit,
+    optimize: bool,
+    cpu: pipeline::Cpu,
+}
+
+impl Options {
+    /// The machine kernels are formed for (the LLVM back end's view of `--cpu`).
+    fn target(self) -> nax_kernel::Target {
+        Backend::Llvm.target(self.cpu)
+    }
+}
+
 /// The graph of one function as lowered and as rewritten, with the
 /// optimizer's report and the kernels' estimates, as `--emit graph` prints it.
-fn annotated_graph(module: &nax_front::CheckedModule, function: &str, optimize: bool, timings: &mut Timings) -> Result<String, nax::Error> {
+fn annotated_graph(module: &nax_front::CheckedModule, function: &str, options: Options, timings: &mut Timings) -> Result<String, nax::Error> {
     use std::fmt::Write;
-    let lowered = pipeline::lower(module, function, optimize, timings)?;
+    let lowered = pipeline::lower(module, function, options.optimize, timings)?;
     let mut text = format!("# `{function}` as lowered\n{}", nax_ir::text::print(&lowered.lowered));
     match &lowered.rewritten {
         Some((rewritten, report)) => {
@@ -195,7 +227,7 @@ fn annotated_graph(module: &nax_front::CheckedModule, function: &str, optimize: 
             let _ = writeln!(text, "# rewriting is off (-O0)");
         }
     }
-    let program = pipeline::kernels(lowered.graph())?;
+    let program = pipeline::kernels(lowered.graph(), &options.target())?;
     let _ = writeln!(text, "# kernels: {}", program.kernels.len());
     for (i, k) in program.kernels.iter().enumerate() {
         let e = program.estimate(k);
@@ -217,15 +249,16 @@ fn human(v: f64, unit: &str) -> String {
 }
 
 /// What `--emit` writes for every function of the module.
-fn emitted(module: &nax_front::CheckedModule, emit: Emit, optimize: bool, timings: &mut Timings) -> Result<Vec<u8>, nax::Error> {
+fn emitted(module: &nax_front::CheckedModule, options: Options, timings: &mut Timings) -> Result<Vec<u8>, nax::Error> {
     let names: Vec<&str> = module.functions.iter().map(|f| f.name.as_str()).collect();
+    let (emit, optimize, target) = (options.emit, options.optimize, options.target());
     Ok(match emit {
-        Emit::Graph => names.iter().map(|f| annotated_graph(module, f, optimize, timings)).collect::<Result<String, _>>()?.into_bytes(),
+        Emit::Graph => names.iter().map(|f| annotated_graph(module, f, options, timings)).collect::<Result<String, _>>()?.into_bytes(),
         Emit::Kernels => {
             let mut text = String::new();
             for f in names {
                 let lowered = pipeline::lower(module, f, optimize, timings)?;
-                text.push_str(&nax_kernel::text::print(&pipeline::kernels(lowered.graph())?));
+                text.push_str(&nax_kernel::text::print(&pipeline::kernels(lowered.graph(), &target)?));
             }
             text.into_bytes()
         }
@@ -233,15 +266,16 @@ fn emitted(module: &nax_front::CheckedModule, emit: Emit, optimize: bool, timing
         _ => {
             let programs = names
                 .iter()
-                .map(|f| pipeline::lower(module, f, optimize, timings).and_then(|l| pipeline::kernels(l.graph())))
+                .map(|f| pipeline::lower(module, f, optimize, timings).and_then(|l| pipeline::kernels(l.graph(), &target)))
                 .collect::<Result<Vec<_>, _>>()?;
             let artifact = if emit == Emit::Obj { nax_back_llvm::Artifact::Object } else { nax_back_llvm::Artifact::Ir };
-            nax_back_llvm::emit(&programs, artifact).map_err(|message| nax::Error::Compile { stage: "codegen", message })?
+            nax_back_llvm::emit(&programs, artifact, options.cpu).map_err(|message| nax::Error::Compile { stage: "codegen", message })?
         }
     })
 }
 
-fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target, show_timings: bool, optimize: bool) -> ExitCode {
+fn build(path: &Path, out: &Path, name: BackendName, target: Target, show_timings: bool, options: Options) -> ExitCode {
+    let emit = options.emit;
     let source = match read_source(path) {
         Ok(s) => s,
         Err(code) => return code,
@@ -268,7 +302,7 @@ fn build(path: &Path, emit: Emit, out: &Path, name: BackendName, target: Target,
         }
     }
     let mut timings = Timings::start();
-    let text = match pipeline::check(&path.display().to_string(), &source, &mut timings).and_then(|module| emitted(&module, emit, optimize, &mut timings)) {
+    let text = match pipeline::check(&path.display().to_string(), &source, &mut timings).and_then(|module| emitted(&module, options, &mut timings)) {
         Ok(text) => text,
         Err(nax::Error::Diagnostics { rendered, .. }) => {
             eprint!("{rendered}");

@@ -9,6 +9,8 @@ use crate::timings::Timings;
 use nax_front::CheckedModule;
 use nax_front::checked::{CheckedFn, TExprKind};
 use nax_ir::Graph;
+pub use nax_back_llvm::Cpu;
+use nax_kernel::Target;
 use nax_runtime::{Function, HostType, Scalar};
 use std::sync::Arc;
 
@@ -25,6 +27,19 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The machine kernel formation plans for when this back end compiles
+    /// for `cpu`: Cranelift's vectors are at most 16 bytes.
+    pub fn target(self, cpu: Cpu) -> Target {
+        let machine = match cpu {
+            Cpu::Native => Target::host(),
+            Cpu::Generic => Target::GENERIC,
+        };
+        match self {
+            Backend::Cranelift => machine.with_vector_bytes(16),
+            Backend::Llvm | Backend::Interp => machine,
+        }
+    }
+
     /// The name `--backend` takes.
     pub fn name(self) -> &'static str {
         match self {
@@ -104,9 +119,9 @@ fn verify_graph(g: &Graph, what: &str) -> Result<(), Error> {
     Err(Error::Compile { stage: "lower", message: format!("internal error: the {what} of `{}` does not verify: {}", g.name, problems.join("; ")) })
 }
 
-/// The kernels of a graph, formed and verified.
-pub fn kernels(graph: &Graph) -> Result<nax_kernel::Program, Error> {
-    let program = nax_kernel::form(graph).map_err(Error::stage("kernels"))?;
+/// The kernels of a graph, formed for `target` and verified.
+pub fn kernels(graph: &Graph, target: &Target) -> Result<nax_kernel::Program, Error> {
+    let program = nax_kernel::form(graph, target).map_err(Error::stage("kernels"))?;
     let problems = nax_kernel::verify(&program);
     if !problems.is_empty() {
         return Err(Error::Compile {
@@ -149,7 +164,7 @@ pub fn compile_graph(graph: Graph, defaults: &[Option<Scalar>], backend: Backend
             Box::new(interpreter)
         }
         Backend::Llvm | Backend::Cranelift => {
-            let program = kernels(&graph)?;
+            let program = kernels(&graph, &backend.target(Cpu::Native))?;
             stage("kernels");
             let compiled = match backend {
                 Backend::Llvm => nax_back_llvm::compile(&program, Arc::clone(&signature), &mut stage),

@@ -8,6 +8,7 @@
 //! whose loads index the operand; host scalars fold into the expressions
 //! that use them.
 
+use crate::Target;
 use crate::kernel::{Body, Buffer, BufferKind, Expr, Index, Kernel, Loop, Program, Role, Schedule, constructor_value};
 use nax_ir::Type;
 use nax_ir::{Graph, MapFn, Op};
@@ -117,8 +118,8 @@ fn substitute(e: &Expr, at: &[Index]) -> Expr {
     e
 }
 
-/// Forms the kernels of a graph.
-pub fn form(g: &Graph) -> Result<Program, String> {
+/// Forms the kernels of a graph, for a machine of this target.
+pub fn form(g: &Graph, target: &Target) -> Result<Program, String> {
     let order = petgraph::algo::toposort(&g.graph, None).map_err(|_| "the graph has a cycle".to_string())?;
     let mut f = Former {
         g,
@@ -129,6 +130,7 @@ pub fn form(g: &Graph) -> Result<Program, String> {
             result: 0,
             symbols: g.symbols.clone(),
             size_arguments: g.size_arguments.clone(),
+            products: Vec::new(),
         },
         values: HashMap::new(),
     };
@@ -150,6 +152,13 @@ pub fn form(g: &Graph) -> Result<Program, String> {
     crate::rows::fuse(&mut f.p);
     crate::epilogue::fuse(&mut f.p);
     f.p.drop_unused_buffers();
+    // One microkernel per dtype of the products, in the order kernels first use them.
+    let dtypes: Vec<DType> = f.p.kernels.iter().filter_map(|k| f.p.product_dtype(k)).collect();
+    for dtype in dtypes {
+        if f.p.product_kernel(dtype).is_none() {
+            f.p.products.push(target.product_kernel(dtype));
+        }
+    }
     Ok(f.p)
 }
 

@@ -12,6 +12,8 @@ use nax_ops::{AlongAxis, Constructor, Reduction};
 use nax_runtime::DType;
 use nax_runtime::Size;
 
+pub use crate::target::ProductKernel;
+
 /// A buffer: one graph value in memory, row-major and contiguous.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Buffer {
@@ -322,6 +324,9 @@ pub struct Program {
     pub symbols: Symbols,
     /// Sizes given by host int parameters (see the graph's).
     pub size_arguments: Vec<(Size, usize)>,
+    /// The matrix-product microkernels of the kernels' products, one per
+    /// dtype used, with their blocking (decided for the [`crate::Target`]).
+    pub products: Vec<ProductKernel>,
 }
 
 /// An estimate of what one kernel costs: the bytes it moves (each buffer it
@@ -334,6 +339,21 @@ pub struct Estimate {
 }
 
 impl Program {
+    /// The index of the product kernel of `dtype`, if the program has one.
+    pub fn product_kernel(&self, dtype: DType) -> Option<usize> {
+        self.products.iter().position(|k| k.micro.dtype == dtype)
+    }
+
+    /// The dtype of the products a kernel runs through a microkernel:
+    /// its output's for a matrix product, f32 for attention.
+    pub fn product_dtype(&self, k: &Kernel) -> Option<DType> {
+        match (&k.schedule.gemm, &k.schedule.attention) {
+            (Some(_), _) => Some(self.buffers[k.output].dtype),
+            (_, Some(_)) => Some(DType::F32),
+            _ => None,
+        }
+    }
+
     /// Removes the temporaries no kernel writes (a fusion removed their
     /// kernel), renumbering the others.
     pub fn drop_unused_buffers(&mut self) {

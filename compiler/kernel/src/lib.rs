@@ -9,9 +9,11 @@ mod epilogue;
 mod form;
 mod kernel;
 mod rows;
+mod target;
 pub mod text;
 mod verify;
 
 pub use form::form;
 pub use kernel::{AttentionLoops, Body, Buffer, BufferKind, Estimate, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule};
+pub use target::{ProductKernel, Target};
 pub use verify::verify;

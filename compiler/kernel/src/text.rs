@@ -18,6 +18,9 @@
 //! (an attention's loops, tiles and tile buffers). Row reductions come next, each ending in `;`
 //! (`row mean f32 load %0[i0 i1];`), and the body reads them as `row0`, ...
 //! An attention's body is `attention KEYS LOGIT [where VISIBLE] by VALUE`.
+//! The products' microkernels come before the kernels, one line per dtype:
+//! `microkernel f32 6x16 lanes 8 block 256x680x2048` (rows x columns of
+//! its tile, lanes per vector, and the blocking: depth x rows x columns).
 
 use crate::kernel::{Body, BufferKind, Expr, Index, Program, Role};
 use nax_ir::Literal;
@@ -78,6 +81,10 @@ pub fn print(p: &Program) -> String {
             BufferKind::Tile => "tile".to_string(),
         };
         let _ = writeln!(out, "buffer %{i} {}[{}] {kind}", b.dtype.as_str(), shape.join(" "));
+    }
+    for k in &p.products {
+        let (m, b) = (k.micro, k.blocking);
+        let _ = writeln!(out, "microkernel {} {}x{} lanes {} block {}x{}x{}", m.dtype.as_str(), m.rows, m.cols, m.lanes, b.depth, b.rows, b.cols);
     }
     for k in &p.kernels {
         let loops: Vec<String> = k.loops.iter().map(|l| format!("{} {}", size_text(l.extent), role_text(l.role))).collect();
@@ -250,7 +257,15 @@ fn role_named(w: &str) -> Option<Role> {
 /// Parses a program's text form back.
 pub fn parse(text: &str) -> Result<Program, ParseError> {
     let mut header = nax_ir::text::Header::default();
-    let mut p = Program { name: String::new(), buffers: Vec::new(), kernels: Vec::new(), result: 0, symbols: Default::default(), size_arguments: Vec::new() };
+    let mut p = Program {
+        name: String::new(),
+        buffers: Vec::new(),
+        kernels: Vec::new(),
+        result: 0,
+        symbols: Default::default(),
+        size_arguments: Vec::new(),
+        products: Vec::new(),
+    };
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() || header.line(line, i + 1)? {
             continue;
@@ -281,6 +296,23 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                     other => return Err(c.err(format!("unknown buffer kind `{other}`"))),
                 };
                 p.buffers.push(crate::kernel::Buffer { dtype, shape, kind });
+            }
+            "microkernel" => {
+                let dtype = nax_ir::text::parse_dtype_text(c.word()?, c.line)?;
+                let (rows, cols) = tile_edges(&mut c)?;
+                c.expect("lanes")?;
+                let lanes = c.number()?;
+                c.expect("block")?;
+                let w = c.word()?;
+                let edges: Option<Vec<u32>> = w.split('x').map(|n| n.parse().ok()).collect();
+                let Some(&[depth, block_rows, block_cols]) = edges.as_deref() else {
+                    return Err(c.err(format!("expected a blocking `DEPTHxROWSxCOLS`, found `{w}`")));
+                };
+                let number = |x: u64| u32::try_from(x).map_err(|_| c.err(format!("the microkernel edge {x} is too large")));
+                p.products.push(crate::ProductKernel {
+                    micro: nax_runtime::plan::Microkernel { dtype, rows: number(rows)?, cols: number(cols)?, lanes },
+                    blocking: nax_runtime::plan::Blocking { depth, rows: block_rows, cols: block_cols },
+                });
             }
             "kernel" => {
                 let output = c.reference()?;

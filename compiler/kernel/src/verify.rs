@@ -1,14 +1,33 @@
 //! The kernel verifier: every load names an existing buffer with one index
 //! per axis, every loop index is in the nest, every indexed axis has the
 //! extent of its loop (or size 1 for index 0), and the schedule's order is
-//! an order of the loops with the parallel loop outermost, and row
-//! reductions read only rows computed before them.
+//! an order of the loops with the parallel loop outermost, row
+//! reductions read only rows computed before them, and every product has
+//! a microkernel of its dtype (one per dtype, of a shape the driver runs).
 
 use crate::kernel::{Body, Expr, Index, Program};
 
 /// Every problem found, as `kernel N: message`; empty when the program is well formed.
 pub fn verify(p: &Program) -> Vec<String> {
     let mut errors = Vec::new();
+    for (i, product) in p.products.iter().enumerate() {
+        let (m, b) = (product.micro, product.blocking);
+        let fits = m.rows > 0
+            && m.lanes > 0
+            && m.cols > 0
+            && m.cols % m.lanes == 0
+            && m.rows * m.cols <= nax_runtime::plan::Microkernel::MAX_TILE
+            && matches!(m.dtype, nax_runtime::DType::F32 | nax_runtime::DType::F64)
+            && b.depth > 0
+            && b.rows > 0
+            && b.cols > 0
+            && b.rows % m.rows == 0
+            && b.cols % m.cols == 0
+            && p.products[..i].iter().all(|q| q.micro.dtype != m.dtype);
+        if !fits {
+            errors.push(format!("microkernel {i}: {m:?} with {b:?} is not a microkernel the driver runs"));
+        }
+    }
     for (k, kernel) in p.kernels.iter().enumerate() {
         let Some(out) = p.buffers.get(kernel.output) else {
             errors.push(format!("kernel {k}: no output buffer %{}", kernel.output));
@@ -53,6 +72,11 @@ pub fn verify(p: &Program) -> Vec<String> {
             if g.epilogue.as_ref().is_some_and(|e| e.reads_loop(g.inner)) {
                 errors.push(format!("kernel {k}: a GEMM's epilogue reads its inner loop"));
             }
+        }
+        if let Some(dtype) = p.product_dtype(kernel)
+            && p.product_kernel(dtype).is_none()
+        {
+            errors.push(format!("kernel {k}: no {} microkernel for its products", dtype.as_str()));
         }
         let takes_columns = match kernel.body {
             Body::Along { func, axis, .. } => crate::kernel::Schedule::takes_columns(&p.symbols, out.dtype, &kernel.loops, func, axis),

@@ -53,6 +53,9 @@ pub struct KernelEmitter<'a> {
     /// The base pointer of each buffer the kernel uses, loaded at entry
     /// (any other buffer is loaded where it is used).
     bases: HashMap<usize, Value>,
+    /// Whether the host has fused multiply-adds (Cranelift lowers `fma`
+    /// only where it does).
+    fma: bool,
 }
 
 /// The Cranelift type of a kind.
@@ -65,6 +68,18 @@ fn type_of(kind: Kind) -> Type {
         Kind::I32 => types::I32,
         Kind::I64 => types::I64,
     }
+}
+
+/// The Cranelift vector of `lanes` elements of a kind (the microkernel's
+/// lanes fill 16 bytes, the widest vectors this back end uses; any other
+/// count gives the scalar type, which the verifier then rejects).
+fn vector_type(kind: Kind, lanes: u32) -> Type {
+    type_of(kind).by(lanes).unwrap_or(type_of(kind))
+}
+
+/// Flags for vector loads and stores: in bounds, aligned to their elements only.
+fn vector_flags() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
 }
 
 /// Flags for loads of the `buffers` and `sizes` tables: valid, aligned and
@@ -88,7 +103,8 @@ impl<'a> KernelEmitter<'a> {
         builder.append_block_params_for_function_params(entry);
         builder.switch_to_block(entry);
         let &[buffer_table, size_table, begin, end] = builder.block_params(entry) else { unreachable!("`kernel_signature` has four parameters") };
-        let mut emitter = KernelEmitter { builder, module, libm, imported: HashMap::new(), buffer_table, size_table, begin, end, bases: HashMap::new() };
+        let fma = module.isa().isa_flags().iter().any(|f| f.name == "has_fma" && f.as_bool() == Some(true));
+        let mut emitter = KernelEmitter { builder, module, libm, imported: HashMap::new(), buffer_table, size_table, begin, end, bases: HashMap::new(), fma };
         for &b in buffers {
             let base = emitter.load_base(b);
             emitter.bases.insert(b, base);
@@ -303,6 +319,38 @@ impl Emitter for KernelEmitter<'_> {
 
     fn set(&mut self, var: Variable, value: Value) {
         self.builder.def_var(var, value);
+    }
+
+    fn load_vector(&mut self, kind: Kind, lanes: u32, buffer: usize, index: Value) -> Value {
+        let at = self.element_address(kind, buffer, index);
+        self.builder.ins().load(vector_type(kind, lanes), vector_flags(), at, 0)
+    }
+
+    fn store_vector(&mut self, kind: Kind, _lanes: u32, buffer: usize, index: Value, value: Value) {
+        let at = self.element_address(kind, buffer, index);
+        self.builder.ins().store(vector_flags(), value, at, 0);
+    }
+
+    fn splat(&mut self, kind: Kind, lanes: u32, v: Value) -> Value {
+        self.builder.ins().splat(vector_type(kind, lanes), v)
+    }
+
+    fn vector_variable(&mut self, kind: Kind, lanes: u32, init: Value) -> Variable {
+        let var = self.builder.declare_var(vector_type(kind, lanes));
+        self.builder.def_var(var, init);
+        var
+    }
+
+    fn vector_multiply_add(&mut self, _kind: Kind, _lanes: u32, a: Value, b: Value, c: Value) -> Value {
+        if self.fma {
+            return self.builder.ins().fma(a, b, c);
+        }
+        let product = self.builder.ins().fmul(a, b);
+        self.builder.ins().fadd(product, c)
+    }
+
+    fn vector_add(&mut self, _kind: Kind, _lanes: u32, a: Value, b: Value) -> Value {
+        self.builder.ins().fadd(a, b)
     }
 
     fn begin_loop(&mut self, start: Value, end: Value, step: i64) -> (CountedLoop, Value) {

@@ -31,15 +31,31 @@ pub fn compile(program: &Program, signature: Arc<Signature>, stage: &mut dyn FnM
     let entry = kernel_signature(&module);
     let mut context = module.make_context();
     let mut builder_context = FunctionBuilderContext::new();
-    let mut ids = Vec::with_capacity(program.kernels.len());
-    for (i, kernel) in program.kernels.iter().enumerate() {
-        let name = format!("kernel{i}");
+    let count = program.kernels.len() + program.products.len();
+    let mut ids = Vec::with_capacity(count);
+    for i in 0..count {
+        let kernel = program.kernels.get(i);
+        let name = match kernel {
+            Some(_) => format!("kernel{i}"),
+            None => format!("microkernel{}", i - program.kernels.len()),
+        };
         let id = module.declare_function(&name, Linkage::Local, &entry).map_err(|e| internal(&format!("declaring {name}"), &e))?;
         module.clear_context(&mut context);
         context.func.signature = entry.clone();
-        let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &kernel.buffers());
-        nax_back_native::lower_kernel(&mut emitter, program, &slots, kernel);
-        emitter.finish();
+        match kernel {
+            Some(kernel) => {
+                let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &kernel.buffers());
+                nax_back_native::lower_kernel(&mut emitter, program, &slots, kernel);
+                emitter.finish();
+            }
+            None => {
+                let product = program.products.get(i - program.kernels.len()).ok_or("internal error: no such microkernel")?;
+                // A microkernel's A panel, B panel, C and scratch tile.
+                let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &[0, 1, 2, 3]);
+                nax_back_native::lower_microkernel(&mut emitter, &product.micro);
+                emitter.finish();
+            }
+        }
         module.define_function(id, &mut context).map_err(|e| match e {
             ModuleError::Compilation(error) => {
                 format!("internal error: Cranelift rejected {name}: {}", cranelift_codegen::print_errors::pretty_error(&context.func, error))
@@ -61,8 +77,9 @@ pub fn compile(program: &Program, signature: Arc<Signature>, stage: &mut dyn FnM
         .collect();
     stage("link");
     // SAFETY: entry `i` is kernel `i` of `program`, compiled with the
-    // driver's signature from the slots the plan was made from; the
-    // module owns the machine code and frees it when dropped.
+    // driver's signature from the slots the plan was made from, and the
+    // entries after them the plan's microkernels, in order; the module
+    // owns the machine code and frees it when dropped.
     unsafe { NativeFunction::new(signature, plan, kernels, Box::new(JitCode(Some(module)))) }.map_err(|e| e.to_string())
 }
 

@@ -116,14 +116,30 @@ impl<'ctx> LlvmEmitter<'_, 'ctx> {
         }
     }
 
+    /// Sets a vector load's or store's alignment to its elements'.
+    fn align(&mut self, i: InstructionValue<'ctx>, kind: Kind) {
+        if let Err(e) = i.set_alignment(width(kind).div_ceil(8)) {
+            self.error.get_or_insert(e.to_string());
+        }
+    }
+
+    /// The vector type of `lanes` elements of `kind`.
+    fn vector_type(&self, kind: Kind, lanes: u32) -> BasicTypeEnum<'ctx> {
+        match self.ty(kind) {
+            BasicTypeEnum::FloatType(t) => t.vec_type(lanes).into(),
+            BasicTypeEnum::IntType(t) => t.vec_type(lanes).into(),
+            other => other,
+        }
+    }
+
     /// A stack slot in the entry block.
-    fn slot(&mut self, kind: Kind) -> Option<PointerValue<'ctx>> {
+    fn slot(&mut self, ty: BasicTypeEnum<'ctx>) -> Option<PointerValue<'ctx>> {
         let b = self.context.create_builder();
         match self.entry.get_first_instruction() {
             Some(first) => b.position_before(&first),
             None => b.position_at_end(self.entry),
         }
-        match b.build_alloca(self.ty(kind), "") {
+        match b.build_alloca(ty, "") {
             Ok(p) => Some(p),
             Err(e) => {
                 self.error.get_or_insert(e.to_string());
@@ -169,9 +185,10 @@ fn width(kind: Kind) -> u32 {
     }
 }
 
-/// A stack slot holding a variable, with its kind.
+/// A stack slot holding a variable, with its type and kind (the kind of
+/// its lanes, for a vector).
 #[derive(Clone, Copy)]
-pub struct Slot<'ctx>(Option<PointerValue<'ctx>>, Kind);
+pub struct Slot<'ctx>(Option<PointerValue<'ctx>>, BasicTypeEnum<'ctx>, Kind);
 
 /// An open loop: its counter, header and exit blocks, and its step.
 pub struct OpenLoop<'ctx> {
@@ -383,22 +400,83 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
     }
 
     fn variable(&mut self, kind: Kind, init: Self::Value) -> Self::Var {
-        let slot = Slot(self.slot(kind), kind);
+        let ty = self.ty(kind);
+        let slot = Slot(self.slot(ty), ty, kind);
         self.set(slot, init);
         slot
     }
 
     fn get(&mut self, var: Self::Var) -> Self::Value {
-        let Slot(Some(p), kind) = var else { return self.poison(var.1) };
-        let r = self.builder.build_load(self.ty(kind), p, "");
+        let Slot(Some(p), ty, kind) = var else { return self.poison(var.2) };
+        let r = self.builder.build_load(ty, p, "");
         self.value(r, kind)
     }
 
     fn set(&mut self, var: Self::Var, value: Self::Value) {
-        if let Slot(Some(p), _) = var {
+        if let Slot(Some(p), _, _) = var {
             let r = self.builder.build_store(p, value);
             self.done(r);
         }
+    }
+
+    fn load_vector(&mut self, kind: Kind, lanes: u32, buffer: usize, index: Self::Value) -> Self::Value {
+        let Some(ptr) = self.element_pointer(kind, buffer, index) else { return self.poison(kind) };
+        let r = self.builder.build_load(self.vector_type(kind, lanes), ptr, "");
+        if let Ok(v) = r
+            && let Some(i) = v.as_instruction_value()
+        {
+            // Only element alignment: panels and rows start anywhere.
+            self.align(i, kind);
+        }
+        self.value(r, kind)
+    }
+
+    fn store_vector(&mut self, kind: Kind, _lanes: u32, buffer: usize, index: Self::Value, value: Self::Value) {
+        if let Some(ptr) = self.element_pointer(kind, buffer, index) {
+            match self.builder.build_store(ptr, value) {
+                Ok(i) => self.align(i, kind),
+                Err(e) => {
+                    self.error.get_or_insert(e.to_string());
+                }
+            }
+        }
+    }
+
+    fn splat(&mut self, kind: Kind, lanes: u32, v: Self::Value) -> Self::Value {
+        let ty = self.vector_type(kind, lanes);
+        let poison = match ty {
+            BasicTypeEnum::VectorType(t) => t.get_poison(),
+            _ => return self.poison(kind),
+        };
+        let zero = self.context.i32_type().const_zero();
+        let first = self.builder.build_insert_element(poison, v, zero, "");
+        let first = match first {
+            Ok(f) => f,
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                return self.poison(kind);
+            }
+        };
+        let mask = self.context.i32_type().vec_type(lanes).const_zero();
+        let r = self.builder.build_shuffle_vector(first, poison, mask, "");
+        self.value(r, kind)
+    }
+
+    fn vector_variable(&mut self, kind: Kind, lanes: u32, init: Self::Value) -> Self::Var {
+        let ty = self.vector_type(kind, lanes);
+        let slot = Slot(self.slot(ty), ty, kind);
+        self.set(slot, init);
+        slot
+    }
+
+    fn vector_multiply_add(&mut self, kind: Kind, lanes: u32, a: Self::Value, b: Self::Value, c: Self::Value) -> Self::Value {
+        let t = self.vector_type(kind, lanes);
+        self.intrinsic("llvm.fma", &[t], &[a, b, c], kind)
+    }
+
+    fn vector_add(&mut self, kind: Kind, _lanes: u32, a: Self::Value, b: Self::Value) -> Self::Value {
+        let r = self.builder.build_float_add(a.into_vector_value(), b.into_vector_value(), "");
+        self.value(r, kind)
     }
 
     fn begin_loop(&mut self, start: Self::Value, end: Self::Value, step: i64) -> (Self::Loop, Self::Value) {

@@ -24,7 +24,7 @@ use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine};
-use nax_back_native::{Slots, lower_kernel};
+use nax_back_native::{Slots, lower_kernel, lower_microkernel};
 use nax_kernel::Program;
 use nax_runtime::{KernelFn, NativeFunction, Signature};
 use rayon::prelude::*;
@@ -42,7 +42,17 @@ pub enum Artifact {
     Ir,
 }
 
-/// The host: its triple, CPU name and features.
+/// The CPU that `nax build` compiles for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Cpu {
+    /// This machine's CPU, with every feature it has (the default).
+    #[default]
+    Native,
+    /// Any x86-64 CPU (SSE2 only).
+    Generic,
+}
+
+/// The machine code's target: its triple, CPU name and features.
 struct Host {
     triple: inkwell::targets::TargetTriple,
     cpu: String,
@@ -63,6 +73,15 @@ fn host() -> Result<&'static Host, String> {
     .map_err(Clone::clone)
 }
 
+/// The target of `cpu`, on this machine's triple.
+fn host_for(cpu: Cpu) -> Result<Host, String> {
+    let h = host()?;
+    Ok(match cpu {
+        Cpu::Native => Host { triple: TargetMachine::get_default_triple(), cpu: h.cpu.clone(), features: h.features.clone() },
+        Cpu::Generic => Host { triple: TargetMachine::get_default_triple(), cpu: "x86-64".to_string(), features: String::new() },
+    })
+}
+
 fn target_machine(h: &Host) -> Result<TargetMachine, String> {
     let target = Target::from_triple(&h.triple).map_err(|e| format!("LLVM has no target for {}: {e}", h.triple))?;
     target
@@ -70,12 +89,21 @@ fn target_machine(h: &Host) -> Result<TargetMachine, String> {
         .ok_or_else(|| format!("LLVM cannot make a target machine for {} ({})", h.triple, h.cpu))
 }
 
-/// The exported name of kernel `i`.
-fn kernel_name(p: &Program, i: usize) -> String {
-    format!("{}_k{i}", p.name)
+/// The exported name of function `i` of a program: its kernels, then its
+/// microkernels.
+fn function_name(p: &Program, i: usize) -> String {
+    match i.checked_sub(p.kernels.len()) {
+        None => format!("{}_k{i}", p.name),
+        Some(m) => format!("{}_m{m}", p.name),
+    }
 }
 
-/// Some kernels of a program: the program, its size slots, and the kernels' numbers.
+/// The number of functions of a program: its kernels and microkernels.
+fn function_count(p: &Program) -> usize {
+    p.kernels.len() + p.products.len()
+}
+
+/// Some functions of a program: the program, its size slots, and the functions' numbers.
 type Part<'a> = (&'a Program, &'a Slots, &'a [usize]);
 
 /// Builds and verifies the module of some programs' kernels.
@@ -105,7 +133,8 @@ fn optimise(module: &Module<'_>, tm: &TargetMachine) -> Result<(), String> {
     module.run_passes("default<O3>", tm, options).map_err(|e| format!("internal error: LLVM optimisation failed: {e}"))
 }
 
-/// Adds the two functions of each of some kernels of a program.
+/// Adds the two functions of each of some functions of a program (its
+/// kernels, then its microkernels).
 fn add_kernels<'ctx>(
     context: &'ctx Context,
     module: &Module<'ctx>,
@@ -118,11 +147,15 @@ fn add_kernels<'ctx>(
     let ptr = context.ptr_type(inkwell::AddressSpace::default());
     let i64t = context.i64_type();
     for &i in which {
-        let k = &p.kernels[i];
-        let used = k.buffers();
+        let kernel = p.kernels.get(i);
+        let used = match kernel {
+            Some(k) => k.buffers(),
+            // A microkernel's A panel, B panel, C and scratch tile.
+            None => vec![0, 1, 2, 3],
+        };
         let mut params: Vec<inkwell::types::BasicMetadataTypeEnum> = used.iter().map(|_| ptr.into()).collect();
         params.extend::<[inkwell::types::BasicMetadataTypeEnum; 3]>([ptr.into(), i64t.into(), i64t.into()]);
-        let body = module.add_function(&format!("{}_body", kernel_name(p, i)), context.void_type().fn_type(&params, false), Some(Linkage::Internal));
+        let body = module.add_function(&format!("{}_body", function_name(p, i)), context.void_type().fn_type(&params, false), Some(Linkage::Internal));
         for &a in target_attributes {
             body.add_attribute(AttributeLoc::Function, a);
         }
@@ -148,13 +181,19 @@ fn add_kernels<'ctx>(
             end: param(used.len() + 2)?.into_int_value(),
             error: None,
         };
-        lower_kernel(&mut e, p, plan, k);
+        match kernel {
+            Some(k) => lower_kernel(&mut e, p, plan, k),
+            None => {
+                let product = p.products.get(i - p.kernels.len()).ok_or("internal error: no such microkernel")?;
+                lower_microkernel(&mut e, &product.micro);
+            }
+        }
         let r = e.builder.build_return(None);
         e.finish()?;
         r.map_err(|x| x.to_string())?;
 
         // The exported entry with the driver's signature.
-        let entry_fn = module.add_function(&kernel_name(p, i), context.void_type().fn_type(&[ptr.into(), ptr.into(), i64t.into(), i64t.into()], false), None);
+        let entry_fn = module.add_function(&function_name(p, i), context.void_type().fn_type(&[ptr.into(), ptr.into(), i64t.into(), i64t.into()], false), None);
         for &a in target_attributes {
             entry_fn.add_attribute(AttributeLoc::Function, a);
         }
@@ -181,12 +220,13 @@ fn add_kernels<'ctx>(
 
 /// Compiles the kernel programs of a module's functions to one object file
 /// or to optimised LLVM IR. Each function's kernels are exported as
-/// `<function>_k<i>` with the driver's signature.
-pub fn emit(programs: &[Program], artifact: Artifact) -> Result<Vec<u8>, String> {
-    let h = host()?;
+/// `<function>_k<i>` and its microkernels as `<function>_m<i>`, with the
+/// driver's signature, for `cpu`.
+pub fn emit(programs: &[Program], artifact: Artifact, cpu: Cpu) -> Result<Vec<u8>, String> {
+    let h = &host_for(cpu)?;
     let tm = target_machine(h)?;
     let slots: Vec<Slots> = programs.iter().map(Slots::new).collect();
-    let all: Vec<Vec<usize>> = programs.iter().map(|p| (0..p.kernels.len()).collect()).collect();
+    let all: Vec<Vec<usize>> = programs.iter().map(|p| (0..function_count(p)).collect()).collect();
     let parts: Vec<Part> = programs.iter().zip(&slots).zip(&all).map(|((p, s), which)| (p, s, which.as_slice())).collect();
     let context = Context::create();
     let module = build_module(&context, &parts, h, &tm)?;
@@ -244,7 +284,7 @@ fn jit(p: &Program, which: &[usize], bitcode: &[u8]) -> Result<(Code, Vec<(usize
     }
     let mut entries = Vec::with_capacity(which.len());
     for &i in which {
-        let address = engine.get_function_address(&kernel_name(p, i)).map_err(|e| format!("internal error: kernel {i} was not compiled: {e:?}"))?;
+        let address = engine.get_function_address(&function_name(p, i)).map_err(|e| format!("internal error: function {i} was not compiled: {e:?}"))?;
         // SAFETY: the function has the driver's signature (see `add_kernels`).
         entries.push((i, unsafe { std::mem::transmute::<usize, KernelFn>(address) }));
     }
@@ -261,12 +301,13 @@ pub fn compile(p: &Program, signature: Arc<Signature>, stage: &mut dyn FnMut(&'s
     let h = host()?;
     let slots = Slots::new(p);
     let plan = slots.plan(p)?;
-    let threads = rayon::current_num_threads().clamp(1, p.kernels.len().max(1));
-    let parts: Vec<Vec<usize>> = (0..threads).map(|t| (t..p.kernels.len()).step_by(threads).collect()).collect();
+    let count = function_count(p);
+    let threads = rayon::current_num_threads().clamp(1, count.max(1));
+    let parts: Vec<Vec<usize>> = (0..threads).map(|t| (t..count).step_by(threads).collect()).collect();
     let bitcode = parts.par_iter().map(|which| optimised_bitcode((p, &slots, which), h)).collect::<Result<Vec<_>, String>>()?;
     stage("codegen");
     let compiled = parts.par_iter().zip(&bitcode).map(|(which, code)| jit(p, which, code)).collect::<Result<Vec<_>, String>>()?;
-    let mut kernels: Vec<Option<KernelFn>> = vec![None; p.kernels.len()];
+    let mut kernels: Vec<Option<KernelFn>> = vec![None; count];
     let mut code = Vec::with_capacity(compiled.len());
     for (c, entries) in compiled {
         code.push(c);
@@ -277,7 +318,8 @@ pub fn compile(p: &Program, signature: Arc<Signature>, stage: &mut dyn FnMut(&'s
     let kernels = kernels.into_iter().collect::<Option<Vec<_>>>().ok_or("internal error: a kernel was not compiled")?;
     stage("link");
     // SAFETY: entry `i` is kernel `i` of `p`, compiled with the driver's
-    // signature from the same slots the plan was made from; `code` owns
+    // signature from the same slots the plan was made from, and the
+    // entries after them the plan's microkernels, in order; `code` owns
     // the engines that hold the machine code.
     unsafe { NativeFunction::new(signature, plan, kernels, Box::new(code)) }.map_err(|e| e.to_string())
 }

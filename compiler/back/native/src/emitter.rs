@@ -143,6 +143,21 @@ pub trait Emitter {
     fn get(&mut self, var: Self::Var) -> Self::Value;
     fn set(&mut self, var: Self::Var, value: Self::Value);
 
+    /// `lanes` consecutive elements of `buffer` from element `index`, as
+    /// one vector (no alignment assumed). Vector operations serve the
+    /// matrix-product microkernel ([`crate::microkernel`]); `lanes` is its
+    /// microkernel's, which the target's vector width decided.
+    fn load_vector(&mut self, kind: Kind, lanes: u32, buffer: usize, index: Self::Value) -> Self::Value;
+    fn store_vector(&mut self, kind: Kind, lanes: u32, buffer: usize, index: Self::Value, value: Self::Value);
+    /// A vector of `lanes` copies of a scalar.
+    fn splat(&mut self, kind: Kind, lanes: u32, v: Self::Value) -> Self::Value;
+    /// A mutable vector local.
+    fn vector_variable(&mut self, kind: Kind, lanes: u32, init: Self::Value) -> Self::Var;
+    /// `a * b + c` lane by lane, fused into one rounding.
+    fn vector_multiply_add(&mut self, kind: Kind, lanes: u32, a: Self::Value, b: Self::Value, c: Self::Value) -> Self::Value;
+    /// `a + b` lane by lane.
+    fn vector_add(&mut self, kind: Kind, lanes: u32, a: Self::Value, b: Self::Value) -> Self::Value;
+
     /// Starts `for i in (start..end).step_by(step)` (`I64`s); gives the loop
     /// and `i`. Code emitted until [`Emitter::end_loop`] is the loop's body.
     fn begin_loop(&mut self, start: Self::Value, end: Self::Value, step: i64) -> (Self::Loop, Self::Value);

@@ -1,16 +1,18 @@
 //! The core shared by nax's native back ends (LLVM, Cranelift): the
-//! [`Emitter`] interface a code generator implements, the kernel lowering
-//! and the vector math written once against it, and the size slots and
+//! [`Emitter`] interface a code generator implements, the kernel lowering,
+//! the matrix-product microkernel and the vector math written once against it, and the size slots and
 //! plan of a program that the runtime's driver runs the compiled kernels
 //! by (`nax_runtime::NativeFunction`).
 
 mod emitter;
 mod lower;
 pub mod math;
+mod microkernel;
 mod plan;
 
 pub use emitter::{Binary, Compare, Emitter, Kind, LIBM, Unary};
 pub use lower::lower_kernel;
+pub use microkernel::lower_microkernel;
 pub use plan::Slots;
 
 /// The address of a Rust implementation of one of [`LIBM`], with the C

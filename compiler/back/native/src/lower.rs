@@ -9,7 +9,7 @@ use crate::emitter::{Binary, Compare, Emitter, Kind, Unary};
 use crate::math;
 use crate::plan::Slots;
 use nax_ir::{Literal, MapFn};
-use nax_kernel::{Body, Expr, Index, Kernel, Program};
+use nax_kernel::{Body, Expr, GemmLoops, Index, Kernel, Program};
 use nax_ops::{AlongAxis, Elementwise, Reduction};
 use nax_ops::{BinaryOp, UnaryOp};
 use nax_runtime::DType;
@@ -95,13 +95,10 @@ impl<E: Emitter> Lowering<'_, E> {
         }
         self.extents = self.k.loops.iter().map(|l| l.extent).collect::<Vec<_>>().into_iter().map(|s| self.size(s)).collect();
         let rank = self.p.buffers[self.k.output].shape.len();
-        if let Some(epilogue) = self.k.schedule.gemm.as_ref().and_then(|g| g.epilogue.as_ref()) {
-            // The driver runs the products through the matrix-product
-            // library; the compiled code is the epilogue, in place.
-            let open = self.open(&(0..rank).collect::<Vec<_>>());
-            let (x, kind) = self.eval(epilogue);
-            self.store_output(x, kind);
-            self.close(open);
+        if let Some(g) = self.k.schedule.gemm.clone()
+            && let Some(epilogue) = &g.epilogue
+        {
+            self.epilogue_tile(&g, epilogue);
             return;
         }
         let order = self.k.order();
@@ -146,6 +143,31 @@ impl<E: Emitter> Lowering<'_, E> {
                 None => self.along(*func, *axis, value),
             },
         }
+    }
+
+    /// A matrix product's epilogue over one tile of the output, in place,
+    /// after the driver's products wrote it (see
+    /// `nax_runtime::plan::GemmPlan::epilogue`): the batch loops at the
+    /// positions the size slots after the plan's give, then the tile's
+    /// rows and columns from their first positions.
+    fn epilogue_tile(&mut self, g: &GemmLoops, epilogue: &Expr) {
+        let base = self.plan.slot_count();
+        let loops = self.k.loops.len();
+        for &l in &g.batch {
+            self.index[l] = Some(self.e.size(base + l));
+        }
+        let zero = self.e.int(Kind::I64, 0);
+        let mut handles = Vec::new();
+        for (l, count) in [(g.rows, base + loops), (g.cols, base + loops + 1)] {
+            let Some(l) = l else { continue };
+            let (first, count) = (self.e.size(base + l), self.e.size(count));
+            let (h, i) = self.e.begin_loop(zero, count, 1);
+            self.index[l] = Some(self.e.binary(Binary::Add, Kind::I64, first, i));
+            handles.push(h);
+        }
+        let (x, kind) = self.eval(epilogue);
+        self.store_output(x, kind);
+        self.close(handles);
     }
 
     /// The range loop `i` runs over: the driver's `begin..end` for the parallel loop.

@@ -6,7 +6,7 @@
 //! driver runs it.
 
 use nax_kernel::{Body, Expr, Kernel, Program};
-use nax_runtime::Size;
+use nax_runtime::{DType, Size};
 use nax_runtime::plan::{AttentionPlan, BufferPlan, GemmPlan, KernelPlan, Nest, Operand, SizeRef, Strategy};
 use nax_runtime::{NativePlan, SymId};
 use std::collections::HashMap;
@@ -64,7 +64,8 @@ impl Slots {
             .enumerate()
             .map(|(i, k)| self.kernel(p, k).ok_or_else(|| format!("internal error: kernel {i} of `{}` does not have the form its schedule needs", p.name)))
             .collect::<Result<_, _>>()?;
-        Ok(NativePlan { slots: self.slots.clone(), buffers, kernels, result: p.result })
+        let microkernels = p.products.iter().map(|k| k.micro).collect();
+        Ok(NativePlan { slots: self.slots.clone(), buffers, kernels, microkernels, result: p.result })
     }
 
     fn kernel(&self, p: &Program, k: &Kernel) -> Option<KernelPlan> {
@@ -83,12 +84,24 @@ impl Slots {
                 k: key,
                 v: operand(value)?,
                 masked: visible.is_some(),
+                microkernel: p.product_kernel(DType::F32)?,
+                blocking: p.products[p.product_kernel(DType::F32)?].blocking,
             })
         } else if let Some(g) = &k.schedule.gemm {
             let Body::Reduce { value, .. } = &k.body else { return None };
             let [a, b] = product_operands(value)?;
-            let epilogue = g.epilogue.as_ref().map(|_| Nest { loops: k.loops.len() - 1, parallel: k.parallel_loop() });
-            Strategy::Gemm(GemmPlan { batch: g.batch.clone(), rows: g.rows, cols: g.cols, inner: g.inner, a, b, epilogue })
+            let microkernel = p.product_kernel(p.buffers[k.output].dtype)?;
+            Strategy::Gemm(GemmPlan {
+                batch: g.batch.clone(),
+                rows: g.rows,
+                cols: g.cols,
+                inner: g.inner,
+                a,
+                b,
+                microkernel,
+                blocking: p.products[microkernel].blocking,
+                epilogue: g.epilogue.is_some(),
+            })
         } else {
             Strategy::Nest(Nest { loops: k.loops.len(), parallel: k.parallel_loop() })
         };

@@ -1,0 +1,354 @@
+//! Matrix products around the program's compiled microkernels, in the
+//! manner of BLIS: the columns of C in blocks of `Blocking::cols` (B's
+//! packed block stays in the last-level cache), the depth in passes of
+//! `Blocking::depth`, the rows in blocks of `Blocking::rows` (A's packed
+//! block stays in the second level), and inside, one microkernel call per
+//! tile of `rows x cols` of the microkernel, which keeps the tile's
+//! accumulators in vector registers and reads one packed panel of A and
+//! one of B (the B panel stays in the first level).
+//!
+//! Packing copies each block of A into panels of the microkernel's rows
+//! and each block of B into panels of its columns, depth-major, zero-padded
+//! at the edges: operands of any strides (a transposed operand is a stride)
+//! reach the microkernel as the same contiguous panels. C may have any
+//! strides too; when its rows, not its columns, are contiguous, the whole
+//! product is transposed (`C^T = B^T A^T`) so the microkernel's vectors run
+//! along memory.
+//!
+//! After a tile's last depth pass, an optional epilogue runs over the tile
+//! while it is in the first-level cache (a bias, an activation, a residual
+//! add): each output element is written to memory once.
+//!
+//! A product splits across threads by rows or by columns, whichever is
+//! longer, in whole tiles; each part packs its own panels in scratch memory
+//! that each thread keeps between calls.
+
+use crate::dtype::DType;
+use crate::plan::{Blocking, Microkernel};
+use rayon::prelude::*;
+use std::cell::RefCell;
+
+/// The microkernel's entry: the kernels' signature
+/// (`f(buffers, sizes, begin, end)`, see [`Microkernel`]).
+pub(crate) type MicroFn = crate::driver::KernelFn;
+
+/// A matrix in memory: the address of element `(0, 0)` and the steps, in
+/// elements, from one row to the next and from one column to the next.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Strided {
+    pub ptr: usize,
+    pub row_step: isize,
+    pub col_step: isize,
+}
+
+impl Strided {
+    /// The address of element `(i, j)`, for elements of `size` bytes.
+    fn at(self, i: usize, j: usize, size: usize) -> usize {
+        self.ptr.wrapping_add_signed((i as isize * self.row_step + j as isize * self.col_step) * size as isize)
+    }
+
+    fn transposed(self) -> Strided {
+        Strided { ptr: self.ptr, row_step: self.col_step, col_step: self.row_step }
+    }
+}
+
+/// One product `c = a b` (or `c += a b`) of an `m x k` matrix by a `k x n` one.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Product {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub a: Strided,
+    pub b: Strided,
+    pub c: Strided,
+    /// Add to C instead of overwriting it.
+    pub accumulate: bool,
+}
+
+impl Product {
+    fn transposed(self) -> Product {
+        Product { m: self.n, n: self.m, k: self.k, a: self.b.transposed(), b: self.a.transposed(), c: self.c.transposed(), accumulate: self.accumulate }
+    }
+}
+
+/// The microkernel of a product and the blocking around it.
+#[derive(Clone, Copy)]
+pub(crate) struct Micro {
+    pub entry: MicroFn,
+    pub shape: Microkernel,
+    pub blocking: Blocking,
+}
+
+/// What runs over each finished tile of C: `tile(first_row, rows,
+/// first_col, cols)`, in C's own orientation.
+pub(crate) type Epilogue<'a> = &'a (dyn Fn(usize, usize, usize, usize) + Sync);
+
+thread_local! {
+    /// Each thread's packing scratch, kept between products.
+    static SCRATCH: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Bytes of alignment of each packed block (a cache line).
+const LINE: usize = 64;
+
+/// Runs the product on `threads` threads of the current pool when it is
+/// large enough (`work` is the size below which splitting does not pay),
+/// else on the calling thread.
+///
+/// # Safety
+/// Every element the product's shape and steps reach must be inside its
+/// matrix's allocation; C must not overlap A or B; `micro.entry` must be a
+/// microkernel of `micro.shape` for elements of `dtype`.
+pub(crate) unsafe fn multiply(p: Product, dtype: DType, micro: &Micro, threads: usize, work: usize, epilogue: Option<Epilogue<'_>>) {
+    if p.m == 0 || p.n == 0 {
+        return;
+    }
+    // The microkernel's vectors run along C's columns: make them the contiguous ones.
+    let (p, transposed) = if p.c.col_step != 1 && p.c.row_step == 1 { (p.transposed(), true) } else { (p, false) };
+    let finish = |i: usize, rows: usize, j: usize, cols: usize| {
+        if let Some(f) = epilogue {
+            if transposed { f(j, cols, i, rows) } else { f(i, rows, j, cols) }
+        }
+    };
+    let (mr, nr) = (micro.shape.rows as usize, micro.shape.cols as usize);
+    let parts = if threads > 1 && p.m.saturating_mul(p.n).saturating_mul(p.k.max(1)) >= work { threads } else { 1 };
+    let size = dtype.size_bytes();
+    if parts == 1 {
+        // SAFETY: as the caller promised.
+        unsafe { multiply_part(p, dtype, micro, &finish) };
+        return;
+    }
+    let by_rows = p.m.div_ceil(mr) >= p.n.div_ceil(nr);
+    let (length, unit) = if by_rows { (p.m, mr) } else { (p.n, nr) };
+    let chunk = length.div_ceil(parts).div_ceil(unit) * unit;
+    (0..length.div_ceil(chunk)).into_par_iter().for_each(|part| {
+        let first = part * chunk;
+        let len = chunk.min(length - first);
+        let mut q = p;
+        if by_rows {
+            q.m = len;
+            q.a.ptr = p.a.at(first, 0, size);
+            q.c.ptr = p.c.at(first, 0, size);
+        } else {
+            q.n = len;
+            q.b.ptr = p.b.at(0, first, size);
+            q.c.ptr = p.c.at(0, first, size);
+        }
+        let shifted = |i: usize, rows: usize, j: usize, cols: usize| {
+            if by_rows { finish(i + first, rows, j, cols) } else { finish(i, rows, j + first, cols) }
+        };
+        // SAFETY: a part is a block of the product's rows or columns.
+        unsafe { multiply_part(q, dtype, micro, &shifted) };
+    });
+}
+
+/// One thread's product, C's columns contiguous or not.
+///
+/// # Safety
+/// As [`multiply`].
+unsafe fn multiply_part(p: Product, dtype: DType, micro: &Micro, finish: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
+    // SAFETY: as the caller promised; f64 microkernels get f64 matrices.
+    unsafe {
+        match dtype {
+            DType::F64 => blocked::<f64>(p, micro, finish),
+            _ => blocked::<f32>(p, micro, finish),
+        }
+    }
+}
+
+/// The blocked loops of one thread's product, elements of type `T`.
+///
+/// # Safety
+/// As [`multiply`].
+unsafe fn blocked<T: Copy + Default>(p: Product, micro: &Micro, finish: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
+    let size = std::mem::size_of::<T>();
+    let (mr, nr) = (micro.shape.rows as usize, micro.shape.cols as usize);
+    if p.k == 0 {
+        // An empty sum: zeros (or C unchanged), then the epilogue.
+        if !p.accumulate {
+            for i in 0..p.m {
+                for j in 0..p.n {
+                    // SAFETY: (i, j) is inside C.
+                    unsafe { *(p.c.at(i, j, size) as *mut T) = T::default() };
+                }
+            }
+        }
+        for i in (0..p.m).step_by(mr) {
+            for j in (0..p.n).step_by(nr) {
+                finish(i, mr.min(p.m - i), j, nr.min(p.n - j));
+            }
+        }
+        return;
+    }
+    let kc = (micro.blocking.depth as usize).min(p.k);
+    let mc = (micro.blocking.rows as usize).min(p.m.div_ceil(mr) * mr);
+    let nc = (micro.blocking.cols as usize).min(p.n.div_ceil(nr) * nr);
+    let (a_len, b_len, tile_len) = (mc * kc, kc * nc, mr * nr);
+    let words = |elements: usize| (elements * size).div_ceil(LINE) * LINE / 8;
+    let total = words(a_len) + words(b_len) + words(tile_len) + LINE / 8;
+    let run = |scratch: &mut Vec<u64>| {
+        if scratch.len() < total {
+            scratch.resize(total, 0);
+        }
+        let base = scratch.as_mut_ptr() as usize;
+        let aligned = base.div_ceil(LINE) * LINE;
+        let (a_pack, b_pack) = (aligned, aligned + words(a_len) * 8);
+        let tile = b_pack + words(b_len) * 8;
+        for jc in (0..p.n).step_by(nc) {
+            let ncb = nc.min(p.n - jc);
+            for pc in (0..p.k).step_by(kc) {
+                let kcb = kc.min(p.k - pc);
+                let last = pc + kcb == p.k;
+                let accumulate = i64::from(p.accumulate || pc > 0);
+                // SAFETY: the block is inside B; the packed block fits `b_len` elements.
+                unsafe { pack::<T>(p.b.transposed(), jc, ncb, pc, kcb, nr, b_pack as *mut T) };
+                for ic in (0..p.m).step_by(mc) {
+                    let mcb = mc.min(p.m - ic);
+                    // SAFETY: as above, for A.
+                    unsafe { pack::<T>(p.a, ic, mcb, pc, kcb, mr, a_pack as *mut T) };
+                    for jr in (0..ncb).step_by(nr) {
+                        let cols = nr.min(ncb - jr);
+                        for ir in (0..mcb).step_by(mr) {
+                            let rows = mr.min(mcb - ir);
+                            let buffers = [(a_pack + ir * kcb * size) as *mut u8, (b_pack + jr * kcb * size) as *mut u8, p.c.at(ic + ir, jc + jr, size) as *mut u8, tile as *mut u8];
+                            let sizes = [kcb as i64, p.c.row_step as i64, p.c.col_step as i64, rows as i64, cols as i64, accumulate];
+                            // SAFETY: the panels hold `kcb` depth positions of `mr`
+                            // and `nr` elements; the tile's valid part is inside C;
+                            // the scratch tile holds `mr x nr` elements.
+                            unsafe { (micro.entry)(buffers.as_ptr(), sizes.as_ptr(), 0, 0) };
+                            if last {
+                                finish(ic + ir, rows, jc + jr, cols);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    // A thread's scratch, unless it is already in use on this thread (a
+    // product started by an epilogue's caller: never today, but cheap to allow).
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut scratch) => run(&mut scratch),
+        Err(_) => run(&mut Vec::new()),
+    });
+}
+
+/// Packs rows `first..first + count` of `m` (depth positions
+/// `depth..depth + len` of each) into panels of `width` rows, each panel
+/// depth-major (`[p][r]`), the last one zero-padded to `width` rows.
+///
+/// # Safety
+/// The block must be inside `m`'s allocation; `out` must hold
+/// `count.div_ceil(width) * width * len` elements.
+unsafe fn pack<T: Copy + Default>(m: Strided, first: usize, count: usize, depth: usize, len: usize, width: usize, out: *mut T) {
+    let size = std::mem::size_of::<T>();
+    for (panel, start) in (0..count).step_by(width).enumerate() {
+        let rows = width.min(count - start);
+        // SAFETY: the panel lies inside `out`.
+        let dst = unsafe { std::slice::from_raw_parts_mut(out.add(panel * width * len), width * len) };
+        if rows < width {
+            dst.fill(T::default());
+        }
+        if m.row_step == 1 {
+            // The panel's rows are contiguous: one copy per depth position.
+            for p in 0..len {
+                // SAFETY: `rows` consecutive elements at depth `depth + p`, inside `m`.
+                let src = unsafe { std::slice::from_raw_parts(m.at(first + start, depth + p, size) as *const T, rows) };
+                dst[p * width..p * width + rows].copy_from_slice(src);
+            }
+            continue;
+        }
+        for r in 0..rows {
+            let row = m.at(first + start + r, depth, size) as *const T;
+            if m.col_step == 1 {
+                // SAFETY: `len` consecutive elements of a row inside `m`.
+                let src = unsafe { std::slice::from_raw_parts(row, len) };
+                for (p, &x) in src.iter().enumerate() {
+                    dst[p * width + r] = x;
+                }
+            } else {
+                for (p, slot) in dst.iter_mut().skip(r).step_by(width).take(len).enumerate() {
+                    // SAFETY: depth position `p` of this row is inside `m`.
+                    *slot = unsafe { *row.offset(p as isize * m.col_step) };
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A microkernel written in Rust with the compiled ones' contract, for
+    /// testing the blocking and packing here without a compiler.
+    unsafe extern "C" fn reference_micro(buffers: *const *mut u8, sizes: *const i64, _: i64, _: i64) {
+        const MR: usize = 3;
+        const NR: usize = 4;
+        // SAFETY: the driver passes 4 buffers and 6 sizes (the contract).
+        unsafe {
+            let (a, b, c) = (*buffers as *const f32, *buffers.add(1) as *const f32, *buffers.add(2) as *mut f32);
+            let s = std::slice::from_raw_parts(sizes, 6);
+            let (kc, rs, cs, rows, cols, add) = (s[0] as usize, s[1] as isize, s[2] as isize, s[3] as usize, s[4] as usize, s[5] != 0);
+            for r in 0..rows {
+                for col in 0..cols {
+                    let mut acc = 0.0;
+                    for p in 0..kc {
+                        acc += *a.add(p * MR + r) * *b.add(p * NR + col);
+                    }
+                    let at = c.offset(r as isize * rs + col as isize * cs);
+                    *at = if add { *at + acc } else { acc };
+                }
+            }
+        }
+    }
+
+    fn micro() -> Micro {
+        Micro { entry: reference_micro, shape: Microkernel { dtype: DType::F32, rows: 3, cols: 4, lanes: 4 }, blocking: Blocking { depth: 5, rows: 6, cols: 8 } }
+    }
+
+    /// `c = a b` for row-major `a` and `b`, C at the given steps, against
+    /// a plain triple loop, with every blocking edge crossed.
+    #[test]
+    fn blocked_products_match_the_definition() {
+        for (m, n, k) in [(1, 1, 1), (7, 9, 11), (13, 17, 5), (6, 8, 10), (0, 3, 2), (4, 0, 2), (5, 3, 0)] {
+            for transposed_c in [false, true] {
+                for threads in [1, 2] {
+                    let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+                    let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
+                    let mut c = vec![f32::NAN; m * n];
+                    let (row_step, col_step) = if transposed_c { (1, m as isize) } else { (n as isize, 1) };
+                    let p = Product {
+                        m,
+                        n,
+                        k,
+                        a: Strided { ptr: a.as_ptr() as usize, row_step: k as isize, col_step: 1 },
+                        b: Strided { ptr: b.as_ptr() as usize, row_step: n as isize, col_step: 1 },
+                        c: Strided { ptr: c.as_mut_ptr() as usize, row_step, col_step },
+                        accumulate: false,
+                    };
+                    let seen = std::sync::Mutex::new(vec![0u32; m * n]);
+                    let count = |i: usize, rows: usize, j: usize, cols: usize| {
+                        let mut s = seen.lock().unwrap();
+                        for r in i..i + rows {
+                            for q in j..j + cols {
+                                s[r * n + q] += 1;
+                            }
+                        }
+                    };
+                    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                    // SAFETY: the matrices hold every element the steps reach.
+                    pool.install(|| unsafe { multiply(p, DType::F32, &micro(), threads, 0, Some(&count)) });
+                    for i in 0..m {
+                        for j in 0..n {
+                            let want: f32 = (0..k).map(|q| a[i * k + q] * b[q * n + j]).sum();
+                            let got = c[(i as isize * row_step + j as isize * col_step) as usize];
+                            assert_eq!(got, want, "{m}x{n}x{k} at ({i}, {j}), C transposed: {transposed_c}");
+                        }
+                    }
+                    assert!(seen.into_inner().unwrap().iter().all(|&s| s == 1), "every tile finished once: {m}x{n}x{k}");
+                }
+            }
+        }
+    }
+}
