@@ -20,15 +20,15 @@ use std::process::Command;
 
 /// A case: a module, the function to run, values for its symbolic sizes and
 /// host scalars, and whether its inputs include nan and inf.
-struct Case {
-    name: String,
-    source: String,
-    function: String,
-    sizes: Vec<(&'static str, u64)>,
-    special_values: bool,
+pub(crate) struct Case {
+    pub name: String,
+    pub source: String,
+    pub function: String,
+    pub sizes: Vec<(&'static str, u64)>,
+    pub special_values: bool,
 }
 
-fn case(name: &str, source: &str) -> Case {
+pub(crate) fn case(name: &str, source: &str) -> Case {
     Case { name: name.into(), source: source.into(), function: "f".into(), sizes: Vec::new(), special_values: false }
 }
 
@@ -287,7 +287,7 @@ fn case_sizes(case: &Case, f: &nax_front::checked::CheckedFn) -> Result<Vec<Opti
 }
 
 /// The thread pool every test call runs in.
-fn pool() -> &'static ThreadPool {
+pub(crate) fn pool() -> &'static ThreadPool {
     static POOL: std::sync::OnceLock<ThreadPool> = std::sync::OnceLock::new();
     POOL.get_or_init(|| ThreadPool::new(0).expect("a thread pool"))
 }
@@ -334,7 +334,7 @@ const BACKENDS: [Backend; 3] = [Backend::Interp, Backend::Llvm, Backend::Craneli
 pub const NATIVE_BACKENDS: [Backend; 2] = [Backend::Llvm, Backend::Cranelift];
 
 /// Compares two results at CLI.md's tolerances; nan must meet nan.
-fn compare(what: &str, got: &HostTensor, want: &HostTensor, terms: usize) -> Result<(), String> {
+pub(crate) fn compare(what: &str, got: &HostTensor, want: &HostTensor, terms: usize) -> Result<(), String> {
     if got.shape() != want.shape() || got.dtype() != want.dtype() {
         return Err(format!("{what}: {:?} {} vs {:?} {}", got.shape(), got.dtype().as_str(), want.shape(), want.dtype().as_str()));
     }
@@ -386,9 +386,9 @@ fn generated_programs_agree() {
 /// rewritten (through the pipeline, each verified), arguments and weights;
 /// `None` for a generated program that cannot run (free sizes that do not
 /// divide), with the reason printed.
-type Prepared = (nax_front::Checked, nax_ir::Graph, nax_ir::Graph, Vec<Value>, HashMap<String, HostTensor>);
+pub(crate) type Prepared = (nax_front::Checked, nax_ir::Graph, nax_ir::Graph, Vec<Value>, HashMap<String, HostTensor>);
 
-fn prepare(case: &Case, rng: &mut SmallRng, generated: bool) -> Option<Prepared> {
+pub(crate) fn prepare(case: &Case, rng: &mut SmallRng, generated: bool) -> Option<Prepared> {
     let checked = nax_front::check_source(&case.source);
     assert!(!checked.has_errors(), "{}: {:?}\n{}", case.name, checked.diagnostics, case.source);
     let f = checked.module.functions.iter().find(|f| f.name == case.function).expect("function");

@@ -25,6 +25,7 @@ mod explain;
 mod generate;
 mod graph;
 mod native_math;
+mod products;
 mod robustness;
 mod run;
 mod support;

@@ -574,7 +574,8 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
                         continue;
                     }
                 }
-                let f32_matrix = |ptr: usize, offset: isize, row_step: isize, col_step: isize| Strided { ptr: ptr.wrapping_add_signed(offset * 4), row_step, col_step };
+                let f32_matrix =
+                    |ptr: usize, offset: isize, row_step: isize, col_step: isize| Strided { ptr: ptr.wrapping_add_signed(offset * 4), row_step, col_step };
                 let scores_at = f32_matrix(scores.as_mut_ptr() as usize, 0, tile_keys as isize, 1);
                 let qk = Product {
                     m: rows,

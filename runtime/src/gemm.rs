@@ -210,7 +210,12 @@ unsafe fn blocked<T: Copy + Default>(p: Product, micro: &Micro, finish: &(dyn Fn
                         let cols = nr.min(ncb - jr);
                         for ir in (0..mcb).step_by(mr) {
                             let rows = mr.min(mcb - ir);
-                            let buffers = [(a_pack + ir * kcb * size) as *mut u8, (b_pack + jr * kcb * size) as *mut u8, p.c.at(ic + ir, jc + jr, size) as *mut u8, tile as *mut u8];
+                            let buffers = [
+                                (a_pack + ir * kcb * size) as *mut u8,
+                                (b_pack + jr * kcb * size) as *mut u8,
+                                p.c.at(ic + ir, jc + jr, size) as *mut u8,
+                                tile as *mut u8,
+                            ];
                             let sizes = [kcb as i64, p.c.row_step as i64, p.c.col_step as i64, rows as i64, cols as i64, accumulate];
                             // SAFETY: the panels hold `kcb` depth positions of `mr`
                             // and `nr` elements; the tile's valid part is inside C;
@@ -304,7 +309,11 @@ mod tests {
     }
 
     fn micro() -> Micro {
-        Micro { entry: reference_micro, shape: Microkernel { dtype: DType::F32, rows: 3, cols: 4, lanes: 4 }, blocking: Blocking { depth: 5, rows: 6, cols: 8 } }
+        Micro {
+            entry: reference_micro,
+            shape: Microkernel { dtype: DType::F32, rows: 3, cols: 4, lanes: 4 },
+            blocking: Blocking { depth: 5, rows: 6, cols: 8 },
+        }
     }
 
     /// `c = a b` for row-major `a` and `b`, C at the given steps, against

@@ -245,9 +245,9 @@ impl NativePlan {
             }
         }
         let blocking_ok = |micro: usize, b: &Blocking, dtype: DType| {
-            self.microkernels.get(micro).is_some_and(|m| {
-                m.dtype == dtype && b.depth > 0 && b.rows > 0 && b.cols > 0 && b.rows % m.rows == 0 && b.cols % m.cols == 0
-            })
+            self.microkernels
+                .get(micro)
+                .is_some_and(|m| m.dtype == dtype && b.depth > 0 && b.rows > 0 && b.cols > 0 && b.rows % m.rows == 0 && b.cols % m.cols == 0)
         };
         let size_ok = |s: &SizeRef| matches!(s, SizeRef::Const(_)) || matches!(s, SizeRef::Slot(i) if *i < self.slots.len());
         for (b, buffer) in self.buffers.iter().enumerate() {

@@ -6,11 +6,11 @@
 
 use crate::error::Error;
 use crate::timings::Timings;
+pub use nax_back_llvm::Cpu;
 use nax_front::CheckedModule;
 use nax_front::checked::{CheckedFn, TExprKind};
 use nax_ir::Graph;
-pub use nax_back_llvm::Cpu;
-use nax_kernel::Target;
+pub use nax_kernel::Target;
 use nax_runtime::{Function, HostType, Scalar};
 use std::sync::Arc;
 
@@ -30,10 +30,14 @@ impl Backend {
     /// The machine kernel formation plans for when this back end compiles
     /// for `cpu`: Cranelift's vectors are at most 16 bytes.
     pub fn target(self, cpu: Cpu) -> Target {
-        let machine = match cpu {
+        self.narrow(match cpu {
             Cpu::Native => Target::host(),
             Cpu::Generic => Target::GENERIC,
-        };
+        })
+    }
+
+    /// A machine as this back end's code sees it.
+    pub fn narrow(self, machine: Target) -> Target {
         match self {
             Backend::Cranelift => machine.with_vector_bytes(16),
             Backend::Llvm | Backend::Interp => machine,
@@ -155,6 +159,12 @@ pub fn defaults(f: &CheckedFn) -> Vec<Option<Scalar>> {
 /// Compiles a graph with a back end into a callable function. Records
 /// `kernels` (native back ends), `codegen` and `link`.
 pub fn compile_graph(graph: Graph, defaults: &[Option<Scalar>], backend: Backend, timings: &mut Timings) -> Result<Function, Error> {
+    compile_graph_for(graph, defaults, backend, &backend.target(Cpu::Native), timings)
+}
+
+/// [`compile_graph`] with the kernels formed for `target` (the JIT's is
+/// the host; tests give small caches to reach every blocking edge).
+pub fn compile_graph_for(graph: Graph, defaults: &[Option<Scalar>], backend: Backend, target: &Target, timings: &mut Timings) -> Result<Function, Error> {
     let signature = Arc::new(nax_ir::signature(&graph, defaults));
     let mut stage = |name| timings.mark(name);
     let exec: Box<dyn nax_runtime::Execute> = match backend {
@@ -164,7 +174,7 @@ pub fn compile_graph(graph: Graph, defaults: &[Option<Scalar>], backend: Backend
             Box::new(interpreter)
         }
         Backend::Llvm | Backend::Cranelift => {
-            let program = kernels(&graph, &backend.target(Cpu::Native))?;
+            let program = kernels(&graph, target)?;
             stage("kernels");
             let compiled = match backend {
                 Backend::Llvm => nax_back_llvm::compile(&program, Arc::clone(&signature), &mut stage),

@@ -6,8 +6,8 @@
 //! driver runs it.
 
 use nax_kernel::{Body, Expr, Kernel, Program};
-use nax_runtime::{DType, Size};
 use nax_runtime::plan::{AttentionPlan, BufferPlan, GemmPlan, KernelPlan, Nest, Operand, SizeRef, Strategy};
+use nax_runtime::{DType, Size};
 use nax_runtime::{NativePlan, SymId};
 use std::collections::HashMap;
 
