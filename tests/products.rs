@@ -4,7 +4,7 @@
 //! blocking and for a machine with tiny caches, whose blocking (64 deep,
 //! two or three tiles tall and wide) makes sizes of a few dozen cross
 //! every edge: depth passes, row and column blocks, partial tiles.
-//! Shapes: odd sizes, a vector operand, batches (one per operand and
+//! Shapes: odd sizes, batches (one per operand and
 //! broadcast), operands and results transposed through strides, f32 and
 //! f64, and each kind of epilogue (bias, activation, scale, residual, over
 //! batch loops).
@@ -27,8 +27,6 @@ fn cases() -> Vec<Case> {
         product("b_transposed", "def f(x: [n k], w: [m k]) -> [n m] {\n    return x @ rearrange(w, m k -> k m)\n}\n"),
         product("a_transposed_f64", "def f(x: f64[k n], w: f64[k m]) -> f64[n m] {\n    return rearrange(x, k n -> n k) @ w\n}\n"),
         product("result_transposed", "def f(x: [n k], w: [k m]) -> [m n] {\n    return einsum(x, w: n k, k m -> m n)\n}\n"),
-        product("vector_times_matrix", "def f(v: [k], w: [k m]) -> [m] {\n    return v @ w\n}\n"),
-        product("matrix_times_vector", "def f(x: [n k], v: [k]) -> [n] {\n    return x @ v\n}\n"),
         product("batch_both", "def f(x: [3 n k], w: [3 k m]) -> [3 n m] {\n    return x @ w\n}\n"),
         product("batch_broadcast", "def f(x: [2 n k], w: [k m]) -> [2 n m] {\n    return x @ w\n}\n"),
         product("bias_gelu", "def f(x: [n k], w: [k m], c: [m]) -> [n m] {\n    return gelu(x @ w + c)\n}\n"),

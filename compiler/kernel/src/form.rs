@@ -372,7 +372,7 @@ impl Former<'_> {
 
     /// The loop roles of a contraction that a packed matrix product can run:
     /// a sum over one loop of the product of two loads of `out`'s float
-    /// dtype (f32 or f64). The innermost output loop only the first load
+    /// dtype (f32 or f64), each with an output loop the other does not read. The innermost output loop only the first load
     /// reads gives the rows, the innermost only the second reads the
     /// columns; the other output loops are the batch.
     fn gemm_loops(&self, out: usize, loops: &[Loop], body: &Body) -> Option<crate::kernel::GemmLoops> {
@@ -397,6 +397,13 @@ impl Former<'_> {
         }
         let rows = (0..rank).rev().find(|&l| reads(ia, l) && !reads(ib, l));
         let cols = (0..rank).rev().find(|&l| reads(ib, l) && !reads(ia, l));
+        if rows.is_none() || cols.is_none() {
+            // A matrix-vector product reads each matrix element once: it is
+            // bound by memory, and a nest that streams the matrix (rows of
+            // axpys, or dot products) beats packing it for a microkernel
+            // whose tile would be one row or column.
+            return None;
+        }
         let batch = (0..rank).filter(|&l| Some(l) != rows && Some(l) != cols).collect();
         Some(crate::kernel::GemmLoops { batch, rows, cols, inner, epilogue: None })
     }
