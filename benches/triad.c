@@ -12,9 +12,11 @@
  * (the same static schedule), then the triad runs repeatedly for about
  * SECONDS (at least 3 passes, after one warm-up pass). Each pass counts
  * 3 arrays x 4 bytes per element (b and c read, a written; no
- * write-allocate traffic counted, as STREAM counts). Prints one JSON line:
+ * write-allocate traffic counted, as STREAM counts). Prints one JSON line,
+ * with how much of the process's memory huge pages back (the kernel may
+ * not find free ones):
  *
- *     {"best_gbs": .., "median_gbs": .., "passes": N, "threads": T, "elements": n}
+ *     {"best_gbs": .., "median_gbs": .., "passes": N, "threads": T, "elements": n, "huge_mib": ..}
  */
 #include <omp.h>
 #include <stdio.h>
@@ -60,6 +62,17 @@ static size_t last_level_cache(void) {
         }
     }
     return size;
+}
+
+/* AnonHugePages of /proc/self/smaps_rollup, in MiB; -1 if unknown. */
+static long huge_mib(void) {
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %ld kB", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib < 0 ? -1 : kib / 1024;
 }
 
 static int by_value(const void *x, const void *y) {
@@ -108,8 +121,8 @@ int main(int argc, char **argv) {
     }
     qsort(rates, passes, sizeof(double), by_value);
     double median = passes % 2 ? rates[passes / 2] : (rates[passes / 2 - 1] + rates[passes / 2]) / 2;
-    printf("{\"best_gbs\": %.3f, \"median_gbs\": %.3f, \"passes\": %zu, \"threads\": %d, \"elements\": %zu}\n", rates[passes - 1], median, passes,
-           omp_get_max_threads(), n);
+    printf("{\"best_gbs\": %.3f, \"median_gbs\": %.3f, \"passes\": %zu, \"threads\": %d, \"elements\": %zu, \"huge_mib\": %ld}\n", rates[passes - 1],
+           median, passes, omp_get_max_threads(), n, huge_mib());
     free(rates);
     free(a);
     free(b);
