@@ -1,33 +1,56 @@
 #!/usr/bin/env python3
 """nax against PyTorch eager and torch.compile on every workload of
-bench/WORKLOADS.md, in one run.
+bench/WORKLOADS.md (or those --workload names), measured interleaved, in
+rounds, so that a noisy shared machine moves every side of a comparison
+together.
 
-    python3 benches/compare.py [--skip-bench] [--markdown FILE] [--chart PNG]
+    python3 benches/compare.py [--rounds R] [--seconds S] [--workload NAME ...]
+                               [--markdown FILE] [--chart PNG] [--json FILE]
 
 0. Without an importable PyTorch (and matplotlib), sets up a virtual
    environment in target/bench-venv (CPU wheels of torch, matplotlib) and
    runs itself there.
 
-1. Runs `cargo bench --bench workloads` (criterion: the nax side, LLVM back
-   end, outputs allocated per call; it also records each native back end's
-   compile time, source to callable), each workload in its own process
-   (`NAX_WORKLOAD=NAME`).
-2. Runs the same workloads in PyTorch, eager and under `torch.compile`
-   (default mode; its compile time is the first call's), on the code
-   `nax build --emit torch` generates, with the same inputs' shapes, the
-   same thread count (2, printed), outputs allocated per call.
-3. Measures the machine's limits in the same run: memory bandwidth with a
-   STREAM triad (`a = b + 3 c`, 2^25 floats, preallocated, counted as
-   3 arrays; the best of one before and one after the workloads) and peak f32 FLOP/s as the best rate of PyTorch's matmuls
-   (1024^3 and 2048^3 into preallocated outputs, and the gemm workload).
-4. Prints a Markdown table: median ms of each side, the ratios, the
-   fraction of the limit (bytes moved over bandwidth for memory-bound
-   workloads, FLOP/s over peak for the rest) and the compile times (each nax
-   back end, source to callable; torch.compile's first call), and draws a
-   PNG bar chart of nax's speed-up over eager and over torch.compile
-   (benches/compare.png unless --chart says otherwise).
-
-`--skip-bench` reuses the criterion results already in target/criterion.
+1. Builds `nax` and the worker (`cargo build --release --bin nax --example
+   bench_worker`, benches/worker.rs) and compiles the STREAM triad
+   (benches/triad.c, `cc -O3 -march=native -fopenmp`, clang-22 where `cc`
+   lacks OpenMP) into target/triad.
+2. Starts one worker process per workload, one after the other, and keeps
+   them all alive: each compiles its workload once as
+   `cargo bench --bench workloads` does (the same code,
+   benches/support/workloads.rs: LLVM back end, optimizer on, seeded
+   arguments and weights), times the compile with LLVM and with Cranelift
+   (source to callable), and then measures on request, each call
+   allocating its output.
+3. Loads each workload's PyTorch code (`nax build SRC --emit torch`), eager
+   and under `torch.compile` (default mode, a cold inductor cache; its
+   compile time is the first call's), on inputs of the same shapes, outputs
+   allocated per call, 2 threads (printed) on both sides.
+4. Runs --rounds rounds (5 unless told). A round measures, for --seconds
+   each (0.5 unless told; at least 3 calls), every workload on each side
+   (nax, eager, torch.compile), the C triad once (`OMP_NUM_THREADS=2`; 2^25
+   floats per array, or four times the last-level cache where that is
+   more; counted as 3 arrays x 4 bytes per element) and
+   PyTorch's `torch.mm` at 1024 and 2048 into preallocated outputs. The
+   order rotates from round to round: the round's items (the triad, the
+   matmuls, each workload) and, within each workload, its three sides.
+5. Reports, for each workload: each side's ms per call (the median over
+   rounds of each round's median); nax's speed-up over eager and over
+   torch.compile (the other side's ms over nax's), computed per round,
+   as the median over rounds and the range (min-max); each side's
+   fraction of the machine's limit, per round, median and range: for
+   memory-bound workloads the bytes one pass moves over the same round's
+   triad bandwidth (its best pass, as STREAM reports), for the others the
+   FLOPs over the peak, the best f32 matmul rate seen in the whole run
+   (the round medians of `torch.mm` and, when it runs, of the gemm
+   workload on every side); and the compile times. The header names the
+   CPU (model, vector extensions), the threads, PyTorch's version, the
+   triad bandwidth (median, range over rounds) and the peak. Prints the
+   Markdown table (also to --markdown FILE), draws the PNG bar chart of
+   the speed-ups with the ranges as error bars, log scale (--chart,
+   benches/compare.png unless told), and with --json FILE dumps every raw
+   per-round number (and the machine's load average at the start and the
+   end: other work on a shared machine shows there).
 """
 
 import argparse
@@ -44,7 +67,6 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THREADS = 2
 ELEMENTWISE = "dim n = 4096\ndim m = 4096\n\ndef elementwise(x: [n m], y: [n m]) -> [n m] {\n    return x + y\n}\n"
-MB = 1 << 20
 # name: (argument shapes, weight shapes, bytes a single pass moves, FLOPs
 # of the best contraction order) -- f32 everywhere. Memory-bound workloads
 # are measured against the bandwidth, the others against the peak.
@@ -65,29 +87,22 @@ WORKLOADS = {
     "block": ([(4, 256, 512)], BLOCK_WEIGHTS, None,
               2 * 1024 * 512 * (1536 + 512 + 2 * 2048) + 2 * 2 * 4 * 8 * 256 * 256 * 64),
 }
+SIDES = ("nax", "eager", "compile")
+MATMULS = (1024, 2048)
+# The vector extensions the header names, as /proc/cpuinfo's flags spell them.
+EXTENSIONS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_tile")
 
 
-def median_ms(fn, min_calls=10, min_seconds=1.0):
-    fn()
+def timed(fn, seconds):
+    """Calls fn repeatedly for about `seconds` (at least 3 calls), as the
+    worker does: the median and the fastest call's ms, and the count."""
     times = []
     start = time.perf_counter()
-    while len(times) < min_calls or time.perf_counter() - start < min_seconds:
+    while len(times) < 3 or time.perf_counter() - start < seconds:
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
-
-
-def criterion_median_ms(name):
-    path = os.path.join(ROOT, "target", "criterion", name, "nax", "new", "estimates.json")
-    with open(path) as f:
-        return json.load(f)["median"]["point_estimate"] / 1e6
-
-
-def compile_ms(name):
-    path = os.path.join(ROOT, "target", "criterion", name, "compile.json")
-    with open(path) as f:
-        return json.load(f)
+    return {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3, "calls": len(times)}
 
 
 def source_of(name):
@@ -124,20 +139,71 @@ def ensure_packages():
     os.execv(python, [python] + sys.argv)
 
 
-def torch_side(nax, torch, tmp):
-    """Median ms of each workload in PyTorch eager and under torch.compile
-    (with the compile time), and the machine's limits."""
-    torch.set_num_threads(THREADS)
-    n = 1 << 25
-    a, b, c = torch.empty(n), torch.rand(n), torch.rand(n)
+def build():
+    """Builds nax and the worker, compiles the triad; their paths."""
+    subprocess.run(["cargo", "build", "--release", "--bin", "nax", "--example", "bench_worker"], cwd=ROOT, check=True)
+    release = os.path.join(ROOT, "target", "release")
+    triad = os.path.join(ROOT, "target", "triad")
+    source = os.path.join(ROOT, "benches", "triad.c")
+    for cc in ("cc", "clang-22"):
+        built = subprocess.run([cc, "-O3", "-march=native", "-fopenmp", source, "-o", triad], capture_output=True, text=True)
+        if built.returncode == 0:
+            break
+        print(f"{cc} could not build benches/triad.c:\n{built.stderr.strip()}", file=sys.stderr)
+    else:
+        sys.exit("error: no C compiler with OpenMP built benches/triad.c")
+    return os.path.join(release, "nax"), os.path.join(release, "examples", "bench_worker"), triad
 
-    def triad():
-        return 3 * n * 4 / (median_ms(lambda: torch.add(b, c, alpha=3.0, out=a)) / 1e3)
 
-    # The best of a triad before and after the workloads: the machine's limit.
-    bandwidth = triad()
-    results, compiled, compile_s = {}, {}, {}
-    for name, (shapes, weight_shapes, _, _) in WORKLOADS.items():
+class Worker:
+    """One workload's nax side: a bench_worker process kept alive."""
+
+    def __init__(self, binary, name):
+        self.name = name
+        self.process = subprocess.Popen([binary, name, str(THREADS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        ready = self.reply()
+        if not ready.get("ready"):
+            sys.exit(f"error: the {name} worker did not start: {ready}")
+        self.compile_ms = ready["compile_ms"]
+        self.threads = ready["threads"]
+
+    def reply(self):
+        line = self.process.stdout.readline()
+        if not line:
+            sys.exit(f"error: the {self.name} worker exited (status {self.process.wait()})")
+        return json.loads(line)
+
+    def measure(self, seconds):
+        self.process.stdin.write(f"measure {seconds}\n")
+        self.process.stdin.flush()
+        return self.reply()
+
+    def close(self):
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.write("quit\n")
+                self.process.stdin.close()
+            except BrokenPipeError:
+                pass
+        self.process.wait()
+
+
+def triad(binary, seconds):
+    """One run of the C triad: its best and median pass, GB/s."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(THREADS))
+    run = subprocess.run([binary, str(seconds)], env=env, capture_output=True, text=True, check=True)
+    result = json.loads(run.stdout)
+    if result["threads"] != THREADS:
+        sys.exit(f"error: the triad ran on {result['threads']} threads, not {THREADS}")
+    return result
+
+
+def torch_side(nax, torch, tmp, names):
+    """Each workload's PyTorch callables, eager and under torch.compile (with
+    the compile time: the first call's), on seeded inputs."""
+    sides, compile_s = {}, {}
+    for name in names:
+        shapes, weight_shapes, _, _ = WORKLOADS[name]
         src = os.path.join(tmp, name + ".nax")
         py = os.path.join(tmp, name + "_torch.py")
         with open(src, "w") as f:
@@ -149,89 +215,205 @@ def torch_side(nax, torch, tmp):
         fn = getattr(module, name)
         args = [torch.rand(s) * 2 - 1 for s in shapes]
         weights = {w: (torch.rand(s) * 2 - 1) * 0.05 for w, s in weight_shapes.items()}
-        with torch.no_grad():
-            results[name] = median_ms(lambda: fn(*args, **weights))
-            fast = torch.compile(fn)
-            start = time.perf_counter()
-            fast(*args, **weights)
-            compile_s[name] = time.perf_counter() - start
-            compiled[name] = median_ms(lambda: fast(*args, **weights))
-    bandwidth = max(bandwidth, triad())
-    # The best f32 matmul rate seen, the gemm workload's included.
-    peak = 2 * 1024 ** 3 / (results["gemm"] / 1e3)
-    for m in (1024, 2048):
+        fn(*args, **weights)
+        fast = torch.compile(fn)
+        start = time.perf_counter()
+        fast(*args, **weights)
+        compile_s[name] = time.perf_counter() - start
+        sides[name] = {
+            "eager": lambda fn=fn, args=args, weights=weights: fn(*args, **weights),
+            "compile": lambda fast=fast, args=args, weights=weights: fast(*args, **weights),
+        }
+    return sides, compile_s
+
+
+def rotated(items, r):
+    k = r % len(items)
+    return items[k:] + items[:k]
+
+
+def rounds(opts, names, workers, sides, torch, triad_binary):
+    """Every round's raw numbers."""
+    matmuls = {}
+    for m in MATMULS:
         x, y, z = torch.rand(m, m), torch.rand(m, m), torch.empty(m, m)
-        mm = median_ms(lambda: torch.mm(x, y, out=z))
-        peak = max(peak, 2 * m ** 3 / (mm / 1e3))
-    return results, compiled, compile_s, bandwidth, peak
+        matmuls[m] = lambda x=x, y=y, z=z: torch.mm(x, y, out=z)
+        matmuls[m]()
+    items = ["triad", "matmul"] + list(names)
+    raw = []
+    for r in range(opts.rounds):
+        record = {"round": r, "order": [], "workloads": {}, "matmul": {}}
+        for item in rotated(items, r):
+            if item == "triad":
+                record["order"].append("triad")
+                record["triad"] = triad(triad_binary, opts.seconds)
+            elif item == "matmul":
+                for m in MATMULS:
+                    record["order"].append(f"mm{m}")
+                    record["matmul"][str(m)] = timed(matmuls[m], opts.seconds)
+            else:
+                record["workloads"][item] = {}
+                for side in rotated(list(SIDES), r):
+                    record["order"].append(f"{item}/{side}")
+                    if side == "nax":
+                        record["workloads"][item][side] = workers[item].measure(opts.seconds)
+                    else:
+                        record["workloads"][item][side] = timed(sides[item][side], opts.seconds)
+        raw.append(record)
+        print(f"round {r + 1}/{opts.rounds}: triad {record['triad']['best_gbs']:.1f} GB/s", file=sys.stderr, flush=True)
+    return raw
 
 
-def chart(path, names, vs_eager, vs_compiled):
-    """Bars of nax's speed-up over eager and over torch.compile, log scale."""
+def spread(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summarize(raw, names):
+    """Medians over rounds, per-round ratios and fractions of the limit."""
+    # A round's bandwidth is its triad's best pass, STREAM's figure: the
+    # triad's two threads wait for each other at every pass's end, so a
+    # pass that lost a core to the machine's other work is the triad's
+    # loss, not the memory's limit.
+    bandwidth = [r["triad"]["best_gbs"] * 1e9 for r in raw]
+    rates = [2 * int(m) ** 3 / (t["median_ms"] / 1e3) for r in raw for m, t in r["matmul"].items()]
+    if "gemm" in names:
+        rates += [WORKLOADS["gemm"][3] / (r["workloads"]["gemm"][s]["median_ms"] / 1e3) for r in raw for s in SIDES]
+    peak = max(rates)
+    summary = {"bandwidth": spread(bandwidth), "peak_flops": peak, "workloads": {}}
+    for name in names:
+        _, _, moved, flops = WORKLOADS[name]
+        ms = {s: [r["workloads"][name][s]["median_ms"] for r in raw] for s in SIDES}
+
+        def limit(ms_s, bw):
+            return moved / (ms_s / 1e3) / bw if moved is not None else flops / (ms_s / 1e3) / peak
+
+        summary["workloads"][name] = {
+            "ms": {s: statistics.median(ms[s]) for s in SIDES},
+            "vs_eager": spread([e / n for e, n in zip(ms["eager"], ms["nax"])]),
+            "vs_compile": spread([c / n for c, n in zip(ms["compile"], ms["nax"])]),
+            "of_limit": {s: spread([limit(t, bw) for t, bw in zip(ms[s], bandwidth)]) for s in SIDES},
+            "limit": "bandwidth" if moved is not None else "peak",
+        }
+    return summary
+
+
+def cpu():
+    """The CPU's model name and which of EXTENSIONS its flags show."""
+    model, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model == "unknown CPU":
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    return model, [e for e in EXTENSIONS if e in flags]
+
+
+def table(summary, names, compile_ms, compile_s, header):
+    def ratio(s):
+        return f"{s['median']:.2f}x ({s['min']:.2f}-{s['max']:.2f})"
+
+    def fraction(s, limit):
+        return f"{s['median']:.0%} ({s['min']:.0%}-{s['max']:.0%}) of {'BW' if limit == 'bandwidth' else 'peak'}"
+
+    lines = [header, ""]
+    lines.append("| workload | nax ms | eager ms | torch.compile ms | nax vs eager | nax vs compile "
+                 "| nax of limit | eager of limit | compile of limit | nax compile llvm ms | cranelift ms | torch.compile s |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in names:
+        w = summary["workloads"][name]
+        ms, of = w["ms"], w["of_limit"]
+        lines.append(f"| {name} | {ms['nax']:.2f} | {ms['eager']:.2f} | {ms['compile']:.2f} | {ratio(w['vs_eager'])} | "
+                     f"{ratio(w['vs_compile'])} | {fraction(of['nax'], w['limit'])} | {fraction(of['eager'], w['limit'])} | "
+                     f"{fraction(of['compile'], w['limit'])} | {compile_ms[name]['llvm']:.0f} | "
+                     f"{compile_ms[name]['cranelift']:.0f} | {compile_s[name]:.1f} |")
+    return "\n".join(lines)
+
+
+def chart(path, names, summary, rounds_run):
+    """Bars of nax's speed-up over eager and over torch.compile (median over
+    rounds, the range as error bars), log scale."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(10, 4.5))
     xs = range(len(names))
-    ax.bar([x - 0.2 for x in xs], vs_eager, width=0.4, label="vs PyTorch eager")
-    ax.bar([x + 0.2 for x in xs], vs_compiled, width=0.4, label="vs torch.compile")
+    for key, label, dx in (("vs_eager", "vs PyTorch eager", -0.2), ("vs_compile", "vs torch.compile", 0.2)):
+        s = [summary["workloads"][n][key] for n in names]
+        med = [v["median"] for v in s]
+        err = [[v["median"] - v["min"] for v in s], [v["max"] - v["median"] for v in s]]
+        ax.bar([x + dx for x in xs], med, width=0.4, yerr=err, capsize=3, label=label)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
     ax.set_xticks(list(xs), names, rotation=30, ha="right")
     ax.set_ylabel("nax speed-up (higher is better)")
-    ax.set_title(f"nax vs PyTorch, f32 CPU, {THREADS} threads")
+    ax.set_title(f"nax vs PyTorch, f32 CPU, {THREADS} threads, median and range over {rounds_run} rounds")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--skip-bench", action="store_true", help="reuse target/criterion results")
+    ap = argparse.ArgumentParser(description="nax against PyTorch eager and torch.compile, interleaved in rounds")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of measurements (default 5)")
+    ap.add_argument("--seconds", type=float, default=0.5, help="seconds each side is measured in each round (default 0.5)")
+    ap.add_argument("--workload", action="append", choices=list(WORKLOADS), help="only this workload (repeatable)")
     ap.add_argument("--markdown", help="also write the table to this file")
     ap.add_argument("--chart", default=os.path.join(ROOT, "benches", "compare.png"), help="the PNG bar chart")
+    ap.add_argument("--json", help="dump every raw per-round number to this file")
     opts = ap.parse_args()
+    if opts.rounds < 1 or not opts.seconds > 0:
+        ap.error("--rounds must be at least 1 and --seconds above 0")
     ensure_packages()
-    if not opts.skip_bench:
-        # Each workload in its own process: the memory an earlier one freed
-        # would otherwise back this one's buffers with small pages.
-        for name in WORKLOADS:
-            env = dict(os.environ, NAX_WORKLOAD=name)
-            subprocess.run(["cargo", "bench", "--bench", "workloads"], cwd=ROOT, check=True, env=env)
-    subprocess.run(["cargo", "build", "--release", "--bin", "nax"], cwd=ROOT, check=True)
-    nax = os.path.join(ROOT, "target", "release", "nax")
-    with tempfile.TemporaryDirectory() as tmp:
-        # A fresh inductor cache: torch.compile's compile times are cold ones.
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor")
-        import torch
-        eager, compiled, compile_s, bandwidth, peak = torch_side(nax, torch, tmp)
-    lines = [f"Threads: {THREADS}. PyTorch {torch.__version__}. Measured limits: "
-             f"STREAM triad {bandwidth / 1e9:.1f} GB/s, f32 matmul peak {peak / 1e9:.1f} GFLOP/s.", ""]
-    lines.append("| workload | nax ms | eager ms | torch.compile ms | nax vs eager | nax vs compile "
-                 "| nax of limit | eager of limit | compile of limit | nax compile llvm ms | cranelift ms | torch.compile s |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    names, vs_eager, vs_compiled = [], [], []
-    for name, (_, _, moved, flops) in WORKLOADS.items():
-        ours = criterion_median_ms(name)
-        comp = compile_ms(name)
-
-        def fraction(ms):
-            if moved is not None:
-                return f"{moved / (ms / 1e3) / bandwidth:.0%} of BW"
-            return f"{flops / (ms / 1e3) / peak:.0%} of peak"
-
-        names.append(name)
-        vs_eager.append(eager[name] / ours)
-        vs_compiled.append(compiled[name] / ours)
-        lines.append(f"| {name} | {ours:.2f} | {eager[name]:.2f} | {compiled[name]:.2f} | {vs_eager[-1]:.2f}x | "
-                     f"{vs_compiled[-1]:.2f}x | {fraction(ours)} | {fraction(eager[name])} | {fraction(compiled[name])} | "
-                     f"{comp.get('llvm', float('nan')):.0f} | {comp.get('cranelift', float('nan')):.0f} | {compile_s[name]:.1f} |")
-    chart(opts.chart, names, vs_eager, vs_compiled)
-    table = "\n".join(lines)
-    print(table)
+    load = {"start": os.getloadavg()}
+    names = [n for n in WORKLOADS if opts.workload is None or n in opts.workload]
+    nax, worker_binary, triad_binary = build()
+    workers = {}
+    try:
+        # One process per workload, kept alive: no other workload's freed
+        # memory shapes its page layout. Started one after the other, so
+        # that their compile times do not share the cores.
+        for name in names:
+            workers[name] = Worker(worker_binary, name)
+            if workers[name].threads != THREADS:
+                sys.exit(f"error: the {name} worker has {workers[name].threads} threads, not {THREADS}")
+        with tempfile.TemporaryDirectory() as tmp:
+            # A fresh inductor cache: torch.compile's compile times are cold ones.
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor")
+            import torch
+            torch.set_num_threads(THREADS)
+            with torch.no_grad():
+                sides, compile_s = torch_side(nax, torch, tmp, names)
+                raw = rounds(opts, names, workers, sides, torch, triad_binary)
+    finally:
+        for w in workers.values():
+            w.close()
+    load["end"] = os.getloadavg()
+    summary = summarize(raw, names)
+    model, extensions = cpu()
+    bw = summary["bandwidth"]
+    header = (f"CPU: {model} ({', '.join(extensions) or 'none of ' + ', '.join(EXTENSIONS)}). Threads: {THREADS}. "
+              f"PyTorch {torch.__version__}. {opts.rounds} rounds of {opts.seconds:g} s per side. "
+              f"STREAM triad (C, OpenMP, best pass per round) {bw['median'] / 1e9:.1f} GB/s ({bw['min'] / 1e9:.1f}-{bw['max'] / 1e9:.1f}), "
+              f"f32 matmul peak {summary['peak_flops'] / 1e9:.1f} GFLOP/s.")
+    compile_ms = {n: w.compile_ms for n, w in workers.items()}
+    text = table(summary, names, compile_ms, compile_s, header)
+    chart(opts.chart, names, summary, opts.rounds)
+    print(text)
     if opts.markdown:
         with open(opts.markdown, "w") as f:
-            f.write(table + "\n")
+            f.write(text + "\n")
+    if opts.json:
+        machine = {"cpu": model, "extensions": extensions, "threads": THREADS, "torch": torch.__version__,
+                   "rounds": opts.rounds, "seconds": opts.seconds, "load_average": load}
+        with open(opts.json, "w") as f:
+            json.dump({"machine": machine, "compile": {n: {"nax_ms": compile_ms[n], "torch_compile_s": compile_s[n]} for n in names},
+                       "rounds": raw, "summary": summary}, f, indent=1)
+            f.write("\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,135 @@
+//! The workloads of bench/WORKLOADS.md as the nax benchmarks run them,
+//! shared by `benches/workloads.rs` (criterion) and `benches/worker.rs`
+//! (the worker `benches/compare.py` measures beside PyTorch), each of
+//! which includes this file with `#[path = "support/workloads.rs"] mod workloads;`.
+//!
+//! The workloads: every file of `examples/workloads/` (at their
+//! WORKLOADS.md sizes), plus `elementwise` (`x + y` on two 4096 x 4096
+//! tensors: one elementwise kernel with no broadcasting, the
+//! memory-bandwidth reference). Each is compiled as `nax run` compiles it
+//! (checked, lowered with the optimizer on, compiled by a native back end);
+//! its arguments and weights are seeded values in [-1, 1).
+
+use nax::Timings;
+use nax::pipeline::{self, Backend};
+use nax_front::check::sizes::{Size, Symbols};
+use nax_front::check::types::{TensorType, Type};
+use nax_ir::Graph;
+use nax_runtime::{Arg, CheckedCall, Function, HostTensor, TensorData, ThreadPool};
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Instant;
+
+/// The built-in memory-bandwidth workload (`benches/compare.py` has the same source).
+const ELEMENTWISE: &str = "dim n = 4096\ndim m = 4096\n\ndef elementwise(x: [n m], y: [n m]) -> [n m] {\n    return x + y\n}\n";
+
+/// A workload: its name (that of its function) and its source.
+pub struct Workload {
+    pub name: String,
+    pub source: String,
+}
+
+/// Every workload: the files of `examples/workloads/` by name, then `elementwise`.
+pub fn all() -> Vec<Workload> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<_> = std::fs::read_dir(root.join("examples/workloads"))
+        .expect("examples/workloads")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "nax"))
+        .collect();
+    files.sort();
+    let mut all: Vec<Workload> = files
+        .into_iter()
+        .map(|path| Workload {
+            name: path.file_stem().and_then(|s| s.to_str()).expect("a workload file name").to_string(),
+            source: std::fs::read_to_string(&path).expect("workload source"),
+        })
+        .collect();
+    all.push(Workload { name: "elementwise".to_string(), source: ELEMENTWISE.to_string() });
+    all
+}
+
+/// Source to graph, rewritten by the optimizer, through the pipeline (as `nax run` does).
+fn graph(source: &str, function: &str) -> Graph {
+    let timings = &mut Timings::start();
+    let module = pipeline::check(function, source, timings).expect("the workload checks");
+    pipeline::lower(&module, function, true, timings).expect("lower").into_graph()
+}
+
+/// A seeded tensor of values in [-1, 1) for each of these types, by name.
+fn seeded(symbols: &Symbols, typed: &[(String, &TensorType)], state: &mut u64) -> Vec<(String, HostTensor)> {
+    let mut next = move || {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        (*state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    };
+    typed
+        .iter()
+        .map(|(name, t)| {
+            let shape: Vec<usize> = t
+                .axes
+                .iter()
+                .map(|a| match symbols.resolve(a.size) {
+                    Size::Const(c) => c as usize,
+                    Size::Sym(_) => panic!("{name}: workload sizes are constants"),
+                })
+                .collect();
+            let data: Vec<f32> = (0..shape.iter().product::<usize>()).map(|_| next()).collect();
+            let names = t.axes.iter().map(|a| a.name.clone()).collect();
+            (name.clone(), HostTensor::new(TensorData::F32(data), shape, names).expect("tensor"))
+        })
+        .collect()
+}
+
+/// The function's arguments and the module's weights, seeded.
+fn arguments(source: &str, function: &str) -> (Vec<HostTensor>, HashMap<String, HostTensor>) {
+    let checked = nax_front::check_source(source);
+    let f = checked.module.functions.iter().find(|f| f.name == function).expect("the workload's function");
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let params: Vec<(String, &TensorType)> = f.bindings[..f.params]
+        .iter()
+        .map(|b| match &b.ty {
+            Type::Tensor(t) => (b.name.clone(), t),
+            _ => panic!("{function}: workload parameters are tensors"),
+        })
+        .collect();
+    let args = seeded(&f.symbols, &params, &mut state).into_iter().map(|(_, t)| t).collect();
+    let weights: Vec<(String, &TensorType)> = checked.module.weights.iter().map(|w| (w.name.clone(), &w.ty)).collect();
+    (args, seeded(&f.symbols, &weights, &mut state).into_iter().collect())
+}
+
+impl Workload {
+    /// Source to callable (check, lower, compile) with this back end, and
+    /// how long that took, in milliseconds.
+    pub fn compile(&self, backend: Backend) -> (Function, f64) {
+        let start = Instant::now();
+        let f = pipeline::compile_graph(graph(&self.source, &self.name), &[], backend, &mut Timings::start()).expect("compile");
+        (f, start.elapsed().as_secs_f64() * 1e3)
+    }
+
+    /// A compiled function ready to call on the seeded arguments and weights.
+    pub fn program(&self, f: Function) -> Program {
+        let (args, weights) = arguments(&self.source, &self.name);
+        Program { f, args, weights }
+    }
+}
+
+/// A workload's compiled function with its arguments and weights.
+pub struct Program {
+    f: Function,
+    args: Vec<HostTensor>,
+    weights: HashMap<String, HostTensor>,
+}
+
+impl Program {
+    /// The call, checked once against the signature.
+    pub fn check(&self) -> CheckedCall<'_> {
+        self.f.signature().check(self.args.iter().map(|t| Arg::Tensor(t.view())).collect(), &self.weights).expect("the arguments fit")
+    }
+
+    /// One call in this pool, allocating its output, as a user's call does.
+    pub fn run(&self, call: &CheckedCall<'_>, pool: &ThreadPool) -> HostTensor {
+        self.f.run(call, pool).expect("run")
+    }
+}

@@ -1,0 +1,86 @@
+//! One workload's nax side for `benches/compare.py`, kept alive so that
+//! its measurements interleave with PyTorch's and the C triad's.
+//!
+//!     cargo build --release --example bench_worker
+//!     target/release/examples/bench_worker NAME [THREADS]
+//!
+//! NAME is a workload of `benches/workloads.rs` (a file of
+//! `examples/workloads/`, or `elementwise`), set up by the same code
+//! (`benches/support/workloads.rs`): compiled once with the LLVM back end,
+//! optimizer on, on seeded arguments and weights, in a pool of THREADS
+//! workers (0, the default: one per available core). It is also compiled
+//! once with Cranelift, only to time it. After one warm-up call it prints
+//!
+//!     {"ready": true, "compile_ms": {"llvm": .., "cranelift": ..}, "threads": N}
+//!
+//! (compile times source to callable) and then serves lines of stdin:
+//! `measure SECONDS` calls the function repeatedly for about that long
+//! (at least 3 calls; each call allocates its output, as a user's call
+//! does) and prints `{"median_ms": .., "min_ms": .., "calls": N}`; `quit`
+//! or the end of stdin exits.
+
+use nax::pipeline::Backend;
+use nax_runtime::ThreadPool;
+use std::io::{BufRead, Write};
+use std::time::{Duration, Instant};
+
+#[path = "support/workloads.rs"]
+mod workloads;
+
+/// The allocator of the `nax` command, as `benches/workloads.rs` has.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() {
+    let mut argv = std::env::args().skip(1);
+    let usage = "usage: bench_worker NAME [THREADS]";
+    let name = argv.next().unwrap_or_else(|| fail(usage));
+    let threads = argv.next().map_or(0, |t| t.parse().unwrap_or_else(|_| fail(usage)));
+    let all = workloads::all();
+    let Some(w) = all.iter().find(|w| w.name == name) else {
+        let names: Vec<&str> = all.iter().map(|w| w.name.as_str()).collect();
+        fail(&format!("no workload {name}; the workloads: {}", names.join(", ")));
+    };
+    let (f, llvm_ms) = w.compile(Backend::Llvm);
+    let (_, cranelift_ms) = w.compile(Backend::Cranelift);
+    let program = w.program(f);
+    let pool = ThreadPool::new(threads).unwrap_or_else(|e| fail(&format!("thread pool: {e}")));
+    let call = program.check();
+    drop(program.run(&call, &pool));
+    let mut out = std::io::stdout().lock();
+    let ready = format!("{{\"ready\": true, \"compile_ms\": {{\"llvm\": {llvm_ms:.3}, \"cranelift\": {cranelift_ms:.3}}}, \"threads\": {}}}", pool.threads());
+    reply(&mut out, &ready);
+    for line in std::io::stdin().lock().lines() {
+        let line = line.unwrap_or_else(|e| fail(&format!("stdin: {e}")));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["measure", seconds] => {
+                let seconds: f64 = seconds.parse().ok().filter(|s: &f64| s.is_finite() && *s >= 0.0).unwrap_or_else(|| fail(&format!("bad line: {line}")));
+                let budget = Duration::from_secs_f64(seconds);
+                let mut times = Vec::new();
+                let start = Instant::now();
+                while times.len() < 3 || start.elapsed() < budget {
+                    let t = Instant::now();
+                    drop(program.run(&call, &pool));
+                    times.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+                times.sort_by(f64::total_cmp);
+                let n = times.len();
+                let median = if n % 2 == 1 { times[n / 2] } else { (times[n / 2 - 1] + times[n / 2]) / 2.0 };
+                reply(&mut out, &format!("{{\"median_ms\": {median:.6}, \"min_ms\": {:.6}, \"calls\": {n}}}", times[0]));
+            }
+            ["quit"] => return,
+            _ => fail(&format!("bad line: {line}")),
+        }
+    }
+}
+
+/// One JSON line on stdout, flushed: the reader waits for it.
+fn reply(out: &mut impl Write, line: &str) {
+    writeln!(out, "{line}").and_then(|()| out.flush()).unwrap_or_else(|e| fail(&format!("stdout: {e}")));
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("bench_worker: {message}");
+    std::process::exit(2)
+}
