@@ -12,9 +12,10 @@ together.
    runs itself there.
 
 1. Builds `nax` and the worker (`cargo build --release --bin nax --example
-   bench_worker`, benches/worker.rs) and compiles the STREAM triad
-   (benches/triad.c, `cc -O3 -march=native -fopenmp`, clang-22 where `cc`
-   lacks OpenMP) into target/triad.
+   bench_worker`, benches/worker.rs) and compiles the machine's limits,
+   the STREAM triad (benches/triad.c) and the FMA peak (benches/peak.c),
+   with `cc -O3 -march=native -fopenmp` (clang-22 where `cc` lacks
+   OpenMP), into target/triad and target/peak.
 2. Starts one worker process per workload, one after the other, and keeps
    them all alive: each compiles its workload once as
    `cargo bench --bench workloads` does (the same code,
@@ -28,12 +29,13 @@ together.
    allocated per call, 2 threads (printed) on both sides.
 4. Runs --rounds rounds (5 unless told). A round measures, for --seconds
    each (0.5 unless told; at least 3 calls), every workload on each side
-   (nax, eager, torch.compile), the C triad once (`OMP_NUM_THREADS=2`; 2^25
-   floats per array, or four times the last-level cache where that is
-   more; counted as 3 arrays x 4 bytes per element) and
-   PyTorch's `torch.mm` at 1024 and 2048 into preallocated outputs. The
-   order rotates from round to round: the round's items (the triad, the
-   matmuls, each workload) and, within each workload, its three sides.
+   (nax, eager, torch.compile), the C triad once and the FMA peak once
+   (both `OMP_NUM_THREADS=2`; the triad on 2^25 floats per array, or four
+   times the last-level cache where that is more, counted as 3 arrays x 4
+   bytes per element; the peak as independent fused multiply-adds on the
+   widest vectors `-march=native` gives). The order rotates from round to
+   round: the round's items (the triad, the peak, each workload) and,
+   within each workload, its three sides.
 5. Reports, for each workload: each side's ms per call (the median over
    rounds of each round's median); nax's speed-up over eager and over
    torch.compile (the other side's ms over nax's), computed per round,
@@ -41,11 +43,11 @@ together.
    fraction of the machine's limit, per round, median and range: for
    memory-bound workloads the bytes one pass moves over the same round's
    triad bandwidth (its best pass, as STREAM reports), for the others the
-   FLOPs over the peak, the best f32 matmul rate seen in the whole run
-   (the round medians of `torch.mm` and, when it runs, of the gemm
-   workload on every side); and the compile times. The header names the
+   FLOPs over the same round's FMA peak (its best pass: a peak taken
+   from matrix products would be circular when nax's is the fastest);
+   and the compile times. The header names the
    CPU (model, vector extensions), the threads, PyTorch's version, the
-   triad bandwidth (median, range over rounds) and the peak. Prints the
+   triad bandwidth and the peak (medians, ranges over rounds). Prints the
    Markdown table (also to --markdown FILE), draws the PNG bar chart of
    the speed-ups with the ranges as error bars, log scale (--chart,
    benches/compare.png unless told), and with --json FILE dumps every raw
@@ -88,7 +90,6 @@ WORKLOADS = {
               2 * 1024 * 512 * (1536 + 512 + 2 * 2048) + 2 * 2 * 4 * 8 * 256 * 256 * 64),
 }
 SIDES = ("nax", "eager", "compile")
-MATMULS = (1024, 2048)
 # The vector extensions the header names, as /proc/cpuinfo's flags spell them.
 EXTENSIONS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_tile")
 
@@ -140,19 +141,22 @@ def ensure_packages():
 
 
 def build():
-    """Builds nax and the worker, compiles the triad; their paths."""
+    """Builds nax and the worker, compiles the triad and the peak; their paths."""
     subprocess.run(["cargo", "build", "--release", "--bin", "nax", "--example", "bench_worker"], cwd=ROOT, check=True)
     release = os.path.join(ROOT, "target", "release")
-    triad = os.path.join(ROOT, "target", "triad")
-    source = os.path.join(ROOT, "benches", "triad.c")
+    return os.path.join(release, "nax"), os.path.join(release, "examples", "bench_worker"), compile_c("triad"), compile_c("peak")
+
+
+def compile_c(name):
+    """benches/NAME.c compiled with OpenMP for this CPU into target/NAME."""
+    binary = os.path.join(ROOT, "target", name)
+    source = os.path.join(ROOT, "benches", name + ".c")
     for cc in ("cc", "clang-22"):
-        built = subprocess.run([cc, "-O3", "-march=native", "-fopenmp", source, "-o", triad], capture_output=True, text=True)
+        built = subprocess.run([cc, "-O3", "-march=native", "-fopenmp", source, "-o", binary], capture_output=True, text=True)
         if built.returncode == 0:
-            break
-        print(f"{cc} could not build benches/triad.c:\n{built.stderr.strip()}", file=sys.stderr)
-    else:
-        sys.exit("error: no C compiler with OpenMP built benches/triad.c")
-    return os.path.join(release, "nax"), os.path.join(release, "examples", "bench_worker"), triad
+            return binary
+        print(f"{cc} could not build benches/{name}.c:\n{built.stderr.strip()}", file=sys.stderr)
+    sys.exit(f"error: no C compiler with OpenMP built benches/{name}.c")
 
 
 class Worker:
@@ -188,13 +192,14 @@ class Worker:
         self.process.wait()
 
 
-def triad(binary, seconds):
-    """One run of the C triad: its best and median pass, GB/s."""
+def limit(binary, seconds):
+    """One run of a C measurement of the machine's limit (the triad: its
+    best and median pass in GB/s; the peak: in GFLOP/s)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(THREADS))
     run = subprocess.run([binary, str(seconds)], env=env, capture_output=True, text=True, check=True)
     result = json.loads(run.stdout)
     if result["threads"] != THREADS:
-        sys.exit(f"error: the triad ran on {result['threads']} threads, not {THREADS}")
+        sys.exit(f"error: {binary} ran on {result['threads']} threads, not {THREADS}")
     return result
 
 
@@ -232,25 +237,16 @@ def rotated(items, r):
     return items[k:] + items[:k]
 
 
-def rounds(opts, names, workers, sides, torch, triad_binary):
+def rounds(opts, names, workers, sides, limits):
     """Every round's raw numbers."""
-    matmuls = {}
-    for m in MATMULS:
-        x, y, z = torch.rand(m, m), torch.rand(m, m), torch.empty(m, m)
-        matmuls[m] = lambda x=x, y=y, z=z: torch.mm(x, y, out=z)
-        matmuls[m]()
-    items = ["triad", "matmul"] + list(names)
+    items = list(limits) + list(names)
     raw = []
     for r in range(opts.rounds):
-        record = {"round": r, "order": [], "workloads": {}, "matmul": {}}
+        record = {"round": r, "order": [], "workloads": {}}
         for item in rotated(items, r):
-            if item == "triad":
-                record["order"].append("triad")
-                record["triad"] = triad(triad_binary, opts.seconds)
-            elif item == "matmul":
-                for m in MATMULS:
-                    record["order"].append(f"mm{m}")
-                    record["matmul"][str(m)] = timed(matmuls[m], opts.seconds)
+            if item in limits:
+                record["order"].append(item)
+                record[item] = limit(limits[item], opts.seconds)
             else:
                 record["workloads"][item] = {}
                 for side in rotated(list(SIDES), r):
@@ -260,8 +256,13 @@ def rounds(opts, names, workers, sides, torch, triad_binary):
                     else:
                         record["workloads"][item][side] = timed(sides[item][side], opts.seconds)
         raw.append(record)
-        print(f"round {r + 1}/{opts.rounds}: triad {record['triad']['best_gbs']:.1f} GB/s", file=sys.stderr, flush=True)
+        print(f"round {r + 1}/{opts.rounds}: triad {record['triad']['best_gbs']:.1f} GB/s, peak {record['peak']['best_gflops']:.1f} GFLOP/s",
+              file=sys.stderr, flush=True)
     return raw
+
+
+def peak_vector_bytes(raw):
+    return raw[0]["peak"]["vector_bytes"]
 
 
 def spread(values):
@@ -275,23 +276,23 @@ def summarize(raw, names):
     # pass that lost a core to the machine's other work is the triad's
     # loss, not the memory's limit.
     bandwidth = [r["triad"]["best_gbs"] * 1e9 for r in raw]
-    rates = [2 * int(m) ** 3 / (t["median_ms"] / 1e3) for r in raw for m, t in r["matmul"].items()]
-    if "gemm" in names:
-        rates += [WORKLOADS["gemm"][3] / (r["workloads"]["gemm"][s]["median_ms"] / 1e3) for r in raw for s in SIDES]
-    peak = max(rates)
-    summary = {"bandwidth": spread(bandwidth), "peak_flops": peak, "workloads": {}}
+    # A round's peak is the best pass of the FMA chains (benches/peak.c),
+    # for the same reason: a peak taken from a matrix product would be
+    # circular when nax's is the fastest in the run.
+    peak = [r["peak"]["best_gflops"] * 1e9 for r in raw]
+    summary = {"bandwidth": spread(bandwidth), "peak_flops": spread(peak), "workloads": {}}
     for name in names:
         _, _, moved, flops = WORKLOADS[name]
         ms = {s: [r["workloads"][name][s]["median_ms"] for r in raw] for s in SIDES}
 
-        def limit(ms_s, bw):
-            return moved / (ms_s / 1e3) / bw if moved is not None else flops / (ms_s / 1e3) / peak
+        def fraction(ms_s, bw, top):
+            return moved / (ms_s / 1e3) / bw if moved is not None else flops / (ms_s / 1e3) / top
 
         summary["workloads"][name] = {
             "ms": {s: statistics.median(ms[s]) for s in SIDES},
             "vs_eager": spread([e / n for e, n in zip(ms["eager"], ms["nax"])]),
             "vs_compile": spread([c / n for c, n in zip(ms["compile"], ms["nax"])]),
-            "of_limit": {s: spread([limit(t, bw) for t, bw in zip(ms[s], bandwidth)]) for s in SIDES},
+            "of_limit": {s: spread([fraction(t, bw, top) for t, bw, top in zip(ms[s], bandwidth, peak)]) for s in SIDES},
             "limit": "bandwidth" if moved is not None else "peak",
         }
     return summary
@@ -371,7 +372,7 @@ def main():
     ensure_packages()
     load = {"start": os.getloadavg()}
     names = [n for n in WORKLOADS if opts.workload is None or n in opts.workload]
-    nax, worker_binary, triad_binary = build()
+    nax, worker_binary, triad_binary, peak_binary = build()
     workers = {}
     try:
         # One process per workload, kept alive: no other workload's freed
@@ -388,18 +389,19 @@ def main():
             torch.set_num_threads(THREADS)
             with torch.no_grad():
                 sides, compile_s = torch_side(nax, torch, tmp, names)
-                raw = rounds(opts, names, workers, sides, torch, triad_binary)
+                raw = rounds(opts, names, workers, sides, {"triad": triad_binary, "peak": peak_binary})
     finally:
         for w in workers.values():
             w.close()
     load["end"] = os.getloadavg()
     summary = summarize(raw, names)
     model, extensions = cpu()
-    bw = summary["bandwidth"]
+    bw, top = summary["bandwidth"], summary["peak_flops"]
     header = (f"CPU: {model} ({', '.join(extensions) or 'none of ' + ', '.join(EXTENSIONS)}). Threads: {THREADS}. "
               f"PyTorch {torch.__version__}. {opts.rounds} rounds of {opts.seconds:g} s per side. "
               f"STREAM triad (C, OpenMP, best pass per round) {bw['median'] / 1e9:.1f} GB/s ({bw['min'] / 1e9:.1f}-{bw['max'] / 1e9:.1f}), "
-              f"f32 matmul peak {summary['peak_flops'] / 1e9:.1f} GFLOP/s.")
+              f"f32 FMA peak (C, OpenMP, {peak_vector_bytes(raw)}-byte vectors, best pass per round) "
+              f"{top['median'] / 1e9:.1f} GFLOP/s ({top['min'] / 1e9:.1f}-{top['max'] / 1e9:.1f}).")
     compile_ms = {n: w.compile_ms for n, w in workers.items()}
     text = table(summary, names, compile_ms, compile_s, header)
     chart(opts.chart, names, summary, opts.rounds)
