@@ -5,8 +5,8 @@
 //! two or three tiles tall and wide) makes sizes of a few dozen cross
 //! every edge: depth passes, row and column blocks, partial tiles.
 //! Shapes: odd sizes, batches (one per operand and
-//! broadcast), operands and results transposed through strides, f32 and
-//! f64, and each kind of epilogue (bias, activation, scale, residual, over
+//! broadcast), operands and results transposed through strides, f32, f64,
+//! f16 and bf16 (widened to f32 as they are packed), and each kind of epilogue (bias, activation, scale, residual, over
 //! batch loops).
 
 use crate::backends::{Case, case, compare, pool, prepare};
@@ -24,6 +24,8 @@ fn cases() -> Vec<Case> {
     vec![
         product("plain_f32", "def f(x: [n k], w: [k m]) -> [n m] {\n    return x @ w\n}\n"),
         product("plain_f64", "def f(x: f64[n k], w: f64[k m]) -> f64[n m] {\n    return x @ w\n}\n"),
+        product("plain_bf16", "def f(x: bf16[n k], w: bf16[k m]) -> bf16[n m] {\n    return x @ w\n}\n"),
+        product("f16_epilogue_transposed", "def f(x: f16[k n], w: f16[k m], c: f16[m]) -> f16[n m] {\n    return gelu(rearrange(x, k n -> n k) @ w + c)\n}\n"),
         product("b_transposed", "def f(x: [n k], w: [m k]) -> [n m] {\n    return x @ rearrange(w, m k -> k m)\n}\n"),
         product("a_transposed_f64", "def f(x: f64[k n], w: f64[k m]) -> f64[n m] {\n    return rearrange(x, k n -> n k) @ w\n}\n"),
         product("result_transposed", "def f(x: [n k], w: [k m]) -> [m n] {\n    return einsum(x, w: n k, k m -> m n)\n}\n"),

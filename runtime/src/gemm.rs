@@ -19,6 +19,10 @@
 //! while it is in the first-level cache (a bias, an activation, a residual
 //! add): each output element is written to memory once.
 //!
+//! Half-float matrices (f16, bf16) are widened to f32 as they are packed,
+//! accumulate in f32 (a wide copy of C), and are rounded once per element
+//! when a tile is finished.
+//!
 //! A product splits across threads by rows or by columns, whichever is
 //! longer, in whole tiles; each part packs its own panels in scratch memory
 //! that each thread keeps between calls.
@@ -147,21 +151,75 @@ pub(crate) unsafe fn multiply(p: Product, dtype: DType, micro: &Micro, threads: 
 /// # Safety
 /// As [`multiply`].
 unsafe fn multiply_part(p: Product, dtype: DType, micro: &Micro, finish: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
-    // SAFETY: as the caller promised; f64 microkernels get f64 matrices.
+    // SAFETY: as the caller promised: the matrices hold `dtype` elements;
+    // the microkernel computes in their wide type.
     unsafe {
         match dtype {
             DType::F64 => blocked::<f64>(p, micro, finish),
+            DType::F16 => blocked::<half::f16>(p, micro, finish),
+            DType::BF16 => blocked::<half::bf16>(p, micro, finish),
             _ => blocked::<f32>(p, micro, finish),
         }
     }
 }
 
-/// The blocked loops of one thread's product, elements of type `T`.
+/// An element of a product's matrices and the type its microkernel
+/// computes in: the same for f32 and f64; f32 for the half floats,
+/// widened as they are packed and rounded once when the result is written.
+trait Element: Copy + Default {
+    type Wide: Copy + Default;
+    fn widen(self) -> Self::Wide;
+    fn narrow(wide: Self::Wide) -> Self;
+}
+
+impl Element for f32 {
+    type Wide = f32;
+    fn widen(self) -> f32 {
+        self
+    }
+    fn narrow(wide: f32) -> f32 {
+        wide
+    }
+}
+
+impl Element for f64 {
+    type Wide = f64;
+    fn widen(self) -> f64 {
+        self
+    }
+    fn narrow(wide: f64) -> f64 {
+        wide
+    }
+}
+
+impl Element for half::f16 {
+    type Wide = f32;
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+    fn narrow(wide: f32) -> half::f16 {
+        half::f16::from_f32(wide)
+    }
+}
+
+impl Element for half::bf16 {
+    type Wide = f32;
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+    fn narrow(wide: f32) -> half::bf16 {
+        half::bf16::from_f32(wide)
+    }
+}
+
+/// The blocked loops of one thread's product of `T` matrices. When `T` is
+/// narrower than its wide type, the microkernel accumulates into a wide
+/// copy of C, which each tile is rounded from after its last depth pass.
 ///
 /// # Safety
 /// As [`multiply`].
-unsafe fn blocked<T: Copy + Default>(p: Product, micro: &Micro, finish: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
-    let size = std::mem::size_of::<T>();
+unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
+    let (size, wide_size) = (std::mem::size_of::<T>(), std::mem::size_of::<T::Wide>());
     let (mr, nr) = (micro.shape.rows as usize, micro.shape.cols as usize);
     if p.k == 0 {
         // An empty sum: zeros (or C unchanged), then the epilogue.
@@ -180,11 +238,38 @@ unsafe fn blocked<T: Copy + Default>(p: Product, micro: &Micro, finish: &(dyn Fn
         }
         return;
     }
+    // Where the microkernel writes: C itself, or a wide copy of it.
+    let mut wide_copy: Vec<T::Wide> = Vec::new();
+    let c = if size == wide_size {
+        p.c
+    } else {
+        wide_copy.resize(p.m * p.n, T::Wide::default());
+        if p.accumulate {
+            for i in 0..p.m {
+                for j in 0..p.n {
+                    // SAFETY: (i, j) is inside C.
+                    wide_copy[i * p.n + j] = unsafe { *(p.c.at(i, j, size) as *const T) }.widen();
+                }
+            }
+        }
+        Strided { ptr: wide_copy.as_mut_ptr() as usize, row_step: p.n as isize, col_step: 1 }
+    };
+    let tile_done = |i: usize, rows: usize, j: usize, cols: usize| {
+        if size != wide_size {
+            for r in i..i + rows {
+                for q in j..j + cols {
+                    // SAFETY: (r, q) is inside C and its wide copy.
+                    unsafe { *(p.c.at(r, q, size) as *mut T) = T::narrow(*(c.at(r, q, wide_size) as *const T::Wide)) };
+                }
+            }
+        }
+        finish(i, rows, j, cols);
+    };
     let kc = (micro.blocking.depth as usize).min(p.k);
     let mc = (micro.blocking.rows as usize).min(p.m.div_ceil(mr) * mr);
     let nc = (micro.blocking.cols as usize).min(p.n.div_ceil(nr) * nr);
     let (a_len, b_len, tile_len) = (mc * kc, kc * nc, mr * nr);
-    let words = |elements: usize| (elements * size).div_ceil(LINE) * LINE / 8;
+    let words = |elements: usize| (elements * wide_size).div_ceil(LINE) * LINE / 8;
     let total = words(a_len) + words(b_len) + words(tile_len) + LINE / 8;
     let run = |scratch: &mut Vec<u64>| {
         if scratch.len() < total {
@@ -201,28 +286,29 @@ unsafe fn blocked<T: Copy + Default>(p: Product, micro: &Micro, finish: &(dyn Fn
                 let last = pc + kcb == p.k;
                 let accumulate = i64::from(p.accumulate || pc > 0);
                 // SAFETY: the block is inside B; the packed block fits `b_len` elements.
-                unsafe { pack::<T>(p.b.transposed(), jc, ncb, pc, kcb, nr, b_pack as *mut T) };
+                unsafe { pack::<T>(p.b.transposed(), jc, ncb, pc, kcb, nr, b_pack as *mut T::Wide) };
                 for ic in (0..p.m).step_by(mc) {
                     let mcb = mc.min(p.m - ic);
                     // SAFETY: as above, for A.
-                    unsafe { pack::<T>(p.a, ic, mcb, pc, kcb, mr, a_pack as *mut T) };
+                    unsafe { pack::<T>(p.a, ic, mcb, pc, kcb, mr, a_pack as *mut T::Wide) };
                     for jr in (0..ncb).step_by(nr) {
                         let cols = nr.min(ncb - jr);
                         for ir in (0..mcb).step_by(mr) {
                             let rows = mr.min(mcb - ir);
                             let buffers = [
-                                (a_pack + ir * kcb * size) as *mut u8,
-                                (b_pack + jr * kcb * size) as *mut u8,
-                                p.c.at(ic + ir, jc + jr, size) as *mut u8,
+                                (a_pack + ir * kcb * wide_size) as *mut u8,
+                                (b_pack + jr * kcb * wide_size) as *mut u8,
+                                c.at(ic + ir, jc + jr, wide_size) as *mut u8,
                                 tile as *mut u8,
                             ];
-                            let sizes = [kcb as i64, p.c.row_step as i64, p.c.col_step as i64, rows as i64, cols as i64, accumulate];
+                            let sizes = [kcb as i64, c.row_step as i64, c.col_step as i64, rows as i64, cols as i64, accumulate];
                             // SAFETY: the panels hold `kcb` depth positions of `mr`
-                            // and `nr` elements; the tile's valid part is inside C;
-                            // the scratch tile holds `mr x nr` elements.
+                            // and `nr` elements; the tile's valid part is inside C
+                            // (or its wide copy); the scratch tile holds `mr x nr`
+                            // elements.
                             unsafe { (micro.entry)(buffers.as_ptr(), sizes.as_ptr(), 0, 0) };
                             if last {
-                                finish(ic + ir, rows, jc + jr, cols);
+                                tile_done(ic + ir, rows, jc + jr, cols);
                             }
                         }
                     }
@@ -240,26 +326,29 @@ unsafe fn blocked<T: Copy + Default>(p: Product, micro: &Micro, finish: &(dyn Fn
 
 /// Packs rows `first..first + count` of `m` (depth positions
 /// `depth..depth + len` of each) into panels of `width` rows, each panel
-/// depth-major (`[p][r]`), the last one zero-padded to `width` rows.
+/// depth-major (`[p][r]`), the last one zero-padded to `width` rows,
+/// widening each element.
 ///
 /// # Safety
-/// The block must be inside `m`'s allocation; `out` must hold
-/// `count.div_ceil(width) * width * len` elements.
-unsafe fn pack<T: Copy + Default>(m: Strided, first: usize, count: usize, depth: usize, len: usize, width: usize, out: *mut T) {
+/// The block must be inside `m`'s allocation (of `T`s); `out` must hold
+/// `count.div_ceil(width) * width * len` wide elements.
+unsafe fn pack<T: Element>(m: Strided, first: usize, count: usize, depth: usize, len: usize, width: usize, out: *mut T::Wide) {
     let size = std::mem::size_of::<T>();
     for (panel, start) in (0..count).step_by(width).enumerate() {
         let rows = width.min(count - start);
         // SAFETY: the panel lies inside `out`.
         let dst = unsafe { std::slice::from_raw_parts_mut(out.add(panel * width * len), width * len) };
         if rows < width {
-            dst.fill(T::default());
+            dst.fill(T::Wide::default());
         }
         if m.row_step == 1 {
             // The panel's rows are contiguous: one copy per depth position.
             for p in 0..len {
                 // SAFETY: `rows` consecutive elements at depth `depth + p`, inside `m`.
                 let src = unsafe { std::slice::from_raw_parts(m.at(first + start, depth + p, size) as *const T, rows) };
-                dst[p * width..p * width + rows].copy_from_slice(src);
+                for (d, &x) in dst[p * width..p * width + rows].iter_mut().zip(src) {
+                    *d = x.widen();
+                }
             }
             continue;
         }
@@ -268,13 +357,13 @@ unsafe fn pack<T: Copy + Default>(m: Strided, first: usize, count: usize, depth:
             if m.col_step == 1 {
                 // SAFETY: `len` consecutive elements of a row inside `m`.
                 let src = unsafe { std::slice::from_raw_parts(row, len) };
-                for (p, &x) in src.iter().enumerate() {
-                    dst[p * width + r] = x;
+                for (chunk, &x) in dst.chunks_exact_mut(width).zip(src) {
+                    chunk[r] = x.widen();
                 }
             } else {
                 for (p, slot) in dst.iter_mut().skip(r).step_by(width).take(len).enumerate() {
                     // SAFETY: depth position `p` of this row is inside `m`.
-                    *slot = unsafe { *row.offset(p as isize * m.col_step) };
+                    *slot = unsafe { *row.offset(p as isize * m.col_step) }.widen();
                 }
             }
         }

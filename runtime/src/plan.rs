@@ -98,6 +98,35 @@ pub struct Microkernel {
 impl Microkernel {
     /// The largest tile the driver accepts (its scratch is per thread).
     pub const MAX_TILE: u32 = 64 * 256;
+
+    /// Whether the driver runs this microkernel: whole vectors of f32 or
+    /// f64, a tile no larger than [`Microkernel::MAX_TILE`].
+    pub fn is_valid(&self) -> bool {
+        self.rows > 0
+            && self.lanes > 0
+            && self.cols > 0
+            && self.cols.is_multiple_of(self.lanes)
+            && self.rows * self.cols <= Microkernel::MAX_TILE
+            && matches!(self.dtype, DType::F32 | DType::F64)
+    }
+
+    /// Whether `blocking` blocks around this microkernel: no empty block,
+    /// blocks of whole tiles.
+    pub fn fits(&self, blocking: &Blocking) -> bool {
+        blocking.depth > 0 && blocking.rows > 0 && blocking.cols > 0 && blocking.rows.is_multiple_of(self.rows) && blocking.cols.is_multiple_of(self.cols)
+    }
+
+    /// The dtype a matrix product of `dtype` matrices computes in: its own
+    /// for f32 and f64, f32 for the half floats (widened as they are
+    /// packed, rounded once as the result is written); `None` for the
+    /// dtypes products do not run through a microkernel.
+    pub fn compute_dtype(dtype: DType) -> Option<DType> {
+        match dtype {
+            DType::F32 | DType::F16 | DType::BF16 => Some(DType::F32),
+            DType::F64 => Some(DType::F64),
+            _ => None,
+        }
+    }
 }
 
 /// Cache blocking of a matrix product: the depth of one pass over packed
@@ -238,17 +267,10 @@ impl NativePlan {
         if self.result >= buffers {
             return bad(format!("the result is buffer {} of {buffers}", self.result));
         }
-        for (i, m) in self.microkernels.iter().enumerate() {
-            let shape_ok = m.rows > 0 && m.lanes > 0 && m.cols > 0 && m.cols % m.lanes == 0 && m.rows * m.cols <= Microkernel::MAX_TILE;
-            if !shape_ok || !matches!(m.dtype, DType::F32 | DType::F64) {
-                return bad(format!("microkernel {i} has the shape {m:?}"));
-            }
+        if let Some((i, m)) = self.microkernels.iter().enumerate().find(|(_, m)| !m.is_valid()) {
+            return bad(format!("microkernel {i} has the shape {m:?}"));
         }
-        let blocking_ok = |micro: usize, b: &Blocking, dtype: DType| {
-            self.microkernels
-                .get(micro)
-                .is_some_and(|m| m.dtype == dtype && b.depth > 0 && b.rows > 0 && b.cols > 0 && b.rows % m.rows == 0 && b.cols % m.cols == 0)
-        };
+        let blocking_ok = |micro: usize, b: &Blocking, dtype: DType| self.microkernels.get(micro).is_some_and(|m| m.dtype == dtype && m.fits(b));
         let size_ok = |s: &SizeRef| matches!(s, SizeRef::Const(_)) || matches!(s, SizeRef::Slot(i) if *i < self.slots.len());
         for (b, buffer) in self.buffers.iter().enumerate() {
             if !buffer.shape.iter().all(size_ok) {
@@ -282,11 +304,10 @@ impl NativePlan {
                             && g.inner < loops
                             && operand_ok(&g.a)
                             && operand_ok(&g.b)
-                            && matches!(self.buffers[k.output].dtype, DType::F32 | DType::F64)
                             && self.buffers[k.output].dtype == self.buffers[g.a.buffer].dtype
                             && self.buffers[k.output].dtype == self.buffers[g.b.buffer].dtype
                             && self.buffers[k.output].shape.len() < loops
-                            && blocking_ok(g.microkernel, &g.blocking, self.buffers[k.output].dtype)
+                            && Microkernel::compute_dtype(self.buffers[k.output].dtype).is_some_and(|d| blocking_ok(g.microkernel, &g.blocking, d))
                     }
                     Strategy::Attention(a) => {
                         a.batch.iter().all(loop_ok)

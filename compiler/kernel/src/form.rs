@@ -372,7 +372,8 @@ impl Former<'_> {
 
     /// The loop roles of a contraction that a packed matrix product can run:
     /// a sum over one loop of the product of two loads of `out`'s float
-    /// dtype (f32 or f64), each with an output loop the other does not read. The innermost output loop only the first load
+    /// dtype (f32, f64, or a half float, which the product widens to f32),
+    /// each with an output loop the other does not read. The innermost output loop only the first load
     /// reads gives the rows, the innermost only the second reads the
     /// columns; the other output loops are the batch.
     fn gemm_loops(&self, out: usize, loops: &[Loop], body: &Body) -> Option<crate::kernel::GemmLoops> {
@@ -382,7 +383,7 @@ impl Former<'_> {
         };
         let [Expr::Load { buffer: a, index: ia }, Expr::Load { buffer: b, index: ib }] = args.as_slice() else { return None };
         let rank = self.p.buffers[out].shape.len();
-        if !matches!(dtype, DType::F32 | DType::F64)
+        if nax_runtime::plan::Microkernel::compute_dtype(dtype).is_none()
             || *compute != dtype
             || self.p.buffers[*a].dtype != dtype
             || self.p.buffers[*b].dtype != dtype

@@ -344,11 +344,12 @@ impl Program {
         self.products.iter().position(|k| k.micro.dtype == dtype)
     }
 
-    /// The dtype of the products a kernel runs through a microkernel:
-    /// its output's for a matrix product, f32 for attention.
+    /// The dtype the products of a kernel run through a microkernel
+    /// compute in: its output's for a matrix product (f32 for half
+    /// floats), f32 for attention.
     pub fn product_dtype(&self, k: &Kernel) -> Option<DType> {
         match (&k.schedule.gemm, &k.schedule.attention) {
-            (Some(_), _) => Some(self.buffers[k.output].dtype),
+            (Some(_), _) => nax_runtime::plan::Microkernel::compute_dtype(self.buffers[k.output].dtype),
             (_, Some(_)) => Some(DType::F32),
             _ => None,
         }

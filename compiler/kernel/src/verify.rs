@@ -12,18 +12,7 @@ pub fn verify(p: &Program) -> Vec<String> {
     let mut errors = Vec::new();
     for (i, product) in p.products.iter().enumerate() {
         let (m, b) = (product.micro, product.blocking);
-        let fits = m.rows > 0
-            && m.lanes > 0
-            && m.cols > 0
-            && m.cols % m.lanes == 0
-            && m.rows * m.cols <= nax_runtime::plan::Microkernel::MAX_TILE
-            && matches!(m.dtype, nax_runtime::DType::F32 | nax_runtime::DType::F64)
-            && b.depth > 0
-            && b.rows > 0
-            && b.cols > 0
-            && b.rows % m.rows == 0
-            && b.cols % m.cols == 0
-            && p.products[..i].iter().all(|q| q.micro.dtype != m.dtype);
+        let fits = m.is_valid() && m.fits(&b) && p.products[..i].iter().all(|q| q.micro.dtype != m.dtype);
         if !fits {
             errors.push(format!("microkernel {i}: {m:?} with {b:?} is not a microkernel the driver runs"));
         }

@@ -90,7 +90,7 @@ impl Slots {
         } else if let Some(g) = &k.schedule.gemm {
             let Body::Reduce { value, .. } = &k.body else { return None };
             let [a, b] = product_operands(value)?;
-            let microkernel = p.product_kernel(p.buffers[k.output].dtype)?;
+            let microkernel = p.product_kernel(p.product_dtype(k)?)?;
             Strategy::Gemm(GemmPlan {
                 batch: g.batch.clone(),
                 rows: g.rows,
