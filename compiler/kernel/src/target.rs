@@ -41,7 +41,8 @@ impl Target {
     /// vectors; its caches as Linux reports them (the generic sizes where
     /// it does not).
     pub fn host() -> Target {
-        Target { vector_bytes: host_vector_bytes(), cache_bytes: host_caches().unwrap_or(Target::GENERIC.cache_bytes) }
+        static HOST: std::sync::OnceLock<Target> = std::sync::OnceLock::new();
+        *HOST.get_or_init(|| Target { vector_bytes: host_vector_bytes(), cache_bytes: host_caches().unwrap_or(Target::GENERIC.cache_bytes) })
     }
 
     /// The same machine seen through vectors of at most `bytes`.
