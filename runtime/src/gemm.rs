@@ -24,8 +24,10 @@
 //! when a tile is finished.
 //!
 //! A product splits across threads by rows or by columns, whichever is
-//! longer, in whole tiles; each part packs its own panels in scratch memory
-//! that each thread keeps between calls.
+//! longer, in whole tiles; each part packs its own panels of A in scratch
+//! memory that each thread keeps between calls. Split by rows, the parts
+//! share B, packed once by all threads before they start (unless it is
+//! very large); split by columns, each packs its own columns of B.
 
 use crate::dtype::DType;
 use crate::plan::{Blocking, Microkernel};
@@ -90,6 +92,9 @@ pub(crate) type Epilogue<'a> = &'a (dyn Fn(usize, usize, usize, usize) + Sync);
 thread_local! {
     /// Each thread's packing scratch, kept between products.
     static SCRATCH: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    /// The packed B that the parts of a product started on this thread
+    /// share, kept between products.
+    static SHARED_B: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Bytes of alignment of each packed block (a cache line).
@@ -104,6 +109,28 @@ const LINE: usize = 64;
 /// matrix's allocation; C must not overlap A or B; `micro.entry` must be a
 /// microkernel of `micro.shape` for elements of `dtype`.
 pub(crate) unsafe fn multiply(p: Product, dtype: DType, micro: &Micro, threads: usize, work: usize, epilogue: Option<Epilogue<'_>>) {
+    // SAFETY: as the caller promised: the matrices hold `dtype` elements;
+    // the microkernel computes in their wide type.
+    unsafe {
+        match dtype {
+            DType::F64 => multiply_as::<f64>(p, micro, threads, work, epilogue),
+            DType::F16 => multiply_as::<half::f16>(p, micro, threads, work, epilogue),
+            DType::BF16 => multiply_as::<half::bf16>(p, micro, threads, work, epilogue),
+            _ => multiply_as::<f32>(p, micro, threads, work, epilogue),
+        }
+    }
+}
+
+/// Packed B larger than this is packed by each thread for its own part
+/// rather than once for all.
+const SHARED_B_BYTES: usize = 64 << 20;
+
+/// [`multiply`] for `T` matrices. Split by rows, the parts share B: its
+/// blocks are packed once, in parallel, before the parts run.
+///
+/// # Safety
+/// As [`multiply`].
+unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, work: usize, epilogue: Option<Epilogue<'_>>) {
     if p.m == 0 || p.n == 0 {
         return;
     }
@@ -116,50 +143,115 @@ pub(crate) unsafe fn multiply(p: Product, dtype: DType, micro: &Micro, threads: 
     };
     let (mr, nr) = (micro.shape.rows as usize, micro.shape.cols as usize);
     let parts = if threads > 1 && p.m.saturating_mul(p.n).saturating_mul(p.k.max(1)) >= work { threads } else { 1 };
-    let size = dtype.size_bytes();
+    let size = std::mem::size_of::<T>();
     if parts == 1 {
         // SAFETY: as the caller promised.
-        unsafe { multiply_part(p, dtype, micro, &finish) };
+        unsafe { blocked::<T>(p, micro, &finish, None) };
         return;
     }
     let by_rows = p.m.div_ceil(mr) >= p.n.div_ceil(nr);
     let (length, unit) = if by_rows { (p.m, mr) } else { (p.n, nr) };
     let chunk = length.div_ceil(parts).div_ceil(unit) * unit;
-    (0..length.div_ceil(chunk)).into_par_iter().for_each(|part| {
-        let first = part * chunk;
-        let len = chunk.min(length - first);
-        let mut q = p;
-        if by_rows {
-            q.m = len;
-            q.a.ptr = p.a.at(first, 0, size);
-            q.c.ptr = p.c.at(first, 0, size);
-        } else {
-            q.n = len;
-            q.b.ptr = p.b.at(0, first, size);
-            q.c.ptr = p.c.at(0, first, size);
-        }
-        let shifted = |i: usize, rows: usize, j: usize, cols: usize| {
-            if by_rows { finish(i + first, rows, j, cols) } else { finish(i, rows, j + first, cols) }
+    let run_parts = |shared_b: Option<usize>| {
+        (0..length.div_ceil(chunk)).into_par_iter().for_each(|part| {
+            let first = part * chunk;
+            let len = chunk.min(length - first);
+            let mut q = p;
+            if by_rows {
+                q.m = len;
+                q.a.ptr = p.a.at(first, 0, size);
+                q.c.ptr = p.c.at(first, 0, size);
+            } else {
+                q.n = len;
+                q.b.ptr = p.b.at(0, first, size);
+                q.c.ptr = p.c.at(0, first, size);
+            }
+            let shifted = |i: usize, rows: usize, j: usize, cols: usize| {
+                if by_rows { finish(i + first, rows, j, cols) } else { finish(i, rows, j + first, cols) }
+            };
+            // SAFETY: a part is a block of the product's rows or columns;
+            // a shared packed B is the whole product's, which a part of
+            // rows multiplies whole.
+            unsafe { blocked::<T>(q, micro, &shifted, shared_b) };
+        })
+    };
+    let blocks = Blocks::new(&p, micro);
+    let packed_len = blocks.packed_b_len(&p);
+    if !by_rows || p.k == 0 || packed_len * std::mem::size_of::<T::Wide>() > SHARED_B_BYTES {
+        run_parts(None);
+        return;
+    }
+    SHARED_B.with(|s| {
+        let mut fallback = Vec::new();
+        let mut borrowed = s.try_borrow_mut();
+        let buffer = match borrowed.as_deref_mut() {
+            Ok(b) => b,
+            Err(_) => &mut fallback,
         };
-        // SAFETY: a part is a block of the product's rows or columns.
-        unsafe { multiply_part(q, dtype, micro, &shifted) };
+        let words = (packed_len * std::mem::size_of::<T::Wide>()).div_ceil(8) + LINE / 8;
+        if buffer.len() < words {
+            buffer.resize(words, 0);
+        }
+        let packed = (buffer.as_mut_ptr() as usize).div_ceil(LINE) * LINE;
+        // One task per panel of every block.
+        let mut panels = Vec::new();
+        for jc in (0..p.n).step_by(blocks.nc) {
+            let ncb = blocks.nc.min(p.n - jc);
+            for pc in (0..p.k).step_by(blocks.kc) {
+                let kcb = blocks.kc.min(p.k - pc);
+                for first in (0..ncb).step_by(nr) {
+                    panels.push((blocks.b_offset(&p, jc, pc) + first * kcb, jc + first, nr.min(ncb - first), pc, kcb));
+                }
+            }
+        }
+        panels.par_iter().with_min_len(4).for_each(|&(offset, first, count, pc, kcb)| {
+            // SAFETY: the panel is inside B; it lands inside the packed
+            // buffer, which holds `packed_len` wide elements.
+            unsafe { pack::<T>(p.b.transposed(), first, count, pc, kcb, nr, (packed as *mut T::Wide).add(offset)) };
+        });
+        run_parts(Some(packed));
     });
 }
 
-/// One thread's product, C's columns contiguous or not.
-///
-/// # Safety
-/// As [`multiply`].
-unsafe fn multiply_part(p: Product, dtype: DType, micro: &Micro, finish: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
-    // SAFETY: as the caller promised: the matrices hold `dtype` elements;
-    // the microkernel computes in their wide type.
-    unsafe {
-        match dtype {
-            DType::F64 => blocked::<f64>(p, micro, finish),
-            DType::F16 => blocked::<half::f16>(p, micro, finish),
-            DType::BF16 => blocked::<half::bf16>(p, micro, finish),
-            _ => blocked::<f32>(p, micro, finish),
+/// The blocking of one product: depth per pass (`kc`), rows of A per
+/// packed block (`mc`), columns of B per packed block (`nc`), columns per
+/// panel (`nr`).
+struct Blocks {
+    kc: usize,
+    mc: usize,
+    nc: usize,
+    nr: usize,
+}
+
+impl Blocks {
+    fn new(p: &Product, micro: &Micro) -> Blocks {
+        let (mr, nr) = (micro.shape.rows as usize, micro.shape.cols as usize);
+        Blocks {
+            kc: (micro.blocking.depth as usize).min(p.k.max(1)),
+            mc: (micro.blocking.rows as usize).min(p.m.div_ceil(mr) * mr),
+            nc: (micro.blocking.cols as usize).min(p.n.div_ceil(nr) * nr),
+            nr,
         }
+    }
+
+    /// Where the packed block of B at columns `jc` and depth `pc` starts,
+    /// in elements, when all of B is packed block after block (the depth
+    /// passes of one column block, then the next): the column blocks before
+    /// hold `k` depth positions of `nc` columns each (`nc` is whole
+    /// panels), and the passes before in this one `pc` positions of its
+    /// width in whole panels.
+    fn b_offset(&self, p: &Product, jc: usize, pc: usize) -> usize {
+        jc * p.k + pc * self.padded_width(p, jc)
+    }
+
+    /// The width of the column block at `jc`, in whole panels.
+    fn padded_width(&self, p: &Product, jc: usize) -> usize {
+        self.nc.min(p.n - jc).div_ceil(self.nr) * self.nr
+    }
+
+    /// Elements of all of B packed.
+    fn packed_b_len(&self, p: &Product) -> usize {
+        (0..p.n).step_by(self.nc).map(|jc| p.k * self.padded_width(p, jc)).sum()
     }
 }
 
@@ -212,13 +304,15 @@ impl Element for half::bf16 {
     }
 }
 
-/// The blocked loops of one thread's product of `T` matrices. When `T` is
-/// narrower than its wide type, the microkernel accumulates into a wide
-/// copy of C, which each tile is rounded from after its last depth pass.
+/// The blocked loops of one thread's product of `T` matrices, with B
+/// packed here block by block, or all of it already packed at `shared_b`
+/// (see [`Blocks::b_offset`]). When `T` is narrower than its wide type, the
+/// microkernel accumulates into a wide copy of C, which each tile is
+/// rounded from after its last depth pass.
 ///
 /// # Safety
 /// As [`multiply`].
-unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
+unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize, usize, usize, usize) + Sync), shared_b: Option<usize>) {
     let (size, wide_size) = (std::mem::size_of::<T>(), std::mem::size_of::<T::Wide>());
     let (mr, nr) = (micro.shape.rows as usize, micro.shape.cols as usize);
     if p.k == 0 {
@@ -265,10 +359,9 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
         }
         finish(i, rows, j, cols);
     };
-    let kc = (micro.blocking.depth as usize).min(p.k);
-    let mc = (micro.blocking.rows as usize).min(p.m.div_ceil(mr) * mr);
-    let nc = (micro.blocking.cols as usize).min(p.n.div_ceil(nr) * nr);
-    let (a_len, b_len, tile_len) = (mc * kc, kc * nc, mr * nr);
+    let blocks = Blocks::new(&p, micro);
+    let (kc, mc, nc) = (blocks.kc, blocks.mc, blocks.nc);
+    let (a_len, b_len, tile_len) = (mc * kc, if shared_b.is_some() { 0 } else { kc * nc }, mr * nr);
     let words = |elements: usize| (elements * wide_size).div_ceil(LINE) * LINE / 8;
     let total = words(a_len) + words(b_len) + words(tile_len) + LINE / 8;
     let run = |scratch: &mut Vec<u64>| {
@@ -277,16 +370,22 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
         }
         let base = scratch.as_mut_ptr() as usize;
         let aligned = base.div_ceil(LINE) * LINE;
-        let (a_pack, b_pack) = (aligned, aligned + words(a_len) * 8);
-        let tile = b_pack + words(b_len) * 8;
+        let (a_pack, own_b) = (aligned, aligned + words(a_len) * 8);
+        let tile = own_b + words(b_len) * 8;
         for jc in (0..p.n).step_by(nc) {
             let ncb = nc.min(p.n - jc);
             for pc in (0..p.k).step_by(kc) {
                 let kcb = kc.min(p.k - pc);
                 let last = pc + kcb == p.k;
                 let accumulate = i64::from(p.accumulate || pc > 0);
-                // SAFETY: the block is inside B; the packed block fits `b_len` elements.
-                unsafe { pack::<T>(p.b.transposed(), jc, ncb, pc, kcb, nr, b_pack as *mut T::Wide) };
+                let b_pack = match shared_b {
+                    Some(packed) => packed + blocks.b_offset(&p, jc, pc) * wide_size,
+                    None => {
+                        // SAFETY: the block is inside B; the packed block fits `b_len` elements.
+                        unsafe { pack::<T>(p.b.transposed(), jc, ncb, pc, kcb, nr, own_b as *mut T::Wide) };
+                        own_b
+                    }
+                };
                 for ic in (0..p.m).step_by(mc) {
                     let mcb = mc.min(p.m - ic);
                     // SAFETY: as above, for A.
