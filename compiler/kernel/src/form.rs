@@ -9,7 +9,7 @@
 //! that use them.
 
 use crate::Target;
-use crate::kernel::{Body, Buffer, BufferKind, Expr, Index, Kernel, Loop, Program, Role, Schedule, constructor_value};
+use crate::kernel::{Body, Buffer, BufferKind, Expr, Index, Kernel, Loop, Program, Role, Schedule, Transpose, constructor_value};
 use nax_ir::Type;
 use nax_ir::{Graph, MapFn, Op};
 use nax_ops::{AlongAxis, Reduction};
@@ -18,14 +18,20 @@ use nax_runtime::Size;
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 
-/// The tiles of a transposed read: 128 positions of the outer loop by 16
-/// of the inner, vectorised one (16 f32s are one 64-byte cache line). Each
-/// tile reads 16 rows of the transposed operand along 128 contiguous
-/// elements, which the prefetchers follow, and each line of the other
-/// operand and the output whole. Measured on `transpose_add` (4096 x 4096,
-/// ms, alternating runs): 16 x 16: 21-23, 64 x 16: 15-17.5, 128 x 16:
-/// 14-15, 256 x 16: 16, 8 x 64: 42, 16 x 64: 38, 128 x 32: 29.
-const TILE: (u64, u64) = (128, 16);
+/// The tiles of a transposed read: 128 positions of the outer loop by 128
+/// of the inner, vectorised one. Each tile reads 128 rows of the
+/// transposed operand along 128 contiguous elements (512 bytes of f32),
+/// and 128 rows of the other operand and the output along 128; when the
+/// transposed read is staged through the output ([`Transpose`]), the
+/// store's inner loop runs over 128 positions, too many for LLVM to
+/// unroll whole (unrolled, it would vectorise the outer loop instead, with
+/// gathers and scatters). Measured on `transpose_add` (4096 x 4096 f32,
+/// AVX-512, blocks of 16 x 16, ms, best of four interleaved rounds):
+/// 128 x 128: 5.3, 128 x 256: 5.4, 64 x 128: 5.7, 64 x 256: 5.7, 128 x 64:
+/// 5.8, 16 x 256: 5.8, 32 x 128: 6.1, 256 x 64: 6.3 (the tiles of 128 x 16
+/// before the staging: 95 to 100); the untransposed `elementwise` add of
+/// the same sizes takes about 3.
+const TILE: (u64, u64) = (128, 128);
 
 /// The width of the column blocks of a softmax along a strided axis: 1024
 /// f32s, one 4 KiB page of each row. Wider blocks stream longer runs of
@@ -133,6 +139,7 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, String> {
             products: Vec::new(),
         },
         values: HashMap::new(),
+        target: *target,
     };
     for n in order {
         let v = f.node(n)?;
@@ -166,6 +173,7 @@ struct Former<'g> {
     g: &'g Graph,
     p: Program,
     values: HashMap<NodeIndex, Value>,
+    target: Target,
 }
 
 fn shape(ty: &Type) -> Vec<Size> {
@@ -351,7 +359,10 @@ impl Former<'_> {
         let contiguous = |l: usize| loads.iter().any(|(_, index)| index.last() == Some(&Index::Loop(l)));
         let mut s = Schedule { gemm: self.gemm_loops(out, loops, body), ..Schedule::default() };
         match body {
-            Body::Store(_) if rank >= 2 && strided(rank - 1) && contiguous(rank - 2) => s.tile = Some(TILE),
+            Body::Store(_) if rank >= 2 && strided(rank - 1) && contiguous(rank - 2) => {
+                s.tile = Some(TILE);
+                s.transpose = self.transposed_read(out, &loads, rank);
+            }
             Body::Along { func, axis, .. } if Schedule::takes_columns(&self.p.symbols, self.p.buffers[out].dtype, loops, *func, *axis) => {
                 s.columns = Some(COLUMNS)
             }
@@ -368,6 +379,21 @@ impl Former<'_> {
             _ => {}
         }
         s
+    }
+
+    /// The read a tiled store over `rank` loops stages through its output
+    /// (see [`Transpose`]): the first load whose last axis alone the outer
+    /// tiled loop (`rank - 2`) indexes and another the inner one, of the
+    /// output's element width, in blocks of the target's vector lanes.
+    fn transposed_read(&self, out: usize, loads: &[(usize, &[Index])], rank: usize) -> Option<Transpose> {
+        let (outer, inner) = (Index::Loop(rank - 2), Index::Loop(rank - 1));
+        let width = self.p.buffers[out].dtype.size_bytes();
+        let lanes = self.target.vector_bytes / width as u32;
+        let &(buffer, index) = loads.iter().find(|(b, index)| {
+            let Some((last, rest)) = index.split_last() else { return false };
+            *last == outer && !rest.contains(&outer) && rest.contains(&inner) && self.p.buffers[*b].dtype.size_bytes() == width
+        })?;
+        (lanes >= 2 && lanes.is_power_of_two()).then(|| Transpose { buffer, index: index.to_vec(), lanes })
     }
 
     /// The loop roles of a contraction that a packed matrix product can run:

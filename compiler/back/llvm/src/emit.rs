@@ -13,7 +13,7 @@ use inkwell::builder::{Builder, BuilderError};
 use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{Linkage, Module};
-use inkwell::types::BasicTypeEnum;
+use inkwell::types::{BasicTypeEnum, VectorType};
 use inkwell::values::{BasicValue, BasicValueEnum, FunctionValue, InstructionValue, IntValue, PointerValue};
 use inkwell::{FloatPredicate, IntPredicate};
 use nax_back_native::{Binary, Compare, Emitter, Kind, Unary};
@@ -476,6 +476,13 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
 
     fn vector_add(&mut self, kind: Kind, _lanes: u32, a: Self::Value, b: Self::Value) -> Self::Value {
         let r = self.builder.build_float_add(a.into_vector_value(), b.into_vector_value(), "");
+        self.value(r, kind)
+    }
+
+    fn shuffle(&mut self, kind: Kind, _lanes: u32, a: Self::Value, b: Self::Value, mask: &[u32]) -> Self::Value {
+        let lane = self.context.i32_type();
+        let mask: Vec<IntValue<'ctx>> = mask.iter().map(|&m| lane.const_int(u64::from(m), false)).collect();
+        let r = self.builder.build_shuffle_vector(a.into_vector_value(), b.into_vector_value(), VectorType::const_vector(&mask), "");
         self.value(r, kind)
     }
 
