@@ -232,6 +232,12 @@ fn cases() -> Vec<Case> {
         case("int_pow_and_compare", "dim n = 23\ndef f(i: Int[n], j: i32[n]) -> Int[n] {\n    return pow(i, 3) + where(j > 1, int(j), -1)\n}\n"),
         Case { special_values: true, ..case("f16_specials", "dim n = 1029\ndef f(x: f16[n]) -> f16[n] {\n    return x * 0.001 + exp(x) + x * 40000.0\n}\n") },
         Case { special_values: true, ..case("bf16_specials", "dim n = 1029\ndef f(y: bf16[n]) -> bf16[n] {\n    return y * 1e38 + sqrt(abs(y)) * 0.001\n}\n") },
+        // Column blocks narrower than the rows (64 columns for 600
+        // positions along the axis), the last one partial.
+        case(
+            "softmax_middle_column_blocks",
+            "dim b = 2\ndim n = 600\ndim m = 150\ndef f(x: [b n m]) -> [b n m] {\n    return softmax(x, n) + log_softmax(x, n)\n}\n",
+        ),
         Case {
             special_values: true,
             ..case(

@@ -33,13 +33,11 @@ use std::collections::HashMap;
 /// the same sizes takes about 3.
 const TILE: (u64, u64) = (128, 128);
 
-/// The width of the column blocks of a softmax along a strided axis: 1024
-/// f32s, one 4 KiB page of each row. Wider blocks stream longer runs of
-/// contiguous memory; narrower ones stay in cache between the passes but
-/// jump pages. Measured on `softmax_mid` (`[32 512 512]`, ms, alternating
-/// runs): blocks of 64: 8.2, of 128: 8.0-8.6, of 512 (whole rows): 6.2-6.4;
-/// three kernels instead: 8.7-9.0.
-const COLUMNS: u64 = 1024;
+/// The widths the column blocks of a softmax along a strided axis keep
+/// to (see [`Former::column_block`]): at least 64 columns (256 bytes of
+/// each row of f32, four cache lines, for the prefetchers to follow), at
+/// most 1024.
+const COLUMNS: (u64, u64) = (64, 1024);
 
 /// What a graph node became.
 #[derive(Clone)]
@@ -364,7 +362,7 @@ impl Former<'_> {
                 s.transpose = self.transposed_read(out, &loads, rank);
             }
             Body::Along { func, axis, .. } if Schedule::takes_columns(&self.p.symbols, self.p.buffers[out].dtype, loops, *func, *axis) => {
-                s.columns = Some(COLUMNS)
+                s.columns = Some(self.column_block(out, loops[*axis].extent))
             }
             Body::Reduce { .. }
                 if s.gemm.is_none()
@@ -379,6 +377,26 @@ impl Former<'_> {
             _ => {}
         }
         s
+    }
+
+    /// The width of the column blocks of a softmax into `out` along an axis
+    /// of `extent` positions: the widest power of two whose block of the
+    /// input and the output (`extent` rows each) fills at most half the
+    /// target's second-level cache, so the passes after the first (the
+    /// sum of exponentials, kept in the output, and their scaling) find the
+    /// block there, within [`COLUMNS`]. Measured on `softmax_mid` (`[32 512
+    /// 512]` f32, 1 MiB second-level cache: 128 columns, ms, interleaved
+    /// rounds): 64: 2.0-2.5, 128: 1.4-1.9, 256: 2.0-2.4, 1024 (whole rows):
+    /// 2.1-2.4; widths that do not divide the rows, 96 to 192: 3.1-3.9. An
+    /// online maximum and sum in one pass, then one pass writing the result
+    /// (two exponentials per element and the rescaling's, where keeping the
+    /// exponentials takes one), was slower at every width: 2.7-3.1.
+    fn column_block(&self, out: usize, extent: Size) -> u64 {
+        let rows = self.p.symbols.constant(extent).unwrap_or(1).max(1);
+        let bytes = self.p.buffers[out].dtype.size_bytes() as u64;
+        let fits = self.target.cache_bytes[1] / 2 / (2 * rows * bytes);
+        let widest = if fits == 0 { 0 } else { 1 << fits.ilog2() };
+        widest.clamp(COLUMNS.0, COLUMNS.1)
     }
 
     /// The read a tiled store over `rank` loops stages through its output
