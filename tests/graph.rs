@@ -162,6 +162,25 @@ fn malformed_transposed_reads_are_rejected() {
     }
 }
 
+/// The verifier accepts a prefetch of rows ahead only in a kernel with row
+/// reductions, and of one row or more.
+#[test]
+fn prefetches_of_rows_need_row_reductions() {
+    let first = |file: &str| -> String {
+        let text = std::fs::read_to_string(root().join("tests/graphs").join(file)).expect("kernels file");
+        let rest = text.split_once("program ").map_or("", |(_, rest)| rest);
+        format!("program {}", rest.split("\nprogram ").next().unwrap_or_default()) + "\n"
+    };
+    let layernorm = first("rows.kernels");
+    let parsed = nax_kernel::text::parse(&layernorm).expect("parse");
+    assert!(nax_kernel::verify(&parsed).is_empty(), "{:?}", nax_kernel::verify(&parsed));
+    let transpose_add = first("schedules.kernels");
+    for broken in [layernorm.replacen("prefetch 1", "prefetch 0", 1), transpose_add.replacen(" store", " prefetch 1 store", 1)] {
+        let problems = nax_kernel::verify(&nax_kernel::text::parse(&broken).expect("parse"));
+        assert!(problems.iter().any(|p| p.contains("prefetches rows")), "{problems:?}");
+    }
+}
+
 /// The verifier rejects attention kernels the driver could not run: a value
 /// that reads the rows, a score that is not a product of two loads, a
 /// missing `flash` schedule, or scratch of the wrong shape.

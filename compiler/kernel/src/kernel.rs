@@ -208,6 +208,11 @@ pub struct Schedule {
     pub gemm: Option<GemmLoops>,
     /// An attention kernel's loops and tiles.
     pub attention: Option<AttentionLoops>,
+    /// A kernel with row reductions asks, at the start of each row, for
+    /// the row this many rows ahead of its output (to write) and of each
+    /// operand it reads at its own position (the nest's loops in order),
+    /// so that memory fetches them while this row's passes compute.
+    pub prefetch: Option<u64>,
 }
 
 /// How a tiled store reads an operand transposed: the loads of `buffer`

@@ -128,6 +128,9 @@ pub fn verify(p: &Program) -> Vec<String> {
         if !kernel.rows.is_empty() && !attention && !crate::rows::takes_rows(kernel) {
             errors.push(format!("kernel {k}: row reductions need a plain store whose last loop is not parallel"));
         }
+        if kernel.schedule.prefetch.is_some_and(|rows| rows == 0 || kernel.rows.is_empty() || attention) {
+            errors.push(format!("kernel {k}: only a store with row reductions prefetches rows ahead (one or more)"));
+        }
         // Row reduction j reads rows before it; the body reads any.
         for (j, value) in kernel.values().enumerate() {
             check_expr(p, kernel, value, j, &mut |m| errors.push(format!("kernel {k}: {m}")));

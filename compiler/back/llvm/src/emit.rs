@@ -479,6 +479,26 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
         self.value(r, kind)
     }
 
+    fn prefetch(&mut self, kind: Kind, buffer: usize, index: Self::Value, write: bool) {
+        let Some(&base) = self.buffers.get(&buffer) else {
+            self.error.get_or_insert(format!("buffer %{buffer} is not a parameter of the kernel"));
+            return;
+        };
+        // Not `inbounds`: the address may lie past the buffer (a prefetch never faults).
+        // SAFETY (of the emitted code): the pointer is only prefetched, never dereferenced.
+        let ptr = match unsafe { self.builder.build_gep(self.ty(kind), base, &[index.into_int_value()], "") } {
+            Ok(p) => p,
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                return;
+            }
+        };
+        let int = self.context.i32_type();
+        // Kept in every cache level (locality 3), as data (cache type 1).
+        let args = [ptr.into(), int.const_int(u64::from(write), false).into(), int.const_int(3, false).into(), int.const_int(1, false).into()];
+        self.intrinsic("llvm.prefetch", &[ptr.get_type().into()], &args, Kind::I8);
+    }
+
     fn shuffle(&mut self, kind: Kind, _lanes: u32, a: Self::Value, b: Self::Value, mask: &[u32]) -> Self::Value {
         let lane = self.context.i32_type();
         let mask: Vec<IntValue<'ctx>> = mask.iter().map(|&m| lane.const_int(u64::from(m), false)).collect();

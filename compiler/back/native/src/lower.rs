@@ -114,6 +114,9 @@ impl<E: Emitter> Lowering<'_, E> {
                 let last = self.k.loops.len() - 1;
                 let outer: Vec<usize> = (0..last).collect();
                 let open = self.open(&outer);
+                if let Some(ahead) = self.k.schedule.prefetch {
+                    self.prefetch_row(ahead as i64);
+                }
                 for row in &self.k.rows {
                     let (x, kind) = self.reduce(row.op, row.dtype, &row.value, &[last]);
                     // Rounded to its dtype, as a stored and reloaded value would be.
@@ -200,6 +203,43 @@ impl<E: Emitter> Lowering<'_, E> {
             handles.push(h);
         }
         handles
+    }
+
+    /// Prefetches the row `ahead` rows after the current one (the last
+    /// loop's positions) of each operand the kernel reads at its own
+    /// position, to read, and of the output, to write: one request per
+    /// cache line of each, the operands' first (they are needed first),
+    /// line by line. The row's index along the last loop is left at 0.
+    fn prefetch_row(&mut self, ahead: i64) {
+        let last = self.k.loops.len() - 1;
+        let own: Vec<Index> = (0..=last).map(Index::Loop).collect();
+        let mut rows: Vec<(usize, bool)> = Vec::new();
+        for (b, index) in self.k.values().flat_map(|v| v.loads()) {
+            if index == own.as_slice() && !rows.iter().any(|&(r, _)| r == b) {
+                rows.push((b, false));
+            }
+        }
+        rows.push((self.k.output, true));
+        self.index[last] = Some(self.e.int(Kind::I64, 0));
+        let length = self.extents[last];
+        let rows_ahead = self.e.int(Kind::I64, ahead);
+        let skip = self.e.binary(Binary::Mul, Kind::I64, length, rows_ahead);
+        let next: Vec<E::Value> = rows
+            .iter()
+            .map(|&(b, _)| {
+                let start = self.offset(b, &own);
+                self.e.binary(Binary::Add, Kind::I64, start, skip)
+            })
+            .collect();
+        // One step per 64-byte line of the widest elements (a narrower one's lines get a request or more each).
+        let widest = rows.iter().map(|&(b, _)| self.p.buffers[b].dtype.size_bytes()).max().unwrap_or(1);
+        let zero = self.e.int(Kind::I64, 0);
+        let (h, k) = self.e.begin_loop(zero, length, (64 / widest).max(1) as i64);
+        for (&(b, write), &first) in rows.iter().zip(&next) {
+            let at = self.e.binary(Binary::Add, Kind::I64, first, k);
+            self.e.prefetch(memory_kind(self.p.buffers[b].dtype), b, at, write);
+        }
+        self.e.end_loop(h);
     }
 
     /// Opens loop `i` over `first..stop`.
