@@ -214,10 +214,30 @@ fn cases() -> Vec<Case> {
             sizes: vec![("b", 0)],
             ..case("matmul_empty_batch", "dim n = 5\ndim k = 4\ndim m = 3\ndef f(x: [b n k], w: [k m]) -> [b n m] {\n    return x @ w\n}\n")
         },
+        // Transposed reads staged through the output in blocks of the
+        // vector lanes: edges of blocks, tiles and thread chunks; f64, i64,
+        // f16 and masks; transposed reads of another width than the
+        // output's (not staged).
+        case("transposed_read_edges", "dim n = 300\ndim m = 270\ndef f(x: [n m], y: [m n]) -> [n m] {\n    return x + gelu(y * 2.0)\n}\n"),
+        case(
+            "transposed_reads_of_every_width",
+            "dim b = 3\ndim n = 37\ndim m = 20\ndef f(x: f64[b n m], y: f64[b m n], i: Int[m b n], j: Int[b n m], h: f16[b m n], g: f16[b n m]) -> f64[b n m] {\n    return x * y + float(i * j) + float(h + g)\n}\n",
+        ),
+        case(
+            "transposed_self_and_masks",
+            "dim a = 70\ndim b = 70\ndef f(x: [a b], p: Mask[a b], q: Mask[b a]) -> [a b] {\n    return x - rearrange(x, a b -> b a) as [a b] + float(p and q) + float(x > rearrange(x, a b -> b a) as [a b])\n}\n",
+        ),
+        case("transposed_mask", "dim a = 70\ndim b = 45\ndef f(p: Mask[a b], q: Mask[b a]) -> Mask[a b] {\n    return p and !q\n}\n"),
         case("i64_wrapping", "dim n = 7\ndef f(i: Int[n]) -> Int[n] {\n    return i * 6000000000 * 6000000000 + i * -9000000000000000000\n}\n"),
         case("int_pow_and_compare", "dim n = 23\ndef f(i: Int[n], j: i32[n]) -> Int[n] {\n    return pow(i, 3) + where(j > 1, int(j), -1)\n}\n"),
         Case { special_values: true, ..case("f16_specials", "dim n = 1029\ndef f(x: f16[n]) -> f16[n] {\n    return x * 0.001 + exp(x) + x * 40000.0\n}\n") },
         Case { special_values: true, ..case("bf16_specials", "dim n = 1029\ndef f(y: bf16[n]) -> bf16[n] {\n    return y * 1e38 + sqrt(abs(y)) * 0.001\n}\n") },
+        // Column blocks narrower than the rows (64 columns for 600
+        // positions along the axis), the last one partial.
+        case(
+            "softmax_middle_column_blocks",
+            "dim b = 2\ndim n = 600\ndim m = 150\ndef f(x: [b n m]) -> [b n m] {\n    return softmax(x, n) + log_softmax(x, n)\n}\n",
+        ),
         Case {
             special_values: true,
             ..case(

@@ -137,6 +137,50 @@ fn every_graph_forms_kernels_that_verify() {
     println!("{count} kernels formed and verified");
 }
 
+/// The verifier rejects transposed reads a tiled store cannot stage
+/// through its output: a load the store does not make, one contiguous
+/// along the inner loop, lanes that are not a power of two (or one), an
+/// operand of another width than the output's, or no tile.
+#[test]
+fn malformed_transposed_reads_are_rejected() {
+    let text = std::fs::read_to_string(root().join("tests/graphs/schedules.kernels")).expect("schedules.kernels");
+    let transpose_add: String = text.lines().take_while(|l| !l.starts_with("program middle_sum")).map(|l| format!("{l}\n")).collect();
+    let parsed = nax_kernel::text::parse(&transpose_add).expect("parse");
+    assert!(nax_kernel::verify(&parsed).is_empty(), "{:?}", nax_kernel::verify(&parsed));
+    for (from, to) in [
+        ("transpose %0[i1 i0]", "transpose %0[i0 i1]"),
+        ("transpose %0[i1 i0]", "transpose %1[i0 i1]"),
+        ("by 4", "by 3"),
+        ("by 4", "by 1"),
+        ("buffer %0 f32[4096 4096]", "buffer %0 f64[4096 4096]"),
+        ("tile 128x128 ", ""),
+    ] {
+        assert!(transpose_add.contains(from), "{from}");
+        let broken = nax_kernel::text::parse(&transpose_add.replace(from, to)).expect("parse");
+        let problems = nax_kernel::verify(&broken);
+        assert!(problems.iter().any(|p| p.contains("a transposed read")), "{to}: {problems:?}");
+    }
+}
+
+/// The verifier accepts a prefetch of rows ahead only in a kernel with row
+/// reductions, and of one row or more.
+#[test]
+fn prefetches_of_rows_need_row_reductions() {
+    let first = |file: &str| -> String {
+        let text = std::fs::read_to_string(root().join("tests/graphs").join(file)).expect("kernels file");
+        let rest = text.split_once("program ").map_or("", |(_, rest)| rest);
+        format!("program {}", rest.split("\nprogram ").next().unwrap_or_default()) + "\n"
+    };
+    let layernorm = first("rows.kernels");
+    let parsed = nax_kernel::text::parse(&layernorm).expect("parse");
+    assert!(nax_kernel::verify(&parsed).is_empty(), "{:?}", nax_kernel::verify(&parsed));
+    let transpose_add = first("schedules.kernels");
+    for broken in [layernorm.replacen("prefetch 1", "prefetch 0", 1), transpose_add.replacen(" store", " prefetch 1 store", 1)] {
+        let problems = nax_kernel::verify(&nax_kernel::text::parse(&broken).expect("parse"));
+        assert!(problems.iter().any(|p| p.contains("prefetches rows")), "{problems:?}");
+    }
+}
+
 /// The verifier rejects attention kernels the driver could not run: a value
 /// that reads the rows, a score that is not a product of two loads, a
 /// missing `flash` schedule, or scratch of the wrong shape.

@@ -406,8 +406,12 @@ fn run_nest(sizes: &Sizes<'_>, kernel: &KernelPlan, nest: &Nest, f: KernelFn, ta
     // the table holds every buffer at its size for these slots.
     let call = |begin: usize, end: usize| unsafe { f(bufs as *const *mut u8, sizes_ptr as *const i64, begin as i64, end as i64) };
     if threads > 1 && nest_splits(&extents, nest) {
-        let chunks = n.min(threads * 4);
-        (0..chunks).into_par_iter().for_each(|c| call(c * n / chunks, (c + 1) * n / chunks));
+        // Chunks of whole grains (tiles): only the last grain may be partial.
+        let grain = nest.grain.max(1);
+        let grains = n.div_ceil(grain);
+        let chunks = grains.min(threads * 4);
+        let edge = |c: usize| (c * grains / chunks * grain).min(n);
+        (0..chunks).into_par_iter().for_each(|c| call(edge(c), edge(c + 1)));
     } else {
         call(0, n);
     }

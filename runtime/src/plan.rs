@@ -153,6 +153,10 @@ pub struct Nest {
     pub loops: usize,
     /// Whether the outermost loop may be split across threads.
     pub parallel: bool,
+    /// The outermost loop splits at multiples of this many positions (one
+    /// or more): the outer edge of its tiles when it is tiled, so that no
+    /// tile straddles two chunks.
+    pub grain: usize,
 }
 
 /// A batch of matrix products `out[rows, cols] = sum over inner of
@@ -296,7 +300,7 @@ impl NativePlan {
             let fits = k.output < buffers
                 && k.loops.iter().all(size_ok)
                 && match &k.strategy {
-                    Strategy::Nest(n) => n.loops <= loops,
+                    Strategy::Nest(n) => n.loops <= loops && n.grain > 0,
                     Strategy::Gemm(g) => {
                         g.batch.iter().all(loop_ok)
                             && g.rows.iter().all(loop_ok)
@@ -342,7 +346,7 @@ mod tests {
                 BufferPlan { dtype: DType::F32, shape: vec![SizeRef::Const(4)], kind: BufferKind::Input(0) },
                 BufferPlan { dtype: DType::F32, shape: vec![SizeRef::Const(4)], kind: BufferKind::Temporary },
             ],
-            kernels: vec![KernelPlan { output: 1, loops: vec![SizeRef::Const(4)], strategy: Strategy::Nest(Nest { loops: 1, parallel: true }) }],
+            kernels: vec![KernelPlan { output: 1, loops: vec![SizeRef::Const(4)], strategy: Strategy::Nest(Nest { loops: 1, parallel: true, grain: 1 }) }],
             microkernels: vec![Microkernel { dtype: DType::F32, rows: 4, cols: 8, lanes: 8 }],
             result: 1,
         }
@@ -369,7 +373,10 @@ mod tests {
         p.kernels[0].output = 5;
         broken.push(p);
         let mut p = nest();
-        p.kernels[0].strategy = Strategy::Nest(Nest { loops: 2, parallel: false });
+        p.kernels[0].strategy = Strategy::Nest(Nest { loops: 2, parallel: false, grain: 1 });
+        broken.push(p);
+        let mut p = nest();
+        p.kernels[0].strategy = Strategy::Nest(Nest { loops: 1, parallel: true, grain: 0 });
         broken.push(p);
         let operand = |buffer, index| Operand { buffer, index };
         let mut p = nest();

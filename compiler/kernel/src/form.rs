@@ -9,7 +9,7 @@
 //! that use them.
 
 use crate::Target;
-use crate::kernel::{Body, Buffer, BufferKind, Expr, Index, Kernel, Loop, Program, Role, Schedule, constructor_value};
+use crate::kernel::{Body, Buffer, BufferKind, Expr, Index, Kernel, Loop, Program, Role, Schedule, Transpose, constructor_value};
 use nax_ir::Type;
 use nax_ir::{Graph, MapFn, Op};
 use nax_ops::{AlongAxis, Reduction};
@@ -18,22 +18,26 @@ use nax_runtime::Size;
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 
-/// The tiles of a transposed read: 128 positions of the outer loop by 16
-/// of the inner, vectorised one (16 f32s are one 64-byte cache line). Each
-/// tile reads 16 rows of the transposed operand along 128 contiguous
-/// elements, which the prefetchers follow, and each line of the other
-/// operand and the output whole. Measured on `transpose_add` (4096 x 4096,
-/// ms, alternating runs): 16 x 16: 21-23, 64 x 16: 15-17.5, 128 x 16:
-/// 14-15, 256 x 16: 16, 8 x 64: 42, 16 x 64: 38, 128 x 32: 29.
-const TILE: (u64, u64) = (128, 16);
+/// The tiles of a transposed read: 128 positions of the outer loop by 128
+/// of the inner, vectorised one. Each tile reads 128 rows of the
+/// transposed operand along 128 contiguous elements (512 bytes of f32),
+/// and 128 rows of the other operand and the output along 128; when the
+/// transposed read is staged through the output ([`Transpose`]), the
+/// store's inner loop runs over 128 positions, too many for LLVM to
+/// unroll whole (unrolled, it would vectorise the outer loop instead, with
+/// gathers and scatters). Measured on `transpose_add` (4096 x 4096 f32,
+/// AVX-512, blocks of 16 x 16, ms, best of four interleaved rounds):
+/// 128 x 128: 5.3, 128 x 256: 5.4, 64 x 128: 5.7, 64 x 256: 5.7, 128 x 64:
+/// 5.8, 16 x 256: 5.8, 32 x 128: 6.1, 256 x 64: 6.3 (the tiles of 128 x 16
+/// before the staging: 95 to 100); the untransposed `elementwise` add of
+/// the same sizes takes about 3.
+const TILE: (u64, u64) = (128, 128);
 
-/// The width of the column blocks of a softmax along a strided axis: 1024
-/// f32s, one 4 KiB page of each row. Wider blocks stream longer runs of
-/// contiguous memory; narrower ones stay in cache between the passes but
-/// jump pages. Measured on `softmax_mid` (`[32 512 512]`, ms, alternating
-/// runs): blocks of 64: 8.2, of 128: 8.0-8.6, of 512 (whole rows): 6.2-6.4;
-/// three kernels instead: 8.7-9.0.
-const COLUMNS: u64 = 1024;
+/// The widths the column blocks of a softmax along a strided axis keep
+/// to (see [`Former::column_block`]): at least 64 columns (256 bytes of
+/// each row of f32, four cache lines, for the prefetchers to follow), at
+/// most 1024.
+const COLUMNS: (u64, u64) = (64, 1024);
 
 /// What a graph node became.
 #[derive(Clone)]
@@ -133,6 +137,7 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, String> {
             products: Vec::new(),
         },
         values: HashMap::new(),
+        target: *target,
     };
     for n in order {
         let v = f.node(n)?;
@@ -166,6 +171,7 @@ struct Former<'g> {
     g: &'g Graph,
     p: Program,
     values: HashMap<NodeIndex, Value>,
+    target: Target,
 }
 
 fn shape(ty: &Type) -> Vec<Size> {
@@ -351,9 +357,12 @@ impl Former<'_> {
         let contiguous = |l: usize| loads.iter().any(|(_, index)| index.last() == Some(&Index::Loop(l)));
         let mut s = Schedule { gemm: self.gemm_loops(out, loops, body), ..Schedule::default() };
         match body {
-            Body::Store(_) if rank >= 2 && strided(rank - 1) && contiguous(rank - 2) => s.tile = Some(TILE),
+            Body::Store(_) if rank >= 2 && strided(rank - 1) && contiguous(rank - 2) => {
+                s.tile = Some(TILE);
+                s.transpose = self.transposed_read(out, &loads, rank);
+            }
             Body::Along { func, axis, .. } if Schedule::takes_columns(&self.p.symbols, self.p.buffers[out].dtype, loops, *func, *axis) => {
-                s.columns = Some(COLUMNS)
+                s.columns = Some(self.column_block(out, loops[*axis].extent))
             }
             Body::Reduce { .. }
                 if s.gemm.is_none()
@@ -368,6 +377,41 @@ impl Former<'_> {
             _ => {}
         }
         s
+    }
+
+    /// The width of the column blocks of a softmax into `out` along an axis
+    /// of `extent` positions: the widest power of two whose block of the
+    /// input and the output (`extent` rows each) fills at most half the
+    /// target's second-level cache, so the passes after the first (the
+    /// sum of exponentials, kept in the output, and their scaling) find the
+    /// block there, within [`COLUMNS`]. Measured on `softmax_mid` (`[32 512
+    /// 512]` f32, 1 MiB second-level cache: 128 columns, ms, interleaved
+    /// rounds): 64: 2.0-2.5, 128: 1.4-1.9, 256: 2.0-2.4, 1024 (whole rows):
+    /// 2.1-2.4; widths that do not divide the rows, 96 to 192: 3.1-3.9. An
+    /// online maximum and sum in one pass, then one pass writing the result
+    /// (two exponentials per element and the rescaling's, where keeping the
+    /// exponentials takes one), was slower at every width: 2.7-3.1.
+    fn column_block(&self, out: usize, extent: Size) -> u64 {
+        let rows = self.p.symbols.constant(extent).unwrap_or(1).max(1);
+        let bytes = self.p.buffers[out].dtype.size_bytes() as u64;
+        let fits = self.target.cache_bytes[1] / 2 / (2 * rows * bytes);
+        let widest = if fits == 0 { 0 } else { 1 << fits.ilog2() };
+        widest.clamp(COLUMNS.0, COLUMNS.1)
+    }
+
+    /// The read a tiled store over `rank` loops stages through its output
+    /// (see [`Transpose`]): the first load whose last axis alone the outer
+    /// tiled loop (`rank - 2`) indexes and another the inner one, of the
+    /// output's element width, in blocks of the target's vector lanes.
+    fn transposed_read(&self, out: usize, loads: &[(usize, &[Index])], rank: usize) -> Option<Transpose> {
+        let (outer, inner) = (Index::Loop(rank - 2), Index::Loop(rank - 1));
+        let width = self.p.buffers[out].dtype.size_bytes();
+        let lanes = self.target.vector_bytes / width as u32;
+        let &(buffer, index) = loads.iter().find(|(b, index)| {
+            let Some((last, rest)) = index.split_last() else { return false };
+            *last == outer && !rest.contains(&outer) && rest.contains(&inner) && self.p.buffers[*b].dtype.size_bytes() == width
+        })?;
+        (lanes >= 2 && lanes.is_power_of_two()).then(|| Transpose { buffer, index: index.to_vec(), lanes })
     }
 
     /// The loop roles of a contraction that a packed matrix product can run:

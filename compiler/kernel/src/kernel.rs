@@ -190,6 +190,9 @@ pub struct Schedule {
     /// (the outer loop's, then the inner loop's): a transposed read then
     /// touches one cache-sized block at a time.
     pub tile: Option<(u64, u64)>,
+    /// A tiled store's transposed read, staged through the output by
+    /// in-register transposes (see [`Transpose`]).
+    pub transpose: Option<Transpose>,
     /// A softmax or log_softmax along a strided axis runs in blocks of
     /// this many positions of the last loop: per block, its passes along
     /// the axis run over contiguous rows of the block, the block's maximum
@@ -205,6 +208,29 @@ pub struct Schedule {
     pub gemm: Option<GemmLoops>,
     /// An attention kernel's loops and tiles.
     pub attention: Option<AttentionLoops>,
+    /// A kernel with row reductions asks, at the start of each row, for
+    /// the row this many rows ahead of its output (to write) and of each
+    /// operand it reads at its own position (the nest's loops in order),
+    /// so that memory fetches them while this row's passes compute.
+    pub prefetch: Option<u64>,
+}
+
+/// How a tiled store reads an operand transposed: the loads of `buffer`
+/// at `index`, whose last axis is indexed by the tile's outer loop (and
+/// only it) and another by its inner loop. Per tile, before the store,
+/// each block of `lanes` x `lanes` positions is read as `lanes` vectors
+/// along the outer loop (contiguous), transposed in registers, and written
+/// as `lanes` vectors into the output's rows (the tile's elements off the
+/// blocks are copied one by one); the store then reads those elements
+/// back from the output at its own position, contiguous along the inner
+/// loop, in place of the loads. The buffer's elements have the output's
+/// width, so the output holds them bit for bit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transpose {
+    pub buffer: usize,
+    pub index: Vec<Index>,
+    /// The block's edge: the elements of one vector register, a power of two.
+    pub lanes: u32,
 }
 
 /// How an attention kernel runs: per position of the batch loops and per
@@ -381,6 +407,9 @@ impl Program {
             k.output = new_index[k.output];
             if let Some(a) = &mut k.schedule.attention {
                 a.scratch = a.scratch.map(|b| new_index[b]);
+            }
+            if let Some(t) = &mut k.schedule.transpose {
+                t.buffer = new_index[t.buffer];
             }
             for v in k.values_mut() {
                 v.rewrite(&mut |e| {

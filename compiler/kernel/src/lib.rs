@@ -14,6 +14,6 @@ pub mod text;
 mod verify;
 
 pub use form::form;
-pub use kernel::{AttentionLoops, Body, Buffer, BufferKind, Estimate, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule};
+pub use kernel::{AttentionLoops, Body, Buffer, BufferKind, Estimate, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule, Transpose};
 pub use target::{ProductKernel, Target};
 pub use verify::verify;

@@ -13,7 +13,9 @@
 //!
 //! A load's indices are loops (`i1`), fixed positions (`2`), or `_` for a
 //! size-1 axis read at 0 (a broadcast). A kernel's schedule, when not the
-//! plain one, follows its loops: `order [i0 i2 i1]`, `tile 128x16`, `columns 64`, `gemm [BATCH] ROWS COLS INNER`
+//! plain one, follows its loops: `order [i0 i2 i1]`, `tile 128x16` (with a transposed read staged
+//! through the output: `transpose %0[i1 i0] by 16`, the buffer, its index and the lanes of a block),
+//! `columns 64`, `prefetch 1` (rows ahead, in a kernel with row reductions), `gemm [BATCH] ROWS COLS INNER`
 //! (loops, `_` for none; an epilogue follows as `then EXPR;`), `flash [BATCH] ROWS COLS 64x128 %S %A %M`
 //! (an attention's loops, tiles and tile buffers). Row reductions come next, each ending in `;`
 //! (`row mean f32 load %0[i0 i1];`), and the body reads them as `row0`, ...
@@ -35,12 +37,15 @@ fn index_text(i: Index) -> String {
     }
 }
 
+/// A buffer read at an index: `%0[i1 i0]`.
+fn access_text(buffer: usize, index: &[Index]) -> String {
+    let idx: Vec<String> = index.iter().map(|&i| index_text(i)).collect();
+    format!("%{buffer}[{}]", idx.join(" "))
+}
+
 fn expr_text(e: &Expr) -> String {
     match e {
-        Expr::Load { buffer, index } => {
-            let idx: Vec<String> = index.iter().map(|&i| index_text(i)).collect();
-            format!("load %{buffer}[{}]", idx.join(" "))
-        }
+        Expr::Load { buffer, index } => format!("load {}", access_text(*buffer, index)),
         Expr::Literal(Literal::Int(v)) => v.to_string(),
         Expr::Literal(Literal::Float(v)) => format!("{v:?}"),
         Expr::Literal(Literal::Bool(v)) => v.to_string(),
@@ -105,8 +110,14 @@ pub fn print(p: &Program) -> String {
         if let Some((outer, inner)) = k.schedule.tile {
             let _ = write!(schedule, " tile {outer}x{inner}");
         }
+        if let Some(t) = &k.schedule.transpose {
+            let _ = write!(schedule, " transpose {} by {}", access_text(t.buffer, &t.index), t.lanes);
+        }
         if let Some(c) = k.schedule.columns {
             let _ = write!(schedule, " columns {c}");
+        }
+        if let Some(rows) = k.schedule.prefetch {
+            let _ = write!(schedule, " prefetch {rows}");
         }
         if let Some(g) = &k.schedule.gemm {
             let batch: Vec<String> = g.batch.iter().map(|l| format!("i{l}")).collect();
@@ -199,20 +210,26 @@ impl<'a> Cursor<'a> {
         w.strip_prefix('i').and_then(|n| n.parse().ok()).ok_or_else(|| self.err(format!("expected a loop `iN`, found `{w}`")))
     }
 
+    /// `%N[INDEX ...]`.
+    fn access(&mut self) -> Result<(usize, Vec<Index>), ParseError> {
+        let buffer = self.reference()?;
+        self.expect("[")?;
+        let mut index = Vec::new();
+        while !self.eat("]") {
+            let w = self.word()?;
+            index.push(match w.strip_prefix('i') {
+                Some(n) => Index::Loop(n.parse().map_err(|_| self.err(format!("bad index `{w}`")))?),
+                None if w == "_" => Index::Zero,
+                None => Index::Const(w.parse().map_err(|_| self.err(format!("bad index `{w}`")))?),
+            });
+        }
+        Ok((buffer, index))
+    }
+
     fn expr(&mut self) -> Result<Expr, ParseError> {
         self.skip_space();
         if self.eat("load") {
-            let buffer = self.reference()?;
-            self.expect("[")?;
-            let mut index = Vec::new();
-            while !self.eat("]") {
-                let w = self.word()?;
-                index.push(match w.strip_prefix('i') {
-                    Some(n) => Index::Loop(n.parse().map_err(|_| self.err(format!("bad index `{w}`")))?),
-                    None if w == "_" => Index::Zero,
-                    None => Index::Const(w.parse().map_err(|_| self.err(format!("bad index `{w}`")))?),
-                });
-            }
+            let (buffer, index) = self.access()?;
             return Ok(Expr::Load { buffer, index });
         }
         let w = self.word()?;
@@ -336,8 +353,16 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                 if c.eat("tile") {
                     schedule.tile = Some(tile_edges(&mut c)?);
                 }
+                if c.eat("transpose") {
+                    let (buffer, index) = c.access()?;
+                    c.expect("by")?;
+                    schedule.transpose = Some(crate::kernel::Transpose { buffer, index, lanes: c.number()? });
+                }
                 if c.eat("columns") {
                     schedule.columns = Some(c.number()?);
+                }
+                if c.eat("prefetch") {
+                    schedule.prefetch = Some(c.number()?);
                 }
                 if c.eat("gemm") {
                     c.expect("[")?;

@@ -1,7 +1,8 @@
 //! The kernel verifier: every load names an existing buffer with one index
 //! per axis, every loop index is in the nest, every indexed axis has the
 //! extent of its loop (or size 1 for index 0), and the schedule's order is
-//! an order of the loops with the parallel loop outermost, row
+//! an order of the loops with the parallel loop outermost, a transposed
+//! read is one the tiled store can stage through its output, row
 //! reductions read only rows computed before them, and every product has
 //! a microkernel of its dtype (one per dtype, of a shape the driver runs).
 
@@ -77,6 +78,13 @@ pub fn verify(p: &Program) -> Vec<String> {
         if kernel.schedule.tile.is_some_and(|(a, b)| a == 0 || b == 0) {
             errors.push(format!("kernel {k}: a tile of edge 0"));
         }
+        if let Some(t) = &kernel.schedule.transpose
+            && !stages_transposed(p, kernel, t)
+        {
+            errors.push(format!(
+                "kernel {k}: a transposed read is a load of the tiled store, of the output's element width, whose last axis alone the tile's outer loop indexes and another its inner loop, in blocks of a power of two (two or more) lanes"
+            ));
+        }
         let attention = matches!(kernel.body, Body::Attention { .. });
         if attention != kernel.schedule.attention.is_some() {
             errors.push(format!("kernel {k}: an attention body and a flash schedule go together"));
@@ -120,12 +128,34 @@ pub fn verify(p: &Program) -> Vec<String> {
         if !kernel.rows.is_empty() && !attention && !crate::rows::takes_rows(kernel) {
             errors.push(format!("kernel {k}: row reductions need a plain store whose last loop is not parallel"));
         }
+        if kernel.schedule.prefetch.is_some_and(|rows| rows == 0 || kernel.rows.is_empty() || attention) {
+            errors.push(format!("kernel {k}: only a store with row reductions prefetches rows ahead (one or more)"));
+        }
         // Row reduction j reads rows before it; the body reads any.
         for (j, value) in kernel.values().enumerate() {
             check_expr(p, kernel, value, j, &mut |m| errors.push(format!("kernel {k}: {m}")));
         }
     }
     errors
+}
+
+/// Whether a kernel can stage this transposed read through its output
+/// (see [`crate::kernel::Transpose`]).
+fn stages_transposed(p: &Program, kernel: &crate::kernel::Kernel, t: &crate::kernel::Transpose) -> bool {
+    let order = kernel.order();
+    let (Some(&outer), Some(&inner)) = (order.len().checked_sub(2).and_then(|i| order.get(i)), order.last()) else { return false };
+    let Some((last, rest)) = t.index.split_last() else { return false };
+    let loaded = kernel.body.exprs().iter().any(|v| v.loads().contains(&(t.buffer, t.index.as_slice())));
+    kernel.schedule.tile.is_some()
+        && matches!(kernel.body, Body::Store(_))
+        && kernel.rows.is_empty()
+        && loaded
+        && *last == Index::Loop(outer)
+        && !rest.contains(&Index::Loop(outer))
+        && rest.contains(&Index::Loop(inner))
+        && t.lanes >= 2
+        && t.lanes.is_power_of_two()
+        && p.buffers.get(t.buffer).zip(p.buffers.get(kernel.output)).is_some_and(|(b, out)| b.dtype.size_bytes() == out.dtype.size_bytes())
 }
 
 fn check_expr(p: &Program, kernel: &crate::kernel::Kernel, e: &Expr, rows: usize, report: &mut dyn FnMut(String)) {

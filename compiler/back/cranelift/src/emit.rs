@@ -11,7 +11,7 @@
 //! 0 or 1, which is what Cranelift's comparisons give.
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{AbiParam, Block, FuncRef, Function, InstBuilder, MemFlagsData, Signature, Type, Value, types};
+use cranelift_codegen::ir::{AbiParam, Block, ConstantData, Endianness, FuncRef, Function, InstBuilder, MemFlagsData, Signature, Type, Value, types};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Module};
@@ -351,6 +351,17 @@ impl Emitter for KernelEmitter<'_> {
 
     fn vector_add(&mut self, _kind: Kind, _lanes: u32, a: Value, b: Value) -> Value {
         self.builder.ins().fadd(a, b)
+    }
+
+    fn shuffle(&mut self, kind: Kind, lanes: u32, a: Value, b: Value, mask: &[u32]) -> Value {
+        // Cranelift shuffles the bytes of 16-byte vectors: each lane's bytes.
+        let width = type_of(kind).bytes();
+        let bytes: Vec<u8> = mask.iter().flat_map(|&lane| (0..width).map(move |byte| (lane * width + byte) as u8)).collect();
+        let mask = self.builder.func.dfg.immediates.push(ConstantData::from(bytes.as_slice()));
+        let lane_order = MemFlagsData::new().with_endianness(Endianness::Little);
+        let (a, b) = (self.builder.ins().bitcast(types::I8X16, lane_order, a), self.builder.ins().bitcast(types::I8X16, lane_order, b));
+        let shuffled = self.builder.ins().shuffle(a, b, mask);
+        self.builder.ins().bitcast(vector_type(kind, lanes), lane_order, shuffled)
     }
 
     fn begin_loop(&mut self, start: Value, end: Value, step: i64) -> (CountedLoop, Value) {

@@ -13,7 +13,7 @@ use inkwell::builder::{Builder, BuilderError};
 use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{Linkage, Module};
-use inkwell::types::BasicTypeEnum;
+use inkwell::types::{BasicTypeEnum, VectorType};
 use inkwell::values::{BasicValue, BasicValueEnum, FunctionValue, InstructionValue, IntValue, PointerValue};
 use inkwell::{FloatPredicate, IntPredicate};
 use nax_back_native::{Binary, Compare, Emitter, Kind, Unary};
@@ -476,6 +476,33 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
 
     fn vector_add(&mut self, kind: Kind, _lanes: u32, a: Self::Value, b: Self::Value) -> Self::Value {
         let r = self.builder.build_float_add(a.into_vector_value(), b.into_vector_value(), "");
+        self.value(r, kind)
+    }
+
+    fn prefetch(&mut self, kind: Kind, buffer: usize, index: Self::Value, write: bool) {
+        let Some(&base) = self.buffers.get(&buffer) else {
+            self.error.get_or_insert(format!("buffer %{buffer} is not a parameter of the kernel"));
+            return;
+        };
+        // Not `inbounds`: the address may lie past the buffer (a prefetch never faults).
+        // SAFETY (of the emitted code): the pointer is only prefetched, never dereferenced.
+        let ptr = match unsafe { self.builder.build_gep(self.ty(kind), base, &[index.into_int_value()], "") } {
+            Ok(p) => p,
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                return;
+            }
+        };
+        let int = self.context.i32_type();
+        // Kept in every cache level (locality 3), as data (cache type 1).
+        let args = [ptr.into(), int.const_int(u64::from(write), false).into(), int.const_int(3, false).into(), int.const_int(1, false).into()];
+        self.intrinsic("llvm.prefetch", &[ptr.get_type().into()], &args, Kind::I8);
+    }
+
+    fn shuffle(&mut self, kind: Kind, _lanes: u32, a: Self::Value, b: Self::Value, mask: &[u32]) -> Self::Value {
+        let lane = self.context.i32_type();
+        let mask: Vec<IntValue<'ctx>> = mask.iter().map(|&m| lane.const_int(u64::from(m), false)).collect();
+        let r = self.builder.build_shuffle_vector(a.into_vector_value(), b.into_vector_value(), VectorType::const_vector(&mask), "");
         self.value(r, kind)
     }
 

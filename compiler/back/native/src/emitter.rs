@@ -157,6 +157,17 @@ pub trait Emitter {
     fn vector_multiply_add(&mut self, kind: Kind, lanes: u32, a: Self::Value, b: Self::Value, c: Self::Value) -> Self::Value;
     /// `a + b` lane by lane.
     fn vector_add(&mut self, kind: Kind, lanes: u32, a: Self::Value, b: Self::Value) -> Self::Value;
+    /// Lanes of two vectors of `lanes` elements chosen by `mask` (one
+    /// entry per lane): lane `i` of the result is lane `mask[i]` of `a`
+    /// when it is below `lanes`, else lane `mask[i] - lanes` of `b`. The
+    /// in-register transposes of a tiled store's transposed read use it.
+    fn shuffle(&mut self, kind: Kind, lanes: u32, a: Self::Value, b: Self::Value, mask: &[u32]) -> Self::Value;
+
+    /// Asks for the cache line of element `index` of `buffer` (elements of
+    /// `kind`), to read or, with `write`, to write, ahead of its use. A
+    /// hint: it never faults, so `index` may lie past the buffer's end,
+    /// and a back end may emit nothing.
+    fn prefetch(&mut self, _kind: Kind, _buffer: usize, _index: Self::Value, _write: bool) {}
 
     /// Starts `for i in (start..end).step_by(step)` (`I64`s); gives the loop
     /// and `i`. Code emitted until [`Emitter::end_loop`] is the loop's body.

@@ -1,15 +1,17 @@
 //! Kernel lowering, written once for every code generator: a kernel of the
 //! kernel IR becomes emitter calls. The loop nest is the kernel's (its
-//! parallel loop runs over the `begin..end` the driver gives); loads and
-//! stores index row-major buffers through strides computed once at entry;
-//! values compute in the kinds of [`crate::emitter::Kind`] with the
-//! reference interpreter's conversions, so every back end agrees with it.
+//! parallel loop runs over the `begin..end` the driver gives; a tile's
+//! transposed read is staged through the output by in-register
+//! transposes); loads and stores index row-major buffers through strides
+//! computed once at entry; values compute in the kinds of
+//! [`crate::emitter::Kind`] with the reference interpreter's conversions,
+//! so every back end agrees with it.
 
 use crate::emitter::{Binary, Compare, Emitter, Kind, Unary};
 use crate::math;
 use crate::plan::Slots;
 use nax_ir::{Literal, MapFn};
-use nax_kernel::{Body, Expr, GemmLoops, Index, Kernel, Program};
+use nax_kernel::{Body, Expr, GemmLoops, Index, Kernel, Program, Transpose};
 use nax_ops::{AlongAxis, Elementwise, Reduction};
 use nax_ops::{BinaryOp, UnaryOp};
 use nax_runtime::DType;
@@ -44,6 +46,10 @@ pub fn lower_kernel<E: Emitter>(e: &mut E, p: &Program, plan: &Slots, k: &Kernel
     let mut l = Lowering { e, p, plan, k, index: vec![None; k.loops.len()], strides: HashMap::new(), extents: Vec::new(), rows: Vec::new() };
     l.run();
 }
+
+/// A loop's span in the current tile: the loop, its first position and
+/// the position past its last.
+type Span<V> = (usize, V, V);
 
 struct Lowering<'a, E: Emitter> {
     e: &'a mut E,
@@ -108,6 +114,9 @@ impl<E: Emitter> Lowering<'_, E> {
                 let last = self.k.loops.len() - 1;
                 let outer: Vec<usize> = (0..last).collect();
                 let open = self.open(&outer);
+                if let Some(ahead) = self.k.schedule.prefetch {
+                    self.prefetch_row(ahead as i64);
+                }
                 for row in &self.k.rows {
                     let (x, kind) = self.reduce(row.op, row.dtype, &row.value, &[last]);
                     // Rounded to its dtype, as a stored and reloaded value would be.
@@ -121,12 +130,21 @@ impl<E: Emitter> Lowering<'_, E> {
                 self.close(open);
             }
             Body::Store(v) => {
-                let open = match self.k.schedule.tile {
-                    Some((outer, inner)) if order.len() >= 2 => self.open_tiled(&order, [outer as i64, inner as i64]),
-                    _ => self.open(&order),
+                let mut open = self.open(&order[..order.len().saturating_sub(2)]);
+                let inside = match self.k.schedule.tile {
+                    Some((outer, inner)) if order.len() >= 2 => {
+                        let (tiles, spans) = self.open_tiles(&order[order.len() - 2..], [outer as i64, inner as i64]);
+                        open.extend(tiles);
+                        if let Some(t) = &self.k.schedule.transpose {
+                            self.stage_transposed(t, spans);
+                        }
+                        spans.iter().map(|&(i, first, stop)| self.open_from(i, first, stop)).collect()
+                    }
+                    _ => self.open(&order[order.len().saturating_sub(2)..]),
                 };
                 let (x, kind) = self.eval(v);
                 self.store_output(x, kind);
+                self.close(inside);
                 self.close(open);
             }
             Body::Reduce { op, value } if order.iter().take(rank).copied().eq(0..rank) => {
@@ -187,27 +205,121 @@ impl<E: Emitter> Lowering<'_, E> {
         handles
     }
 
-    /// Opens loops in order, the last two in tiles of edges `edges`: the
-    /// two tile loops, then the loops inside one tile.
-    fn open_tiled(&mut self, order: &[usize], edges: [i64; 2]) -> Vec<E::Loop> {
-        let (outer, pair) = order.split_at(order.len() - 2);
-        let mut handles = self.open(outer);
-        let mut inner = Vec::with_capacity(2);
+    /// Prefetches the row `ahead` rows after the current one (the last
+    /// loop's positions) of each operand the kernel reads at its own
+    /// position, to read, and of the output, to write: one request per
+    /// cache line of each, the operands' first (they are needed first),
+    /// line by line. The row's index along the last loop is left at 0.
+    fn prefetch_row(&mut self, ahead: i64) {
+        let last = self.k.loops.len() - 1;
+        let own: Vec<Index> = (0..=last).map(Index::Loop).collect();
+        let mut rows: Vec<(usize, bool)> = Vec::new();
+        for (b, index) in self.k.values().flat_map(|v| v.loads()) {
+            if index == own.as_slice() && !rows.iter().any(|&(r, _)| r == b) {
+                rows.push((b, false));
+            }
+        }
+        rows.push((self.k.output, true));
+        self.index[last] = Some(self.e.int(Kind::I64, 0));
+        let length = self.extents[last];
+        let rows_ahead = self.e.int(Kind::I64, ahead);
+        let skip = self.e.binary(Binary::Mul, Kind::I64, length, rows_ahead);
+        let next: Vec<E::Value> = rows
+            .iter()
+            .map(|&(b, _)| {
+                let start = self.offset(b, &own);
+                self.e.binary(Binary::Add, Kind::I64, start, skip)
+            })
+            .collect();
+        // One step per 64-byte line of the widest elements (a narrower one's lines get a request or more each).
+        let widest = rows.iter().map(|&(b, _)| self.p.buffers[b].dtype.size_bytes()).max().unwrap_or(1);
+        let zero = self.e.int(Kind::I64, 0);
+        let (h, k) = self.e.begin_loop(zero, length, (64 / widest).max(1) as i64);
+        for (&(b, write), &first) in rows.iter().zip(&next) {
+            let at = self.e.binary(Binary::Add, Kind::I64, first, k);
+            self.e.prefetch(memory_kind(self.p.buffers[b].dtype), b, at, write);
+        }
+        self.e.end_loop(h);
+    }
+
+    /// Opens loop `i` over `first..stop`.
+    fn open_from(&mut self, i: usize, first: E::Value, stop: E::Value) -> E::Loop {
+        let (h, v) = self.e.begin_loop(first, stop, 1);
+        self.index[i] = Some(v);
+        h
+    }
+
+    /// Opens the loops over the tiles of two loops, of edges `edges`;
+    /// gives them and each loop's span in the current tile.
+    fn open_tiles(&mut self, pair: &[usize], edges: [i64; 2]) -> (Vec<E::Loop>, [Span<E::Value>; 2]) {
+        let mut handles = Vec::with_capacity(2);
+        let mut firsts = Vec::with_capacity(2);
         for (&i, t) in pair.iter().zip(edges) {
             let (start, end) = self.bounds(i);
-            let (h, v) = self.e.begin_loop(start, end, t);
+            let (h, first) = self.e.begin_loop(start, end, t);
             handles.push(h);
-            inner.push((i, v, end, t));
+            firsts.push((i, first, end, t));
         }
-        for (i, first, end, t) in inner {
+        let spans = [0, 1].map(|k| {
+            let (i, first, end, t) = firsts[k];
             let edge = self.e.int(Kind::I64, t);
             let past = self.e.binary(Binary::Add, Kind::I64, first, edge);
-            let stop = self.e.binary(Binary::Min, Kind::I64, past, end);
-            let (h, v) = self.e.begin_loop(first, stop, 1);
-            self.index[i] = Some(v);
-            handles.push(h);
+            (i, first, self.e.binary(Binary::Min, Kind::I64, past, end))
+        });
+        (handles, spans)
+    }
+
+    /// Stages a tile's transposed read in the output (see
+    /// [`nax_kernel::Transpose`]): each block of `lanes` x `lanes` whole
+    /// inside the tile as `lanes` vector loads along the outer loop, an
+    /// in-register transpose and `lanes` vector stores along the inner
+    /// loop; then the tile's other elements one by one (the rows past the
+    /// last whole block, then the columns past it in the blocks' rows).
+    fn stage_transposed(&mut self, t: &Transpose, [(outer, first0, stop0), (inner, first1, stop1)]: [Span<E::Value>; 2]) {
+        let kind = memory_kind(self.p.buffers[t.buffer].dtype);
+        let out = self.k.output;
+        let lanes = i64::from(t.lanes);
+        let rows_end = self.whole_blocks_end(first0, stop0, lanes);
+        let cols_end = self.whole_blocks_end(first1, stop1, lanes);
+        let (h_rows, i) = self.e.begin_loop(first0, rows_end, lanes);
+        let (h_cols, j) = self.e.begin_loop(first1, cols_end, lanes);
+        self.index[outer] = Some(i);
+        let mut block = Vec::with_capacity(t.lanes as usize);
+        for k in 0..lanes {
+            let k = self.e.int(Kind::I64, k);
+            self.index[inner] = Some(self.e.binary(Binary::Add, Kind::I64, j, k));
+            let at = self.offset(t.buffer, &t.index);
+            block.push(self.e.load_vector(kind, t.lanes, t.buffer, at));
         }
-        handles
+        transpose_block(self.e, kind, t.lanes, &mut block);
+        self.index[inner] = Some(j);
+        for (r, row) in block.into_iter().enumerate() {
+            let r = self.e.int(Kind::I64, r as i64);
+            self.index[outer] = Some(self.e.binary(Binary::Add, Kind::I64, i, r));
+            let at = self.output_at();
+            self.e.store_vector(kind, t.lanes, out, at, row);
+        }
+        self.e.end_loop(h_cols);
+        self.e.end_loop(h_rows);
+        for (rows, cols) in [((rows_end, stop0), (first1, stop1)), ((first0, rows_end), (cols_end, stop1))] {
+            let h_rows = self.open_from(outer, rows.0, rows.1);
+            let h_cols = self.open_from(inner, cols.0, cols.1);
+            let at = self.offset(t.buffer, &t.index);
+            let x = self.e.load(kind, t.buffer, at);
+            let to = self.output_at();
+            self.e.store(kind, out, to, x);
+            self.e.end_loop(h_cols);
+            self.e.end_loop(h_rows);
+        }
+    }
+
+    /// The end of the whole blocks of `lanes` (a power of two) positions
+    /// from `first` before `stop`.
+    fn whole_blocks_end(&mut self, first: E::Value, stop: E::Value, lanes: i64) -> E::Value {
+        let count = self.e.binary(Binary::Sub, Kind::I64, stop, first);
+        let whole = self.e.int(Kind::I64, -lanes);
+        let whole = self.e.binary(Binary::And, Kind::I64, count, whole);
+        self.e.binary(Binary::Add, Kind::I64, first, whole)
     }
 
     fn close(&mut self, handles: Vec<E::Loop>) {
@@ -722,9 +834,11 @@ impl<E: Emitter> Lowering<'_, E> {
     fn eval(&mut self, e: &Expr) -> (E::Value, Kind) {
         match e {
             Expr::Load { buffer, index } => {
-                let at = self.offset(*buffer, index);
+                // A transposed read staged in the output is read there, at the output's position.
+                let staged = self.k.schedule.transpose.as_ref().is_some_and(|t| t.buffer == *buffer && t.index == *index);
+                let (from, at) = if staged { (self.k.output, self.output_at()) } else { (*buffer, self.offset(*buffer, index)) };
                 let dtype = self.p.buffers[*buffer].dtype;
-                let raw = self.e.load(memory_kind(dtype), *buffer, at);
+                let raw = self.e.load(memory_kind(dtype), from, at);
                 (from_memory(self.e, raw, dtype), register_kind(dtype))
             }
             Expr::Literal(Literal::Int(v)) => (self.e.int(Kind::I64, *v), Kind::I64),
@@ -790,6 +904,26 @@ impl<E: Emitter> Lowering<'_, E> {
             MapFn::Binary(op) => binary(e, op, ck, values[0], values[1]),
             MapFn::Builtin(b) => builtin(e, b, ck, &values),
         }
+    }
+}
+
+/// Transposes a square block of vectors of `lanes` elements in
+/// registers: lane `c` of `rows[r]` becomes lane `r` of `rows[c]`. Radix
+/// 2: for each half-width `h` from `lanes / 2` down to 1, rows `a` and
+/// `a + h` (bit `h` of `a` clear) exchange their off-diagonal `h` x `h`
+/// blocks, two shuffles per pair of rows.
+fn transpose_block<E: Emitter>(e: &mut E, kind: Kind, lanes: u32, rows: &mut [E::Value]) {
+    let mut h = lanes / 2;
+    while h >= 1 {
+        let upper: Vec<u32> = (0..lanes).map(|l| if l & h == 0 { l } else { lanes + l - h }).collect();
+        let lower: Vec<u32> = (0..lanes).map(|l| if l & h == 0 { l + h } else { lanes + l }).collect();
+        let h_rows = h as usize;
+        for a in (0..rows.len()).filter(|a| a & h_rows == 0) {
+            let (x, y) = (rows[a], rows[a + h_rows]);
+            rows[a] = e.shuffle(kind, lanes, x, y, &upper);
+            rows[a + h_rows] = e.shuffle(kind, lanes, x, y, &lower);
+        }
+        h /= 2;
     }
 }
 

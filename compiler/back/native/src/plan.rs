@@ -103,9 +103,19 @@ impl Slots {
                 epilogue: g.epilogue.is_some(),
             })
         } else {
-            Strategy::Nest(Nest { loops: k.loops.len(), parallel: k.parallel_loop() })
+            Strategy::Nest(Nest { loops: k.loops.len(), parallel: k.parallel_loop(), grain: parallel_tile(k) })
         };
         Some(KernelPlan { output: k.output, loops, strategy })
+    }
+}
+
+/// The outer edge of a kernel's tiles when its parallel loop is the outer
+/// tiled loop (the driver then splits it at tile edges), else 1.
+fn parallel_tile(k: &Kernel) -> usize {
+    let order = k.order();
+    match k.schedule.tile {
+        Some((outer, _)) if k.parallel_loop() && order.len() >= 2 && order[order.len() - 2] == 0 => outer as usize,
+        _ => 1,
     }
 }
 
