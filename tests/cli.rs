@@ -129,6 +129,26 @@ fn build_writes_an_object_file_and_vectorised_llvm_ir() {
     assert!(!text.contains("call float @expf") && !text.contains("call double @exp"), "exp is a scalar call:\n{text}");
 }
 
+/// `--cpu generic` plans the products' microkernel for 16-byte vectors and
+/// compiles for any x86-64: the microkernel's vectors are 4 floats, and
+/// the code carries no CPU's features.
+#[test]
+fn build_for_the_generic_cpu() {
+    let dir = tempdir();
+    let gemm = crate::support::root().join("examples/workloads/gemm.nax");
+    let emit = |kind: &str, cpu: &str| {
+        let path = dir.join(format!("gemm-{kind}-{cpu}"));
+        let out = nax(&["build", gemm.to_str().unwrap(), "--emit", kind, "--cpu", cpu, "-o", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        std::fs::read_to_string(path).unwrap()
+    };
+    assert!(emit("kernels", "generic").contains("microkernel f32 6x8 lanes 4 "));
+    let ir = emit("llvm-ir", "generic");
+    assert!(ir.contains("define void @gemm_m0(") && ir.contains("\"target-cpu\"=\"x86-64\""), "{ir}");
+    assert!(ir.contains("<4 x float>") && !ir.contains("<16 x float>"), "{ir}");
+    assert!(emit("llvm-ir", "native").contains("define void @gemm_m0("));
+}
+
 #[test]
 fn timings_print_every_stage() {
     let dir = tempdir();
