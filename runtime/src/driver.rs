@@ -12,7 +12,7 @@
 use crate::call::CheckedCall;
 use crate::dtype::DType;
 use crate::error::RuntimeError;
-use crate::gemm::{Micro, Product, Strided, multiply};
+use crate::gemm::{Micro, Product, Strided, multiply, with_scratch};
 use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, KernelPlan, NativePlan, Nest, Operand, SizeRef, Strategy};
 use crate::signature::{Scalar, Signature};
 use crate::tensor::{HostTensor, TensorData};
@@ -32,6 +32,11 @@ const PARALLEL_WORK: usize = 1 << 15;
 
 /// Buffers of at least this many bytes ask for transparent huge pages.
 const HUGE_PAGES: usize = 4 << 20;
+
+thread_local! {
+    /// The size slots of the GEMM epilogue's current tile, kept by each thread.
+    static TILE_SLOTS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// What executes a checked call: the native driver over compiled kernels,
 /// or (in the compiler) the reference interpreter.
@@ -451,7 +456,7 @@ fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, entries: (Kern
     }
     let batch: usize = batch_loops.iter().map(|&l| extents[l]).product();
     let dtype = p.buffers[kernel.output].dtype;
-    let size = dtype.size_bytes() as isize;
+    let size = dtype.size_bytes();
     let (out_ptr, a_ptr, b_ptr) = (table.0[kernel.output] as usize, table.0[g.a.buffer] as usize, table.0[g.b.buffer] as usize);
     let base = sizes.slots.len();
     let product = |position: usize, threads: usize| {
@@ -468,29 +473,33 @@ fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, entries: (Kern
             oa += at * sa[l];
             ob += at * sb[l];
         }
-        let matrix = |ptr: usize, offset: isize, row_step: isize, col_step: isize| Strided { ptr: ptr.wrapping_add_signed(offset * size), row_step, col_step };
         let product = Product {
             m,
             n,
             k,
-            a: matrix(a_ptr, oa, along(&sa, g.rows), sa[g.inner]),
-            b: matrix(b_ptr, ob, sb[g.inner], along(&sb, g.cols)),
-            c: matrix(out_ptr, oo, along(&so, g.rows), along(&so, g.cols)),
+            a: Strided::new(a_ptr, oa, size, along(&sa, g.rows), sa[g.inner]),
+            b: Strided::new(b_ptr, ob, size, sb[g.inner], along(&sb, g.cols)),
+            c: Strided::new(out_ptr, oo, size, along(&so, g.rows), along(&so, g.cols)),
             accumulate: false,
         };
+        // Each tile's slots, in a buffer each thread keeps (this runs once per tile).
         let tile = |first_row: usize, rows: usize, first_col: usize, cols: usize| {
-            let mut slots = slots.clone();
-            if let Some(l) = g.rows {
-                slots[base + l] = first_row as i64;
-            }
-            if let Some(l) = g.cols {
-                slots[base + l] = first_col as i64;
-            }
-            slots[base + loops] = rows as i64;
-            slots[base + loops + 1] = cols as i64;
-            // SAFETY: the epilogue was compiled from this plan's kernel; the
-            // tile is inside the output, whose products are complete.
-            unsafe { epilogue_fn(table.0.as_ptr(), slots.as_ptr(), 0, 0) };
+            with_scratch(&TILE_SLOTS, slots.len() * 8, |at| {
+                // SAFETY: the scratch holds `slots.len()` aligned i64s, this thread's alone.
+                let own = unsafe { std::slice::from_raw_parts_mut(at as *mut i64, slots.len()) };
+                own.copy_from_slice(&slots);
+                if let Some(l) = g.rows {
+                    own[base + l] = first_row as i64;
+                }
+                if let Some(l) = g.cols {
+                    own[base + l] = first_col as i64;
+                }
+                own[base + loops] = rows as i64;
+                own[base + loops + 1] = cols as i64;
+                // SAFETY: the epilogue was compiled from this plan's kernel; the
+                // tile is inside the output, whose products are complete.
+                unsafe { epilogue_fn(table.0.as_ptr(), own.as_ptr(), 0, 0) };
+            })
         };
         let epilogue: Option<crate::gemm::Epilogue<'_>> = if g.epilogue { Some(&tile) } else { None };
         // SAFETY: the offsets and steps stay inside the buffers (the plan
@@ -578,8 +587,7 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
                         continue;
                     }
                 }
-                let f32_matrix =
-                    |ptr: usize, offset: isize, row_step: isize, col_step: isize| Strided { ptr: ptr.wrapping_add_signed(offset * 4), row_step, col_step };
+                let f32_matrix = |ptr: usize, offset: isize, row_step: isize, col_step: isize| Strided::new(ptr, offset, 4, row_step, col_step);
                 let scores_at = f32_matrix(scores.as_mut_ptr() as usize, 0, tile_keys as isize, 1);
                 let qk = Product {
                     m: rows,

@@ -48,6 +48,12 @@ pub(crate) struct Strided {
 }
 
 impl Strided {
+    /// The matrix whose element `(0, 0)` lies `offset` elements of `size`
+    /// bytes past `base`.
+    pub fn new(base: usize, offset: isize, size: usize, row_step: isize, col_step: isize) -> Strided {
+        Strided { ptr: base.wrapping_add_signed(offset * size as isize), row_step, col_step }
+    }
+
     /// The address of element `(i, j)`, for elements of `size` bytes.
     fn at(self, i: usize, j: usize, size: usize) -> usize {
         self.ptr.wrapping_add_signed((i as isize * self.row_step + j as isize * self.col_step) * size as isize)
@@ -99,6 +105,26 @@ thread_local! {
 
 /// Bytes of alignment of each packed block (a cache line).
 const LINE: usize = 64;
+
+/// Runs `f` with the address, aligned to a cache line, of `bytes` bytes
+/// of this thread's buffer `key` (grown as needed and kept between calls),
+/// or of a fresh buffer when this thread's is already in use (a product
+/// started on a thread that waits inside another's parts).
+pub(crate) fn with_scratch<R>(key: &'static std::thread::LocalKey<RefCell<Vec<u64>>>, bytes: usize, f: impl FnOnce(usize) -> R) -> R {
+    key.with(|kept| {
+        let mut fresh = Vec::new();
+        let mut borrowed = kept.try_borrow_mut();
+        let buffer = match borrowed.as_deref_mut() {
+            Ok(b) => b,
+            Err(_) => &mut fresh,
+        };
+        let words = bytes.div_ceil(8) + LINE / 8;
+        if buffer.len() < words {
+            buffer.resize(words, 0);
+        }
+        f((buffer.as_mut_ptr() as usize).div_ceil(LINE) * LINE)
+    })
+}
 
 /// Runs the product on `threads` threads of the current pool when it is
 /// large enough (`work` is the size below which splitting does not pay),
@@ -181,18 +207,7 @@ unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, wor
         run_parts(None);
         return;
     }
-    SHARED_B.with(|s| {
-        let mut fallback = Vec::new();
-        let mut borrowed = s.try_borrow_mut();
-        let buffer = match borrowed.as_deref_mut() {
-            Ok(b) => b,
-            Err(_) => &mut fallback,
-        };
-        let words = (packed_len * std::mem::size_of::<T::Wide>()).div_ceil(8) + LINE / 8;
-        if buffer.len() < words {
-            buffer.resize(words, 0);
-        }
-        let packed = (buffer.as_mut_ptr() as usize).div_ceil(LINE) * LINE;
+    with_scratch(&SHARED_B, packed_len * std::mem::size_of::<T::Wide>(), |packed| {
         // One task per panel of every block.
         let mut panels = Vec::new();
         for jc in (0..p.n).step_by(blocks.nc) {
@@ -362,16 +377,11 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
     let blocks = Blocks::new(&p, micro);
     let (kc, mc, nc) = (blocks.kc, blocks.mc, blocks.nc);
     let (a_len, b_len, tile_len) = (mc * kc, if shared_b.is_some() { 0 } else { kc * nc }, mr * nr);
-    let words = |elements: usize| (elements * wide_size).div_ceil(LINE) * LINE / 8;
-    let total = words(a_len) + words(b_len) + words(tile_len) + LINE / 8;
-    let run = |scratch: &mut Vec<u64>| {
-        if scratch.len() < total {
-            scratch.resize(total, 0);
-        }
-        let base = scratch.as_mut_ptr() as usize;
-        let aligned = base.div_ceil(LINE) * LINE;
-        let (a_pack, own_b) = (aligned, aligned + words(a_len) * 8);
-        let tile = own_b + words(b_len) * 8;
+    // Each region of the scratch starts on a cache line.
+    let bytes = |elements: usize| (elements * wide_size).div_ceil(LINE) * LINE;
+    with_scratch(&SCRATCH, bytes(a_len) + bytes(b_len) + bytes(tile_len), |a_pack| {
+        let own_b = a_pack + bytes(a_len);
+        let tile = own_b + bytes(b_len);
         for jc in (0..p.n).step_by(nc) {
             let ncb = nc.min(p.n - jc);
             for pc in (0..p.k).step_by(kc) {
@@ -414,12 +424,6 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
                 }
             }
         }
-    };
-    // A thread's scratch, unless it is already in use on this thread (a
-    // product started by an epilogue's caller: never today, but cheap to allow).
-    SCRATCH.with(|s| match s.try_borrow_mut() {
-        Ok(mut scratch) => run(&mut scratch),
-        Err(_) => run(&mut Vec::new()),
     });
 }
 

@@ -106,7 +106,7 @@ impl Microkernel {
             && self.lanes > 0
             && self.cols > 0
             && self.cols.is_multiple_of(self.lanes)
-            && self.rows * self.cols <= Microkernel::MAX_TILE
+            && self.rows.checked_mul(self.cols).is_some_and(|tile| tile <= Microkernel::MAX_TILE)
             && matches!(self.dtype, DType::F32 | DType::F64)
     }
 

@@ -417,9 +417,10 @@ impl Former<'_> {
     /// The loop roles of a contraction that a packed matrix product can run:
     /// a sum over one loop of the product of two loads of `out`'s float
     /// dtype (f32, f64, or a half float, which the product widens to f32),
-    /// each with an output loop the other does not read. The innermost output loop only the first load
-    /// reads gives the rows, the innermost only the second reads the
-    /// columns; the other output loops are the batch.
+    /// each with an output loop the other does not read. The innermost
+    /// output loop only the first load reads gives the rows, the innermost
+    /// only the second reads the columns; the other output loops are the
+    /// batch.
     fn gemm_loops(&self, out: usize, loops: &[Loop], body: &Body) -> Option<crate::kernel::GemmLoops> {
         let dtype = self.p.buffers[out].dtype;
         let Body::Reduce { op: Reduction::Sum, value: Expr::Apply { func: MapFn::Binary(nax_ops::BinaryOp::Mul), compute, args } } = body else {

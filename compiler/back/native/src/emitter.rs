@@ -145,8 +145,9 @@ pub trait Emitter {
 
     /// `lanes` consecutive elements of `buffer` from element `index`, as
     /// one vector (no alignment assumed). Vector operations serve the
-    /// matrix-product microkernel ([`crate::microkernel`]); `lanes` is its
-    /// microkernel's, which the target's vector width decided.
+    /// matrix-product microkernel ([`crate::microkernel`]) and the staged
+    /// transposed reads of tiled stores; `lanes` is what the kernel IR
+    /// decided from the target's vector width.
     fn load_vector(&mut self, kind: Kind, lanes: u32, buffer: usize, index: Self::Value) -> Self::Value;
     fn store_vector(&mut self, kind: Kind, lanes: u32, buffer: usize, index: Self::Value, value: Self::Value);
     /// A vector of `lanes` copies of a scalar.

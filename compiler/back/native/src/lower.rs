@@ -195,14 +195,13 @@ impl<E: Emitter> Lowering<'_, E> {
 
     /// Opens loops in order.
     fn open(&mut self, loops: &[usize]) -> Vec<E::Loop> {
-        let mut handles = Vec::with_capacity(loops.len());
-        for &i in loops {
-            let (start, end) = self.bounds(i);
-            let (h, v) = self.e.begin_loop(start, end, 1);
-            self.index[i] = Some(v);
-            handles.push(h);
-        }
-        handles
+        loops
+            .iter()
+            .map(|&i| {
+                let (start, end) = self.bounds(i);
+                self.open_from(i, start, end)
+            })
+            .collect()
     }
 
     /// Prefetches the row `ahead` rows after the current one (the last

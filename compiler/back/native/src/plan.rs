@@ -6,8 +6,8 @@
 //! driver runs it.
 
 use nax_kernel::{Body, Expr, Kernel, Program};
+use nax_runtime::Size;
 use nax_runtime::plan::{AttentionPlan, BufferPlan, GemmPlan, KernelPlan, Nest, Operand, SizeRef, Strategy};
-use nax_runtime::{DType, Size};
 use nax_runtime::{NativePlan, SymId};
 use std::collections::HashMap;
 
@@ -70,7 +70,10 @@ impl Slots {
 
     fn kernel(&self, p: &Program, k: &Kernel) -> Option<KernelPlan> {
         let loops = k.loops.iter().map(|l| self.size(p, l.extent)).collect();
+        // The microkernel of the kernel's products, and its blocking.
+        let product = || p.product_kernel(p.product_dtype(k)?).map(|i| (i, p.products[i].blocking));
         let strategy = if let Some(a) = &k.schedule.attention {
+            let (microkernel, blocking) = product()?;
             let Body::Attention { keys, visible, value, .. } = &k.body else { return None };
             let [q, key] = product_operands(&k.rows.first()?.value)?;
             Strategy::Attention(AttentionPlan {
@@ -84,13 +87,13 @@ impl Slots {
                 k: key,
                 v: operand(value)?,
                 masked: visible.is_some(),
-                microkernel: p.product_kernel(DType::F32)?,
-                blocking: p.products[p.product_kernel(DType::F32)?].blocking,
+                microkernel,
+                blocking,
             })
         } else if let Some(g) = &k.schedule.gemm {
             let Body::Reduce { value, .. } = &k.body else { return None };
             let [a, b] = product_operands(value)?;
-            let microkernel = p.product_kernel(p.product_dtype(k)?)?;
+            let (microkernel, blocking) = product()?;
             Strategy::Gemm(GemmPlan {
                 batch: g.batch.clone(),
                 rows: g.rows,
@@ -99,7 +102,7 @@ impl Slots {
                 a,
                 b,
                 microkernel,
-                blocking: p.products[microkernel].blocking,
+                blocking,
                 epilogue: g.epilogue.is_some(),
             })
         } else {
