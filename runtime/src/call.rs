@@ -257,15 +257,35 @@ enum Bound<'a> {
     Scalar(Scalar),
 }
 
+/// A program's weights as calls read them, each bound in its declared
+/// axis order and contiguous: tensors read from a file (a map by name), or
+/// views of memory that lives as long as the program (an AOT library's
+/// embedded weights, read in place).
+pub trait Weights: Sync {
+    /// The weight `name`, or `None` when there is none of that name.
+    fn weight(&self, name: &str) -> Option<TensorView<'_>>;
+}
+
+impl Weights for HashMap<String, HostTensor> {
+    fn weight(&self, name: &str) -> Option<TensorView<'_>> {
+        self.get(name).map(HostTensor::view)
+    }
+}
+
 /// A call that passed the boundary check: every tensor bound, in its
 /// parameter's axis order and contiguous, every size known. Only
 /// [`Signature::check`] makes one.
-#[derive(Debug)]
 pub struct CheckedCall<'a> {
     signature: &'a Signature,
     args: Vec<Bound<'a>>,
-    weights: &'a HashMap<String, HostTensor>,
+    weights: &'a dyn Weights,
     sizes: Vec<Option<u64>>,
+}
+
+impl fmt::Debug for CheckedCall<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckedCall").field("function", &self.signature.name).field("args", &self.args).field("sizes", &self.sizes).finish_non_exhaustive()
+    }
 }
 
 impl CheckedCall<'_> {
@@ -312,9 +332,9 @@ impl CheckedCall<'_> {
         self.args.is_empty()
     }
 
-    /// A weight, bound in its declared axis order.
-    pub fn weight(&self, name: &str) -> Option<&HostTensor> {
-        self.weights.get(name)
+    /// A weight, bound in its declared axis order and contiguous.
+    pub fn weight(&self, name: &str) -> Option<TensorView<'_>> {
+        self.weights.weight(name)
     }
 
     /// The value of every size symbol at this call (`None` for those
@@ -353,7 +373,7 @@ impl Signature {
     /// first binding, then every derived size and exact division) and that
     /// no value the function computes could exceed the machine's memory.
     /// `weights` are bound in their declared axis order already.
-    pub fn check<'a>(&'a self, args: Vec<Arg<'a>>, weights: &'a HashMap<String, HostTensor>) -> Result<CheckedCall<'a>, RuntimeError> {
+    pub fn check<'a>(&'a self, args: Vec<Arg<'a>>, weights: &'a dyn Weights) -> Result<CheckedCall<'a>, RuntimeError> {
         if args.len() != self.params.len() {
             return Err(CallError::ArgumentCount { function: self.name.clone(), expected: self.params.len(), given: args.len() }.into());
         }
@@ -390,7 +410,10 @@ impl Signature {
             }
         }
         for w in &self.weights {
-            let t = weights.get(&w.name).ok_or_else(|| CallError::MissingWeight(w.name.clone()))?;
+            let t = weights.weight(&w.name).ok_or_else(|| CallError::MissingWeight(w.name.clone()))?;
+            if !t.is_contiguous() {
+                return Err(RuntimeError::Internal(format!("weight '{}' is not bound contiguously", w.name)));
+            }
             check_tensor(Subject::Weight(w.name.clone()), &w.ty, t.dtype(), t.shape())?;
         }
         for &(size, index) in &self.size_arguments {
@@ -445,7 +468,7 @@ impl Signature {
     /// [`Signature::check`] inside `pool` when some tensor argument is large
     /// (packing a view transposed by name then uses the pool's threads);
     /// a small call is checked on the calling thread.
-    pub fn check_in<'a>(&'a self, args: Vec<Arg<'a>>, weights: &'a HashMap<String, HostTensor>, pool: &ThreadPool) -> Result<CheckedCall<'a>, RuntimeError> {
+    pub fn check_in<'a>(&'a self, args: Vec<Arg<'a>>, weights: &'a dyn Weights, pool: &ThreadPool) -> Result<CheckedCall<'a>, RuntimeError> {
         if has_large_tensor(&args) { pool.install(|| self.check(args, weights)) } else { self.check(args, weights) }
     }
 

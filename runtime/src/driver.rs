@@ -327,7 +327,7 @@ impl NativeFunction {
                     (None, Some(s)) => (&mut scalars[s] as *mut u64).cast::<u8>(),
                     (None, None) => return Err(RuntimeError::Internal(format!("no argument {i}"))),
                 },
-                BufferKind::Weight(name) => call.weight(name).ok_or_else(|| crate::call::CallError::MissingWeight(name.clone()))?.data().as_ptr() as *mut u8,
+                BufferKind::Weight(name) => call.weight(name).ok_or_else(|| crate::call::CallError::MissingWeight(name.clone()))?.as_ptr() as *mut u8,
                 BufferKind::Alias(a) => table[*a],
                 // Given per tile by the attention kernel that uses it.
                 BufferKind::Tile => std::ptr::null_mut(),

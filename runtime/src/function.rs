@@ -3,14 +3,13 @@
 //! then runs in the thread pool the caller gives; nothing of the compiler
 //! is involved, so the JIT, AOT libraries and Python share this path.
 
-use crate::call::{Arg, CheckedCall, has_large_tensor};
+use crate::call::{Arg, CheckedCall, Weights, has_large_tensor};
 use crate::driver::Execute;
 use crate::error::RuntimeError;
 use crate::signature::Signature;
 use crate::tensor::HostTensor;
 use crate::threads::ThreadPool;
 use crate::view::TensorMut;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A callable function: `Send + Sync`, callable from many threads at once.
@@ -34,25 +33,19 @@ impl Function {
     /// Calls it with arguments by parameter name (host scalar parameters
     /// left out take their defaults), the module's weights (bound in their
     /// declared axis order) and a thread pool; returns the result.
-    pub fn call(&self, args: Vec<(&str, Arg<'_>)>, weights: &HashMap<String, HostTensor>, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
+    pub fn call(&self, args: Vec<(&str, Arg<'_>)>, weights: &dyn Weights, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
         let args = self.signature.arguments(args)?;
         self.call_in_order(args, weights, pool)
     }
 
     /// As [`Function::call`], with one argument per parameter, in order.
-    pub fn call_in_order(&self, args: Vec<Arg<'_>>, weights: &HashMap<String, HostTensor>, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
+    pub fn call_in_order(&self, args: Vec<Arg<'_>>, weights: &dyn Weights, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
         self.check_and_run(args, weights, None, pool)?.ok_or_else(no_result)
     }
 
     /// As [`Function::call`], writing the result into the caller's
     /// contiguous buffer (of the result's dtype and element count).
-    pub fn call_into(
-        &self,
-        args: Vec<(&str, Arg<'_>)>,
-        weights: &HashMap<String, HostTensor>,
-        out: &mut TensorMut<'_>,
-        pool: &ThreadPool,
-    ) -> Result<(), RuntimeError> {
+    pub fn call_into(&self, args: Vec<(&str, Arg<'_>)>, weights: &dyn Weights, out: &mut TensorMut<'_>, pool: &ThreadPool) -> Result<(), RuntimeError> {
         let args = self.signature.arguments(args)?;
         self.check_and_run(args, weights, Some(out), pool).map(drop)
     }
@@ -63,7 +56,7 @@ impl Function {
     fn check_and_run(
         &self,
         args: Vec<Arg<'_>>,
-        weights: &HashMap<String, HostTensor>,
+        weights: &dyn Weights,
         into: Option<&mut TensorMut<'_>>,
         pool: &ThreadPool,
     ) -> Result<Option<HostTensor>, RuntimeError> {

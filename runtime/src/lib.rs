@@ -26,11 +26,13 @@
 
 mod binding;
 mod call;
+pub mod cpu;
 mod driver;
 mod dtype;
 mod error;
 mod function;
 mod gemm;
+pub mod libm;
 mod named;
 pub mod plan;
 mod safetensors_io;
@@ -41,14 +43,14 @@ mod threads;
 mod view;
 
 pub use binding::{bind, bind_owned};
-pub use call::{Arg, CallError, CheckedCall, SizeSource, Subject, Value};
+pub use call::{Arg, CallError, CheckedCall, SizeSource, Subject, Value, Weights};
 pub use driver::{CodeOwner, Execute, KernelFn, NativeFunction};
 pub use dtype::DType;
 pub use error::RuntimeError;
 pub use function::Function;
 pub use named::{BinaryOp, NamedTensor, Operand};
 pub use plan::NativePlan;
-pub use safetensors_io::{read_tensors, write_tensor_atomic, write_tensors_atomic};
+pub use safetensors_io::{StoredTensor, read_tensors, read_tensors_in_place, write_tensor_atomic, write_tensors_atomic};
 pub use signature::{AxisSpec, HostType, Param, ParamType, Scalar, Signature, TensorSpec, WeightSpec};
 pub use sizes::{Size, SizeError, SizeTable, SymDef, SymId, Symbol};
 pub use tensor::{HostTensor, TensorData, row_major_strides};

@@ -242,6 +242,18 @@ pub struct KernelPlan {
     /// How it runs.
     pub strategy: Strategy,
 }
+/// A natively compiled function as an AOT library stores it (JSON in the
+/// library's read-only data): its name, signature and plan; its kernels'
+/// code is the library's own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredFunction {
+    /// The function's name in the program.
+    pub name: String,
+    /// What it takes and gives.
+    pub signature: crate::signature::Signature,
+    /// How its kernels run.
+    pub plan: NativePlan,
+}
 
 /// The plan of one natively compiled function.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -25,6 +25,7 @@ use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, View};
 use crate::dtype::DType;
 use crate::error::RuntimeError;
 use crate::tensor::{HostTensor, TensorData};
+use crate::view::{Element, TensorView};
 
 /// The metadata key that holds the axis names of tensor `name`.
 fn axes_key(name: &str) -> String {
@@ -43,8 +44,72 @@ fn axes_key(name: &str) -> String {
 /// as is all other metadata.
 pub fn read_tensors(path: &Path) -> Result<Vec<(String, HostTensor)>, RuntimeError> {
     let bytes = fs::read(path).map_err(|source| RuntimeError::Read { path: path.into(), source })?;
+    parse(&bytes, path, |t| HostTensor::new(decode(t.dtype, t.raw), t.shape, t.names).map_err(|e| format!("tensor '{}': {e}", t.name)))
+}
+
+/// A tensor of a safetensors file held in memory that lives as long as
+/// the program reading it (an AOT library's embedded weights): a view of
+/// its bytes in place where they are aligned for its dtype, else a copy.
+#[derive(Debug)]
+pub enum StoredTensor<'a> {
+    /// The file's own bytes, not copied.
+    InPlace(TensorView<'a>),
+    /// Decoded into memory of its own (misaligned data, or `bool`, whose
+    /// bytes must be checked to be 0 or 1).
+    Copied(HostTensor),
+}
+
+/// As [`read_tensors`], from a file's bytes already in memory (`origin`
+/// names them in errors), each tensor viewed in place when it can be.
+pub fn read_tensors_in_place<'a>(bytes: &'a [u8], origin: &Path) -> Result<Vec<(String, StoredTensor<'a>)>, RuntimeError> {
+    parse(bytes, origin, |t| {
+        let in_place = match t.dtype {
+            DType::F16 => in_place::<f16>(&t),
+            DType::BF16 => in_place::<bf16>(&t),
+            DType::F32 => in_place::<f32>(&t),
+            DType::F64 => in_place::<f64>(&t),
+            DType::I32 => in_place::<i32>(&t),
+            DType::I64 => in_place::<i64>(&t),
+            DType::Bool => None,
+        };
+        match in_place {
+            Some(view) => view.map(StoredTensor::InPlace),
+            None => HostTensor::new(decode(t.dtype, t.raw), t.shape, t.names).map(StoredTensor::Copied),
+        }
+        .map_err(|e| format!("tensor '{}': {e}", t.name))
+    })
+}
+
+/// A view of a tensor's bytes as elements of `T`, or `None` when they are
+/// not aligned for `T` (the caller copies them). Only for types every bit
+/// pattern of which is a value (not `bool`).
+fn in_place<'a, T: Element>(t: &RawTensor<'a>) -> Option<Result<TensorView<'a>, RuntimeError>> {
+    let size = std::mem::size_of::<T>();
+    if !(t.raw.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) || !t.raw.len().is_multiple_of(size) {
+        return None;
+    }
+    // SAFETY: the bytes are aligned for `T`, hold a whole number of
+    // elements, live for `'a`, and every bit pattern is a `T` (floats and
+    // integers; `bool` never comes here). The file is little-endian, as is
+    // every machine nax runs on.
+    let elements: &'a [T] = unsafe { std::slice::from_raw_parts(t.raw.as_ptr().cast(), t.raw.len() / size) };
+    Some(TensorView::new(elements, t.shape.clone(), t.names.clone()))
+}
+
+/// One tensor of a parsed file, its bytes not yet decoded.
+struct RawTensor<'a> {
+    name: String,
+    dtype: DType,
+    shape: Vec<usize>,
+    names: Vec<Option<String>>,
+    raw: &'a [u8],
+}
+
+/// Parses a safetensors file's bytes and makes each tensor with `make`
+/// (whose error message is wrapped as the file's); sorted by name.
+fn parse<'a, T>(bytes: &'a [u8], path: &Path, make: impl Fn(RawTensor<'a>) -> Result<T, String>) -> Result<Vec<(String, T)>, RuntimeError> {
     let bad_file = |message: String| RuntimeError::Format { path: path.into(), message };
-    let (header_len, metadata) = SafeTensors::read_metadata(&bytes).map_err(|e| bad_file(describe(&e, &bytes)))?;
+    let (header_len, metadata) = SafeTensors::read_metadata(bytes).map_err(|e| bad_file(describe(&e, bytes)))?;
     let data = header_len.checked_add(8).and_then(|start| bytes.get(start..)).ok_or_else(|| bad_file("the header runs past the end of the file".into()))?;
     let axes_meta = metadata.metadata().as_ref();
 
@@ -62,7 +127,7 @@ pub fn read_tensors(path: &Path) -> Result<Vec<(String, HostTensor)>, RuntimeErr
             Some(axes) => parse_axes(path, &name, axes, shape.len())?,
             None => vec![None; shape.len()],
         };
-        let tensor = HostTensor::new(decode(dtype, raw), shape, names).map_err(|e| bad_file(format!("tensor '{name}': {e}")))?;
+        let tensor = make(RawTensor { name: name.clone(), dtype, shape, names, raw }).map_err(bad_file)?;
         out.push((name, tensor));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));

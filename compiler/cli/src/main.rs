@@ -80,9 +80,19 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Target::Cpu)]
         target: Target,
         /// The CPU to compile for: this machine's (`native`, with every
-        /// vector extension it has) or any x86-64 (`generic`).
-        #[arg(long, value_enum, default_value_t = CpuName::Native)]
-        cpu: CpuName,
+        /// vector extension it has), any x86-64 (`generic`), or a named one
+        /// (x86-64-v2/v3/v4, haswell, skylake, skylake-avx512, cascadelake,
+        /// icelake-server, sapphirerapids, znver2..znver5).
+        #[arg(long, default_value = "native")]
+        cpu: String,
+        /// With --emit so: a safetensors file of the weights to embed (with
+        /// --embed-weights).
+        #[arg(long)]
+        weights: Option<PathBuf>,
+        /// With --emit so: embed the --weights file in the library, read in
+        /// place by NAME_open(NULL, ...).
+        #[arg(long)]
+        embed_weights: bool,
         /// Print the time of each stage to stderr.
         #[arg(long)]
         timings: bool,
@@ -126,13 +136,6 @@ enum Emit {
     Torch,
 }
 
-/// The CPUs of `nax build --cpu`.
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum CpuName {
-    Native,
-    Generic,
-}
-
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Target {
     Cpu,
@@ -147,12 +150,21 @@ fn main() -> ExitCode {
             let req = run::RunRequest { file, function, inputs, weights, args, out, optimize: opt_level > 0 };
             run_command(&req, backend, timings)
         }
-        Command::Build { file, emit, out, backend, target, cpu, timings, opt_level } => {
-            let cpu = match cpu {
-                CpuName::Native => pipeline::Cpu::Native,
-                CpuName::Generic => pipeline::Cpu::Generic,
+        Command::Build { file, emit, out, backend, target, cpu, weights, embed_weights, timings, opt_level } => {
+            let Some(cpu) = pipeline::Cpu::parse(&cpu) else {
+                let names: Vec<&str> = pipeline::NAMED_CPUS.iter().map(|c| c.name).collect();
+                eprintln!("error: --cpu {cpu}: not a CPU nax knows; give native, generic or one of: {}", names.join(", "));
+                return ExitCode::from(2);
             };
-            build(&file, &out, backend, target, timings, Options { emit, optimize: opt_level > 0, cpu })
+            let embedded = match (weights, embed_weights) {
+                (Some(w), true) => Some(w),
+                (None, true) => {
+                    eprintln!("error: --embed-weights needs the file to embed: --weights W.safetensors");
+                    return ExitCode::from(2);
+                }
+                (_, false) => None,
+            };
+            build(&file, &out, backend, target, timings, Options { emit, optimize: opt_level > 0, cpu, embedded_weights: embedded })
         }
         Command::Explain { code } => explain(&code),
     }
@@ -195,23 +207,25 @@ fn run_command(req: &run::RunRequest, name: BackendName, show_timings: bool) -> 
 }
 
 /// What `nax build` was asked to write, and how.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Options {
     emit: Emit,
     optimize: bool,
     cpu: pipeline::Cpu,
+    /// `--weights` with `--embed-weights`.
+    embedded_weights: Option<PathBuf>,
 }
 
 impl Options {
     /// The machine kernels are formed for (the LLVM back end's view of `--cpu`).
-    fn target(self) -> nax_kernel::Target {
+    fn target(&self) -> nax_kernel::Target {
         Backend::Llvm.target(self.cpu)
     }
 }
 
 /// The graph of one function as lowered and as rewritten, with the
 /// optimizer's report and the kernels' estimates, as `--emit graph` prints it.
-fn annotated_graph(module: &nax_front::CheckedModule, function: &str, options: Options, timings: &mut Timings) -> Result<String, nax::Error> {
+fn annotated_graph(module: &nax_front::CheckedModule, function: &str, options: &Options, timings: &mut Timings) -> Result<String, nax::Error> {
     use std::fmt::Write;
     let lowered = pipeline::lower(module, function, options.optimize, timings)?;
     let mut text = format!("# `{function}` as lowered\n{}", nax_ir::text::print(&lowered.lowered));
@@ -249,7 +263,7 @@ fn human(v: f64, unit: &str) -> String {
 }
 
 /// What `--emit` writes for every function of the module.
-fn emitted(module: &nax_front::CheckedModule, options: Options, timings: &mut Timings) -> Result<Vec<u8>, nax::Error> {
+fn emitted(module: &nax_front::CheckedModule, options: &Options, timings: &mut Timings) -> Result<Vec<u8>, nax::Error> {
     let names: Vec<&str> = module.functions.iter().map(|f| f.name.as_str()).collect();
     let (emit, optimize, target) = (options.emit, options.optimize, options.target());
     Ok(match emit {
@@ -276,6 +290,12 @@ fn emitted(module: &nax_front::CheckedModule, options: Options, timings: &mut Ti
 
 fn build(path: &Path, out: &Path, name: BackendName, target: Target, show_timings: bool, options: Options) -> ExitCode {
     let emit = options.emit;
+    if emit == Emit::So
+        && let Err(message) = nax::aot::library_name(out)
+    {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
+    }
     let source = match read_source(path) {
         Ok(s) => s,
         Err(code) => return code,
@@ -290,9 +310,9 @@ fn build(path: &Path, out: &Path, name: BackendName, target: Target, show_timing
     }
     match emit {
         Emit::Graph | Emit::Kernels | Emit::Torch => {}
-        Emit::Obj | Emit::LlvmIr if backend == Backend::Llvm => {}
-        Emit::Obj | Emit::LlvmIr => {
-            eprintln!("error: --emit obj and --emit llvm-ir come from the llvm back end (--backend llvm)");
+        Emit::Obj | Emit::LlvmIr | Emit::So if backend == Backend::Llvm => {}
+        Emit::Obj | Emit::LlvmIr | Emit::So => {
+            eprintln!("error: --emit so, obj and llvm-ir come from the llvm back end (--backend llvm)");
             return ExitCode::from(2);
         }
         other => {
@@ -302,7 +322,31 @@ fn build(path: &Path, out: &Path, name: BackendName, target: Target, show_timing
         }
     }
     let mut timings = Timings::start();
-    let text = match pipeline::check(&path.display().to_string(), &source, &mut timings).and_then(|module| emitted(&module, options, &mut timings)) {
+    if emit == Emit::So {
+        let library = nax::aot::LibraryOptions {
+            cpu: options.cpu,
+            optimize: options.optimize,
+            embedded_weights: options.embedded_weights.clone(),
+            source_name: path.display().to_string(),
+        };
+        let built = pipeline::check(&path.display().to_string(), &source, &mut timings)
+            .and_then(|module| nax::aot::build_library(&module, out, &library, &mut timings));
+        if show_timings {
+            eprint!("{}", timings.report(backend.name()));
+        }
+        return match built {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(nax::Error::Diagnostics { rendered, .. }) => {
+                eprint!("{rendered}");
+                ExitCode::from(1)
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    let text = match pipeline::check(&path.display().to_string(), &source, &mut timings).and_then(|module| emitted(&module, &options, &mut timings)) {
         Ok(text) => text,
         Err(nax::Error::Diagnostics { rendered, .. }) => {
             eprint!("{rendered}");

@@ -215,7 +215,7 @@ impl Function {
     /// checked before anything runs.
     pub fn call<'a>(&self, args: impl IntoIterator<Item = (&'a str, Arg<'a>)>) -> Result<HostTensor, Error> {
         let args: Vec<(&str, Arg<'_>)> = args.into_iter().collect();
-        Ok(self.function.call(args, &self.program.weights, &self.program.compiled.pool)?)
+        Ok(self.function.call(args, &*self.program.weights, &self.program.compiled.pool)?)
     }
 
     /// As [`Function::call`], writing the result into the caller's
@@ -223,13 +223,13 @@ impl Function {
     /// count.
     pub fn call_into<'a>(&self, args: impl IntoIterator<Item = (&'a str, Arg<'a>)>, out: &mut TensorMut<'_>) -> Result<(), Error> {
         let args: Vec<(&str, Arg<'_>)> = args.into_iter().collect();
-        Ok(self.function.call_into(args, &self.program.weights, out, &self.program.compiled.pool)?)
+        Ok(self.function.call_into(args, &*self.program.weights, out, &self.program.compiled.pool)?)
     }
 
     /// Checks arguments given in parameter order (the call boundary alone,
     /// as `nax run` does before running).
     pub fn check<'a>(&'a self, args: Vec<Arg<'a>>) -> Result<CheckedCall<'a>, Error> {
-        Ok(self.signature().check_in(args, &self.program.weights, &self.program.compiled.pool)?)
+        Ok(self.signature().check_in(args, &*self.program.weights, &self.program.compiled.pool)?)
     }
 
     /// Whether two handles share one compiled function (the engine's cache

@@ -36,6 +36,13 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// Packaging an AOT library failed: files could not be written, or
+    /// the system's C compiler could not link.
+    #[error("{message}")]
+    Link {
+        /// What went wrong.
+        message: String,
+    },
     /// The runtime refused a call, a tensor or a file.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),

@@ -8,6 +8,7 @@
 //! runtime's (`nax-runtime`, re-exported here), which a host that only
 //! runs ahead-of-time compiled code links alone.
 
+pub mod aot;
 mod engine;
 mod error;
 pub mod pipeline;

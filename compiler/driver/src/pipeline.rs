@@ -6,7 +6,7 @@
 
 use crate::error::Error;
 use crate::timings::Timings;
-pub use nax_back_llvm::Cpu;
+pub use nax_back_llvm::{Cpu, NAMED_CPUS};
 use nax_front::CheckedModule;
 use nax_front::checked::{CheckedFn, TExprKind};
 use nax_ir::Graph;
@@ -33,6 +33,7 @@ impl Backend {
         self.narrow(match cpu {
             Cpu::Native => Target::host(),
             Cpu::Generic => Target::GENERIC,
+            Cpu::Named(c) => Target { vector_bytes: c.vector_bytes(), ..Target::GENERIC },
         })
     }
 

@@ -4,7 +4,7 @@
 //! `nax_back_native` (the emitter is in [`emit`]), compiled for the host
 //! CPU at `opt_level=speed` into memory; the runtime's driver calls the
 //! functions (`nax_runtime::NativeFunction`). The C math library functions the lowering calls are
-//! bound to the Rust implementations `nax_back_native::libm_address` gives.
+//! bound to the Rust implementations `nax_runtime::libm::address` gives.
 
 mod emit;
 
@@ -105,14 +105,14 @@ fn host_module() -> Result<JITModule, String> {
     }
     let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
     for name in LIBM {
-        let address = nax_back_native::libm_address(name).ok_or_else(|| format!("internal error: no implementation of `{name}`"))?;
+        let address = nax_runtime::libm::address(name).ok_or_else(|| format!("internal error: no implementation of `{name}`"))?;
         builder.symbol(name, address);
     }
     Ok(JITModule::new(builder))
 }
 
 /// Declares the C math library functions the lowering may call, as
-/// imports bound to `nax_back_native::libm_address` (see `host_module`).
+/// imports bound to `nax_runtime::libm::address` (see `host_module`).
 fn declare_libm(module: &mut JITModule) -> Result<HashMap<&'static str, FuncId>, String> {
     LIBM.iter()
         .map(|&name| {

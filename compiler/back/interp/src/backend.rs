@@ -33,8 +33,12 @@ impl Execute for Interpreter {
                 (None, None) => return Err(RuntimeError::Internal(format!("no argument {i}"))),
             });
         }
-        let weights: HashMap<String, Value> =
-            call.signature().weights.iter().filter_map(|w| Some((w.name.clone(), host_value(call.weight(&w.name)?)))).collect();
+        let mut weights: HashMap<String, Value> = HashMap::new();
+        for w in &call.signature().weights {
+            if let Some(t) = call.weight(&w.name) {
+                weights.insert(w.name.clone(), host_value(&t.to_host()?));
+            }
+        }
         let result = evaluate(g, &values, &weights, &Sizes(call.sizes())).map_err(|message| RuntimeError::Interpreter { message })?;
         let names = match &g.graph[g.output].ty {
             Type::Tensor(t) => t.axes.iter().map(|a| a.name.clone()).collect(),

@@ -4,7 +4,7 @@
 //! the host CPU (its name and features are detected and set on every
 //! function, so the loop vectoriser uses AVX-512 where the machine has it),
 //! then JIT-compiled in process for `nax run` (calls to the C math library
-//! bound to `nax_back_native::libm_address`), or written as an object file
+//! bound to `nax_runtime::libm::address`), or written as an object file
 //! or LLVM IR for `nax build --emit obj|llvm-ir` (where they stay calls to
 //! the C library's `exp`, `sin`, ...).
 //!
@@ -36,13 +36,154 @@ use std::sync::OnceLock;
 /// What `nax build` can write from the LLVM back end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Artifact {
-    /// An ELF object file for the host.
+    /// An ELF object file for the host; math calls to the C library's
+    /// `exp`, `sin`, ...
     Object,
+    /// An object file for an AOT shared library: math calls to
+    /// `nax_libm_exp`, ..., which the library's runtime defines (the JITs'
+    /// implementations, so AOT and JIT give the same numbers).
+    LibraryObject,
     /// The optimised LLVM IR, as text.
     Ir,
 }
 
-/// The CPU that `nax build` compiles for.
+/// A CPU `nax build --cpu NAME` knows: its LLVM name and the features of
+/// [`nax_runtime::cpu::FEATURES`] it has.
+#[derive(Debug, PartialEq, Eq)]
+pub struct NamedCpu {
+    /// The name, as LLVM spells it (and as the code is tuned for).
+    pub name: &'static str,
+    /// What the code may use.
+    pub features: &'static [&'static str],
+}
+
+/// x86-64-v2's features.
+const V2: [&str; 5] = ["sse3", "ssse3", "sse4.1", "sse4.2", "popcnt"];
+/// x86-64-v3's features.
+const V3: [&str; 13] = ["sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "avx", "avx2", "fma", "f16c", "bmi", "bmi2", "lzcnt", "movbe"];
+/// x86-64-v4's features.
+const V4: [&str; 18] = [
+    "sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "avx", "avx2", "fma", "f16c", "bmi", "bmi2", "lzcnt", "movbe", "avx512f", "avx512bw", "avx512cd",
+    "avx512dq", "avx512vl",
+];
+/// x86-64-v4's with VNNI, VBMI and IFMA (Ice Lake).
+const ICELAKE: [&str; 21] = [
+    "sse3",
+    "ssse3",
+    "sse4.1",
+    "sse4.2",
+    "popcnt",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "bmi",
+    "bmi2",
+    "lzcnt",
+    "movbe",
+    "avx512f",
+    "avx512bw",
+    "avx512cd",
+    "avx512dq",
+    "avx512vl",
+    "avx512vnni",
+    "avx512vbmi",
+    "avx512ifma",
+];
+/// Ice Lake's with BF16 (Zen 4 and 5).
+const ZEN4: [&str; 22] = [
+    "sse3",
+    "ssse3",
+    "sse4.1",
+    "sse4.2",
+    "popcnt",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "bmi",
+    "bmi2",
+    "lzcnt",
+    "movbe",
+    "avx512f",
+    "avx512bw",
+    "avx512cd",
+    "avx512dq",
+    "avx512vl",
+    "avx512vnni",
+    "avx512vbmi",
+    "avx512ifma",
+    "avx512bf16",
+];
+
+/// The CPUs `--cpu NAME` takes.
+pub const NAMED_CPUS: [NamedCpu; 13] = [
+    NamedCpu { name: "x86-64-v2", features: &V2 },
+    NamedCpu { name: "x86-64-v3", features: &V3 },
+    NamedCpu { name: "x86-64-v4", features: &V4 },
+    NamedCpu { name: "haswell", features: &V3 },
+    NamedCpu { name: "skylake", features: &V3 },
+    NamedCpu { name: "skylake-avx512", features: &V4 },
+    NamedCpu {
+        name: "cascadelake",
+        features: &[
+            "sse3",
+            "ssse3",
+            "sse4.1",
+            "sse4.2",
+            "popcnt",
+            "avx",
+            "avx2",
+            "fma",
+            "f16c",
+            "bmi",
+            "bmi2",
+            "lzcnt",
+            "movbe",
+            "avx512f",
+            "avx512bw",
+            "avx512cd",
+            "avx512dq",
+            "avx512vl",
+            "avx512vnni",
+        ],
+    },
+    NamedCpu { name: "icelake-server", features: &ICELAKE },
+    NamedCpu {
+        name: "sapphirerapids",
+        features: &[
+            "sse3",
+            "ssse3",
+            "sse4.1",
+            "sse4.2",
+            "popcnt",
+            "avx",
+            "avx2",
+            "fma",
+            "f16c",
+            "bmi",
+            "bmi2",
+            "lzcnt",
+            "movbe",
+            "avx512f",
+            "avx512bw",
+            "avx512cd",
+            "avx512dq",
+            "avx512vl",
+            "avx512vnni",
+            "avx512vbmi",
+            "avx512ifma",
+            "avx512bf16",
+            "avx512fp16",
+        ],
+    },
+    NamedCpu { name: "znver2", features: &V3 },
+    NamedCpu { name: "znver3", features: &V3 },
+    NamedCpu { name: "znver4", features: &ZEN4 },
+    NamedCpu { name: "znver5", features: &ZEN4 },
+];
+
+/// The CPU that code is compiled for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Cpu {
     /// This machine's CPU, with every feature it has (the default).
@@ -50,13 +191,56 @@ pub enum Cpu {
     Native,
     /// Any x86-64 CPU (SSE2 only).
     Generic,
+    /// A CPU of [`NAMED_CPUS`].
+    Named(&'static NamedCpu),
 }
 
-/// The machine code's target: its triple, CPU name and features.
+impl Cpu {
+    /// `native`, `generic`, or one of [`NAMED_CPUS`]; `None` for another name.
+    pub fn parse(name: &str) -> Option<Cpu> {
+        match name {
+            "native" => Some(Cpu::Native),
+            "generic" => Some(Cpu::Generic),
+            _ => NAMED_CPUS.iter().find(|c| c.name == name).map(Cpu::Named),
+        }
+    }
+
+    /// The features of [`nax_runtime::cpu::FEATURES`] code compiled for
+    /// this CPU may use (this machine's, for `Native`): exactly what a
+    /// library checks when it is opened.
+    pub fn features(self) -> Result<Vec<&'static str>, String> {
+        Ok(match self {
+            Cpu::Generic => Vec::new(),
+            Cpu::Named(c) => c.features.to_vec(),
+            Cpu::Native => {
+                let host = host()?;
+                let has: Vec<&str> = host.features.split(',').filter_map(|f| f.strip_prefix('+')).collect();
+                nax_runtime::cpu::FEATURES.into_iter().filter(|f| has.contains(f)).collect()
+            }
+        })
+    }
+}
+
+impl NamedCpu {
+    /// The widest vector registers its code may use, in bytes.
+    pub fn vector_bytes(&self) -> u32 {
+        if self.features.contains(&"avx512f") {
+            64
+        } else if self.features.contains(&"avx2") && self.features.contains(&"fma") {
+            32
+        } else {
+            16
+        }
+    }
+}
+
+/// The machine code's target: its triple, CPU name and features, and the
+/// CPU it is tuned for.
 struct Host {
     triple: inkwell::targets::TargetTriple,
     cpu: String,
     features: String,
+    tune: Option<String>,
 }
 
 fn host() -> Result<&'static Host, String> {
@@ -67,19 +251,25 @@ fn host() -> Result<&'static Host, String> {
             triple: TargetMachine::get_default_triple(),
             cpu: TargetMachine::get_host_cpu_name().to_string(),
             features: TargetMachine::get_host_cpu_features().to_string(),
+            tune: None,
         })
     })
     .as_ref()
     .map_err(Clone::clone)
 }
 
-/// The target of `cpu`, on this machine's triple.
+/// The target of ahead-of-time code for `cpu`, on this machine's triple:
+/// baseline x86-64 with exactly `cpu`'s features (so the list a library
+/// checks is everything its code needs), tuned for the CPU.
 fn host_for(cpu: Cpu) -> Result<Host, String> {
     let h = host()?;
-    Ok(match cpu {
-        Cpu::Native => Host { triple: TargetMachine::get_default_triple(), cpu: h.cpu.clone(), features: h.features.clone() },
-        Cpu::Generic => Host { triple: TargetMachine::get_default_triple(), cpu: "x86-64".to_string(), features: String::new() },
-    })
+    let features: Vec<String> = cpu.features()?.into_iter().map(|f| format!("+{f}")).collect();
+    let tune = match cpu {
+        Cpu::Native => h.cpu.clone(),
+        Cpu::Generic => "generic".to_string(),
+        Cpu::Named(c) => c.name.to_string(),
+    };
+    Ok(Host { triple: TargetMachine::get_default_triple(), cpu: "x86-64".to_string(), features: features.join(","), tune: Some(tune) })
 }
 
 fn target_machine(h: &Host) -> Result<TargetMachine, String> {
@@ -111,11 +301,14 @@ fn build_module<'ctx>(context: &'ctx Context, parts: &[Part<'_>], h: &Host, tm: 
     let module = context.create_module(parts.first().map_or("nax", |(p, _, _)| p.name.as_str()));
     module.set_triple(&h.triple);
     module.set_data_layout(&tm.get_target_data().get_data_layout());
-    let target_attributes = [
+    let mut target_attributes = vec![
         context.create_string_attribute("target-cpu", &h.cpu),
         context.create_string_attribute("target-features", &h.features),
         context.create_string_attribute("prefer-vector-width", if h.features.contains("+avx512f") { "512" } else { "256" }),
     ];
+    if let Some(tune) = &h.tune {
+        target_attributes.push(context.create_string_attribute("tune-cpu", tune));
+    }
     let enum_attribute = |name: &str| context.create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0);
     for &(p, plan, which) in parts {
         add_kernels(context, &module, p, plan, which, &target_attributes, &enum_attribute)?;
@@ -219,9 +412,10 @@ fn add_kernels<'ctx>(
 }
 
 /// Compiles the kernel programs of a module's functions to one object file
-/// or to optimised LLVM IR. Each function's kernels are exported as
-/// `<function>_k<i>` and its microkernels as `<function>_m<i>`, with the
-/// driver's signature, for `cpu`.
+/// or to optimised LLVM IR. Each program's kernels are exported as
+/// `<program>_k<i>` and its microkernels as `<program>_m<i>`, with the
+/// driver's signature, for `cpu` (baseline x86-64 with exactly its
+/// features, tuned for it), position-independent.
 pub fn emit(programs: &[Program], artifact: Artifact, cpu: Cpu) -> Result<Vec<u8>, String> {
     let h = &host_for(cpu)?;
     let tm = target_machine(h)?;
@@ -231,9 +425,17 @@ pub fn emit(programs: &[Program], artifact: Artifact, cpu: Cpu) -> Result<Vec<u8
     let context = Context::create();
     let module = build_module(&context, &parts, h, &tm)?;
     optimise(&module, &tm)?;
+    if artifact == Artifact::LibraryObject {
+        // After optimisation, which treats them as the C library's, as the JIT's do.
+        for name in nax_back_native::LIBM {
+            if let Some(f) = module.get_function(name) {
+                f.as_global_value().set_name(&format!("nax_libm_{name}"));
+            }
+        }
+    }
     match artifact {
         Artifact::Ir => Ok(module.print_to_string().to_bytes().to_vec()),
-        Artifact::Object => {
+        Artifact::Object | Artifact::LibraryObject => {
             tm.write_to_memory_buffer(&module, FileType::Object).map(|b| b.as_slice().to_vec()).map_err(|e| format!("LLVM cannot write the object file: {e}"))
         }
     }
@@ -278,7 +480,7 @@ fn jit(p: &Program, which: &[usize], bitcode: &[u8]) -> Result<(Code, Vec<(usize
     let module = Module::parse_bitcode_from_buffer(&buffer, context_ref).map_err(|e| format!("internal error: LLVM cannot read back its bitcode: {e}"))?;
     let engine = module.create_jit_execution_engine(OptimizationLevel::Aggressive).map_err(|e| format!("LLVM cannot JIT-compile: {e}"))?;
     for name in nax_back_native::LIBM {
-        if let (Some(f), Some(address)) = (module.get_function(name), nax_back_native::libm_address(name)) {
+        if let (Some(f), Some(address)) = (module.get_function(name), nax_runtime::libm::address(name)) {
             engine.add_global_mapping(&f, address as usize);
         }
     }

@@ -88,10 +88,6 @@ pub enum Compare {
     Ge,
 }
 
-/// The functions of the C math library that back ends call by name, all
-/// `double f(double)` but `pow`, `double pow(double, double)`.
-pub const LIBM: [&str; 9] = ["exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "erf", "pow"];
-
 /// What a code generator provides to lower one kernel.
 pub trait Emitter {
     type Value: Copy;
@@ -127,7 +123,7 @@ pub trait Emitter {
     fn convert(&mut self, from: Kind, to: Kind, v: Self::Value) -> Self::Value;
     /// The same bits as another kind of the same width.
     fn bitcast(&mut self, from: Kind, to: Kind, v: Self::Value) -> Self::Value;
-    /// Calls one of [`LIBM`] on `F64` arguments.
+    /// Calls one of [`crate::LIBM`] on `F64` arguments.
     fn call_libm(&mut self, name: &'static str, args: &[Self::Value]) -> Self::Value;
 
     /// Element `index` (an `I64`) of buffer `buffer`, whose elements are `kind`.

@@ -3,7 +3,7 @@
 //! `tanh`, `erf` (through `erfc`) and the functions built from them
 //! (`sigmoid`, `gelu`, `silu`, `softplus`), half-float conversions with integer operations,
 //! and integer powers. f64, and `sin`, `cos` and `pow` at any width, call
-//! the C math library (`crate::emitter::LIBM`) for full accuracy; those
+//! the C math library (`crate::LIBM`) for full accuracy; those
 //! loops stay scalar. The accuracy of every approximation over the whole
 //! f32 range, inf and nan included, is measured by a test of the suite
 //! (`tests/native_math.rs`).

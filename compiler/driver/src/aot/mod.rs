@@ -1,0 +1,174 @@
+//! `nax build --emit so`: a program compiled ahead of time into a shared
+//! library with the C ABI of ABI.md. Every function of the module is
+//! lowered, rewritten and formed into kernels for the chosen CPU, and the
+//! LLVM back end compiles them all into one position-independent object
+//! (math calls bound to the library's own `nax_libm_*`); their signatures
+//! and plans become JSON in the library's read-only data; the C glue and
+//! header are generated ([`c`]); and the system's C compiler links them
+//! with the C ABI's static archive (the runtime, `runtime/capi`, embedded
+//! in nax at build time) under a version script that exports only the
+//! `NAME_` entries.
+
+mod c;
+mod manifest;
+
+use crate::error::Error;
+use crate::pipeline::{self, Backend, Cpu};
+use crate::timings::Timings;
+use nax_front::CheckedModule;
+use nax_runtime::plan::StoredFunction;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub use c::valid_library_name;
+
+/// The C ABI's static archive: the runtime every library links statically.
+const CAPI_ARCHIVE: &[u8] = include_bytes!(env!("NAX_CAPI_ARCHIVE"));
+
+/// What to build.
+#[derive(Clone, Debug)]
+pub struct LibraryOptions {
+    /// The CPU the kernels are compiled for (and the library checks at `NAME_open`).
+    pub cpu: Cpu,
+    /// Whether the graphs are rewritten (`-O1`).
+    pub optimize: bool,
+    /// A safetensors file to embed (`--embed-weights`), read in place by `NAME_open(NULL, ...)`.
+    pub embedded_weights: Option<PathBuf>,
+    /// The source's name, for the header's first comment.
+    pub source_name: String,
+}
+
+/// The library NAME of an output path `DIR/libNAME.so`, or why it is not one.
+pub fn library_name(out: &Path) -> Result<String, String> {
+    let file = out.file_name().and_then(|f| f.to_str()).unwrap_or_default();
+    let name = file
+        .strip_prefix("lib")
+        .and_then(|f| f.strip_suffix(".so"))
+        .ok_or_else(|| format!("the output of --emit so must be named libNAME.so (NAME a C identifier), not `{}`", out.display()))?;
+    valid_library_name(name)?;
+    Ok(name.to_string())
+}
+
+/// Builds `out` (`DIR/libNAME.so`) and its header `DIR/NAME.h` from every
+/// function of `module`. Records `lower`, `rewrite`, `kernels`,
+/// `codegen` and `link`.
+pub fn build_library(module: &CheckedModule, out: &Path, options: &LibraryOptions, timings: &mut Timings) -> Result<(), Error> {
+    let name = library_name(out).map_err(|message| Error::Link { message })?;
+    let target = Backend::Llvm.target(options.cpu);
+    let cpu = options.cpu.features().map_err(Error::stage("codegen"))?;
+    let mut programs = Vec::with_capacity(module.functions.len());
+    let mut stored = Vec::with_capacity(module.functions.len());
+    for (i, f) in module.functions.iter().enumerate() {
+        let lowered = pipeline::lower(module, &f.name, options.optimize, timings)?;
+        let signature = nax_ir::signature(lowered.graph(), &pipeline::defaults(f));
+        let mut program = pipeline::kernels(lowered.graph(), &target)?;
+        timings.mark("kernels");
+        // Kernel symbols of their own, which no `NAME_` entry can take.
+        program.name = format!("__nax_f{i}");
+        let plan = nax_back_native::Slots::new(&program).plan(&program).map_err(Error::stage("kernels"))?;
+        stored.push(StoredFunction { name: f.name.clone(), signature, plan });
+        programs.push(program);
+    }
+    let object = nax_back_llvm::emit(&programs, nax_back_llvm::Artifact::LibraryObject, options.cpu).map_err(Error::stage("codegen"))?;
+    timings.mark("codegen");
+
+    let functions: Vec<c::CFunction<'_>> = stored
+        .iter()
+        .zip(&programs)
+        .map(|(s, p)| c::CFunction { signature: &s.signature, symbol: p.name.clone(), kernels: p.kernels.len(), microkernels: p.products.len() })
+        .collect();
+    let signatures: Vec<nax_runtime::Signature> = stored.iter().map(|s| s.signature.clone()).collect();
+    let plans =
+        serde_json::to_vec(&stored).map_err(|e| Error::Compile { stage: "link", message: format!("internal error: the plans do not serialise: {e}") })?;
+    let manifest = serde_json::to_vec(&manifest::manifest(&signatures, &cpu))
+        .map_err(|e| Error::Compile { stage: "link", message: format!("internal error: the manifest does not serialise: {e}") })?;
+    let header = c::header(&name, &options.source_name, &functions, &cpu);
+    let weights_len = match &options.embedded_weights {
+        Some(w) => Some(std::fs::metadata(w).map_err(|e| Error::Link { message: format!("cannot read the weights to embed, `{}`: {e}", w.display()) })?.len()),
+        None => None,
+    };
+    let glue = c::glue(&name, &functions, &cpu, weights_len);
+
+    let dir = tempfile::Builder::new().prefix("nax-so-").tempdir().map_err(|e| io_error("a temporary directory", &e))?;
+    let file = |name: &str, bytes: &[u8]| -> Result<PathBuf, Error> {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).map_err(|e| io_error(&path.display().to_string(), &e))?;
+        Ok(path)
+    };
+    file(&format!("{name}.h"), header.as_bytes())?;
+    file("glue.c", glue.as_bytes())?;
+    file("data.S", c::data(weights_len.is_some()).as_bytes())?;
+    file("plans.json", &plans)?;
+    file("manifest.json", &manifest)?;
+    file("kernels.o", &object)?;
+    file("libnax_capi.a", CAPI_ARCHIVE)?;
+    file("exports.map", c::version_script(&name, &functions).as_bytes())?;
+    if let Some(w) = &options.embedded_weights {
+        let absolute = std::path::absolute(w).map_err(|e| io_error(&w.display().to_string(), &e))?;
+        std::os::unix::fs::symlink(&absolute, dir.path().join("weights.safetensors")).map_err(|e| io_error("a link to the weights", &e))?;
+    }
+    let built = dir.path().join(format!("lib{name}.so"));
+    link(dir.path(), &built)?;
+    timings.mark("link");
+
+    let out_dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    place(&built, out)?;
+    place(&dir.path().join(format!("{name}.h")), &out_dir.join(format!("{name}.h")))
+}
+
+/// Compiles the glue and data and links the library with the system's C
+/// compiler (`$CC`, else `cc`), in `dir`.
+fn link(dir: &Path, built: &Path) -> Result<(), Error> {
+    let cc = std::env::var_os("CC").filter(|c| !c.is_empty()).unwrap_or_else(|| "cc".into());
+    let output = Command::new(&cc)
+        .current_dir(dir)
+        .args(["-shared", "-fPIC", "-O2", "-std=c99", "-o"])
+        .arg(built)
+        .args([
+            "glue.c",
+            "data.S",
+            "kernels.o",
+            "libnax_capi.a",
+            "-Wl,--version-script=exports.map",
+            "-Wl,--gc-sections",
+            "-Wl,-z,noexecstack",
+            "-Wl,-z,relro,-z,now",
+            "-Wl,--no-undefined",
+            "-s",
+            "-lm",
+            "-lpthread",
+            "-ldl",
+            "-lgcc_s",
+        ])
+        .output()
+        .map_err(|e| Error::Link {
+            message: format!(
+                "cannot run the C compiler `{}` to link the library ({e}): --emit so needs one (install gcc or clang, or set CC)",
+                cc.to_string_lossy()
+            ),
+        })?;
+    if !output.status.success() {
+        return Err(Error::Link {
+            message: format!("the C compiler `{}` failed to link the library:\n{}", cc.to_string_lossy(), String::from_utf8_lossy(&output.stderr).trim_end()),
+        });
+    }
+    Ok(())
+}
+
+/// Moves a built file to its place atomically (a temporary file beside it,
+/// renamed over it): an error leaves an existing file as it was.
+fn place(from: &Path, to: &Path) -> Result<(), Error> {
+    let dir = to.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let bytes = std::fs::read(from).map_err(|e| io_error(&from.display().to_string(), &e))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(&format!("a temporary file in `{}`", dir.display()), &e))?;
+    tmp.write_all(&bytes).map_err(|e| io_error(&to.display().to_string(), &e))?;
+    let mode = std::fs::metadata(from).map(|m| m.permissions()).map_err(|e| io_error(&from.display().to_string(), &e))?;
+    std::fs::set_permissions(tmp.path(), mode).map_err(|e| io_error(&to.display().to_string(), &e))?;
+    tmp.persist(to).map_err(|e| io_error(&to.display().to_string(), &e.error))?;
+    Ok(())
+}
+
+fn io_error(what: &str, e: &std::io::Error) -> Error {
+    Error::Link { message: format!("cannot write {what}: {e}") }
+}

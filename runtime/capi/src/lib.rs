@@ -1,0 +1,23 @@
+//! nax's C ABI (`../shared/spec/ABI.md`), the same for every program: the
+//! part of an AOT shared library that is not the program's own. `nax build
+//! --emit so` links this crate's static archive with the program's kernels
+//! (an object file), its plans (JSON), optionally its weights, and a small
+//! generated C file whose `NAME_open`, `NAME_call`, ... forward here with a
+//! [`Library`] that describes them. A version script then hides every
+//! symbol but the `NAME_` entries, so two libraries, each with its own
+//! copy of this crate and of Rust's standard library, load into one process.
+//!
+//! Architecture invariants: no entry unwinds or aborts across the C
+//! boundary (each catches panics: [`status::guard`]); every pointer the
+//! caller gives is checked before it is read (NULL, device, dtype, ranks,
+//! sizes, strides against `capacity`), and tensors are read through the
+//! runtime's bounds-checked views; nothing prints.
+
+mod dlpack;
+mod library;
+mod model;
+mod status;
+mod tensors;
+
+pub use dlpack::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor, NaxArg, NaxResult};
+pub use library::{FunctionCode, LAYOUT_VERSION, Library};

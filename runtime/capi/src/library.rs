@@ -1,0 +1,167 @@
+//! What a generated library gives this crate: a [`Library`], a static
+//! struct the generated C file defines and passes to every entry (the
+//! library's name, its functions' plans as JSON, its kernels' entry
+//! points, its CPU features, its embedded weights), and the C entries
+//! themselves (`nax_capi_*`), which the generated `NAME_*` functions call.
+
+use crate::dlpack::{NaxArg, NaxResult};
+use crate::model::Model;
+use crate::status::{self, Failure, guard};
+use nax_runtime::KernelFn;
+use std::ffi::{CStr, c_char, c_int};
+
+/// The layout of [`Library`] this crate reads; the generated C file
+/// states the one it was written for.
+pub const LAYOUT_VERSION: u32 = 1;
+
+/// One function's compiled code: its kernels' and microkernels' entry
+/// points, in the plan's order.
+#[repr(C)]
+#[derive(Debug)]
+pub struct FunctionCode {
+    /// The function's name (NUL-terminated).
+    pub name: *const c_char,
+    /// `count` entry points.
+    pub entries: *const KernelFn,
+    /// How many.
+    pub count: usize,
+}
+
+/// A library as its generated C file describes it (static data).
+#[repr(C)]
+#[derive(Debug)]
+pub struct Library {
+    /// [`LAYOUT_VERSION`] when the C file was generated.
+    pub layout: u32,
+    /// The library's NAME (NUL-terminated).
+    pub name: *const c_char,
+    /// The functions' [`nax_runtime::plan::StoredFunction`]s, a JSON array (NUL-terminated).
+    pub plans: *const c_char,
+    /// The CPU features the kernels were compiled for, comma-separated (NUL-terminated).
+    pub cpu: *const c_char,
+    /// The embedded safetensors file, or NULL.
+    pub weights: *const u8,
+    /// Its length in bytes.
+    pub weights_len: usize,
+    /// `function_count` functions' code.
+    pub functions: *const FunctionCode,
+    /// How many.
+    pub function_count: usize,
+}
+
+// SAFETY: a `Library` is immutable static data (pointers to constants and code).
+unsafe impl Sync for Library {}
+
+impl Library {
+    /// A NUL-terminated string of the descriptor.
+    ///
+    /// # Safety
+    /// `p` is one of the descriptor's string pointers.
+    pub unsafe fn text(p: *const c_char) -> Result<&'static str, Failure> {
+        if p.is_null() {
+            return Err(Failure::internal("the library's descriptor has a NULL string"));
+        }
+        // SAFETY: the generated C file gives NUL-terminated static strings.
+        unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| Failure::internal("the library's descriptor has a string that is not UTF-8"))
+    }
+}
+
+/// `NAME_open`.
+///
+/// # Safety
+/// `library` is the generated library's descriptor; `weights_path` is NULL
+/// or a NUL-terminated string; `model` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nax_capi_open(library: *const Library, weights_path: *const c_char, threads: i32, model: *mut *mut Model) -> c_int {
+    guard(|| {
+        if model.is_null() {
+            return Err(Failure::argument("NULL `model`: pass the address of a model pointer to fill"));
+        }
+        // SAFETY: the caller's contract.
+        let library = unsafe { library.as_ref() }.ok_or_else(|| Failure::internal("NULL library descriptor"))?;
+        // SAFETY: as above.
+        let opened = unsafe { Model::open(library, weights_path, threads) }?;
+        // SAFETY: `model` is writable (the caller's contract).
+        unsafe { *model = Box::into_raw(Box::new(opened)) };
+        Ok(())
+    })
+}
+
+/// `NAME_close`.
+///
+/// # Safety
+/// `model` is NULL or a model `nax_capi_open` gave and not closed yet.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nax_capi_close(model: *mut Model) {
+    if !model.is_null() {
+        // Dropping joins the model's worker threads; a panic there is caught.
+        // SAFETY: the caller's contract: the box is the model's, freed once.
+        guard(|| {
+            drop(unsafe { Box::from_raw(model) });
+            Ok(())
+        });
+    }
+}
+
+/// `NAME_call`.
+///
+/// # Safety
+/// `model` is NULL or an open model; `function` NULL or NUL-terminated;
+/// `args` NULL or `nargs` arguments whose pointers are NULL or valid as
+/// ABI.md says; `result` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nax_capi_call(model: *const Model, function: *const c_char, args: *const NaxArg, nargs: usize, result: *mut NaxResult) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let model = unsafe { model.as_ref() }.ok_or_else(|| Failure::argument("NULL `model`: open one with NAME_open"))?;
+        if result.is_null() {
+            return Err(Failure::argument("NULL `result`: pass the address of a nax_result to fill"));
+        }
+        if function.is_null() {
+            return Err(Failure::argument("NULL `function`: name one of the library's functions"));
+        }
+        // SAFETY: NUL-terminated (the caller's contract).
+        let function = unsafe { CStr::from_ptr(function) }.to_str().map_err(|_| Failure::argument("the function name is not UTF-8"))?;
+        let args: &[NaxArg] = match (args.is_null(), nargs) {
+            (_, 0) => &[],
+            (true, n) => return Err(Failure::argument(format!("NULL `args` with nargs = {n}"))),
+            // SAFETY: `nargs` arguments (the caller's contract).
+            (false, n) => unsafe { std::slice::from_raw_parts(args, n) },
+        };
+        // SAFETY: the arguments' pointers are valid as ABI.md says (the caller's contract).
+        let out = unsafe { model.call(function, args) }?;
+        // SAFETY: `result` is writable; written only now, after success.
+        unsafe { result.write(out) };
+        Ok(())
+    })
+}
+
+/// `NAME_last_error`.
+#[unsafe(no_mangle)]
+pub extern "C" fn nax_capi_last_error() -> *const c_char {
+    status::last_error()
+}
+
+/// Defines `nax_libm_NAME` for each of the runtime's math functions: the
+/// kernels' calls to the C math library bind to these inside the library,
+/// so AOT and JIT give the same numbers.
+macro_rules! libm_exports {
+    ($($export:ident => $f:ident ( $($x:ident),* )),* $(,)?) => {$(
+        #[doc = concat!("The kernels' `", stringify!($f), "`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $export($($x: f64),*) -> f64 {
+            nax_runtime::libm::$f($($x),*)
+        }
+    )*};
+}
+libm_exports!(
+    nax_libm_exp => exp(x),
+    nax_libm_log => log(x),
+    nax_libm_log1p => log1p(x),
+    nax_libm_expm1 => expm1(x),
+    nax_libm_sin => sin(x),
+    nax_libm_cos => cos(x),
+    nax_libm_tanh => tanh(x),
+    nax_libm_erf => erf(x),
+    nax_libm_pow => pow(x, y),
+);

@@ -1,0 +1,216 @@
+//! A model: a library's functions bound to one set of weights and one
+//! thread pool, made by `NAME_open` and immutable after it (so any number
+//! of threads may call it at once).
+
+use crate::dlpack::{NaxArg, NaxResult};
+use crate::library::Library;
+use crate::status::Failure;
+use crate::tensors::{argument, result};
+use nax_runtime::plan::StoredFunction;
+use nax_runtime::{Arg, Function, HostTensor, KernelFn, NativeFunction, Signature, Size, StoredTensor, TensorView, ThreadPool, Weights};
+use std::collections::HashMap;
+use std::ffi::{CStr, c_char};
+use std::path::Path;
+use std::sync::Arc;
+
+/// An opened library: `NAME_model` in C.
+pub struct Model {
+    /// The library's NAME, for messages.
+    name: &'static str,
+    /// Its functions, by name.
+    functions: Vec<Function>,
+    /// The weights, bound in their declared axis order.
+    weights: ModelWeights,
+    /// The model's workers.
+    pool: ThreadPool,
+}
+
+/// A weight as a model holds it.
+enum Stored {
+    /// Read from a file, or copied out of the embedded ones.
+    Owned(HostTensor),
+    /// The embedded bytes, in place.
+    InPlace(TensorView<'static>),
+}
+
+/// The model's weights by name.
+struct ModelWeights(HashMap<String, Stored>);
+
+impl Weights for ModelWeights {
+    fn weight(&self, name: &str) -> Option<TensorView<'_>> {
+        self.0.get(name).map(|w| match w {
+            Stored::Owned(t) => t.view(),
+            Stored::InPlace(v) => v.clone(),
+        })
+    }
+}
+
+impl Model {
+    /// Opens `library`: checks the CPU, reads the plans, binds the weights
+    /// (from `weights_path`, or the embedded ones when it is NULL), starts
+    /// the pool.
+    ///
+    /// # Safety
+    /// `library` describes a generated library (its pointers valid);
+    /// `weights_path` is NULL or NUL-terminated.
+    pub unsafe fn open(library: &'static Library, weights_path: *const c_char, threads: i32) -> Result<Model, Failure> {
+        // SAFETY: the descriptor's strings are static and NUL-terminated.
+        let (name, cpu, plans) = unsafe { (Library::text(library.name)?, Library::text(library.cpu)?, Library::text(library.plans)?) };
+        if library.layout != crate::library::LAYOUT_VERSION {
+            return Err(Failure::internal(format!(
+                "library `{name}` was generated for descriptor layout {}, not {}",
+                library.layout,
+                crate::library::LAYOUT_VERSION
+            )));
+        }
+        let needed: Vec<&str> = cpu.split(',').filter(|f| !f.is_empty()).collect();
+        let missing = nax_runtime::cpu::missing(needed.iter().copied());
+        if !missing.is_empty() {
+            return Err(Failure {
+                code: crate::status::CPU,
+                message: format!(
+                    "library `{name}` was compiled for CPU features this machine lacks: {} (rebuild it with `nax build --cpu generic`, or for this machine)",
+                    missing.join(", ")
+                ),
+            });
+        }
+        let threads = usize::try_from(threads).map_err(|_| Failure::argument(format!("`threads` is {threads}: give 0 (one per core) or a positive count")))?;
+        let stored: Vec<StoredFunction> = serde_json::from_str(plans).map_err(|e| Failure::internal(format!("library `{name}`'s plans do not parse: {e}")))?;
+        // SAFETY: the descriptor holds `function_count` functions.
+        let codes = unsafe { slice(library.functions, library.function_count) };
+        let mut functions = Vec::with_capacity(stored.len());
+        for f in stored {
+            let code = codes
+                .iter()
+                // SAFETY: the descriptor's names are static NUL-terminated strings.
+                .find(|c| unsafe { Library::text(c.name) }.is_ok_and(|n| n == f.name))
+                .ok_or_else(|| Failure::internal(format!("library `{name}` has no code for function `{}`", f.name)))?;
+            // SAFETY: `count` entry points.
+            let entries: Vec<KernelFn> = unsafe { slice(code.entries, code.count) }.to_vec();
+            let signature = Arc::new(f.signature);
+            // SAFETY: the generated C file lists the function's compiled
+            // kernels and microkernels in the plan's order, compiled from the
+            // same program as the plan; the code is the library's, alive as
+            // long as it is loaded (a model must be closed before that).
+            let native = unsafe { NativeFunction::new(Arc::clone(&signature), f.plan, entries, Box::new(())) }
+                .map_err(|e| Failure::runtime(&format!("in `{}`", f.name), e))?;
+            functions.push(Function::new(signature, Box::new(native)));
+        }
+        let weights = bind_weights(name, library, weights_path, &functions)?;
+        let pool = ThreadPool::new(threads).map_err(|e| Failure::runtime(&format!("opening `{name}`"), e))?;
+        Ok(Model { name, functions, weights, pool })
+    }
+
+    /// Calls `function` with `args`.
+    ///
+    /// # Safety
+    /// The arguments' pointers are NULL or valid as ABI.md says.
+    pub unsafe fn call(&self, function: &str, args: &[NaxArg]) -> Result<NaxResult, Failure> {
+        let f = self.functions.iter().find(|f| f.signature().name == function).ok_or_else(|| {
+            let names: Vec<&str> = self.functions.iter().map(|f| f.signature().name.as_str()).collect();
+            Failure::argument(format!("library `{}` has no function `{function}` (it has: {})", self.name, names.join(", ")))
+        })?;
+        let signature = f.signature();
+        let context = format!("in `{function}`");
+        let mut inputs = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            // SAFETY: the caller's contract.
+            inputs.push(unsafe { argument(signature, i, a) }.map_err(|m| Failure::argument(format!("{context}: {m}")))?);
+        }
+        let named: Vec<(&str, Arg<'_>)> = inputs.iter().map(|(name, input)| (*name, input.arg())).collect();
+        let out = f.call(named, &self.weights, &self.pool).map_err(|e| Failure::runtime(&context, e))?;
+        result(out).map_err(|e| Failure::runtime(&context, e))
+    }
+}
+
+/// `count` elements at `p` (none when `count` is 0, whatever `p` is).
+///
+/// # Safety
+/// When `count` > 0, `p` points to `count` initialised elements alive for `'a`.
+unsafe fn slice<'a, T>(p: *const T, count: usize) -> &'a [T] {
+    if count == 0 || p.is_null() {
+        return &[];
+    }
+    // SAFETY: the caller's contract.
+    unsafe { std::slice::from_raw_parts(p, count) }
+}
+
+/// Every weight the functions read, bound by name in its declared axis
+/// order from `weights_path` (or the embedded file), and checked against
+/// its declared dtype, rank and constant sizes.
+fn bind_weights(name: &str, library: &'static Library, weights_path: *const c_char, functions: &[Function]) -> Result<ModelWeights, Failure> {
+    let mut specs: Vec<(&Signature, &nax_runtime::WeightSpec)> = Vec::new();
+    for f in functions {
+        for w in &f.signature().weights {
+            if !specs.iter().any(|(_, s)| s.name == w.name) {
+                specs.push((f.signature(), w));
+            }
+        }
+    }
+    let mut bound = HashMap::new();
+    let check = |signature: &Signature, spec: &nax_runtime::WeightSpec, dtype: nax_runtime::DType, shape: &[usize]| -> Result<(), Failure> {
+        let declared = spec.ty.display(&signature.sizes);
+        let wrong = |what: String| Failure::weights(format!("weight '{}' (declared {declared}, read by `{}`): {what}", spec.name, signature.name));
+        if dtype != spec.ty.dtype {
+            return Err(wrong(format!("the file gives dtype {}", dtype.as_str())));
+        }
+        if shape.len() != spec.ty.axes.len() {
+            return Err(wrong(format!("the file gives rank {}", shape.len())));
+        }
+        for (axis, &n) in spec.ty.axes.iter().zip(shape) {
+            if let Size::Const(c) = signature.sizes.resolve(axis.size)
+                && c != n as u64
+            {
+                let which = axis.name.as_deref().map_or_else(|| "an unnamed axis".to_string(), |a| format!("axis '{a}'"));
+                return Err(wrong(format!("{which} has size {n} in the file, expected {c}")));
+            }
+        }
+        Ok(())
+    };
+    if !weights_path.is_null() {
+        // SAFETY: NUL-terminated (the caller's contract).
+        let bytes = unsafe { CStr::from_ptr(weights_path) }.to_bytes();
+        let path = Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(bytes));
+        let mut tensors: HashMap<String, HostTensor> = nax_runtime::read_tensors(path).map_err(|e| Failure::weights(e.to_string()))?.into_iter().collect();
+        for (signature, spec) in specs {
+            let t = tensors
+                .remove(&spec.name)
+                .ok_or_else(|| Failure::weights(format!("'{}' has no tensor '{}', a weight of `{}`", path.display(), spec.name, signature.name)))?;
+            let t = nax_runtime::bind_owned(&spec.name, &spec.ty.names(), t).map_err(|e| Failure::weights(format!("in '{}': {e}", path.display())))?;
+            check(signature, spec, t.dtype(), t.shape())?;
+            bound.insert(spec.name.clone(), Stored::Owned(t));
+        }
+    } else if !library.weights.is_null() {
+        // SAFETY: the embedded file: `weights_len` static bytes.
+        let bytes: &'static [u8] = unsafe { slice(library.weights, library.weights_len) };
+        let origin = format!("{name}'s embedded weights");
+        let mut tensors: HashMap<String, StoredTensor<'static>> =
+            nax_runtime::read_tensors_in_place(bytes, Path::new(&origin)).map_err(|e| Failure::weights(e.to_string()))?.into_iter().collect();
+        for (signature, spec) in specs {
+            let t = tensors
+                .remove(&spec.name)
+                .ok_or_else(|| Failure::weights(format!("{origin} have no tensor '{}', a weight of `{}`", spec.name, signature.name)))?;
+            let stored = match t {
+                StoredTensor::InPlace(view) => {
+                    let view = nax_runtime::bind(&spec.name, &spec.ty.names(), &view).map_err(|e| Failure::weights(format!("in {origin}: {e}")))?;
+                    if view.is_contiguous() { Stored::InPlace(view) } else { Stored::Owned(view.to_host().map_err(|e| Failure::runtime(&origin, e))?) }
+                }
+                StoredTensor::Copied(t) => {
+                    Stored::Owned(nax_runtime::bind_owned(&spec.name, &spec.ty.names(), t).map_err(|e| Failure::weights(format!("in {origin}: {e}")))?)
+                }
+            };
+            let (dtype, shape) = match &stored {
+                Stored::Owned(t) => (t.dtype(), t.shape().to_vec()),
+                Stored::InPlace(v) => (v.dtype(), v.shape().to_vec()),
+            };
+            check(signature, spec, dtype, &shape)?;
+            bound.insert(spec.name.clone(), stored);
+        }
+    } else if let Some((signature, spec)) = specs.first() {
+        return Err(Failure::weights(format!(
+            "library `{name}` has no embedded weights and `{}` reads weight '{}': pass a safetensors file to {name}_open",
+            signature.name, spec.name
+        )));
+    }
+    Ok(ModelWeights(bound))
+}

@@ -1,0 +1,330 @@
+//! Tensors across the C boundary: a caller's `nax_arg` (a DLPack tensor
+//! with axis names) checked and seen as the runtime's bounds-checked view
+//! or host scalar, and a result handed over as a `DLManagedTensorVersioned`
+//! the caller frees.
+
+use crate::dlpack::{CPU, DLManagedTensorVersioned, DLTensor, IS_COPIED, NaxArg, NaxResult, VERSION, describe, dl_dtype, nax_dtype};
+use nax_runtime::{Arg, DType, HostTensor, HostType, ParamType, RuntimeError, Scalar, Signature, TensorData, TensorView, row_major_strides};
+use std::ffi::{CStr, CString, c_char, c_void};
+
+/// The highest rank a tensor may have (more is surely a corrupt `ndim`).
+const MAX_RANK: i32 = 64;
+
+/// An argument as the call holds it.
+pub enum Input<'a> {
+    /// The caller's memory, not copied.
+    View(TensorView<'a>),
+    /// A `bool` tensor, copied once its bytes are checked to be 0 or 1.
+    Copied(HostTensor),
+    /// A host scalar.
+    Scalar(Scalar),
+}
+
+impl Input<'_> {
+    /// As the runtime's argument.
+    pub fn arg(&self) -> Arg<'_> {
+        match self {
+            Input::View(v) => Arg::Tensor(v.clone()),
+            Input::Copied(t) => Arg::Tensor(t.view()),
+            Input::Scalar(s) => Arg::Scalar(*s),
+        }
+    }
+}
+
+/// Argument `i` as the parameter it names and the runtime's argument; the
+/// error message names the parameter and the axis.
+///
+/// # Safety
+/// `a`'s pointers are NULL or valid as ABI.md says, for `'a`.
+pub unsafe fn argument<'s, 'a>(signature: &'s Signature, i: usize, a: &'a NaxArg) -> Result<(&'s str, Input<'a>), String> {
+    if a.name.is_null() {
+        return Err(format!("argument #{i} has a NULL name"));
+    }
+    // SAFETY: NUL-terminated (the caller's contract).
+    let name = unsafe { CStr::from_ptr(a.name) }.to_str().map_err(|_| format!("argument #{i}'s name is not UTF-8"))?;
+    let param = signature.params.iter().find(|p| p.name == name).ok_or_else(|| {
+        let names: Vec<&str> = signature.params.iter().map(|p| p.name.as_str()).collect();
+        format!("there is no parameter '{name}' (the parameters are: {})", names.join(", "))
+    })?;
+    let what = format!("parameter '{name}'");
+    // SAFETY: the caller's contract.
+    let t = unsafe { a.tensor.as_ref() }.ok_or_else(|| format!("{what}: the tensor is NULL"))?;
+    if t.device.device_type != CPU {
+        return Err(format!(
+            "{what}: the tensor is on device type {} (id {}); this library takes CPU tensors (kDLCPU)",
+            t.device.device_type, t.device.device_id
+        ));
+    }
+    let dtype = nax_dtype(t.dtype)
+        .ok_or_else(|| format!("{what}: dtype {} is not one nax takes (f16, bf16, f32, f64, i32, i64, bool, one lane)", describe(t.dtype)))?;
+    let value = match &param.ty {
+        // SAFETY: the caller's contract.
+        ParamType::Host(h) => Input::Scalar(unsafe { scalar(&what, *h, dtype, t) }?),
+        // SAFETY: the caller's contract.
+        ParamType::Tensor(_) => unsafe { tensor(&what, dtype, t, a.axes, a.capacity) }?,
+    };
+    Ok((param.name.as_str(), value))
+}
+
+/// A host scalar from a rank-0 tensor (f64 or f32 for float, i64 or i32
+/// for int, bool for bool; an integer tensor also gives a float).
+///
+/// # Safety
+/// `t.data` is NULL or points to one element at `byte_offset`.
+unsafe fn scalar(what: &str, h: HostType, dtype: DType, t: &DLTensor) -> Result<Scalar, String> {
+    if t.ndim != 0 {
+        return Err(format!("{what} is a host {}: pass a rank-0 tensor, not rank {}", h.as_str(), t.ndim));
+    }
+    if t.data.is_null() {
+        return Err(format!("{what}: the data pointer is NULL"));
+    }
+    let offset = usize::try_from(t.byte_offset).map_err(|_| format!("{what}: byte_offset {} is too large", t.byte_offset))?;
+    let p = (t.data as *const u8).wrapping_add(offset);
+    // SAFETY: one element of `dtype` at `p` (the caller's contract); read unaligned.
+    let value = unsafe {
+        match dtype {
+            DType::F64 => Scalar::Float(p.cast::<f64>().read_unaligned()),
+            DType::F32 => Scalar::Float(f64::from(p.cast::<f32>().read_unaligned())),
+            DType::I64 => Scalar::Int(p.cast::<i64>().read_unaligned()),
+            DType::I32 => Scalar::Int(i64::from(p.cast::<i32>().read_unaligned())),
+            DType::Bool => Scalar::Bool(p.read() != 0),
+            DType::F16 | DType::BF16 => return Err(format!("{what} is a host {}: pass f64, f32, i64, i32 or bool, not {}", h.as_str(), dtype.as_str())),
+        }
+    };
+    match (h, value) {
+        (HostType::Float, Scalar::Float(_) | Scalar::Int(_)) | (HostType::Int, Scalar::Int(_)) | (HostType::Bool, Scalar::Bool(_)) => Ok(value),
+        _ => Err(format!("{what} is a host {}: a {} tensor does not give one", h.as_str(), dtype.as_str())),
+    }
+}
+
+/// A tensor argument as a bounds-checked view of the caller's memory (a
+/// `bool` tensor: a checked copy).
+///
+/// # Safety
+/// `t`'s pointers are valid as ABI.md says; when `capacity` is 0, every
+/// element the shape and strides address is the caller's memory.
+unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const *const c_char, capacity: u64) -> Result<Input<'a>, String> {
+    if !(0..=MAX_RANK).contains(&t.ndim) {
+        return Err(format!("{what}: ndim is {}", t.ndim));
+    }
+    let rank = t.ndim as usize;
+    if rank > 0 && t.shape.is_null() {
+        return Err(format!("{what}: the shape pointer is NULL for a rank-{rank} tensor"));
+    }
+    // SAFETY: `ndim` sizes (the caller's contract).
+    let dims = if rank == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(t.shape, rank) } };
+    // SAFETY: as above; names are NUL-terminated strings or NULL.
+    let names = unsafe { axis_names(what, axes, rank) }?;
+    let axis = |i: usize| match &names[i] {
+        Some(n) => format!("axis {i} ('{n}')"),
+        None => format!("axis {i}"),
+    };
+    let mut shape = Vec::with_capacity(rank);
+    for (i, &n) in dims.iter().enumerate() {
+        shape.push(usize::try_from(n).map_err(|_| format!("{what}: {} has negative size {n}", axis(i)))?);
+    }
+    let strides: Vec<isize> = if t.strides.is_null() {
+        row_major_strides(&shape).into_iter().map(|s| s as isize).collect()
+    } else {
+        // SAFETY: `ndim` strides (the caller's contract).
+        let s = unsafe { std::slice::from_raw_parts(t.strides, rank) };
+        s.iter()
+            .enumerate()
+            .map(|(i, &x)| isize::try_from(x).map_err(|_| format!("{what}: {} has stride {x}, too large", axis(i))))
+            .collect::<Result<_, _>>()?
+    };
+    let size = dtype.size_bytes() as i128;
+    let count = shape.iter().try_fold(1u128, |acc, &n| acc.checked_mul(n as u128)).filter(|&c| c.saturating_mul(size as u128) <= isize::MAX as u128);
+    let Some(count) = count else {
+        return Err(format!("{what}: the shape {shape:?} holds more bytes of {} than memory can address", dtype.as_str()));
+    };
+    let shown = |lo: i128, hi: i128| format!("shape {shape:?} and strides {strides:?} reach bytes {lo} to {hi} from `data`");
+    if count == 0 {
+        // Nothing is read: a view of no memory.
+        // SAFETY: no element is addressed.
+        return unsafe { view(dtype, std::ptr::NonNull::<u64>::dangling().as_ptr().cast(), 0, 0, shape, strides, names) }.map_err(|e| format!("{what}: {e}"));
+    }
+    if t.data.is_null() {
+        return Err(format!("{what}: the data pointer is NULL for a tensor of {count} elements"));
+    }
+    // The lowest and highest element offsets from element 0, and their bytes from `data`.
+    let (mut lo, mut hi) = (0i128, 0i128);
+    for (&n, &s) in shape.iter().zip(&strides) {
+        let last = (n as i128 - 1) * s as i128;
+        if last < 0 { lo += last } else { hi += last }
+    }
+    let offset = i128::from(t.byte_offset);
+    let (first_byte, end_byte) = (offset + lo * size, offset + (hi + 1) * size);
+    if capacity != 0 && (first_byte < 0 || end_byte > i128::from(capacity)) {
+        return Err(format!("{what}: {}, outside the capacity of {capacity} bytes", shown(first_byte, end_byte)));
+    }
+    let base = t.data as usize as i128;
+    let (start, end) = (base + first_byte, base + end_byte);
+    if start < 0 || end > usize::MAX as i128 || end - start > isize::MAX as i128 {
+        return Err(format!("{what}: {}, outside the address space", shown(first_byte, end_byte)));
+    }
+    if !(start as usize).is_multiple_of(dtype.size_bytes()) {
+        return Err(format!("{what}: element 0 at data + {} is not aligned to its {}-byte elements", t.byte_offset, dtype.size_bytes()));
+    }
+    let len = (hi - lo + 1) as usize;
+    let origin = (-lo) as usize;
+    let p = start as usize as *const u8;
+    if dtype == DType::Bool {
+        // SAFETY: the addressed bytes are the caller's memory (as below).
+        return unsafe { bools(what, p, origin, shape, &strides, names) };
+    }
+    // SAFETY: the elements from `start` to `end` are the caller's memory
+    // (checked against `capacity`, else the caller's contract), aligned
+    // for the dtype, every bit pattern of which is a value.
+    unsafe { view(dtype, p, len, origin, shape, strides, names) }.map_err(|e| format!("{what}: {e}"))
+}
+
+/// A view of `len` elements of `dtype` at `p` (not `bool`).
+///
+/// # Safety
+/// `p` points to `len` elements of `dtype`, aligned, alive for `'a` (any
+/// aligned non-NULL pointer when `len` is 0).
+unsafe fn view<'a>(
+    dtype: DType,
+    p: *const u8,
+    len: usize,
+    origin: usize,
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+    names: Vec<Option<String>>,
+) -> Result<Input<'a>, RuntimeError> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match dtype {
+            DType::F16 => TensorView::strided(std::slice::from_raw_parts(p.cast::<half::f16>(), len), origin, shape, strides, names),
+            DType::BF16 => TensorView::strided(std::slice::from_raw_parts(p.cast::<half::bf16>(), len), origin, shape, strides, names),
+            DType::F32 => TensorView::strided(std::slice::from_raw_parts(p.cast::<f32>(), len), origin, shape, strides, names),
+            DType::F64 => TensorView::strided(std::slice::from_raw_parts(p.cast::<f64>(), len), origin, shape, strides, names),
+            DType::I32 => TensorView::strided(std::slice::from_raw_parts(p.cast::<i32>(), len), origin, shape, strides, names),
+            DType::I64 => TensorView::strided(std::slice::from_raw_parts(p.cast::<i64>(), len), origin, shape, strides, names),
+            DType::Bool => TensorView::strided(std::slice::from_raw_parts(p.cast::<bool>(), 0), 0, shape, strides, names),
+        }
+    }
+    .map(Input::View)
+}
+
+/// A `bool` tensor gathered into memory of its own, row-major, each
+/// addressed byte checked to be 0 or 1 (a `bool` with another byte is
+/// undefined behaviour in the kernels' and the runtime's code alike).
+///
+/// # Safety
+/// Every byte at `p + origin + sum(i_k * strides_k)` for indices inside
+/// `shape` is the caller's memory (none is 0-sized here).
+unsafe fn bools(what: &str, p: *const u8, origin: usize, shape: Vec<usize>, strides: &[isize], names: Vec<Option<String>>) -> Result<Input<'static>, String> {
+    let count: usize = shape.iter().product();
+    let mut out: Vec<bool> = Vec::new();
+    out.try_reserve_exact(count).map_err(|_| format!("{what}: no memory for a copy of {count} bools"))?;
+    let mut index = vec![0usize; shape.len()];
+    let mut offset = origin as isize;
+    for _ in 0..count {
+        // SAFETY: the offset addresses an element (the caller's contract).
+        let b = unsafe { p.offset(offset).read() };
+        if b > 1 {
+            return Err(format!("{what}: the bool at index {index:?} holds the byte {b}, not 0 or 1"));
+        }
+        out.push(b == 1);
+        // The next index, last axis fastest, and its offset.
+        for k in (0..shape.len()).rev() {
+            index[k] += 1;
+            offset += strides[k];
+            if index[k] < shape[k] {
+                break;
+            }
+            offset -= strides[k] * shape[k] as isize;
+            index[k] = 0;
+        }
+    }
+    HostTensor::new(TensorData::Bool(out), shape, names).map(Input::Copied).map_err(|e| format!("{what}: {e}"))
+}
+
+/// The axis names of `ndim` axes from a NULL-or-names array.
+///
+/// # Safety
+/// `axes` is NULL or holds `rank` pointers, each NULL or NUL-terminated.
+unsafe fn axis_names(what: &str, axes: *const *const c_char, rank: usize) -> Result<Vec<Option<String>>, String> {
+    if axes.is_null() {
+        return Ok(vec![None; rank]);
+    }
+    let mut names = Vec::with_capacity(rank);
+    for i in 0..rank {
+        // SAFETY: `rank` entries (the caller's contract).
+        let p = unsafe { *axes.add(i) };
+        names.push(if p.is_null() {
+            None
+        } else {
+            // SAFETY: NUL-terminated (the caller's contract).
+            Some(unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| format!("{what}: the name of axis {i} is not UTF-8"))?.to_string())
+        });
+    }
+    Ok(names)
+}
+
+/// What a result's `manager_ctx` owns: the tensor, its shape, strides and
+/// axis names, and the DLPack struct itself.
+struct Owned {
+    managed: DLManagedTensorVersioned,
+    _tensor: HostTensor,
+    _shape: Vec<i64>,
+    _strides: Vec<i64>,
+    _names: Vec<Option<CString>>,
+    axes: Vec<*const c_char>,
+}
+
+/// A result handed to the caller: a row-major tensor the library
+/// allocated, freed by its deleter.
+pub fn result(t: HostTensor) -> Result<NaxResult, RuntimeError> {
+    let to_i64 = |v: usize| i64::try_from(v).map_err(|_| RuntimeError::Internal("a result size does not fit in int64".into()));
+    let shape: Vec<i64> = t.shape().iter().map(|&n| to_i64(n)).collect::<Result<_, _>>()?;
+    let strides: Vec<i64> = row_major_strides(t.shape()).into_iter().map(to_i64).collect::<Result<_, _>>()?;
+    let names: Vec<Option<CString>> = t.names().iter().map(|n| n.as_ref().and_then(|n| CString::new(n.as_str()).ok())).collect();
+    let axes: Vec<*const c_char> = names.iter().map(|n| n.as_ref().map_or(std::ptr::null(), |n| n.as_ptr())).collect();
+    let data: *mut c_void = if t.is_empty() { std::ptr::null_mut() } else { t.data().as_ptr().cast_mut().cast() };
+    let owned = Box::new(Owned {
+        managed: DLManagedTensorVersioned {
+            version: VERSION,
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(delete),
+            flags: IS_COPIED,
+            dl_tensor: DLTensor {
+                data,
+                device: crate::dlpack::DLDevice { device_type: CPU, device_id: 0 },
+                ndim: shape.len() as i32,
+                dtype: dl_dtype(t.dtype()),
+                shape: shape.as_ptr().cast_mut(),
+                strides: strides.as_ptr().cast_mut(),
+                byte_offset: 0,
+            },
+        },
+        _tensor: t,
+        _shape: shape,
+        _strides: strides,
+        _names: names,
+        axes,
+    });
+    let axes = owned.axes.as_ptr();
+    let raw = Box::into_raw(owned);
+    // SAFETY: `raw` is the box just leaked; the context points back to it.
+    unsafe { (*raw).managed.manager_ctx = raw.cast() };
+    // SAFETY: as above; the struct lives until the deleter frees the box.
+    Ok(NaxResult { tensor: unsafe { &raw mut (*raw).managed }, axes })
+}
+
+/// The deleter of every result: frees everything the result owns.
+unsafe extern "C" fn delete(managed: *mut DLManagedTensorVersioned) {
+    if managed.is_null() {
+        return;
+    }
+    // SAFETY: the context is the box `result` leaked, freed once (the
+    // caller calls the deleter once); dropping plain data cannot panic.
+    unsafe {
+        let ctx = (*managed).manager_ctx.cast::<Owned>();
+        if !ctx.is_null() {
+            drop(Box::from_raw(ctx));
+        }
+    }
+}
