@@ -57,7 +57,7 @@ fn reduced(path: &Path, function: &str) -> Case {
 /// broadcasting modes, every matmul rank case, size-1 axes, rank 0,
 /// run-time sizes, lengths 1, 7, 23, 1029 and 65,537, rank-5 permutes,
 /// empty axes, integer wrapping, every dtype, nan and inf.
-fn cases() -> Vec<Case> {
+pub(crate) fn cases() -> Vec<Case> {
     vec![
         case("arith_by_name_transpose", "dim n = 7\ndim m = 5\ndef f(x: [n m], y: [m n]) -> [n m] {\n    return x + y * 2.0 - x / (abs(y) + 1.0)\n}\n"),
         case("left_order_wins", "dim n = 3\ndim m = 4\ndef f(x: [m n], y: [n m]) -> [m n] {\n    return x - y\n}\n"),
@@ -253,7 +253,7 @@ fn cases() -> Vec<Case> {
 }
 
 /// The example transformer block and every WORKLOADS.md workload, at reduced sizes.
-fn model_cases() -> Vec<Case> {
+pub(crate) fn model_cases() -> Vec<Case> {
     let root = crate::support::root();
     let mut out = vec![reduced(&root.join("examples/transformer_block.nax"), "block")];
     for path in crate::support::nax_files(&root.join("examples/workloads")) {

@@ -1,5 +1,6 @@
 //! The single integration-test binary: every suite links the compiler once.
 //!
+//! - `aot`: AOT shared libraries (`nax build --emit so`, ABI.md) called from a C harness;
 //! - `api`: the host API (`nax::Engine`) end to end, and the runtime's dependency tree;
 //! - `backends`: every case on every back end, compared with the interpreter and PyTorch;
 //! - `conformance`: the shared checker cases (`../shared/conformance`), through `nax check --format json`;
@@ -13,6 +14,7 @@
 //! - `native_math`: the accuracy of the native back ends' f32 math over the whole f32 range;
 //! - `graph`: every checked function lowers to a graph that verifies and whose text form parses back.
 
+mod aot;
 mod api;
 mod backends;
 mod cli;

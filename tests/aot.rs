@@ -1,0 +1,493 @@
+//! AOT shared libraries (`nax build --emit so`, ABI.md) end to end, from C.
+//!
+//! A C harness (`tests/aot/harness.c`, compiled with `cc -std=c99 -Wall
+//! -Wextra -Werror -pedantic` against a generated header) loads each
+//! library with `dlopen(RTLD_LOCAL)` and makes calls described by request
+//! files; the results are compared with the interpreter (`nax run
+//! --backend interp` for the shared execution cases, the same interpreter
+//! in process for the backend suite's cases) at CLI.md's tolerances. Each
+//! case runs with its tensors laid out three ways: row-major with NULL
+//! strides; stored transposed, given through strides, at a nonzero
+//! `byte_offset`, with an exact `capacity` and ending at a PROT_NONE page;
+//! and fully named tensors given in another axis order, bound by name.
+
+use crate::backends::{Case, compare, prepare, run_on};
+use crate::support::{root, shared};
+use nax::pipeline::Backend;
+use nax::{DType, HostTensor, Scalar, TensorData, Value};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// A scratch directory, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(label: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("nax-aot-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `nax build SOURCE --emit so -o DIR/libNAME.so EXTRA...`; the library's path.
+fn build(source: &Path, dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let lib = dir.join(format!("lib{name}.so"));
+    let out = Command::new(env!("CARGO_BIN_EXE_nax"))
+        .arg("build")
+        .arg(source)
+        .args(["--emit", "so", "-o"])
+        .arg(&lib)
+        .args(extra)
+        .output()
+        .expect("run nax build");
+    assert!(out.status.success(), "nax build {} --emit so failed:\n{}", source.display(), String::from_utf8_lossy(&out.stderr));
+    assert!(dir.join(format!("{name}.h")).is_file(), "no header beside {}", lib.display());
+    lib
+}
+
+/// Builds a library from source text.
+fn build_text(source: &str, dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let file = dir.join(format!("{name}.nax"));
+    std::fs::write(&file, source).unwrap();
+    build(&file, dir, name, extra)
+}
+
+/// The compiled C harness (built once per test run), with the header of a
+/// small library (every nax header declares the same types).
+fn harness() -> &'static Path {
+    static HARNESS: OnceLock<PathBuf> = OnceLock::new();
+    HARNESS.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("nax-aot-harness-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        build_text("def f(x: [n]) -> [n] {\n    return x\n}\n", &dir, "tiny", &[]);
+        let exe = dir.join("harness");
+        let out = Command::new("cc")
+            .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-I"])
+            .arg(&dir)
+            .arg("-DNAX_HEADER=\"tiny.h\"")
+            .arg(root().join("tests/aot/harness.c"))
+            .arg("-o")
+            .arg(&exe)
+            .args(["-ldl", "-lpthread"])
+            .output()
+            .expect("run cc");
+        assert!(out.status.success(), "the C harness does not compile:\n{}", String::from_utf8_lossy(&out.stderr));
+        exe
+    })
+}
+
+/// One argument of a request: a DLTensor as the harness builds it.
+#[derive(Clone, Debug)]
+struct ArgSpec {
+    name: String,
+    code: u8,
+    bits: u8,
+    lanes: u16,
+    device: i32,
+    /// `None`: a NULL shape pointer (with `ndim` > 0).
+    shape: Option<Vec<i64>>,
+    ndim: i32,
+    strides: Option<Vec<i64>>,
+    axes: Option<Vec<Option<String>>>,
+    byte_offset: u64,
+    capacity: u64,
+    /// `None`: a NULL data pointer.
+    data: Option<Vec<u8>>,
+}
+
+/// How tensors are laid out in a request.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Layout {
+    /// Row-major, NULL strides, the parameter's axis names.
+    Plain,
+    /// Stored transposed (last axis slowest), given through strides, after
+    /// a few bytes (`byte_offset`), with an exact `capacity`; host scalars
+    /// as f32 and i32.
+    Strided,
+    /// Fully named tensors stored in reversed axis order, bound by name.
+    ByName,
+}
+
+fn dlpack(d: DType) -> (u8, u8) {
+    match d {
+        DType::F16 => (2, 16),
+        DType::BF16 => (4, 16),
+        DType::F32 => (2, 32),
+        DType::F64 => (2, 64),
+        DType::I32 => (0, 32),
+        DType::I64 => (0, 64),
+        DType::Bool => (6, 8),
+    }
+}
+
+/// A tensor's elements as little-endian bytes, row-major.
+fn bytes(t: &HostTensor) -> Vec<u8> {
+    match t.data() {
+        TensorData::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        TensorData::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        TensorData::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        TensorData::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        TensorData::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        TensorData::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        TensorData::Bool(v) => v.iter().map(|&b| u8::from(b)).collect(),
+    }
+}
+
+/// A tensor from little-endian bytes.
+fn from_bytes(dtype: DType, shape: Vec<usize>, names: Vec<Option<String>>, raw: &[u8]) -> HostTensor {
+    fn chunks<const N: usize, T>(raw: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
+        raw.chunks_exact(N).map(|c| f(c.try_into().unwrap())).collect()
+    }
+    let data = match dtype {
+        DType::F16 => TensorData::F16(chunks(raw, half::f16::from_le_bytes)),
+        DType::BF16 => TensorData::BF16(chunks(raw, half::bf16::from_le_bytes)),
+        DType::F32 => TensorData::F32(chunks(raw, f32::from_le_bytes)),
+        DType::F64 => TensorData::F64(chunks(raw, f64::from_le_bytes)),
+        DType::I32 => TensorData::I32(chunks(raw, i32::from_le_bytes)),
+        DType::I64 => TensorData::I64(chunks(raw, i64::from_le_bytes)),
+        DType::Bool => TensorData::Bool(raw.iter().map(|&b| b != 0).collect()),
+    };
+    HostTensor::new(data, shape, names).unwrap()
+}
+
+/// A tensor argument laid out as `layout` says.
+fn tensor_arg(name: &str, t: &HostTensor, layout: Layout) -> ArgSpec {
+    let (code, bits) = dlpack(t.dtype());
+    let rank = t.rank();
+    let shape: Vec<i64> = t.shape().iter().map(|&n| n as i64).collect();
+    let names = t.names().to_vec();
+    let plain = ArgSpec {
+        name: name.into(),
+        code,
+        bits,
+        lanes: 1,
+        device: 1,
+        shape: Some(shape.clone()),
+        ndim: rank as i32,
+        strides: None,
+        axes: Some(names.clone()),
+        byte_offset: 0,
+        capacity: 0,
+        data: Some(bytes(t)),
+    };
+    let reversed: Vec<usize> = (0..rank).rev().collect();
+    let fully_named = names.iter().all(Option::is_some) && {
+        let mut n: Vec<_> = names.iter().flatten().collect();
+        n.sort();
+        n.dedup();
+        n.len() == rank
+    };
+    match layout {
+        Layout::Plain => plain,
+        Layout::Strided => {
+            let stored = t.permuted(&reversed).unwrap();
+            let mut strides = vec![0i64; rank];
+            let mut step = 1i64;
+            for k in 0..rank {
+                strides[k] = step;
+                step *= shape[k].max(1);
+            }
+            let size = u64::from(bits / 8).max(1);
+            let mut data = vec![0xAB; 3 * size as usize];
+            data.extend(bytes(&stored));
+            ArgSpec { strides: Some(strides), byte_offset: 3 * size, capacity: data.len() as u64, data: Some(data), ..plain }
+        }
+        Layout::ByName if fully_named && rank > 1 => {
+            let stored = t.permuted(&reversed).unwrap();
+            let shape = reversed.iter().map(|&k| shape[k]).collect();
+            let axes = reversed.iter().map(|&k| names[k].clone()).collect();
+            ArgSpec { shape: Some(shape), axes: Some(axes), data: Some(bytes(&stored)), ..plain }
+        }
+        Layout::ByName => plain,
+    }
+}
+
+/// A host scalar as a rank-0 tensor (f64, i64, bool; f32 and i32 with `Strided`).
+fn scalar_arg(name: &str, s: Scalar, layout: Layout) -> ArgSpec {
+    let narrow = layout == Layout::Strided;
+    let (code, bits, data) = match s {
+        Scalar::Float(x) if narrow => (2, 32, (x as f32).to_le_bytes().to_vec()),
+        Scalar::Float(x) => (2, 64, x.to_le_bytes().to_vec()),
+        Scalar::Int(i) if narrow => (0, 32, (i as i32).to_le_bytes().to_vec()),
+        Scalar::Int(i) => (0, 64, i.to_le_bytes().to_vec()),
+        Scalar::Bool(b) => (6, 8, vec![u8::from(b)]),
+    };
+    ArgSpec { name: name.into(), code, bits, lanes: 1, device: 1, shape: Some(Vec::new()), ndim: 0, strides: None, axes: None, byte_offset: 0, capacity: 0, data: Some(data) }
+}
+
+/// The arguments of a call, each laid out as `layout` says.
+fn request_args(names: &[String], values: &[Value], layout: Layout) -> Vec<ArgSpec> {
+    names
+        .iter()
+        .zip(values)
+        .map(|(n, v)| match v {
+            Value::Tensor(t) => tensor_arg(n, t, layout),
+            Value::Scalar(s) => scalar_arg(n, *s, layout),
+        })
+        .collect()
+}
+
+/// What the harness gave: the status, the message, the result.
+#[derive(Debug)]
+struct Outcome {
+    status: i32,
+    error: String,
+    result: Option<HostTensor>,
+    rss_growth_kib: Option<i64>,
+}
+
+/// Options of one harness run.
+#[derive(Default)]
+struct RunOptions<'a> {
+    weights: Option<&'a Path>,
+    embedded: bool,
+    guard: bool,
+    /// Threads and calls per thread, every result compared with the first.
+    threads: Option<(usize, usize)>,
+    rounds: Option<usize>,
+    open_threads: Option<usize>,
+    env: Vec<(&'a str, &'a str)>,
+    clear_env: bool,
+}
+
+/// Runs the harness on `lib` (NAME `name`) with a call of `function`.
+fn call(lib: &Path, name: &str, function: &str, args: &[ArgSpec], options: &RunOptions<'_>) -> Outcome {
+    call_with(harness(), lib, name, function, args, options)
+}
+
+fn call_with(exe: &Path, lib: &Path, name: &str, function: &str, args: &[ArgSpec], options: &RunOptions<'_>) -> Outcome {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let dir = lib.parent().unwrap().join(format!("call{}", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut request = format!("call {function}\n");
+    for (i, a) in args.iter().enumerate() {
+        let file = match &a.data {
+            Some(d) => {
+                let path = dir.join(format!("arg{i}.bin"));
+                std::fs::write(&path, d).unwrap();
+                path.display().to_string()
+            }
+            None => "-".into(),
+        };
+        request += &format!("arg {} {} {} {} {} {} {} {} {file}\n", a.name, a.code, a.bits, a.lanes, a.device, a.ndim, a.byte_offset, a.capacity);
+        request += &match &a.shape {
+            Some(s) => format!("shape {}\n", s.iter().map(i64::to_string).collect::<Vec<_>>().join(" ")),
+            None => "shape -\n".into(),
+        };
+        request += &match &a.strides {
+            Some(s) => format!("strides {}\n", s.iter().map(i64::to_string).collect::<Vec<_>>().join(" ")),
+            None => "strides null\n".into(),
+        };
+        request += &match &a.axes {
+            Some(names) if !names.is_empty() => format!("axes {}\n", names.iter().map(|n| n.as_deref().unwrap_or("_")).collect::<Vec<_>>().join(" ")),
+            _ => "axes null\n".into(),
+        };
+    }
+    std::fs::write(dir.join("request"), request).unwrap();
+    let mut command = Command::new(exe);
+    command.arg(lib).arg(name).arg(dir.join("request")).arg(dir.join("out"));
+    if let Some(w) = options.weights {
+        command.arg("--weights").arg(w);
+    }
+    if options.embedded {
+        command.arg("--embedded");
+    }
+    if options.guard {
+        command.arg("--guard");
+    }
+    if let Some((t, c)) = options.threads {
+        command.args(["--threads", &t.to_string(), "--calls", &c.to_string()]);
+    }
+    if let Some(r) = options.rounds {
+        command.args(["--rounds", &r.to_string()]);
+    }
+    if let Some(t) = options.open_threads {
+        command.args(["--open-threads", &t.to_string()]);
+    }
+    if options.clear_env {
+        command.env_clear();
+    }
+    command.envs(options.env.iter().copied());
+    let out = command.output().expect("run the harness");
+    assert!(out.status.success(), "the harness failed on {} `{function}` ({:?}):\n{}", lib.display(), out.status, String::from_utf8_lossy(&out.stderr));
+    let meta = std::fs::read_to_string(dir.join("out.meta")).unwrap();
+    let field = |key: &str| meta.lines().find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()));
+    let status: i32 = field("status ").unwrap().parse().unwrap();
+    let error = field("error").unwrap_or_default();
+    let rss_growth_kib = field("rss_growth_kib ").map(|v| v.parse().unwrap());
+    let result = (status == 0).then(|| {
+        let dtype = field("dtype ").unwrap();
+        let dtype = [DType::F16, DType::BF16, DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool]
+            .into_iter()
+            .find(|&d| {
+                let (c, b) = dlpack(d);
+                dtype == format!("{c} {b}")
+            })
+            .unwrap_or_else(|| panic!("unknown result dtype {dtype}"));
+        let shape: Vec<usize> = field("shape").unwrap().split_whitespace().map(|s| s.parse().unwrap()).collect();
+        let names = field("axes").unwrap().split_whitespace().map(|n| (n != "_").then(|| n.to_string())).collect();
+        from_bytes(dtype, shape, names, &std::fs::read(dir.join("out.bin")).unwrap())
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    Outcome { status, error, result, rss_growth_kib }
+}
+
+/// Writes weights to a safetensors file.
+fn write_weights(path: &Path, weights: &HashMap<String, HostTensor>) {
+    let tensors: Vec<(&str, &HostTensor)> = weights.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    nax::write_tensors_atomic(path, &tensors).unwrap();
+}
+
+/// Every case of the backend suite (every operator and built-in, patterns,
+/// dtypes, masks, host scalars, empty axes, flash attention, the example
+/// models scaled down): built into a library, called from C with each
+/// layout, compared with the interpreter.
+#[test]
+fn every_backend_case_agrees_through_its_library_from_c() {
+    let scratch = Scratch::new("cases");
+    let mut rng = SmallRng::seed_from_u64(13);
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for (i, case) in crate::backends::cases().into_iter().chain(crate::backends::model_cases()).enumerate() {
+        let Some((checked, lowered, _, args, weights)) = prepare(&case, &mut rng, false) else { continue };
+        let want = run_on(Backend::Interp, &lowered, &args, &weights).unwrap_or_else(|e| panic!("{}: interp: {e}", case.name));
+        let dir = scratch.0.join(format!("c{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let lib = build_text(&case.source, &dir, "t", &[]);
+        let weights_file = dir.join("w.safetensors");
+        if !weights.is_empty() {
+            write_weights(&weights_file, &weights);
+        }
+        let f = checked.module.functions.iter().find(|f| f.name == case.function).unwrap();
+        let names: Vec<String> = f.bindings[..f.params].iter().map(|b| b.name.clone()).collect();
+        for layout in [Layout::Plain, Layout::Strided, Layout::ByName] {
+            let options = RunOptions { weights: (!weights.is_empty()).then_some(weights_file.as_path()), guard: layout == Layout::Strided, ..RunOptions::default() };
+            let got = call(&lib, "t", &case.function, &request_args(&names, &args, layout), &options);
+            let what = format!("{} ({layout:?})", case.name);
+            match &got.result {
+                None => failures.push(format!("{what}: status {}: {}", got.status, got.error)),
+                Some(r) => {
+                    if let Err(e) = compare(&what, r, &want, 0) {
+                        failures.push(e);
+                    }
+                    if r.names() != want.names() {
+                        failures.push(format!("{what}: result axes {:?}, expected {:?}", r.names(), want.names()));
+                    }
+                }
+            }
+        }
+        ran += 1;
+    }
+    assert!(ran >= 20, "only {ran} cases ran");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Checks `c` with `check` after loading `lib`, where `c` is the case `Case` names.
+fn interp_run(source: &Path, function: &str, inputs: &Path, weights: Option<&Path>, args: &[(String, String)], out: &Path) -> Result<HostTensor, String> {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_nax"));
+    command.arg("run").arg(source).args(["--fn", function, "--inputs"]).arg(inputs).arg("--out").arg(out).args(["--backend", "interp"]);
+    if let Some(w) = weights {
+        command.arg("--weights").arg(w);
+    }
+    for (k, v) in args {
+        command.args(["--arg", &format!("{k}={v}")]);
+    }
+    let o = command.output().expect("run nax run");
+    if !o.status.success() {
+        return Err(String::from_utf8_lossy(&o.stderr).into_owned());
+    }
+    Ok(nax::read_tensors(out).map_err(|e| e.to_string())?.into_iter().find(|(n, _)| n == "out").ok_or("no `out` tensor")?.1)
+}
+
+/// The shared execution cases (`../shared/exec`), their inputs written by
+/// the cases' own code (with the host-boundary axis names): each built into
+/// a library and called from C with each layout; compared with `nax run
+/// --backend interp`; a rejection case must be refused with its code.
+#[test]
+fn shared_execution_cases_agree_through_their_libraries_from_c() {
+    let scratch = Scratch::new("exec");
+    let exec = shared().join("exec");
+    let dumped = Command::new("python3").arg(root().join("tests/aot/exec_inputs.py")).arg(&exec).arg(&scratch.0).output().expect("run python3");
+    assert!(dumped.status.success(), "exec_inputs.py needs python3 with numpy and safetensors:\n{}", String::from_utf8_lossy(&dumped.stderr));
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for entry in std::fs::read_dir(&scratch.0).unwrap() {
+        let dir = entry.unwrap().path();
+        let case_name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let spec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("case.json")).unwrap()).unwrap();
+        let function = spec["fn"].as_str().unwrap();
+        let source = exec.join(format!("{case_name}.nax"));
+        let lib = build(&source, &dir, "t", &[]);
+        let weights = dir.join("weights.safetensors");
+        let weights = weights.is_file().then_some(weights);
+        let inputs = nax::read_tensors(&dir.join("in.safetensors")).unwrap();
+        let host_args: Vec<(String, String)> = spec["args"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
+        assert!(host_args.is_empty(), "{case_name}: host arguments are not passed through the harness yet");
+        let want = interp_run(&source, function, &dir.join("in.safetensors"), weights.as_deref(), &host_args, &dir.join("want.safetensors"));
+        let names: Vec<String> = inputs.iter().map(|(n, _)| n.clone()).collect();
+        let values: Vec<Value> = inputs.iter().map(|(_, t)| Value::Tensor(t.clone())).collect();
+        for layout in [Layout::Plain, Layout::Strided, Layout::ByName] {
+            let options = RunOptions { weights: weights.as_deref(), guard: layout == Layout::Strided, ..RunOptions::default() };
+            let got = call(&lib, "t", function, &request_args(&names, &values, layout), &options);
+            let what = format!("{case_name} ({layout:?})");
+            match (&want, &got.result) {
+                (Err(_), None) if spec["reject"].as_bool() == Some(true) => {
+                    if got.status != 1 || !got.error.contains(function) {
+                        failures.push(format!("{what}: refused with status {}: {}", got.status, got.error));
+                    }
+                }
+                (Ok(w), Some(r)) => {
+                    if let Err(e) = compare(&what, r, w, 0) {
+                        failures.push(e);
+                    }
+                    if r.names() != w.names() {
+                        failures.push(format!("{what}: result axes {:?}, expected {:?}", r.names(), w.names()));
+                    }
+                }
+                (w, _) => failures.push(format!("{what}: interp gave {:?}, the library status {}: {}", w.as_ref().map(HostTensor::shape), got.status, got.error)),
+            }
+        }
+        ran += 1;
+    }
+    assert!(ran >= 7, "only {ran} execution cases ran");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A small program with host scalars of every type, a mask in and a mask
+/// out, an int result, zero-size axes and weights.
+const KINDS: &str = "dim D = 3
+param w: [D]
+
+def scaled(x: [n D], alpha: float, k: int, flip: bool) -> [n D] {
+    y = x * alpha + k * w
+    return where(flip, -y, y)
+}
+
+def masked(x: [n D], keep: Mask[n D]) -> [n D] {
+    return masked_fill(x, !keep, 0.0)
+}
+
+def positive(x: [n D]) -> Mask[n D] {
+    return x > 0.0
+}
+
+def count(x: [n D]) -> Int[n] {
+    return sum(x > 0.0, D)
+}
+
+def total(x: [n D]) -> [D] {
+    return sum(x, n)
+}
+";
