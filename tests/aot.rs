@@ -12,6 +12,7 @@
 //! and fully named tensors given in another axis order, bound by name.
 
 use crate::backends::{Case, compare, prepare, run_on};
+use crate::support::nax_files;
 use crate::support::{root, shared};
 use nax::pipeline::Backend;
 use nax::{DType, HostTensor, Scalar, TensorData, Value};
@@ -246,6 +247,8 @@ struct Outcome {
     error: String,
     result: Option<HostTensor>,
     rss_growth_kib: Option<i64>,
+    /// With `nulls`: the statuses of the calls with NULL pointers.
+    nulls: Option<String>,
 }
 
 /// Options of one harness run.
@@ -254,10 +257,11 @@ struct RunOptions<'a> {
     weights: Option<&'a Path>,
     embedded: bool,
     guard: bool,
+    nulls: bool,
     /// Threads and calls per thread, every result compared with the first.
     threads: Option<(usize, usize)>,
     rounds: Option<usize>,
-    open_threads: Option<usize>,
+    open_threads: Option<i64>,
     env: Vec<(&'a str, &'a str)>,
     clear_env: bool,
 }
@@ -307,6 +311,9 @@ fn call_with(exe: &Path, lib: &Path, name: &str, function: &str, args: &[ArgSpec
     if options.guard {
         command.arg("--guard");
     }
+    if options.nulls {
+        command.arg("--nulls");
+    }
     if let Some((t, c)) = options.threads {
         command.args(["--threads", &t.to_string(), "--calls", &c.to_string()]);
     }
@@ -321,6 +328,7 @@ fn call_with(exe: &Path, lib: &Path, name: &str, function: &str, args: &[ArgSpec
     }
     command.envs(options.env.iter().copied());
     let out = command.output().expect("run the harness");
+    let nulls = String::from_utf8_lossy(&out.stdout).lines().find_map(|l| l.strip_prefix("nulls ").map(str::to_string));
     assert!(out.status.success(), "the harness failed on {} `{function}` ({:?}):\n{}", lib.display(), out.status, String::from_utf8_lossy(&out.stderr));
     let meta = std::fs::read_to_string(dir.join("out.meta")).unwrap();
     let field = |key: &str| meta.lines().find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()));
@@ -341,7 +349,7 @@ fn call_with(exe: &Path, lib: &Path, name: &str, function: &str, args: &[ArgSpec
         from_bytes(dtype, shape, names, &std::fs::read(dir.join("out.bin")).unwrap())
     });
     let _ = std::fs::remove_dir_all(&dir);
-    Outcome { status, error, result, rss_growth_kib }
+    Outcome { status, error, result, rss_growth_kib, nulls }
 }
 
 /// Writes weights to a safetensors file.
@@ -394,10 +402,10 @@ fn every_backend_case_agrees_through_its_library_from_c() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Checks `c` with `check` after loading `lib`, where `c` is the case `Case` names.
-fn interp_run(source: &Path, function: &str, inputs: &Path, weights: Option<&Path>, args: &[(String, String)], out: &Path) -> Result<HostTensor, String> {
+/// `nax run --backend BACKEND` on files: the reference result.
+fn reference_run(backend: &str, source: &Path, function: &str, inputs: &Path, weights: Option<&Path>, args: &[(String, String)], out: &Path) -> Result<HostTensor, String> {
     let mut command = Command::new(env!("CARGO_BIN_EXE_nax"));
-    command.arg("run").arg(source).args(["--fn", function, "--inputs"]).arg(inputs).arg("--out").arg(out).args(["--backend", "interp"]);
+    command.arg("run").arg(source).args(["--fn", function, "--inputs"]).arg(inputs).arg("--out").arg(out).args(["--backend", backend]);
     if let Some(w) = weights {
         command.arg("--weights").arg(w);
     }
@@ -435,7 +443,7 @@ fn shared_execution_cases_agree_through_their_libraries_from_c() {
         let inputs = nax::read_tensors(&dir.join("in.safetensors")).unwrap();
         let host_args: Vec<(String, String)> = spec["args"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
         assert!(host_args.is_empty(), "{case_name}: host arguments are not passed through the harness yet");
-        let want = interp_run(&source, function, &dir.join("in.safetensors"), weights.as_deref(), &host_args, &dir.join("want.safetensors"));
+        let want = reference_run("interp", &source, function, &dir.join("in.safetensors"), weights.as_deref(), &host_args, &dir.join("want.safetensors"));
         let names: Vec<String> = inputs.iter().map(|(n, _)| n.clone()).collect();
         let values: Vec<Value> = inputs.iter().map(|(_, t)| Value::Tensor(t.clone())).collect();
         for layout in [Layout::Plain, Layout::Strided, Layout::ByName] {
@@ -491,3 +499,243 @@ def total(x: [n D]) -> [D] {
     return sum(x, n)
 }
 ";
+
+/// The cases of a model file: each function with `b` = 1 and `n` = 3.
+fn file_cases(path: &Path) -> Vec<Case> {
+    let source = std::fs::read_to_string(path).unwrap();
+    let checked = nax_front::check_source(&source);
+    checked
+        .module
+        .functions
+        .iter()
+        .map(|f| Case {
+            name: format!("{}:{}", path.file_stem().unwrap().to_string_lossy(), f.name),
+            source: source.clone(),
+            function: f.name.clone(),
+            sizes: vec![("b", 1), ("n", 3)],
+            special_values: false,
+        })
+        .collect()
+}
+
+/// The example models, unchanged: the transformer block at D = 512 (every
+/// function compared with `nax run --backend interp`) and every
+/// WORKLOADS.md workload at its full size (compared with `nax run`'s JIT:
+/// the interpreter is too slow there, and runs them scaled down in
+/// `every_backend_case_agrees_through_its_library_from_c`); each built into
+/// a library, called from C with each layout; each header also compiles
+/// as C++17.
+#[test]
+fn the_example_models_agree_through_their_libraries_from_c() {
+    let scratch = Scratch::new("examples");
+    let mut rng = SmallRng::seed_from_u64(29);
+    let mut files = vec![root().join("examples/transformer_block.nax")];
+    files.extend(nax_files(&root().join("examples/workloads")));
+    let mut failures = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        let started = std::time::Instant::now();
+        let dir = scratch.0.join(format!("e{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let lib = build(file, &dir, "model", &[]);
+        compiles_as_cpp(&dir.join("model.h"));
+        for case in file_cases(file) {
+            let Some((checked, _, _, args, weights)) = prepare(&case, &mut rng, false) else { continue };
+            // Weights of a trained model's scale (1/20 of the suite's), so that
+            // the block's 512-wide products do not saturate its softmax, where
+            // any two f32 evaluations part.
+            let weights: HashMap<String, HostTensor> = weights
+                .into_iter()
+                .map(|(k, t)| {
+                    let small: Vec<f64> = t.to_f64_vec().iter().map(|v| v / 20.0).collect();
+                    (k, HostTensor::from_f64(t.dtype(), t.shape().to_vec(), t.names().to_vec(), &small).unwrap())
+                })
+                .collect();
+            let f = checked.module.functions.iter().find(|f| f.name == case.function).unwrap();
+            let names: Vec<String> = f.bindings[..f.params].iter().map(|b| b.name.clone()).collect();
+            if args.iter().any(|a| matches!(a, Value::Scalar(_))) {
+                continue;
+            }
+            let inputs = dir.join("in.safetensors");
+            let tensors: Vec<(&str, &HostTensor)> = names.iter().zip(&args).filter_map(|(n, a)| if let Value::Tensor(t) = a { Some((n.as_str(), t)) } else { None }).collect();
+            nax::write_tensors_atomic(&inputs, &tensors).unwrap();
+            let weights_file = dir.join("w.safetensors");
+            if !weights.is_empty() {
+                write_weights(&weights_file, &weights);
+            }
+            let weights_file = (!weights.is_empty()).then_some(weights_file.as_path());
+            let reference = if i == 0 { "interp" } else { "llvm" };
+            let want = reference_run(reference, file, &case.function, &inputs, weights_file, &[], &dir.join("want.safetensors")).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+            // The workloads' large tensors once, row-major (the layouts are the other tests' work).
+            let layouts: &[Layout] = if i == 0 { &[Layout::Plain, Layout::Strided, Layout::ByName] } else { &[Layout::Plain] };
+            for &layout in layouts {
+                let options = RunOptions { weights: weights_file, guard: layout == Layout::Strided, ..RunOptions::default() };
+                let got = call(&lib, "model", &case.function, &request_args(&names, &args, layout), &options);
+                let what = format!("{} ({layout:?})", case.name);
+                match &got.result {
+                    None => failures.push(format!("{what}: status {}: {}", got.status, got.error)),
+                    Some(r) => {
+                        if let Err(e) = compare(&what, r, &want, 1 << 20) {
+                            failures.push(e);
+                        }
+                    }
+                }
+            }
+        }
+        println!("{}: {:.1} s", file.display(), started.elapsed().as_secs_f64());
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Compiles a header alone as C++17, warnings as errors.
+fn compiles_as_cpp(header: &Path) {
+    let out = Command::new("c++").args(["-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only", "-x", "c++"]).arg(header).output().expect("run c++");
+    assert!(out.status.success(), "{} does not compile as C++17:\n{}", header.display(), String::from_utf8_lossy(&out.stderr));
+}
+
+/// Host scalars of every type (f64/i64/bool, and f32/i32 for float and
+/// int), masks in and out, int results, zero-size axes and weights.
+#[test]
+fn host_scalars_masks_and_empty_axes_agree_with_the_interpreter() {
+    let scratch = Scratch::new("kinds");
+    let lib = build_text(KINDS, &scratch.0, "kinds", &[]);
+    let mut rng = SmallRng::seed_from_u64(3);
+    let mut failures = Vec::new();
+    for (function, n) in [("scaled", 4), ("scaled", 0), ("masked", 5), ("masked", 0), ("positive", 3), ("count", 4), ("count", 0), ("total", 0), ("total", 6)] {
+        let case = Case { name: format!("{function} n={n}"), source: KINDS.into(), function: function.into(), sizes: vec![("n", n)], special_values: false };
+        let Some((checked, lowered, _, mut args, weights)) = prepare(&case, &mut rng, false) else { panic!("{}", case.name) };
+        if function == "scaled" {
+            args[1] = Value::Scalar(Scalar::Float(-1.5));
+            args[2] = Value::Scalar(Scalar::Int(-2));
+        }
+        let w = scratch.0.join("w.safetensors");
+        write_weights(&w, &weights);
+        let f = checked.module.functions.iter().find(|f| f.name == function).unwrap();
+        let names: Vec<String> = f.bindings[..f.params].iter().map(|b| b.name.clone()).collect();
+        let flips: &[bool] = if function == "scaled" { &[true, false] } else { &[true] };
+        for &flip in flips {
+            if function == "scaled" {
+                args[3] = Value::Scalar(Scalar::Bool(flip));
+            }
+            let want = run_on(Backend::Interp, &lowered, &args, &weights).unwrap();
+            for layout in [Layout::Plain, Layout::Strided, Layout::ByName] {
+                let got = call(&lib, "kinds", function, &request_args(&names, &args, layout), &RunOptions { weights: Some(&w), guard: true, ..RunOptions::default() });
+                let what = format!("{} flip={flip} ({layout:?})", case.name);
+                match &got.result {
+                    Some(r) => {
+                        if let Err(e) = compare(&what, r, &want, 0) {
+                            failures.push(e);
+                        }
+                        if r.names() != want.names() {
+                            failures.push(format!("{what}: axes {:?}, expected {:?}", r.names(), want.names()));
+                        }
+                    }
+                    None => failures.push(format!("{what}: status {}: {}", got.status, got.error)),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The first argument of a call (`x`).
+fn x(a: &mut [ArgSpec]) -> &mut ArgSpec {
+    &mut a[0]
+}
+
+/// `scaled`'s arguments: x [n=2 D=3] f32 named, alpha, k, flip.
+fn good_args() -> Vec<ArgSpec> {
+    let x = HostTensor::from_f64(DType::F32, vec![2, 3], vec![Some("n".into()), Some("D".into())], &[1.0, -2.0, 3.0, 4.0, 5.0, -6.0]).unwrap();
+    vec![
+        tensor_arg("x", &x, Layout::Plain),
+        scalar_arg("alpha", Scalar::Float(0.5), Layout::Plain),
+        scalar_arg("k", Scalar::Int(2), Layout::Plain),
+        scalar_arg("flip", Scalar::Bool(false), Layout::Plain),
+    ]
+}
+
+/// Every kind of bad input through the ABI gets its code and a message
+/// naming the function, the parameter and the axis; none crashes (the
+/// harness would fail). Inputs end at a PROT_NONE page.
+#[test]
+fn bad_input_through_the_abi_gets_its_code_and_message() {
+    let scratch = Scratch::new("bad");
+    let lib = build_text(KINDS, &scratch.0, "kinds", &[]);
+    let w = scratch.0.join("w.safetensors");
+    let good_w = HashMap::from([("w".to_string(), HostTensor::from_f64(DType::F32, vec![3], vec![None], &[1.0, 2.0, 3.0]).unwrap())]);
+    write_weights(&w, &good_w);
+    let with = |f: &dyn Fn(&mut Vec<ArgSpec>)| {
+        let mut a = good_args();
+        f(&mut a);
+        a
+    };
+    let cases: Vec<(&str, &str, Vec<ArgSpec>, i32, Vec<&str>)> = vec![
+        ("the good call", "scaled", good_args(), 0, vec![]),
+        ("unknown function", "nope", good_args(), 1, vec!["nope", "scaled"]),
+        ("missing argument", "scaled", with(&|a| drop(a.remove(1))), 1, vec!["scaled", "alpha"]),
+        ("extra argument", "scaled", with(&|a| a.push(a[0].clone())), 1, vec!["scaled", "x"]),
+        ("unknown argument", "scaled", with(&|a| a[1].name = "beta".into()), 1, vec!["scaled", "beta"]),
+        ("wrong dtype", "scaled", with(&|a| x(a).bits = 64), 1, vec!["scaled", "'x'", "f64"]),
+        ("wrong rank", "scaled", with(&|a| { x(a).shape = Some(vec![6]); x(a).ndim = 1; x(a).axes = None; }), 1, vec!["scaled", "'x'", "rank"]),
+        ("wrong size", "scaled", with(&|a| { x(a).shape = Some(vec![3, 2]); x(a).axes = None; }), 1, vec!["scaled", "'x'", "'D'", "2", "3"]),
+        ("wrong axis name", "scaled", with(&|a| x(a).axes = Some(vec![Some("n".into()), Some("E".into())])), 1, vec!["scaled", "'x'", "E"]),
+        ("NULL data", "scaled", with(&|a| x(a).data = None), 1, vec!["scaled", "'x'", "NULL"]),
+        ("NULL shape", "scaled", with(&|a| x(a).shape = None), 1, vec!["scaled", "'x'", "shape"]),
+        ("capacity too small", "scaled", with(&|a| x(a).capacity = 20), 1, vec!["scaled", "'x'", "capacity"]),
+        ("strides past the capacity", "scaled", with(&|a| { x(a).strides = Some(vec![4, 1]); x(a).capacity = 24; }), 1, vec!["scaled", "'x'", "capacity"]),
+        ("negative strides before the data", "scaled", with(&|a| { x(a).strides = Some(vec![-3, 1]); x(a).capacity = 24; }), 1, vec!["scaled", "'x'", "capacity"]),
+        ("negative size", "scaled", with(&|a| x(a).shape = Some(vec![-2, 3])), 1, vec!["scaled", "'x'", "negative", "-2"]),
+        ("sizes whose bytes overflow", "scaled", with(&|a| x(a).shape = Some(vec![1 << 40, 1 << 40])), 1, vec!["scaled", "'x'"]),
+        ("a size past memory", "scaled", with(&|a| { x(a).shape = Some(vec![1 << 40, 3]); x(a).strides = Some(vec![0, 1]); }), 3, vec!["scaled"]),
+        ("a CUDA tensor", "scaled", with(&|a| x(a).device = 2), 1, vec!["scaled", "'x'", "device"]),
+        ("vector lanes", "scaled", with(&|a| x(a).lanes = 4), 1, vec!["scaled", "'x'", "float32x4"]),
+        ("a host scalar of rank 1", "scaled", with(&|a| { a[1].ndim = 1; a[1].shape = Some(vec![1]); }), 1, vec!["scaled", "'alpha'", "rank"]),
+        ("a host float given as bool", "scaled", with(&|a| { a[1].code = 6; a[1].bits = 8; }), 1, vec!["scaled", "'alpha'"]),
+        ("a NULL host scalar", "scaled", with(&|a| a[2].data = None), 1, vec!["scaled", "'k'", "NULL"]),
+        ("a bool that is not 0 or 1", "scaled", with(&|a| a[3].data = Some(vec![2])), 0, vec![]),
+    ];
+    let mut failures = Vec::new();
+    for (what, function, args, status, words) in cases {
+        let got = call(&lib, "kinds", function, &args, &RunOptions { weights: Some(&w), guard: true, ..RunOptions::default() });
+        if got.status != status || words.iter().any(|w| !got.error.contains(w)) || (status != 0 && got.result.is_some()) {
+            failures.push(format!("{what}: status {} (expected {status}): {}", got.status, got.error));
+        }
+    }
+    // A mask whose bytes are not 0 or 1.
+    let m = HostTensor::from_f64(DType::Bool, vec![2, 3], vec![Some("n".into()), Some("D".into())], &[1.0, 0.0, 1.0, 1.0, 0.0, 0.0]).unwrap();
+    let mut keep = tensor_arg("keep", &m, Layout::Plain);
+    keep.data = Some(vec![1, 0, 7, 1, 0, 0]);
+    let got = call(&lib, "kinds", "masked", &[good_args().remove(0), keep], &RunOptions { weights: Some(&w), guard: true, ..RunOptions::default() });
+    if got.status != 1 || !got.error.contains("byte 7") || !got.error.contains("'keep'") {
+        failures.push(format!("a mask byte of 7: status {}: {}", got.status, got.error));
+    }
+    // NULL pointers for the model, the function, the result, the model to fill, the arguments.
+    let got = call(&lib, "kinds", "scaled", &good_args(), &RunOptions { weights: Some(&w), nulls: true, ..RunOptions::default() });
+    if got.nulls.as_deref() != Some("1 1 1 1 1") {
+        failures.push(format!("NULL pointers gave statuses {:?}", got.nulls));
+    }
+    // Weights: missing, unreadable, malformed, of the wrong shape, without the tensor, none at all.
+    let bad = scratch.0.join("bad.safetensors");
+    std::fs::write(&bad, b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all").unwrap();
+    let wrong = scratch.0.join("wrong.safetensors");
+    write_weights(&wrong, &HashMap::from([("w".to_string(), HostTensor::from_f64(DType::F32, vec![4], vec![None], &[1.0; 4]).unwrap())]));
+    let other = scratch.0.join("other.safetensors");
+    write_weights(&other, &HashMap::from([("v".to_string(), HostTensor::from_f64(DType::F32, vec![3], vec![None], &[1.0; 3]).unwrap())]));
+    let missing = scratch.0.join("missing.safetensors");
+    for (what, file, words) in [
+        ("a missing weights file", Some(missing.as_path()), vec!["missing.safetensors"]),
+        ("a malformed weights file", Some(bad.as_path()), vec!["bad.safetensors", "not a valid safetensors"]),
+        ("a weight of the wrong shape", Some(wrong.as_path()), vec!["'w'", "4", "3"]),
+        ("a file without the weight", Some(other.as_path()), vec!["'w'", "other.safetensors"]),
+        ("no weights", None, vec!["'w'", "kinds_open"]),
+    ] {
+        let got = call(&lib, "kinds", "scaled", &good_args(), &RunOptions { weights: file, ..RunOptions::default() });
+        if got.status != 2 || words.iter().any(|w| !got.error.contains(w)) {
+            failures.push(format!("{what}: status {}: {}", got.status, got.error));
+        }
+    }
+    let got = call(&lib, "kinds", "scaled", &good_args(), &RunOptions { weights: Some(&w), open_threads: Some(-1), ..RunOptions::default() });
+    if got.status != 1 || !got.error.contains("threads") {
+        failures.push(format!("threads = -1: status {}: {}", got.status, got.error));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -15,6 +15,8 @@
  * DATAFILE's bytes become the tensor's memory (data points at its first
  * byte, element 0 at data + BYTE_OFFSET); "-" gives a NULL data pointer.
  * With --guard, each tensor's memory ends exactly at a PROT_NONE page.
+ * With --nulls, NULL model, function, result and model-out pointers are
+ * passed first and their statuses written ("nulls A B C D").
  * With --threads, T threads make C calls each on one model and every
  * result must equal the first. With --rounds, R rounds of open, call and
  * close run, and the growth of the resident set is written.
@@ -217,7 +219,7 @@ static long resident_kib(void) {
 
 int main(int argc, char **argv) {
   const char *weights = NULL;
-  int guard = 0, threads = 0, rounds = 0, open_threads = 0, status, i;
+  int guard = 0, threads = 0, rounds = 0, open_threads = 0, nulls = 0, status, i;
   long growth = -1;
   void *lib;
   nax_result r;
@@ -225,6 +227,7 @@ int main(int argc, char **argv) {
   for (i = 5; i < argc; i++) {
     if (!strcmp(argv[i], "--weights") && i + 1 < argc) weights = argv[++i];
     else if (!strcmp(argv[i], "--guard")) guard = 1;
+    else if (!strcmp(argv[i], "--nulls")) nulls = 1;
     else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
@@ -253,6 +256,15 @@ int main(int argc, char **argv) {
   if (status != NAX_OK) {
     write_result(argv[4], status, NULL, growth);
     return 0;
+  }
+  if (nulls) {
+    int a = lib_call(NULL, function, args, nargs, &r);
+    int b = lib_call(model, NULL, args, nargs, &r);
+    int c = lib_call(model, function, args, nargs, NULL);
+    int d = lib_open(weights, open_threads, NULL);
+    int e = lib_call(model, function, NULL, nargs, &r);
+    lib_close(NULL);
+    printf("nulls %d %d %d %d %d\n", a, b, c, d, e);
   }
   status = lib_call(model, function, args, nargs, &r);
   if (status == NAX_OK && threads > 0) {
