@@ -739,3 +739,254 @@ fn bad_input_through_the_abi_gets_its_code_and_message() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The transformer block example built into `dir/libblock.so`, its weights
+/// file, and an input `x` of b = 1, n = 8.
+fn block_library(dir: &Path, extra: &[&str]) -> (PathBuf, PathBuf, ArgSpec) {
+    let weights = dir.join("block.safetensors");
+    write_block_weights(&weights);
+    let mut extra: Vec<&str> = extra.to_vec();
+    let w = weights.display().to_string();
+    if extra.contains(&"--embed-weights") {
+        extra.extend(["--weights", &w]);
+    }
+    let lib = build(&root().join("examples/transformer_block.nax"), dir, "block", &extra);
+    let values: Vec<f64> = (0..8 * 512).map(|i| ((i * 37 % 101) as f64 - 50.0) / 25.0).collect();
+    let x = HostTensor::from_f64(DType::F32, vec![1, 8, 512], vec![Some("b".into()), Some("n".into()), Some("D".into())], &values).unwrap();
+    (lib, weights, tensor_arg("x", &x, Layout::Plain))
+}
+
+/// Seeded weights for the block at a trained model's scale.
+fn write_block_weights(path: &Path) {
+    let mut rng = SmallRng::seed_from_u64(41);
+    let shapes: [(&str, Vec<usize>); 10] = [
+        ("ln1_g", vec![512]),
+        ("ln1_b", vec![512]),
+        ("w_qkv", vec![512, 1536]),
+        ("w_o", vec![512, 512]),
+        ("ln2_g", vec![512]),
+        ("ln2_b", vec![512]),
+        ("w_1", vec![512, 2048]),
+        ("b_1", vec![2048]),
+        ("w_2", vec![2048, 512]),
+        ("b_2", vec![512]),
+    ];
+    let weights: HashMap<String, HostTensor> = shapes
+        .into_iter()
+        .map(|(name, shape)| {
+            let n: usize = shape.iter().product();
+            let values: Vec<f64> = (0..n).map(|_| rand::Rng::random_range(&mut rng, -0.03..0.03)).collect();
+            (name.to_string(), HostTensor::from_f64(DType::F32, shape.clone(), vec![None; shape.len()], &values).unwrap())
+        })
+        .collect();
+    write_weights(path, &weights);
+}
+
+/// The library's dynamic dependencies are the C library's alone, it exports
+/// only `NAME_` symbols, and it runs with no toolchain on `PATH` or
+/// `LD_LIBRARY_PATH`, loading nothing but the C library's objects.
+#[test]
+fn a_library_needs_only_the_c_library_and_exports_only_its_entries() {
+    let scratch = Scratch::new("deps");
+    let (lib, weights, x) = block_library(&scratch.0, &[]);
+    let readelf = Command::new("readelf").arg("-d").arg(&lib).output().expect("run readelf");
+    let needed: Vec<String> = String::from_utf8_lossy(&readelf.stdout)
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1).map(|s| s.trim_end_matches(']').to_string()))
+        .collect();
+    let allowed = ["libc.so", "libm.so", "libdl.so", "libpthread.so", "libgcc_s.so", "ld-linux"];
+    assert!(!needed.is_empty() && needed.iter().all(|n| allowed.iter().any(|a| n.starts_with(a))), "NEEDED: {needed:?}");
+    let nm = Command::new("nm").args(["-D", "--defined-only"]).arg(&lib).output().expect("run nm");
+    let symbols: Vec<String> = String::from_utf8_lossy(&nm.stdout).lines().filter_map(|l| l.split_whitespace().nth(2).map(str::to_string)).collect();
+    assert!(symbols.len() >= 6 && symbols.iter().all(|s| s.starts_with("block_")), "exported: {symbols:?}");
+    for entry in ["block_open", "block_close", "block_call", "block_manifest", "block_last_error", "block_abi_version", "block_block"] {
+        assert!(symbols.iter().any(|s| s == entry), "{entry} is not exported: {symbols:?}");
+    }
+    // No toolchain in the environment; the loader reports every object it loads.
+    let log = scratch.0.join("loaded").display().to_string();
+    let options = RunOptions {
+        weights: Some(&weights),
+        clear_env: true,
+        env: vec![("PATH", "/nonexistent"), ("LD_DEBUG", "files"), ("LD_DEBUG_OUTPUT", &log)],
+        ..RunOptions::default()
+    };
+    let got = call(&lib, "block", "block", &[x], &options);
+    assert_eq!(got.status, 0, "{}", got.error);
+    let logs: String = std::fs::read_dir(&scratch.0)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("loaded"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    let objects: Vec<&str> = logs.lines().filter_map(|l| l.split("file=").nth(1)).map(|f| f.split_whitespace().next().unwrap_or("")).collect();
+    assert!(objects.iter().any(|o| o.contains("libblock.so")), "the loader's log lists no libblock.so:\n{logs}");
+    let foreign: Vec<&&str> = objects.iter().filter(|o| !o.contains("libblock.so") && !allowed.iter().any(|a| o.contains(a))).collect();
+    assert!(foreign.is_empty(), "the harness loaded more than the C library: {foreign:?}");
+}
+
+/// Two libraries whose programs both define `forward` load into one
+/// process (`dlopen` with `RTLD_LOCAL`) and each gives its own result.
+#[test]
+fn two_libraries_with_the_same_function_names_load_side_by_side() {
+    let scratch = Scratch::new("two");
+    let a = build_text("def forward(x: [n]) -> [n] {\n    return x * 2.0\n}\n", &scratch.0, "first", &[]);
+    let b_dir = scratch.0.join("b");
+    std::fs::create_dir_all(&b_dir).unwrap();
+    let b = build_text("def forward(x: [n]) -> [n] {\n    return exp(x) + 1.0\n}\n", &b_dir, "second", &[]);
+    let exe = scratch.0.join("two");
+    let out = Command::new("cc")
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
+        .arg(&scratch.0)
+        .arg("-DNAX_HEADER=\"first.h\"")
+        .arg(root().join("tests/aot/two.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-ldl")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = Command::new(&exe).arg(&a).arg("first").arg(&b).arg("second").output().unwrap();
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{text}{}", String::from_utf8_lossy(&run.stderr));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!([lines[0], lines[2]], ["first: 2 4 6 8"; 2], "{text}");
+    let second: Vec<f64> = lines[1].strip_prefix("second: ").unwrap().split(' ').map(|v| v.parse().unwrap()).collect();
+    for (i, v) in second.iter().enumerate() {
+        let want = ((i + 1) as f64).exp() + 1.0;
+        assert!((v - want).abs() < 1e-4 * want, "{text}");
+    }
+}
+
+/// 8 threads making 200 calls each on one model (its pool of 2 workers
+/// shared) all give the single-threaded result; 100 rounds of open, call
+/// and close do not grow the process.
+#[test]
+fn threads_share_a_model_and_open_close_rounds_do_not_grow_the_process() {
+    let scratch = Scratch::new("threads");
+    let (lib, weights, x) = block_library(&scratch.0, &[]);
+    let single = call(&lib, "block", "block", std::slice::from_ref(&x), &RunOptions { weights: Some(&weights), open_threads: Some(1), ..RunOptions::default() });
+    let threaded = call(&lib, "block", "block", std::slice::from_ref(&x), &RunOptions { weights: Some(&weights), open_threads: Some(2), threads: Some((8, 200)), ..RunOptions::default() });
+    let (single, threaded) = (single.result.expect("a result"), threaded.result.expect("a result"));
+    compare("8 threads x 200 calls", &threaded, &single, 1 << 20).unwrap();
+    let rounds = call(&lib, "block", "block", &[x], &RunOptions { weights: Some(&weights), open_threads: Some(2), rounds: Some(100), ..RunOptions::default() });
+    assert_eq!(rounds.status, 0, "{}", rounds.error);
+    let growth = rounds.rss_growth_kib.expect("the harness measured");
+    assert!(growth < 4096, "95 rounds of open/call/close grew the resident set by {growth} KiB");
+}
+
+/// `--embed-weights`: the library opens with NULL and gives the results of
+/// the same weights from a file.
+#[test]
+fn embedded_weights_give_the_results_of_the_file() {
+    let scratch = Scratch::new("embed");
+    let (lib, weights, x) = block_library(&scratch.0, &["--embed-weights"]);
+    let embedded = call(&lib, "block", "block", std::slice::from_ref(&x), &RunOptions { embedded: true, ..RunOptions::default() });
+    let from_file = call(&lib, "block", "block", &[x], &RunOptions { weights: Some(&weights), ..RunOptions::default() });
+    assert_eq!(embedded.result.expect("a result").to_f64_vec(), from_file.result.expect("a result").to_f64_vec());
+    // They lie in the library page-aligned (in the file, and so in memory,
+    // where a segment's addresses keep its offsets modulo the page size).
+    let image = std::fs::read(&lib).unwrap();
+    let file = std::fs::read(&weights).unwrap();
+    let at = image.windows(256).position(|w| w == &file[..256]).expect("the weights are in the library");
+    assert_eq!(at % 4096, 0, "the embedded weights start at file offset {at:#x}");
+}
+
+/// A library compiled for CPU features this machine lacks refuses to open
+/// with `NAX_ERR_CPU`, naming them; `--cpu generic` runs anywhere.
+#[test]
+fn a_library_for_missing_cpu_features_refuses_to_open() {
+    let scratch = Scratch::new("cpu");
+    let source = "def forward(x: [n]) -> [n] {\n    return x * 2.0\n}\n";
+    let generic = build_text(source, &scratch.0, "anycpu", &["--cpu", "generic"]);
+    let x = HostTensor::from_f64(DType::F32, vec![3], vec![None], &[1.0, 2.0, 3.0]).unwrap();
+    let got = call(&generic, "anycpu", "forward", &[tensor_arg("x", &x, Layout::Plain)], &RunOptions::default());
+    assert_eq!(got.result.expect("a result").to_f64_vec(), [2.0, 4.0, 6.0]);
+    let lacking = nax::pipeline::NAMED_CPUS.iter().find(|c| c.features.iter().any(|f| nax_runtime::cpu::has(f) != Some(true)));
+    let Some(cpu) = lacking else {
+        println!("skipped: this machine has every feature of every CPU nax names");
+        return;
+    };
+    let lib = build_text(source, &scratch.0, "other", &["--cpu", cpu.name]);
+    let got = call(&lib, "other", "forward", &[tensor_arg("x", &x, Layout::Plain)], &RunOptions::default());
+    let missing: Vec<&&str> = cpu.features.iter().filter(|f| nax_runtime::cpu::has(f) != Some(true)).collect();
+    assert_eq!(got.status, 4, "{}", got.error);
+    assert!(missing.iter().all(|f| got.error.contains(**f)), "{} does not name {missing:?}", got.error);
+}
+
+/// Headers: two nax headers and DLPack's own definitions (here a stand-in
+/// behind DLPack's include guard, as dlpack/dlpack.h is) in one C99 file,
+/// and each as C++17, without a warning.
+#[test]
+fn headers_combine_with_each_other_and_with_dlpack() {
+    let scratch = Scratch::new("headers");
+    build_text("def forward(x: [n], s: float, k: int, b: bool) -> [n] {\n    return x * s\n}\n", &scratch.0, "one", &[]);
+    build_text("def forward(int: [n], model: [n]) -> [n] {\n    return int + model\n}\ndef open(x: [n]) -> [n] {\n    return x\n}\n", &scratch.0, "two", &[]);
+    let two = std::fs::read_to_string(scratch.0.join("two.h")).unwrap();
+    assert!(two.contains("int two_forward(two_model *model, const DLTensor *int_, const DLTensor *model_, nax_result *result);"), "{two}");
+    assert!(two.contains("No typed entry: `two_open` is taken"), "{two}");
+    let file = scratch.0.join("both.c");
+    std::fs::write(
+        &file,
+        "#include <stdint.h>\n#define DLPACK_DLPACK_H_\ntypedef struct { uint32_t major, minor; } DLPackVersion;\n\
+         typedef enum { kDLCPU = 1 } DLDeviceType;\ntypedef struct { DLDeviceType device_type; int32_t device_id; } DLDevice;\n\
+         typedef enum { kDLInt = 0, kDLFloat = 2, kDLBool = 6 } DLDataTypeCode;\ntypedef struct { uint8_t code, bits; uint16_t lanes; } DLDataType;\n\
+         typedef struct { void *data; DLDevice device; int32_t ndim; DLDataType dtype; int64_t *shape, *strides; uint64_t byte_offset; } DLTensor;\n\
+         typedef struct DLManagedTensorVersioned { DLPackVersion version; void *manager_ctx; void (*deleter)(struct DLManagedTensorVersioned *); uint64_t flags; DLTensor dl_tensor; } DLManagedTensorVersioned;\n\
+         #include \"one.h\"\n#include \"two.h\"\n#include \"one.h\"\nint main(void) { return one_abi_version() == two_abi_version() ? 0 : 1; }\n",
+    )
+    .unwrap();
+    let out = Command::new("cc").args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    compiles_as_cpp(&scratch.0.join("one.h"));
+    compiles_as_cpp(&scratch.0.join("two.h"));
+}
+
+/// Free bytes on the file system of `dir`, from `df`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let out = Command::new("df").args(["-B1", "--output=avail"]).arg(dir).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).lines().nth(1)?.trim().parse().ok()
+}
+
+/// A library with more than 2 GiB of embedded weights links (no 32-bit
+/// relocation reaches across them: they sit in `.lrodata`, after all other
+/// data, reached through a 64-bit pointer) and reads them in place.
+#[test]
+fn more_than_two_gib_of_embedded_weights_link_and_run() {
+    let scratch = Scratch::new("large");
+    let (rows, cols) = (16384usize, 32832usize);
+    let bytes = (rows * cols * 4) as u64;
+    assert!(bytes > 2 << 30);
+    let need = 2 * bytes + (4 << 30);
+    match free_bytes(&scratch.0) {
+        Some(free) if free >= need => {}
+        free => {
+            println!("skipped: {} needs {} GiB free, {:?} bytes are", scratch.0.display(), need >> 30, free);
+            return;
+        }
+    }
+    // The safetensors file, written directly: a header, then ones.
+    let weights = scratch.0.join("big.safetensors");
+    {
+        use std::io::Write;
+        let header = format!("{{\"big\":{{\"dtype\":\"F32\",\"shape\":[{rows},{cols}],\"data_offsets\":[0,{bytes}]}}}}");
+        let padded = format!("{header:<width$}", width = header.len().div_ceil(8) * 8);
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&weights).unwrap());
+        f.write_all(&(padded.len() as u64).to_le_bytes()).unwrap();
+        f.write_all(padded.as_bytes()).unwrap();
+        let chunk: Vec<u8> = std::iter::repeat_n(1f32.to_le_bytes(), cols).flatten().collect();
+        for _ in 0..rows {
+            f.write_all(&chunk).unwrap();
+        }
+        f.flush().unwrap();
+    }
+    let source = format!("dim R = {rows}\ndim C = {cols}\nparam big: [R C]\ndef f(x: [C]) -> [C] {{\n    return x + sum(big, R)\n}}\n");
+    let w = weights.display().to_string();
+    let lib = build_text(&source, &scratch.0, "large", &["--weights", &w, "--embed-weights"]);
+    assert!(std::fs::metadata(&lib).unwrap().len() > bytes);
+    std::fs::remove_file(&weights).unwrap();
+    let x = HostTensor::from_f64(DType::F32, vec![cols], vec![Some("C".into())], &vec![0.5; cols]).unwrap();
+    let got = call(&lib, "large", "f", &[tensor_arg("x", &x, Layout::Plain)], &RunOptions { embedded: true, ..RunOptions::default() });
+    let result = got.result.unwrap_or_else(|| panic!("status {}: {}", got.status, got.error));
+    assert!(result.to_f64_vec().iter().all(|&v| v == rows as f64 + 0.5));
+}
