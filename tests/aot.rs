@@ -990,3 +990,33 @@ fn more_than_two_gib_of_embedded_weights_link_and_run() {
     let result = got.result.unwrap_or_else(|| panic!("status {}: {}", got.status, got.error));
     assert!(result.to_f64_vec().iter().all(|&v| v == rows as f64 + 0.5));
 }
+
+/// `examples/host_c` builds with `cc -std=c99 -Wall -Wextra -Werror
+/// -pedantic` against the block's library and runs: a result, an error
+/// with its code and message, four threads agreeing.
+#[test]
+fn the_c_example_builds_and_runs() {
+    let scratch = Scratch::new("host_c");
+    let (_, weights, _) = block_library(&scratch.0, &[]);
+    let app = scratch.0.join("app");
+    let out = Command::new("cc")
+        .args(["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+        .arg(root().join("examples/host_c/main.c"))
+        .arg("-I")
+        .arg(&scratch.0)
+        .arg("-L")
+        .arg(&scratch.0)
+        .args(["-lblock", "-lpthread", "-lm"])
+        .arg(format!("-Wl,-rpath,{}", scratch.0.display()))
+        .arg("-o")
+        .arg(&app)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = Command::new(&app).arg(&weights).arg("3").output().unwrap();
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{text}{}", String::from_utf8_lossy(&run.stderr));
+    for line in ["block(x) -> [b=2 n=16 D=512]", "status 1 (NAX_ERR_ARGUMENT is 1): in `block`: parameter 'x': axis 'D' has size 511, expected 512", "4 threads at once: the same result", "3 calls:"] {
+        assert!(text.contains(line), "no `{line}` in:\n{text}");
+    }
+}
