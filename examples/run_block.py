@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Run the example transformer block with `nax run` on generated inputs.
 
-    python3 examples/run_block.py NAX_BINARY [--backend B]
+    python3 examples/run_block.py NAX_BINARY [--backend B] [--save-weights W]
 
 Writes seeded random inputs (x of shape [b n D] with b=2, n=16) and weights
 for every `param` of examples/transformer_block.nax to a temporary folder,
 runs `nax run --fn block`, and prints the output's shape, axis names and a
-checksum (the sum and the sum of absolute values).
+checksum (the sum and the sum of absolute values). With --save-weights, the
+weights are also kept in W (for the C example, examples/host_c).
 """
 
 import argparse
@@ -32,6 +33,7 @@ def main():
     ap.add_argument("nax")
     ap.add_argument("--backend", default="llvm")
     ap.add_argument("--timings", action="store_true", help="print the time of each stage (nax run --timings)")
+    ap.add_argument("--save-weights", metavar="W", help="also write the weights to this safetensors file")
     opts = ap.parse_args()
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -45,6 +47,8 @@ def main():
             scale = 1.0 if name.startswith("ln") and name.endswith("_g") else 0.02
             w[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
         save_file(w, weights)
+        if opts.save_weights:
+            save_file(w, opts.save_weights)
         cmd = [opts.nax, "run", os.path.join(HERE, "transformer_block.nax"), "--fn", "block",
                "--inputs", inputs, "--weights", weights, "--out", out, "--backend", opts.backend] + (["--timings"] if opts.timings else [])
         done = subprocess.run(cmd)

@@ -149,6 +149,42 @@ fn build_for_the_generic_cpu() {
     assert!(emit("llvm-ir", "native").contains("define void @gemm_m0("));
 }
 
+/// `--emit so`'s options: a named CPU (its features in the IR), and
+/// exit 2 for an unknown CPU, an output not named libNAME.so (NAME a C
+/// identifier, not a runtime prefix), --embed-weights without --weights,
+/// and a back end other than LLVM. `--timings` prints the link stage.
+#[test]
+fn build_so_options() {
+    let dir = tempdir();
+    let gemm = crate::support::root().join("examples/workloads/gemm.nax");
+    let gemm = gemm.to_str().unwrap();
+    let ir = dir.join("gemm.ll");
+    let out = nax(&["build", gemm, "--emit", "llvm-ir", "--cpu", "x86-64-v3", "-o", ir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&ir).unwrap();
+    assert!(text.contains("+avx2") && text.contains("+fma") && !text.contains("+avx512f") && text.contains("\"tune-cpu\"=\"x86-64-v3\""), "{}", &text[..2000.min(text.len())]);
+    let lib = dir.join("libgemm.so");
+    let out = nax(&["build", gemm, "--emit", "so", "-o", lib.to_str().unwrap(), "--timings"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(lib.is_file() && dir.join("gemm.h").is_file());
+    assert!(String::from_utf8_lossy(&out.stderr).lines().any(|l| l.trim_start().starts_with("link")));
+    for (args, message) in [
+        (vec!["--emit", "so", "--cpu", "pentium", "-o", lib.to_str().unwrap()], "--cpu pentium"),
+        (vec!["--emit", "so", "-o", dir.join("gemm.so").to_str().unwrap()], "libNAME.so"),
+        (vec!["--emit", "so", "-o", dir.join("lib2x.so").to_str().unwrap()], "C identifier"),
+        (vec!["--emit", "so", "-o", dir.join("libnax_capi.so").to_str().unwrap()], "reserved"),
+        (vec!["--emit", "so", "--embed-weights", "-o", lib.to_str().unwrap()], "--weights"),
+        (vec!["--emit", "so", "--backend", "cranelift", "-o", lib.to_str().unwrap()], "llvm"),
+    ] {
+        let mut all = vec!["build", gemm];
+        all.extend(args);
+        let out = nax(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{all:?}: {err}");
+        assert!(err.contains(message), "{all:?}: {err}");
+    }
+}
+
 #[test]
 fn timings_print_every_stage() {
     let dir = tempdir();

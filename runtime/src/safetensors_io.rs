@@ -348,6 +348,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tensors_are_read_in_place_where_aligned_and_copied_otherwise() {
+        let dir = std::env::temp_dir().join(format!("nax-st-in-place-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("w.safetensors");
+        let a = HostTensor::from_f64(DType::F32, vec![2, 2], vec![Some("n".into()), None], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+        let m = HostTensor::from_f64(DType::Bool, vec![3], vec![None], &[1.0, 0.0, 1.0]).unwrap();
+        write_tensors_atomic(&path, &[("a", &a), ("m", &m)]).unwrap();
+        let file = std::fs::read(&path).unwrap();
+        // The file in 8-byte-aligned memory, and one byte past that.
+        let mut words = vec![0u64; file.len().div_ceil(8) + 1];
+        let bytes: &mut [u8] = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast(), words.len() * 8) };
+        bytes[..file.len()].copy_from_slice(&file);
+        let read = read_tensors_in_place(&bytes[..file.len()], &path).unwrap();
+        let StoredTensor::InPlace(view) = &read[0].1 else { panic!("{:?}", read[0]) };
+        assert_eq!(view.as_ptr(), bytes[file.len() - 3 - 16..].as_ptr(), "a view of the file's own bytes");
+        assert_eq!(view.to_host().unwrap(), a);
+        let StoredTensor::Copied(mask) = &read[1].1 else { panic!("a bool tensor is checked and copied") };
+        assert_eq!(mask, &m);
+        bytes.copy_within(..file.len(), 1);
+        let shifted = read_tensors_in_place(&bytes[1..=file.len()], &path).unwrap();
+        let StoredTensor::Copied(copy) = &shifted[0].1 else { panic!("misaligned data is copied") };
+        assert_eq!(copy, &a);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
     fn several_tensors_share_one_file() {
         let dir = std::env::temp_dir().join(format!("nax-st-many-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
