@@ -44,14 +44,8 @@ impl Drop for Scratch {
 /// `nax build SOURCE --emit so -o DIR/libNAME.so EXTRA...`; the library's path.
 fn build(source: &Path, dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
     let lib = dir.join(format!("lib{name}.so"));
-    let out = Command::new(env!("CARGO_BIN_EXE_nax"))
-        .arg("build")
-        .arg(source)
-        .args(["--emit", "so", "-o"])
-        .arg(&lib)
-        .args(extra)
-        .output()
-        .expect("run nax build");
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_nax")).arg("build").arg(source).args(["--emit", "so", "-o"]).arg(&lib).args(extra).output().expect("run nax build");
     assert!(out.status.success(), "nax build {} --emit so failed:\n{}", source.display(), String::from_utf8_lossy(&out.stderr));
     assert!(dir.join(format!("{name}.h")).is_file(), "no header beside {}", lib.display());
     lib
@@ -225,7 +219,20 @@ fn scalar_arg(name: &str, s: Scalar, layout: Layout) -> ArgSpec {
         Scalar::Int(i) => (0, 64, i.to_le_bytes().to_vec()),
         Scalar::Bool(b) => (6, 8, vec![u8::from(b)]),
     };
-    ArgSpec { name: name.into(), code, bits, lanes: 1, device: 1, shape: Some(Vec::new()), ndim: 0, strides: None, axes: None, byte_offset: 0, capacity: 0, data: Some(data) }
+    ArgSpec {
+        name: name.into(),
+        code,
+        bits,
+        lanes: 1,
+        device: 1,
+        shape: Some(Vec::new()),
+        ndim: 0,
+        strides: None,
+        axes: None,
+        byte_offset: 0,
+        capacity: 0,
+        data: Some(data),
+    }
 }
 
 /// The arguments of a call, each laid out as `layout` says.
@@ -381,7 +388,8 @@ fn every_backend_case_agrees_through_its_library_from_c() {
         let f = checked.module.functions.iter().find(|f| f.name == case.function).unwrap();
         let names: Vec<String> = f.bindings[..f.params].iter().map(|b| b.name.clone()).collect();
         for layout in [Layout::Plain, Layout::Strided, Layout::ByName] {
-            let options = RunOptions { weights: (!weights.is_empty()).then_some(weights_file.as_path()), guard: layout == Layout::Strided, ..RunOptions::default() };
+            let options =
+                RunOptions { weights: (!weights.is_empty()).then_some(weights_file.as_path()), guard: layout == Layout::Strided, ..RunOptions::default() };
             let got = call(&lib, "t", &case.function, &request_args(&names, &args, layout), &options);
             let what = format!("{} ({layout:?})", case.name);
             match &got.result {
@@ -403,7 +411,15 @@ fn every_backend_case_agrees_through_its_library_from_c() {
 }
 
 /// `nax run --backend BACKEND` on files: the reference result.
-fn reference_run(backend: &str, source: &Path, function: &str, inputs: &Path, weights: Option<&Path>, args: &[(String, String)], out: &Path) -> Result<HostTensor, String> {
+fn reference_run(
+    backend: &str,
+    source: &Path,
+    function: &str,
+    inputs: &Path,
+    weights: Option<&Path>,
+    args: &[(String, String)],
+    out: &Path,
+) -> Result<HostTensor, String> {
     let mut command = Command::new(env!("CARGO_BIN_EXE_nax"));
     command.arg("run").arg(source).args(["--fn", function, "--inputs"]).arg(inputs).arg("--out").arg(out).args(["--backend", backend]);
     if let Some(w) = weights {
@@ -464,7 +480,9 @@ fn shared_execution_cases_agree_through_their_libraries_from_c() {
                         failures.push(format!("{what}: result axes {:?}, expected {:?}", r.names(), w.names()));
                     }
                 }
-                (w, _) => failures.push(format!("{what}: interp gave {:?}, the library status {}: {}", w.as_ref().map(HostTensor::shape), got.status, got.error)),
+                (w, _) => {
+                    failures.push(format!("{what}: interp gave {:?}, the library status {}: {}", w.as_ref().map(HostTensor::shape), got.status, got.error))
+                }
             }
         }
         ran += 1;
@@ -556,7 +574,8 @@ fn the_example_models_agree_through_their_libraries_from_c() {
                 continue;
             }
             let inputs = dir.join("in.safetensors");
-            let tensors: Vec<(&str, &HostTensor)> = names.iter().zip(&args).filter_map(|(n, a)| if let Value::Tensor(t) = a { Some((n.as_str(), t)) } else { None }).collect();
+            let tensors: Vec<(&str, &HostTensor)> =
+                names.iter().zip(&args).filter_map(|(n, a)| if let Value::Tensor(t) = a { Some((n.as_str(), t)) } else { None }).collect();
             nax::write_tensors_atomic(&inputs, &tensors).unwrap();
             let weights_file = dir.join("w.safetensors");
             if !weights.is_empty() {
@@ -564,7 +583,8 @@ fn the_example_models_agree_through_their_libraries_from_c() {
             }
             let weights_file = (!weights.is_empty()).then_some(weights_file.as_path());
             let reference = if i == 0 { "interp" } else { "llvm" };
-            let want = reference_run(reference, file, &case.function, &inputs, weights_file, &[], &dir.join("want.safetensors")).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+            let want = reference_run(reference, file, &case.function, &inputs, weights_file, &[], &dir.join("want.safetensors"))
+                .unwrap_or_else(|e| panic!("{}: {e}", case.name));
             // The workloads' large tensors once, row-major (the layouts are the other tests' work).
             let layouts: &[Layout] = if i == 0 { &[Layout::Plain, Layout::Strided, Layout::ByName] } else { &[Layout::Plain] };
             for &layout in layouts {
@@ -588,7 +608,11 @@ fn the_example_models_agree_through_their_libraries_from_c() {
 
 /// Compiles a header alone as C++17, warnings as errors.
 fn compiles_as_cpp(header: &Path) {
-    let out = Command::new("c++").args(["-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only", "-x", "c++"]).arg(header).output().expect("run c++");
+    let out = Command::new("c++")
+        .args(["-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only", "-x", "c++"])
+        .arg(header)
+        .output()
+        .expect("run c++");
     assert!(out.status.success(), "{} does not compile as C++17:\n{}", header.display(), String::from_utf8_lossy(&out.stderr));
 }
 
@@ -618,7 +642,13 @@ fn host_scalars_masks_and_empty_axes_agree_with_the_interpreter() {
             }
             let want = run_on(Backend::Interp, &lowered, &args, &weights).unwrap();
             for layout in [Layout::Plain, Layout::Strided, Layout::ByName] {
-                let got = call(&lib, "kinds", function, &request_args(&names, &args, layout), &RunOptions { weights: Some(&w), guard: true, ..RunOptions::default() });
+                let got = call(
+                    &lib,
+                    "kinds",
+                    function,
+                    &request_args(&names, &args, layout),
+                    &RunOptions { weights: Some(&w), guard: true, ..RunOptions::default() },
+                );
                 let what = format!("{} flip={flip} ({layout:?})", case.name);
                 match &got.result {
                     Some(r) => {
@@ -675,21 +705,85 @@ fn bad_input_through_the_abi_gets_its_code_and_message() {
         ("extra argument", "scaled", with(&|a| a.push(a[0].clone())), 1, vec!["scaled", "x"]),
         ("unknown argument", "scaled", with(&|a| a[1].name = "beta".into()), 1, vec!["scaled", "beta"]),
         ("wrong dtype", "scaled", with(&|a| x(a).bits = 64), 1, vec!["scaled", "'x'", "f64"]),
-        ("wrong rank", "scaled", with(&|a| { x(a).shape = Some(vec![6]); x(a).ndim = 1; x(a).axes = None; }), 1, vec!["scaled", "'x'", "rank"]),
-        ("wrong size", "scaled", with(&|a| { x(a).shape = Some(vec![3, 2]); x(a).axes = None; }), 1, vec!["scaled", "'x'", "'D'", "2", "3"]),
+        (
+            "wrong rank",
+            "scaled",
+            with(&|a| {
+                x(a).shape = Some(vec![6]);
+                x(a).ndim = 1;
+                x(a).axes = None;
+            }),
+            1,
+            vec!["scaled", "'x'", "rank"],
+        ),
+        (
+            "wrong size",
+            "scaled",
+            with(&|a| {
+                x(a).shape = Some(vec![3, 2]);
+                x(a).axes = None;
+            }),
+            1,
+            vec!["scaled", "'x'", "'D'", "2", "3"],
+        ),
         ("wrong axis name", "scaled", with(&|a| x(a).axes = Some(vec![Some("n".into()), Some("E".into())])), 1, vec!["scaled", "'x'", "E"]),
         ("NULL data", "scaled", with(&|a| x(a).data = None), 1, vec!["scaled", "'x'", "NULL"]),
         ("NULL shape", "scaled", with(&|a| x(a).shape = None), 1, vec!["scaled", "'x'", "shape"]),
         ("capacity too small", "scaled", with(&|a| x(a).capacity = 20), 1, vec!["scaled", "'x'", "capacity"]),
-        ("strides past the capacity", "scaled", with(&|a| { x(a).strides = Some(vec![4, 1]); x(a).capacity = 24; }), 1, vec!["scaled", "'x'", "capacity"]),
-        ("negative strides before the data", "scaled", with(&|a| { x(a).strides = Some(vec![-3, 1]); x(a).capacity = 24; }), 1, vec!["scaled", "'x'", "capacity"]),
+        (
+            "strides past the capacity",
+            "scaled",
+            with(&|a| {
+                x(a).strides = Some(vec![4, 1]);
+                x(a).capacity = 24;
+            }),
+            1,
+            vec!["scaled", "'x'", "capacity"],
+        ),
+        (
+            "negative strides before the data",
+            "scaled",
+            with(&|a| {
+                x(a).strides = Some(vec![-3, 1]);
+                x(a).capacity = 24;
+            }),
+            1,
+            vec!["scaled", "'x'", "capacity"],
+        ),
         ("negative size", "scaled", with(&|a| x(a).shape = Some(vec![-2, 3])), 1, vec!["scaled", "'x'", "negative", "-2"]),
         ("sizes whose bytes overflow", "scaled", with(&|a| x(a).shape = Some(vec![1 << 40, 1 << 40])), 1, vec!["scaled", "'x'"]),
-        ("a size past memory", "scaled", with(&|a| { x(a).shape = Some(vec![1 << 40, 3]); x(a).strides = Some(vec![0, 1]); }), 3, vec!["scaled"]),
+        (
+            "a size past memory",
+            "scaled",
+            with(&|a| {
+                x(a).shape = Some(vec![1 << 40, 3]);
+                x(a).strides = Some(vec![0, 1]);
+            }),
+            3,
+            vec!["scaled"],
+        ),
         ("a CUDA tensor", "scaled", with(&|a| x(a).device = 2), 1, vec!["scaled", "'x'", "device"]),
         ("vector lanes", "scaled", with(&|a| x(a).lanes = 4), 1, vec!["scaled", "'x'", "float32x4"]),
-        ("a host scalar of rank 1", "scaled", with(&|a| { a[1].ndim = 1; a[1].shape = Some(vec![1]); }), 1, vec!["scaled", "'alpha'", "rank"]),
-        ("a host float given as bool", "scaled", with(&|a| { a[1].code = 6; a[1].bits = 8; }), 1, vec!["scaled", "'alpha'"]),
+        (
+            "a host scalar of rank 1",
+            "scaled",
+            with(&|a| {
+                a[1].ndim = 1;
+                a[1].shape = Some(vec![1]);
+            }),
+            1,
+            vec!["scaled", "'alpha'", "rank"],
+        ),
+        (
+            "a host float given as bool",
+            "scaled",
+            with(&|a| {
+                a[1].code = 6;
+                a[1].bits = 8;
+            }),
+            1,
+            vec!["scaled", "'alpha'"],
+        ),
         ("a NULL host scalar", "scaled", with(&|a| a[2].data = None), 1, vec!["scaled", "'k'", "NULL"]),
         ("a bool that is not 0 or 1", "scaled", with(&|a| a[3].data = Some(vec![2])), 0, vec![]),
     ];
@@ -865,8 +959,15 @@ fn two_libraries_with_the_same_function_names_load_side_by_side() {
 fn threads_share_a_model_and_open_close_rounds_do_not_grow_the_process() {
     let scratch = Scratch::new("threads");
     let (lib, weights, x) = block_library(&scratch.0, &[]);
-    let single = call(&lib, "block", "block", std::slice::from_ref(&x), &RunOptions { weights: Some(&weights), open_threads: Some(1), ..RunOptions::default() });
-    let threaded = call(&lib, "block", "block", std::slice::from_ref(&x), &RunOptions { weights: Some(&weights), open_threads: Some(2), threads: Some((8, 200)), ..RunOptions::default() });
+    let single =
+        call(&lib, "block", "block", std::slice::from_ref(&x), &RunOptions { weights: Some(&weights), open_threads: Some(1), ..RunOptions::default() });
+    let threaded = call(
+        &lib,
+        "block",
+        "block",
+        std::slice::from_ref(&x),
+        &RunOptions { weights: Some(&weights), open_threads: Some(2), threads: Some((8, 200)), ..RunOptions::default() },
+    );
     let (single, threaded) = (single.result.expect("a result"), threaded.result.expect("a result"));
     compare("8 threads x 200 calls", &threaded, &single, 1 << 20).unwrap();
     let rounds = call(&lib, "block", "block", &[x], &RunOptions { weights: Some(&weights), open_threads: Some(2), rounds: Some(100), ..RunOptions::default() });
@@ -1016,7 +1117,12 @@ fn the_c_example_builds_and_runs() {
     let run = Command::new(&app).arg(&weights).arg("3").output().unwrap();
     let text = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "{text}{}", String::from_utf8_lossy(&run.stderr));
-    for line in ["block(x) -> [b=2 n=16 D=512]", "status 1 (NAX_ERR_ARGUMENT is 1): in `block`: parameter 'x': axis 'D' has size 511, expected 512", "4 threads at once: the same result", "3 calls:"] {
+    for line in [
+        "block(x) -> [b=2 n=16 D=512]",
+        "status 1 (NAX_ERR_ARGUMENT is 1): in `block`: parameter 'x': axis 'D' has size 511, expected 512",
+        "4 threads at once: the same result",
+        "3 calls:",
+    ] {
         assert!(text.contains(line), "no `{line}` in:\n{text}");
     }
 }

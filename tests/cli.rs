@@ -162,7 +162,11 @@ fn build_so_options() {
     let out = nax(&["build", gemm, "--emit", "llvm-ir", "--cpu", "x86-64-v3", "-o", ir.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let text = std::fs::read_to_string(&ir).unwrap();
-    assert!(text.contains("+avx2") && text.contains("+fma") && !text.contains("+avx512f") && text.contains("\"tune-cpu\"=\"x86-64-v3\""), "{}", &text[..2000.min(text.len())]);
+    assert!(
+        text.contains("+avx2") && text.contains("+fma") && !text.contains("+avx512f") && text.contains("\"tune-cpu\"=\"x86-64-v3\""),
+        "{}",
+        &text[..2000.min(text.len())]
+    );
     let lib = dir.join("libgemm.so");
     let out = nax(&["build", gemm, "--emit", "so", "-o", lib.to_str().unwrap(), "--timings"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));

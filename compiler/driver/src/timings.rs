@@ -22,10 +22,15 @@ impl Timings {
         self.last = Instant::now();
     }
 
-    /// Records the time since the previous stage ended as `stage`.
+    /// Records the time since the previous stage ended as `stage`; a
+    /// stage that ran before (one per function of a module built ahead
+    /// of time) adds to its first entry.
     pub fn mark(&mut self, stage: &'static str) {
         let now = Instant::now();
-        self.stages.push((stage, now - self.last));
+        match self.stages.iter_mut().find(|(s, _)| *s == stage) {
+            Some((_, d)) => *d += now - self.last,
+            None => self.stages.push((stage, now - self.last)),
+        }
         self.last = now;
     }
 
