@@ -683,6 +683,10 @@ fn good_args() -> Vec<ArgSpec> {
     ]
 }
 
+/// A bad call: what it is, the function, the arguments, the status
+/// expected and words its message must contain.
+type BadCall = (&'static str, &'static str, Vec<ArgSpec>, i32, Vec<&'static str>);
+
 /// Every kind of bad input through the ABI gets its code and a message
 /// naming the function, the parameter and the axis; none crashes (the
 /// harness would fail). Inputs end at a PROT_NONE page.
@@ -698,7 +702,7 @@ fn bad_input_through_the_abi_gets_its_code_and_message() {
         f(&mut a);
         a
     };
-    let cases: Vec<(&str, &str, Vec<ArgSpec>, i32, Vec<&str>)> = vec![
+    let cases: Vec<BadCall> = vec![
         ("the good call", "scaled", good_args(), 0, vec![]),
         ("unknown function", "nope", good_args(), 1, vec!["nope", "scaled"]),
         ("missing argument", "scaled", with(&|a| drop(a.remove(1))), 1, vec!["scaled", "alpha"]),
