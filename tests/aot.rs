@@ -831,9 +831,11 @@ fn bad_input_through_the_abi_gets_its_code_and_message() {
             failures.push(format!("{what}: status {}: {}", got.status, got.error));
         }
     }
-    let got = call(&lib, "kinds", "scaled", &good_args(), &RunOptions { weights: Some(&w), open_threads: Some(-1), ..RunOptions::default() });
-    if got.status != 1 || !got.error.contains("threads") {
-        failures.push(format!("threads = -1: status {}: {}", got.status, got.error));
+    for threads in [-1, 5000] {
+        let got = call(&lib, "kinds", "scaled", &good_args(), &RunOptions { weights: Some(&w), open_threads: Some(threads), ..RunOptions::default() });
+        if got.status != 1 || !got.error.contains("threads") {
+            failures.push(format!("threads = {threads}: status {}: {}", got.status, got.error));
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -13,6 +13,10 @@ use std::ffi::{CStr, c_char};
 use std::path::Path;
 use std::sync::Arc;
 
+/// The most worker threads a model may have (more is surely a mistake,
+/// and would exhaust the process's threads before failing).
+const MAX_THREADS: usize = 1024;
+
 /// An opened library: `NAME_model` in C.
 pub struct Model {
     /// The library's NAME, for messages.
@@ -74,7 +78,10 @@ impl Model {
                 ),
             });
         }
-        let threads = usize::try_from(threads).map_err(|_| Failure::argument(format!("`threads` is {threads}: give 0 (one per core) or a positive count")))?;
+        let threads = usize::try_from(threads)
+            .ok()
+            .filter(|&t| t <= MAX_THREADS)
+            .ok_or_else(|| Failure::argument(format!("`threads` is {threads}: give 0 (one per core) or a count from 1 to {MAX_THREADS}")))?;
         let stored: Vec<StoredFunction> = serde_json::from_str(plans).map_err(|e| Failure::internal(format!("library `{name}`'s plans do not parse: {e}")))?;
         // SAFETY: the descriptor holds `function_count` functions.
         let codes = unsafe { slice(library.functions, library.function_count) };
