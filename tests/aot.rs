@@ -115,16 +115,10 @@ enum Layout {
     ByName,
 }
 
+/// A dtype's DLPack code and bits.
 fn dlpack(d: DType) -> (u8, u8) {
-    match d {
-        DType::F16 => (2, 16),
-        DType::BF16 => (4, 16),
-        DType::F32 => (2, 32),
-        DType::F64 => (2, 64),
-        DType::I32 => (0, 32),
-        DType::I64 => (0, 64),
-        DType::Bool => (6, 8),
-    }
+    let t = nax_capi::dl_dtype(d);
+    (t.code, t.bits)
 }
 
 /// A tensor's elements as little-endian bytes, row-major.
@@ -343,14 +337,9 @@ fn call_with(exe: &Path, lib: &Path, name: &str, function: &str, args: &[ArgSpec
     let error = field("error").unwrap_or_default();
     let rss_growth_kib = field("rss_growth_kib ").map(|v| v.parse().unwrap());
     let result = (status == 0).then(|| {
-        let dtype = field("dtype ").unwrap();
-        let dtype = [DType::F16, DType::BF16, DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool]
-            .into_iter()
-            .find(|&d| {
-                let (c, b) = dlpack(d);
-                dtype == format!("{c} {b}")
-            })
-            .unwrap_or_else(|| panic!("unknown result dtype {dtype}"));
+        let text = field("dtype ").unwrap();
+        let (code, bits) = text.split_once(' ').map(|(c, b)| (c.parse().unwrap(), b.parse().unwrap())).unwrap();
+        let dtype = nax_capi::nax_dtype(nax_capi::DLDataType { code, bits, lanes: 1 }).unwrap_or_else(|| panic!("unknown result dtype {text}"));
         let shape: Vec<usize> = field("shape").unwrap().split_whitespace().map(|s| s.parse().unwrap()).collect();
         let names = field("axes").unwrap().split_whitespace().map(|n| (n != "_").then(|| n.to_string())).collect();
         from_bytes(dtype, shape, names, &std::fs::read(dir.join("out.bin")).unwrap())
@@ -1009,16 +998,16 @@ fn a_library_for_missing_cpu_features_refuses_to_open() {
     let x = HostTensor::from_f64(DType::F32, vec![3], vec![None], &[1.0, 2.0, 3.0]).unwrap();
     let got = call(&generic, "anycpu", "forward", &[tensor_arg("x", &x, Layout::Plain)], &RunOptions::default());
     assert_eq!(got.result.expect("a result").to_f64_vec(), [2.0, 4.0, 6.0]);
-    let lacking = nax::pipeline::NAMED_CPUS.iter().find(|c| c.features.iter().any(|f| nax_runtime::cpu::has(f) != Some(true)));
+    let lacking = nax::pipeline::NAMED_CPUS.iter().find(|c| c.features().iter().any(|f| nax_runtime::cpu::has(f) != Some(true)));
     let Some(cpu) = lacking else {
         println!("skipped: this machine has every feature of every CPU nax names");
         return;
     };
     let lib = build_text(source, &scratch.0, "other", &["--cpu", cpu.name]);
     let got = call(&lib, "other", "forward", &[tensor_arg("x", &x, Layout::Plain)], &RunOptions::default());
-    let missing: Vec<&&str> = cpu.features.iter().filter(|f| nax_runtime::cpu::has(f) != Some(true)).collect();
+    let missing: Vec<&str> = cpu.features().into_iter().filter(|f| nax_runtime::cpu::has(f) != Some(true)).collect();
     assert_eq!(got.status, 4, "{}", got.error);
-    assert!(missing.iter().all(|f| got.error.contains(**f)), "{} does not name {missing:?}", got.error);
+    assert!(missing.iter().all(|f| got.error.contains(f)), "{} does not name {missing:?}", got.error);
 }
 
 /// Headers: two nax headers and DLPack's own definitions (here a stand-in

@@ -19,5 +19,5 @@ mod model;
 mod status;
 mod tensors;
 
-pub use dlpack::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor, NaxArg, NaxResult};
+pub use dlpack::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor, NaxArg, NaxResult, dl_dtype, nax_dtype};
 pub use library::{FunctionCode, LAYOUT_VERSION, Library};

@@ -48,139 +48,42 @@ pub enum Artifact {
 }
 
 /// A CPU `nax build --cpu NAME` knows: its LLVM name and the features of
-/// [`nax_runtime::cpu::FEATURES`] it has.
+/// [`nax_runtime::cpu::FEATURES`] it has, as the groups each generation
+/// adds.
 #[derive(Debug, PartialEq, Eq)]
 pub struct NamedCpu {
     /// The name, as LLVM spells it (and as the code is tuned for).
     pub name: &'static str,
-    /// What the code may use.
-    pub features: &'static [&'static str],
+    /// What the code may use: the union of these groups.
+    pub groups: &'static [&'static [&'static str]],
 }
 
-/// x86-64-v2's features.
-const V2: [&str; 5] = ["sse3", "ssse3", "sse4.1", "sse4.2", "popcnt"];
-/// x86-64-v3's features.
-const V3: [&str; 13] = ["sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "avx", "avx2", "fma", "f16c", "bmi", "bmi2", "lzcnt", "movbe"];
-/// x86-64-v4's features.
-const V4: [&str; 18] = [
-    "sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "avx", "avx2", "fma", "f16c", "bmi", "bmi2", "lzcnt", "movbe", "avx512f", "avx512bw", "avx512cd",
-    "avx512dq", "avx512vl",
-];
-/// x86-64-v4's with VNNI, VBMI and IFMA (Ice Lake).
-const ICELAKE: [&str; 21] = [
-    "sse3",
-    "ssse3",
-    "sse4.1",
-    "sse4.2",
-    "popcnt",
-    "avx",
-    "avx2",
-    "fma",
-    "f16c",
-    "bmi",
-    "bmi2",
-    "lzcnt",
-    "movbe",
-    "avx512f",
-    "avx512bw",
-    "avx512cd",
-    "avx512dq",
-    "avx512vl",
-    "avx512vnni",
-    "avx512vbmi",
-    "avx512ifma",
-];
-/// Ice Lake's with BF16 (Zen 4 and 5).
-const ZEN4: [&str; 22] = [
-    "sse3",
-    "ssse3",
-    "sse4.1",
-    "sse4.2",
-    "popcnt",
-    "avx",
-    "avx2",
-    "fma",
-    "f16c",
-    "bmi",
-    "bmi2",
-    "lzcnt",
-    "movbe",
-    "avx512f",
-    "avx512bw",
-    "avx512cd",
-    "avx512dq",
-    "avx512vl",
-    "avx512vnni",
-    "avx512vbmi",
-    "avx512ifma",
-    "avx512bf16",
-];
+/// What x86-64-v2 adds to the baseline.
+const V2: &[&str] = &["sse3", "ssse3", "sse4.1", "sse4.2", "popcnt"];
+/// What x86-64-v3 adds to v2.
+const V3: &[&str] = &["avx", "avx2", "fma", "f16c", "bmi", "bmi2", "lzcnt", "movbe"];
+/// What x86-64-v4 adds to v3.
+const V4: &[&str] = &["avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"];
+/// What Cascade Lake adds to v4.
+const VNNI: &[&str] = &["avx512vnni"];
+/// What Ice Lake adds to Cascade Lake.
+const ICELAKE: &[&str] = &["avx512vbmi", "avx512ifma"];
 
 /// The CPUs `--cpu NAME` takes.
 pub const NAMED_CPUS: [NamedCpu; 13] = [
-    NamedCpu { name: "x86-64-v2", features: &V2 },
-    NamedCpu { name: "x86-64-v3", features: &V3 },
-    NamedCpu { name: "x86-64-v4", features: &V4 },
-    NamedCpu { name: "haswell", features: &V3 },
-    NamedCpu { name: "skylake", features: &V3 },
-    NamedCpu { name: "skylake-avx512", features: &V4 },
-    NamedCpu {
-        name: "cascadelake",
-        features: &[
-            "sse3",
-            "ssse3",
-            "sse4.1",
-            "sse4.2",
-            "popcnt",
-            "avx",
-            "avx2",
-            "fma",
-            "f16c",
-            "bmi",
-            "bmi2",
-            "lzcnt",
-            "movbe",
-            "avx512f",
-            "avx512bw",
-            "avx512cd",
-            "avx512dq",
-            "avx512vl",
-            "avx512vnni",
-        ],
-    },
-    NamedCpu { name: "icelake-server", features: &ICELAKE },
-    NamedCpu {
-        name: "sapphirerapids",
-        features: &[
-            "sse3",
-            "ssse3",
-            "sse4.1",
-            "sse4.2",
-            "popcnt",
-            "avx",
-            "avx2",
-            "fma",
-            "f16c",
-            "bmi",
-            "bmi2",
-            "lzcnt",
-            "movbe",
-            "avx512f",
-            "avx512bw",
-            "avx512cd",
-            "avx512dq",
-            "avx512vl",
-            "avx512vnni",
-            "avx512vbmi",
-            "avx512ifma",
-            "avx512bf16",
-            "avx512fp16",
-        ],
-    },
-    NamedCpu { name: "znver2", features: &V3 },
-    NamedCpu { name: "znver3", features: &V3 },
-    NamedCpu { name: "znver4", features: &ZEN4 },
-    NamedCpu { name: "znver5", features: &ZEN4 },
+    NamedCpu { name: "x86-64-v2", groups: &[V2] },
+    NamedCpu { name: "x86-64-v3", groups: &[V2, V3] },
+    NamedCpu { name: "x86-64-v4", groups: &[V2, V3, V4] },
+    NamedCpu { name: "haswell", groups: &[V2, V3] },
+    NamedCpu { name: "skylake", groups: &[V2, V3] },
+    NamedCpu { name: "skylake-avx512", groups: &[V2, V3, V4] },
+    NamedCpu { name: "cascadelake", groups: &[V2, V3, V4, VNNI] },
+    NamedCpu { name: "icelake-server", groups: &[V2, V3, V4, VNNI, ICELAKE] },
+    NamedCpu { name: "sapphirerapids", groups: &[V2, V3, V4, VNNI, ICELAKE, &["avx512bf16", "avx512fp16"]] },
+    NamedCpu { name: "znver2", groups: &[V2, V3] },
+    NamedCpu { name: "znver3", groups: &[V2, V3] },
+    NamedCpu { name: "znver4", groups: &[V2, V3, V4, VNNI, ICELAKE, &["avx512bf16"]] },
+    NamedCpu { name: "znver5", groups: &[V2, V3, V4, VNNI, ICELAKE, &["avx512bf16"]] },
 ];
 
 /// The CPU that code is compiled for.
@@ -211,7 +114,7 @@ impl Cpu {
     pub fn features(self) -> Result<Vec<&'static str>, String> {
         Ok(match self {
             Cpu::Generic => Vec::new(),
-            Cpu::Named(c) => c.features.to_vec(),
+            Cpu::Named(c) => c.features(),
             Cpu::Native => {
                 let host = host()?;
                 let has: Vec<&str> = host.features.split(',').filter_map(|f| f.strip_prefix('+')).collect();
@@ -222,11 +125,17 @@ impl Cpu {
 }
 
 impl NamedCpu {
+    /// Every feature its code may use.
+    pub fn features(&self) -> Vec<&'static str> {
+        self.groups.concat()
+    }
+
     /// The widest vector registers its code may use, in bytes.
     pub fn vector_bytes(&self) -> u32 {
-        if self.features.contains(&"avx512f") {
+        let features = self.features();
+        if features.contains(&"avx512f") {
             64
-        } else if self.features.contains(&"avx2") && self.features.contains(&"fma") {
+        } else if features.contains(&"avx2") && features.contains(&"fma") {
             32
         } else {
             16
@@ -524,4 +433,24 @@ pub fn compile(p: &Program, signature: Arc<Signature>, stage: &mut dyn FnMut(&'s
     // entries after them the plan's microkernels, in order; `code` owns
     // the engines that hold the machine code.
     unsafe { NativeFunction::new(signature, plan, kernels, Box::new(code)) }.map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_named_cpu_uses_only_features_a_library_can_check() {
+        for c in &NAMED_CPUS {
+            for f in c.features() {
+                assert!(nax_runtime::cpu::FEATURES.contains(&f), "{}: {f}", c.name);
+            }
+            assert_eq!(Cpu::parse(c.name), Some(Cpu::Named(c)));
+        }
+        assert_eq!(Cpu::parse("generic"), Some(Cpu::Generic));
+        assert_eq!(Cpu::parse("pentium"), None);
+        assert_eq!(NAMED_CPUS[2].vector_bytes(), 64);
+        assert_eq!(NAMED_CPUS[1].vector_bytes(), 32);
+        assert_eq!(NAMED_CPUS[0].vector_bytes(), 16);
+    }
 }
