@@ -1,9 +1,10 @@
 //! The C math functions compiled kernels call (f64 `exp`, `sin`, `pow`,
-//! ...: the f32 math is inline code), implemented once, here, in Rust.
-//! Every way of running native code binds the kernels' calls to these: the
-//! JITs map each name to [`address`], and an AOT library links its own
-//! copies (`nax_libm_NAME`), so JIT and AOT give the same numbers whatever
-//! C library the machine has.
+//! ...: the f32 math is inline code), implemented once, here, by the
+//! `libm` crate (a port of musl's, in Rust). Every way of running native
+//! code binds the kernels' calls to these: the JITs map each name to
+//! [`address`], and an AOT library links its own copies (`nax_libm_NAME`),
+//! so JIT and AOT give the same numbers, on every machine, whatever C
+//! library it has.
 
 /// The functions' C names, all `double f(double)` but `pow`, `double
 /// pow(double, double)`.
@@ -11,37 +12,37 @@ pub const NAMES: [&str; 9] = ["exp", "log", "log1p", "expm1", "sin", "cos", "tan
 
 /// `e^x`.
 pub extern "C" fn exp(x: f64) -> f64 {
-    x.exp()
+    ::libm::exp(x)
 }
 
 /// The natural logarithm.
 pub extern "C" fn log(x: f64) -> f64 {
-    x.ln()
+    ::libm::log(x)
 }
 
 /// `log(1 + x)`, accurate near 0.
 pub extern "C" fn log1p(x: f64) -> f64 {
-    x.ln_1p()
+    ::libm::log1p(x)
 }
 
 /// `e^x - 1`, accurate near 0.
 pub extern "C" fn expm1(x: f64) -> f64 {
-    x.exp_m1()
+    ::libm::expm1(x)
 }
 
 /// The sine.
 pub extern "C" fn sin(x: f64) -> f64 {
-    x.sin()
+    ::libm::sin(x)
 }
 
 /// The cosine.
 pub extern "C" fn cos(x: f64) -> f64 {
-    x.cos()
+    ::libm::cos(x)
 }
 
 /// The hyperbolic tangent.
 pub extern "C" fn tanh(x: f64) -> f64 {
-    x.tanh()
+    ::libm::tanh(x)
 }
 
 /// The error function.
@@ -51,7 +52,7 @@ pub extern "C" fn erf(x: f64) -> f64 {
 
 /// `x^y`.
 pub extern "C" fn pow(x: f64, y: f64) -> f64 {
-    x.powf(y)
+    ::libm::pow(x, y)
 }
 
 /// The address of the implementation of one of [`NAMES`], with its C
