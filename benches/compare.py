@@ -7,6 +7,9 @@ together.
     python3 benches/compare.py [--rounds R] [--seconds S] [--workload NAME ...]
                                [--markdown FILE] [--chart PNG] [--json FILE]
 
+`--workload block_so` selects the block's shared library (2b, row `block
+.so from C`) with what its row needs: the JIT `block` and its PyTorch sides.
+
 0. Without an importable PyTorch (and matplotlib), sets up a virtual
    environment in target/bench-venv (CPU wheels of torch, matplotlib) and
    runs itself there.
@@ -23,6 +26,16 @@ together.
    arguments and weights), times the compile with LLVM and with Cranelift
    (source to callable), and then measures on request, each call
    allocating its output.
+2b. For the block (LIBRARIES), also builds its shared library with the C
+   ABI (`nax build examples/workloads/block.nax --emit so --timings`,
+   the build time being the `total` it prints: source to .so, linked),
+   writes seeded weights in [-1, 1) (the JIT worker's distribution) of
+   the shapes its manifest (`block_manifest()`) gives into a safetensors
+   file, compiles the C worker benches/aot_worker.c against the generated
+   header (`cc -std=c99 -O2 -Wall -Wextra -Werror -pedantic`), and starts
+   it on the library: the same protocol as the Rust worker, the same
+   seeded input, the same thread count, each call through `block_call`
+   with its result allocated by the library and freed by its deleter.
 3. Loads each workload's PyTorch code (`nax build SRC --emit torch`), eager
    and under `torch.compile` (default mode, a cold inductor cache; its
    compile time is the first call's), on inputs of the same shapes, outputs
@@ -33,9 +46,10 @@ together.
    (both `OMP_NUM_THREADS=2`; the triad on 2^25 floats per array, or four
    times the last-level cache where that is more, counted as 3 arrays x 4
    bytes per element; the peak as independent fused multiply-adds on the
-   widest vectors `-march=native` gives). The order rotates from round to
-   round: the round's items (the triad, the peak, each workload) and,
-   within each workload, its three sides.
+   widest vectors `-march=native` gives). The block's library is a fourth
+   side of the block, so that it is measured side by side with the JIT.
+   The order rotates from round to round: the round's items (the triad,
+   the peak, each workload) and, within each workload, its sides.
 5. Reports, for each workload: each side's ms per call (the median over
    rounds of each round's median); nax's speed-up over eager and over
    torch.compile (the other side's ms over nax's), computed per round,
@@ -45,7 +59,10 @@ together.
    triad bandwidth (its best pass, as STREAM reports), for the others the
    FLOPs over the same round's FMA peak (its best pass: a peak taken
    from matrix products would be circular when nax's is the fastest);
-   and the compile times. The header names the
+   and the compile times. The row `block .so from C` gives the
+   library's ms, its speed-ups and fraction of the limit as for the other
+   rows, its ratio to the JIT (the JIT block's ms over the library's, per
+   round, median and range) and its build time. The header names the
    CPU (model, vector extensions), the threads, PyTorch's version, the
    triad bandwidth and the peak (medians, ranges over rounds). Prints the
    Markdown table (also to --markdown FILE), draws the PNG bar chart of
@@ -90,6 +107,9 @@ WORKLOADS = {
               2 * 1024 * 512 * (1536 + 512 + 2 * 2048) + 2 * 2 * 4 * 8 * 256 * 256 * 64),
 }
 SIDES = ("nax", "eager", "compile")
+# Workloads also measured through their shared library called from C
+# (benches/aot_worker.c), as the side "so": the row NAME_so.
+LIBRARIES = ("block",)
 # The vector extensions the header names, as /proc/cpuinfo's flags spell them.
 EXTENSIONS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_tile")
 
@@ -160,15 +180,16 @@ def compile_c(name):
 
 
 class Worker:
-    """One workload's nax side: a bench_worker process kept alive."""
+    """One workload's nax side, a bench_worker process kept alive (or its
+    library's, an aot_worker process: the same protocol, no compile times)."""
 
-    def __init__(self, binary, name):
+    def __init__(self, command, name):
         self.name = name
-        self.process = subprocess.Popen([binary, name, str(THREADS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         ready = self.reply()
         if not ready.get("ready"):
             sys.exit(f"error: the {name} worker did not start: {ready}")
-        self.compile_ms = ready["compile_ms"]
+        self.compile_ms = ready.get("compile_ms")
         self.threads = ready["threads"]
 
     def reply(self):
@@ -190,6 +211,56 @@ class Worker:
             except BrokenPipeError:
                 pass
         self.process.wait()
+
+
+def write_safetensors(path, tensors):
+    """Numpy arrays by name into a safetensors file: the length of the JSON
+    header (8 bytes, little-endian), the header (padded with spaces to 8
+    bytes), the arrays' bytes, row-major, one after the other."""
+    dtypes = {"float32": "F32", "float64": "F64"}
+    header, offset = {}, 0
+    for name, t in tensors.items():
+        header[name] = {"dtype": dtypes[t.dtype.name], "shape": list(t.shape), "data_offsets": [offset, offset + t.nbytes]}
+        offset += t.nbytes
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text)
+        for t in tensors.values():
+            f.write(t.tobytes())
+
+
+def library_worker(nax, tmp, name):
+    """The workload's shared library, built into tmp, and a C worker on it
+    (benches/aot_worker.c, compiled against the library's header) calling
+    its function on seeded weights and input; with the build's ms (the
+    `total` of `nax build --timings`)."""
+    import ctypes
+    import numpy
+    library = os.path.join(tmp, f"lib{name}.so")
+    built = subprocess.run([nax, "build", os.path.join(ROOT, "examples", "workloads", name + ".nax"), "--emit", "so", "-o", library, "--timings"],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        sys.exit(f"error: nax build --emit so failed on {name}:\n{built.stderr.strip()}")
+    build_ms = next(float(line.split()[1]) for line in built.stderr.splitlines() if line.split()[:1] == ["total"])
+    manifest_fn = getattr(ctypes.CDLL(library), name + "_manifest")
+    manifest_fn.restype = ctypes.c_char_p
+    manifest = json.loads(manifest_fn())
+
+    def shape(p):
+        if not all(isinstance(size, int) for _, size in p["axes"]) or p["dtype"] not in ("f32", "f64"):
+            sys.exit(f"error: lib{name}.so's `{p['name']}` is not a float tensor of constant sizes: {p}")
+        return [size for _, size in p["axes"]]
+
+    rng = numpy.random.default_rng(0)
+    weights = os.path.join(tmp, name + "_weights.safetensors")
+    write_safetensors(weights, {w["name"]: rng.uniform(-1, 1, shape(w)).astype("float" + w["dtype"][1:]) for w in manifest["weights"]})
+    binary = os.path.join(tmp, "aot_worker")
+    subprocess.run(["cc", "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic", f'-DNAX_HEADER="{os.path.join(tmp, name + ".h")}"',
+                    os.path.join(ROOT, "benches", "aot_worker.c"), "-o", binary, "-ldl"], check=True)
+    function = next(f for f in manifest["functions"] if f["name"] == name)
+    params = [f"{p['name']}:{p['dtype']}:{','.join(map(str, shape(p)))}" for p in function["params"]]
+    return Worker([binary, library, name, name, weights, str(THREADS)] + params, name + "_so"), build_ms
 
 
 def limit(binary, seconds):
@@ -237,7 +308,7 @@ def rotated(items, r):
     return items[k:] + items[:k]
 
 
-def rounds(opts, names, workers, sides, limits):
+def rounds(opts, names, libraries, workers, sides, limits):
     """Every round's raw numbers."""
     items = list(limits) + list(names)
     raw = []
@@ -249,10 +320,12 @@ def rounds(opts, names, workers, sides, limits):
                 record[item] = limit(limits[item], opts.seconds)
             else:
                 record["workloads"][item] = {}
-                for side in rotated(list(SIDES), r):
+                for side in rotated(list(SIDES) + (["so"] if item in libraries else []), r):
                     record["order"].append(f"{item}/{side}")
                     if side == "nax":
                         record["workloads"][item][side] = workers[item].measure(opts.seconds)
+                    elif side == "so":
+                        record["workloads"][item][side] = workers[item + "_so"].measure(opts.seconds)
                     else:
                         record["workloads"][item][side] = timed(sides[item][side], opts.seconds)
         raw.append(record)
@@ -269,8 +342,9 @@ def spread(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def summarize(raw, names):
-    """Medians over rounds, per-round ratios and fractions of the limit."""
+def summarize(raw, names, libraries):
+    """Medians over rounds, per-round ratios and fractions of the limit;
+    the rows NAME_so (the library as nax's side, and its ratio to the JIT)."""
     # A round's bandwidth is its triad's best pass, STREAM's figure: the
     # triad's two threads wait for each other at every pass's end, so a
     # pass that lost a core to the machine's other work is the triad's
@@ -284,17 +358,23 @@ def summarize(raw, names):
     for name in names:
         _, _, moved, flops = WORKLOADS[name]
         ms = {s: [r["workloads"][name][s]["median_ms"] for r in raw] for s in SIDES}
+        rows = {name: ms}
+        if name in libraries:
+            rows[name + "_so"] = dict(ms, nax=[r["workloads"][name]["so"]["median_ms"] for r in raw])
 
         def fraction(ms_s, bw, top):
             return moved / (ms_s / 1e3) / bw if moved is not None else flops / (ms_s / 1e3) / top
 
-        summary["workloads"][name] = {
-            "ms": {s: statistics.median(ms[s]) for s in SIDES},
-            "vs_eager": spread([e / n for e, n in zip(ms["eager"], ms["nax"])]),
-            "vs_compile": spread([c / n for c, n in zip(ms["compile"], ms["nax"])]),
-            "of_limit": {s: spread([fraction(t, bw, top) for t, bw, top in zip(ms[s], bandwidth, peak)]) for s in SIDES},
-            "limit": "bandwidth" if moved is not None else "peak",
-        }
+        for row, times in rows.items():
+            summary["workloads"][row] = {
+                "ms": {s: statistics.median(times[s]) for s in SIDES},
+                "vs_eager": spread([e / n for e, n in zip(times["eager"], times["nax"])]),
+                "vs_compile": spread([c / n for c, n in zip(times["compile"], times["nax"])]),
+                "of_limit": {s: spread([fraction(t, bw, top) for t, bw, top in zip(times[s], bandwidth, peak)]) for s in SIDES},
+                "limit": "bandwidth" if moved is not None else "peak",
+            }
+        if name in libraries:
+            summary["workloads"][name + "_so"]["jit_vs_so"] = spread([j / so for j, so in zip(rows[name]["nax"], rows[name + "_so"]["nax"])])
     return summary
 
 
@@ -314,7 +394,10 @@ def cpu():
     return model, [e for e in EXTENSIONS if e in flags]
 
 
-def table(summary, names, compile_ms, compile_s, header):
+def table(summary, rows, compile_ms, compile_s, header):
+    """The Markdown table: a row per workload, and per library (NAME_so:
+    its ratio to the JIT in its name, its build time as its compile time,
+    the PyTorch sides of its workload)."""
     def ratio(s):
         return f"{s['median']:.2f}x ({s['min']:.2f}-{s['max']:.2f})"
 
@@ -325,13 +408,17 @@ def table(summary, names, compile_ms, compile_s, header):
     lines.append("| workload | nax ms | eager ms | torch.compile ms | nax vs eager | nax vs compile "
                  "| nax of limit | eager of limit | compile of limit | nax compile llvm ms | cranelift ms | torch.compile s |")
     lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name in names:
-        w = summary["workloads"][name]
+    for row in rows:
+        w = summary["workloads"][row]
         ms, of = w["ms"], w["of_limit"]
-        lines.append(f"| {name} | {ms['nax']:.2f} | {ms['eager']:.2f} | {ms['compile']:.2f} | {ratio(w['vs_eager'])} | "
+        name = row.removesuffix("_so")
+        if "jit_vs_so" in w:
+            label, cranelift = f"{name} .so from C (JIT ms / .so ms {ratio(w['jit_vs_so'])})", "-"
+        else:
+            label, cranelift = name, f"{compile_ms[row]['cranelift']:.0f}"
+        lines.append(f"| {label} | {ms['nax']:.2f} | {ms['eager']:.2f} | {ms['compile']:.2f} | {ratio(w['vs_eager'])} | "
                      f"{ratio(w['vs_compile'])} | {fraction(of['nax'], w['limit'])} | {fraction(of['eager'], w['limit'])} | "
-                     f"{fraction(of['compile'], w['limit'])} | {compile_ms[name]['llvm']:.0f} | "
-                     f"{compile_ms[name]['cranelift']:.0f} | {compile_s[name]:.1f} |")
+                     f"{fraction(of['compile'], w['limit'])} | {compile_ms[row]['llvm']:.0f} | {cranelift} | {compile_s[name]:.1f} |")
     return "\n".join(lines)
 
 
@@ -362,7 +449,8 @@ def main():
     ap = argparse.ArgumentParser(description="nax against PyTorch eager and torch.compile, interleaved in rounds")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of measurements (default 5)")
     ap.add_argument("--seconds", type=float, default=0.5, help="seconds each side is measured in each round (default 0.5)")
-    ap.add_argument("--workload", action="append", choices=list(WORKLOADS), help="only this workload (repeatable)")
+    ap.add_argument("--workload", action="append", choices=list(WORKLOADS) + [n + "_so" for n in LIBRARIES],
+                    help="only this workload (repeatable); NAME_so: NAME's library, with NAME")
     ap.add_argument("--markdown", help="also write the table to this file")
     ap.add_argument("--chart", default=os.path.join(ROOT, "benches", "compare.png"), help="the PNG bar chart")
     ap.add_argument("--json", help="dump every raw per-round number to this file")
@@ -371,30 +459,34 @@ def main():
         ap.error("--rounds must be at least 1 and --seconds above 0")
     ensure_packages()
     load = {"start": os.getloadavg()}
-    names = [n for n in WORKLOADS if opts.workload is None or n in opts.workload]
+    libraries = [n for n in LIBRARIES if opts.workload is None or n + "_so" in opts.workload]
+    names = [n for n in WORKLOADS if opts.workload is None or n in opts.workload or n in libraries]
     nax, worker_binary, triad_binary, peak_binary = build()
-    workers = {}
-    try:
-        # One process per workload, kept alive: no other workload's freed
-        # memory shapes its page layout. Started one after the other, so
-        # that their compile times do not share the cores.
-        for name in names:
-            workers[name] = Worker(worker_binary, name)
-            if workers[name].threads != THREADS:
-                sys.exit(f"error: the {name} worker has {workers[name].threads} threads, not {THREADS}")
-        with tempfile.TemporaryDirectory() as tmp:
+    workers, build_ms = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            # One process per workload (and library), kept alive: no other
+            # workload's freed memory shapes its page layout. Started one
+            # after the other, so that their compile times do not share the cores.
+            for name in names:
+                workers[name] = Worker([worker_binary, name, str(THREADS)], name)
+                if name in libraries:
+                    workers[name + "_so"], build_ms[name] = library_worker(nax, tmp, name)
+            for name, w in workers.items():
+                if w.threads != THREADS:
+                    sys.exit(f"error: the {name} worker has {w.threads} threads, not {THREADS}")
             # A fresh inductor cache: torch.compile's compile times are cold ones.
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor")
             import torch
             torch.set_num_threads(THREADS)
             with torch.no_grad():
                 sides, compile_s = torch_side(nax, torch, tmp, names)
-                raw = rounds(opts, names, workers, sides, {"triad": triad_binary, "peak": peak_binary})
-    finally:
-        for w in workers.values():
-            w.close()
+                raw = rounds(opts, names, libraries, workers, sides, {"triad": triad_binary, "peak": peak_binary})
+        finally:
+            for w in workers.values():
+                w.close()
     load["end"] = os.getloadavg()
-    summary = summarize(raw, names)
+    summary = summarize(raw, names, libraries)
     model, extensions = cpu()
     bw, top = summary["bandwidth"], summary["peak_flops"]
     header = (f"CPU: {model} ({', '.join(extensions) or 'none of ' + ', '.join(EXTENSIONS)}). Threads: {THREADS}. "
@@ -402,8 +494,9 @@ def main():
               f"STREAM triad (C, OpenMP, best pass per round) {bw['median'] / 1e9:.1f} GB/s ({bw['min'] / 1e9:.1f}-{bw['max'] / 1e9:.1f}), "
               f"f32 FMA peak (C, OpenMP, {peak_vector_bytes(raw)}-byte vectors, best pass per round) "
               f"{top['median'] / 1e9:.1f} GFLOP/s ({top['min'] / 1e9:.1f}-{top['max'] / 1e9:.1f}).")
-    compile_ms = {n: w.compile_ms for n, w in workers.items()}
-    text = table(summary, names, compile_ms, compile_s, header)
+    compile_ms = dict({n: workers[n].compile_ms for n in names}, **{n + "_so": {"llvm": build_ms[n]} for n in libraries})
+    rows = [row for n in names for row in ([n, n + "_so"] if n in libraries else [n])]
+    text = table(summary, rows, compile_ms, compile_s, header)
     chart(opts.chart, names, summary, opts.rounds)
     print(text)
     if opts.markdown:
@@ -413,8 +506,9 @@ def main():
         machine = {"cpu": model, "extensions": extensions, "threads": THREADS, "torch": torch.__version__,
                    "rounds": opts.rounds, "seconds": opts.seconds, "load_average": load}
         with open(opts.json, "w") as f:
-            json.dump({"machine": machine, "compile": {n: {"nax_ms": compile_ms[n], "torch_compile_s": compile_s[n]} for n in names},
-                       "rounds": raw, "summary": summary}, f, indent=1)
+            compiles = dict({n: {"nax_ms": compile_ms[n], "torch_compile_s": compile_s[n]} for n in names},
+                            **{n + "_so": {"nax_build_ms": build_ms[n]} for n in libraries})
+            json.dump({"machine": machine, "compile": compiles, "rounds": raw, "summary": summary}, f, indent=1)
             f.write("\n")
 
 
