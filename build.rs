@@ -3,8 +3,9 @@
 //! its path to the compiler as `NAX_CAPI_ARCHIVE` (embedded in the `nax`
 //! binary, so an installed `nax` needs nothing beside it but `cc`).
 //!
-//! The archive is built by a nested `cargo build --release -p nax-capi`
-//! into `target/capi` (its own target directory, so it never waits on the
+//! The archive is built by a nested `cargo build --release -p nax-capi
+//! --features library` (with the library's own allocator) into
+//! `target/capi` (its own target directory, so it never waits on the
 //! outer build's lock), always optimised and without debug information,
 //! whatever profile the outer build uses.
 
@@ -21,7 +22,7 @@ fn main() {
     let mut command = Command::new(cargo);
     command
         .current_dir(&root)
-        .args(["build", "--release", "--quiet", "-p", "nax-capi", "--lib", "--target-dir"])
+        .args(["build", "--release", "--quiet", "-p", "nax-capi", "--lib", "--features", "library", "--target-dir"])
         .arg(&target_dir)
         .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
         .env("CARGO_PROFILE_RELEASE_INCREMENTAL", "false");

@@ -13,11 +13,19 @@
 //! sizes, strides against `capacity`), and tensors are read through the
 //! runtime's bounds-checked views; nothing prints.
 
+mod allocator;
 mod dlpack;
 mod library;
 mod model;
 mod status;
 mod tensors;
+
+/// The library's allocator, in the static archive `nax build --emit so`
+/// links (feature `library`, which `build.rs` turns on), not when the
+/// crate is a dependency of the tests.
+#[cfg(feature = "library")]
+#[global_allocator]
+static ALLOCATOR: allocator::LibraryAllocator = allocator::LibraryAllocator;
 
 pub use dlpack::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor, NaxArg, NaxResult, dl_dtype, nax_dtype};
 pub use library::{FunctionCode, LAYOUT_VERSION, Library};
