@@ -25,7 +25,8 @@ mod tensors;
 /// crate is a dependency of the tests.
 #[cfg(feature = "library")]
 #[global_allocator]
-static ALLOCATOR: allocator::LibraryAllocator = allocator::LibraryAllocator;
+static ALLOCATOR: LibraryAllocator = LibraryAllocator;
 
+pub use allocator::LibraryAllocator;
 pub use dlpack::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor, NaxArg, NaxResult, dl_dtype, nax_dtype};
 pub use library::{FunctionCode, LAYOUT_VERSION, Library};
