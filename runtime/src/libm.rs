@@ -6,71 +6,52 @@
 //! so JIT and AOT give the same numbers, on every machine, whatever C
 //! library it has.
 
-/// The functions' C names, all `double f(double)` but `pow`, `double
-/// pow(double, double)`.
-pub const NAMES: [&str; 9] = ["exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "erf", "pow"];
+/// Defines each function (`extern "C"`, the `libm` crate's), the list of
+/// their C names and [`address`].
+macro_rules! functions {
+    ($($(#[$doc:meta])* $name:ident($($x:ident),*)),* $(,)?) => {
+        /// The functions' C names, all `double f(double)` but `pow`,
+        /// `double pow(double, double)`.
+        pub const NAMES: [&str; [$(stringify!($name)),*].len()] = [$(stringify!($name)),*];
 
-/// `e^x`.
-pub extern "C" fn exp(x: f64) -> f64 {
-    ::libm::exp(x)
+        $(
+            $(#[$doc])*
+            pub extern "C" fn $name($($x: f64),*) -> f64 {
+                ::libm::$name($($x),*)
+            }
+        )*
+
+        /// The address of the implementation of one of [`NAMES`], with its
+        /// C signature; `None` for another name.
+        pub fn address(name: &str) -> Option<*const u8> {
+            match name {
+                $(stringify!($name) => Some($name as *const u8),)*
+                _ => None,
+            }
+        }
+    };
 }
 
-/// The natural logarithm.
-pub extern "C" fn log(x: f64) -> f64 {
-    ::libm::log(x)
-}
-
-/// `log(1 + x)`, accurate near 0.
-pub extern "C" fn log1p(x: f64) -> f64 {
-    ::libm::log1p(x)
-}
-
-/// `e^x - 1`, accurate near 0.
-pub extern "C" fn expm1(x: f64) -> f64 {
-    ::libm::expm1(x)
-}
-
-/// The sine.
-pub extern "C" fn sin(x: f64) -> f64 {
-    ::libm::sin(x)
-}
-
-/// The cosine.
-pub extern "C" fn cos(x: f64) -> f64 {
-    ::libm::cos(x)
-}
-
-/// The hyperbolic tangent.
-pub extern "C" fn tanh(x: f64) -> f64 {
-    ::libm::tanh(x)
-}
-
-/// The error function.
-pub extern "C" fn erf(x: f64) -> f64 {
-    ::libm::erf(x)
-}
-
-/// `x^y`.
-pub extern "C" fn pow(x: f64, y: f64) -> f64 {
-    ::libm::pow(x, y)
-}
-
-/// The address of the implementation of one of [`NAMES`], with its C
-/// signature; `None` for another name.
-pub fn address(name: &str) -> Option<*const u8> {
-    Some(match name {
-        "exp" => exp as *const u8,
-        "log" => log as *const u8,
-        "log1p" => log1p as *const u8,
-        "expm1" => expm1 as *const u8,
-        "sin" => sin as *const u8,
-        "cos" => cos as *const u8,
-        "tanh" => tanh as *const u8,
-        "erf" => erf as *const u8,
-        "pow" => pow as *const u8,
-        _ => return None,
-    })
-}
+functions!(
+    /// `e^x`.
+    exp(x),
+    /// The natural logarithm.
+    log(x),
+    /// `log(1 + x)`, accurate near 0.
+    log1p(x),
+    /// `e^x - 1`, accurate near 0.
+    expm1(x),
+    /// The sine.
+    sin(x),
+    /// The cosine.
+    cos(x),
+    /// The hyperbolic tangent.
+    tanh(x),
+    /// The error function.
+    erf(x),
+    /// `x^y`.
+    pow(x, y),
+);
 
 #[cfg(test)]
 mod tests {
