@@ -1,12 +1,15 @@
 //! The library's allocator: the C library's `malloc` for small blocks, and
 //! blocks of 1 MiB or more (weights, temporaries, results, packed
-//! panels) aligned to 2 MiB and advised onto transparent huge pages, as
-//! the JIT's allocator (mimalloc) places them. glibc alone puts large
-//! blocks 16 bytes past a cache line on 4 KiB pages, which cost the
-//! block's library about 3% against the JIT (measured interleaved,
-//! `benches/compare.py --workload block_so`). mimalloc itself is not
-//! linked in: its thread-exit hooks would outlive a library unloaded
-//! with `dlclose`; this one keeps no state.
+//! panels) mapped on their own, aligned to 2 MiB and advised onto
+//! transparent huge pages, as the JIT's allocator (mimalloc) places them,
+//! and unmapped when freed, so nothing of them stays behind. glibc alone
+//! puts large blocks 16 bytes past a cache line on 4 KiB pages, which
+//! cost the block's library about 3% against the JIT (measured
+//! interleaved, `benches/compare.py --workload block_so`); asking it for
+//! 2 MiB-aligned blocks fragments its heap (the resident set grew by
+//! 20 MiB over 100 open/call/close rounds). mimalloc itself is not linked
+//! in: its thread-exit hooks would outlive a library unloaded with
+//! `dlclose`; this allocator keeps no state.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
@@ -19,23 +22,42 @@ const HUGE_PAGE: usize = 2 << 20;
 /// See the module's documentation.
 pub struct LibraryAllocator;
 
-// SAFETY: small blocks are the system allocator's; large ones come from
-// `posix_memalign` and go back to `free`, which releases them whatever
-// their alignment; a block's size (from its layout) says which.
+/// A large block's mapped length: its size in whole pages.
+fn mapped(size: usize) -> usize {
+    size.div_ceil(4096) * 4096
+}
+
+// SAFETY: small blocks are the system allocator's; large ones are
+// mappings of their own, unmapped whole when freed; a block's size (from
+// its layout) says which.
 unsafe impl GlobalAlloc for LibraryAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if layout.size() < LARGE {
             // SAFETY: the caller's contract.
             return unsafe { System.alloc(layout) };
         }
-        let mut p: *mut libc::c_void = std::ptr::null_mut();
-        // SAFETY: the alignment is a power of two and a multiple of the pointer size.
-        if unsafe { libc::posix_memalign(&mut p, HUGE_PAGE.max(layout.align()), layout.size()) } != 0 {
+        let align = HUGE_PAGE.max(layout.align());
+        let (len, Some(span)) = (mapped(layout.size()), mapped(layout.size()).checked_add(align)) else { return std::ptr::null_mut() };
+        // SAFETY: a fresh private anonymous mapping; nothing else is touched.
+        let base = unsafe { libc::mmap(std::ptr::null_mut(), span, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+        if base == libc::MAP_FAILED {
             return std::ptr::null_mut();
         }
-        // SAFETY: the advice covers whole huge pages inside the block just allocated.
-        unsafe { libc::madvise(p, layout.size() / HUGE_PAGE * HUGE_PAGE, libc::MADV_HUGEPAGE) };
-        p.cast()
+        let start = (base as usize).div_ceil(align) * align;
+        // SAFETY: the head before the aligned start and the tail after the
+        // block are parts of the mapping just made, returned to the system;
+        // the advice covers the block's whole huge pages.
+        unsafe {
+            if start > base as usize {
+                libc::munmap(base, start - base as usize);
+            }
+            let tail = base as usize + span - (start + len);
+            if tail > 0 {
+                libc::munmap((start + len) as *mut libc::c_void, tail);
+            }
+            libc::madvise(start as *mut libc::c_void, len / HUGE_PAGE * HUGE_PAGE, libc::MADV_HUGEPAGE);
+        }
+        start as *mut u8
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -43,8 +65,8 @@ unsafe impl GlobalAlloc for LibraryAllocator {
             // SAFETY: the caller's contract: the block is the system allocator's.
             unsafe { System.dealloc(ptr, layout) }
         } else {
-            // SAFETY: the block came from `posix_memalign`.
-            unsafe { libc::free(ptr.cast()) }
+            // SAFETY: the block is a mapping of its own of this length.
+            unsafe { libc::munmap(ptr.cast(), mapped(layout.size())) };
         }
     }
 
