@@ -2,14 +2,17 @@
 //! blocks of 1 MiB or more (weights, temporaries, results, packed
 //! panels) mapped on their own, aligned to 2 MiB and advised onto
 //! transparent huge pages, as the JIT's allocator (mimalloc) places them,
-//! and unmapped when freed, so nothing of them stays behind. glibc alone
+//! and kept when freed for the next block of about their size (up to
+//! [`CACHE_BYTES`], as mimalloc keeps its segments: a result allocated per
+//! call does not fault its pages in again), all returned to the system
+//! when the last model closes ([`release_cache`]). glibc alone
 //! puts large blocks 16 bytes past a cache line on 4 KiB pages, which
 //! cost the block's library about 3% against the JIT (measured
 //! interleaved, `benches/compare.py --workload block_so`); asking it for
 //! 2 MiB-aligned blocks fragments its heap (the resident set grew by
-//! 20 MiB over 100 open/call/close rounds). mimalloc itself is not linked
-//! in: its thread-exit hooks would outlive a library unloaded with
-//! `dlclose`; this allocator keeps no state.
+//! 20 MiB over 100 open/call/close rounds), and mapping each block afresh
+//! cost 10% in page faults. mimalloc itself is not linked in: its
+//! thread-exit hooks would outlive a library unloaded with `dlclose`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
@@ -18,6 +21,29 @@ const LARGE: usize = 1 << 20;
 
 /// A transparent huge page.
 const HUGE_PAGE: usize = 2 << 20;
+
+/// At most this many bytes of freed large blocks are kept for reuse.
+const CACHE_BYTES: usize = 256 << 20;
+
+/// Freed large blocks kept for reuse: (address, mapped length), 0 for a
+/// free slot. A fixed array, so the allocator never allocates for itself.
+static CACHE: std::sync::Mutex<[(usize, usize); 16]> = std::sync::Mutex::new([(0, 0); 16]);
+
+/// The cache, even if a thread panicked holding it (its entries stay valid).
+fn cache() -> std::sync::MutexGuard<'static, [(usize, usize); 16]> {
+    CACHE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Returns every kept block to the system (when no model is open).
+pub fn release_cache() {
+    for slot in cache().iter_mut() {
+        if slot.1 > 0 {
+            // SAFETY: a kept block: a mapping of its own of this length, in no one's use.
+            unsafe { libc::munmap(slot.0 as *mut libc::c_void, slot.1) };
+            *slot = (0, 0);
+        }
+    }
+}
 
 /// See the module's documentation.
 pub struct LibraryAllocator;
@@ -37,7 +63,23 @@ unsafe impl GlobalAlloc for LibraryAllocator {
             return unsafe { System.alloc(layout) };
         }
         let align = HUGE_PAGE.max(layout.align());
-        let (len, Some(span)) = (mapped(layout.size()), mapped(layout.size()).checked_add(align)) else { return std::ptr::null_mut() };
+        let need = mapped(layout.size());
+        {
+            // The smallest kept block that fits, if it is at most twice the size.
+            let mut kept = cache();
+            let best = kept.iter_mut().filter(|(a, l)| *l >= need && *l <= 2 * need && a % align == 0).min_by_key(|(_, l)| *l);
+            if let Some(slot) = best {
+                let (address, length) = *slot;
+                *slot = (0, 0);
+                if length > need {
+                    // SAFETY: the kept block's tail past the new block, returned
+                    // to the system, so the block's mapping is exactly `need` long.
+                    unsafe { libc::munmap((address + need) as *mut libc::c_void, length - need) };
+                }
+                return address as *mut u8;
+            }
+        }
+        let (len, Some(span)) = (need, need.checked_add(align)) else { return std::ptr::null_mut() };
         // SAFETY: a fresh private anonymous mapping; nothing else is touched.
         let base = unsafe { libc::mmap(std::ptr::null_mut(), span, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
         if base == libc::MAP_FAILED {
@@ -65,8 +107,16 @@ unsafe impl GlobalAlloc for LibraryAllocator {
             // SAFETY: the caller's contract: the block is the system allocator's.
             unsafe { System.dealloc(ptr, layout) }
         } else {
-            // SAFETY: the block is a mapping of its own of this length.
-            unsafe { libc::munmap(ptr.cast(), mapped(layout.size())) };
+            let len = mapped(layout.size());
+            let mut kept = cache();
+            let held: usize = kept.iter().map(|(_, l)| l).sum();
+            match kept.iter_mut().find(|(_, l)| *l == 0) {
+                Some(slot) if held + len <= CACHE_BYTES => *slot = (ptr as usize, len),
+                _ => {
+                    // SAFETY: the block is a mapping of its own of this length.
+                    unsafe { libc::munmap(ptr.cast(), len) };
+                }
+            }
         }
     }
 
@@ -115,5 +165,18 @@ mod tests {
                 a.dealloc(r, Layout::from_size_align(16, align).unwrap());
             }
         }
+        // A freed large block is kept and given to the next block of about its size.
+        release_cache();
+        let layout = Layout::from_size_align(3 * LARGE, 8).unwrap();
+        // SAFETY: blocks allocated and freed once each.
+        unsafe {
+            let p = a.alloc(layout);
+            a.dealloc(p, layout);
+            let q = a.alloc(Layout::from_size_align(2 * LARGE, 8).unwrap());
+            assert_eq!(p, q, "the kept block is reused");
+            a.dealloc(q, Layout::from_size_align(2 * LARGE, 8).unwrap());
+        }
+        release_cache();
+        assert!(cache().iter().all(|&(_, l)| l == 0));
     }
 }

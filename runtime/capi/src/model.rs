@@ -17,6 +17,10 @@ use std::sync::Arc;
 /// and would exhaust the process's threads before failing).
 const MAX_THREADS: usize = 1024;
 
+/// How many models are open (the allocator's kept blocks are released
+/// when the last one closes).
+static OPEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// An opened library: `NAME_model` in C.
 pub struct Model {
     /// The library's NAME, for messages.
@@ -105,6 +109,7 @@ impl Model {
         }
         let weights = bind_weights(name, library, weights_path, &functions)?;
         let pool = ThreadPool::new(threads).map_err(|e| Failure::runtime(&format!("opening `{name}`"), e))?;
+        OPEN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(Model { name, functions, weights, pool })
     }
 
@@ -127,6 +132,22 @@ impl Model {
         let named: Vec<(&str, Arg<'_>)> = inputs.iter().map(|(name, input)| (*name, input.arg())).collect();
         let out = f.call(named, &self.weights, &self.pool).map_err(|e| Failure::runtime(&context, e))?;
         result(out).map_err(|e| Failure::runtime(&context, e))
+    }
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        // What the model holds goes first (the pool joins its workers, whose
+        // scratch is freed); then, with no model open, the blocks the
+        // allocator kept for reuse return to the system.
+        self.weights = ModelWeights(HashMap::new());
+        self.functions = Vec::new();
+        if let Ok(calling_thread) = ThreadPool::new(1) {
+            drop(std::mem::replace(&mut self.pool, calling_thread));
+        }
+        if OPEN.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            crate::allocator::release_cache();
+        }
     }
 }
 
