@@ -607,3 +607,19 @@ fn compare_with_torch(dir: &Path, jobs: &[TorchJob]) -> Vec<String> {
     }
     failures
 }
+
+/// A sum over an empty axis is +0.0 on every back end (as in PyTorch), not
+/// the -0.0 that starting from negative zero gives.
+#[test]
+fn an_empty_sum_is_positive_zero_everywhere() {
+    let source = "def f(x: [n m]) -> [n] {\n    return sum(x, m)\n}\n";
+    let checked = nax_front::check_source(source);
+    let graph = nax::pipeline::lower(&checked.module, "f", true, &mut nax::Timings::start()).unwrap().lowered;
+    let x = HostTensor::from_f64(DType::F32, vec![3, 0], vec![Some("n".into()), Some("m".into())], &[]).unwrap();
+    for backend in BACKENDS {
+        let out = run_on(backend, &graph, &[Value::Tensor(x.clone())], &HashMap::new()).unwrap();
+        for v in out.to_f64_vec() {
+            assert!(v == 0.0 && v.is_sign_positive(), "{}: {v:?}", backend.name());
+        }
+    }
+}

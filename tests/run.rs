@@ -237,3 +237,46 @@ fn a_call_too_large_for_memory_is_refused_on_every_backend() {
         case.rejects(&format!("a 16 TiB result on {backend}"), out, &["shape [n=4 h=1099511627776]", "bytes of memory"]);
     }
 }
+
+/// `--out` naming a file the run reads (the source, --inputs, --weights,
+/// through any path) is refused with exit 2, and the file is untouched.
+#[test]
+fn out_may_not_overwrite_the_source_or_an_input() {
+    let case = Case::new("out-is-input");
+    let (p, i, w) = (case.path("p.nax"), case.path("in.safetensors"), case.path("w.safetensors"));
+    let via_dot = format!("{}/./in.safetensors", case.dir.display());
+    for (out, what) in [(&p, "the source file"), (&i, "the --inputs file"), (&w, "the --weights file"), (&via_dot, "the --inputs file")] {
+        let before = std::fs::read(out).unwrap();
+        let run = nax(&["run", &p, "--fn", "f", "--inputs", &i, "--weights", &w, "--out", out, "--backend", "interp"]);
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{out}: {err}");
+        assert!(err.contains(what) && err.contains("overwrite"), "{out}: {err}");
+        assert_eq!(std::fs::read(out).unwrap(), before, "{out} was touched");
+    }
+}
+
+/// Files that never end or are not files are refused at once: a source,
+/// inputs and weights from /dev/zero, a directory; a source over 64 MiB.
+#[test]
+fn endless_and_oversized_files_are_refused_at_once() {
+    let case = Case::new("endless");
+    let (p, i, w, o) = (case.path("p.nax"), case.path("in.safetensors"), case.path("w.safetensors"), case.path("out.safetensors"));
+    let started = std::time::Instant::now();
+    let check = nax(&["check", "/dev/zero"]);
+    assert_eq!(check.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&check.stderr).contains("not a regular file"), "{}", String::from_utf8_lossy(&check.stderr));
+    let dir = case.dir.display().to_string();
+    for (inputs, weights) in [("/dev/zero", w.as_str()), (i.as_str(), "/dev/zero"), (dir.as_str(), w.as_str())] {
+        let run = nax(&["run", &p, "--fn", "f", "--inputs", inputs, "--weights", weights, "--out", &o, "--backend", "interp"]);
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{inputs} {weights}: {err}");
+        assert!(err.contains("not a regular file") || err.contains("Is a directory"), "{err}");
+    }
+    let big = case.dir.join("big.nax");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len((64 << 20) + 1).unwrap();
+    let check = nax(&["check", big.to_str().unwrap()]);
+    assert_eq!(check.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&check.stderr).contains("larger than 64 MiB"), "{}", String::from_utf8_lossy(&check.stderr));
+    assert!(started.elapsed().as_secs() < 5, "took {:?}", started.elapsed());
+}

@@ -35,7 +35,8 @@ fn axes_key(name: &str) -> String {
 /// Reads every tensor of the safetensors file at `path`, sorted by name,
 /// with its axis names from the `NAME.axes` metadata.
 ///
-/// Errors, each naming the file: it cannot be read; it is not a valid
+/// Errors, each naming the file: it cannot be read; it is not a regular
+/// file (a device or a pipe, which may never end); it is not a valid
 /// safetensors file (truncated, a header length or offsets past the end,
 /// invalid JSON, ...); a tensor has a dtype other than F16, BF16, F32, F64,
 /// I32, I64 and BOOL (the error names the tensor and the dtype); a tensor's
@@ -43,7 +44,13 @@ fn axes_key(name: &str) -> String {
 /// the tensor). A `NAME.axes` key whose tensor is not in the file is ignored,
 /// as is all other metadata.
 pub fn read_tensors(path: &Path) -> Result<Vec<(String, HostTensor)>, RuntimeError> {
-    let bytes = fs::read(path).map_err(|source| RuntimeError::Read { path: path.into(), source })?;
+    let read_error = |source| RuntimeError::Read { path: path.into(), source };
+    // Only a regular file: its length is known and it ends (a device such
+    // as /dev/zero would be read until memory runs out).
+    if !fs::metadata(path).map_err(read_error)?.is_file() {
+        return Err(RuntimeError::Format { path: path.into(), message: "not a regular file".into() });
+    }
+    let bytes = fs::read(path).map_err(read_error)?;
     parse(&bytes, path, |t| HostTensor::new(decode(t.dtype, t.raw), t.shape, t.names).map_err(|e| format!("tensor '{}': {e}", t.name)))
 }
 

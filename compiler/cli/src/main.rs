@@ -184,6 +184,10 @@ fn backend(name: BackendName) -> Result<Backend, ExitCode> {
 }
 
 fn run_command(req: &run::RunRequest, name: BackendName, show_timings: bool) -> ExitCode {
+    if let Some(message) = run::out_overwrites_an_input(req) {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
+    }
     let source = match read_source(&req.file) {
         Ok(s) => s,
         Err(code) => return code,
@@ -375,16 +379,35 @@ fn build(path: &Path, out: &Path, name: BackendName, target: Target, show_timing
     }
 }
 
-/// Reads a source file, or says why not (exit 2).
+/// The largest source file nax reads: a model's source is kilobytes, and a
+/// file this large is a mistake (a device, a data file).
+const MAX_SOURCE_BYTES: u64 = 64 << 20;
+
+/// Reads a source file, or says why not (exit 2): a regular file of at
+/// most [`MAX_SOURCE_BYTES`], in UTF-8.
 fn read_source(path: &Path) -> Result<String, ExitCode> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        eprintln!("error: cannot read `{}`: {e}", path.display());
+    use std::io::Read;
+    let fail = |message: String| {
+        eprintln!("error: {message}");
         ExitCode::from(2)
-    })?;
-    String::from_utf8(bytes).map_err(|e| {
-        eprintln!("error: `{}` is not UTF-8 text (invalid byte at offset {})", path.display(), e.utf8_error().valid_up_to());
-        ExitCode::from(2)
-    })
+    };
+    let cannot = |e: std::io::Error| fail(format!("cannot read `{}`: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        return Err(fail(format!("`{}` is not a regular file (a source is read from a file)", path.display())));
+    }
+    let too_large = || fail(format!("`{}` is larger than {} MiB, more than any source nax reads", path.display(), MAX_SOURCE_BYTES >> 20));
+    if meta.len() > MAX_SOURCE_BYTES {
+        return Err(too_large());
+    }
+    // A file that grows while it is read stops at the cap all the same.
+    let mut bytes = Vec::new();
+    file.take(MAX_SOURCE_BYTES + 1).read_to_end(&mut bytes).map_err(cannot)?;
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes).map_err(|e| fail(format!("`{}` is not UTF-8 text (invalid byte at offset {})", path.display(), e.utf8_error().valid_up_to())))
 }
 
 fn check(path: &Path, format: Format, types: bool) -> ExitCode {

@@ -78,6 +78,20 @@ pub fn run(req: &RunRequest, source: &str, backend: Backend, timings: &mut Timin
     nax::write_tensor_atomic(&req.out, "out", &result).map_err(|e| e.to_string())
 }
 
+/// Why `--out` may not be written, when it names a file the run reads
+/// (the source, `--inputs`, `--weights`): the same file by device and
+/// inode, whatever path names it.
+pub fn out_overwrites_an_input(req: &RunRequest) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let out = std::fs::metadata(&req.out).ok()?;
+    let read = [("the source file", Some(&req.file)), ("the --inputs file", req.inputs.as_ref()), ("the --weights file", req.weights.as_ref())];
+    read.into_iter().find_map(|(what, path)| {
+        let m = std::fs::metadata(path?).ok()?;
+        (m.dev() == out.dev() && m.ino() == out.ino())
+            .then(|| format!("--out `{}` is {what}; the result would overwrite it: choose another path", req.out.display()))
+    })
+}
+
 /// `--arg NAME=VALUE`s by name.
 fn parse_args(args: &[String]) -> Result<HashMap<String, String>, String> {
     let mut out = HashMap::new();

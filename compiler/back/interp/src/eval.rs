@@ -429,8 +429,10 @@ fn reduce(op: Reduction, axes: &[usize], x: &Value, dtype: DType, shape: Vec<usi
         } else {
             let it = items.map(|i| x.f64_at(i));
             Scalar::F(match op {
-                Reduction::Sum => it.sum(),
-                Reduction::Mean => it.sum::<f64>() / inner as f64,
+                // From +0.0, as the native back ends and PyTorch start (Rust's
+                // `sum` starts from -0.0, which an empty sum would give).
+                Reduction::Sum => it.fold(0.0, |a, b| a + b),
+                Reduction::Mean => it.fold(0.0, |a, b| a + b) / inner as f64,
                 Reduction::Prod => it.product(),
                 Reduction::Max => it.fold(f64::NEG_INFINITY, nan_max),
                 Reduction::Min => it.fold(f64::INFINITY, nan_min),
