@@ -18,6 +18,9 @@ use std::collections::HashMap;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SymId(pub u32);
 
+/// The largest size an axis may have: sizes reach compiled code as `i64`.
+pub const MAX_SIZE: u64 = i64::MAX as u64;
+
 /// The size of an axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Size {

@@ -25,7 +25,7 @@ use crate::checked::{Binding, CheckedFn, CheckedModule, CheckedWeight, TStmt};
 use crate::diagnostics::{Code, Diagnostic, Span};
 use crate::syntax::ast::{self, AxisEntry, DimExpr, DimOp, ExprKind, FnDef, Item, TypeExpr, TypeRef};
 use range::Range;
-use sizes::{Size, Symbols};
+use sizes::{MAX_SIZE, Size, Symbols};
 use std::collections::{HashMap, HashSet};
 use types::{Axis, DType, Kind, TensorType, Type};
 
@@ -174,7 +174,7 @@ fn dim_size(d: &ast::DimDecl, dims: &HashMap<String, Size>, syms: &mut Symbols, 
 
 fn dim_expr(e: &DimExpr, dims: &HashMap<String, Size>, syms: &mut Symbols, diags: &mut Vec<Diagnostic>) -> Option<Size> {
     match e {
-        DimExpr::Number(n, _) => Some(Size::Const(*n)),
+        DimExpr::Number(n, span) => literal_size(*n, *span, diags),
         DimExpr::Name(id) => match dims.get(&id.name) {
             Some(s) => Some(*s),
             None => {
@@ -204,6 +204,15 @@ fn dim_expr(e: &DimExpr, dims: &HashMap<String, Size>, syms: &mut Symbols, diags
             result
         }
     }
+}
+
+/// A size written as a number: an error (E0401) past [`MAX_SIZE`].
+fn literal_size(n: u64, span: Span, diags: &mut Vec<Diagnostic>) -> Option<Size> {
+    if n > MAX_SIZE {
+        diags.push(Diagnostic::new(Code::E0401, span, format!("the size {n} is larger than {MAX_SIZE}, the largest size")).primary("not a valid size"));
+        return None;
+    }
+    Some(Size::Const(n))
 }
 
 /// The size names visible while resolving a type, and whether unknown names bind new sizes.
@@ -304,17 +313,36 @@ fn resolve_type_entry(entry: &AxisEntry, scope: &mut SizeScope, syms: &mut Symbo
             diags.push(Diagnostic::new(Code::E0201, id.span, format!("unknown size name `{}`", id.name)).primary("not a dim or an axis in scope"));
             None
         }
-        AxisEntry::Number(n, _) => Some(Axis::unnamed(Size::Const(*n))),
+        AxisEntry::Number(n, span) => literal_size(*n, *span, diags).map(Axis::unnamed),
         AxisEntry::Group { parts, span, .. } => {
+            let too_large = |known: Size, part: String, syms: &Symbols, diags: &mut Vec<Diagnostic>| {
+                let message = format!("the group's size {} * {part} is larger than {MAX_SIZE}, the largest size", syms.display(known));
+                diags.push(Diagnostic::new(Code::E0401, *span, message).primary("not a valid size"));
+            };
             let mut known = Size::Const(1);
             let mut unknown: Vec<&ast::Ident> = Vec::new();
             for part in parts {
                 match part {
                     AxisEntry::Name(id) => match scope.sizes.get(&id.name) {
-                        Some(&s) => known = syms.mul(known, s, *span)?,
+                        Some(&s) => match syms.mul(known, s, *span) {
+                            Some(k) => known = k,
+                            None => {
+                                too_large(known, syms.display(s), syms, diags);
+                                return None;
+                            }
+                        },
                         None => unknown.push(id),
                     },
-                    AxisEntry::Number(n, _) => known = syms.mul(known, Size::Const(*n), *span)?,
+                    AxisEntry::Number(n, nspan) => {
+                        let n = literal_size(*n, *nspan, diags)?;
+                        match syms.mul(known, n, *span) {
+                            Some(k) => known = k,
+                            None => {
+                                too_large(known, syms.display(n), syms, diags);
+                                return None;
+                            }
+                        }
+                    }
                     AxisEntry::Group { span, .. } => {
                         diags.push(Diagnostic::new(Code::E0407, *span, "groups can't be nested").primary("a group inside a group"));
                         return None;

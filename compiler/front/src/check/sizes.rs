@@ -16,7 +16,7 @@
 use crate::diagnostics::Span;
 use std::collections::HashMap;
 
-pub use nax_runtime::{Size, SymDef, SymId};
+pub use nax_runtime::{MAX_SIZE, Size, SymDef, SymId};
 
 /// One symbol of a table.
 #[derive(Clone, Debug)]
@@ -217,10 +217,10 @@ impl Symbols {
         Size::Sym(id)
     }
 
-    /// `a * b`; `None` on overflow.
+    /// `a * b`; `None` past [`MAX_SIZE`].
     pub fn mul(&mut self, a: Size, b: Size, origin: Span) -> Option<Size> {
         match (self.resolve(a), self.resolve(b)) {
-            (Size::Const(x), Size::Const(y)) => x.checked_mul(y).map(Size::Const),
+            (Size::Const(x), Size::Const(y)) => x.checked_mul(y).filter(|&v| v <= MAX_SIZE).map(Size::Const),
             (Size::Const(1), other) | (other, Size::Const(1)) => Some(other),
             (Size::Const(0), _) | (_, Size::Const(0)) => Some(Size::Const(0)),
             (x, y) => {
@@ -244,10 +244,10 @@ impl Symbols {
         }
     }
 
-    /// `a + b` or `a - b` (`None` when known to overflow or go negative).
+    /// `a + b` or `a - b` (`None` when known to pass [`MAX_SIZE`] or go negative).
     pub fn add_sub(&mut self, a: Size, b: Size, subtract: bool, origin: Span) -> Option<Size> {
         match (self.resolve(a), self.resolve(b)) {
-            (Size::Const(x), Size::Const(y)) => if subtract { x.checked_sub(y) } else { x.checked_add(y) }.map(Size::Const),
+            (Size::Const(x), Size::Const(y)) => if subtract { x.checked_sub(y) } else { x.checked_add(y) }.filter(|&v| v <= MAX_SIZE).map(Size::Const),
             (x, Size::Const(0)) => Some(x),
             (x, y) => {
                 let sign = if subtract { "-" } else { "+" };
