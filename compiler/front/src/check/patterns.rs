@@ -9,7 +9,7 @@
 //! side (E0405, E0407, E0409) and finally the element count (E0401).
 
 use super::range::Range;
-use super::sizes::Size;
+use super::sizes::{MAX_SIZE, Size};
 use super::types::{Axis, DType, Kind, TensorType, Type, describe_axes};
 use super::{FnChecker, entry_text};
 use crate::checked::{Elem, PatternOp, Reduction, ResolvedPattern, TExpr, TExprKind};
@@ -311,10 +311,19 @@ impl FnChecker<'_> {
                 }
             }
             let axis = match (entry, elems.as_slice()) {
-                (AxisEntry::Group { .. }, _) => {
+                (AxisEntry::Group { span: group, .. }, _) => {
                     let mut size = Size::Const(1);
                     for e in &elems {
-                        size = self.syms.mul(size, e.size, span)?;
+                        let Some(product) = self.syms.mul(size, e.size, span) else {
+                            let message = format!(
+                                "the group's size {} * {} is larger than {MAX_SIZE}, the largest size",
+                                self.syms.display(size),
+                                self.syms.display(e.size)
+                            );
+                            self.report(Diagnostic::new(Code::E0401, *group, message).primary("not a valid size"));
+                            return None;
+                        };
+                        size = product;
                     }
                     Axis::unnamed(size)
                 }
@@ -536,6 +545,13 @@ impl FnChecker<'_> {
             let value = self.expr(&k.value);
             let size = match (&value.kind, &value.ty) {
                 (_, Type::Error) => return None,
+                (TExprKind::Int(n), _) if *n > MAX_SIZE => {
+                    self.report(
+                        Diagnostic::new(Code::E0401, k.value.span, format!("the size `{name}` = {n} is larger than {MAX_SIZE}, the largest size"))
+                            .primary("not a valid size"),
+                    );
+                    return None;
+                }
                 (TExprKind::Int(n), _) if *n > 0 => Size::Const(*n),
                 (TExprKind::SizeValue(s), _) => *s,
                 (TExprKind::Int(_), _) => {
