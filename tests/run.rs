@@ -280,3 +280,34 @@ fn endless_and_oversized_files_are_refused_at_once() {
     assert!(String::from_utf8_lossy(&check.stderr).contains("larger than 64 MiB"), "{}", String::from_utf8_lossy(&check.stderr));
     assert!(started.elapsed().as_secs() < 5, "took {:?}", started.elapsed());
 }
+
+/// Issue 14's programs with sizes past 64 bits: refused by the checker
+/// (E0401 naming the size) before anything runs, on every back end and
+/// every `--emit`, never a panic.
+#[test]
+fn sizes_past_the_largest_are_refused_before_anything_runs() {
+    let case = Case::new("huge-sizes");
+    let sources = [
+        "dim D = 9223372036854775808\ndef f(x: [D]) -> [D] {\n    return x\n}\n",
+        "dim A = 4294967296\ndef f(x: [(A A)]) -> [(A A)] {\n    return x\n}\n",
+        "def f(x: [n]) -> [n a] {\n    return repeat(x, n -> n (a b), a=4294967296, b=4294967296)\n}\n",
+    ];
+    let o = case.path("out.safetensors");
+    for (k, source) in sources.iter().enumerate() {
+        let file = case.dir.join(format!("huge{k}.nax"));
+        std::fs::write(&file, source).unwrap();
+        let file = file.to_str().unwrap();
+        let started = std::time::Instant::now();
+        let mut runs: Vec<Vec<&str>> = ["interp", "llvm", "cranelift"].iter().map(|b| vec!["run", file, "--fn", "f", "--out", &o, "--backend", b]).collect();
+        for emit in ["graph", "kernels", "obj", "torch"] {
+            runs.push(vec!["build", file, "--emit", emit, "-o", &o]);
+        }
+        for args in runs {
+            let out = nax(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            assert!(err.contains("E0401") && err.contains("larger than 9223372036854775807"), "{args:?}: {err}");
+        }
+        assert!(started.elapsed().as_secs() < 5 * 7, "{source}: {:?}", started.elapsed());
+    }
+}

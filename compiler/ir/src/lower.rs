@@ -330,7 +330,10 @@ impl Lowerer<'_> {
         let out_elems: Vec<Elem> = mapped(&p.output).into_iter().flatten().collect();
         match op {
             PatternOp::Rearrange | PatternOp::Reduce(_) | PatternOp::Repeat => {
-                let (x, elems) = self.elementary(xs[0], &mapped(&p.inputs[0]));
+                let (Some(&x), Some(input)) = (xs.first(), p.inputs.first()) else {
+                    return Err(LowerError("internal error: a pattern without an operand".into()));
+                };
+                let (x, elems) = self.elementary(x, &mapped(input));
                 let matched = self.match_elems(&elems, &out_elems);
                 let kept: Vec<usize> = matched.iter().flatten().copied().collect();
                 let x = if let PatternOp::Reduce(red) = op {
