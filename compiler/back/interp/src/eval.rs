@@ -367,29 +367,46 @@ fn contract(labels: &[Vec<usize>], output: &[usize], args: &[&Value], dtype: DTy
     let summed: Vec<usize> = (0..n_labels).filter(|l| !output.contains(l)).collect();
     let order: Vec<usize> = output.iter().copied().chain(summed.iter().copied()).collect();
     let order_shape: Vec<usize> = order.iter().map(|&l| extent[l]).collect();
-    let operand_offsets: Vec<Vec<usize>> = args
+    // Each operand's step along each axis of the order (0 where it does not
+    // have the label, or broadcasts it).
+    let steps: Vec<Vec<usize>> = args
         .iter()
         .zip(labels)
         .map(|(a, ls)| {
             let src = strides(&a.shape);
-            let per_axis: Vec<usize> =
-                order.iter().map(|&l| ls.iter().enumerate().filter(|(j, x)| **x == l && a.shape[*j] != 1).map(|(j, _)| src[j]).sum()).collect();
-            offsets(&order_shape, &per_axis)
+            order.iter().map(|&l| ls.iter().enumerate().filter(|(j, x)| **x == l && a.shape[*j] != 1).map(|(j, _)| src[j]).sum()).collect()
         })
         .collect();
     let out_len: usize = shape.iter().product();
     let inner: usize = summed.iter().map(|&l| extent[l]).product();
     let integer = !dtype.is_float();
-    let mut f_acc = vec![0.0f64; out_len];
-    let mut i_acc = vec![0i64; out_len];
-    for (o, (f, i)) in f_acc.iter_mut().zip(i_acc.iter_mut()).enumerate() {
-        for s in 0..inner {
-            let at = o * inner + s;
+    let mut f_acc = vec![0.0f64; if integer { 0 } else { out_len }];
+    let mut i_acc = vec![0i64; if integer { out_len } else { 0 }];
+    // The operands' offsets walk the order's positions one by one (output
+    // positions, then the summed labels'), never stored for the whole
+    // product: the interpreter's memory stays the size of its values.
+    let mut index = vec![0usize; order_shape.len()];
+    let mut at = vec![0usize; args.len()];
+    for o in 0..out_len {
+        for _ in 0..inner {
             if integer {
-                let p = args.iter().enumerate().fold(1i64, |p, (k, a)| p.wrapping_mul(a.i64_at(operand_offsets[k][at])));
-                *i = i.wrapping_add(p);
+                let p = args.iter().zip(&at).fold(1i64, |p, (a, &i)| p.wrapping_mul(a.i64_at(i)));
+                i_acc[o] = i_acc[o].wrapping_add(p);
             } else {
-                *f += args.iter().enumerate().map(|(k, a)| a.f64_at(operand_offsets[k][at])).product::<f64>();
+                f_acc[o] += args.iter().zip(&at).map(|(a, &i)| a.f64_at(i)).product::<f64>();
+            }
+            for d in (0..order_shape.len()).rev() {
+                index[d] += 1;
+                for (k, off) in at.iter_mut().enumerate() {
+                    *off += steps[k][d];
+                }
+                if index[d] < order_shape[d] {
+                    break;
+                }
+                for (k, off) in at.iter_mut().enumerate() {
+                    *off -= steps[k][d] * index[d];
+                }
+                index[d] = 0;
             }
         }
     }
