@@ -48,7 +48,7 @@ pub fn read_tensors(path: &Path) -> Result<Vec<(String, HostTensor)>, RuntimeErr
     // Only a regular file: its length is known and it ends (a device such
     // as /dev/zero would be read until memory runs out).
     if !fs::metadata(path).map_err(read_error)?.is_file() {
-        return Err(RuntimeError::Format { path: path.into(), message: "not a regular file".into() });
+        return Err(read_error(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
     }
     let bytes = fs::read(path).map_err(read_error)?;
     parse(&bytes, path, |t| HostTensor::new(decode(t.dtype, t.raw), t.shape, t.names).map_err(|e| format!("tensor '{}': {e}", t.name)))
