@@ -45,13 +45,50 @@ fn axes_key(name: &str) -> String {
 /// as is all other metadata.
 pub fn read_tensors(path: &Path) -> Result<Vec<(String, HostTensor)>, RuntimeError> {
     let read_error = |source| RuntimeError::Read { path: path.into(), source };
+    let mut file = fs::File::open(path).map_err(read_error)?;
+    let length = file.metadata().map_err(read_error)?;
     // Only a regular file: its length is known and it ends (a device such
     // as /dev/zero would be read until memory runs out).
-    if !fs::metadata(path).map_err(read_error)?.is_file() {
+    if !length.is_file() {
         return Err(read_error(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
     }
-    let bytes = fs::read(path).map_err(read_error)?;
+    check_declared_length(&mut file, length.len(), path)?;
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(length.len() as usize).map_err(|_| RuntimeError::Allocation { bytes: length.len() as usize, count: length.len() as usize })?;
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(read_error)?;
     parse(&bytes, path, |t| HostTensor::new(decode(t.dtype, t.raw), t.shape, t.names).map_err(|e| format!("tensor '{}': {e}", t.name)))
+}
+
+/// The most bytes a header may have (the `safetensors` crate's own cap).
+const MAX_HEADER_BYTES: u64 = 100_000_000;
+
+/// Reads a file's header alone (its length capped) and refuses the file
+/// when the data it declares is not the rest of the file, before any data
+/// is read; the file is then read from its start. A header that does not
+/// parse is left to [`parse`], whose message says what is wrong.
+fn check_declared_length(file: &mut fs::File, length: u64, path: &Path) -> Result<(), RuntimeError> {
+    use std::io::{Read, Seek};
+    let bad = |message: String| RuntimeError::Format { path: path.into(), message };
+    let read_error = |source| RuntimeError::Read { path: path.into(), source };
+    let mut prefix = [0u8; 8];
+    if length < 8 {
+        return Err(bad(format!("the file has {length} bytes, fewer than the 8 that give the header length")));
+    }
+    file.read_exact(&mut prefix).map_err(read_error)?;
+    let header = u64::from_le_bytes(prefix);
+    if header > MAX_HEADER_BYTES || header > length - 8 {
+        return Err(bad(format!("the header length {header} is past the end of the file ({length} bytes) or above the {MAX_HEADER_BYTES}-byte cap")));
+    }
+    let mut text = vec![0u8; header as usize];
+    file.read_exact(&mut text).map_err(read_error)?;
+    if let Ok(metadata) = serde_json::from_slice::<safetensors::tensor::Metadata>(&text) {
+        let declared = 8 + header + metadata.data_len() as u64;
+        if declared != length {
+            return Err(bad(format!("its header declares {declared} bytes in all, but the file has {length}")));
+        }
+    }
+    file.rewind().map_err(read_error)?;
+    Ok(())
 }
 
 /// A tensor of a safetensors file held in memory that lives as long as
@@ -377,6 +414,26 @@ mod tests {
         let shifted = read_tensors_in_place(&bytes[1..=file.len()], &path).unwrap();
         let StoredTensor::Copied(copy) = &shifted[0].1 else { panic!("misaligned data is copied") };
         assert_eq!(copy, &a);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_file_longer_or_shorter_than_its_header_declares_is_refused_from_the_header() {
+        let dir = std::env::temp_dir().join(format!("nax-st-declared-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("w.safetensors");
+        let a = HostTensor::from_f64(DType::F32, vec![4], vec![None], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+        write_tensors_atomic(&path, &[("a", &a)]).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        let mut longer = good.clone();
+        longer.extend_from_slice(&[0; 1000]);
+        std::fs::write(&path, &longer).unwrap();
+        let e = read_tensors(&path).unwrap_err().to_string();
+        assert!(e.contains(&format!("declares {} bytes in all, but the file has {}", good.len(), longer.len())), "{e}");
+        let mut huge_header = good.clone();
+        huge_header[..8].copy_from_slice(&(200_000_000u64).to_le_bytes());
+        std::fs::write(&path, &huge_header).unwrap();
+        assert!(read_tensors(&path).unwrap_err().to_string().contains("header length 200000000"));
         let _ = std::fs::remove_dir_all(dir);
     }
 
