@@ -137,16 +137,23 @@ fn every_graph_forms_kernels_that_verify() {
     println!("{count} kernels formed and verified");
 }
 
+/// The first program of a kernel file of `tests/graphs`, which verifies
+/// clean (the tests below break it in one place at a time).
+fn first_program(file: &str) -> String {
+    let text = std::fs::read_to_string(root().join("tests/graphs").join(file)).expect("kernels file");
+    let first: String = text.lines().enumerate().take_while(|(i, l)| *i == 0 || !l.starts_with("program ")).map(|(_, l)| format!("{l}\n")).collect();
+    let problems = nax_kernel::verify(&nax_kernel::text::parse(&first).expect("parse"));
+    assert!(problems.is_empty(), "{file}: {problems:?}");
+    first
+}
+
 /// The verifier rejects transposed reads a tiled store cannot stage
 /// through its output: a load the store does not make, one contiguous
 /// along the inner loop, lanes that are not a power of two (or one), an
 /// operand of another width than the output's, or no tile.
 #[test]
 fn malformed_transposed_reads_are_rejected() {
-    let text = std::fs::read_to_string(root().join("tests/graphs/schedules.kernels")).expect("schedules.kernels");
-    let transpose_add: String = text.lines().take_while(|l| !l.starts_with("program middle_sum")).map(|l| format!("{l}\n")).collect();
-    let parsed = nax_kernel::text::parse(&transpose_add).expect("parse");
-    assert!(nax_kernel::verify(&parsed).is_empty(), "{:?}", nax_kernel::verify(&parsed));
+    let transpose_add = first_program("schedules.kernels");
     for (from, to) in [
         ("transpose %0[i1 i0]", "transpose %0[i0 i1]"),
         ("transpose %0[i1 i0]", "transpose %1[i0 i1]"),
@@ -166,15 +173,8 @@ fn malformed_transposed_reads_are_rejected() {
 /// reductions, and of one row or more.
 #[test]
 fn prefetches_of_rows_need_row_reductions() {
-    let first = |file: &str| -> String {
-        let text = std::fs::read_to_string(root().join("tests/graphs").join(file)).expect("kernels file");
-        let rest = text.split_once("program ").map_or("", |(_, rest)| rest);
-        format!("program {}", rest.split("\nprogram ").next().unwrap_or_default()) + "\n"
-    };
-    let layernorm = first("rows.kernels");
-    let parsed = nax_kernel::text::parse(&layernorm).expect("parse");
-    assert!(nax_kernel::verify(&parsed).is_empty(), "{:?}", nax_kernel::verify(&parsed));
-    let transpose_add = first("schedules.kernels");
+    let layernorm = first_program("rows.kernels");
+    let transpose_add = first_program("schedules.kernels");
     for broken in [layernorm.replacen("prefetch 1", "prefetch 0", 1), transpose_add.replacen(" store", " prefetch 1 store", 1)] {
         let problems = nax_kernel::verify(&nax_kernel::text::parse(&broken).expect("parse"));
         assert!(problems.iter().any(|p| p.contains("prefetches rows")), "{problems:?}");
@@ -186,10 +186,7 @@ fn prefetches_of_rows_need_row_reductions() {
 /// missing `flash` schedule, or scratch of the wrong shape.
 #[test]
 fn malformed_attention_kernels_are_rejected() {
-    let text = std::fs::read_to_string(root().join("tests/graphs/attention.kernels")).expect("attention.kernels");
-    let causal: String = text.lines().take_while(|l| !l.starts_with("program biased")).map(|l| format!("{l}\n")).collect();
-    let parsed = nax_kernel::text::parse(&causal).expect("parse");
-    assert!(nax_kernel::verify(&parsed).is_empty(), "{:?}", nax_kernel::verify(&parsed));
+    let causal = first_program("attention.kernels");
     for (from, to, needle) in [
         ("by load %3[i0 i1 i4 i3]", "by load %3[i0 i1 i2 i3]", "its value only"),
         (

@@ -151,6 +151,52 @@ impl<'a> TensorView<'a> {
         Ok(TensorView { dtype: T::DTYPE, shape, strides, names, start: start.cast(), borrow: PhantomData })
     }
 
+    /// [`TensorView::strided`] over `len` elements of `dtype` at `ptr`:
+    /// memory a caller describes by address (a C caller's tensor, a
+    /// library's embedded weights).
+    ///
+    /// # Safety
+    /// `ptr` points to `len` initialised elements of `dtype`, aligned for
+    /// it, not written while the view lives (`'a`); any aligned non-NULL
+    /// pointer when `len` is 0; for `bool`, every byte is 0 or 1.
+    pub unsafe fn from_raw_parts(
+        dtype: DType,
+        ptr: *const u8,
+        len: usize,
+        offset: usize,
+        shape: Vec<usize>,
+        strides: Vec<isize>,
+        names: Vec<Option<String>>,
+    ) -> Result<TensorView<'a>, RuntimeError> {
+        /// The view over elements of `T`.
+        ///
+        /// # Safety
+        /// As `from_raw_parts`, with `T` the dtype's element type.
+        unsafe fn typed<'a, T: Element>(
+            ptr: *const u8,
+            len: usize,
+            offset: usize,
+            shape: Vec<usize>,
+            strides: Vec<isize>,
+            names: Vec<Option<String>>,
+        ) -> Result<TensorView<'a>, RuntimeError> {
+            // SAFETY: the caller's contract.
+            TensorView::strided(unsafe { std::slice::from_raw_parts(ptr.cast::<T>(), len) }, offset, shape, strides, names)
+        }
+        // SAFETY: the caller's contract, for the dtype's element type.
+        unsafe {
+            match dtype {
+                DType::F16 => typed::<f16>(ptr, len, offset, shape, strides, names),
+                DType::BF16 => typed::<bf16>(ptr, len, offset, shape, strides, names),
+                DType::F32 => typed::<f32>(ptr, len, offset, shape, strides, names),
+                DType::F64 => typed::<f64>(ptr, len, offset, shape, strides, names),
+                DType::I32 => typed::<i32>(ptr, len, offset, shape, strides, names),
+                DType::I64 => typed::<i64>(ptr, len, offset, shape, strides, names),
+                DType::Bool => typed::<bool>(ptr, len, offset, shape, strides, names),
+            }
+        }
+    }
+
     /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype

@@ -21,7 +21,28 @@ const MAX_THREADS: usize = 1024;
 /// when the last one closes).
 static OPEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// An opened library: `NAME_model` in C.
+/// One open model, counted in [`OPEN`]; the last one dropped returns the
+/// allocator's kept blocks to the system.
+struct Counted;
+
+impl Counted {
+    fn new() -> Counted {
+        OPEN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Counted
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if OPEN.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            crate::allocator::release_cache();
+        }
+    }
+}
+
+/// An opened library: `NAME_model` in C. Its fields drop in order, so
+/// everything the model holds is freed (the pool's workers joined, their
+/// scratch freed) before it stops being counted.
 pub struct Model {
     /// The library's NAME, for messages.
     name: &'static str,
@@ -31,6 +52,8 @@ pub struct Model {
     weights: ModelWeights,
     /// The model's workers.
     pool: ThreadPool,
+    /// Declared last: dropped after everything above.
+    _counted: Counted,
 }
 
 /// A weight as a model holds it.
@@ -44,12 +67,19 @@ enum Stored {
 /// The model's weights by name.
 struct ModelWeights(HashMap<String, Stored>);
 
-impl Weights for ModelWeights {
-    fn weight(&self, name: &str) -> Option<TensorView<'_>> {
-        self.0.get(name).map(|w| match w {
+impl Stored {
+    /// The weight as a view, wherever it is.
+    fn view(&self) -> TensorView<'_> {
+        match self {
             Stored::Owned(t) => t.view(),
             Stored::InPlace(v) => v.clone(),
-        })
+        }
+    }
+}
+
+impl Weights for ModelWeights {
+    fn weight(&self, name: &str) -> Option<TensorView<'_>> {
+        self.0.get(name).map(Stored::view)
     }
 }
 
@@ -109,8 +139,7 @@ impl Model {
         }
         let weights = bind_weights(name, library, weights_path, &functions)?;
         let pool = ThreadPool::new(threads).map_err(|e| Failure::runtime(&format!("opening `{name}`"), e))?;
-        OPEN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Ok(Model { name, functions, weights, pool })
+        Ok(Model { name, functions, weights, pool, _counted: Counted::new() })
     }
 
     /// Calls `function` with `args`.
@@ -132,22 +161,6 @@ impl Model {
         let named: Vec<(&str, Arg<'_>)> = inputs.iter().map(|(name, input)| (*name, input.arg())).collect();
         let out = f.call(named, &self.weights, &self.pool).map_err(|e| Failure::runtime(&context, e))?;
         result(out).map_err(|e| Failure::runtime(&context, e))
-    }
-}
-
-impl Drop for Model {
-    fn drop(&mut self) {
-        // What the model holds goes first (the pool joins its workers, whose
-        // scratch is freed); then, with no model open, the blocks the
-        // allocator kept for reuse return to the system.
-        self.weights = ModelWeights(HashMap::new());
-        self.functions = Vec::new();
-        if let Ok(calling_thread) = ThreadPool::new(1) {
-            drop(std::mem::replace(&mut self.pool, calling_thread));
-        }
-        if OPEN.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
-            crate::allocator::release_cache();
-        }
     }
 }
 
@@ -175,7 +188,6 @@ fn bind_weights(name: &str, library: &'static Library, weights_path: *const c_ch
             }
         }
     }
-    let mut bound = HashMap::new();
     let check = |signature: &Signature, spec: &nax_runtime::WeightSpec, dtype: nax_runtime::DType, shape: &[usize]| -> Result<(), Failure> {
         let declared = spec.ty.display(&signature.sizes);
         let wrong = |what: String| Failure::weights(format!("weight '{}' (declared {declared}, read by `{}`): {what}", spec.name, signature.name));
@@ -195,50 +207,43 @@ fn bind_weights(name: &str, library: &'static Library, weights_path: *const c_ch
         }
         Ok(())
     };
-    if !weights_path.is_null() {
+    // Where the weights come from (named in messages), each tensor as read.
+    let (origin, mut tensors): (String, HashMap<String, StoredTensor<'static>>) = if !weights_path.is_null() {
         // SAFETY: NUL-terminated (the caller's contract).
         let bytes = unsafe { CStr::from_ptr(weights_path) }.to_bytes();
         let path = Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(bytes));
-        let mut tensors: HashMap<String, HostTensor> = nax_runtime::read_tensors(path).map_err(|e| Failure::weights(e.to_string()))?.into_iter().collect();
-        for (signature, spec) in specs {
-            let t = tensors
-                .remove(&spec.name)
-                .ok_or_else(|| Failure::weights(format!("'{}' has no tensor '{}', a weight of `{}`", path.display(), spec.name, signature.name)))?;
-            let t = nax_runtime::bind_owned(&spec.name, &spec.ty.names(), t).map_err(|e| Failure::weights(format!("in '{}': {e}", path.display())))?;
-            check(signature, spec, t.dtype(), t.shape())?;
-            bound.insert(spec.name.clone(), Stored::Owned(t));
-        }
+        let tensors = nax_runtime::read_tensors(path).map_err(|e| Failure::weights(e.to_string()))?;
+        (format!("'{}'", path.display()), tensors.into_iter().map(|(n, t)| (n, StoredTensor::Copied(t))).collect())
     } else if !library.weights.is_null() {
         // SAFETY: the embedded file: `weights_len` static bytes.
         let bytes: &'static [u8] = unsafe { slice(library.weights, library.weights_len) };
         let origin = format!("{name}'s embedded weights");
-        let mut tensors: HashMap<String, StoredTensor<'static>> =
-            nax_runtime::read_tensors_in_place(bytes, Path::new(&origin)).map_err(|e| Failure::weights(e.to_string()))?.into_iter().collect();
-        for (signature, spec) in specs {
-            let t = tensors
-                .remove(&spec.name)
-                .ok_or_else(|| Failure::weights(format!("{origin} have no tensor '{}', a weight of `{}`", spec.name, signature.name)))?;
-            let stored = match t {
-                StoredTensor::InPlace(view) => {
-                    let view = nax_runtime::bind(&spec.name, &spec.ty.names(), &view).map_err(|e| Failure::weights(format!("in {origin}: {e}")))?;
-                    if view.is_contiguous() { Stored::InPlace(view) } else { Stored::Owned(view.to_host().map_err(|e| Failure::runtime(&origin, e))?) }
-                }
-                StoredTensor::Copied(t) => {
-                    Stored::Owned(nax_runtime::bind_owned(&spec.name, &spec.ty.names(), t).map_err(|e| Failure::weights(format!("in {origin}: {e}")))?)
-                }
-            };
-            let (dtype, shape) = match &stored {
-                Stored::Owned(t) => (t.dtype(), t.shape().to_vec()),
-                Stored::InPlace(v) => (v.dtype(), v.shape().to_vec()),
-            };
-            check(signature, spec, dtype, &shape)?;
-            bound.insert(spec.name.clone(), stored);
-        }
+        let tensors = nax_runtime::read_tensors_in_place(bytes, Path::new(&origin)).map_err(|e| Failure::weights(e.to_string()))?;
+        (origin, tensors.into_iter().collect())
     } else if let Some((signature, spec)) = specs.first() {
         return Err(Failure::weights(format!(
             "library `{name}` has no embedded weights and `{}` reads weight '{}': pass a safetensors file to {name}_open",
             signature.name, spec.name
         )));
+    } else {
+        return Ok(ModelWeights(HashMap::new()));
+    };
+    let mut bound = HashMap::new();
+    for (signature, spec) in specs {
+        let t =
+            tensors.remove(&spec.name).ok_or_else(|| Failure::weights(format!("{origin} has no tensor '{}', a weight of `{}`", spec.name, signature.name)))?;
+        let in_origin = |e| Failure::weights(format!("in {origin}: {e}"));
+        let stored = match t {
+            // Kept in place when binding leaves it contiguous, else copied once.
+            StoredTensor::InPlace(view) => {
+                let view = nax_runtime::bind(&spec.name, &spec.ty.names(), &view).map_err(in_origin)?;
+                if view.is_contiguous() { Stored::InPlace(view) } else { Stored::Owned(view.to_host().map_err(|e| Failure::runtime(&origin, e))?) }
+            }
+            StoredTensor::Copied(t) => Stored::Owned(nax_runtime::bind_owned(&spec.name, &spec.ty.names(), t).map_err(in_origin)?),
+        };
+        let view = stored.view();
+        check(signature, spec, view.dtype(), view.shape())?;
+        bound.insert(spec.name.clone(), stored);
     }
     Ok(ModelWeights(bound))
 }

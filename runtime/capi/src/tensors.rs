@@ -142,7 +142,9 @@ unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const *co
     if count == 0 {
         // Nothing is read: a view of no memory.
         // SAFETY: no element is addressed.
-        return unsafe { view(dtype, std::ptr::NonNull::<u64>::dangling().as_ptr().cast(), 0, 0, shape, strides, names) }.map_err(|e| format!("{what}: {e}"));
+        return unsafe { TensorView::from_raw_parts(dtype, std::ptr::NonNull::<u64>::dangling().as_ptr().cast(), 0, 0, shape, strides, names) }
+            .map(Input::View)
+            .map_err(|e| format!("{what}: {e}"));
     }
     if t.data.is_null() {
         return Err(format!("{what}: the data pointer is NULL for a tensor of {count} elements"));
@@ -176,36 +178,7 @@ unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const *co
     // SAFETY: the elements from `start` to `end` are the caller's memory
     // (checked against `capacity`, else the caller's contract), aligned
     // for the dtype, every bit pattern of which is a value.
-    unsafe { view(dtype, p, len, origin, shape, strides, names) }.map_err(|e| format!("{what}: {e}"))
-}
-
-/// A view of `len` elements of `dtype` at `p` (not `bool`).
-///
-/// # Safety
-/// `p` points to `len` elements of `dtype`, aligned, alive for `'a` (any
-/// aligned non-NULL pointer when `len` is 0).
-unsafe fn view<'a>(
-    dtype: DType,
-    p: *const u8,
-    len: usize,
-    origin: usize,
-    shape: Vec<usize>,
-    strides: Vec<isize>,
-    names: Vec<Option<String>>,
-) -> Result<Input<'a>, RuntimeError> {
-    // SAFETY: the caller's contract.
-    unsafe {
-        match dtype {
-            DType::F16 => TensorView::strided(std::slice::from_raw_parts(p.cast::<half::f16>(), len), origin, shape, strides, names),
-            DType::BF16 => TensorView::strided(std::slice::from_raw_parts(p.cast::<half::bf16>(), len), origin, shape, strides, names),
-            DType::F32 => TensorView::strided(std::slice::from_raw_parts(p.cast::<f32>(), len), origin, shape, strides, names),
-            DType::F64 => TensorView::strided(std::slice::from_raw_parts(p.cast::<f64>(), len), origin, shape, strides, names),
-            DType::I32 => TensorView::strided(std::slice::from_raw_parts(p.cast::<i32>(), len), origin, shape, strides, names),
-            DType::I64 => TensorView::strided(std::slice::from_raw_parts(p.cast::<i64>(), len), origin, shape, strides, names),
-            DType::Bool => TensorView::strided(std::slice::from_raw_parts(p.cast::<bool>(), 0), 0, shape, strides, names),
-        }
-    }
-    .map(Input::View)
+    unsafe { TensorView::from_raw_parts(dtype, p, len, origin, shape, strides, names) }.map(Input::View).map_err(|e| format!("{what}: {e}"))
 }
 
 /// A `bool` tensor gathered into memory of its own, row-major, each

@@ -17,7 +17,6 @@ use crate::pipeline::{self, Backend, Cpu};
 use crate::timings::Timings;
 use nax_front::CheckedModule;
 use nax_runtime::plan::StoredFunction;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -112,9 +111,13 @@ pub fn build_library(module: &CheckedModule, out: &Path, options: &LibraryOption
     link(dir.path(), &built)?;
     timings.mark("link");
 
-    let out_dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     place(&built, out)?;
-    place(&dir.path().join(format!("{name}.h")), &out_dir.join(format!("{name}.h")))
+    place(&dir.path().join(format!("{name}.h")), &parent(out).join(format!("{name}.h")))
+}
+
+/// The directory a path is in (`.` for a bare file name).
+fn parent(path: &Path) -> &Path {
+    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
 }
 
 /// Compiles the glue and data and links the library with the system's C
@@ -156,15 +159,14 @@ fn link(dir: &Path, built: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// Moves a built file to its place atomically (a temporary file beside it,
-/// renamed over it): an error leaves an existing file as it was.
+/// Moves a built file to its place atomically (copied, with its
+/// permissions, to a temporary file beside it, renamed over it; never
+/// held in memory whole, as a library with embedded weights may be
+/// gigabytes): an error leaves an existing file as it was.
 fn place(from: &Path, to: &Path) -> Result<(), Error> {
-    let dir = to.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let bytes = std::fs::read(from).map_err(|e| io_error(&from.display().to_string(), &e))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(&format!("a temporary file in `{}`", dir.display()), &e))?;
-    tmp.write_all(&bytes).map_err(|e| io_error(&to.display().to_string(), &e))?;
-    let mode = std::fs::metadata(from).map(|m| m.permissions()).map_err(|e| io_error(&from.display().to_string(), &e))?;
-    std::fs::set_permissions(tmp.path(), mode).map_err(|e| io_error(&to.display().to_string(), &e))?;
+    let dir = parent(to);
+    let tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(&format!("a temporary file in `{}`", dir.display()), &e))?;
+    std::fs::copy(from, tmp.path()).map_err(|e| io_error(&to.display().to_string(), &e))?;
     tmp.persist(to).map_err(|e| io_error(&to.display().to_string(), &e.error))?;
     Ok(())
 }
