@@ -1,13 +1,15 @@
 //! The call boundary: arguments bound to a function's parameters by the
 //! rules of LANGUAGE.md section 12 and checked against its signature
-//! (kinds, dtypes, ranks, every size, the machine's memory) before anything
-//! runs. The only way to a kernel is a [`CheckedCall`], which only
+//! (kinds, dtypes, ranks, every size) before anything runs, and admitted
+//! only when the memory its executor will allocate fits in what the
+//! process can still have ([`CheckedCall::admit`]). The only way to a kernel is a [`CheckedCall`], which only
 //! [`Signature::check`] makes: a binding that has not been checked cannot
 //! reach compiled code.
 
 use crate::binding::bind;
 use crate::dtype::DType;
 use crate::error::RuntimeError;
+use crate::memory::{self, Limit, Peak, SMALL_PEAK};
 use crate::signature::{HostType, ParamType, Scalar, Signature, TensorSpec};
 use crate::sizes::{Size, SizeError};
 use crate::tensor::HostTensor;
@@ -228,23 +230,38 @@ pub enum CallError {
         /// What failed.
         error: SizeError,
     },
-    /// A value the call would compute is larger than the machine's memory.
+    /// The call's peak (what its executor would allocate while it runs)
+    /// is more than the memory the process can still have.
     #[error(
-        "`{function}` would compute a {} tensor of shape [{shape}], {bytes} bytes, more than this machine's {memory} bytes of memory",
-        .dtype.as_str()
+        "`{function}` needs {peak} bytes of memory at its peak ({}), more than the {available} bytes ({}) {}; its largest value is {largest}",
+        human(*.peak),
+        human(*.available),
+        .limit.describe()
     )]
     Memory {
         /// The function.
         function: String,
-        /// The value's dtype.
-        dtype: DType,
-        /// Its shape, as `n=4 8`.
-        shape: String,
-        /// Its bytes.
-        bytes: u128,
-        /// The machine's memory.
-        memory: u128,
+        /// The bytes the call would allocate at its peak.
+        peak: u128,
+        /// The bytes the process can still have.
+        available: u128,
+        /// The limit that leaves that.
+        limit: Limit,
+        /// The call's largest value, as `a f32 tensor of shape [n=4 8], 128 bytes`.
+        largest: String,
     },
+}
+
+/// Bytes as a person reads them: `16.0 GiB`.
+fn human(bytes: u128) -> String {
+    let units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < units.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{bytes} bytes") } else { format!("{value:.1} {}", units[unit]) }
 }
 
 /// An argument after binding: a tensor in the parameter's axis order (the
@@ -342,6 +359,48 @@ impl CheckedCall<'_> {
     pub fn sizes(&self) -> &[Option<u64>] {
         &self.sizes
     }
+
+    /// The value of a size at this call (`None` when nothing determines it).
+    pub fn size(&self, size: Size) -> Option<u64> {
+        match self.signature.sizes.resolve(size) {
+            Size::Const(c) => Some(c),
+            Size::Sym(id) => self.sizes.get(id.0 as usize).copied().flatten(),
+        }
+    }
+
+    /// The bytes of a value of this type at this call (saturating; a size
+    /// nothing determines counts as 1).
+    pub fn bytes_of(&self, spec: &TensorSpec) -> u128 {
+        spec.axes.iter().fold(spec.dtype.size_bytes() as u128, |b, a| b.saturating_mul(u128::from(self.size(a.size).unwrap_or(1))))
+    }
+
+    /// Admits the call when `peak` (what its executor will allocate)
+    /// fits in the memory the process can still have; else the error
+    /// names both figures, the limit that leaves the least, and the
+    /// call's largest value. Calls under [`SMALL_PEAK`] are admitted
+    /// without measuring.
+    pub fn admit(&self, peak: Peak) -> Result<(), CallError> {
+        if peak.bytes < SMALL_PEAK {
+            return Ok(());
+        }
+        let Some(available) = memory::available() else { return Ok(()) };
+        if peak.bytes <= available.bytes.saturating_add(peak.reusable) {
+            return Ok(());
+        }
+        let values = self.signature.values.iter().chain([&self.signature.result]);
+        let largest = values.max_by_key(|t| self.bytes_of(t)).map_or_else(String::new, |t| {
+            let shape: Vec<String> = t
+                .axes
+                .iter()
+                .map(|a| {
+                    let v = self.size(a.size).map_or_else(|| "?".to_string(), |v| v.to_string());
+                    a.name.as_ref().map_or_else(|| v.clone(), |name| format!("{name}={v}"))
+                })
+                .collect();
+            format!("a {} tensor of shape [{}], {} bytes", t.dtype.as_str(), shape.join(" "), self.bytes_of(t))
+        });
+        Err(CallError::Memory { function: self.signature.name.clone(), peak: peak.bytes, available: available.bytes, limit: available.limit, largest })
+    }
 }
 
 /// Arguments of at least this many elements may be worth packing with
@@ -354,24 +413,12 @@ pub(crate) fn has_large_tensor(args: &[Arg<'_>]) -> bool {
     args.iter().any(|a| matches!(a, Arg::Tensor(t) if t.len() >= LARGE))
 }
 
-/// The machine's physical memory in bytes (`None` where it cannot be
-/// read), asked once per process.
-fn physical_memory() -> Option<u128> {
-    static MEMORY: std::sync::OnceLock<Option<u128>> = std::sync::OnceLock::new();
-    *MEMORY.get_or_init(|| {
-        // SAFETY: sysconf only reads system configuration.
-        let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
-        (pages > 0 && page > 0).then(|| pages as u128 * page as u128)
-    })
-}
-
 impl Signature {
     /// The call-boundary check: binds each tensor argument to its parameter
     /// (LANGUAGE.md section 12: by name, by position, transposed without a
     /// copy), then checks every argument and weight against the types
     /// (kind, dtype, rank, sizes: constants directly, symbols fixed by their
-    /// first binding, then every derived size and exact division) and that
-    /// no value the function computes could exceed the machine's memory.
+    /// first binding, then every derived size and exact division).
     /// `weights` are bound in their declared axis order already.
     pub fn check<'a>(&'a self, args: Vec<Arg<'a>>, weights: &'a dyn Weights) -> Result<CheckedCall<'a>, RuntimeError> {
         if args.len() != self.params.len() {
@@ -453,7 +500,6 @@ impl Signature {
         }
         let pairs: Vec<(Size, u64)> = given.iter().map(|(s, v, _)| (*s, *v)).collect();
         let sizes = self.sizes.solve(&pairs).map_err(|error| CallError::Sizes { function: self.name.clone(), error })?;
-        self.check_memory(&sizes)?;
         // Only now, with every size known good, are strided tensors packed.
         let args = bound
             .into_iter()
@@ -470,34 +516,6 @@ impl Signature {
     /// a small call is checked on the calling thread.
     pub fn check_in<'a>(&'a self, args: Vec<Arg<'a>>, weights: &'a dyn Weights, pool: &ThreadPool) -> Result<CheckedCall<'a>, RuntimeError> {
         if has_large_tensor(&args) { pool.install(|| self.check(args, weights)) } else { self.check(args, weights) }
-    }
-
-    /// Refuses a call one of whose values could not fit in the machine's
-    /// memory: the sizes are legal, but running would only end in an
-    /// out-of-memory kill.
-    fn check_memory(&self, sizes: &[Option<u64>]) -> Result<(), CallError> {
-        let Some(memory) = physical_memory() else { return Ok(()) };
-        for t in self.values.iter().chain([&self.result]) {
-            let mut elements: u128 = 1;
-            let mut shown = Vec::with_capacity(t.axes.len());
-            for a in &t.axes {
-                let value = match self.sizes.resolve(a.size) {
-                    Size::Const(c) => Some(c),
-                    Size::Sym(id) => sizes.get(id.0 as usize).copied().flatten(),
-                };
-                let Some(v) = value else { break };
-                elements = elements.saturating_mul(u128::from(v));
-                shown.push(match &a.name {
-                    Some(name) => format!("{name}={v}"),
-                    None => v.to_string(),
-                });
-            }
-            let bytes = elements.saturating_mul(t.dtype.size_bytes() as u128);
-            if bytes > memory {
-                return Err(CallError::Memory { function: self.name.clone(), dtype: t.dtype, shape: shown.join(" "), bytes, memory });
-            }
-        }
-        Ok(())
     }
 
     /// The arguments of a call given by name: each parameter takes the

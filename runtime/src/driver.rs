@@ -13,6 +13,7 @@ use crate::call::CheckedCall;
 use crate::dtype::DType;
 use crate::error::RuntimeError;
 use crate::gemm::{Micro, Product, Strided, multiply, with_scratch};
+use crate::memory::Peak;
 use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, KernelPlan, NativePlan, Nest, Operand, SizeRef, Strategy};
 use crate::signature::{Scalar, Signature};
 use crate::tensor::{HostTensor, TensorData};
@@ -44,6 +45,12 @@ pub trait Execute: Send + Sync {
     /// Runs the call in `pool`. With `into`, the result is written to the
     /// caller's buffer and `None` returned; without, it is returned.
     fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, pool: &ThreadPool) -> Result<Option<HostTensor>, RuntimeError>;
+
+    /// What [`Execute::execute`] of this call would allocate at most (with
+    /// `into`: when the result goes to the caller's buffer), computed from
+    /// the call's sizes before anything runs: the memory plan a call is
+    /// admitted by.
+    fn peak(&self, call: &CheckedCall<'_>, into: bool) -> Peak;
 }
 
 /// What keeps a function's machine code alive (a JIT's memory, a loaded
@@ -224,6 +231,25 @@ impl Sizes<'_> {
     }
 }
 
+impl NativeFunction {
+    /// The buffer the result lives in (through reshapes), and whether a
+    /// kernel writes it (else it is an argument or a weight).
+    fn result_root(&self) -> (usize, bool) {
+        let p = &self.plan;
+        let mut root = p.result;
+        while let BufferKind::Alias(a) = p.buffers[root].kind {
+            root = a;
+        }
+        (root, p.buffers[root].kind == BufferKind::Temporary)
+    }
+}
+
+/// Per-thread scratch of the matrix products and attention tiles, and
+/// packed B shared by a product's parts, are counted for this many threads.
+fn scratch_threads() -> u128 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u128)
+}
+
 impl Execute for NativeFunction {
     /// A call with work to split runs inside the pool; one without (every
     /// kernel below the size where splitting pays) runs on the calling
@@ -251,6 +277,60 @@ impl Execute for NativeFunction {
         } else {
             self.run(&sizes, call, into, 1)
         }
+    }
+
+    /// Every temporary (all live for the whole call, rounded up to whole
+    /// words as the driver allocates them), the result unless the caller
+    /// gives its buffer, and the products' and attention tiles' scratch:
+    /// per thread, packed panels and a tile; a product of half floats
+    /// also accumulates in an f32 copy of its output; attention keeps a
+    /// tile of scores and of outputs per task. The temporaries kept from
+    /// earlier calls are reusable.
+    fn peak(&self, call: &CheckedCall<'_>, into: bool) -> Peak {
+        let p = &self.plan;
+        let value = |s: SizeRef| -> u128 {
+            match s {
+                SizeRef::Const(c) => u128::from(c),
+                SizeRef::Slot(i) => p.slots.get(i).and_then(|&id| call.size(crate::sizes::Size::Sym(id))).map_or(1, u128::from),
+            }
+        };
+        let bytes_of = |b: usize| p.buffers[b].shape.iter().fold(p.buffers[b].dtype.size_bytes() as u128, |a, &s| a.saturating_mul(value(s)));
+        let (root, written_by_kernel) = self.result_root();
+        let mut bytes: u128 = 0;
+        for (b, buffer) in p.buffers.iter().enumerate() {
+            if buffer.kind == BufferKind::Temporary {
+                let own = if b == root { if into { 0 } else { bytes_of(b) } } else { bytes_of(b).div_ceil(8).max(1) * 8 };
+                bytes = bytes.saturating_add(own);
+            }
+        }
+        if !written_by_kernel && !into {
+            bytes = bytes.saturating_add(bytes_of(p.result));
+        }
+        let threads = scratch_threads();
+        for k in &p.kernels {
+            let extra = match &k.strategy {
+                Strategy::Nest(_) => 0,
+                Strategy::Gemm(g) => {
+                    let micro = p.microkernels.get(g.microkernel);
+                    let (mr, nr) = micro.map_or((1, 1), |m| (u128::from(m.rows), u128::from(m.cols)));
+                    let b = &g.blocking;
+                    let (kc, mc, nc) = (u128::from(b.depth), u128::from(b.rows), u128::from(b.cols));
+                    let dtype = p.buffers[k.output].dtype;
+                    let wide: u128 = if dtype == DType::F64 { 8 } else { 4 };
+                    let half = matches!(dtype, DType::F16 | DType::BF16);
+                    let widened = if half { bytes_of(k.output).saturating_mul(2) } else { 0 };
+                    threads.saturating_mul((mc * kc + kc * nc + mr * nr) * wide + 256) + crate::gemm::SHARED_B_BYTES as u128 + widened
+                }
+                Strategy::Attention(a) => {
+                    let width = k.loops.get(a.cols).map_or(1, |&s| value(s));
+                    let (rows, keys) = (u128::from(a.tile.0), u128::from(a.tile.1));
+                    threads.saturating_mul(rows.saturating_mul(keys.saturating_add(width)).saturating_add(2 * rows + 1).saturating_mul(4))
+                }
+            };
+            bytes = bytes.saturating_add(extra);
+        }
+        let reusable = self.temporaries.lock().map_or(0, |kept| kept.iter().map(|v| v.len() as u128 * 8).sum());
+        Peak { bytes, reusable }
     }
 }
 
@@ -285,11 +365,7 @@ fn attention_tasks(extents: &[usize], a: &AttentionPlan) -> usize {
 impl NativeFunction {
     fn run(&self, sizes: &Sizes<'_>, call: &CheckedCall<'_>, mut into: Option<&mut TensorMut<'_>>, threads: usize) -> Result<Option<HostTensor>, RuntimeError> {
         let p = &self.plan;
-        // The buffer the result lives in (through reshapes), when a kernel writes it.
-        let mut root = p.result;
-        while let BufferKind::Alias(a) = p.buffers[root].kind {
-            root = a;
-        }
+        let (root, written_by_kernel) = self.result_root();
         let result_dtype = p.buffers[p.result].dtype;
         let result_len = sizes.elements(p.result)?;
         if let Some(out) = into.as_deref()
@@ -297,7 +373,6 @@ impl NativeFunction {
         {
             return Err(RuntimeError::OutputBuffer { expected_dtype: result_dtype, expected_len: result_len, dtype: out.dtype(), len: out.len() });
         }
-        let written_by_kernel = p.buffers[root].kind == BufferKind::Temporary;
         let mut result_data = match (&into, written_by_kernel) {
             (None, true) => Some(room(result_dtype, result_len)?),
             _ => None,

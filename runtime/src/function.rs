@@ -1,6 +1,7 @@
 //! A compiled function as a host calls it: its signature and what executes
-//! it. A call goes through the boundary check ([`Signature::check`]) and
-//! then runs in the thread pool the caller gives; nothing of the compiler
+//! it. A call goes through the boundary check ([`Signature::check`]), is
+//! admitted only when what its executor will allocate fits in the memory
+//! the process can still have ([`CheckedCall::admit`]), and then runs in the thread pool the caller gives; nothing of the compiler
 //! is involved, so the JIT, AOT libraries and Python share this path.
 
 use crate::call::{Arg, CheckedCall, Weights, has_large_tensor};
@@ -63,6 +64,7 @@ impl Function {
         let large = has_large_tensor(&args);
         let run = || {
             let call = self.signature.check(args, weights)?;
+            call.admit(self.exec.peak(&call, into.is_some()))?;
             self.exec.execute(&call, into, pool)
         };
         if large { pool.install(run) } else { run() }
@@ -71,6 +73,7 @@ impl Function {
     /// Runs a call already checked against this function's signature.
     pub fn run(&self, call: &CheckedCall<'_>, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
         call.require(&self.signature)?;
+        call.admit(self.exec.peak(call, false))?;
         self.exec.execute(call, None, pool)?.ok_or_else(no_result)
     }
 }

@@ -149,7 +149,7 @@ pub(crate) unsafe fn multiply(p: Product, dtype: DType, micro: &Micro, threads: 
 
 /// Packed B larger than this is packed by each thread for its own part
 /// rather than once for all.
-const SHARED_B_BYTES: usize = 64 << 20;
+pub(crate) const SHARED_B_BYTES: usize = 64 << 20;
 
 /// [`multiply`] for `T` matrices. Split by rows, the parts share B: its
 /// blocks are packed once, in parallel, before the parts run.

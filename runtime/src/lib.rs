@@ -33,6 +33,7 @@ mod error;
 mod function;
 mod gemm;
 pub mod libm;
+pub mod memory;
 mod named;
 pub mod plan;
 mod safetensors_io;
@@ -63,5 +64,37 @@ mod test_support {
     /// Axis names from `"b _ n"` (`_` is unnamed).
     pub fn names(s: &str) -> Vec<Option<String>> {
         s.split_whitespace().map(|n| (n != "_").then(|| n.to_string())).collect()
+    }
+
+    use std::path::PathBuf;
+
+    /// A fresh empty directory under the system's temporary directory.
+    pub struct TempDir(PathBuf);
+
+    impl TempDir {
+        pub fn new(tag: &str) -> TempDir {
+            static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+            let dir =
+                std::env::temp_dir().join(format!("nax_runtime_{tag}_{}_{}_{nanos}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+
+        pub fn path(&self, name: &str) -> PathBuf {
+            self.0.join(name)
+        }
+
+        pub fn entries(&self) -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(&self.0).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            v.sort();
+            v
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }

@@ -15,9 +15,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 
 use half::{bf16, f16};
 use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, View};
@@ -243,26 +241,28 @@ fn decode(dtype: DType, raw: &[u8]) -> TensorData {
     }
 }
 
-/// The little-endian bytes of the elements (bool as 0 or 1).
-fn encode(data: &TensorData) -> Vec<u8> {
-    /// Concatenates each element's `N` bytes.
-    fn bytes<const N: usize, T: Copy>(v: &[T], to: impl Fn(T) -> [u8; N]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(v.len().saturating_mul(N));
-        for &x in v {
-            out.extend_from_slice(&to(x));
-        }
-        out
+/// A tensor's data as the little-endian bytes safetensors stores: its own
+/// memory, not a copy (every dtype's elements are plain data, and a bool
+/// is one byte, 0 or 1).
+fn le_bytes(data: &TensorData) -> &[u8] {
+    fn raw<T: Copy>(v: &[T]) -> &[u8] {
+        // SAFETY: `T` is a plain numeric type (or bool) without padding;
+        // the bytes cover exactly the slice's elements and live as long.
+        unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
     }
     match data {
-        TensorData::F16(v) => bytes(v, f16::to_le_bytes),
-        TensorData::BF16(v) => bytes(v, bf16::to_le_bytes),
-        TensorData::F32(v) => bytes(v, f32::to_le_bytes),
-        TensorData::F64(v) => bytes(v, f64::to_le_bytes),
-        TensorData::I32(v) => bytes(v, i32::to_le_bytes),
-        TensorData::I64(v) => bytes(v, i64::to_le_bytes),
-        TensorData::Bool(v) => v.iter().map(|&b| u8::from(b)).collect(),
+        TensorData::F16(v) => raw(v),
+        TensorData::BF16(v) => raw(v),
+        TensorData::F32(v) => raw(v),
+        TensorData::F64(v) => raw(v),
+        TensorData::I32(v) => raw(v),
+        TensorData::I64(v) => raw(v),
+        TensorData::Bool(v) => raw(v),
     }
 }
+
+#[cfg(target_endian = "big")]
+compile_error!("safetensors files are little-endian; writing them from a big-endian machine's memory is not supported");
 
 /// Parses a `NAME.axes` value: `rank` names separated by white space, `_`
 /// for an unnamed axis (the empty string for rank 0).
@@ -281,14 +281,14 @@ fn format_axes(names: &[Option<String>]) -> String {
     parts.join(" ")
 }
 
-/// A tensor's bytes as the safetensors serializer wants them.
-struct Encoded {
+/// A tensor as the safetensors serializer wants it: its bytes borrowed.
+struct Encoded<'a> {
     dtype: Dtype,
     shape: Vec<usize>,
-    bytes: Vec<u8>,
+    bytes: &'a [u8],
 }
 
-impl View for &Encoded {
+impl View for &Encoded<'_> {
     fn dtype(&self) -> Dtype {
         self.dtype
     }
@@ -298,7 +298,7 @@ impl View for &Encoded {
     }
 
     fn data(&self) -> Cow<'_, [u8]> {
-        Cow::Borrowed(&self.bytes)
+        Cow::Borrowed(self.bytes)
     }
 
     fn data_len(&self) -> usize {
@@ -336,46 +336,34 @@ pub fn write_tensors_atomic(path: &Path, tensors: &[(&str, &HostTensor)]) -> Res
         if metadata.insert(axes_key(name), format_axes(t.names())).is_some() {
             return Err(invalid("two tensors have this name"));
         }
-        encoded.push((name, Encoded { dtype: from_dtype(t.dtype()), shape: t.shape().to_vec(), bytes: encode(t.data()) }));
+        encoded.push((name, Encoded { dtype: from_dtype(t.dtype()), shape: t.shape().to_vec(), bytes: le_bytes(t.data()) }));
     }
-    let bytes = safetensors::serialize(encoded.iter().map(|(n, e)| (*n, e)), Some(metadata))
-        .map_err(|e| RuntimeError::Serialize { path: path.into(), message: e.to_string() })?;
-    write_atomic(path, &bytes)
+    // Streamed to a temporary file beside `path` and renamed over it once
+    // complete (by the safetensors crate), from the tensors' own memory:
+    // writing a result costs no copy of it.
+    if path.file_name().is_none() {
+        return Err(RuntimeError::Write { path: path.into(), source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path does not name a file") });
+    }
+    safetensors::serialize_to_file(encoded.iter().map(|(n, e)| (*n, e)), Some(metadata), path).map_err(|e| match e {
+        SafeTensorError::IoError(source) => RuntimeError::Write { path: path.into(), source },
+        other => RuntimeError::Serialize { path: path.into(), message: other.to_string() },
+    })?;
+    // The temporary file was made private (0600); the result gets the
+    // permissions a new file gets (0666 less the process's umask).
+    let mode = 0o666 & !umask();
+    let finish = || {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(path, fs::Permissions::from_mode(mode))?;
+        fs::File::open(path)?.sync_all()
+    };
+    finish().map_err(|source| RuntimeError::Write { path: path.into(), source })
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RuntimeError> {
-    let write_err = |source| RuntimeError::Write { path: path.into(), source };
-    let Some(file_name) = path.file_name() else {
-        return Err(write_err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path does not name a file")));
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let (tmp, mut file) = create_temp(dir, &file_name.to_string_lossy()).map_err(write_err)?;
-    let result = file.write_all(bytes).and_then(|()| file.sync_all()).and_then(|()| {
-        drop(file);
-        fs::rename(&tmp, path)
-    });
-    result.map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        write_err(e)
-    })
-}
-
-/// Creates a new file `.NAME.PID.N.tmp` in `dir` that did not exist before.
-fn create_temp(dir: &Path, name: &str) -> std::io::Result<(PathBuf, fs::File)> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let pid = std::process::id();
-    loop {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(".{name}.{pid}.{n}.tmp"));
-        match fs::OpenOptions::new().write(true).create_new(true).open(&tmp) {
-            Ok(f) => return Ok((tmp, f)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < u64::from(u16::MAX) => {}
-            Err(e) => return Err(e),
-        }
-    }
+/// The process's file-creation mask (from `/proc/self/status`; 022 where
+/// it cannot be read, as setting it to read it would race other threads).
+fn umask() -> u32 {
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status.lines().find_map(|l| l.strip_prefix("Umask:")).and_then(|m| u32::from_str_radix(m.trim(), 8).ok()).unwrap_or(0o022)
 }
 
 #[cfg(test)]
@@ -438,36 +426,7 @@ mod tests {
         let e = write_tensors_atomic(&path, &[("a", &a), ("a", &a)]).unwrap_err();
         assert!(e.to_string().contains("two tensors have this name"), "{e}");
     }
-    use crate::test_support::names;
-
-    /// A fresh empty directory under the system's temporary directory.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(tag: &str) -> TempDir {
-            static N: AtomicU64 = AtomicU64::new(0);
-            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-            let dir = std::env::temp_dir().join(format!("nax_runtime_{tag}_{}_{}_{nanos}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
-            fs::create_dir_all(&dir).unwrap();
-            TempDir(dir)
-        }
-
-        fn path(&self, name: &str) -> PathBuf {
-            self.0.join(name)
-        }
-
-        fn entries(&self) -> Vec<String> {
-            let mut v: Vec<String> = fs::read_dir(&self.0).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-            v.sort();
-            v
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::test_support::{TempDir, names};
 
     /// A safetensors file's bytes: the header JSON and the data, as given.
     fn raw_file(header: &str, data: &[u8]) -> Vec<u8> {
@@ -550,7 +509,7 @@ mod tests {
         assert_eq!(read_tensors(&p).unwrap()[0].1.data(), &TensorData::F64(vec![0.25]));
     }
 
-    fn read_err(tag: &str, bytes: &[u8]) -> (PathBuf, RuntimeError, TempDir) {
+    fn read_err(tag: &str, bytes: &[u8]) -> (std::path::PathBuf, RuntimeError, TempDir) {
         let dir = TempDir::new(tag);
         let p = dir.path("bad.safetensors");
         fs::write(&p, bytes).unwrap();
@@ -567,7 +526,7 @@ mod tests {
         assert!(matches!(e, RuntimeError::Read { .. }), "{e}");
         assert!(e.to_string().contains("nope.safetensors"), "{e}");
         // A directory is not a file either.
-        assert!(matches!(read_tensors(&dir.0).unwrap_err(), RuntimeError::Read { .. }));
+        assert!(matches!(read_tensors(&dir.path("")).unwrap_err(), RuntimeError::Read { .. }));
     }
 
     #[test]
@@ -672,6 +631,20 @@ mod tests {
             assert!(matches!(e, RuntimeError::InvalidTensorName { .. }), "{e}");
         }
         assert!(dir.entries().is_empty());
+    }
+
+    /// A written file has the permissions of any new file (not the
+    /// temporary file's private 0600), and its bytes are the tensor's.
+    #[test]
+    fn a_written_file_gets_the_permissions_a_new_file_gets() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = TempDir::new("mode");
+        let t = HostTensor::from_f64(DType::F32, vec![3], names("n"), &[1.0, -2.0, 0.5]).unwrap();
+        write_tensor_atomic(&dir.path("t.safetensors"), "t", &t).unwrap();
+        fs::File::create(dir.path("plain")).unwrap();
+        let mode = |name: &str| fs::metadata(dir.path(name)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode("t.safetensors"), mode("plain"));
+        assert_eq!(read_tensors(&dir.path("t.safetensors")).unwrap(), vec![("t".to_string(), t)]);
     }
 
     #[test]

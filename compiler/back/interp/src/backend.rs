@@ -1,11 +1,12 @@
 //! The interpreter behind the runtime's executor interface: a checked
 //! call's tensors in, a host tensor out.
 
-use crate::eval::{Sizes, evaluate};
-use crate::value::{Data, Value};
+use crate::eval::{Sizes, evaluate, peak};
+use crate::value::{Data, Value, room};
 use nax_ir::Graph;
 use nax_ir::Type;
-use nax_runtime::{CheckedCall, DType, Execute, HostTensor, RuntimeError, Scalar, Signature, TensorData, TensorMut, ThreadPool};
+use nax_runtime::memory::Peak;
+use nax_runtime::{CheckedCall, DType, Execute, HostTensor, ParamType, RuntimeError, Scalar, Signature, TensorData, TensorMut, ThreadPool};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -26,7 +27,7 @@ impl Execute for Interpreter {
         for i in 0..call.len() {
             let scalar = |dtype, data| Value { dtype, shape: Vec::new(), data };
             values.push(match (call.tensor(i), call.scalar(i)) {
-                (Some(t), _) => host_value(&t.to_host()?),
+                (Some(t), _) => host_value(&t.to_host()?)?,
                 (None, Some(Scalar::Float(x))) => scalar(DType::F64, Data::Float(vec![x])),
                 (None, Some(Scalar::Int(x))) => scalar(DType::I64, Data::Int(vec![x])),
                 (None, Some(Scalar::Bool(x))) => scalar(DType::Bool, Data::Bool(vec![x])),
@@ -36,10 +37,10 @@ impl Execute for Interpreter {
         let mut weights: HashMap<String, Value> = HashMap::new();
         for w in &call.signature().weights {
             if let Some(t) = call.weight(&w.name) {
-                weights.insert(w.name.clone(), host_value(&t.to_host()?));
+                weights.insert(w.name.clone(), host_value(&t.to_host()?)?);
             }
         }
-        let result = evaluate(g, &values, &weights, &Sizes(call.sizes())).map_err(|message| RuntimeError::Interpreter { message })?;
+        let result = evaluate(g, values, weights, &Sizes(call.sizes()))?;
         let names = match &g.graph[g.output].ty {
             Type::Tensor(t) => t.axes.iter().map(|a| a.name.clone()).collect(),
             _ => Vec::new(),
@@ -50,30 +51,52 @@ impl Execute for Interpreter {
             None => Ok(Some(result)),
         }
     }
+
+    /// The evaluation's peak ([`peak`]), plus the largest argument's
+    /// copy in its own dtype while it is converted, plus the result in
+    /// its dtype beside the interpreter's value of it.
+    fn peak(&self, call: &CheckedCall<'_>, _into: bool) -> Peak {
+        let s = &self.signature;
+        let tensors = s.params.iter().filter_map(|p| match &p.ty {
+            ParamType::Tensor(t) => Some(t),
+            ParamType::Host(_) => None,
+        });
+        let converted = tensors.chain(s.weights.iter().map(|w| &w.ty)).map(|t| call.bytes_of(t)).max().unwrap_or(0);
+        let evaluation = peak(&self.graph, &Sizes(call.sizes())).unwrap_or(u128::MAX);
+        Peak { bytes: evaluation.saturating_add(converted).saturating_add(call.bytes_of(&s.result)), reusable: 0 }
+    }
+}
+
+/// Each element of `v` converted, into fresh storage.
+fn convert<T, U>(v: &[T], f: impl Fn(&T) -> U) -> Result<Vec<U>, RuntimeError> {
+    let mut out = room(v.len())?;
+    out.extend(v.iter().map(f));
+    Ok(out)
 }
 
 /// A host tensor as an interpreter value.
-fn host_value(t: &HostTensor) -> Value {
+fn host_value(t: &HostTensor) -> Result<Value, RuntimeError> {
     let data = match t.data() {
-        TensorData::F16(v) => Data::Float(v.iter().map(|x| x.to_f64()).collect()),
-        TensorData::BF16(v) => Data::Float(v.iter().map(|x| x.to_f64()).collect()),
-        TensorData::F32(v) => Data::Float(v.iter().map(|&x| f64::from(x)).collect()),
-        TensorData::F64(v) => Data::Float(v.clone()),
-        TensorData::I32(v) => Data::Int(v.iter().map(|&x| i64::from(x)).collect()),
-        TensorData::I64(v) => Data::Int(v.clone()),
-        TensorData::Bool(v) => Data::Bool(v.clone()),
+        TensorData::F16(v) => Data::Float(convert(v, |x| x.to_f64())?),
+        TensorData::BF16(v) => Data::Float(convert(v, |x| x.to_f64())?),
+        TensorData::F32(v) => Data::Float(convert(v, |&x| f64::from(x))?),
+        TensorData::F64(v) => Data::Float(convert(v, |&x| x)?),
+        TensorData::I32(v) => Data::Int(convert(v, |&x| i64::from(x))?),
+        TensorData::I64(v) => Data::Int(convert(v, |&x| x)?),
+        TensorData::Bool(v) => Data::Bool(convert(v, |&x| x)?),
     };
-    Value { dtype: t.dtype(), shape: t.shape().to_vec(), data }
+    Ok(Value { dtype: t.dtype(), shape: t.shape().to_vec(), data })
 }
 
-/// An interpreter value as a host tensor with these axis names.
+/// An interpreter value as a host tensor with these axis names (f64 and
+/// i64 values taken over; others converted into fresh storage).
 fn into_host(v: Value, names: Vec<Option<String>>) -> Result<HostTensor, RuntimeError> {
     let data = match (v.dtype, v.data) {
-        (DType::F16, Data::Float(x)) => TensorData::F16(x.iter().map(|&y| half::f16::from_f64(y)).collect()),
-        (DType::BF16, Data::Float(x)) => TensorData::BF16(x.iter().map(|&y| half::bf16::from_f64(y)).collect()),
-        (DType::F32, Data::Float(x)) => TensorData::F32(x.iter().map(|&y| y as f32).collect()),
+        (DType::F16, Data::Float(x)) => TensorData::F16(convert(&x, |&y| half::f16::from_f64(y))?),
+        (DType::BF16, Data::Float(x)) => TensorData::BF16(convert(&x, |&y| half::bf16::from_f64(y))?),
+        (DType::F32, Data::Float(x)) => TensorData::F32(convert(&x, |&y| y as f32)?),
         (DType::F64, Data::Float(x)) => TensorData::F64(x),
-        (DType::I32, Data::Int(x)) => TensorData::I32(x.iter().map(|&y| y as i32).collect()),
+        (DType::I32, Data::Int(x)) => TensorData::I32(convert(&x, |&y| y as i32)?),
         (DType::I64, Data::Int(x)) => TensorData::I64(x),
         (DType::Bool, Data::Bool(x)) => TensorData::Bool(x),
         (dtype, _) => return Err(RuntimeError::Internal(format!("a {} result holds data of another kind", dtype.as_str()))),

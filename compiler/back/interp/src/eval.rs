@@ -2,14 +2,14 @@
 //! obviously correct loops. Reductions and contractions accumulate in f64
 //! (i64 for integers); every result is rounded to its node's dtype.
 
-use crate::value::{Data, Value, round_float, wrap_int};
+use crate::value::{Data, Value, held_bytes, room, round_float, wrap_int};
 use nax_ir::Type;
 use nax_ir::{Graph, Literal, MapFn, Op};
 use nax_ops::{AlongAxis, Constructor, Elementwise, Reduction};
 use nax_ops::{BinaryOp, UnaryOp};
-use nax_runtime::DType;
 use nax_runtime::Size;
 use nax_runtime::row_major_strides as strides;
+use nax_runtime::{DType, RuntimeError};
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 
@@ -17,113 +17,248 @@ use std::collections::HashMap;
 pub struct Sizes<'a>(pub &'a [Option<u64>]);
 
 impl Sizes<'_> {
-    fn of(&self, g: &Graph, s: Size) -> Result<usize, String> {
+    fn of(&self, g: &Graph, s: Size) -> Result<usize, RuntimeError> {
         match g.symbols.resolve(s) {
-            Size::Const(v) => usize::try_from(v).map_err(|_| format!("size {v} is too large")),
+            Size::Const(v) => usize::try_from(v).map_err(|_| error(format!("size {v} is too large"))),
             Size::Sym(id) => self
                 .0
                 .get(id.0 as usize)
                 .copied()
                 .flatten()
                 .and_then(|v| usize::try_from(v).ok())
-                .ok_or_else(|| format!("the size `{}` is not known at this call", g.symbols.display(s))),
+                .ok_or_else(|| error(format!("the size `{}` is not known at this call", g.symbols.display(s)))),
         }
     }
 
-    fn shape(&self, g: &Graph, ty: &Type) -> Result<Vec<usize>, String> {
+    fn shape(&self, g: &Graph, ty: &Type) -> Result<Vec<usize>, RuntimeError> {
         match ty {
             Type::Tensor(t) => t.axes.iter().map(|a| self.of(g, a.size)).collect(),
             _ => Ok(Vec::new()),
         }
     }
+
+    /// The bytes the interpreter holds for a value of this type (saturating).
+    fn held(&self, g: &Graph, ty: &Type) -> u128 {
+        let elements = match ty {
+            Type::Tensor(t) => t.axes.iter().fold(1u128, |n, a| n.saturating_mul(self.of(g, a.size).map_or(1, |v| v as u128))),
+            _ => 1,
+        };
+        elements.saturating_mul(held_bytes(nax_ir::value_dtype(ty)))
+    }
+}
+
+/// The interpreter's error for what is not a memory failure.
+fn error(message: String) -> RuntimeError {
+    RuntimeError::Interpreter { message }
+}
+
+/// The elements of a shape (0 when some axis is empty; an error when
+/// they cannot be counted).
+fn count(shape: &[usize]) -> Result<usize, RuntimeError> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
+    shape.iter().try_fold(1usize, |n, &e| n.checked_mul(e)).ok_or_else(|| error(format!("a value of shape {shape:?} has too many elements to address")))
+}
+
+/// The order nodes are evaluated in, each one's operands, and the
+/// position of each node's last use (the output's is never): a value is
+/// dropped after its last use, and a reshape or rename that is its
+/// operand's last use takes the operand's storage instead of copying it.
+struct Schedule {
+    order: Vec<NodeIndex>,
+    operands: Vec<Vec<NodeIndex>>,
+    last_use: HashMap<NodeIndex, usize>,
+}
+
+impl Schedule {
+    fn new(g: &Graph) -> Result<Schedule, RuntimeError> {
+        let order = petgraph::algo::toposort(&g.graph, None).map_err(|_| error("the graph has a cycle".into()))?;
+        let operands: Vec<Vec<NodeIndex>> = order.iter().map(|&n| g.operands(n)).collect();
+        let mut last_use = HashMap::new();
+        for (position, ops) in operands.iter().enumerate() {
+            for &o in ops {
+                last_use.insert(o, position);
+            }
+        }
+        last_use.insert(g.output, usize::MAX);
+        Ok(Schedule { order, operands, last_use })
+    }
+
+    /// Whether the node at `position` takes its one operand's storage.
+    fn reuses(&self, g: &Graph, position: usize) -> bool {
+        let ops = &self.operands[position];
+        matches!(g.graph[self.order[position]].op, Op::Reshape | Op::Rename) && ops.len() == 1 && self.last_use.get(&ops[0]) == Some(&position)
+    }
+
+    /// The operands whose last use is at `position`.
+    fn dead_after(&self, position: usize) -> impl Iterator<Item = NodeIndex> + '_ {
+        self.operands[position].iter().copied().filter(move |o| self.last_use.get(o) == Some(&position))
+    }
 }
 
 /// Runs the graph on its inputs (in parameter order, each already in the
-/// parameter's axis order) and weights.
-pub fn evaluate(g: &Graph, inputs: &[Value], weights: &HashMap<String, Value>, sizes: &Sizes) -> Result<Value, String> {
-    let order = petgraph::algo::toposort(&g.graph, None).map_err(|_| "the graph has a cycle".to_string())?;
-    let mut values: HashMap<NodeIndex, Value> = HashMap::with_capacity(order.len());
-    for n in order {
+/// parameter's axis order) and weights, which it takes over; values are
+/// dropped after their last use.
+pub fn evaluate(g: &Graph, inputs: Vec<Value>, mut weights: HashMap<String, Value>, sizes: &Sizes) -> Result<Value, RuntimeError> {
+    let schedule = Schedule::new(g)?;
+    let mut inputs: Vec<Option<Value>> = inputs.into_iter().map(Some).collect();
+    let mut values: HashMap<NodeIndex, Value> = HashMap::with_capacity(schedule.order.len());
+    for (position, &n) in schedule.order.iter().enumerate() {
         let node = &g.graph[n];
-        let args: Vec<&Value> = g.operands(n).iter().map(|o| &values[o]).collect();
         let dtype = nax_ir::value_dtype(&node.ty);
         let shape = sizes.shape(g, &node.ty)?;
-        let v = match &node.op {
-            Op::Input { index, name } => inputs.get(*index).cloned().ok_or_else(|| format!("no argument for `{name}`"))?,
-            Op::Weight { name } => weights.get(name).cloned().ok_or_else(|| format!("no weight `{name}`"))?,
-            Op::Literal(l) => match l {
-                Literal::Int(v) => Value { dtype, shape, data: Data::Int(vec![*v]) }.cast(dtype),
-                Literal::Float(v) => Value { dtype, shape, data: Data::Float(vec![*v]) }.cast(dtype),
-                Literal::Bool(v) => Value { dtype, shape, data: Data::Bool(vec![*v]) },
-            },
-            Op::SizeValue(s) => Value { dtype, shape, data: Data::Int(vec![sizes.of(g, *s)? as i64]) },
-            Op::Map { func, maps, compute } => map(*func, maps, *compute, &args, dtype, shape),
-            Op::Contract { labels, output } => contract(labels, output, &args, dtype, shape),
-            Op::Reduce { op, axes } => reduce(*op, axes, args[0], dtype, shape),
-            Op::Along { func, axis } => along(*func, *axis, args[0], dtype, shape),
-            Op::Reshape | Op::Rename => Value { shape, ..args[0].clone() },
-            Op::Permute { perm } => {
-                let src = strides(&args[0].shape);
-                let map: Vec<usize> = perm.iter().map(|&p| src[p]).collect();
-                let index = offsets(&shape, &map);
-                args[0].gather(shape, index.into_iter())
-            }
-            Op::Expand { map: positions } => {
-                let src = strides(&args[0].shape);
-                let mut map = vec![0; shape.len()];
-                for (j, &r) in positions.iter().enumerate() {
-                    if args[0].shape[j] != 1 {
-                        map[r] = src[j];
-                    }
-                }
-                let index = offsets(&shape, &map);
-                args[0].gather(shape, index.into_iter())
-            }
-            Op::Select { axis, index, .. } => {
-                let src = strides(&args[0].shape);
-                let map: Vec<usize> = (0..args[0].shape.len()).filter(|&j| j != *axis).map(|j| src[j]).collect();
-                let base = index * src[*axis];
-                let idx = offsets(&shape, &map);
-                args[0].gather(shape, idx.into_iter().map(|i| i + base))
-            }
-            Op::Construct { func } => {
-                let n: usize = shape.iter().product();
-                match func {
-                    Constructor::Zeros => Value::from_f64(dtype, shape, std::iter::repeat_n(0.0, n)),
-                    Constructor::Ones => Value::from_f64(dtype, shape, std::iter::repeat_n(1.0, n)),
-                    Constructor::Full => {
-                        let v = args[0].f64_at(0);
-                        Value::from_f64(dtype, shape, std::iter::repeat_n(v, n))
-                    }
-                    Constructor::Arange => Value { dtype, shape, data: Data::Int((0..n as i64).collect()) },
-                }
+        let ops = &schedule.operands[position];
+        let v = if schedule.reuses(g, position) {
+            let operand = values.remove(&ops[0]).ok_or_else(|| error("an operand was dropped before its last use".into()))?;
+            Value { shape, ..operand }
+        } else {
+            let args: Vec<&Value> =
+                ops.iter().map(|o| values.get(o).ok_or_else(|| error("an operand was dropped before its last use".into()))).collect::<Result<_, _>>()?;
+            match &node.op {
+                Op::Input { index, name } => inputs.get_mut(*index).and_then(Option::take).ok_or_else(|| error(format!("no argument for `{name}`")))?,
+                Op::Weight { name } => weights.remove(name).ok_or_else(|| error(format!("no weight `{name}`")))?,
+                op => compute(g, sizes, op, &args, dtype, shape)?,
             }
         };
+        for dead in schedule.dead_after(position) {
+            values.remove(&dead);
+        }
         values.insert(n, v);
     }
-    values.remove(&g.output).ok_or_else(|| "the graph has no output".to_string())
+    values.remove(&g.output).ok_or_else(|| error("the graph has no output".into()))
 }
 
-/// The flat source offset of every result element, given each result axis's source stride.
-fn offsets(shape: &[usize], stride_of_axis: &[usize]) -> Vec<usize> {
-    let n: usize = shape.iter().product();
-    let mut out = Vec::with_capacity(n);
-    let mut idx = vec![0usize; shape.len()];
-    let mut off = 0usize;
-    for _ in 0..n {
-        out.push(off);
-        for a in (0..shape.len()).rev() {
-            idx[a] += 1;
-            off += stride_of_axis[a];
-            if idx[a] < shape[a] {
-                break;
+/// What [`evaluate`] holds at its peak at these sizes, in bytes: every
+/// input and weight from the start, then each node's value from its
+/// evaluation to its operands' last use (a reshape or rename that takes
+/// its operand's storage adds nothing).
+pub fn peak(g: &Graph, sizes: &Sizes) -> Result<u128, RuntimeError> {
+    let schedule = Schedule::new(g)?;
+    let held = |n: NodeIndex| sizes.held(g, &g.graph[n].ty);
+    let is_leaf = |n: NodeIndex| matches!(g.graph[n].op, Op::Input { .. } | Op::Weight { .. });
+    let mut live: u128 = schedule.order.iter().filter(|&&n| is_leaf(n)).map(|&n| held(n)).fold(0, u128::saturating_add);
+    let mut peak = live;
+    for (position, &n) in schedule.order.iter().enumerate() {
+        if !is_leaf(n) && !schedule.reuses(g, position) {
+            live = live.saturating_add(held(n));
+            peak = peak.max(live);
+        }
+        for dead in schedule.dead_after(position) {
+            if !(schedule.reuses(g, position) && schedule.operands[position][0] == dead) {
+                live = live.saturating_sub(held(dead));
             }
-            off -= stride_of_axis[a] * idx[a];
-            idx[a] = 0;
         }
     }
-    out
+    Ok(peak)
 }
+
+/// The value of one operation that is not an input or a weight.
+fn compute(g: &Graph, sizes: &Sizes, op: &Op, args: &[&Value], dtype: DType, shape: Vec<usize>) -> Result<Value, RuntimeError> {
+    Ok(match op {
+        Op::Input { .. } | Op::Weight { .. } => return Err(error("an input is not computed".into())),
+        Op::Literal(l) => match l {
+            Literal::Int(v) => Value { dtype, shape, data: Data::Int(vec![*v]) }.cast(dtype)?,
+            Literal::Float(v) => Value { dtype, shape, data: Data::Float(vec![*v]) }.cast(dtype)?,
+            Literal::Bool(v) => Value { dtype, shape, data: Data::Bool(vec![*v]) },
+        },
+        Op::SizeValue(s) => Value { dtype, shape, data: Data::Int(vec![sizes.of(g, *s)? as i64]) },
+        Op::Map { func, maps, compute } => map(*func, maps, *compute, args, dtype, shape)?,
+        Op::Contract { labels, output } => contract(labels, output, args, dtype, shape)?,
+        Op::Reduce { op, axes } => reduce(*op, axes, args[0], dtype, shape)?,
+        Op::Along { func, axis } => along(*func, *axis, args[0], dtype, shape)?,
+        Op::Reshape | Op::Rename => Value { shape, ..args[0].try_clone()? },
+        Op::Permute { perm } => {
+            let src = strides(&args[0].shape);
+            let map: Vec<usize> = perm.iter().map(|&p| src[p]).collect();
+            let index = Offsets::new(&shape, &map)?;
+            args[0].gather(shape, index)?
+        }
+        Op::Expand { map: positions } => {
+            let src = strides(&args[0].shape);
+            let mut map = vec![0; shape.len()];
+            for (j, &r) in positions.iter().enumerate() {
+                if args[0].shape[j] != 1 {
+                    map[r] = src[j];
+                }
+            }
+            let index = Offsets::new(&shape, &map)?;
+            args[0].gather(shape, index)?
+        }
+        Op::Select { axis, index, .. } => {
+            let src = strides(&args[0].shape);
+            let map: Vec<usize> = (0..args[0].shape.len()).filter(|&j| j != *axis).map(|j| src[j]).collect();
+            let base = index * src[*axis];
+            let idx = Offsets::new(&shape, &map)?;
+            args[0].gather(shape, idx.map(|i| i + base))?
+        }
+        Op::Construct { func } => {
+            let n = count(&shape)?;
+            let mut data = Data::with_capacity(dtype, n)?;
+            let fill = match func {
+                Constructor::Zeros => 0.0,
+                Constructor::Ones => 1.0,
+                Constructor::Full => args[0].f64_at(0),
+                Constructor::Arange => {
+                    let mut v = room(n)?;
+                    v.extend(0..n as i64);
+                    return Ok(Value { dtype, shape, data: Data::Int(v) });
+                }
+            };
+            match &mut data {
+                Data::Float(v) => v.extend(std::iter::repeat_n(round_float(dtype, fill), n)),
+                Data::Int(v) => v.extend(std::iter::repeat_n(wrap_int(dtype, fill as i64), n)),
+                Data::Bool(v) => v.extend(std::iter::repeat_n(fill != 0.0, n)),
+            }
+            Value { dtype, shape, data }
+        }
+    })
+}
+
+/// The flat source offset of every result element, in row-major order of
+/// the result's shape, given each result axis's source stride: walked one
+/// by one, never stored for the whole value.
+struct Offsets {
+    shape: Vec<usize>,
+    strides: Vec<usize>,
+    index: Vec<usize>,
+    at: usize,
+    left: usize,
+}
+
+impl Offsets {
+    fn new(shape: &[usize], stride_of_axis: &[usize]) -> Result<Offsets, RuntimeError> {
+        Ok(Offsets { shape: shape.to_vec(), strides: stride_of_axis.to_vec(), index: vec![0; shape.len()], at: 0, left: count(shape)? })
+    }
+}
+
+impl Iterator for Offsets {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let out = self.at;
+        for a in (0..self.shape.len()).rev() {
+            self.index[a] += 1;
+            self.at += self.strides[a];
+            if self.index[a] < self.shape[a] {
+                break;
+            }
+            self.at -= self.strides[a] * self.index[a];
+            self.index[a] = 0;
+        }
+        Some(out)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for Offsets {}
 
 /// One element in the domain an operation computes in.
 #[derive(Clone, Copy)]
@@ -298,54 +433,49 @@ fn binary(op: BinaryOp, compute: DType, x: Scalar, y: Scalar) -> Scalar {
     }
 }
 
-fn store(dtype: DType, shape: Vec<usize>, results: Vec<Scalar>) -> Value {
-    let data = if dtype.is_float() {
-        Data::Float(results.into_iter().map(|s| round_float(dtype, as_f(s))).collect())
-    } else if dtype == DType::Bool {
-        Data::Bool(results.into_iter().map(|s| matches!(s, Scalar::B(true)) || matches!(s, Scalar::I(v) if v != 0)).collect())
-    } else {
-        Data::Int(
-            results
-                .into_iter()
-                .map(|s| match s {
-                    Scalar::I(v) => wrap_int(dtype, v),
-                    other => wrap_int(dtype, as_f(other) as i64),
-                })
-                .collect(),
-        )
-    };
-    Value { dtype, shape, data }
+/// Appends one result, rounded or converted to the value's dtype.
+fn push(data: &mut Data, dtype: DType, s: Scalar) {
+    match data {
+        Data::Float(v) => v.push(round_float(dtype, as_f(s))),
+        Data::Bool(v) => v.push(matches!(s, Scalar::B(true)) || matches!(s, Scalar::I(x) if x != 0)),
+        Data::Int(v) => v.push(match s {
+            Scalar::I(x) => wrap_int(dtype, x),
+            other => wrap_int(dtype, as_f(other) as i64),
+        }),
+    }
 }
 
-fn map(func: MapFn, maps: &[Vec<usize>], compute: DType, args: &[&Value], dtype: DType, shape: Vec<usize>) -> Value {
-    let n: usize = shape.iter().product();
-    let operand_offsets: Vec<Vec<usize>> = args
+fn map(func: MapFn, maps: &[Vec<usize>], compute: DType, args: &[&Value], dtype: DType, shape: Vec<usize>) -> Result<Value, RuntimeError> {
+    let n = count(&shape)?;
+    let mut operand_offsets: Vec<Offsets> = args
         .iter()
         .zip(maps)
         .map(|(a, m)| {
             let src = strides(&a.shape);
             let mut per_axis = vec![0; shape.len()];
-            for (j, &r) in m.iter().enumerate() {
-                if a.shape[j] != 1 && r < per_axis.len() {
-                    per_axis[r] = src[j];
+            if a.len() != 1 {
+                for (j, &r) in m.iter().enumerate() {
+                    if a.shape[j] != 1 && r < per_axis.len() {
+                        per_axis[r] = src[j];
+                    }
                 }
             }
-            if a.len() == 1 { vec![0; n] } else { offsets(&shape, &per_axis) }
+            Offsets::new(&shape, &per_axis)
         })
-        .collect();
+        .collect::<Result<_, _>>()?;
     // The operation's own computing dtype for each operand (a mask stays a mask).
     let operand_compute: Vec<DType> =
         args.iter().map(|a| if a.dtype == DType::Bool && compute != DType::Bool && !is_numeric_use(func) { DType::Bool } else { compute }).collect();
-    let mut results = Vec::with_capacity(n);
+    let mut data = Data::with_capacity(dtype, n)?;
     let mut scalars = Vec::with_capacity(args.len());
-    for i in 0..n {
+    for _ in 0..n {
         scalars.clear();
-        for ((a, at), &c) in args.iter().zip(&operand_offsets).zip(&operand_compute) {
-            scalars.push(load(a, at[i], c));
+        for ((a, at), &c) in args.iter().zip(&mut operand_offsets).zip(&operand_compute) {
+            scalars.push(load(a, at.next().unwrap_or(0), c));
         }
-        results.push(apply(func, compute, &scalars));
+        push(&mut data, dtype, apply(func, compute, &scalars));
     }
-    store(dtype, shape, results)
+    Ok(Value { dtype, shape, data })
 }
 
 /// Whether the function reads mask operands as numbers.
@@ -353,7 +483,30 @@ fn is_numeric_use(func: MapFn) -> bool {
     matches!(func, MapFn::Builtin(Elementwise::ToFloat | Elementwise::ToInt))
 }
 
-fn contract(labels: &[Vec<usize>], output: &[usize], args: &[&Value], dtype: DType, shape: Vec<usize>) -> Value {
+/// Advances the operands' offsets by one position of `shape` (row-major,
+/// the last axis fastest); `steps[k][d]` is operand k's step along axis d.
+fn advance(index: &mut [usize], shape: &[usize], steps: &[Vec<usize>], at: &mut [usize]) {
+    for d in (0..shape.len()).rev() {
+        index[d] += 1;
+        for (k, off) in at.iter_mut().enumerate() {
+            *off += steps[k][d];
+        }
+        if index[d] < shape[d] {
+            return;
+        }
+        for (k, off) in at.iter_mut().enumerate() {
+            *off -= steps[k][d] * index[d];
+        }
+        index[d] = 0;
+    }
+}
+
+/// A contraction: each output element the sum, in order, of the products
+/// over every position of the summed labels. The operands' offsets walk
+/// the positions (output labels, then summed ones) without storing them;
+/// the last summed label runs in a tight loop (over slices, for two float
+/// operands: the same sums in the same order, only faster).
+fn contract(labels: &[Vec<usize>], output: &[usize], args: &[&Value], dtype: DType, shape: Vec<usize>) -> Result<Value, RuntimeError> {
     let n_labels = labels.iter().flatten().chain(output).copied().max().map_or(0, |m| m + 1);
     // A label's extent; an operand axis of size 1 broadcasts (stride 0), as in torch.matmul.
     let mut extent = vec![1usize; n_labels];
@@ -377,58 +530,62 @@ fn contract(labels: &[Vec<usize>], output: &[usize], args: &[&Value], dtype: DTy
             order.iter().map(|&l| ls.iter().enumerate().filter(|(j, x)| **x == l && a.shape[*j] != 1).map(|(j, _)| src[j]).sum()).collect()
         })
         .collect();
-    let out_len: usize = shape.iter().product();
-    let inner: usize = summed.iter().map(|&l| extent[l]).product();
+    let out_len = count(&shape)?;
+    let summed_shape: Vec<usize> = summed.iter().map(|&l| extent[l]).collect();
+    let inner = count(&summed_shape)?;
     let integer = !dtype.is_float();
-    let mut f_acc = vec![0.0f64; if integer { 0 } else { out_len }];
-    let mut i_acc = vec![0i64; if integer { out_len } else { 0 }];
-    // The operands' offsets walk the order's positions one by one (output
-    // positions, then the summed labels'), never stored for the whole
-    // product: the interpreter's memory stays the size of its values.
-    let mut index = vec![0usize; order_shape.len()];
+    let mut f_acc: Vec<f64> = room(if integer { 0 } else { out_len })?;
+    let mut i_acc: Vec<i64> = room(if integer { out_len } else { 0 })?;
+    // The tight loop: the last axis of the order when it is summed.
+    let (tight, rows) = match summed_shape.last() {
+        Some(&len) if inner > 0 => (len, inner / len),
+        _ => (1, inner),
+    };
+    let walked = order_shape.len() - usize::from(tight > 1 || !summed.is_empty());
+    let floats: Option<Vec<&[f64]>> = args.iter().map(|a| if let Data::Float(v) = &a.data { Some(v.as_slice()) } else { None }).collect();
+    let last_steps: Vec<usize> = steps.iter().map(|s| s.get(walked).copied().unwrap_or(0)).collect();
+    let mut index = vec![0usize; walked];
     let mut at = vec![0usize; args.len()];
-    for o in 0..out_len {
-        for _ in 0..inner {
-            if integer {
-                let p = args.iter().zip(&at).fold(1i64, |p, (a, &i)| p.wrapping_mul(a.i64_at(i)));
-                i_acc[o] = i_acc[o].wrapping_add(p);
-            } else {
-                f_acc[o] += args.iter().zip(&at).map(|(a, &i)| a.f64_at(i)).product::<f64>();
+    for _ in 0..out_len {
+        let (mut f, mut i) = (0.0f64, 0i64);
+        for _ in 0..rows {
+            match (&floats, integer) {
+                (Some(v), false) if v.len() == 2 => {
+                    let (a, b, sa, sb) = (v[0], v[1], last_steps[0], last_steps[1]);
+                    for t in 0..tight {
+                        f += a[at[0] + t * sa] * b[at[1] + t * sb];
+                    }
+                }
+                _ => {
+                    for t in 0..tight {
+                        if integer {
+                            let p = args.iter().zip(&at).zip(&last_steps).fold(1i64, |p, ((a, &o), &s)| p.wrapping_mul(a.i64_at(o + t * s)));
+                            i = i.wrapping_add(p);
+                        } else {
+                            f += args.iter().zip(&at).zip(&last_steps).map(|((a, &o), &s)| a.f64_at(o + t * s)).product::<f64>();
+                        }
+                    }
+                }
             }
-            for d in (0..order_shape.len()).rev() {
-                index[d] += 1;
-                for (k, off) in at.iter_mut().enumerate() {
-                    *off += steps[k][d];
-                }
-                if index[d] < order_shape[d] {
-                    break;
-                }
-                for (k, off) in at.iter_mut().enumerate() {
-                    *off -= steps[k][d] * index[d];
-                }
-                index[d] = 0;
-            }
+            advance(&mut index, &order_shape[..walked], &steps, &mut at);
         }
+        if integer { i_acc.push(wrap_int(dtype, i)) } else { f_acc.push(f) }
     }
-    if integer {
-        Value { dtype, shape, data: Data::Int(i_acc.into_iter().map(|v| wrap_int(dtype, v)).collect()) }
-    } else {
-        Value::from_f64(dtype, shape, f_acc.into_iter())
-    }
+    if integer { Ok(Value { dtype, shape, data: Data::Int(i_acc) }) } else { Value::from_f64(dtype, shape, f_acc) }
 }
 
-fn reduce(op: Reduction, axes: &[usize], x: &Value, dtype: DType, shape: Vec<usize>) -> Value {
+fn reduce(op: Reduction, axes: &[usize], x: &Value, dtype: DType, shape: Vec<usize>) -> Result<Value, RuntimeError> {
     let kept: Vec<usize> = (0..x.shape.len()).filter(|a| !axes.contains(a)).collect();
     let order: Vec<usize> = kept.iter().chain(axes).copied().collect();
     let order_shape: Vec<usize> = order.iter().map(|&a| x.shape[a]).collect();
     let src = strides(&x.shape);
-    let idx = offsets(&order_shape, &order.iter().map(|&a| src[a]).collect::<Vec<_>>());
-    let out_len: usize = shape.iter().product();
-    let inner: usize = axes.iter().map(|&a| x.shape[a]).product();
+    let mut offsets = Offsets::new(&order_shape, &order.iter().map(|&a| src[a]).collect::<Vec<_>>())?;
+    let out_len = count(&shape)?;
+    let inner = count(&axes.iter().map(|&a| x.shape[a]).collect::<Vec<_>>())?;
     let integer_sum = !dtype.is_float() && dtype != DType::Bool;
-    let mut out = Vec::with_capacity(out_len);
-    for o in 0..out_len {
-        let items = (0..inner).map(|s| idx[o * inner + s]);
+    let mut data = Data::with_capacity(dtype, out_len)?;
+    for _ in 0..out_len {
+        let items = (&mut offsets).take(inner);
         let v = if integer_sum && !x.dtype.is_float() {
             let it = items.map(|i| x.i64_at(i));
             Scalar::I(match op {
@@ -439,10 +596,12 @@ fn reduce(op: Reduction, axes: &[usize], x: &Value, dtype: DType, shape: Vec<usi
             })
         } else if dtype == DType::Bool {
             let mut it = items.map(|i| x.bool_at(i));
-            Scalar::B(match op {
-                Reduction::Min => it.all(|b| b),
-                _ => it.any(|b| b),
-            })
+            // Drained whole (`all`/`any` stop early), so the next output's items follow.
+            let v = match op {
+                Reduction::Min => it.by_ref().fold(true, |a, b| a && b),
+                _ => it.by_ref().fold(false, |a, b| a || b),
+            };
+            Scalar::B(v)
         } else {
             let it = items.map(|i| x.f64_at(i));
             Scalar::F(match op {
@@ -450,22 +609,24 @@ fn reduce(op: Reduction, axes: &[usize], x: &Value, dtype: DType, shape: Vec<usi
                 // `sum` starts from -0.0, which an empty sum would give).
                 Reduction::Sum => it.fold(0.0, |a, b| a + b),
                 Reduction::Mean => it.fold(0.0, |a, b| a + b) / inner as f64,
-                Reduction::Prod => it.product(),
+                Reduction::Prod => it.fold(1.0, |a, b| a * b),
                 Reduction::Max => it.fold(f64::NEG_INFINITY, nan_max),
                 Reduction::Min => it.fold(f64::INFINITY, nan_min),
             })
         };
-        out.push(v);
+        push(&mut data, dtype, v);
     }
-    store(dtype, shape, out)
+    Ok(Value { dtype, shape, data })
 }
 
-fn along(func: AlongAxis, axis: usize, x: &Value, dtype: DType, shape: Vec<usize>) -> Value {
+fn along(func: AlongAxis, axis: usize, x: &Value, dtype: DType, shape: Vec<usize>) -> Result<Value, RuntimeError> {
     let len = x.shape[axis];
     let stride = strides(&x.shape)[axis];
-    let outer: usize = x.shape[..axis].iter().product();
-    let inner: usize = x.shape[axis + 1..].iter().product();
-    let mut out = vec![0.0; if func == AlongAxis::LogSumExp { outer * inner } else { x.len() }];
+    let outer = count(&x.shape[..axis])?;
+    let inner = count(&x.shape[axis + 1..])?;
+    let n = if func == AlongAxis::LogSumExp { count(&shape)? } else { x.len() };
+    let mut out: Vec<f64> = room(n)?;
+    out.resize(n, 0.0);
     for o in 0..outer {
         for i in 0..inner {
             let at = |k: usize| o * len * inner + k * stride + i;
@@ -478,5 +639,5 @@ fn along(func: AlongAxis, axis: usize, x: &Value, dtype: DType, shape: Vec<usize
             }
         }
     }
-    Value::from_f64(dtype, shape, out.into_iter())
+    Value::from_f64(dtype, shape, out)
 }

@@ -1,8 +1,23 @@
 //! The interpreter's values: a dtype, a shape and row-major data held as
 //! f64 (floats), i64 (integers) or bool (masks), rounded to the dtype after
-//! every operation so results match a computation in that dtype.
+//! every operation so results match a computation in that dtype. Every
+//! allocation is fallible: memory that cannot be had is an error naming
+//! the size, never an abort.
 
-use nax_runtime::DType;
+use nax_runtime::{DType, RuntimeError};
+
+/// An empty vector with room for `count` elements, or the error naming them.
+pub fn room<T>(count: usize) -> Result<Vec<T>, RuntimeError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(count).map_err(|_| RuntimeError::Allocation { bytes: count.saturating_mul(std::mem::size_of::<T>()), count })?;
+    Ok(v)
+}
+
+/// Bytes the interpreter holds per element of a value of `dtype` (floats
+/// as f64, integers as i64, masks as bool).
+pub fn held_bytes(dtype: DType) -> u128 {
+    if dtype == DType::Bool { 1 } else { 8 }
+}
 
 /// Element storage.
 #[derive(Clone, Debug, PartialEq)]
@@ -10,6 +25,19 @@ pub enum Data {
     Float(Vec<f64>),
     Int(Vec<i64>),
     Bool(Vec<bool>),
+}
+
+impl Data {
+    /// Empty storage for `count` elements of `dtype`.
+    pub fn with_capacity(dtype: DType, count: usize) -> Result<Data, RuntimeError> {
+        Ok(if dtype.is_float() {
+            Data::Float(room(count)?)
+        } else if dtype == DType::Bool {
+            Data::Bool(room(count)?)
+        } else {
+            Data::Int(room(count)?)
+        })
+    }
 }
 
 /// A tensor (or a host scalar, as rank 0).
@@ -71,38 +99,55 @@ impl Value {
         }
     }
 
-    /// A value of `dtype` built from f64 results (rounded or truncated to the dtype).
-    pub fn from_f64(dtype: DType, shape: Vec<usize>, values: impl Iterator<Item = f64>) -> Value {
+    /// A value of `dtype` from f64 results, rounded in place for a float
+    /// dtype (converted into fresh storage for others).
+    pub fn from_f64(dtype: DType, shape: Vec<usize>, mut values: Vec<f64>) -> Result<Value, RuntimeError> {
         let data = if dtype.is_float() {
-            Data::Float(values.map(|x| round_float(dtype, x)).collect())
+            values.iter_mut().for_each(|x| *x = round_float(dtype, *x));
+            Data::Float(values)
         } else if dtype == DType::Bool {
-            Data::Bool(values.map(|x| x != 0.0).collect())
+            let mut out = room(values.len())?;
+            out.extend(values.iter().map(|&x| x != 0.0));
+            Data::Bool(out)
         } else {
-            Data::Int(values.map(|x| wrap_int(dtype, x as i64)).collect())
+            let mut out = room(values.len())?;
+            out.extend(values.iter().map(|&x| wrap_int(dtype, x as i64)));
+            Data::Int(out)
         };
-        Value { dtype, shape, data }
+        Ok(Value { dtype, shape, data })
     }
 
     /// The same elements converted to another dtype.
-    pub fn cast(&self, dtype: DType) -> Value {
+    pub fn cast(&self, dtype: DType) -> Result<Value, RuntimeError> {
         let n = self.len();
-        let data = if dtype.is_float() {
-            Data::Float((0..n).map(|i| round_float(dtype, self.f64_at(i))).collect())
-        } else if dtype == DType::Bool {
-            Data::Bool((0..n).map(|i| self.bool_at(i)).collect())
-        } else {
-            Data::Int((0..n).map(|i| wrap_int(dtype, self.i64_at(i))).collect())
-        };
-        Value { dtype, shape: self.shape.clone(), data }
+        let mut data = Data::with_capacity(dtype, n)?;
+        match &mut data {
+            Data::Float(v) => v.extend((0..n).map(|i| round_float(dtype, self.f64_at(i)))),
+            Data::Bool(v) => v.extend((0..n).map(|i| self.bool_at(i))),
+            Data::Int(v) => v.extend((0..n).map(|i| wrap_int(dtype, self.i64_at(i)))),
+        }
+        Ok(Value { dtype, shape: self.shape.clone(), data })
+    }
+
+    /// A copy.
+    pub fn try_clone(&self) -> Result<Value, RuntimeError> {
+        self.gather(self.shape.clone(), 0..self.len())
     }
 
     /// Gathers elements by flat index into a new value of `shape`.
-    pub fn gather(&self, shape: Vec<usize>, index: impl Iterator<Item = usize>) -> Value {
+    pub fn gather(&self, shape: Vec<usize>, index: impl ExactSizeIterator<Item = usize>) -> Result<Value, RuntimeError> {
+        let n = index.len();
         let data = match &self.data {
-            Data::Float(v) => Data::Float(index.map(|i| v[i]).collect()),
-            Data::Int(v) => Data::Int(index.map(|i| v[i]).collect()),
-            Data::Bool(v) => Data::Bool(index.map(|i| v[i]).collect()),
+            Data::Float(v) => Data::Float(extend(room(n)?, index.map(|i| v[i]))),
+            Data::Int(v) => Data::Int(extend(room(n)?, index.map(|i| v[i]))),
+            Data::Bool(v) => Data::Bool(extend(room(n)?, index.map(|i| v[i]))),
         };
-        Value { dtype: self.dtype, shape, data }
+        Ok(Value { dtype: self.dtype, shape, data })
     }
+}
+
+/// `v` extended with `items` (into room already reserved).
+fn extend<T>(mut v: Vec<T>, items: impl Iterator<Item = T>) -> Vec<T> {
+    v.extend(items);
+    v
 }
