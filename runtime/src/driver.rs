@@ -438,6 +438,11 @@ impl NativeFunction {
             Micro { entry, shape: p.microkernels[index], blocking }
         };
         for (kernel, &f) in p.kernels.iter().zip(&self.entries) {
+            // A kernel with nothing to write is not run: its loops may
+            // still be long (`[4294967296, 0]` is 2^32 empty rows).
+            if sizes.elements(kernel.output)? == 0 {
+                continue;
+            }
             match &kernel.strategy {
                 Strategy::Nest(n) => run_nest(sizes, kernel, n, f, &table, threads),
                 Strategy::Gemm(g) => run_gemm(sizes, kernel, g, (f, micro(g.microkernel, g.blocking)), &table, threads),

@@ -502,10 +502,13 @@ fn advance(index: &mut [usize], shape: &[usize], steps: &[Vec<usize>], at: &mut 
 }
 
 /// A contraction: each output element the sum, in order, of the products
-/// over every position of the summed labels. The operands' offsets walk
-/// the positions (output labels, then summed ones) without storing them;
-/// the last summed label runs in a tight loop (over slices, for two float
-/// operands: the same sums in the same order, only faster).
+/// over every position of the summed labels. The loops run the output's
+/// labels but its last, then the summed labels, then the output's last
+/// label innermost, adding each product to its own output element (`i k
+/// j` for a matrix product): every element still sums its products in
+/// the order of the summed positions, as the definition does, while the
+/// inner loop runs along memory. The operands' offsets are walked, never
+/// stored; two float operands are read as slices.
 fn contract(labels: &[Vec<usize>], output: &[usize], args: &[&Value], dtype: DType, shape: Vec<usize>) -> Result<Value, RuntimeError> {
     let n_labels = labels.iter().flatten().chain(output).copied().max().map_or(0, |m| m + 1);
     // A label's extent; an operand axis of size 1 broadcasts (stride 0), as in torch.matmul.
@@ -518,10 +521,16 @@ fn contract(labels: &[Vec<usize>], output: &[usize], args: &[&Value], dtype: DTy
         }
     }
     let summed: Vec<usize> = (0..n_labels).filter(|l| !output.contains(l)).collect();
-    let order: Vec<usize> = output.iter().copied().chain(summed.iter().copied()).collect();
+    // The loops: the output's labels but its last, the summed ones, then
+    // the innermost (the output's last label; the last summed label when
+    // the output is a scalar).
+    let order: Vec<usize> = match output.split_last() {
+        Some((&last, outer)) => outer.iter().chain(&summed).copied().chain([last]).collect(),
+        None => summed.clone(),
+    };
     let order_shape: Vec<usize> = order.iter().map(|&l| extent[l]).collect();
-    // Each operand's step along each axis of the order (0 where it does not
-    // have the label, or broadcasts it).
+    // Each operand's step along each loop (0 where it does not have the
+    // label, or broadcasts it).
     let steps: Vec<Vec<usize>> = args
         .iter()
         .zip(labels)
@@ -531,47 +540,59 @@ fn contract(labels: &[Vec<usize>], output: &[usize], args: &[&Value], dtype: DTy
         })
         .collect();
     let out_len = count(&shape)?;
-    let summed_shape: Vec<usize> = summed.iter().map(|&l| extent[l]).collect();
-    let inner = count(&summed_shape)?;
     let integer = !dtype.is_float();
     let mut f_acc: Vec<f64> = room(if integer { 0 } else { out_len })?;
     let mut i_acc: Vec<i64> = room(if integer { out_len } else { 0 })?;
-    // The tight loop: the last axis of the order when it is summed.
-    let (tight, rows) = match summed_shape.last() {
-        Some(&len) if inner > 0 => (len, inner / len),
-        _ => (1, inner),
-    };
-    let walked = order_shape.len() - usize::from(tight > 1 || !summed.is_empty());
-    let floats: Option<Vec<&[f64]>> = args.iter().map(|a| if let Data::Float(v) = &a.data { Some(v.as_slice()) } else { None }).collect();
-    let last_steps: Vec<usize> = steps.iter().map(|s| s.get(walked).copied().unwrap_or(0)).collect();
-    let mut index = vec![0usize; walked];
-    let mut at = vec![0usize; args.len()];
-    for _ in 0..out_len {
-        let (mut f, mut i) = (0.0f64, 0i64);
-        for _ in 0..rows {
-            match (&floats, integer) {
-                (Some(v), false) if v.len() == 2 => {
-                    let (a, b, sa, sb) = (v[0], v[1], last_steps[0], last_steps[1]);
-                    for t in 0..tight {
-                        f += a[at[0] + t * sa] * b[at[1] + t * sb];
+    if integer {
+        i_acc.resize(out_len, 0);
+    } else {
+        f_acc.resize(out_len, 0.0);
+    }
+    let summed_count = count(&summed.iter().map(|&l| extent[l]).collect::<Vec<_>>())?;
+    // With no labels at all, one product of the operands' single elements.
+    let (tight, walked_shape) = order_shape.split_last().map_or((1, &[][..]), |(&t, w)| (t, w));
+    if out_len > 0 && summed_count > 0 {
+        // Positions of the walked loops per row of the output (the summed
+        // positions), and how far the output advances along the innermost loop.
+        let (rows, per_row, out_step) = if output.is_empty() { (1, count(walked_shape)?, 0) } else { (out_len / tight, summed_count, 1) };
+        let walked = walked_shape.len();
+        let last_steps: Vec<usize> = steps.iter().map(|s| s.get(walked).copied().unwrap_or(0)).collect();
+        let floats: Option<Vec<&[f64]>> = args.iter().map(|a| if let Data::Float(v) = &a.data { Some(v.as_slice()) } else { None }).collect();
+        let mut index = vec![0usize; walked];
+        let mut at = vec![0usize; args.len()];
+        for row in 0..rows {
+            let base = row * tight;
+            for _ in 0..per_row {
+                match (&floats, integer) {
+                    (Some(v), false) if v.len() == 2 => {
+                        let (a, b, sa, sb) = (v[0], v[1], last_steps[0], last_steps[1]);
+                        for t in 0..tight {
+                            f_acc[base * out_step + t * out_step] += a[at[0] + t * sa] * b[at[1] + t * sb];
+                        }
                     }
-                }
-                _ => {
-                    for t in 0..tight {
-                        if integer {
-                            let p = args.iter().zip(&at).zip(&last_steps).fold(1i64, |p, ((a, &o), &s)| p.wrapping_mul(a.i64_at(o + t * s)));
-                            i = i.wrapping_add(p);
-                        } else {
-                            f += args.iter().zip(&at).zip(&last_steps).map(|((a, &o), &s)| a.f64_at(o + t * s)).product::<f64>();
+                    _ => {
+                        for t in 0..tight {
+                            let o = base * out_step + t * out_step;
+                            let operands = args.iter().zip(&at).zip(&last_steps);
+                            if integer {
+                                let p = operands.fold(1i64, |p, ((a, &o), &s)| p.wrapping_mul(a.i64_at(o + t * s)));
+                                i_acc[o] = i_acc[o].wrapping_add(p);
+                            } else {
+                                f_acc[o] += operands.map(|((a, &o), &s)| a.f64_at(o + t * s)).product::<f64>();
+                            }
                         }
                     }
                 }
+                advance(&mut index, walked_shape, &steps, &mut at);
             }
-            advance(&mut index, &order_shape[..walked], &steps, &mut at);
         }
-        if integer { i_acc.push(wrap_int(dtype, i)) } else { f_acc.push(f) }
     }
-    if integer { Ok(Value { dtype, shape, data: Data::Int(i_acc) }) } else { Value::from_f64(dtype, shape, f_acc) }
+    if integer {
+        i_acc.iter_mut().for_each(|v| *v = wrap_int(dtype, *v));
+        Ok(Value { dtype, shape, data: Data::Int(i_acc) })
+    } else {
+        Value::from_f64(dtype, shape, f_acc)
+    }
 }
 
 fn reduce(op: Reduction, axes: &[usize], x: &Value, dtype: DType, shape: Vec<usize>) -> Result<Value, RuntimeError> {

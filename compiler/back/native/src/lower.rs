@@ -193,12 +193,28 @@ impl<E: Emitter> Lowering<'_, E> {
         if i == 0 && self.k.parallel_loop() { self.e.range() } else { (self.e.int(Kind::I64, 0), self.extents[i]) }
     }
 
-    /// Opens loops in order.
+    /// Opens loops in order, nested with nothing between them. When any
+    /// inner one is empty the outermost runs no times: the body would
+    /// never run, and an outer loop of 2^40 positions around an empty one
+    /// (a reduction over `[2^40, 0]`) would only spin.
     fn open(&mut self, loops: &[usize]) -> Vec<E::Loop> {
+        let shortest = match loops {
+            [_, inner @ ..] if !inner.is_empty() => {
+                let first = self.extents[inner[0]];
+                Some(inner[1..].iter().fold(first, |m, &i| self.e.binary(Binary::Min, Kind::I64, m, self.extents[i])))
+            }
+            _ => None,
+        };
         loops
             .iter()
-            .map(|&i| {
-                let (start, end) = self.bounds(i);
+            .enumerate()
+            .map(|(n, &i)| {
+                let (start, mut end) = self.bounds(i);
+                if let (0, Some(shortest)) = (n, shortest) {
+                    let zero = self.e.int(Kind::I64, 0);
+                    let empty = self.e.compare(Compare::Eq, Kind::I64, shortest, zero);
+                    end = self.e.select(Kind::I64, empty, start, end);
+                }
                 self.open_from(i, start, end)
             })
             .collect()
