@@ -4,7 +4,7 @@
 //! files, unwritable outputs, inexact run-time divisions) exits 1 with a
 //! message naming what is wrong, and leaves an existing output untouched.
 
-use crate::support::nax;
+use crate::support::{nax, nax_limited};
 use safetensors::tensor::{Dtype, TensorView};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -309,5 +309,57 @@ fn sizes_past_the_largest_are_refused_before_anything_runs() {
             assert!(err.contains("E0401") && err.contains("larger than 9223372036854775807"), "{args:?}: {err}");
         }
         assert!(started.elapsed().as_secs() < 5 * 7, "{source}: {:?}", started.elapsed());
+    }
+}
+
+/// 8 GiB, in KiB: the address-space limit of issue 14's reproducers.
+const EIGHT_GIB: u64 = 8 << 20;
+
+/// Issue 14's memory reproducers under an 8 GiB address-space limit, on
+/// every back end, each in under 5 seconds: a 16 GiB result is refused
+/// before anything runs, naming the peak and the limit; zero-size inputs
+/// of shape [4294967296, 0] run and give an empty result; and the
+/// interpreter's 1024 x 1024 matrix product runs (it built the whole
+/// i x k x j product and aborted).
+#[test]
+fn memory_reproducers_end_cleanly_under_an_address_space_limit() {
+    let case = Case::new("limited");
+    let source = "def repneg(x: [n], k: int) -> [n a] {\n    return repeat(x, n -> n a, a=k)\n}\n\
+                  def twice(x: [a b]) -> [a b] {\n    return x * 2.0 + 1.0\n}\n\
+                  def mm(a: [i k], b: [k j]) -> [i j] {\n    return a @ b\n}\n";
+    std::fs::write(case.dir.join("p.nax"), source).unwrap();
+    write(&case.dir.join("one.safetensors"), &[spec("x", &[1], "n")]);
+    let empty = Spec { name: "x", dtype: Dtype::F32, shape: vec![1 << 32, 0], bytes: Vec::new(), axes: "a b" };
+    write(&case.dir.join("empty.safetensors"), &[empty]);
+    let (p, o) = (case.path("p.nax"), case.path("out.safetensors"));
+    for backend in ["interp", "llvm", "cranelift"] {
+        std::fs::write(case.dir.join("out.safetensors"), b"previous").unwrap();
+        let started = std::time::Instant::now();
+        let out = nax_limited(
+            EIGHT_GIB,
+            &["run", &p, "--fn", "repneg", "--inputs", &case.path("one.safetensors"), "--arg", "k=4294967296", "--out", &o, "--backend", backend],
+        );
+        case.rejects(&format!("a 16 GiB result on {backend}"), out, &["bytes of memory at its peak", "address-space limit", "shape [n=1 a=4294967296]"]);
+        assert!(started.elapsed().as_secs_f64() < 5.0, "{backend}: {:?}", started.elapsed());
+
+        let started = std::time::Instant::now();
+        let out = nax_limited(EIGHT_GIB, &["run", &p, "--fn", "twice", "--inputs", &case.path("empty.safetensors"), "--out", &o, "--backend", backend]);
+        assert_eq!(out.status.code(), Some(0), "{backend}: {}", String::from_utf8_lossy(&out.stderr));
+        let result = nax_runtime::read_tensors(&case.dir.join("out.safetensors")).unwrap();
+        assert_eq!(result[0].1.shape(), &[1 << 32, 0], "{backend}");
+        assert!(started.elapsed().as_secs_f64() < 5.0, "{backend}: {:?}", started.elapsed());
+    }
+    let n = 1024;
+    write(&case.dir.join("mm.safetensors"), &[spec("a", &[n, n], "i k"), spec("b", &[n, n], "k j")]);
+    let started = std::time::Instant::now();
+    let out = nax_limited(EIGHT_GIB, &["run", &p, "--fn", "mm", "--inputs", &case.path("mm.safetensors"), "--out", &o, "--backend", "interp"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(started.elapsed().as_secs_f64() < 5.0, "{:?}", started.elapsed());
+    let result = nax_runtime::read_tensors(&case.dir.join("out.safetensors")).unwrap();
+    let value = |x: usize| x as f64 * 0.5 - 1.0;
+    for (i, j) in [(0, 0), (1, 1023), (511, 7), (1023, 1023), (700, 300)] {
+        let want: f64 = (0..n).map(|k| value(i * n + k) * value(k * n + j)).sum();
+        let got = result[0].1.get_f64(i * n + j).unwrap();
+        assert!((got - want).abs() <= want.abs() * 1e-6, "({i}, {j}): {got} vs {want}");
     }
 }

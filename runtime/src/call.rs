@@ -250,6 +250,34 @@ pub enum CallError {
         /// The call's largest value, as `a f32 tensor of shape [n=4 8], 128 bytes`.
         largest: String,
     },
+    /// One loop nest of the call would run more than [`MAX_ITERATIONS`]
+    /// times: it would not finish (and counts past 2^53 are not exact in
+    /// the f64 a mean divides by).
+    #[error("`{function}` would run a loop nest over [{extents}], {iterations} iterations, more than {MAX_ITERATIONS} (2^53): it would not finish")]
+    Work {
+        /// The function.
+        function: String,
+        /// The nest's extents, as `1 9223372036854775807`.
+        extents: String,
+        /// Their product.
+        iterations: u128,
+    },
+}
+
+/// The most iterations one loop nest of a call may run (2^53, about 100
+/// days at one iteration per nanosecond): sizes past it are a mistake,
+/// refused before anything runs rather than left to spin.
+pub const MAX_ITERATIONS: u128 = 1 << 53;
+
+/// Refuses a loop nest over `extents` of more than [`MAX_ITERATIONS`]
+/// iterations (with an empty extent, none run).
+pub fn check_work(function: &str, extents: &[u64]) -> Result<(), CallError> {
+    let iterations = extents.iter().fold(1u128, |n, &e| n.saturating_mul(u128::from(e)));
+    if iterations <= MAX_ITERATIONS {
+        return Ok(());
+    }
+    let extents = extents.iter().map(u64::to_string).collect::<Vec<_>>().join(" ");
+    Err(CallError::Work { function: function.to_string(), extents, iterations })
 }
 
 /// Bytes as a person reads them: `16.0 GiB`.

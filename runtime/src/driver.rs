@@ -201,10 +201,11 @@ impl Sizes<'_> {
     }
 
     fn elements(&self, buffer: usize) -> Result<usize, RuntimeError> {
-        self.shape(buffer)
-            .iter()
-            .try_fold(1usize, |acc, &n| acc.checked_mul(n))
-            .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))
+        let shape = self.shape(buffer);
+        if shape.contains(&0) {
+            return Ok(0);
+        }
+        shape.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n)).ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))
     }
 
     /// Each loop's step through `operand`'s buffer, in elements, and the
@@ -271,6 +272,12 @@ impl Execute for NativeFunction {
             })
             .collect::<Result<Vec<i64>, RuntimeError>>()?;
         let sizes = Sizes { plan: &self.plan, slots };
+        for k in &self.plan.kernels {
+            if sizes.elements(k.output)? > 0 {
+                let extents: Vec<u64> = sizes.extents(k).iter().map(|&e| e as u64).collect();
+                crate::call::check_work(&self.signature.name, &extents)?;
+            }
+        }
         let threads = pool.threads();
         if threads > 1 && self.plan.kernels.iter().any(|k| splits(&sizes, k, threads)) {
             pool.install(|| self.run(&sizes, call, into, threads))
@@ -340,7 +347,7 @@ fn splits(sizes: &Sizes<'_>, k: &KernelPlan, threads: usize) -> bool {
     let extents = sizes.extents(k);
     match &k.strategy {
         Strategy::Nest(n) => nest_splits(&extents, n),
-        Strategy::Gemm(g) => work(&extents) >= PARALLEL_WORK || g.batch.iter().map(|&l| extents[l]).product::<usize>() >= threads,
+        Strategy::Gemm(g) => work(&extents) >= PARALLEL_WORK || work(&g.batch.iter().map(|&l| extents[l]).collect::<Vec<_>>()) >= threads,
         Strategy::Attention(a) => attention_tasks(&extents, a) > 1,
     }
 }
@@ -359,7 +366,7 @@ fn nest_splits(extents: &[usize], nest: &Nest) -> bool {
 /// An attention kernel's tasks: one per position of the batch loops and
 /// tile of rows.
 fn attention_tasks(extents: &[usize], a: &AttentionPlan) -> usize {
-    a.batch.iter().map(|&l| extents[l]).product::<usize>() * extents[a.rows].div_ceil(a.tile.0 as usize)
+    a.batch.iter().fold(extents[a.rows].div_ceil(a.tile.0 as usize), |n, &l| n.saturating_mul(extents[l]))
 }
 
 impl NativeFunction {

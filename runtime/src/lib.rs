@@ -44,7 +44,7 @@ mod threads;
 mod view;
 
 pub use binding::{bind, bind_owned};
-pub use call::{Arg, CallError, CheckedCall, SizeSource, Subject, Value, Weights};
+pub use call::{Arg, CallError, CheckedCall, MAX_ITERATIONS, SizeSource, Subject, Value, Weights, check_work};
 pub use driver::{CodeOwner, Execute, KernelFn, NativeFunction};
 pub use dtype::DType;
 pub use error::RuntimeError;

@@ -5,7 +5,11 @@
 //! * noise for "the checker never panics": [`random_source_bytes`] (raw bytes biased towards
 //!   nax punctuation and words) and [`mutate_tokens`] (token-level edits of a real program);
 //! * well-formed modules that must check with no error: [`well_formed_program`] (small, random)
-//!   and [`large_module`] (thousands of lines, deterministic, for the speed benchmark).
+//!   and [`large_module`] (thousands of lines, deterministic, for the speed benchmark);
+//! * [`extreme_program`]: a well-formed module whose sizes are pushed to the edges (0, 2^31,
+//!   2^32, 2^53, 2^63, 2^64 and their neighbours) in dims and pattern keywords, with functions
+//!   sized by host `int` arguments, for runs that must end in a result or a clean error; and
+//!   [`extreme_size`] for those arguments and run-time sizes.
 //!
 //! The well-formed generators track the axes of every value they bind and only write
 //! constructs whose meaning LANGUAGE.md fixes. Every axis is named and no value repeats an
@@ -858,4 +862,79 @@ pub fn large_module(lines: usize, seed: u64) -> String {
         count += m.text[start..].matches('\n').count();
     }
     m.text
+}
+
+/// Sizes at and around the edges a size meets: nothing, one, 32-bit, f64-exact, i64 and u64
+/// limits, and past them all.
+const EXTREME_SIZES: &[&str] = &[
+    "0",
+    "1",
+    "2",
+    "2147483647",
+    "2147483648",
+    "4294967295",
+    "4294967296",
+    "4294967297",
+    "9007199254740992",
+    "9007199254740993",
+    "4611686018427387904",
+    "9223372036854775807",
+    "9223372036854775808",
+    "18446744073709551615",
+    "18446744073709551616",
+    "18446744073709551617",
+    "1000000000000000000000000000000",
+];
+
+/// A size for a run-time argument or an input's axis: small more often than not (0 included),
+/// else an extreme one that fits an i64.
+pub fn extreme_size(rng: &mut SmallRng) -> u64 {
+    match rng.random_range(0..10) {
+        0..=4 => rng.random_range(0..=5),
+        _ => *[1u64 << 31, (1 << 31) - 1, 1 << 32, (1 << 32) + 1, 1 << 53, 1 << 62, i64::MAX as u64].choose(rng).unwrap_or(&0),
+    }
+}
+
+/// A well-formed module with its sizes pushed to the edges: each `dim` of a literal size and
+/// each pattern keyword size is replaced, now and then, by an [`EXTREME_SIZES`] entry (so some
+/// modules no longer check: the sizes overflow, are 0, or no longer divide); half get functions
+/// sized by a host `int` argument (`fk`: `repeat(x, q -> q r, r=k)`, `fg`: `rearrange(x, q (h g)
+/// -> q h g, h=k)`).
+pub fn extreme_program(rng: &mut SmallRng) -> String {
+    let base = well_formed_program(rng);
+    let mut out = String::with_capacity(base.len() + 200);
+    for line in base.lines() {
+        let mut line = line.to_string();
+        if let Some(rest) = line.strip_prefix("dim ")
+            && let Some((name, size)) = rest.split_once(" = ")
+            && size.bytes().all(|b| b.is_ascii_digit())
+            && rng.random_bool(0.5)
+        {
+            line = format!("dim {name} = {}", pick(rng, EXTREME_SIZES));
+        }
+        // Keyword sizes: `, r3=4)` at the end of a pattern call.
+        let mut edited = String::with_capacity(line.len());
+        let mut rest = line.as_str();
+        while let Some(at) = rest.find('=') {
+            let (before, after) = rest.split_at(at);
+            let digits = after[1..].bytes().take_while(u8::is_ascii_digit).count();
+            let keyword = before.ends_with(|c: char| c.is_ascii_alphanumeric()) && !before.ends_with(' ') && digits > 0;
+            edited += before;
+            if keyword && rng.random_bool(0.3) {
+                edited += "=";
+                edited += pick(rng, EXTREME_SIZES);
+            } else {
+                edited += &after[..=digits];
+            }
+            rest = &after[1 + digits..];
+        }
+        edited += rest;
+        out += &edited;
+        out.push('\n');
+    }
+    if rng.random_bool(0.5) {
+        out += "\ndef fk(x: [q], k: int) -> [q r] {\n    return repeat(x, q -> q r, r=k)\n}\n";
+        out += "\ndef fg(x: [q e], k: int) -> [q h g] {\n    return rearrange(x, q (h g) -> q h g, h=k)\n}\n";
+    }
+    out
 }

@@ -132,6 +132,39 @@ impl Graph {
         edges.into_iter().map(|(_, s)| s).collect()
     }
 
+    /// Drops every node the output does not depend on (the parameters'
+    /// nodes stay: they are the signature). A value a function binds and
+    /// never uses is not computed: not `v = sum(repeat(x, n -> n r,
+    /// r=k), r)` with `k` at 2^63, nor anything cheaper.
+    pub fn remove_dead_nodes(&mut self) {
+        let mut live = vec![false; self.graph.node_count()];
+        let mut stack = vec![self.output];
+        stack.extend(&self.inputs);
+        while let Some(n) = stack.pop() {
+            if std::mem::replace(&mut live[n.index()], true) {
+                continue;
+            }
+            stack.extend(self.graph.neighbors_directed(n, petgraph::Direction::Incoming));
+        }
+        if live.iter().all(|&l| l) {
+            return;
+        }
+        let mut kept = DiGraph::with_capacity(self.graph.node_count(), self.graph.edge_count());
+        let mut new_index = vec![None; live.len()];
+        for n in self.graph.node_indices().filter(|n| live[n.index()]) {
+            new_index[n.index()] = Some(kept.add_node(self.graph[n].clone()));
+        }
+        for e in self.graph.raw_edges() {
+            if let (Some(a), Some(b)) = (new_index[e.source().index()], new_index[e.target().index()]) {
+                kept.add_edge(a, b, e.weight);
+            }
+        }
+        let map = |n: NodeIndex| new_index[n.index()].unwrap_or(n);
+        self.inputs = self.inputs.iter().map(|&n| map(n)).collect();
+        self.output = map(self.output);
+        self.graph = kept;
+    }
+
     /// Adds a node with its operands.
     pub fn add(&mut self, op: Op, ty: Type, operands: &[NodeIndex]) -> NodeIndex {
         let n = self.graph.add_node(Node { op, ty });

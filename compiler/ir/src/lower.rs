@@ -55,6 +55,7 @@ pub fn lower(module: &CheckedModule, name: &str) -> Result<Graph, LowerError> {
     l.g.inputs = inputs.clone();
     let identity: Vec<Size> = Vec::new();
     l.g.output = l.function(f, inputs, &identity)?;
+    l.g.remove_dead_nodes();
     Ok(l.g)
 }
 

@@ -164,7 +164,7 @@ fn compute(g: &Graph, sizes: &Sizes, op: &Op, args: &[&Value], dtype: DType, sha
         },
         Op::SizeValue(s) => Value { dtype, shape, data: Data::Int(vec![sizes.of(g, *s)? as i64]) },
         Op::Map { func, maps, compute } => map(*func, maps, *compute, args, dtype, shape)?,
-        Op::Contract { labels, output } => contract(labels, output, args, dtype, shape)?,
+        Op::Contract { labels, output } => contract(&g.name, labels, output, args, dtype, shape)?,
         Op::Reduce { op, axes } => reduce(*op, axes, args[0], dtype, shape)?,
         Op::Along { func, axis } => along(*func, *axis, args[0], dtype, shape)?,
         Op::Reshape | Op::Rename => Value { shape, ..args[0].try_clone()? },
@@ -509,7 +509,7 @@ fn advance(index: &mut [usize], shape: &[usize], steps: &[Vec<usize>], at: &mut 
 /// the order of the summed positions, as the definition does, while the
 /// inner loop runs along memory. The operands' offsets are walked, never
 /// stored; two float operands are read as slices.
-fn contract(labels: &[Vec<usize>], output: &[usize], args: &[&Value], dtype: DType, shape: Vec<usize>) -> Result<Value, RuntimeError> {
+fn contract(function: &str, labels: &[Vec<usize>], output: &[usize], args: &[&Value], dtype: DType, shape: Vec<usize>) -> Result<Value, RuntimeError> {
     let n_labels = labels.iter().flatten().chain(output).copied().max().map_or(0, |m| m + 1);
     // A label's extent; an operand axis of size 1 broadcasts (stride 0), as in torch.matmul.
     let mut extent = vec![1usize; n_labels];
@@ -547,6 +547,9 @@ fn contract(labels: &[Vec<usize>], output: &[usize], args: &[&Value], dtype: DTy
         i_acc.resize(out_len, 0);
     } else {
         f_acc.resize(out_len, 0.0);
+    }
+    if out_len > 0 {
+        nax_runtime::check_work(function, &order_shape.iter().map(|&e| e as u64).collect::<Vec<_>>())?;
     }
     let summed_count = count(&summed.iter().map(|&l| extent[l]).collect::<Vec<_>>())?;
     // With no labels at all, one product of the operands' single elements.
@@ -616,13 +619,13 @@ fn reduce(op: Reduction, axes: &[usize], x: &Value, dtype: DType, shape: Vec<usi
                 Reduction::Min => it.min().unwrap_or(i64::MAX),
             })
         } else if dtype == DType::Bool {
-            let mut it = items.map(|i| x.bool_at(i));
-            // Drained whole (`all`/`any` stop early), so the next output's items follow.
-            let v = match op {
-                Reduction::Min => it.by_ref().fold(true, |a, b| a && b),
-                _ => it.by_ref().fold(false, |a, b| a || b),
-            };
-            Scalar::B(v)
+            // Every item counted (`all`/`any` would stop early, and the
+            // next output's items follow these in the walk).
+            let trues = items.filter(|&i| x.bool_at(i)).count();
+            Scalar::B(match op {
+                Reduction::Min => trues == inner,
+                _ => trues > 0,
+            })
         } else {
             let it = items.map(|i| x.f64_at(i));
             Scalar::F(match op {
@@ -648,6 +651,11 @@ fn along(func: AlongAxis, axis: usize, x: &Value, dtype: DType, shape: Vec<usize
     let n = if func == AlongAxis::LogSumExp { count(&shape)? } else { x.len() };
     let mut out: Vec<f64> = room(n)?;
     out.resize(n, 0.0);
+    if n == 0 {
+        // Nothing to compute (the loops below could still be long: a
+        // softmax over an empty axis of [0, 2^62]).
+        return Value::from_f64(dtype, shape, out);
+    }
     for o in 0..outer {
         for i in 0..inner {
             let at = |k: usize| o * len * inner + k * stride + i;

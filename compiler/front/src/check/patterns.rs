@@ -314,16 +314,7 @@ impl FnChecker<'_> {
                 (AxisEntry::Group { span: group, .. }, _) => {
                     let mut size = Size::Const(1);
                     for e in &elems {
-                        let Some(product) = self.syms.mul(size, e.size, span) else {
-                            let message = format!(
-                                "the group's size {} * {} is larger than {MAX_SIZE}, the largest size",
-                                self.syms.display(size),
-                                self.syms.display(e.size)
-                            );
-                            self.report(Diagnostic::new(Code::E0401, *group, message).primary("not a valid size"));
-                            return None;
-                        };
-                        size = product;
+                        size = self.checked_mul(size, e.size, *group, "the group's size")?;
                     }
                     Axis::unnamed(size)
                 }
@@ -366,11 +357,11 @@ impl FnChecker<'_> {
                         skipped = true;
                         continue;
                     }
-                    count_in = self.syms.mul(count_in, e.size, span)?;
+                    count_in = self.checked_mul(count_in, e.size, span, "the input's element count")?;
                 }
                 let mut count_out = Size::Const(1);
                 for a in &out_axes {
-                    count_out = self.syms.mul(count_out, a.size, span)?;
+                    count_out = self.checked_mul(count_out, a.size, span, "the output's element count")?;
                 }
                 if !self.syms.unify(count_in, count_out) {
                     let t = &tensors[0];
@@ -440,6 +431,17 @@ impl FnChecker<'_> {
                 Some((PatternOp::Einsum, resolved, Type::Tensor(ty)))
             }
         }
+    }
+
+    /// `a * b`, or E0401 at `span` (`what` is the product's role) when it
+    /// is past the largest size.
+    fn checked_mul(&mut self, a: Size, b: Size, span: Span, what: &str) -> Option<Size> {
+        let product = self.syms.mul(a, b, span);
+        if product.is_none() {
+            let message = format!("{what} {} * {} is larger than {MAX_SIZE}, the largest size", self.syms.display(a), self.syms.display(b));
+            self.report(Diagnostic::new(Code::E0401, span, message).primary("not a valid size"));
+        }
+        product
     }
 
     fn element_count(&self, t: &TensorType) -> String {
@@ -622,10 +624,10 @@ impl FnChecker<'_> {
                 for part in parts {
                     match part {
                         AxisEntry::Name(id) => match env.lookup(self, &id.name) {
-                            Some(s) => known = self.syms.mul(known, s, *span)?,
+                            Some(s) => known = self.checked_mul(known, s, *span, "the group's size")?,
                             None => unknown.push(id),
                         },
-                        AxisEntry::Number(n, _) => known = self.syms.mul(known, Size::Const(*n), *span)?,
+                        AxisEntry::Number(n, _) => known = self.checked_mul(known, Size::Const(*n), *span, "the group's size")?,
                         AxisEntry::Group { .. } => return None,
                     }
                 }
