@@ -446,8 +446,9 @@ impl Signature {
     /// (LANGUAGE.md section 12: by name, by position, transposed without a
     /// copy), then checks every argument and weight against the types
     /// (kind, dtype, rank, sizes: constants directly, symbols fixed by their
-    /// first binding, then every derived size and exact division).
-    /// `weights` are bound in their declared axis order already.
+    /// first binding, then every derived size and exact division); views
+    /// whose strides are not row-major are packed, once the memory plan
+    /// admits the copies. `weights` are bound in their declared axis order already.
     pub fn check<'a>(&'a self, args: Vec<Arg<'a>>, weights: &'a dyn Weights) -> Result<CheckedCall<'a>, RuntimeError> {
         if args.len() != self.params.len() {
             return Err(CallError::ArgumentCount { function: self.name.clone(), expected: self.params.len(), given: args.len() }.into());
@@ -528,15 +529,22 @@ impl Signature {
         }
         let pairs: Vec<(Size, u64)> = given.iter().map(|(s, v, _)| (*s, *v)).collect();
         let sizes = self.sizes.solve(&pairs).map_err(|error| CallError::Sizes { function: self.name.clone(), error })?;
-        // Only now, with every size known good, are strided tensors packed.
-        let args = bound
+        // Only now, with every size known good and the copies admitted by
+        // the memory plan, are strided tensors packed.
+        let mut call = CheckedCall { signature: self, args: bound, weights, sizes };
+        let packing = call.args.iter().fold(0u128, |total, b| match b {
+            Bound::View(v) if !v.is_contiguous() => total.saturating_add(v.len() as u128 * v.dtype().size_bytes() as u128),
+            _ => total,
+        });
+        call.admit(Peak { bytes: packing, reusable: 0 })?;
+        call.args = std::mem::take(&mut call.args)
             .into_iter()
             .map(|b| match b {
                 Bound::View(v) if !v.is_contiguous() => v.to_host().map(Bound::Packed),
                 other => Ok(other),
             })
             .collect::<Result<_, _>>()?;
-        Ok(CheckedCall { signature: self, args, weights, sizes })
+        Ok(call)
     }
 
     /// [`Signature::check`] inside `pool` when some tensor argument is large

@@ -33,7 +33,26 @@ const WORDS: &[&str] = &[
     "b", "n", "D", "x", "f",
 ];
 /// Number-like tokens, including grouped sizes and out-of-range integers.
-const NUMBERS: &[&str] = &["0", "1", "3", "16", "512", "16gh", "3h", "1e-5", ".5", "2.0", "inf", "257", "18446744073709551617"];
+const NUMBERS: &[&str] = &[
+    "0",
+    "1",
+    "3",
+    "16",
+    "512",
+    "16gh",
+    "3h",
+    "1e-5",
+    ".5",
+    "2.0",
+    "inf",
+    "257",
+    "2147483648",
+    "4294967296",
+    "9007199254740993",
+    "9223372036854775807",
+    "9223372036854775808",
+    "18446744073709551617",
+];
 /// Strings, one of them unterminated.
 const STRINGS: &[&str] = &["\"mean\"", "'max'", "\"\"", "\"open"];
 /// Fragments for raw bytes that are not tokens: blanks, comments, non-ASCII text.

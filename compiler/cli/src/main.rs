@@ -203,7 +203,11 @@ fn run_command(req: &run::RunRequest, name: BackendName, show_timings: bool) -> 
     }
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
+        Err(run::Failure::Diagnostics(rendered)) => {
+            eprint!("{rendered}");
+            ExitCode::from(1)
+        }
+        Err(run::Failure::Message(message)) => {
             eprintln!("error: {message}");
             ExitCode::from(1)
         }

@@ -22,10 +22,31 @@ pub struct RunRequest {
     pub optimize: bool,
 }
 
-/// Runs the request; the error is the message printed before exiting with 1.
-pub fn run(req: &RunRequest, source: &str, backend: Backend, timings: &mut Timings) -> Result<(), String> {
-    let module = pipeline::check(&req.file.display().to_string(), source, timings).map_err(|e| e.to_string().trim_end().to_string())?;
-    let function = pipeline::compile_function(&module, &req.function, backend, req.optimize, timings).map_err(|e| e.to_string())?;
+/// Why a run failed: the checker's diagnostics (printed as rendered), or
+/// a message (printed after `error: `); either exits with 1.
+pub enum Failure {
+    Diagnostics(String),
+    Message(String),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure::Message(message)
+    }
+}
+
+/// Runs the request.
+pub fn run(req: &RunRequest, source: &str, backend: Backend, timings: &mut Timings) -> Result<(), Failure> {
+    let module = pipeline::check(&req.file.display().to_string(), source, timings).map_err(|e| match e {
+        nax::Error::Diagnostics { rendered, .. } => Failure::Diagnostics(rendered),
+        other => Failure::Message(other.to_string()),
+    })?;
+    run_checked(req, &module, backend, timings).map_err(Failure::Message)
+}
+
+/// Runs the request's function of a module that checked.
+fn run_checked(req: &RunRequest, module: &nax_front::CheckedModule, backend: Backend, timings: &mut Timings) -> Result<(), String> {
+    let function = pipeline::compile_function(module, &req.function, backend, req.optimize, timings).map_err(|e| e.to_string())?;
     let signature = function.signature();
     let mut inputs: HashMap<String, HostTensor> = match &req.inputs {
         Some(p) => nax::read_tensors(p).map_err(|e| e.to_string())?.into_iter().collect(),
