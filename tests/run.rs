@@ -363,3 +363,23 @@ fn memory_reproducers_end_cleanly_under_an_address_space_limit() {
         assert!((got - want).abs() <= want.abs() * 1e-6, "({i}, {j}): {got} vs {want}");
     }
 }
+
+/// Kernels formed for constant sizes near 2^63 (found by seeds 10 and 11
+/// of the extreme-size runs: a softmax's column blocks were sized by
+/// multiplying the extent, which overflowed): a softmax along an axis of
+/// 2^62 (not the last) of a zero-size input, reduced, runs on every back
+/// end and gives an empty result.
+#[test]
+fn kernels_formed_for_sizes_near_the_largest_run() {
+    let case = Case::new("near-largest");
+    let source = "dim R = 4611686018427387904\ndef f(x: [a R b]) -> [R b] {\n    return reduce(log_softmax(x, R), a R b -> R b, \"prod\")\n}\n";
+    std::fs::write(case.dir.join("p.nax"), source).unwrap();
+    let empty = Spec { name: "x", dtype: Dtype::F32, shape: vec![0, 1 << 62, 0], bytes: Vec::new(), axes: "a R b" };
+    write(&case.dir.join("in.safetensors"), &[empty]);
+    let (p, i, o) = (case.path("p.nax"), case.path("in.safetensors"), case.path("out.safetensors"));
+    for backend in ["interp", "llvm", "cranelift"] {
+        let out = nax(&["run", &p, "--fn", "f", "--inputs", &i, "--out", &o, "--backend", backend]);
+        assert_eq!(out.status.code(), Some(0), "{backend}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(nax_runtime::read_tensors(&case.dir.join("out.safetensors")).unwrap()[0].1.shape(), &[1 << 62, 0], "{backend}");
+    }
+}

@@ -394,7 +394,7 @@ impl Former<'_> {
     fn column_block(&self, out: usize, extent: Size) -> u64 {
         let rows = self.p.symbols.constant(extent).unwrap_or(1).max(1);
         let bytes = self.p.buffers[out].dtype.size_bytes() as u64;
-        let fits = self.target.cache_bytes[1] / 2 / (2 * rows * bytes);
+        let fits = self.target.cache_bytes[1] / 2 / rows.saturating_mul(2 * bytes);
         let widest = if fits == 0 { 0 } else { 1 << fits.ilog2() };
         widest.clamp(COLUMNS.0, COLUMNS.1)
     }

@@ -444,7 +444,7 @@ impl Program {
             let extent = |l: usize| self.symbols.constant(k.loops[l].extent);
             let scores = a.batch.iter().chain([&a.rows, keys]).try_fold(1u64, |p, &l| extent(l).and_then(|c| p.checked_mul(c)));
             let depth = extent(k.loops.len() - 1);
-            let per_score = depth.zip(extent(a.cols)).map(|(d, c)| 2 * d + 2 * c + logit.operations() + 6);
+            let per_score = depth.zip(extent(a.cols)).and_then(|(d, c)| d.checked_add(c)?.checked_mul(2)?.checked_add(logit.operations() + 6));
             return Estimate { bytes, flops: scores.zip(per_score).and_then(|(s, f)| s.checked_mul(f)) };
         }
         let rows: u64 = k.rows.iter().map(|r| r.value.operations() + 1).sum();
