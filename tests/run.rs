@@ -233,8 +233,10 @@ fn a_call_too_large_for_memory_is_refused_on_every_backend() {
     std::fs::write(case.dir.join("out.safetensors"), b"previous").unwrap();
     let (p, i, o) = (case.path("p.nax"), case.path("in.safetensors"), case.path("out.safetensors"));
     for backend in ["interp", "llvm", "cranelift"] {
+        let started = std::time::Instant::now();
         let out = nax(&["run", &p, "--fn", "f", "--inputs", &i, "--arg", "k=1099511627776", "--out", &o, "--backend", backend]);
         case.rejects(&format!("a 16 TiB result on {backend}"), out, &["shape [n=4 h=1099511627776]", "bytes of memory"]);
+        assert!(started.elapsed().as_secs_f64() < 5.0, "{backend}: {:?}", started.elapsed());
     }
 }
 
@@ -297,18 +299,18 @@ fn sizes_past_the_largest_are_refused_before_anything_runs() {
         let file = case.dir.join(format!("huge{k}.nax"));
         std::fs::write(&file, source).unwrap();
         let file = file.to_str().unwrap();
-        let started = std::time::Instant::now();
         let mut runs: Vec<Vec<&str>> = ["interp", "llvm", "cranelift"].iter().map(|b| vec!["run", file, "--fn", "f", "--out", &o, "--backend", b]).collect();
         for emit in ["graph", "kernels", "obj", "torch"] {
             runs.push(vec!["build", file, "--emit", emit, "-o", &o]);
         }
         for args in runs {
+            let started = std::time::Instant::now();
             let out = nax(&args);
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
             assert!(err.contains("E0401") && err.contains("larger than 9223372036854775807"), "{args:?}: {err}");
+            assert!(started.elapsed().as_secs_f64() < 5.0, "{args:?}: {:?}", started.elapsed());
         }
-        assert!(started.elapsed().as_secs() < 5 * 7, "{source}: {:?}", started.elapsed());
     }
 }
 

@@ -1,10 +1,11 @@
 //! Generators of nax source text for the robustness tests and the checker benchmark.
 //!
-//! Two families:
+//! Three families:
 //!
 //! * noise for "the checker never panics": [`random_source_bytes`] (raw bytes biased towards
 //!   nax punctuation and words) and [`mutate_tokens`] (token-level edits of a real program);
-//! * well-formed modules that must check with no error: [`well_formed_program`] (small, random)
+//! * well-formed modules that must check with no error: [`well_formed_program`] (small, random,
+//!   einops' ellipsis `...` included)
 //!   and [`large_module`] (thousands of lines, deterministic, for the speed benchmark);
 //! * [`extreme_program`]: a well-formed module whose sizes are pushed to the edges (0, 2^31,
 //!   2^32, 2^53, 2^63, 2^64 and their neighbours) in dims and pattern keywords, with functions
@@ -22,7 +23,7 @@ use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 
 /// Operators and punctuation of nax.
-const PUNCT: &[&str] = &["+", "-", "*", "/", "@", "==", "!=", "<", "<=", ">", ">=", "!", "=", "->", ",", ":", "(", ")", "[", "]", "{", "}"];
+const PUNCT: &[&str] = &["...", "+", "-", "*", "/", "@", "==", "!=", "<", "<=", ">", ">=", "!", "=", "->", ",", ":", "(", ")", "[", "]", "{", "}"];
 /// Keywords, built-ins, kinds and a few plain names.
 #[rustfmt::skip]
 const WORDS: &[&str] = &[
@@ -513,13 +514,22 @@ impl Body<'_> {
         let out: Vec<String> = keep.iter().map(|&i| x.axes[i].clone()).collect();
         let red = pick(rng, REDUCTIONS);
         let red = if rng.random_bool(0.3) { format!("\"{red}\"") } else { red.to_string() };
-        let text = format!("reduce({}, {} -> {}, {red})", x.text, join(&x.axes), join(&out));
+        // With an ellipsis when every axis but the first is reduced: `reduce(x, a ... -> a, max)`.
+        let input = if keep == [0] && rng.random_bool(0.5) { format!("{} ...", x.axes[0]) } else { join(&x.axes) };
+        let text = format!("reduce({}, {input} -> {}, {red})", x.text, join(&out));
         Some(Expr { text, axes: out, real: x.real, atomic: true })
     }
 
-    /// `rearrange(x, a b c -> c a b)`: a permutation.
+    /// `rearrange(x, a b c -> c a b)`: a permutation; or, with an ellipsis,
+    /// `rearrange(x, a ... -> ... a)` (the first axis moved last).
     fn rearrange(&mut self, rng: &mut SmallRng, depth: usize) -> Option<Expr> {
         let x = self.operand(rng, depth)?;
+        if x.axes.len() >= 2 && rng.random_bool(0.3) {
+            let mut out = x.axes.clone();
+            out.rotate_left(1);
+            let text = format!("rearrange({}, {} ... -> ... {})", x.text, x.axes[0], x.axes[0]);
+            return Some(Expr { text, axes: out, real: x.real, atomic: true });
+        }
         let mut out = x.axes.clone();
         out.shuffle(rng);
         let text = format!("rearrange({}, {} -> {})", x.text, join(&x.axes), join(&out));

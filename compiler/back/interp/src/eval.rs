@@ -569,8 +569,20 @@ fn contract(function: &str, labels: &[Vec<usize>], output: &[usize], args: &[&Va
                 match (&floats, integer) {
                     (Some(v), false) if v.len() == 2 => {
                         let (a, b, sa, sb) = (v[0], v[1], last_steps[0], last_steps[1]);
-                        for t in 0..tight {
-                            f_acc[base * out_step + t * out_step] += a[at[0] + t * sa] * b[at[1] + t * sb];
+                        // A strided walk of an operand along the innermost loop.
+                        fn along(x: &[f64], at: usize, step: usize, n: usize) -> impl Iterator<Item = f64> + '_ {
+                            (0..n).map(move |t| x[at + t * step])
+                        }
+                        if out_step == 1 {
+                            let row = &mut f_acc[base..base + tight];
+                            match (sa, sb) {
+                                // `i k j`'s inner loop: a broadcast scalar times a contiguous row.
+                                (0, 1) => row.iter_mut().zip(&b[at[1]..at[1] + tight]).for_each(|(o, &y)| *o += a[at[0]] * y),
+                                (1, 0) => row.iter_mut().zip(&a[at[0]..at[0] + tight]).for_each(|(o, &x)| *o += x * b[at[1]]),
+                                _ => row.iter_mut().zip(along(a, at[0], sa, tight).zip(along(b, at[1], sb, tight))).for_each(|(o, (x, y))| *o += x * y),
+                            }
+                        } else {
+                            along(a, at[0], sa, tight).zip(along(b, at[1], sb, tight)).for_each(|(x, y)| f_acc[0] += x * y);
                         }
                     }
                     _ => {

@@ -153,12 +153,20 @@ impl FnChecker<'_> {
         operands: &[TExpr],
         span: Span,
     ) -> Option<(PatternOp, ResolvedPattern, Type)> {
-        // 1. The form of the pattern.
+        // 1. The form of the pattern, and the ellipses replaced by the
+        // names of the axes they stand for.
         let split = self.pattern_form(op, pattern, operands.len())?;
+        let tensors: Vec<TensorType> = operands.iter().filter_map(|o| Self::as_tensor(&o.ty)).collect();
+        let expanded;
+        let pattern = if pattern.inputs.iter().chain([&pattern.output]).any(|s| !s.ellipses.is_empty()) {
+            expanded = self.expand_ellipses(op, pattern, &tensors, operands)?;
+            &expanded
+        } else {
+            pattern
+        };
         let keywords = self.keyword_sizes(pattern, call)?;
 
         // 2. Ranks.
-        let tensors: Vec<TensorType> = operands.iter().filter_map(|o| Self::as_tensor(&o.ty)).collect();
         for ((side, t), o) in pattern.inputs.iter().zip(&tensors).zip(operands) {
             if side.entries.len() != t.rank() {
                 self.report(
@@ -431,6 +439,86 @@ impl FnChecker<'_> {
                 Some((PatternOp::Einsum, resolved, Type::Tensor(ty)))
             }
         }
+    }
+
+    /// The pattern with each side's ellipsis `...` replaced by the names of
+    /// the axes it stands for (LANGUAGE.md section 9): on an input side,
+    /// the operand's axes that the side does not list, in their order (the
+    /// entries before `...` bind the first axes, those after it the last);
+    /// on the output side, every input's, in order of first appearance (in
+    /// `einsum` they line up by name). `...` may stand once per side, on
+    /// every side or on none, or on `reduce`'s input alone (its axes are
+    /// then reduced): else E0407; a side listing more entries than its
+    /// operand has axes is E0403. Decision: the axes an ellipsis stands
+    /// for must be named (E0407 otherwise: the output could not name them
+    /// back); `...` inside a group is a syntax error.
+    fn expand_ellipses(&mut self, op: Op, pattern: &ast::Pattern, tensors: &[TensorType], operands: &[TExpr]) -> Option<ast::Pattern> {
+        let malformed_here = |span, message: String| malformed(span, message, "misplaced `...`");
+        for side in pattern.inputs.iter().chain([&pattern.output]) {
+            if let Some(&(_, span)) = side.ellipses.get(1) {
+                self.report(malformed_here(span, "`...` may appear only once per side of a pattern".into()));
+                return None;
+            }
+        }
+        let on_inputs = pattern.inputs.iter().filter(|s| !s.ellipses.is_empty()).count();
+        let on_output = !pattern.output.ellipses.is_empty();
+        let input_only = op == Op::Reduce && !on_output;
+        if on_inputs != pattern.inputs.len() || !(on_output || input_only) || tensors.len() != pattern.inputs.len() {
+            let span = pattern.inputs.iter().chain([&pattern.output]).find_map(|s| s.ellipses.first()).map_or(pattern.span, |e| e.1);
+            let message = if op == Op::Reduce {
+                "`...` must stand on every side of the pattern or on none, or on reduce's input side alone"
+            } else {
+                "`...` must stand on every side of the pattern or on none"
+            };
+            self.report(malformed_here(span, message.into()));
+            return None;
+        }
+        let mut expanded = pattern.clone();
+        let mut union: Vec<String> = Vec::new();
+        for ((side, t), o) in expanded.inputs.iter_mut().zip(tensors).zip(operands) {
+            let (at, span) = side.ellipses[0];
+            let Some(count) = t.rank().checked_sub(side.entries.len()) else {
+                self.report(
+                    Diagnostic::new(
+                        Code::E0403,
+                        side.span,
+                        format!(
+                            "the pattern side lists {} entries besides `...` but the operand has {} axes {}",
+                            side.entries.len(),
+                            t.rank(),
+                            describe_axes(&t.axes, &self.syms)
+                        ),
+                    )
+                    .primary("more entries than axes")
+                    .label(o.span, "the operand"),
+                );
+                return None;
+            };
+            let mut names = Vec::with_capacity(count);
+            for (p, axis) in t.axes.iter().enumerate().skip(at).take(count) {
+                let Some(name) = &axis.name else {
+                    let message = format!(
+                        "`...` stands for axis {} of the operand {}, which has no name; name it first (`x as [...]`)",
+                        p + 1,
+                        describe_axes(&t.axes, &self.syms)
+                    );
+                    self.report(malformed_here(span, message).label(o.span, "the operand"));
+                    return None;
+                };
+                names.push(AxisEntry::Name(ast::Ident { name: name.clone(), span }));
+                if !union.contains(name) {
+                    union.push(name.clone());
+                }
+            }
+            side.entries.splice(at..at, names);
+            side.ellipses.clear();
+        }
+        if let Some(&(at, span)) = expanded.output.ellipses.first() {
+            let names = union.iter().map(|n| AxisEntry::Name(ast::Ident { name: n.clone(), span }));
+            expanded.output.entries.splice(at..at, names);
+            expanded.output.ellipses.clear();
+        }
+        Some(expanded)
     }
 
     /// `a * b`, or E0401 at `span` (`what` is the product's role) when it

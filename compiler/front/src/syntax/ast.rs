@@ -206,10 +206,13 @@ pub struct Pattern {
     pub span: Span,
 }
 
-/// One side of a pattern: a list of entries.
+/// One side of a pattern: a list of entries, and where an ellipsis `...`
+/// stood among them (the number of entries before it, and its span; the
+/// checker refuses more than one).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PatternSide {
     pub entries: Vec<AxisEntry>,
+    pub ellipses: Vec<(usize, Span)>,
     pub span: Span,
 }
 

@@ -42,6 +42,8 @@ pub enum TokenKind {
     Bang,
     Eq,
     Arrow,
+    /// `...` in a pattern.
+    Ellipsis,
     Comma,
     Colon,
     LParen,
@@ -96,6 +98,7 @@ impl TokenKind {
             TokenKind::Bang => "!",
             TokenKind::Eq => "=",
             TokenKind::Arrow => "->",
+            TokenKind::Ellipsis => "...",
             TokenKind::Comma => ",",
             TokenKind::Colon => ":",
             TokenKind::LParen => "(",
@@ -171,6 +174,7 @@ pub fn lex(source: &str, diags: &mut Vec<Diagnostic>) -> Vec<Token> {
             _ => {
                 let two = bytes.get(i + 1).copied();
                 let (kind, len) = match (c, two) {
+                    (b'.', Some(b'.')) if bytes.get(i + 2) == Some(&b'.') => (TokenKind::Ellipsis, 3),
                     (b'-', Some(b'>')) => (TokenKind::Arrow, 2),
                     (b'=', Some(b'=')) => (TokenKind::EqEq, 2),
                     (b'!', Some(b'=')) => (TokenKind::NotEq, 2),

@@ -669,15 +669,23 @@ impl Parser<'_> {
 
     fn pattern_side(&mut self) -> PResult<PatternSide> {
         let start = self.span();
-        let mut entries = Vec::new();
+        let (mut entries, mut ellipses, mut spans) = (Vec::new(), Vec::new(), Vec::new());
         while !matches!(self.peek(), TokenKind::Arrow | TokenKind::Comma | TokenKind::RParen) {
-            entries.push(self.axis_entry("a pattern entry (a name, a number or a group)")?);
+            if self.at(&TokenKind::Ellipsis) {
+                let span = self.bump().span;
+                ellipses.push((entries.len(), span));
+                spans.push(span);
+                continue;
+            }
+            let entry = self.axis_entry("a pattern entry (a name, a number, a group or `...`)")?;
+            spans.push(entry.span());
+            entries.push(entry);
         }
-        let span = match (entries.first(), entries.last()) {
-            (Some(a), Some(b)) => a.span().to(b.span()),
+        let span = match (spans.first(), spans.last()) {
+            (Some(a), Some(b)) => a.to(*b),
             _ => Span::new(start.start, start.start),
         };
-        Ok(PatternSide { entries, span })
+        Ok(PatternSide { entries, ellipses, span })
     }
 }
 
