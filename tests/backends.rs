@@ -91,6 +91,10 @@ pub(crate) fn cases() -> Vec<Case> {
             "ellipsis_patterns",
             "dim b = 2\ndim h = 3\ndim n = 5\ndim d = 4\ndef f(x: [b h n d], y: [b h n d], v: [b n]) -> [b d n h] {\n    t = rearrange(x, b ... d -> b d ...)\n    s = reduce(y, b ... -> b, \"max\")\n    m = reduce(x, ... n d -> ... d, mean)\n    e = einsum(x, y: ... n d, ... n d -> ... n)\n    r = repeat(v, ... -> ... u, u=3)\n    return rearrange(t, b d h n -> b d n h) + s + m + einsum(e, r: b h n, b n u -> b n h)\n}\n",
         ),
+        case(
+            "unit_axes",
+            "dim a = 3\ndim b = 5\ndef f(x: [a b], y: [a () b]) -> [a () b] {\n    u = rearrange(x, a b -> a () b)\n    v = rearrange(y, a () b -> b a)\n    return u * 2.0 + rearrange(v, b a -> a () b) + reduce(y, a () b -> a () b, sum)\n}\n",
+        ),
         case("reductions", "dim b = 3\ndim n = 7\ndef f(x: [b n]) -> [b] {\n    return sum(x, n) + mean(x, n) * max(x, n) - min(x, n) + prod(x * 0.5, n)\n}\n"),
         case(
             "reduce_patterns",
