@@ -89,7 +89,7 @@ pub(crate) fn cases() -> Vec<Case> {
         ),
         case(
             "ellipsis_patterns",
-            "dim b = 2\ndim h = 3\ndim n = 5\ndim d = 4\ndef f(x: [b h n d], y: [b h n d], v: [b n]) -> [b d n h] {\n    t = rearrange(x, b ... d -> b d ...)\n    s = reduce(y, b ... -> b, \"max\")\n    m = reduce(x, ... n d -> ... d, mean)\n    e = einsum(x, y: ... n d, ... n d -> ... n)\n    r = repeat(v, ... -> ... u, u=3)\n    return rearrange(t, b d h n -> b d n h) + s + m + einsum(e, r: b h n, b n u -> b n h)\n}\n",
+            "dim b = 2\ndim h = 3\ndim n = 5\ndim d = 4\ndef f(x: [b h n d], y: [b h n d], v: [b n]) -> [b d n h] {\n    t = rearrange(x, b ... d -> b d ...)\n    s = reduce(y, b ... -> b, \"max\")\n    m = reduce(x, ... n d -> ... d, mean)\n    e = einsum(x, y: ... n d, ... n d -> ... n)\n    r = repeat(v, ... -> ... u, u=3)\n    p, q = split(x, ... (2 c) -> ... c)\n    return rearrange(t, b d h n -> b d n h) + s + m + einsum(e, r: b h n, b n u -> b n h) + sum(p * q, c)\n}\n",
         ),
         case(
             "unit_axes",
