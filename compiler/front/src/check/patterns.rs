@@ -169,21 +169,7 @@ impl FnChecker<'_> {
         // 2. Ranks.
         for ((side, t), o) in pattern.inputs.iter().zip(&tensors).zip(operands) {
             if side.entries.len() != t.rank() {
-                self.report(
-                    Diagnostic::new(
-                        Code::E0403,
-                        if side.entries.is_empty() { pattern.span } else { side.span },
-                        format!(
-                            "the pattern side `{}` has {} entries but the operand has {} axes {}",
-                            side.entries.iter().map(entry_text).collect::<Vec<_>>().join(" "),
-                            side.entries.len(),
-                            t.rank(),
-                            describe_axes(&t.axes, &self.syms)
-                        ),
-                    )
-                    .primary("one entry per axis")
-                    .label(o.span, "the operand"),
-                );
+                self.report_rank(if side.entries.is_empty() { pattern.span } else { side.span }, side, t, o.span, "one entry per axis");
                 return None;
             }
         }
@@ -478,20 +464,7 @@ impl FnChecker<'_> {
         for ((side, t), o) in expanded.inputs.iter_mut().zip(tensors).zip(operands) {
             let (at, span) = side.ellipses[0];
             let Some(count) = t.rank().checked_sub(side.entries.len()) else {
-                self.report(
-                    Diagnostic::new(
-                        Code::E0403,
-                        side.span,
-                        format!(
-                            "the pattern side lists {} entries besides `...` but the operand has {} axes {}",
-                            side.entries.len(),
-                            t.rank(),
-                            describe_axes(&t.axes, &self.syms)
-                        ),
-                    )
-                    .primary("more entries than axes")
-                    .label(o.span, "the operand"),
-                );
+                self.report_rank(side.span, side, t, o.span, "more entries than axes");
                 return None;
             };
             let mut names = Vec::with_capacity(count);
@@ -519,6 +492,19 @@ impl FnChecker<'_> {
             expanded.output.ellipses.clear();
         }
         Some(expanded)
+    }
+
+    /// E0403: a pattern side whose entries do not fit its operand's rank.
+    fn report_rank(&mut self, span: Span, side: &ast::PatternSide, t: &TensorType, operand: Span, label: &str) {
+        let listed = side.entries.iter().map(entry_text).collect::<Vec<_>>().join(" ");
+        let besides = if side.ellipses.is_empty() { "" } else { " besides `...`" };
+        let message = format!(
+            "the pattern side `{listed}` has {} entries{besides} but the operand has {} axes {}",
+            side.entries.len(),
+            t.rank(),
+            describe_axes(&t.axes, &self.syms)
+        );
+        self.report(Diagnostic::new(Code::E0403, span, message).primary(label).label(operand, "the operand"));
     }
 
     /// `a * b`, or E0401 at `span` (`what` is the product's role) when it
