@@ -51,6 +51,10 @@ pub trait Execute: Send + Sync {
     /// the call's sizes before anything runs: the memory plan a call is
     /// admitted by.
     fn peak(&self, call: &CheckedCall<'_>, into: bool) -> Peak;
+
+    /// The most iterations any one loop nest of this call runs, from the
+    /// call's sizes (what [`crate::call::check_work`] bounds).
+    fn work(&self, call: &CheckedCall<'_>) -> Result<u128, RuntimeError>;
 }
 
 /// What keeps a function's machine code alive (a JIT's memory, a loaded
@@ -233,6 +237,34 @@ impl Sizes<'_> {
 }
 
 impl NativeFunction {
+    /// The call's size slots.
+    fn sizes(&self, call: &CheckedCall<'_>) -> Result<Sizes<'_>, RuntimeError> {
+        let table = &call.signature().sizes;
+        let slots = self
+            .plan
+            .slots
+            .iter()
+            .map(|&id| {
+                call.size(crate::sizes::Size::Sym(id))
+                    .and_then(|v| i64::try_from(v).ok())
+                    .ok_or_else(|| RuntimeError::UnknownSize { size: table.display(crate::sizes::Size::Sym(id)) })
+            })
+            .collect::<Result<Vec<i64>, RuntimeError>>()?;
+        Ok(Sizes { plan: &self.plan, slots })
+    }
+
+    /// The loop extents of each kernel that has something to write (the
+    /// driver runs no other).
+    fn nests(&self, sizes: &Sizes<'_>) -> Vec<Vec<u64>> {
+        let mut nests = Vec::new();
+        for k in &self.plan.kernels {
+            if !sizes.shape(k.output).contains(&0) {
+                nests.push(sizes.extents(k).iter().map(|&e| e as u64).collect());
+            }
+        }
+        nests
+    }
+
     /// The buffer the result lives in (through reshapes), and whether a
     /// kernel writes it (else it is an argument or a weight).
     fn result_root(&self) -> (usize, bool) {
@@ -257,26 +289,9 @@ impl Execute for NativeFunction {
     /// thread, which saves the hand-over to a worker and back.
     fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, pool: &ThreadPool) -> Result<Option<HostTensor>, RuntimeError> {
         call.require(&self.signature)?;
-        let table_sizes = &call.signature().sizes;
-        let slots = self
-            .plan
-            .slots
-            .iter()
-            .map(|&id| {
-                call.sizes()
-                    .get(id.0 as usize)
-                    .copied()
-                    .flatten()
-                    .and_then(|v| i64::try_from(v).ok())
-                    .ok_or_else(|| RuntimeError::UnknownSize { size: table_sizes.display(crate::sizes::Size::Sym(id)) })
-            })
-            .collect::<Result<Vec<i64>, RuntimeError>>()?;
-        let sizes = Sizes { plan: &self.plan, slots };
-        for k in &self.plan.kernels {
-            if sizes.elements(k.output)? > 0 {
-                let extents: Vec<u64> = sizes.extents(k).iter().map(|&e| e as u64).collect();
-                crate::call::check_work(&self.signature.name, &extents)?;
-            }
+        let sizes = self.sizes(call)?;
+        for extents in self.nests(&sizes) {
+            crate::call::check_work(&self.signature.name, &extents)?;
         }
         let threads = pool.threads();
         if threads > 1 && self.plan.kernels.iter().any(|k| splits(&sizes, k, threads)) {
@@ -284,6 +299,12 @@ impl Execute for NativeFunction {
         } else {
             self.run(&sizes, call, into, 1)
         }
+    }
+
+    fn work(&self, call: &CheckedCall<'_>) -> Result<u128, RuntimeError> {
+        let sizes = self.sizes(call)?;
+        let nests = self.nests(&sizes);
+        Ok(nests.iter().map(|e| e.iter().fold(1u128, |n, &x| n.saturating_mul(u128::from(x)))).max().unwrap_or(0))
     }
 
     /// Every temporary (all live for the whole call, rounded up to whole

@@ -70,6 +70,15 @@ impl Function {
         if large { pool.install(run) } else { run() }
     }
 
+    /// The most iterations any one loop nest of this call would run (a
+    /// call over [`crate::MAX_ITERATIONS`] is refused when it runs): how a
+    /// host, or a test, can tell a call that would take hours before
+    /// making it.
+    pub fn work(&self, call: &CheckedCall<'_>) -> Result<u128, RuntimeError> {
+        call.require(&self.signature)?;
+        self.exec.work(call)
+    }
+
     /// Runs a call already checked against this function's signature.
     pub fn run(&self, call: &CheckedCall<'_>, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
         call.require(&self.signature)?;

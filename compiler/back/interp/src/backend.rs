@@ -1,7 +1,7 @@
 //! The interpreter behind the runtime's executor interface: a checked
 //! call's tensors in, a host tensor out.
 
-use crate::eval::{Sizes, evaluate, peak};
+use crate::eval::{Sizes, evaluate, peak, work};
 use crate::value::{Data, Value, room};
 use nax_ir::Graph;
 use nax_ir::Type;
@@ -50,6 +50,10 @@ impl Execute for Interpreter {
             Some(out) => out.copy_from(&result).map(|()| None),
             None => Ok(Some(result)),
         }
+    }
+
+    fn work(&self, call: &CheckedCall<'_>) -> Result<u128, RuntimeError> {
+        Ok(work(&self.graph, &Sizes(call.sizes())))
     }
 
     /// The evaluation's peak ([`peak`]), plus the largest argument's

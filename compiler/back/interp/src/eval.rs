@@ -37,13 +37,23 @@ impl Sizes<'_> {
         }
     }
 
+    /// The size of axis `axis` of a value of this type (1 where unknown).
+    fn extent(&self, g: &Graph, ty: &Type, axis: usize) -> u128 {
+        match ty {
+            Type::Tensor(t) => t.axes.get(axis).map_or(1, |a| self.of(g, a.size).map_or(1, |v| v as u128)),
+            _ => 1,
+        }
+    }
+
+    /// The elements of a value of this type (saturating).
+    fn elements(&self, g: &Graph, ty: &Type) -> u128 {
+        let rank = if let Type::Tensor(t) = ty { t.axes.len() } else { 0 };
+        (0..rank).fold(1u128, |n, a| n.saturating_mul(self.extent(g, ty, a)))
+    }
+
     /// The bytes the interpreter holds for a value of this type (saturating).
     fn held(&self, g: &Graph, ty: &Type) -> u128 {
-        let elements = match ty {
-            Type::Tensor(t) => t.axes.iter().fold(1u128, |n, a| n.saturating_mul(self.of(g, a.size).map_or(1, |v| v as u128))),
-            _ => 1,
-        };
-        elements.saturating_mul(held_bytes(nax_ir::value_dtype(ty)))
+        self.elements(g, ty).saturating_mul(held_bytes(nax_ir::value_dtype(ty)))
     }
 }
 
@@ -151,6 +161,36 @@ pub fn peak(g: &Graph, sizes: &Sizes) -> Result<u128, RuntimeError> {
         }
     }
     Ok(peak)
+}
+
+/// The most iterations any one node's evaluation runs at these sizes: a
+/// contraction's output positions times its summed ones, a reduction's or
+/// softmax's input elements, another node's output elements.
+pub fn work(g: &Graph, sizes: &Sizes) -> u128 {
+    g.graph
+        .node_indices()
+        .map(|n| {
+            let node = &g.graph[n];
+            let operands = g.operands(n);
+            let input = |k: usize| operands.get(k).map_or(1, |&o| sizes.elements(g, &g.graph[o].ty));
+            match &node.op {
+                Op::Contract { labels, output } => {
+                    let mut summed: HashMap<usize, u128> = HashMap::new();
+                    for (ls, &o) in labels.iter().zip(&operands) {
+                        for (j, &l) in ls.iter().enumerate() {
+                            if !output.contains(&l) {
+                                summed.insert(l, sizes.extent(g, &g.graph[o].ty, j));
+                            }
+                        }
+                    }
+                    summed.values().fold(sizes.elements(g, &node.ty), |w, &e| w.saturating_mul(e))
+                }
+                Op::Reduce { .. } | Op::Along { .. } => input(0),
+                _ => sizes.elements(g, &node.ty),
+            }
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// The value of one operation that is not an input or a weight.
