@@ -117,9 +117,7 @@ fn extreme_sizes_end_in_a_result_or_a_clean_error_under_a_memory_limit() {
     let exe = std::env::current_exe().expect("the test binary");
     let log = std::env::temp_dir().join(format!("nax-extreme-{}.log", std::process::id()));
     let file = std::fs::File::create(&log).expect("a log file");
-    let mut child = std::process::Command::new("sh")
-        .args(["-c", "ulimit -v \"$1\" && shift && exec \"$@\"", "sh", &RUN_LIMIT_KIB.to_string()])
-        .arg(exe)
+    let mut child = crate::support::limited(RUN_LIMIT_KIB, &exe)
         .args(["--exact", "robustness::extreme_programs_run_on_every_backend", "--include-ignored", "--nocapture", "--test-threads=1"])
         .stdout(file.try_clone().expect("the log file"))
         .stderr(file)

@@ -269,10 +269,15 @@ pub enum CallError {
 /// refused before anything runs rather than left to spin.
 pub const MAX_ITERATIONS: u128 = 1 << 53;
 
+/// The iterations of a loop nest over `extents` (saturating).
+pub(crate) fn iterations(extents: &[u64]) -> u128 {
+    extents.iter().fold(1u128, |n, &e| n.saturating_mul(u128::from(e)))
+}
+
 /// Refuses a loop nest over `extents` of more than [`MAX_ITERATIONS`]
 /// iterations (with an empty extent, none run).
 pub fn check_work(function: &str, extents: &[u64]) -> Result<(), CallError> {
-    let iterations = extents.iter().fold(1u128, |n, &e| n.saturating_mul(u128::from(e)));
+    let iterations = iterations(extents);
     if iterations <= MAX_ITERATIONS {
         return Ok(());
     }

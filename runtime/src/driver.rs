@@ -204,12 +204,19 @@ impl Sizes<'_> {
         self.plan.buffers[buffer].shape.iter().map(|&s| self.value(s)).collect()
     }
 
+    /// Whether a buffer has no element (a zero axis, whatever the others).
+    fn is_empty(&self, buffer: usize) -> bool {
+        self.plan.buffers[buffer].shape.iter().any(|&s| self.value(s) == 0)
+    }
+
     fn elements(&self, buffer: usize) -> Result<usize, RuntimeError> {
-        let shape = self.shape(buffer);
-        if shape.contains(&0) {
+        if self.is_empty(buffer) {
             return Ok(0);
         }
-        shape.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n)).ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))
+        self.shape(buffer)
+            .iter()
+            .try_fold(1usize, |acc, &n| acc.checked_mul(n))
+            .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))
     }
 
     /// Each loop's step through `operand`'s buffer, in elements, and the
@@ -258,7 +265,7 @@ impl NativeFunction {
     fn nests(&self, sizes: &Sizes<'_>) -> Vec<Vec<u64>> {
         let mut nests = Vec::new();
         for k in &self.plan.kernels {
-            if !sizes.shape(k.output).contains(&0) {
+            if !sizes.is_empty(k.output) {
                 nests.push(sizes.extents(k).iter().map(|&e| e as u64).collect());
             }
         }
@@ -304,7 +311,7 @@ impl Execute for NativeFunction {
     fn work(&self, call: &CheckedCall<'_>) -> Result<u128, RuntimeError> {
         let sizes = self.sizes(call)?;
         let nests = self.nests(&sizes);
-        Ok(nests.iter().map(|e| e.iter().fold(1u128, |n, &x| n.saturating_mul(u128::from(x)))).max().unwrap_or(0))
+        Ok(nests.iter().map(|e| crate::call::iterations(e)).max().unwrap_or(0))
     }
 
     /// Every temporary (all live for the whole call, rounded up to whole
@@ -316,13 +323,9 @@ impl Execute for NativeFunction {
     /// earlier calls are reusable.
     fn peak(&self, call: &CheckedCall<'_>, into: bool) -> Peak {
         let p = &self.plan;
-        let value = |s: SizeRef| -> u128 {
-            match s {
-                SizeRef::Const(c) => u128::from(c),
-                SizeRef::Slot(i) => p.slots.get(i).and_then(|&id| call.size(crate::sizes::Size::Sym(id))).map_or(1, u128::from),
-            }
-        };
-        let bytes_of = |b: usize| p.buffers[b].shape.iter().fold(p.buffers[b].dtype.size_bytes() as u128, |a, &s| a.saturating_mul(value(s)));
+        // A size the call does not give fails the call when it runs.
+        let Ok(sizes) = self.sizes(call) else { return Peak::default() };
+        let bytes_of = |b: usize| sizes.shape(b).iter().fold(p.buffers[b].dtype.size_bytes() as u128, |a, &s| a.saturating_mul(s as u128));
         let (root, written_by_kernel) = self.result_root();
         let mut bytes: u128 = 0;
         for (b, buffer) in p.buffers.iter().enumerate() {
@@ -350,7 +353,7 @@ impl Execute for NativeFunction {
                     threads.saturating_mul((mc * kc + kc * nc + mr * nr) * wide + 256) + crate::gemm::SHARED_B_BYTES as u128 + widened
                 }
                 Strategy::Attention(a) => {
-                    let width = k.loops.get(a.cols).map_or(1, |&s| value(s));
+                    let width = k.loops.get(a.cols).map_or(1, |&s| sizes.value(s) as u128);
                     let (rows, keys) = (u128::from(a.tile.0), u128::from(a.tile.1));
                     threads.saturating_mul(rows.saturating_mul(keys.saturating_add(width)).saturating_add(2 * rows + 1).saturating_mul(4))
                 }
@@ -468,7 +471,7 @@ impl NativeFunction {
         for (kernel, &f) in p.kernels.iter().zip(&self.entries) {
             // A kernel with nothing to write is not run: its loops may
             // still be long (`[4294967296, 0]` is 2^32 empty rows).
-            if sizes.elements(kernel.output)? == 0 {
+            if sizes.is_empty(kernel.output) {
                 continue;
             }
             match &kernel.strategy {

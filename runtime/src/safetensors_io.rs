@@ -44,15 +44,16 @@ fn axes_key(name: &str) -> String {
 pub fn read_tensors(path: &Path) -> Result<Vec<(String, HostTensor)>, RuntimeError> {
     let read_error = |source| RuntimeError::Read { path: path.into(), source };
     let mut file = fs::File::open(path).map_err(read_error)?;
-    let length = file.metadata().map_err(read_error)?;
+    let metadata = file.metadata().map_err(read_error)?;
     // Only a regular file: its length is known and it ends (a device such
     // as /dev/zero would be read until memory runs out).
-    if !length.is_file() {
+    if !metadata.is_file() {
         return Err(read_error(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
     }
-    check_declared_length(&mut file, length.len(), path)?;
+    let length = metadata.len();
+    check_declared_length(&mut file, length, path)?;
     let mut bytes = Vec::new();
-    bytes.try_reserve_exact(length.len() as usize).map_err(|_| RuntimeError::Allocation { bytes: length.len() as usize, count: length.len() as usize })?;
+    bytes.try_reserve_exact(length as usize).map_err(|_| RuntimeError::Allocation { bytes: length as usize, count: length as usize })?;
     std::io::Read::read_to_end(&mut file, &mut bytes).map_err(read_error)?;
     parse(&bytes, path, |t| HostTensor::new(decode(t.dtype, t.raw), t.shape, t.names).map_err(|e| format!("tensor '{}': {e}", t.name)))
 }

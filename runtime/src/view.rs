@@ -168,32 +168,21 @@ impl<'a> TensorView<'a> {
         strides: Vec<isize>,
         names: Vec<Option<String>>,
     ) -> Result<TensorView<'a>, RuntimeError> {
-        /// The view over elements of `T`.
-        ///
-        /// # Safety
-        /// As `from_raw_parts`, with `T` the dtype's element type.
-        unsafe fn typed<'a, T: Element>(
-            ptr: *const u8,
-            len: usize,
-            offset: usize,
-            shape: Vec<usize>,
-            strides: Vec<isize>,
-            names: Vec<Option<String>>,
-        ) -> Result<TensorView<'a>, RuntimeError> {
-            // SAFETY: the caller's contract.
-            TensorView::strided(unsafe { std::slice::from_raw_parts(ptr.cast::<T>(), len) }, offset, shape, strides, names)
+        // The view over the dtype's element type.
+        macro_rules! typed {
+            ($t:ty) => {
+                // SAFETY: the caller's contract, for the dtype's element type.
+                TensorView::strided(unsafe { std::slice::from_raw_parts(ptr.cast::<$t>(), len) }, offset, shape, strides, names)
+            };
         }
-        // SAFETY: the caller's contract, for the dtype's element type.
-        unsafe {
-            match dtype {
-                DType::F16 => typed::<f16>(ptr, len, offset, shape, strides, names),
-                DType::BF16 => typed::<bf16>(ptr, len, offset, shape, strides, names),
-                DType::F32 => typed::<f32>(ptr, len, offset, shape, strides, names),
-                DType::F64 => typed::<f64>(ptr, len, offset, shape, strides, names),
-                DType::I32 => typed::<i32>(ptr, len, offset, shape, strides, names),
-                DType::I64 => typed::<i64>(ptr, len, offset, shape, strides, names),
-                DType::Bool => typed::<bool>(ptr, len, offset, shape, strides, names),
-            }
+        match dtype {
+            DType::F16 => typed!(f16),
+            DType::BF16 => typed!(bf16),
+            DType::F32 => typed!(f32),
+            DType::F64 => typed!(f64),
+            DType::I32 => typed!(i32),
+            DType::I64 => typed!(i64),
+            DType::Bool => typed!(bool),
         }
     }
 

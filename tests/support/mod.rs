@@ -27,13 +27,17 @@ pub fn nax(args: &[&str]) -> Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_nax")).args(args).output().expect("run nax")
 }
 
+/// A command running `program` under an address-space limit (`ulimit -v`,
+/// in KiB); its arguments are added to the command.
+pub fn limited(limit_kib: u64, program: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new("sh");
+    command.args(["-c", "ulimit -v \"$1\" && shift && exec \"$@\"", "sh", &limit_kib.to_string()]).arg(program);
+    command
+}
+
 /// Runs the `nax` binary under an address-space limit (`ulimit -v`, in KiB).
 pub fn nax_limited(limit_kib: u64, args: &[&str]) -> Output {
-    std::process::Command::new("sh")
-        .args(["-c", "ulimit -v \"$1\" && shift && exec \"$@\"", "sh", &limit_kib.to_string(), env!("CARGO_BIN_EXE_nax")])
-        .args(args)
-        .output()
-        .expect("run nax under a limit")
+    limited(limit_kib, Path::new(env!("CARGO_BIN_EXE_nax"))).args(args).output().expect("run nax under a limit")
 }
 
 /// A diagnostic as the tests compare it: severity, code and line.

@@ -2,7 +2,7 @@
 //! call's tensors in, a host tensor out.
 
 use crate::eval::{Sizes, evaluate, peak, work};
-use crate::value::{Data, Value, room};
+use crate::value::{Data, Value, collect};
 use nax_ir::Graph;
 use nax_ir::Type;
 use nax_runtime::memory::Peak;
@@ -71,23 +71,16 @@ impl Execute for Interpreter {
     }
 }
 
-/// Each element of `v` converted, into fresh storage.
-fn convert<T, U>(v: &[T], f: impl Fn(&T) -> U) -> Result<Vec<U>, RuntimeError> {
-    let mut out = room(v.len())?;
-    out.extend(v.iter().map(f));
-    Ok(out)
-}
-
 /// A host tensor as an interpreter value.
 fn host_value(t: &HostTensor) -> Result<Value, RuntimeError> {
     let data = match t.data() {
-        TensorData::F16(v) => Data::Float(convert(v, |x| x.to_f64())?),
-        TensorData::BF16(v) => Data::Float(convert(v, |x| x.to_f64())?),
-        TensorData::F32(v) => Data::Float(convert(v, |&x| f64::from(x))?),
-        TensorData::F64(v) => Data::Float(convert(v, |&x| x)?),
-        TensorData::I32(v) => Data::Int(convert(v, |&x| i64::from(x))?),
-        TensorData::I64(v) => Data::Int(convert(v, |&x| x)?),
-        TensorData::Bool(v) => Data::Bool(convert(v, |&x| x)?),
+        TensorData::F16(v) => Data::Float(collect(v.iter().map(|x| x.to_f64()))?),
+        TensorData::BF16(v) => Data::Float(collect(v.iter().map(|x| x.to_f64()))?),
+        TensorData::F32(v) => Data::Float(collect(v.iter().map(|&x| f64::from(x)))?),
+        TensorData::F64(v) => Data::Float(collect(v.iter().copied())?),
+        TensorData::I32(v) => Data::Int(collect(v.iter().map(|&x| i64::from(x)))?),
+        TensorData::I64(v) => Data::Int(collect(v.iter().copied())?),
+        TensorData::Bool(v) => Data::Bool(collect(v.iter().copied())?),
     };
     Ok(Value { dtype: t.dtype(), shape: t.shape().to_vec(), data })
 }
@@ -96,11 +89,11 @@ fn host_value(t: &HostTensor) -> Result<Value, RuntimeError> {
 /// i64 values taken over; others converted into fresh storage).
 fn into_host(v: Value, names: Vec<Option<String>>) -> Result<HostTensor, RuntimeError> {
     let data = match (v.dtype, v.data) {
-        (DType::F16, Data::Float(x)) => TensorData::F16(convert(&x, |&y| half::f16::from_f64(y))?),
-        (DType::BF16, Data::Float(x)) => TensorData::BF16(convert(&x, |&y| half::bf16::from_f64(y))?),
-        (DType::F32, Data::Float(x)) => TensorData::F32(convert(&x, |&y| y as f32)?),
+        (DType::F16, Data::Float(x)) => TensorData::F16(collect(x.iter().map(|&y| half::f16::from_f64(y)))?),
+        (DType::BF16, Data::Float(x)) => TensorData::BF16(collect(x.iter().map(|&y| half::bf16::from_f64(y)))?),
+        (DType::F32, Data::Float(x)) => TensorData::F32(collect(x.iter().map(|&y| y as f32))?),
         (DType::F64, Data::Float(x)) => TensorData::F64(x),
-        (DType::I32, Data::Int(x)) => TensorData::I32(convert(&x, |&y| y as i32)?),
+        (DType::I32, Data::Int(x)) => TensorData::I32(collect(x.iter().map(|&y| y as i32))?),
         (DType::I64, Data::Int(x)) => TensorData::I64(x),
         (DType::Bool, Data::Bool(x)) => TensorData::Bool(x),
         (dtype, _) => return Err(RuntimeError::Internal(format!("a {} result holds data of another kind", dtype.as_str()))),

@@ -13,6 +13,13 @@ pub fn room<T>(count: usize) -> Result<Vec<T>, RuntimeError> {
     Ok(v)
 }
 
+/// The items in fresh storage of their exact count, or the error naming it.
+pub fn collect<T>(items: impl ExactSizeIterator<Item = T>) -> Result<Vec<T>, RuntimeError> {
+    let mut v = room(items.len())?;
+    v.extend(items);
+    Ok(v)
+}
+
 /// Bytes the interpreter holds per element of a value of `dtype` (floats
 /// as f64, integers as i64, masks as bool).
 pub fn held_bytes(dtype: DType) -> u128 {
@@ -106,13 +113,9 @@ impl Value {
             values.iter_mut().for_each(|x| *x = round_float(dtype, *x));
             Data::Float(values)
         } else if dtype == DType::Bool {
-            let mut out = room(values.len())?;
-            out.extend(values.iter().map(|&x| x != 0.0));
-            Data::Bool(out)
+            Data::Bool(collect(values.iter().map(|&x| x != 0.0))?)
         } else {
-            let mut out = room(values.len())?;
-            out.extend(values.iter().map(|&x| wrap_int(dtype, x as i64)));
-            Data::Int(out)
+            Data::Int(collect(values.iter().map(|&x| wrap_int(dtype, x as i64)))?)
         };
         Ok(Value { dtype, shape, data })
     }
@@ -136,18 +139,11 @@ impl Value {
 
     /// Gathers elements by flat index into a new value of `shape`.
     pub fn gather(&self, shape: Vec<usize>, index: impl ExactSizeIterator<Item = usize>) -> Result<Value, RuntimeError> {
-        let n = index.len();
         let data = match &self.data {
-            Data::Float(v) => Data::Float(extend(room(n)?, index.map(|i| v[i]))),
-            Data::Int(v) => Data::Int(extend(room(n)?, index.map(|i| v[i]))),
-            Data::Bool(v) => Data::Bool(extend(room(n)?, index.map(|i| v[i]))),
+            Data::Float(v) => Data::Float(collect(index.map(|i| v[i]))?),
+            Data::Int(v) => Data::Int(collect(index.map(|i| v[i]))?),
+            Data::Bool(v) => Data::Bool(collect(index.map(|i| v[i]))?),
         };
         Ok(Value { dtype: self.dtype, shape, data })
     }
-}
-
-/// `v` extended with `items` (into room already reserved).
-fn extend<T>(mut v: Vec<T>, items: impl Iterator<Item = T>) -> Vec<T> {
-    v.extend(items);
-    v
 }

@@ -206,6 +206,15 @@ fn dim_expr(e: &DimExpr, dims: &HashMap<String, Size>, syms: &mut Symbols, diags
     }
 }
 
+/// `a * b`, or the E0401 diagnostic at `span` when the product is past
+/// [`MAX_SIZE`] (`what` names the product's role: `the group's size`).
+pub(crate) fn checked_product(syms: &mut Symbols, a: Size, b: Size, span: Span, what: &str) -> Result<Size, Diagnostic> {
+    syms.mul(a, b, span).ok_or_else(|| {
+        let message = format!("{what} {} * {} is larger than {MAX_SIZE}, the largest size", syms.display(a), syms.display(b));
+        Diagnostic::new(Code::E0401, span, message).primary("not a valid size")
+    })
+}
+
 /// A size written as a number: an error (E0401) past [`MAX_SIZE`].
 fn literal_size(n: u64, span: Span, diags: &mut Vec<Diagnostic>) -> Option<Size> {
     if n > MAX_SIZE {
@@ -315,33 +324,17 @@ fn resolve_type_entry(entry: &AxisEntry, scope: &mut SizeScope, syms: &mut Symbo
         }
         AxisEntry::Number(n, span) => literal_size(*n, *span, diags).map(Axis::unnamed),
         AxisEntry::Group { parts, span, .. } => {
-            let too_large = |known: Size, part: String, syms: &Symbols, diags: &mut Vec<Diagnostic>| {
-                let message = format!("the group's size {} * {part} is larger than {MAX_SIZE}, the largest size", syms.display(known));
-                diags.push(Diagnostic::new(Code::E0401, *span, message).primary("not a valid size"));
-            };
             let mut known = Size::Const(1);
             let mut unknown: Vec<&ast::Ident> = Vec::new();
             for part in parts {
                 match part {
                     AxisEntry::Name(id) => match scope.sizes.get(&id.name) {
-                        Some(&s) => match syms.mul(known, s, *span) {
-                            Some(k) => known = k,
-                            None => {
-                                too_large(known, syms.display(s), syms, diags);
-                                return None;
-                            }
-                        },
+                        Some(&s) => known = checked_product(syms, known, s, *span, "the group's size").map_err(|d| diags.push(d)).ok()?,
                         None => unknown.push(id),
                     },
                     AxisEntry::Number(n, nspan) => {
                         let n = literal_size(*n, *nspan, diags)?;
-                        match syms.mul(known, n, *span) {
-                            Some(k) => known = k,
-                            None => {
-                                too_large(known, syms.display(n), syms, diags);
-                                return None;
-                            }
-                        }
+                        known = checked_product(syms, known, n, *span, "the group's size").map_err(|d| diags.push(d)).ok()?;
                     }
                     AxisEntry::Group { span, .. } => {
                         diags.push(Diagnostic::new(Code::E0407, *span, "groups can't be nested").primary("a group inside a group"));

@@ -510,12 +510,13 @@ impl FnChecker<'_> {
     /// `a * b`, or E0401 at `span` (`what` is the product's role) when it
     /// is past the largest size.
     fn checked_mul(&mut self, a: Size, b: Size, span: Span, what: &str) -> Option<Size> {
-        let product = self.syms.mul(a, b, span);
-        if product.is_none() {
-            let message = format!("{what} {} * {} is larger than {MAX_SIZE}, the largest size", self.syms.display(a), self.syms.display(b));
-            self.report(Diagnostic::new(Code::E0401, span, message).primary("not a valid size"));
+        match super::checked_product(&mut self.syms, a, b, span, what) {
+            Ok(product) => Some(product),
+            Err(d) => {
+                self.report(d);
+                None
+            }
         }
-        product
     }
 
     fn element_count(&self, t: &TensorType) -> String {
