@@ -257,6 +257,57 @@ pub(crate) fn cases() -> Vec<Case> {
             special_values: true,
             ..case("nan_inf_inputs", "dim n = 7\ndef f(x: [n]) -> [n] {\n    return softmax(x, n) + sigmoid(x) + maximum(x, 0.0)\n}\n")
         },
+        // Section 13: indexing, slices (steps, negative bounds, empty,
+        // run-time axes, of a fused map), concat, take, scans, arg-reductions.
+        case("index_elements", "dim n = 7\ndim m = 9\ndef f(x: [n m]) -> [m] {\n    return x[n = 2] + x[n = -1] * 2.0\n}\n"),
+        case("index_several_axes", "dim b = 3\ndim n = 7\ndim m = 9\ndef f(x: [b n m]) -> [n] {\n    return x[b = 1, m = -2] - x[m = 0, b = 2]\n}\n"),
+        case("slice_steps", "dim n = 7\ndim m = 23\ndef f(x: [n m]) -> [n k] {\n    return x[m = 1:20:3 as k] * 2.0\n}\n"),
+        case("slice_negative_bounds", "dim n = 7\ndim m = 9\ndef f(x: [n m]) -> [3 j] {\n    return x[n = -3:, m = :-5 as j] + 1.0\n}\n"),
+        case("slice_empty", "dim n = 7\ndim m = 9\ndef f(x: [n m]) -> [n k] {\n    return exp(x[m = 5:2 as k])\n}\n"),
+        case("slice_of_a_map", "dim n = 7\ndim m = 1029\ndef f(x: [n m], y: [m]) -> [n k] {\n    return (exp(x) * y)[m = 2:1000:7 as k] + 1.0\n}\n"),
+        Case {
+            sizes: vec![("b", 3), ("n", 11)],
+            ..case("slice_run_time_axis", "def f(x: [b n]) -> [b k] {\n    return x[n = 2: as k] + x[n = -4:-1 as k2][k2 = 0:1, b = 1]\n}\n")
+        },
+        case("slice_then_element", "dim n = 7\ndim m = 9\ndef f(x: [n m]) -> [k] {\n    return x[m = 1:9:2 as k][n = 3]\n}\n"),
+        case("concat_two", "dim b = 2\ndim n = 5\ndim m = 3\ndim d = 4\ndef f(a: [b n d], c: [d m b]) -> [b t d] {\n    return concat(a, c: n, m -> t)\n}\n"),
+        Case {
+            sizes: vec![("n", 6), ("m", 1), ("p", 0)],
+            ..case(
+                "concat_run_time_sizes",
+                "dim d = 1029\ndef f(a: [n d], c: [m d], e: [p d]) -> [t d] {\n    return concat(a * 2.0, c, exp(e): n, m, p -> t) + 1.0\n}\n",
+            )
+        },
+        case(
+            "concat_masks_and_ints",
+            "dim n = 5\ndim m = 3\ndef f(a: Mask[n], c: Mask[m], i: Int[n], j: Int[m]) -> Int[t] {\n    return where(concat(a, c: n, m -> t), concat(i, j: n, m -> t), -1)\n}\n",
+        ),
+        case(
+            "take_rows",
+            "dim V = 11\ndim D = 6\ndim b = 2\ndim n = 5\ndef f(w: [V D], i: Int[b n]) -> [b n D] {\n    return take(w, where(i < 0, -i, i), V)\n}\n",
+        ),
+        case(
+            "take_middle_axis_of_a_map",
+            "dim a = 3\ndim V = 7\ndim c = 4\ndim n = 9\ndef f(w: [a V c], i: i32[n]) -> [a n c] {\n    return take(exp(w) * 2.0, where(i < 0, -i, i), V)\n}\n",
+        ),
+        case("take_host_index", "dim V = 7\ndim D = 4\ndef f(w: [V D], k: int = 3) -> [D] {\n    return take(w, k, V) + take(w, 6, V)\n}\n"),
+        case(
+            "take_of_take",
+            "dim V = 7\ndim D = 4\ndim n = 6\ndef f(w: [V D], i: Int[n], j: Int[n]) -> [n D] {\n    return take(take(w, where(i < 0, -i, i), V), where(j < 0, -j, j), n)\n}\n",
+        ),
+        case(
+            "cumsum_cumprod",
+            "dim b = 3\ndim n = 23\ndef f(x: [b n], i: Int[b n]) -> [b n] {\n    return cumsum(x, n) + cumsum(x, b) + cumprod(x * 0.5, n) + float(cumsum(i, n) + cumprod(i, b))\n}\n",
+        ),
+        case("cumsum_long_rows", "dim b = 3\ndim n = 1029\ndef f(x: [n b]) -> [n b] {\n    return cumsum(x * 2.0, n)\n}\n"),
+        case(
+            "argmax_argmin_ties",
+            "dim b = 4\ndim n = 9\ndef f(i: Int[b n], x: [n b]) -> Int[b] {\n    return argmax(i, n) * 100 + argmin(i, n) * 10 + argmax(x, n) + argmin(x, n)\n}\n",
+        ),
+        Case {
+            special_values: true,
+            ..case("argmax_nan_inf", "dim b = 5\ndim n = 7\ndef f(x: [b n]) -> Int[n] {\n    return argmax(x, b) * 10 + argmin(x, b)\n}\n")
+        },
     ]
 }
 
@@ -489,7 +540,7 @@ fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
     failures
 }
 
-/// The most terms any reduction or contraction of the graph sums (a size
+/// The most terms any reduction, scan or contraction of the graph sums (a size
 /// known only at the call counts as many), for CLI.md's tolerance of long
 /// sums.
 fn longest_sum(g: &nax_ir::Graph) -> usize {
@@ -506,7 +557,7 @@ fn longest_sum(g: &nax_ir::Graph) -> usize {
             let operands = g.operands(n);
             match &g.graph[n].op {
                 Op::Reduce { axes, .. } => axes.iter().map(|&a| extent(&g.graph[operands[0]].ty, a)).product(),
-                Op::Along { axis, .. } => extent(&g.graph[operands[0]].ty, *axis),
+                Op::Along { axis, .. } | Op::Scan { axis, .. } => extent(&g.graph[operands[0]].ty, *axis),
                 Op::Contract { labels, output } => {
                     let mut summed: HashMap<usize, usize> = HashMap::new();
                     for (ls, &o) in labels.iter().zip(&operands) {

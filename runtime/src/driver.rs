@@ -14,7 +14,7 @@ use crate::dtype::DType;
 use crate::error::RuntimeError;
 use crate::gemm::{Micro, Product, Strided, multiply, with_scratch};
 use crate::memory::Peak;
-use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, KernelPlan, NativePlan, Nest, Operand, SizeRef, Strategy};
+use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, IndexCheck, KernelPlan, NativePlan, Nest, Operand, SizeRef, Strategy};
 use crate::signature::{Scalar, Signature};
 use crate::tensor::{HostTensor, TensorData};
 use crate::threads::ThreadPool;
@@ -428,6 +428,10 @@ impl NativeFunction {
         let mut table: Vec<*mut u8> = Vec::with_capacity(p.buffers.len());
         for (b, buffer) in p.buffers.iter().enumerate() {
             let ptr = match &buffer.kind {
+                // An empty argument's pointer may dangle; a kernel may still
+                // read element 0 of it (a concatenation evaluates every
+                // operand's clamped position), so it reads zeros instead.
+                BufferKind::Input(_) | BufferKind::Weight(_) if sizes.elements(b)? == 0 => EMPTY.0.as_ptr() as *mut u8,
                 BufferKind::Input(i) => match (call.tensor(*i), scalar_of[b]) {
                     (Some(t), _) => t.as_ptr() as *mut u8,
                     (None, Some(s)) => (&mut scalars[s] as *mut u64).cast::<u8>(),
@@ -469,6 +473,9 @@ impl NativeFunction {
             Micro { entry, shape: p.microkernels[index], blocking }
         };
         for (kernel, &f) in p.kernels.iter().zip(&self.entries) {
+            for check in &kernel.checks {
+                check_indices(sizes, p, check, &table)?;
+            }
             // A kernel with nothing to write is not run: its loops may
             // still be long (`[4294967296, 0]` is 2^32 empty rows).
             if sizes.is_empty(kernel.output) {
@@ -509,6 +516,33 @@ impl NativeFunction {
                 Ok(Some(HostTensor::new(d, shape, names)?))
             }
         }
+    }
+}
+
+/// What an empty argument's buffer points to: zeros, never written (the
+/// driver runs no kernel whose output is empty).
+#[repr(align(64))]
+struct Empty([u8; 64]);
+static EMPTY: Empty = Empty([0; 64]);
+
+/// Checks that every index in a buffer of `take`'s indices lies in its
+/// axis, before any kernel reads the gather.
+fn check_indices(sizes: &Sizes<'_>, p: &NativePlan, check: &IndexCheck, table: &Table) -> Result<(), RuntimeError> {
+    let count = sizes.elements(check.buffer)?;
+    let bound = sizes.value(check.bound) as u64;
+    let ptr = table.0[check.buffer];
+    // SAFETY: the plan was validated (the buffer exists and holds `i32` or
+    // `i64`), and the buffer holds `count` elements of its dtype, written by
+    // an earlier kernel or given by the caller.
+    let at = |i: usize| unsafe {
+        match p.buffers[check.buffer].dtype {
+            DType::I32 => i64::from(ptr.cast::<i32>().add(i).read_unaligned()),
+            _ => ptr.cast::<i64>().add(i).read_unaligned(),
+        }
+    };
+    match (0..count).map(at).find(|&x| u64::try_from(x).map_or(true, |x| x >= bound)) {
+        Some(index) => Err(RuntimeError::IndexOutOfRange { op: "take".into(), axis: check.axis.clone(), index, size: bound }),
+        None => Ok(()),
     }
 }
 

@@ -277,6 +277,20 @@ pub enum RuntimeError {
     #[error("{0}")]
     Call(Box<crate::call::CallError>),
 
+    /// An index a call computed or was given lies outside the axis it
+    /// indexes (`take`'s indices): the call fails before any read.
+    #[error("{op}: index {index} is outside {axis} of size {size}")]
+    IndexOutOfRange {
+        /// The operation (`take`).
+        op: String,
+        /// The axis, as `axis 'V'` or `axis 0`.
+        axis: String,
+        /// The index found.
+        index: i64,
+        /// The axis's size.
+        size: u64,
+    },
+
     /// Memory for a buffer could not be had.
     #[error("cannot allocate {bytes} bytes for a buffer of {count} elements")]
     Allocation {

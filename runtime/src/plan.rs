@@ -241,6 +241,22 @@ pub struct KernelPlan {
     pub loops: Vec<SizeRef>,
     /// How it runs.
     pub strategy: Strategy,
+    /// Indices to check before it runs (`take`'s).
+    #[serde(default)]
+    pub checks: Vec<IndexCheck>,
+}
+
+/// A check the driver runs before a kernel: every integer of `buffer`
+/// lies in `[0, bound)`; the first that does not fails the call, naming
+/// `take`, the axis and the index, before any kernel reads it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IndexCheck {
+    /// The buffer of indices (`i32` or `i64`).
+    pub buffer: usize,
+    /// The size of the axis they index.
+    pub bound: SizeRef,
+    /// The axis, for the message: `axis 'V'` or `axis 0`.
+    pub axis: String,
 }
 /// A natively compiled function as an AOT library stores it (JSON in the
 /// library's read-only data): its name, signature and plan; its kernels'
@@ -341,6 +357,9 @@ impl NativePlan {
             if !fits {
                 return bad(format!("kernel {i} does not fit its buffers and loops"));
             }
+            if k.checks.iter().any(|c| c.buffer >= buffers || !size_ok(&c.bound) || !matches!(self.buffers[c.buffer].dtype, DType::I32 | DType::I64)) {
+                return bad(format!("kernel {i} checks indices it cannot read"));
+            }
         }
         Ok(())
     }
@@ -358,7 +377,12 @@ mod tests {
                 BufferPlan { dtype: DType::F32, shape: vec![SizeRef::Const(4)], kind: BufferKind::Input(0) },
                 BufferPlan { dtype: DType::F32, shape: vec![SizeRef::Const(4)], kind: BufferKind::Temporary },
             ],
-            kernels: vec![KernelPlan { output: 1, loops: vec![SizeRef::Const(4)], strategy: Strategy::Nest(Nest { loops: 1, parallel: true, grain: 1 }) }],
+            kernels: vec![KernelPlan {
+                output: 1,
+                loops: vec![SizeRef::Const(4)],
+                strategy: Strategy::Nest(Nest { loops: 1, parallel: true, grain: 1 }),
+                checks: Vec::new(),
+            }],
             microkernels: vec![Microkernel { dtype: DType::F32, rows: 4, cols: 8, lanes: 8 }],
             result: 1,
         }

@@ -43,6 +43,8 @@ pub enum SymDef {
     Add(Size, Size),
     /// `a - b`, which must not be negative.
     Sub(Size, Size),
+    /// `a / b` rounded up (`b` not 0): the length of a slice with a step.
+    CeilDiv(Size, Size),
 }
 
 /// One symbol of a table.
@@ -138,7 +140,7 @@ impl SizeTable {
             for (i, s) in self.symbols.iter().enumerate() {
                 let (a, b) = match s.def {
                     SymDef::Free => continue,
-                    SymDef::Mul(a, b) | SymDef::Div(a, b) | SymDef::Add(a, b) | SymDef::Sub(a, b) => (a, b),
+                    SymDef::Mul(a, b) | SymDef::Div(a, b) | SymDef::Add(a, b) | SymDef::Sub(a, b) | SymDef::CeilDiv(a, b) => (a, b),
                 };
                 let (Some(x), Some(y)) = (value_of(&class, a), value_of(&class, b)) else { continue };
                 let id = SymId(i as u32);
@@ -149,6 +151,8 @@ impl SizeTable {
                     SymDef::Div(..) => x / y,
                     SymDef::Add(..) => x.checked_add(y).ok_or_else(|| fail(format!("{x} + {y} overflows")))?,
                     SymDef::Sub(..) => x.checked_sub(y).ok_or_else(|| fail(format!("{x} - {y} is negative")))?,
+                    SymDef::CeilDiv(..) if y == 0 => return Err(fail(format!("{x} / {y} divides by zero"))),
+                    SymDef::CeilDiv(..) => x.div_ceil(y),
                     SymDef::Free => continue,
                 };
                 if class.get(&s.class) != Some(&v) {

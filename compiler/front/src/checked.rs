@@ -127,6 +127,15 @@ pub struct ResolvedPattern {
     pub output: Vec<Vec<Elem>>,
 }
 
+/// What one entry of an indexing takes from its axis.
+#[derive(Clone, Debug, PartialEq)]
+pub enum IndexEntry {
+    /// The element `index` (non-negative, inside the axis): the axis goes.
+    Element { axis: usize, index: Size },
+    /// `len` elements from `start`, `step` apart: the axis stays with size `len`.
+    Slice { axis: usize, start: Size, step: u64, len: Size },
+}
+
 /// What an expression does.
 #[derive(Clone, Debug)]
 pub enum TExprKind {
@@ -177,6 +186,37 @@ pub enum TExprKind {
     },
     /// `x as [..]`: the same data with new axis names.
     Rename(Box<TExpr>),
+    /// `x[n = i, m = a:b:s]`: each entry on an axis of the operand (its
+    /// position in the operand), in the operand's axis order.
+    Index {
+        arg: Box<TExpr>,
+        entries: Vec<IndexEntry>,
+    },
+    /// `concat(a, b, ...: n, m, ... -> k)`: `axes[i]` is operand i's joined
+    /// axis; `align[i][j]` the result axis of operand i's axis j.
+    Concat {
+        args: Vec<TExpr>,
+        axes: Vec<usize>,
+        align: Vec<Vec<usize>>,
+    },
+    /// `take(table, ids, V)`: axis `axis` of `table` replaced by the axes of `ids`.
+    Take {
+        table: Box<TExpr>,
+        ids: Box<TExpr>,
+        axis: usize,
+    },
+    /// `cumsum` (`Reduction::Sum`) or `cumprod` (`Reduction::Prod`) along `axis`.
+    Scan {
+        op: Reduction,
+        arg: Box<TExpr>,
+        axis: usize,
+    },
+    /// `argmax` (`Reduction::Max`) or `argmin` (`Reduction::Min`) along `axis`.
+    ArgReduce {
+        op: Reduction,
+        arg: Box<TExpr>,
+        axis: usize,
+    },
     /// A call of the module's function `function` (index into
     /// [`CheckedModule::functions`]): one argument per parameter, in order,
     /// defaults filled in.

@@ -103,6 +103,35 @@ pub enum Op {
     },
     /// The same data under new axis names (`as`).
     Rename,
+    /// Elements `start, start + step, ...` of `axis` (as many as the
+    /// node's type says), the other axes unchanged.
+    Slice {
+        axis: usize,
+        start: nax_runtime::Size,
+        step: u64,
+    },
+    /// The operands, whose axes are in the result's order, joined along `axis`.
+    Concat {
+        axis: usize,
+    },
+    /// A gather: operand 0 read along `axis` at the positions operand 1
+    /// (integers) holds; that axis is replaced, where it stands, by the
+    /// axes of operand 1. A position outside the axis fails the call.
+    Take {
+        axis: usize,
+    },
+    /// A running sum (`Sum`) or product (`Prod`) along `axis`.
+    Scan {
+        op: Reduction,
+        axis: usize,
+    },
+    /// The first position of the largest (`Max`) or smallest (`Min`)
+    /// element along `axis`, which goes; a NaN counts as the largest and
+    /// as the smallest, as in torch.
+    ArgReduce {
+        op: Reduction,
+        axis: usize,
+    },
     /// zeros, ones, full (one operand: the value), arange.
     Construct {
         func: Constructor,

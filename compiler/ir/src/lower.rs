@@ -9,7 +9,7 @@
 
 use crate::graph::{Graph, Literal, MapFn, Op, Type};
 use nax_front::check::types::{Axis, Kind, TensorType, Type as Checked, arith_dtype};
-use nax_front::checked::{CheckedFn, CheckedModule, Elem, PatternOp, ResolvedPattern, TExpr, TExprKind, TStmt};
+use nax_front::checked::{CheckedFn, CheckedModule, Elem, IndexEntry, PatternOp, ResolvedPattern, TExpr, TExprKind, TStmt};
 use nax_ops::BinaryOp;
 use nax_runtime::DType;
 use nax_runtime::Size;
@@ -215,6 +215,37 @@ impl Lowerer<'_> {
                 let x = self.expr(a, env, f, map)?;
                 self.g.add(Op::Rename, ty, &[x])
             }
+            TExprKind::Index { arg, entries } => {
+                let x = self.expr(arg, env, f, map)?;
+                self.index(x, entries, ty, map)?
+            }
+            TExprKind::Concat { args, axes, align } => {
+                let xs = operands(self, args)?;
+                let mut joined = Vec::with_capacity(xs.len());
+                for (k, &x) in xs.iter().enumerate() {
+                    // Each operand's axes in the result's order: result axis r is operand axis perm[r].
+                    let mut perm = vec![0; align[k].len()];
+                    for (j, &r) in align[k].iter().enumerate() {
+                        perm[r] = j;
+                    }
+                    let operand = tensor(self.ty(x)).cloned().ok_or_else(|| LowerError("concat of a host scalar".into()))?;
+                    let axes_in_order = perm.iter().map(|&j| operand.axes[j].clone()).collect();
+                    joined.push(if perm.iter().enumerate().all(|(i, &j)| i == j) { x } else { self.view(Op::Permute { perm }, x, axes_in_order) });
+                }
+                self.g.add(Op::Concat { axis: axes[0] }, ty, &joined)
+            }
+            TExprKind::Take { table, ids, axis } => {
+                let xs = operands(self, &[(**table).clone(), (**ids).clone()])?;
+                self.g.add(Op::Take { axis: *axis }, ty, &xs)
+            }
+            TExprKind::Scan { op, arg, axis } => {
+                let x = self.expr(arg, env, f, map)?;
+                self.g.add(Op::Scan { op: *op, axis: *axis }, ty, &[x])
+            }
+            TExprKind::ArgReduce { op, arg, axis } => {
+                let x = self.expr(arg, env, f, map)?;
+                self.g.add(Op::ArgReduce { op: *op, axis: *axis }, ty, &[x])
+            }
             TExprKind::Call { function, args } => {
                 let xs = operands(self, args)?;
                 let callee = &self.module.functions[*function];
@@ -384,6 +415,40 @@ impl Lowerer<'_> {
             }
             PatternOp::Split { .. } => Err(LowerError("split must bind its results to names".into())),
         }
+    }
+
+    /// `x[...]`: the slices first (each keeps its axis), then the elements,
+    /// from the last axis down; an element of a run-time axis, or at a
+    /// run-time position, is a slice of one element then a selection.
+    fn index(&mut self, x: NodeIndex, entries: &[IndexEntry], ty: Type, map: &[Size]) -> Result<NodeIndex, LowerError> {
+        let result = tensor(&ty).cloned().ok_or_else(|| LowerError("indexing gives a tensor".into()))?;
+        let mut axes = tensor(self.ty(x)).map(|t| t.axes.clone()).ok_or_else(|| LowerError("indexing of a host scalar".into()))?;
+        let mut x = x;
+        let dropped = |a: usize| entries.iter().filter(|e| matches!(e, IndexEntry::Element { axis, .. } if *axis < a)).count();
+        for e in entries {
+            if let IndexEntry::Slice { axis, start, step, len } = e {
+                axes[*axis] = Axis { name: result.axes[*axis - dropped(*axis)].name.clone(), size: map_size(*len, map) };
+                x = self.view(Op::Slice { axis: *axis, start: map_size(*start, map), step: *step }, x, axes.clone());
+            }
+        }
+        for e in entries.iter().rev() {
+            if let IndexEntry::Element { axis, index } = e {
+                let index = map_size(*index, map);
+                let size = axes[*axis].size;
+                let (at, count) = match (self.g.symbols.constant(index), self.g.symbols.constant(size)) {
+                    (Some(i), Some(n)) => (i as usize, n as usize),
+                    _ => {
+                        let mut one = axes.clone();
+                        one[*axis].size = Size::Const(1);
+                        x = self.view(Op::Slice { axis: *axis, start: index, step: 1 }, x, one);
+                        (0, 1)
+                    }
+                };
+                axes.remove(*axis);
+                x = self.view(Op::Select { axis: *axis, index: at, count }, x, axes.clone());
+            }
+        }
+        Ok(self.finish(x, ty))
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -141,6 +141,7 @@ pub fn print_symbols(symbols: &Symbols, out: &mut String) {
             SymDef::Div(a, b) => format!("div {} {}", size_text(a), size_text(b)),
             SymDef::Add(a, b) => format!("add {} {}", size_text(a), size_text(b)),
             SymDef::Sub(a, b) => format!("sub {} {}", size_text(a), size_text(b)),
+            SymDef::CeilDiv(a, b) => format!("ceildiv {} {}", size_text(a), size_text(b)),
         };
         let class = symbols.class_of(id);
         let link = if class != id { format!(" = ${}", class.0) } else { symbols.learnt_value(id).map_or(String::new(), |v| format!(" = {v}")) };
@@ -182,6 +183,11 @@ pub fn print(g: &Graph) -> String {
             Op::Permute { perm } => format!("permute {} {}", list(perm), operand(0)),
             Op::Expand { map } => format!("expand {} {}", list(map), operand(0)),
             Op::Select { axis, index, count } => format!("select {axis} {index} {count} {}", operand(0)),
+            Op::Slice { axis, start, step } => format!("slice {axis} {} {step} {}", size_text(*start), operand(0)),
+            Op::Concat { axis } => format!("concat {axis} {}", ops.join(" ")),
+            Op::Take { axis } => format!("take {axis} {} {}", operand(0), operand(1)),
+            Op::Scan { op, axis } => format!("scan {} {axis} {}", name_of(REDUCTIONS, *op), operand(0)),
+            Op::ArgReduce { op, axis } => format!("arg {} {axis} {}", name_of(REDUCTIONS, *op), operand(0)),
             Op::Construct { func } => format!("construct {} {}", name_of(CONSTRUCTORS, *func), ops.join(" ")).trim_end().to_string(),
         };
         let _ = writeln!(out, "%{} = {text} : {}", n.index(), type_text(&node.ty));
@@ -382,6 +388,7 @@ impl Header {
                         "div" => SymDef::Div(a, b),
                         "add" => SymDef::Add(a, b),
                         "sub" => SymDef::Sub(a, b),
+                        "ceildiv" => SymDef::CeilDiv(a, b),
                         other => return Err(w.err(format!("unknown symbol definition `{other}`"))),
                     }
                 };
@@ -515,7 +522,8 @@ fn parse_op(w: &mut Words) -> Result<(Op, Vec<NodeIndex>), ParseError> {
         let t = w.next()?;
         Ok(vec![node_ref(w, t)?])
     };
-    Ok(match w.next()? {
+    let kind = w.next()?;
+    Ok(match kind {
         "input" => {
             let index = w.number()?;
             (Op::Input { index, name: w.quoted()? }, Vec::new())
@@ -588,6 +596,34 @@ fn parse_op(w: &mut Words) -> Result<(Op, Vec<NodeIndex>), ParseError> {
         "select" => {
             let (axis, index, count) = (w.number()?, w.number()?, w.number()?);
             (Op::Select { axis, index, count }, single(w)?)
+        }
+        "slice" => {
+            let axis = w.number()?;
+            let t = w.next()?;
+            let start = parse_size(w, t)?;
+            let step = w.number()?;
+            (Op::Slice { axis, start, step }, single(w)?)
+        }
+        "concat" => {
+            let axis = w.number()?;
+            let mut operands = Vec::new();
+            while w.words.get(w.pos).is_some_and(|t| t.starts_with('%')) {
+                operands.extend(single(w)?);
+            }
+            (Op::Concat { axis }, operands)
+        }
+        "take" => {
+            let axis = w.number()?;
+            let mut operands = single(w)?;
+            operands.extend(single(w)?);
+            (Op::Take { axis }, operands)
+        }
+        "scan" | "arg" => {
+            let name = w.next()?;
+            let op = lookup(w, REDUCTIONS, name)?;
+            let axis = w.number()?;
+            let node = if kind == "scan" { Op::Scan { op, axis } } else { Op::ArgReduce { op, axis } };
+            (node, single(w)?)
         }
         "construct" => {
             let name = w.next()?;

@@ -158,6 +158,74 @@ fn check_node(g: &Graph, n: NodeIndex) -> Result<(), String> {
                 return Err("selection out of range".into());
             }
         }
+        Op::Slice { axis, start, step } => {
+            count(1)?;
+            let s = sizes(ty(0));
+            let fits = match (
+                g.symbols.constant(s.get(*axis).copied().unwrap_or(Size::Const(0))),
+                g.symbols.constant(*start),
+                out.get(*axis).and_then(|&l| g.symbols.constant(l)),
+            ) {
+                // start + step * (len - 1) must lie inside the axis.
+                (Some(n), Some(b), Some(l)) => l == 0 || (l - 1).checked_mul(*step).and_then(|d| d.checked_add(b)).is_some_and(|last| last < n),
+                _ => true,
+            };
+            if *axis >= s.len() || s.len() != out.len() || *step == 0 || !fits {
+                return Err("slice out of range".into());
+            }
+            if (0..s.len()).any(|a| a != *axis && !same(s[a], out[a])) {
+                return Err("a slice changes another axis".into());
+            }
+        }
+        Op::Concat { axis } => {
+            if ops.len() < 2 {
+                return Err("concat needs at least two operands".into());
+            }
+            for k in 0..ops.len() {
+                let s = sizes(ty(k));
+                if s.len() != out.len() || *axis >= s.len() || (0..s.len()).any(|a| a != *axis && !same(s[a], out[a])) {
+                    return Err(format!("operand {k} does not line up with the result"));
+                }
+            }
+        }
+        Op::Take { axis } => {
+            count(2)?;
+            let (s, i) = (sizes(ty(0)), sizes(ty(1)));
+            let index_dtype = match ty(1) {
+                Type::Tensor(t) => t.dtype,
+                Type::Host(..) => nax_runtime::DType::I64,
+            };
+            if *axis >= s.len() || !index_dtype.is_int() {
+                return Err("take's axis or indices are wrong".into());
+            }
+            let want: Vec<Size> = s[..*axis].iter().chain(&i).chain(&s[axis + 1..]).copied().collect();
+            if want.len() != out.len() || want.iter().zip(&out).any(|(&a, &b)| !same(a, b)) {
+                return Err("take's result does not have the table's and the indices' axes".into());
+            }
+        }
+        Op::Scan { op, axis } => {
+            count(1)?;
+            let s = sizes(ty(0));
+            if !matches!(op, nax_ops::Reduction::Sum | nax_ops::Reduction::Prod)
+                || *axis >= s.len()
+                || s.len() != out.len()
+                || s.iter().zip(&out).any(|(&a, &b)| !same(a, b))
+            {
+                return Err("a scan keeps its operand's shape".into());
+            }
+        }
+        Op::ArgReduce { op, axis } => {
+            count(1)?;
+            let s = sizes(ty(0));
+            let kept: Vec<Size> = (0..s.len()).filter(|a| a != axis).map(|a| s[a]).collect();
+            if !matches!(op, nax_ops::Reduction::Max | nax_ops::Reduction::Min)
+                || *axis >= s.len()
+                || kept.len() != out.len()
+                || kept.iter().zip(&out).any(|(&a, &b)| !same(a, b))
+            {
+                return Err("an arg-reduction drops its axis".into());
+            }
+        }
         Op::Construct { .. } => {
             if ops.len() > 1 {
                 return Err("a constructor takes at most one operand".into());

@@ -29,10 +29,11 @@ pub fn fuse(p: &mut Program) {
                 p.buffers.push(Buffer { dtype: DType::F32, shape, kind: BufferKind::Tile });
             }
         }
-        p.kernels[product] = fused;
+        let checks = std::mem::take(&mut p.kernels[product].checks);
+        p.kernels[product] = Kernel { checks, ..fused };
         // The scores' kernel comes before the softmax's (it writes what the softmax reads).
-        p.kernels.remove(softmax);
-        p.kernels.remove(scores);
+        p.remove_kernel(softmax);
+        p.remove_kernel(scores);
     }
 }
 
@@ -77,6 +78,10 @@ fn next_fusion(p: &Program) -> Option<(usize, usize, usize, Kernel)> {
         };
         let scores = &p.kernels[ki];
         if loads.iter().filter(|(b, _)| *b == scores.output).count() != 1 || !only_reader(p, scores.output, si, &own) || !(ki < si && si < pi) {
+            continue;
+        }
+        // Only loads are renumbered into the fused nest.
+        if [scores, softmax, product].iter().any(|k| k.gathers()) {
             continue;
         }
         let Some((sg, [q, k])) = f32_product(p, scores) else { continue };
@@ -126,6 +131,7 @@ fn next_fusion(p: &Program) -> Option<(usize, usize, usize, Kernel)> {
                 attention: Some(AttentionLoops { batch: g.batch, rows, cols, tile: TILE, scratch: [0, 1, 2].map(|i| p.buffers.len() + i) }),
                 ..Schedule::default()
             },
+            checks: Vec::new(),
         };
         return Some((ki, si, pi, fused));
     }

@@ -11,7 +11,7 @@ use crate::rows::only_reader;
 /// Fuses each such store into its product.
 pub fn fuse(p: &mut Program) {
     while let Some((product, store, mut value)) = next_fusion(p) {
-        let mut k = p.kernels.remove(product);
+        let mut k = p.remove_kernel(product);
         // The store came after the product.
         let store = store - 1;
         let out = p.kernels[store].output;
@@ -26,6 +26,7 @@ pub fn fuse(p: &mut Program) {
         if let Some(g) = &mut k.schedule.gemm {
             g.epilogue = Some(value);
         }
+        k.checks.append(&mut p.kernels[store].checks);
         p.kernels[store] = k;
     }
 }
@@ -37,7 +38,7 @@ pub fn fuse(p: &mut Program) {
 fn next_fusion(p: &Program) -> Option<(usize, usize, Expr)> {
     for (si, s) in p.kernels.iter().enumerate() {
         let Body::Store(value) = &s.body else { continue };
-        if !s.rows.is_empty() || s.schedule != Schedule::default() || p.buffers[s.output].kind != BufferKind::Temporary {
+        if !s.rows.is_empty() || s.schedule != Schedule::default() || p.buffers[s.output].kind != BufferKind::Temporary || s.reads_own_output() {
             continue;
         }
         let own: Vec<Index> = (0..s.loops.len()).map(Index::Loop).collect();

@@ -9,7 +9,7 @@
 //! that use them.
 
 use crate::Target;
-use crate::kernel::{Body, Buffer, BufferKind, Expr, Index, Kernel, Loop, Program, Role, Schedule, Transpose, constructor_value};
+use crate::kernel::{Body, Buffer, BufferKind, Expr, Index, IndexCheck, Kernel, Loop, Program, Role, Schedule, Transpose, constructor_value};
 use nax_ir::Type;
 use nax_ir::{Graph, MapFn, Op};
 use nax_ops::{AlongAxis, Reduction};
@@ -65,7 +65,7 @@ fn cheap(e: &Expr, rank: usize) -> bool {
     /// Whether `e` reads memory; counts the operations on values read from memory.
     fn reads(e: &Expr) -> bool {
         match e {
-            Expr::Load { .. } => true,
+            Expr::Load { .. } | Expr::Gather { .. } => true,
             Expr::Apply { args, .. } => args.iter().any(reads),
             _ => false,
         }
@@ -74,6 +74,12 @@ fn cheap(e: &Expr, rank: usize) -> bool {
         match e {
             Expr::Load { index, .. } => {
                 if (0..rank).all(|l| index.contains(&Index::Loop(l))) {
+                    *full += 1;
+                }
+                true
+            }
+            Expr::Gather { .. } => {
+                if (0..rank).all(|l| e.reads_loop(l)) {
                     *full += 1;
                 }
                 true
@@ -100,26 +106,53 @@ fn cheap(e: &Expr, rank: usize) -> bool {
     walk(e, rank, &mut applies, &mut full) && applies <= 3 && full <= 1
 }
 
-/// `e` with the loops of the nest it was written for replaced by `at`
-/// (what indexes each of them in the consumer's nest).
-fn substitute(e: &Expr, at: &[Index]) -> Expr {
-    let mut e = e.clone();
-    e.rewrite(&mut |x| match x {
-        Expr::Load { index, .. } => index.iter_mut().for_each(|i| {
-            if let Index::Loop(l) = *i {
-                *i = at[l];
+/// `e` with the loops of the nest it was written for replaced by `at`,
+/// where some are computed positions: a load indexed by such a loop
+/// becomes a gather, and the loop's position its expression.
+fn substitute_at(e: &Expr, at: &[At]) -> Expr {
+    let convert = |index: &mut Vec<Index>, computed: &mut Vec<(usize, Expr)>| {
+        for (axis, i) in index.iter_mut().enumerate() {
+            if computed.iter().any(|(c, _)| *c == axis) {
+                continue;
             }
-        }),
+            if let Index::Loop(l) = *i {
+                match &at[l] {
+                    At::Index(j) => *i = *j,
+                    At::Computed(position) => {
+                        *i = Index::Zero;
+                        computed.push((axis, position.clone()));
+                    }
+                }
+            }
+        }
+    };
+    let mut e = e.clone();
+    // Bottom-up: a gather's computed positions are rewritten before the gather itself.
+    e.rewrite(&mut |x| match x {
+        Expr::Load { buffer, index } => {
+            let mut index = std::mem::take(index);
+            let mut computed = Vec::new();
+            convert(&mut index, &mut computed);
+            *x = if computed.is_empty() { Expr::Load { buffer: *buffer, index } } else { Expr::Gather { buffer: *buffer, index, computed } };
+        }
+        Expr::Gather { index, computed, .. } => convert(index, computed),
         Expr::LoopIndex(l) => {
-            *x = match at[*l] {
-                Index::Loop(m) => Expr::LoopIndex(m),
-                Index::Const(c) => Expr::Literal(nax_ir::Literal::Int(c as i64)),
-                Index::Zero => Expr::Literal(nax_ir::Literal::Int(0)),
+            *x = match &at[*l] {
+                At::Index(Index::Loop(m)) => Expr::LoopIndex(*m),
+                At::Index(Index::Const(c)) => Expr::Literal(nax_ir::Literal::Int(*c as i64)),
+                At::Index(Index::Zero) => Expr::Literal(nax_ir::Literal::Int(0)),
+                At::Computed(position) => position.clone(),
             }
         }
         _ => {}
     });
     e
+}
+
+/// `e` with the loops of the nest it was written for replaced by `at`
+/// (what indexes each of them in the consumer's nest).
+fn substitute(e: &Expr, at: &[Index]) -> Expr {
+    substitute_at(e, &at.iter().map(|&i| At::Index(i)).collect::<Vec<_>>())
 }
 
 /// Forms the kernels of a graph, for a machine of this target.
@@ -138,6 +171,7 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, String> {
         },
         values: HashMap::new(),
         target: *target,
+        checks: Vec::new(),
     };
     for n in order {
         let v = f.node(n)?;
@@ -148,11 +182,21 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, String> {
         Some(Value::Buffer(b)) => b,
         Some(Value::Scalar(e)) => {
             let b = f.buffer(g.output, BufferKind::Temporary);
-            f.p.kernels.push(Kernel { output: b, loops: Vec::new(), rows: Vec::new(), body: Body::Store(e), schedule: Schedule::default() });
+            f.p.kernels.push(Kernel {
+                output: b,
+                loops: Vec::new(),
+                rows: Vec::new(),
+                body: Body::Store(e),
+                schedule: Schedule::default(),
+                checks: Vec::new(),
+            });
             b
         }
         Some(Value::Inline { .. }) | None => return Err("the graph has no output".into()),
     };
+    if let Some(last) = f.p.kernels.last_mut() {
+        last.checks.append(&mut f.checks);
+    }
     crate::attention::fuse(&mut f.p);
     crate::rows::fuse(&mut f.p);
     crate::epilogue::fuse(&mut f.p);
@@ -172,6 +216,23 @@ struct Former<'g> {
     p: Program,
     values: HashMap<NodeIndex, Value>,
     target: Target,
+    /// Checks of `take`'s indices waiting for the next kernel formed
+    /// (which runs after the indices are computed and before any kernel
+    /// that reads the gather).
+    checks: Vec<IndexCheck>,
+}
+
+/// How a consumer reads one axis of an operand: at an index of its nest,
+/// or at a position it computes (a slice, a concatenation, a gather).
+#[derive(Clone, Debug)]
+enum At {
+    Index(Index),
+    Computed(Expr),
+}
+
+/// An integer expression in the nest (positions, sizes).
+fn int(func: MapFn, args: Vec<Expr>) -> Expr {
+    Expr::Apply { func, compute: DType::I64, args }
 }
 
 fn shape(ty: &Type) -> Vec<Size> {
@@ -238,6 +299,71 @@ impl Former<'_> {
         }
     }
 
+    /// An operand read at positions `at` (one per operand axis), some of
+    /// them computed: an inline operand is computed in place when every
+    /// loop of the nest reaches it, a buffer is read by a gather.
+    fn read_at(&mut self, operand: NodeIndex, at: &[At], loops: &[Loop]) -> Expr {
+        if at.iter().all(|a| matches!(a, At::Index(_))) {
+            let index: Vec<Index> = at.iter().map(|a| if let At::Index(i) = a { *i } else { Index::Zero }).collect();
+            return self.read(operand, &index, loops);
+        }
+        if let Value::Inline { expr, .. } = &self.values[&operand] {
+            let reaches = |l: usize| {
+                at.iter().any(|a| match a {
+                    At::Index(i) => *i == Index::Loop(l),
+                    At::Computed(e) => e.reads_loop(l),
+                })
+            };
+            if (0..loops.len()).all(reaches) {
+                return substitute_at(expr, at);
+            }
+            self.materialize(operand);
+        }
+        match &self.values[&operand] {
+            Value::Buffer(b) => {
+                let (mut index, mut computed) = (Vec::with_capacity(at.len()), Vec::new());
+                for (axis, a) in at.iter().enumerate() {
+                    match a {
+                        At::Index(i) => index.push(*i),
+                        At::Computed(e) => {
+                            index.push(Index::Zero);
+                            computed.push((axis, e.clone()));
+                        }
+                    }
+                }
+                Expr::Gather { buffer: *b, index, computed }
+            }
+            Value::Scalar(e) => e.clone(),
+            Value::Inline { expr, .. } => expr.clone(),
+        }
+    }
+
+    /// Materialises an inline operand unless it is cheap to compute again
+    /// at each position that reads it (a concatenation's clamped reads,
+    /// an arg-reduction's second pass).
+    fn materialize_unless_cheap(&mut self, n: NodeIndex) {
+        let rank = shape(&self.g.graph[n].ty).len();
+        if let Some(Value::Inline { expr, .. }) = self.values.get(&n)
+            && !cheap(expr, rank)
+        {
+            self.materialize(n);
+        }
+    }
+
+    /// The buffer holding `take`'s indices (computed first where they are
+    /// an expression), for the driver to check and the gather to read.
+    fn index_buffer(&mut self, n: NodeIndex) -> usize {
+        self.materialize(n);
+        match self.values[&n].clone() {
+            Value::Buffer(b) => b,
+            Value::Scalar(e) => self.scratch(DType::I64, Vec::new(), Vec::new(), Body::Store(e)),
+            Value::Inline { expr, loops } => {
+                let dtype = nax_ir::value_dtype(&self.g.graph[n].ty);
+                self.scratch(dtype, shape(&self.g.graph[n].ty), loops, Body::Store(expr))
+            }
+        }
+    }
+
     /// Emits an inline value's kernel, so the value has a buffer.
     fn materialize(&mut self, n: NodeIndex) {
         if let Some(Value::Inline { expr, loops }) = self.values.get(&n).cloned() {
@@ -256,7 +382,17 @@ impl Former<'_> {
         // softmax and its kind read their operand in several passes: only a cheap one is recomputed there.
         let kernels_all = !consumers.is_empty()
             && consumers.iter().all(|&c| match self.g.graph[c].op {
-                Op::Map { .. } | Op::Contract { .. } | Op::Reduce { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Select { .. } => true,
+                Op::Map { .. }
+                | Op::Contract { .. }
+                | Op::Reduce { .. }
+                | Op::Permute { .. }
+                | Op::Expand { .. }
+                | Op::Select { .. }
+                | Op::Slice { .. }
+                | Op::Concat { .. }
+                | Op::Take { .. }
+                | Op::Scan { .. }
+                | Op::ArgReduce { .. } => true,
                 Op::Along { .. } => is_cheap,
                 _ => false,
             });
@@ -267,7 +403,8 @@ impl Former<'_> {
     fn kernel(&mut self, n: NodeIndex, loops: Vec<Loop>, body: Body) -> Value {
         let b = self.buffer(n, BufferKind::Temporary);
         let schedule = self.schedule(b, &loops, &body);
-        self.p.kernels.push(Kernel { output: b, loops, rows: Vec::new(), body, schedule });
+        let checks = std::mem::take(&mut self.checks);
+        self.p.kernels.push(Kernel { output: b, loops, rows: Vec::new(), body, schedule, checks });
         Value::Buffer(b)
     }
 
@@ -281,7 +418,8 @@ impl Former<'_> {
         self.p.buffers.push(Buffer { dtype, shape, kind: BufferKind::Temporary });
         let b = self.p.buffers.len() - 1;
         let schedule = self.schedule(b, &loops, &body);
-        self.p.kernels.push(Kernel { output: b, loops, rows: Vec::new(), body, schedule });
+        let checks = std::mem::take(&mut self.checks);
+        self.p.kernels.push(Kernel { output: b, loops, rows: Vec::new(), body, schedule, checks });
         b
     }
 
@@ -600,6 +738,160 @@ impl Former<'_> {
                     (0..rank).map(|a| if a == *axis { Index::Const(*index) } else { Index::Loop(if a < *axis { a } else { a - 1 }) }).collect();
                 let value = self.read(ops[0], &at, &loops);
                 self.store(n, loops, value)
+            }
+            Op::Slice { axis, start, step } => {
+                use nax_ops::BinaryOp as B;
+                let loops = self.output_loops(&out);
+                let scaled = if *step == 1 {
+                    Expr::LoopIndex(*axis)
+                } else {
+                    int(MapFn::Binary(B::Mul), vec![Expr::Literal(nax_ir::Literal::Int(i64::try_from(*step).unwrap_or(i64::MAX))), Expr::LoopIndex(*axis)])
+                };
+                let position = At::Computed(if self.g.symbols.constant(*start) == Some(0) {
+                    scaled
+                } else {
+                    int(MapFn::Binary(B::Add), vec![Expr::Size(*start), scaled])
+                });
+                let at: Vec<At> = (0..out.len()).map(|a| if a == *axis { position.clone() } else { At::Index(Index::Loop(a)) }).collect();
+                let value = self.read_at(ops[0], &at, &loops);
+                self.store(n, loops, value)
+            }
+            Op::Concat { axis } => {
+                use nax_ops::BinaryOp as B;
+                use nax_ops::Elementwise as F;
+                let loops = self.output_loops(&out);
+                let k = Expr::LoopIndex(*axis);
+                let zero = Expr::Literal(nax_ir::Literal::Int(0));
+                let (mut start, mut parts) = (zero.clone(), Vec::new());
+                for &o in &ops {
+                    let len = shape(&self.g.graph[o].ty)[*axis];
+                    if self.g.symbols.constant(len) == Some(0) {
+                        continue;
+                    }
+                    self.materialize_unless_cheap(o);
+                    // The operand's position, clamped into it: every branch of the
+                    // selection below is computed, so every read must be in bounds.
+                    let last = int(MapFn::Binary(B::Sub), vec![Expr::Size(len), Expr::Literal(nax_ir::Literal::Int(1))]);
+                    let inside = int(MapFn::Builtin(F::Minimum), vec![int(MapFn::Binary(B::Sub), vec![k.clone(), start.clone()]), last]);
+                    let position = int(MapFn::Builtin(F::Maximum), vec![inside, zero.clone()]);
+                    let at: Vec<At> = (0..out.len()).map(|a| if a == *axis { At::Computed(position.clone()) } else { At::Index(Index::Loop(a)) }).collect();
+                    let value = self.read_at(o, &at, &loops);
+                    let end = int(MapFn::Binary(B::Add), vec![start, Expr::Size(len)]);
+                    parts.push((end.clone(), value));
+                    start = end;
+                }
+                let mut value = parts.pop().map_or(zero, |(_, v)| v);
+                for (end, v) in parts.into_iter().rev() {
+                    let before = Expr::Apply { func: MapFn::Binary(B::Lt), compute: DType::I64, args: vec![k.clone(), end] };
+                    value = Expr::Apply { func: MapFn::Builtin(F::Where), compute: dtype, args: vec![before, v, value] };
+                }
+                self.store(n, loops, value)
+            }
+            Op::Take { axis } => {
+                let table = shape(&self.g.graph[ops[0]].ty);
+                let ids_rank = shape(&self.g.graph[ops[1]].ty).len();
+                let ids = self.index_buffer(ops[1]);
+                let name = match &self.g.graph[ops[0]].ty {
+                    Type::Tensor(t) => t.axes[*axis].name.clone(),
+                    Type::Host(..) => None,
+                };
+                let label = name.map_or_else(|| format!("axis {axis}"), |a| format!("axis '{a}'"));
+                self.checks.push(IndexCheck { buffer: ids, bound: table[*axis], axis: label });
+                let loops = self.output_loops(&out);
+                let position = Expr::Load { buffer: ids, index: (0..ids_rank).map(|j| Index::Loop(axis + j)).collect() };
+                let at: Vec<At> = (0..table.len())
+                    .map(|a| match a.cmp(axis) {
+                        std::cmp::Ordering::Less => At::Index(Index::Loop(a)),
+                        std::cmp::Ordering::Equal => At::Computed(position.clone()),
+                        std::cmp::Ordering::Greater => At::Index(Index::Loop(a - 1 + ids_rank)),
+                    })
+                    .collect();
+                let value = self.read_at(ops[0], &at, &loops);
+                self.store(n, loops, value)
+            }
+            Op::Scan { op, axis } => {
+                // acc[.., k, ..] = acc[.., k - 1, ..] op x[.., k, ..], the loop
+                // along the axis running in order on one thread; the running
+                // value is kept in f64 (f32 for half floats), as torch does,
+                // and rounded to the dtype once.
+                use nax_ops::BinaryOp as B;
+                use nax_ops::Elementwise as F;
+                let wide = match dtype {
+                    DType::F16 | DType::BF16 => DType::F32,
+                    DType::F32 | DType::F64 => DType::F64,
+                    other => other,
+                };
+                let mut loops = self.output_loops(&out);
+                loops[*axis].role = Role::Serial;
+                let all: Vec<Index> = (0..out.len()).map(Index::Loop).collect();
+                let x = self.read(ops[0], &all, &loops);
+                let b = if wide == dtype {
+                    self.buffer(n, BufferKind::Temporary)
+                } else {
+                    self.p.buffers.push(Buffer { dtype: wide, shape: out.clone(), kind: BufferKind::Temporary });
+                    self.p.buffers.len() - 1
+                };
+                let k = Expr::LoopIndex(*axis);
+                let one = Expr::Literal(nax_ir::Literal::Int(1));
+                let before = int(MapFn::Builtin(F::Maximum), vec![int(MapFn::Binary(B::Sub), vec![k.clone(), one]), Expr::Literal(nax_ir::Literal::Int(0))]);
+                let previous = Expr::Gather {
+                    buffer: b,
+                    index: all.iter().enumerate().map(|(a, &i)| if a == *axis { Index::Zero } else { i }).collect(),
+                    computed: vec![(*axis, before)],
+                };
+                let combine = MapFn::Binary(if *op == Reduction::Prod { B::Mul } else { B::Add });
+                let first = Expr::Apply { func: MapFn::Binary(B::Eq), compute: DType::I64, args: vec![k, Expr::Literal(nax_ir::Literal::Int(0))] };
+                let next = Expr::Apply { func: combine, compute: wide, args: vec![previous, x.clone()] };
+                let value = Expr::Apply { func: MapFn::Builtin(F::Where), compute: wide, args: vec![first, x, next] };
+                let checks = std::mem::take(&mut self.checks);
+                // No tiles: the nest must visit the axis in order.
+                self.p.kernels.push(Kernel {
+                    output: b,
+                    loops: loops.clone(),
+                    rows: Vec::new(),
+                    body: Body::Store(value),
+                    schedule: Schedule::default(),
+                    checks,
+                });
+                if wide == dtype {
+                    Value::Buffer(b)
+                } else {
+                    let loops = self.output_loops(&out);
+                    self.store(n, loops, Expr::Load { buffer: b, index: all })
+                }
+            }
+            Op::ArgReduce { op, axis } => {
+                // The best value along the axis, then the first position holding it
+                // (or holding a NaN, which the maximum and minimum propagate).
+                use nax_ops::BinaryOp as B;
+                use nax_ops::Elementwise as F;
+                let input = shape(&self.g.graph[ops[0]].ty);
+                let compute = nax_ir::value_dtype(&self.g.graph[ops[0]].ty);
+                self.materialize_unless_cheap(ops[0]);
+                let mut loops = self.output_loops(&out);
+                loops.push(Loop { extent: input[*axis], role: Role::Reduce });
+                let last = loops.len() - 1;
+                let at: Vec<Index> = (0..input.len())
+                    .map(|a| {
+                        Index::Loop(if a == *axis {
+                            last
+                        } else if a < *axis {
+                            a
+                        } else {
+                            a - 1
+                        })
+                    })
+                    .collect();
+                let x = self.read(ops[0], &at, &loops);
+                let best = self.scratch(compute, out.clone(), loops.clone(), Body::Reduce { op: *op, value: x.clone() });
+                let m = Expr::Load { buffer: best, index: (0..out.len()).map(Index::Loop).collect() };
+                let mut hit = Expr::Apply { func: MapFn::Binary(B::Eq), compute, args: vec![x.clone(), m] };
+                if compute.is_float() {
+                    let nan = Expr::Apply { func: MapFn::Binary(B::Ne), compute, args: vec![x.clone(), x] };
+                    hit = Expr::Apply { func: MapFn::Binary(B::Or), compute: DType::Bool, args: vec![hit, nan] };
+                }
+                let value = int(MapFn::Builtin(F::Where), vec![hit, Expr::LoopIndex(last), Expr::Size(input[*axis])]);
+                self.kernel(n, loops, Body::Reduce { op: Reduction::Min, value })
             }
             Op::Construct { func } => {
                 let loops = self.output_loops(&out);

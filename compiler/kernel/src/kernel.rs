@@ -68,6 +68,29 @@ pub enum Expr {
     /// The value of the kernel's row reduction of this index (see
     /// [`RowReduction`]).
     Row(usize),
+    /// A buffer element some of whose positions are computed: along each
+    /// axis of `computed`, the integer value of its expression; along the
+    /// others, `index` (whose entries at computed axes are [`Index::Zero`]
+    /// and unused). A slice's `start + step * i`, a concatenation's clamped
+    /// position, `take`'s index. Kernel formation keeps every position
+    /// inside its axis: clamped, or checked by the driver before the
+    /// kernel runs (`take`'s indices, see [`IndexCheck`]).
+    Gather {
+        buffer: usize,
+        index: Vec<Index>,
+        computed: Vec<(usize, Expr)>,
+    },
+}
+
+/// A check the driver runs before a kernel: every integer of `buffer`
+/// (`take`'s indices) lies in `[0, bound)`, else the call fails naming
+/// `take` and `axis`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexCheck {
+    pub buffer: usize,
+    pub bound: Size,
+    /// The axis for the message: `axis 'V'` or `axis 0`.
+    pub axis: String,
 }
 
 /// A reduction over a kernel's last loop, computed once per position of
@@ -108,16 +131,28 @@ pub enum Body {
 impl Expr {
     /// Rewrites the expression bottom-up: `f` sees each node after its arguments.
     pub fn rewrite(&mut self, f: &mut impl FnMut(&mut Expr)) {
-        if let Expr::Apply { args, .. } = self {
-            args.iter_mut().for_each(|a| a.rewrite(f));
+        match self {
+            Expr::Apply { args, .. } => args.iter_mut().for_each(|a| a.rewrite(f)),
+            Expr::Gather { computed, .. } => computed.iter_mut().for_each(|(_, e)| e.rewrite(f)),
+            _ => {}
         }
         f(self);
+    }
+
+    /// Whether the expression reads memory at a computed position.
+    pub fn gathers(&self) -> bool {
+        match self {
+            Expr::Gather { .. } => true,
+            Expr::Apply { args, .. } => args.iter().any(Expr::gathers),
+            _ => false,
+        }
     }
 
     /// How many functions the expression applies.
     pub fn operations(&self) -> u64 {
         match self {
             Expr::Apply { args, .. } => 1 + args.iter().map(Expr::operations).sum::<u64>(),
+            Expr::Gather { computed, .. } => computed.iter().map(|(_, e)| e.operations()).sum(),
             _ => 0,
         }
     }
@@ -127,6 +162,10 @@ impl Expr {
         match self {
             Expr::LoopIndex(i) => *i == l,
             Expr::Load { index, .. } => index.contains(&Index::Loop(l)),
+            Expr::Gather { index, computed, .. } => {
+                index.iter().enumerate().any(|(a, &i)| i == Index::Loop(l) && !computed.iter().any(|(c, _)| *c == a))
+                    || computed.iter().any(|(_, e)| e.reads_loop(l))
+            }
             Expr::Apply { args, .. } => args.iter().any(|a| a.reads_loop(l)),
             _ => false,
         }
@@ -137,6 +176,10 @@ impl Expr {
         fn visit<'e>(e: &'e Expr, out: &mut Vec<(usize, &'e [Index])>) {
             match e {
                 Expr::Load { buffer, index } => out.push((*buffer, index)),
+                Expr::Gather { buffer, index, computed } => {
+                    out.push((*buffer, index));
+                    computed.iter().for_each(|(_, e)| visit(e, out));
+                }
                 Expr::Apply { args, .. } => args.iter().for_each(|a| visit(a, out)),
                 _ => {}
             }
@@ -176,6 +219,8 @@ pub struct Kernel {
     pub rows: Vec<RowReduction>,
     pub body: Body,
     pub schedule: Schedule,
+    /// The checks of the indices its gathers read, run before it.
+    pub checks: Vec<IndexCheck>,
 }
 
 /// How a kernel's nest runs, decided when kernels are formed.
@@ -323,6 +368,18 @@ impl Kernel {
         self.rows.iter_mut().map(|r| &mut r.value).chain(self.body.exprs_mut()).chain(epilogue)
     }
 
+    /// Whether some expression of the kernel reads at a computed position
+    /// (the fusions that move expressions between nests leave such kernels alone).
+    pub fn gathers(&self) -> bool {
+        self.values().any(Expr::gathers)
+    }
+
+    /// Whether the kernel reads its own output (a scan reads the positions
+    /// it wrote before): its nest cannot be moved into another's.
+    pub fn reads_own_output(&self) -> bool {
+        self.values().flat_map(Expr::loads).any(|(b, _)| b == self.output)
+    }
+
     /// The buffers the kernel reads or writes, in increasing order.
     pub fn buffers(&self) -> Vec<usize> {
         let scratch = self.schedule.attention.iter().flat_map(|a| a.scratch);
@@ -381,6 +438,18 @@ impl Program {
         }
     }
 
+    /// Removes kernel `i` (a fusion moved its work elsewhere); the checks it
+    /// ran pass to the kernel that now runs in its place, still before
+    /// every kernel that came after it.
+    pub fn remove_kernel(&mut self, i: usize) -> Kernel {
+        let mut k = self.kernels.remove(i);
+        let next = i.min(self.kernels.len().saturating_sub(1));
+        if let Some(next) = self.kernels.get_mut(next) {
+            next.checks.append(&mut k.checks);
+        }
+        k
+    }
+
     /// Removes the temporaries no kernel writes (a fusion removed their
     /// kernel), renumbering the others.
     pub fn drop_unused_buffers(&mut self) {
@@ -405,6 +474,7 @@ impl Program {
         }
         for k in &mut self.kernels {
             k.output = new_index[k.output];
+            k.checks.iter_mut().for_each(|c| c.buffer = new_index[c.buffer]);
             if let Some(a) = &mut k.schedule.attention {
                 a.scratch = a.scratch.map(|b| new_index[b]);
             }
@@ -413,7 +483,7 @@ impl Program {
             }
             for v in k.values_mut() {
                 v.rewrite(&mut |e| {
-                    if let Expr::Load { buffer, .. } = e {
+                    if let Expr::Load { buffer, .. } | Expr::Gather { buffer, .. } = e {
                         *buffer = new_index[*buffer];
                     }
                 });

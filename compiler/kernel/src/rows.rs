@@ -13,7 +13,7 @@ use crate::kernel::{Body, BufferKind, Expr, Index, Kernel, Program, Role, RowRed
 /// Fuses row reductions into their stores until nothing more fuses.
 pub fn fuse(p: &mut Program) {
     while let Some((consumer, producer)) = next_fusion(p) {
-        let k = p.kernels.remove(producer);
+        let k = p.remove_kernel(producer);
         let consumer = if producer < consumer { consumer - 1 } else { consumer };
         let prefetch = prefetch_rows(p, consumer);
         let c = &mut p.kernels[consumer];
@@ -86,13 +86,15 @@ fn next_fusion(p: &Program) -> Option<(usize, usize)> {
         let r = c.loops.len() - 1;
         let row: Vec<Index> = (0..r).map(Index::Loop).collect();
         for (buffer, index) in c.values().flat_map(|v| v.loads()) {
-            if index != row.as_slice() || !only_reader(p, buffer, ci, &row) {
+            // Indices the driver checks stay in memory.
+            let checked = p.kernels.iter().any(|k| k.checks.iter().any(|c| c.buffer == buffer));
+            if index != row.as_slice() || !only_reader(p, buffer, ci, &row) || checked {
                 continue;
             }
             let Some(pi) = p.kernels.iter().position(|k| k.output == buffer) else { continue };
             let k = &p.kernels[pi];
             let same = |a: usize, b: usize| p.symbols.same(k.loops[a].extent, c.loops[b].extent);
-            if !k.rows.is_empty() || k.schedule != Schedule::default() || pi > ci {
+            if !k.rows.is_empty() || k.schedule != Schedule::default() || pi > ci || k.reads_own_output() {
                 continue;
             }
             let fits = match &k.body {

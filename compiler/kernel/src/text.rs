@@ -56,6 +56,10 @@ fn expr_text(e: &Expr) -> String {
             format!("{}({}, {})", map_fn_name(*func), compute.as_str(), args.join(", "))
         }
         Expr::Row(r) => format!("row{r}"),
+        Expr::Gather { buffer, index, computed } => {
+            let at: String = computed.iter().map(|(a, e)| format!(" at {a} {}", expr_text(e))).collect();
+            format!("gather {}{at} ;", access_text(*buffer, index))
+        }
     }
 }
 
@@ -142,8 +146,9 @@ pub fn print(p: &Program) -> String {
                 a.scratch[2]
             );
         }
+        let checks: String = k.checks.iter().map(|c| format!(" check %{} {} {:?};", c.buffer, size_text(c.bound), c.axis)).collect();
         let rows: String = k.rows.iter().map(|r| format!(" row {} {} {};", reduction_name(r.op), r.dtype.as_str(), expr_text(&r.value))).collect();
-        let _ = writeln!(out, "kernel %{} loops [{}]{schedule}{rows} {body}", k.output, loops.join(", "));
+        let _ = writeln!(out, "kernel %{} loops [{}]{schedule}{checks}{rows} {body}", k.output, loops.join(", "));
     }
     let _ = writeln!(out, "result %{}", p.result);
     out
@@ -180,6 +185,15 @@ impl<'a> Cursor<'a> {
 
     fn expect(&mut self, s: &str) -> Result<(), ParseError> {
         if self.eat(s) { Ok(()) } else { Err(self.err(format!("expected `{s}` at `{}`", self.rest))) }
+    }
+
+    /// A string in double quotes (without escapes).
+    fn quoted(&mut self) -> Result<String, ParseError> {
+        self.expect("\"")?;
+        let end = self.rest.find('"').ok_or_else(|| self.err("an unterminated string"))?;
+        let (w, r) = self.rest.split_at(end);
+        self.rest = &r[1..];
+        Ok(w.to_string())
     }
 
     /// A word: up to a space, a comma, a bracket or a parenthesis.
@@ -231,6 +245,16 @@ impl<'a> Cursor<'a> {
         if self.eat("load") {
             let (buffer, index) = self.access()?;
             return Ok(Expr::Load { buffer, index });
+        }
+        if self.eat("gather") {
+            let (buffer, index) = self.access()?;
+            let mut computed = Vec::new();
+            while self.eat("at") {
+                let axis = self.number()?;
+                computed.push((axis, self.expr()?));
+            }
+            self.expect(";")?;
+            return Ok(Expr::Gather { buffer, index, computed });
         }
         let w = self.word()?;
         if w == "size" {
@@ -394,6 +418,14 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                     let scratch = [c.reference()?, c.reference()?, c.reference()?];
                     schedule.attention = Some(crate::kernel::AttentionLoops { batch, rows, cols, tile, scratch });
                 }
+                let mut checks = Vec::new();
+                while c.eat("check ") {
+                    let buffer = c.reference()?;
+                    let bound = nax_ir::text::parse_size_text(c.word()?, c.line)?;
+                    let axis = c.quoted()?;
+                    c.expect(";")?;
+                    checks.push(crate::kernel::IndexCheck { buffer, bound, axis });
+                }
                 let mut rows = Vec::new();
                 while c.eat("row ") {
                     let w = c.word()?;
@@ -428,7 +460,7 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                 if !c.rest.is_empty() {
                     return Err(c.err(format!("unexpected `{}`", c.rest)));
                 }
-                p.kernels.push(crate::kernel::Kernel { output, loops, rows, body, schedule });
+                p.kernels.push(crate::kernel::Kernel { output, loops, rows, body, schedule, checks });
             }
             "result" => p.result = c.reference()?,
             other => return Err(c.err(format!("unknown line `{other}`"))),

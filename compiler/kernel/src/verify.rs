@@ -160,12 +160,24 @@ fn stages_transposed(p: &Program, kernel: &crate::kernel::Kernel, t: &crate::ker
 
 fn check_expr(p: &Program, kernel: &crate::kernel::Kernel, e: &Expr, rows: usize, report: &mut dyn FnMut(String)) {
     match e {
-        Expr::Load { buffer, index } => {
+        Expr::Load { buffer, index } | Expr::Gather { buffer, index, .. } => {
             let Some(b) = p.buffers.get(*buffer) else { return report(format!("load of a missing buffer %{buffer}")) };
             if b.shape.len() != index.len() {
                 return report(format!("load of %{buffer} with {} indices for rank {}", index.len(), b.shape.len()));
             }
-            for (a, (&i, &s)) in index.iter().zip(&b.shape).enumerate() {
+            let computed: Vec<usize> = match e {
+                Expr::Gather { computed, .. } => {
+                    for (a, position) in computed {
+                        if *a >= index.len() {
+                            report(format!("a computed position on axis {a} of %{buffer}, of rank {}", index.len()));
+                        }
+                        check_expr(p, kernel, position, rows, report);
+                    }
+                    computed.iter().map(|(a, _)| *a).collect()
+                }
+                _ => Vec::new(),
+            };
+            for (a, (&i, &s)) in index.iter().zip(&b.shape).enumerate().filter(|(a, _)| !computed.contains(a)) {
                 match i {
                     Index::Loop(l) => match kernel.loops.get(l) {
                         Some(lp) if p.symbols.same(lp.extent, s) => {}

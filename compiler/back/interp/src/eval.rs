@@ -128,6 +128,7 @@ pub fn evaluate(g: &Graph, inputs: Vec<Value>, mut weights: HashMap<String, Valu
             match &node.op {
                 Op::Input { index, name } => inputs.get_mut(*index).and_then(Option::take).ok_or_else(|| error(format!("no argument for `{name}`")))?,
                 Op::Weight { name } => weights.remove(name).ok_or_else(|| error(format!("no weight `{name}`")))?,
+                Op::Take { axis } => take(g, n, *axis, &args, shape)?,
                 op => compute(g, sizes, op, &args, dtype, shape)?,
             }
         };
@@ -196,7 +197,7 @@ pub fn work(g: &Graph, sizes: &Sizes) -> u128 {
 /// The value of one operation that is not an input or a weight.
 fn compute(g: &Graph, sizes: &Sizes, op: &Op, args: &[&Value], dtype: DType, shape: Vec<usize>) -> Result<Value, RuntimeError> {
     Ok(match op {
-        Op::Input { .. } | Op::Weight { .. } => return Err(error("an input is not computed".into())),
+        Op::Input { .. } | Op::Weight { .. } | Op::Take { .. } => return Err(error("an input or a gather is not computed here".into())),
         Op::Literal(l) => match l {
             Literal::Int(v) => Value { dtype, shape, data: Data::Int(vec![*v]) }.cast(dtype)?,
             Literal::Float(v) => Value { dtype, shape, data: Data::Float(vec![*v]) }.cast(dtype)?,
@@ -232,6 +233,34 @@ fn compute(g: &Graph, sizes: &Sizes, op: &Op, args: &[&Value], dtype: DType, sha
             let idx = Offsets::new(&shape, &map)?;
             args[0].gather(shape, idx.map(|i| i + base))?
         }
+        Op::Slice { axis, start, step } => {
+            let src = strides(&args[0].shape);
+            let mut map = src.clone();
+            map[*axis] = src[*axis] * *step as usize;
+            let base = sizes.of(g, *start)? as usize * src[*axis];
+            let idx = Offsets::new(&shape, &map)?;
+            args[0].gather(shape, idx.map(|i| i + base))?
+        }
+        Op::Concat { axis } => {
+            // Row-major operands: each outer position takes a contiguous block of every operand in turn.
+            let outer = count(&shape[..*axis])?;
+            let blocks: Vec<usize> = args.iter().map(|a| count(&a.shape[*axis..])).collect::<Result<_, _>>()?;
+            let mut data = Data::with_capacity(dtype, count(&shape)?)?;
+            for o in 0..outer {
+                for (a, &b) in args.iter().zip(&blocks) {
+                    let range = o * b..(o + 1) * b;
+                    match (&mut data, &a.data) {
+                        (Data::Float(d), Data::Float(s)) => d.extend_from_slice(&s[range]),
+                        (Data::Int(d), Data::Int(s)) => d.extend_from_slice(&s[range]),
+                        (Data::Bool(d), Data::Bool(s)) => d.extend_from_slice(&s[range]),
+                        _ => return Err(error("concat's operands differ in dtype".into())),
+                    }
+                }
+            }
+            Value { dtype, shape, data }
+        }
+        Op::Scan { op, axis } => scan(*op, *axis, args[0], dtype, shape)?,
+        Op::ArgReduce { op, axis } => arg_reduce(*op, *axis, args[0], shape)?,
         Op::Construct { func } => {
             let n = count(&shape)?;
             let mut data = Data::with_capacity(dtype, n)?;
@@ -721,6 +750,127 @@ fn along(func: AlongAxis, axis: usize, x: &Value, dtype: DType, shape: Vec<usize
         }
     }
     Value::from_f64(dtype, shape, out)
+}
+
+/// `take`: for each position before the axis, each index (checked to lie
+/// in the axis) and each position after it, the table's element.
+fn take(g: &Graph, n: NodeIndex, axis: usize, args: &[&Value], shape: Vec<usize>) -> Result<Value, RuntimeError> {
+    let (table, ids) = (args[0], args[1]);
+    let len = table.shape[axis];
+    let outer = count(&table.shape[..axis])?;
+    let inner = count(&table.shape[axis + 1..])?;
+    let mut rows = room::<usize>(ids.len())?;
+    for i in 0..ids.len() {
+        let id = ids.i64_at(i);
+        match usize::try_from(id) {
+            Ok(row) if row < len => rows.push(row),
+            _ => return Err(take_out_of_range(g, n, axis, id, len as u64)),
+        }
+    }
+    let index = (0..outer).flat_map(|o| rows.iter().flat_map(move |&r| (0..inner).map(move |i| (o * len + r) * inner + i)));
+    let total = count(&shape)?;
+    table.gather(shape, ExactIter { inner: index, left: total })
+}
+
+/// The error of an index outside `take`'s axis, naming the axis.
+fn take_out_of_range(g: &Graph, n: NodeIndex, axis: usize, index: i64, size: u64) -> RuntimeError {
+    let operand = g.operands(n).first().map(|&o| &g.graph[o].ty);
+    let name = match operand {
+        Some(nax_ir::Type::Tensor(t)) => t.axes.get(axis).and_then(|a| a.name.clone()),
+        _ => None,
+    };
+    let axis = name.map_or_else(|| format!("axis {axis}"), |a| format!("axis '{a}'"));
+    RuntimeError::IndexOutOfRange { op: "take".into(), axis, index, size }
+}
+
+/// An iterator of known length (a flattened gather's offsets).
+struct ExactIter<I> {
+    inner: I,
+    left: usize,
+}
+
+impl<I: Iterator<Item = usize>> Iterator for ExactIter<I> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        let v = self.inner.next()?;
+        self.left = self.left.saturating_sub(1);
+        Some(v)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl<I: Iterator<Item = usize>> ExactSizeIterator for ExactIter<I> {}
+
+/// `cumsum`/`cumprod` along `axis`: the running value is kept in f64 (in
+/// f32 for half floats, as torch does) and each result rounded to the dtype.
+fn scan(op: Reduction, axis: usize, x: &Value, dtype: DType, shape: Vec<usize>) -> Result<Value, RuntimeError> {
+    let len = x.shape[axis];
+    let outer = count(&x.shape[..axis])?;
+    let inner = count(&x.shape[axis + 1..])?;
+    let at = |o: usize, k: usize, i: usize| (o * len + k) * inner + i;
+    let mut out = x.try_clone()?;
+    for o in 0..outer {
+        for i in 0..inner {
+            match &mut out.data {
+                Data::Float(v) => {
+                    let wide = if matches!(dtype, DType::F16 | DType::BF16) { DType::F32 } else { DType::F64 };
+                    let mut acc = if op == Reduction::Prod { 1.0 } else { 0.0 };
+                    for k in 0..len {
+                        let e = v[at(o, k, i)];
+                        acc = round_float(wide, if op == Reduction::Prod { acc * e } else { acc + e });
+                        v[at(o, k, i)] = round_float(dtype, acc);
+                    }
+                }
+                Data::Int(v) => {
+                    let mut acc: i64 = if op == Reduction::Prod { 1 } else { 0 };
+                    for k in 0..len {
+                        let e = v[at(o, k, i)];
+                        acc = wrap_int(dtype, if op == Reduction::Prod { acc.wrapping_mul(e) } else { acc.wrapping_add(e) });
+                        v[at(o, k, i)] = acc;
+                    }
+                }
+                Data::Bool(_) => return Err(error("a scan of a mask".into())),
+            }
+        }
+    }
+    Ok(Value { shape, ..out })
+}
+
+/// `argmax`/`argmin` along `axis`: the first position of the best value; a
+/// NaN is better than any number (torch's rule), the first NaN wins.
+fn arg_reduce(op: Reduction, axis: usize, x: &Value, shape: Vec<usize>) -> Result<Value, RuntimeError> {
+    let len = x.shape[axis];
+    let outer = count(&x.shape[..axis])?;
+    let inner = count(&x.shape[axis + 1..])?;
+    let mut out = room::<i64>(outer.saturating_mul(inner))?;
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |k: usize| (o * len + k) * inner + i;
+            let mut best = 0;
+            for k in 1..len {
+                let better = match &x.data {
+                    Data::Float(v) => {
+                        let (b, e) = (v[at(best)], v[at(k)]);
+                        !b.is_nan() && (e.is_nan() || if op == Reduction::Max { e > b } else { e < b })
+                    }
+                    Data::Int(v) => {
+                        let (b, e) = (v[at(best)], v[at(k)]);
+                        if op == Reduction::Max { e > b } else { e < b }
+                    }
+                    Data::Bool(_) => return Err(error("an arg-reduction of a mask".into())),
+                };
+                if better {
+                    best = k;
+                }
+            }
+            out.push(best as i64);
+        }
+    }
+    Ok(Value { dtype: DType::I64, shape, data: Data::Int(out) })
 }
 
 #[cfg(test)]

@@ -816,7 +816,7 @@ impl<E: Emitter> Lowering<'_, E> {
     /// The kind an expression evaluates to (see [`Lowering::eval`]).
     fn kind_of(&self, e: &Expr) -> Kind {
         match e {
-            Expr::Load { buffer, .. } => register_kind(self.p.buffers[*buffer].dtype),
+            Expr::Load { buffer, .. } | Expr::Gather { buffer, .. } => register_kind(self.p.buffers[*buffer].dtype),
             Expr::Literal(Literal::Int(_)) | Expr::Size(_) | Expr::LoopIndex(_) => Kind::I64,
             Expr::Literal(Literal::Float(_)) => Kind::F64,
             Expr::Literal(Literal::Bool(_)) => Kind::Bool,
@@ -854,6 +854,21 @@ impl<E: Emitter> Lowering<'_, E> {
                 let (from, at) = if staged { (self.k.output, self.output_at()) } else { (*buffer, self.offset(*buffer, index)) };
                 let dtype = self.p.buffers[*buffer].dtype;
                 let raw = self.e.load(memory_kind(dtype), from, at);
+                (from_memory(self.e, raw, dtype), register_kind(dtype))
+            }
+            Expr::Gather { buffer, index, computed } => {
+                let mut at = self.offset(*buffer, index);
+                for (axis, position) in computed {
+                    let (v, kind) = self.eval(position);
+                    let v = self.e.convert(kind, Kind::I64, v);
+                    let term = match self.strides[buffer][*axis] {
+                        Some(s) => self.e.binary(Binary::Mul, Kind::I64, v, s),
+                        None => v,
+                    };
+                    at = self.e.binary(Binary::Add, Kind::I64, at, term);
+                }
+                let dtype = self.p.buffers[*buffer].dtype;
+                let raw = self.e.load(memory_kind(dtype), *buffer, at);
                 (from_memory(self.e, raw, dtype), register_kind(dtype))
             }
             Expr::Literal(Literal::Int(v)) => (self.e.int(Kind::I64, *v), Kind::I64),

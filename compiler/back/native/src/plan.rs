@@ -7,7 +7,7 @@
 
 use nax_kernel::{Body, Expr, Kernel, Program};
 use nax_runtime::Size;
-use nax_runtime::plan::{AttentionPlan, BufferPlan, GemmPlan, KernelPlan, Nest, Operand, SizeRef, Strategy};
+use nax_runtime::plan::{AttentionPlan, BufferPlan, GemmPlan, IndexCheck, KernelPlan, Nest, Operand, SizeRef, Strategy};
 use nax_runtime::{NativePlan, SymId};
 use std::collections::HashMap;
 
@@ -108,7 +108,8 @@ impl Slots {
         } else {
             Strategy::Nest(Nest { loops: k.loops.len(), parallel: k.parallel_loop(), grain: parallel_tile(k) })
         };
-        Some(KernelPlan { output: k.output, loops, strategy })
+        let checks = k.checks.iter().map(|c| IndexCheck { buffer: c.buffer, bound: self.size(p, c.bound), axis: c.axis.clone() }).collect();
+        Some(KernelPlan { output: k.output, loops, strategy, checks })
     }
 }
 
@@ -141,6 +142,7 @@ fn visit_sizes(e: &Expr, add: &mut impl FnMut(Size)) {
     match e {
         Expr::Size(s) => add(*s),
         Expr::Apply { args, .. } => args.iter().for_each(|a| visit_sizes(a, add)),
+        Expr::Gather { computed, .. } => computed.iter().for_each(|(_, a)| visit_sizes(a, add)),
         _ => {}
     }
 }

@@ -11,7 +11,7 @@
 use crate::function::{FnEmitter, join, strip_parens};
 use crate::{EmitError, dtype_name};
 use nax_front::check::types::{DType, TensorType, Type, arith_dtype};
-use nax_front::checked::{AlongAxis, Constructor, Elementwise, TExpr, TExprKind};
+use nax_front::checked::{AlongAxis, Constructor, Elementwise, IndexEntry, Reduction, TExpr, TExprKind};
 use nax_front::syntax::ast::{BinaryOp, HostType, UnaryOp};
 
 /// A float literal: repr-exact, `math.inf` for infinity.
@@ -144,6 +144,46 @@ impl FnEmitter<'_> {
             TExprKind::Construct { func, value } => self.construct(e, *func, value.as_deref())?,
             TExprKind::Rename(x) => self.expr(x)?,
             TExprKind::Call { function, args } => self.call(*function, args)?,
+            TExprKind::Index { arg, entries } => {
+                let x = self.expr(arg)?;
+                let rank = tensor(&arg.ty).map_or(0, TensorType::rank);
+                let mut at = vec![":".to_string(); rank];
+                for entry in entries {
+                    match entry {
+                        IndexEntry::Element { axis, index } => at[*axis] = self.size(*index),
+                        IndexEntry::Slice { axis, start, step, len } => {
+                            let (start, len) = (self.size(*start), self.size(*len));
+                            at[*axis] = format!("{start}:{start} + {step} * {len}:{step}");
+                        }
+                    }
+                }
+                while at.last().is_some_and(|a| a == ":") {
+                    at.pop();
+                }
+                format!("{x}[{}]", at.join(", "))
+            }
+            TExprKind::Concat { args, axes, align: maps } => {
+                let t = self.result_tensor(e)?;
+                let rank = t.rank();
+                let parts = args.iter().enumerate().map(|(i, a)| self.operand(a, Some(self.map(maps, i)?), rank, None)).collect::<Result<Vec<_>, _>>()?;
+                format!("torch.cat([{}], {})", parts.join(", "), axes.first().copied().unwrap_or(0))
+            }
+            TExprKind::Take { table, ids, axis } => {
+                let (t, i) = (self.expr(table)?, self.expr(ids)?);
+                let i = if tensor(&ids.ty).is_some() { format!("{i}.long()") } else { i };
+                format!("{t}[{}{i}]", ":, ".repeat(*axis))
+            }
+            TExprKind::Scan { op, arg, axis } => {
+                let t = self.result_tensor(e)?;
+                let f = if *op == Reduction::Prod { "torch.cumprod" } else { "torch.cumsum" };
+                let x = self.operand(arg, None, 0, Some(t.dtype))?;
+                format!("{f}({}, {axis}, dtype={})", strip_parens(&x), dtype_name(t.dtype))
+            }
+            TExprKind::ArgReduce { op, arg, axis } => {
+                let f = if *op == Reduction::Max { "torch.argmax" } else { "torch.argmin" };
+                let x = self.expr(arg)?;
+                format!("{f}({}, {axis})", strip_parens(&x))
+            }
         })
     }
 

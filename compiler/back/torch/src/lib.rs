@@ -181,12 +181,17 @@ fn walk(e: &TExpr, visit: &mut impl FnMut(&TExpr)) {
         visit(e);
         match &e.kind {
             TExprKind::Int(_) | TExprKind::Float(_) | TExprKind::Bool(_) | TExprKind::Local(_) | TExprKind::Weight(_) | TExprKind::SizeValue(_) => {}
-            TExprKind::Unary(_, x) | TExprKind::Rename(x) | TExprKind::AlongAxis { arg: x, .. } => walk(x, visit),
-            TExprKind::Binary { lhs, rhs, .. } | TExprKind::MatMul { lhs, rhs, .. } => {
+            TExprKind::Unary(_, x)
+            | TExprKind::Rename(x)
+            | TExprKind::AlongAxis { arg: x, .. }
+            | TExprKind::Index { arg: x, .. }
+            | TExprKind::Scan { arg: x, .. }
+            | TExprKind::ArgReduce { arg: x, .. } => walk(x, visit),
+            TExprKind::Binary { lhs, rhs, .. } | TExprKind::MatMul { lhs, rhs, .. } | TExprKind::Take { table: lhs, ids: rhs, .. } => {
                 walk(lhs, visit);
                 walk(rhs, visit);
             }
-            TExprKind::Elementwise { args, .. } | TExprKind::Pattern { args, .. } | TExprKind::Call { args, .. } => {
+            TExprKind::Elementwise { args, .. } | TExprKind::Pattern { args, .. } | TExprKind::Call { args, .. } | TExprKind::Concat { args, .. } => {
                 args.iter().for_each(|a| walk(a, visit));
             }
             TExprKind::Construct { value, .. } => value.iter().for_each(|v| walk(v, visit)),

@@ -252,6 +252,7 @@ impl FnEmitter<'_> {
                     SymDef::Add(..) => format!("{x} + {y}"),
                     SymDef::Div(..) => format!("_div({x}, {y}, {})", string_literal(name)),
                     SymDef::Sub(..) => format!("_sub({x}, {y}, {})", string_literal(name)),
+                    SymDef::CeilDiv(..) => format!("-(-{x} // {y})"),
                     SymDef::Free => name.clone(),
                 }
             }
@@ -262,7 +263,7 @@ impl FnEmitter<'_> {
 /// The operands of a derived size (a free symbol has none: `1` and `1`).
 fn operands(def: &SymDef) -> (Size, Size) {
     match def {
-        SymDef::Mul(a, b) | SymDef::Div(a, b) | SymDef::Add(a, b) | SymDef::Sub(a, b) => (*a, *b),
+        SymDef::Mul(a, b) | SymDef::Div(a, b) | SymDef::Add(a, b) | SymDef::Sub(a, b) | SymDef::CeilDiv(a, b) => (*a, *b),
         SymDef::Free => (Size::Const(1), Size::Const(1)),
     }
 }

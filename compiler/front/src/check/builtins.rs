@@ -85,7 +85,7 @@ impl FnChecker<'_> {
         if self.module.fn_index.contains_key(name) {
             return self.call_function(call, span);
         }
-        if call.pattern.is_some() {
+        if call.pattern.is_some() && name != "concat" {
             return self.pattern_call(call, span);
         }
         let (kind, ty) = match name {
@@ -102,6 +102,10 @@ impl FnChecker<'_> {
             "pow" | "maximum" | "minimum" => self.binary_builtin(call, span),
             "where" | "clamp" | "masked_fill" => self.ternary_builtin(call, span),
             "float" | "int" => self.conversion(call),
+            "concat" => self.concat(call, span),
+            "take" => self.take(call),
+            "cumsum" | "cumprod" => self.scan(call),
+            "argmax" | "argmin" => self.arg_reduce(call),
             "rearrange" | "reduce" | "repeat" | "split" | "einsum" => {
                 let d = Diagnostic::new(Code::E0202, span, format!("`{name}` needs an operand and a pattern `inputs -> output`")).primary("missing pattern");
                 (TExprKind::Bool(false), self.report(d))

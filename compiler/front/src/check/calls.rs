@@ -282,6 +282,10 @@ impl Instance<'_> {
                             let (x, y) = (self.size(a, to, origin), self.size(b, to, origin));
                             to.div_exact(x, y, Some(&d.name), origin).unwrap_or_else(|| Size::Sym(to.fresh(&d.name, origin)))
                         }
+                        SymDef::CeilDiv(a, b) => {
+                            let (x, y) = (self.size(a, to, origin), self.size(b, to, origin));
+                            to.ceil_div(x, y, origin)
+                        }
                         SymDef::Add(a, b) | SymDef::Sub(a, b) => {
                             let (x, y) = (self.size(a, to, origin), self.size(b, to, origin));
                             to.add_sub(x, y, matches!(d.def, SymDef::Sub(..)), origin).unwrap_or_else(|| Size::Sym(to.fresh(&d.name, origin)))

@@ -56,6 +56,7 @@ impl FnChecker<'_> {
                 (TExprKind::Rename(Box::new(operand)), ty)
             }
             ExprKind::Call(call) => return self.call(call, span),
+            ExprKind::Index(operand, entries) => return self.index(operand, entries, span),
             ExprKind::Error => {
                 // A syntax error, already reported: the function did not check.
                 self.errors += 1;

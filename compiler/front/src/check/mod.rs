@@ -15,6 +15,7 @@ mod broadcast;
 mod builtins;
 mod calls;
 mod expr;
+mod indexing;
 mod patterns;
 pub mod range;
 pub mod sizes;

@@ -841,7 +841,7 @@ impl Env {
 }
 
 /// What a pattern does to the domain axis of a Logit/Prob/LogProb operand.
-enum DomainFate {
+pub(super) enum DomainFate {
     /// It survives under this name.
     Kept(String),
     /// It is reduced away.
@@ -860,7 +860,7 @@ fn carried_kind(t: &TensorType, input: &PatternSide, output: &PatternSide) -> Ki
 }
 
 /// The element type a reduction gives (LANGUAGE.md section 9).
-fn reduction_type(op: Reduction, t: &TensorType, axes: Vec<Axis>, count: Option<u64>, other: Option<u64>, domain: Option<DomainFate>) -> TensorType {
+pub(super) fn reduction_type(op: Reduction, t: &TensorType, axes: Vec<Axis>, count: Option<u64>, other: Option<u64>, domain: Option<DomainFate>) -> TensorType {
     let range = t.range.unwrap_or(Range::new(0.0, 1.0));
     let summed = range.sum_over(count);
     let plain = |dtype: DType, range: Option<Range>| TensorType { dtype, kind: Kind::Plain, axes: axes.clone(), range };

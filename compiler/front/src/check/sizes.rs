@@ -93,6 +93,7 @@ impl Symbols {
                 SymDef::Div(a, b) => SymDef::Div(remap(a), remap(b)),
                 SymDef::Add(a, b) => SymDef::Add(remap(a), remap(b)),
                 SymDef::Sub(a, b) => SymDef::Sub(remap(a), remap(b)),
+                SymDef::CeilDiv(a, b) => SymDef::CeilDiv(remap(a), remap(b)),
             };
             let id = self.push(s.name.clone(), def, s.origin);
             self.syms[id.0 as usize].value = s.value;
@@ -165,6 +166,7 @@ impl Symbols {
             SymDef::Div(a, b) => pair(a, b).and_then(|(x, y)| (y != 0 && x % y == 0).then(|| x / y)),
             SymDef::Add(a, b) => pair(a, b).and_then(|(x, y)| x.checked_add(y)),
             SymDef::Sub(a, b) => pair(a, b).and_then(|(x, y)| x.checked_sub(y)),
+            SymDef::CeilDiv(a, b) => pair(a, b).and_then(|(x, y)| x.checked_div(y).map(|_| x.div_ceil(y))),
         }
     }
 
@@ -254,6 +256,18 @@ impl Symbols {
                 let name = format!("{}{sign}{}", self.operand_name(x), self.operand_name(y));
                 let def = if subtract { SymDef::Sub(x, y) } else { SymDef::Add(x, y) };
                 Some(self.derived(if subtract { 3 } else { 2 }, x, y, name, def, origin))
+            }
+        }
+    }
+
+    /// `a / b` rounded up, for a constant `b` above 0 (a slice's length with a step).
+    pub fn ceil_div(&mut self, a: Size, b: Size, origin: Span) -> Size {
+        match (self.resolve(a), self.resolve(b)) {
+            (Size::Const(x), Size::Const(y)) if y > 0 => Size::Const(x.div_ceil(y)),
+            (x, Size::Const(1)) => x,
+            (x, y) => {
+                let name = format!("ceil({}/{})", self.operand_name(x), self.operand_name(y));
+                self.derived(4, x, y, name, SymDef::CeilDiv(x, y), origin)
             }
         }
     }

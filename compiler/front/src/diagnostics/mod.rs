@@ -94,6 +94,8 @@ codes! {
     E0411 => "the wrong number of names for split's results",
     E0412 => "a string operand",
     E0413 => "the returned value's axes differ from the declared result type",
+    E0414 => "an index, a slice bound or a step outside its axis",
+    E0415 => "an index tensor that is not `Int`",
     E0501 => "a logical operation on non-masks",
     E0502 => "operands of different dtypes",
     E0505 => "arithmetic on masks",

@@ -174,10 +174,28 @@ pub enum ExprKind {
     Binary(BinaryOp, Box<Expr>, Box<Expr>),
     /// `x as [n D]`.
     As(Box<Expr>, TypeExpr),
+    /// `x[n = i, D = 0:8 as d]` (LANGUAGE.md section 13).
+    Index(Box<Expr>, Vec<IndexEntry>),
     /// A call of a built-in or a function, with positional and keyword arguments.
     Call(Box<Call>),
     /// An expression that failed to parse (already reported).
     Error,
+}
+
+/// One entry of an indexing: the axis and what is taken from it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexEntry {
+    pub axis: Ident,
+    pub at: IndexAt,
+    pub span: Span,
+}
+
+/// `n = i` or `n = i:j:s as m`: bounds are integer literals (with an
+/// optional `-`) or names of `int` values and sizes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum IndexAt {
+    Element(Expr),
+    Slice { start: Option<Expr>, stop: Option<Expr>, step: Option<Expr>, rename: Option<Ident> },
 }
 
 /// `callee(args)`; pattern built-ins carry their pattern.

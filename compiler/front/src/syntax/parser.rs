@@ -559,6 +559,10 @@ impl Parser<'_> {
     fn as_expr(&mut self) -> PResult<Expr> {
         let saved = self.depth;
         let mut e = self.atom()?;
+        while self.at(&TokenKind::LBracket) {
+            self.enter()?;
+            e = self.indexing(e)?;
+        }
         while self.eat(&TokenKind::As) {
             self.enter()?;
             let ty = self.type_expr()?;
@@ -598,6 +602,51 @@ impl Parser<'_> {
         Ok(Expr { kind, span })
     }
 
+    /// `x[n = i, m = i:j:s as k]` after its operand.
+    fn indexing(&mut self, operand: Expr) -> PResult<Expr> {
+        self.bump();
+        let mut entries = Vec::new();
+        loop {
+            let axis = self.ident("an axis name")?;
+            self.expect(TokenKind::Eq, "`=` and an index or a slice")?;
+            let start = if self.at(&TokenKind::Colon) { None } else { Some(self.bound()?) };
+            let at = if self.eat(&TokenKind::Colon) {
+                let stop =
+                    if matches!(self.peek(), TokenKind::Colon | TokenKind::Comma | TokenKind::RBracket | TokenKind::As) { None } else { Some(self.bound()?) };
+                let step = if self.eat(&TokenKind::Colon) { Some(self.bound()?) } else { None };
+                let rename = if self.eat(&TokenKind::As) { Some(self.ident("the slice's axis name")?) } else { None };
+                IndexAt::Slice { start, stop, step, rename }
+            } else {
+                match start {
+                    Some(index) => IndexAt::Element(index),
+                    None => return Err(self.error_here("an index or a slice")),
+                }
+            };
+            let span = axis.span.to(Span::new(self.prev_end(), self.prev_end()));
+            entries.push(IndexEntry { axis, at, span });
+            if !self.eat(&TokenKind::Comma) {
+                break;
+            }
+        }
+        let close = self.expect(TokenKind::RBracket, "`,` or `]`")?;
+        let span = operand.span.to(close);
+        Ok(Expr { kind: ExprKind::Index(Box::new(operand), entries), span })
+    }
+
+    /// An index or a slice bound: an integer (possibly negative) or a name.
+    fn bound(&mut self) -> PResult<Expr> {
+        let span = self.span();
+        let negative = self.eat(&TokenKind::Minus);
+        let kind = match self.peek().clone() {
+            TokenKind::Int(n) => ExprKind::Int(n),
+            TokenKind::Ident(name) => ExprKind::Name(name),
+            _ => return Err(self.error_here("an integer or the name of an `int`")),
+        };
+        let end = self.bump().span;
+        let value = Expr { kind, span: if negative { end } else { span } };
+        Ok(if negative { Expr { kind: ExprKind::Unary(UnaryOp::Neg, Box::new(value)), span: span.to(end) } } else { value })
+    }
+
     fn call(&mut self) -> PResult<Expr> {
         let callee = self.ident("a function")?;
         self.enter()?;
@@ -608,7 +657,7 @@ impl Parser<'_> {
         if matches!(name.as_str(), "zeros" | "ones" | "full") && !self.at(&TokenKind::RParen) {
             call.type_arg = Some(self.type_expr()?);
             first = false;
-        } else if name == "einsum" {
+        } else if name == "einsum" || name == "concat" {
             self.einsum_args(&mut call)?;
             first = false;
         } else if takes_pattern(&name) && !self.at(&TokenKind::RParen) {
