@@ -295,6 +295,11 @@ pub(crate) fn cases() -> Vec<Case> {
             "take_of_take",
             "dim V = 7\ndim D = 4\ndim n = 6\ndef f(w: [V D], i: Int[n], j: Int[n]) -> [n D] {\n    return take(take(w, where(i < 0, -i, i), V), where(j < 0, -j, j), n)\n}\n",
         ),
+        case("index_at_int_parameter", "dim L = 5\ndim D = 7\ndef f(w: [L D], l: int = 3) -> [D] {\n    return w[L = l] + w[L = -1] * 2.0\n}\n"),
+        case(
+            "index_at_inlined_literal",
+            "dim L = 5\ndim D = 7\ndef layer(w: [L D], i: int) -> [D] {\n    return w[L = i] * 2.0\n}\ndef f(w: [L D], x: [D]) -> [D] {\n    return layer(w, 0) + layer(w, -2) + x @ rearrange(w, L D -> D L)[L = 4]\n}\n",
+        ),
         case(
             "cumsum_cumprod",
             "dim b = 3\ndim n = 23\ndef f(x: [b n], i: Int[b n]) -> [b n] {\n    return cumsum(x, n) + cumsum(x, b) + cumprod(x * 0.5, n) + float(cumsum(i, n) + cumprod(i, b))\n}\n",
@@ -705,6 +710,31 @@ fn compare_with_torch(dir: &Path, jobs: &[TorchJob]) -> Vec<String> {
 
 /// A sum over an empty axis is +0.0 on every back end (as in PyTorch), not
 /// the -0.0 that starting from negative zero gives.
+#[test]
+fn indices_outside_their_axis_fail_the_call_on_every_backend() {
+    let source = "dim V = 4\ndim D = 3\ndef f(w: [V D], ids: Int[n], l: int) -> [n D] {\n    return take(w, ids, V) + w[V = l]\n}\n";
+    let checked = nax_front::check_source(source);
+    let graph = nax::pipeline::lower(&checked.module, "f", true, &mut nax::Timings::start()).unwrap().lowered;
+    let names = |n: &[&str]| n.iter().map(|s| Some(s.to_string())).collect::<Vec<_>>();
+    let w = HostTensor::from_f64(DType::F32, vec![4, 3], names(&["V", "D"]), &[0.0; 12]).unwrap();
+    let ids = |v: &[f64]| HostTensor::from_f64(DType::I64, vec![v.len()], names(&["n"]), v).unwrap();
+    let cases: [(&[f64], i64, &str); 4] = [
+        (&[0.0, 3.0, 4.0], 0, "index 4 is outside axis 'V' of size 4"),
+        (&[-1.0], 0, "index -1 is outside axis 'V' of size 4"),
+        (&[1.0], -5, "index -1 is outside axis 'V' of size 4"),
+        (&[1.0], 4, "index 4 is outside axis 'V' of size 4"),
+    ];
+    for backend in BACKENDS {
+        for (values, l, message) in cases {
+            let args = [Value::Tensor(w.clone()), Value::Tensor(ids(values)), Value::Scalar(Scalar::Int(l))];
+            let e = run_on(backend, &graph, &args, &HashMap::new()).expect_err("an index outside the axis");
+            assert!(e.contains(message), "{}: {e}", backend.name());
+        }
+        let args = [Value::Tensor(w.clone()), Value::Tensor(ids(&[3.0, 0.0])), Value::Scalar(Scalar::Int(-4))];
+        run_on(backend, &graph, &args, &HashMap::new()).unwrap();
+    }
+}
+
 #[test]
 fn an_empty_sum_is_positive_zero_everywhere() {
     let source = "def f(x: [n m]) -> [n] {\n    return sum(x, m)\n}\n";

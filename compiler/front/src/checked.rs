@@ -128,10 +128,13 @@ pub struct ResolvedPattern {
 }
 
 /// What one entry of an indexing takes from its axis.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum IndexEntry {
     /// The element `index` (non-negative, inside the axis): the axis goes.
     Element { axis: usize, index: Size },
+    /// The element at an `int` known only at the call (negative counts from
+    /// the end; outside the axis fails the call): the axis goes.
+    ElementAt { axis: usize, value: Box<TExpr> },
     /// `len` elements from `start`, `step` apart: the axis stays with size `len`.
     Slice { axis: usize, start: Size, step: u64, len: Size },
 }

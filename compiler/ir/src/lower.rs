@@ -217,7 +217,13 @@ impl Lowerer<'_> {
             }
             TExprKind::Index { arg, entries } => {
                 let x = self.expr(arg, env, f, map)?;
-                self.index(x, entries, ty, map)?
+                let mut values = HashMap::new();
+                for e in entries {
+                    if let IndexEntry::ElementAt { axis, value } = e {
+                        values.insert(*axis, self.expr(value, env, f, map)?);
+                    }
+                }
+                self.index(x, entries, &values, ty, map)?
             }
             TExprKind::Concat { args, axes, align } => {
                 let xs = operands(self, args)?;
@@ -419,12 +425,16 @@ impl Lowerer<'_> {
 
     /// `x[...]`: the slices first (each keeps its axis), then the elements,
     /// from the last axis down; an element of a run-time axis, or at a
-    /// run-time position, is a slice of one element then a selection.
-    fn index(&mut self, x: NodeIndex, entries: &[IndexEntry], ty: Type, map: &[Size]) -> Result<NodeIndex, LowerError> {
+    /// run-time position, is a slice of one element then a selection; an
+    /// element at an `int` (`values`, by axis) is a selection where the
+    /// call inlined a literal in the axis, else a gather of one index
+    /// (negative counts from the end), checked while the call runs.
+    fn index(&mut self, x: NodeIndex, entries: &[IndexEntry], values: &HashMap<usize, NodeIndex>, ty: Type, map: &[Size]) -> Result<NodeIndex, LowerError> {
         let result = tensor(&ty).cloned().ok_or_else(|| LowerError("indexing gives a tensor".into()))?;
         let mut axes = tensor(self.ty(x)).map(|t| t.axes.clone()).ok_or_else(|| LowerError("indexing of a host scalar".into()))?;
         let mut x = x;
-        let dropped = |a: usize| entries.iter().filter(|e| matches!(e, IndexEntry::Element { axis, .. } if *axis < a)).count();
+        let dropped =
+            |a: usize| entries.iter().filter(|e| matches!(e, IndexEntry::Element { axis, .. } | IndexEntry::ElementAt { axis, .. } if *axis < a)).count();
         for e in entries {
             if let IndexEntry::Slice { axis, start, step, len } = e {
                 axes[*axis] = Axis { name: result.axes[*axis - dropped(*axis)].name.clone(), size: map_size(*len, map) };
@@ -446,6 +456,35 @@ impl Lowerer<'_> {
                 };
                 axes.remove(*axis);
                 x = self.view(Op::Select { axis: *axis, index: at, count }, x, axes.clone());
+            }
+            if let IndexEntry::ElementAt { axis, .. } = e {
+                let value = values.get(axis).copied().ok_or_else(|| LowerError("an index without its value".into()))?;
+                let size = axes[*axis].size;
+                axes.remove(*axis);
+                let literal = match &self.g.graph[value].op {
+                    Op::Literal(Literal::Int(v)) => Some(*v),
+                    _ => None,
+                };
+                let n = self.g.symbols.constant(size).and_then(|n| i64::try_from(n).ok());
+                if let (Some(v), Some(n)) = (literal, n)
+                    && (-n..n).contains(&v)
+                {
+                    let index = if v < 0 { v + n } else { v } as usize;
+                    x = self.view(Op::Select { axis: *axis, index, count: n as usize }, x, axes.clone());
+                    continue;
+                }
+                // where(i < 0, i + n, i), then a gather of that one index.
+                let int = Type::Host(nax_runtime::HostType::Int, None);
+                let scalar = |l: &mut Self, op: Op, xs: &[NodeIndex]| l.g.add(op, int.clone(), xs);
+                let zero = scalar(self, Op::Literal(Literal::Int(0)), &[]);
+                let count = scalar(self, Op::SizeValue(size), &[]);
+                let map_of = |func, k: usize| Op::Map { func, maps: vec![Vec::new(); k], compute: DType::I64 };
+                let negative = self.g.add(map_of(MapFn::Binary(BinaryOp::Lt), 2), Type::Host(nax_runtime::HostType::Bool, None), &[value, zero]);
+                let wrapped = scalar(self, map_of(MapFn::Binary(BinaryOp::Add), 2), &[value, count]);
+                let index = scalar(self, map_of(MapFn::Builtin(nax_ops::Elementwise::Where), 3), &[negative, wrapped, value]);
+                let base = tensor(self.ty(x)).cloned().ok_or_else(|| LowerError("indexing of a host scalar".into()))?;
+                let taken = Type::Tensor(TensorType { axes: axes.clone(), kind: Kind::Plain, ..base });
+                x = self.g.add(Op::Take { axis: *axis }, taken, &[x, index]);
             }
         }
         Ok(self.finish(x, ty))

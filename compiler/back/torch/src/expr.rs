@@ -151,6 +151,7 @@ impl FnEmitter<'_> {
                 for entry in entries {
                     match entry {
                         IndexEntry::Element { axis, index } => at[*axis] = self.size(*index),
+                        IndexEntry::ElementAt { axis, value } => at[*axis] = self.expr(value)?,
                         IndexEntry::Slice { axis, start, step, len } => {
                             let (start, len) = (self.size(*start), self.size(*len));
                             at[*axis] = format!("{start}:{start} + {step} * {len}:{step}");

@@ -181,10 +181,17 @@ fn walk(e: &TExpr, visit: &mut impl FnMut(&TExpr)) {
         visit(e);
         match &e.kind {
             TExprKind::Int(_) | TExprKind::Float(_) | TExprKind::Bool(_) | TExprKind::Local(_) | TExprKind::Weight(_) | TExprKind::SizeValue(_) => {}
+            TExprKind::Index { arg, entries } => {
+                walk(arg, visit);
+                for e in entries {
+                    if let nax_front::checked::IndexEntry::ElementAt { value, .. } = e {
+                        walk(value, visit);
+                    }
+                }
+            }
             TExprKind::Unary(_, x)
             | TExprKind::Rename(x)
             | TExprKind::AlongAxis { arg: x, .. }
-            | TExprKind::Index { arg: x, .. }
             | TExprKind::Scan { arg: x, .. }
             | TExprKind::ArgReduce { arg: x, .. } => walk(x, visit),
             TExprKind::Binary { lhs, rhs, .. } | TExprKind::MatMul { lhs, rhs, .. } | TExprKind::Take { table: lhs, ids: rhs, .. } => {

@@ -19,11 +19,13 @@ use crate::checked::{IndexEntry, Reduction, TExpr, TExprKind};
 use crate::diagnostics::{Code, Diagnostic, Span};
 use crate::syntax::ast::{self, ExprKind, HostType, IndexAt, UnaryOp};
 
-/// An index or a slice bound as written: an integer, or a size.
-#[derive(Clone, Copy, Debug)]
+/// An index or a slice bound as written: an integer, a size, or an `int`
+/// value known only at the call (an element's index only).
+#[derive(Clone, Debug)]
 enum Bound {
     Const(i64),
     Size(Size),
+    Value(TExpr),
 }
 
 impl FnChecker<'_> {
@@ -128,11 +130,14 @@ impl FnChecker<'_> {
     /// One entry on axis `axis` (of size `size`), with its bounds normalised.
     fn index_entry(&mut self, entry: &ast::IndexEntry, axis: usize, size: Size) -> Option<IndexEntry> {
         match &entry.at {
-            IndexAt::Element(e) => {
-                let bound = self.bound(e)?;
-                let index = self.position(bound, size, true, e.span, &entry.axis.name)?;
-                Some(IndexEntry::Element { axis, index })
-            }
+            IndexAt::Element(e) => match self.bound(e)? {
+                // Checked while the call runs, as `take`'s indices are.
+                Bound::Value(value) => Some(IndexEntry::ElementAt { axis, value: Box::new(value) }),
+                bound => {
+                    let index = self.position(bound, size, true, e.span, &entry.axis.name)?;
+                    Some(IndexEntry::Element { axis, index })
+                }
+            },
             IndexAt::Slice { start, stop, step, .. } => {
                 let step_value = match step {
                     None => 1,
@@ -143,6 +148,7 @@ impl FnChecker<'_> {
                             let shown = match other {
                                 Bound::Const(s) => s.to_string(),
                                 Bound::Size(s) => self.syms.display(s),
+                                Bound::Value(_) => "a value known only at the call".to_string(),
                             };
                             self.report(
                                 Diagnostic::new(Code::E0414, e.span, format!("the step of a slice must be a positive integer, not {shown}"))
@@ -194,14 +200,7 @@ impl FnChecker<'_> {
                 match (&checked.kind, &checked.ty) {
                     (_, Type::Error) => return None,
                     (TExprKind::SizeValue(s), _) => return Some(Bound::Size(*s)),
-                    (_, Type::Host(HostType::Int, _)) => {
-                        self.report(
-                            Diagnostic::new(Code::E0202, e.span, "an index or a slice bound must be an integer literal or a size")
-                                .primary("an `int` value known only at the call")
-                                .note("a size of the function's axes or a `dim` works; `int` parameters as indices are not supported yet"),
-                        );
-                        return None;
-                    }
+                    (_, Type::Host(HostType::Int, _)) => return Some(Bound::Value(checked)),
                     _ => None,
                 }
             }
@@ -217,6 +216,15 @@ impl FnChecker<'_> {
     /// the end. An element's index must lie in `[-size, size)`, a slice
     /// bound in `[-size, size]` (E0414 when known here, a check at the call otherwise).
     fn position(&mut self, bound: Bound, size: Size, element: bool, span: Span, axis: &str) -> Option<Size> {
+        if let Bound::Value(v) = bound {
+            // A slice's length depends on its bounds: they must be known when compiling or be sizes.
+            self.report(
+                Diagnostic::new(Code::E0202, v.span, "a slice bound must be an integer literal or a size")
+                    .primary("an `int` value known only at the call")
+                    .note("an element's index may be an `int` (`w[L = i]`); a slice's bounds fix its length, so they must be sizes"),
+            );
+            return None;
+        }
         let known = |s: &Self, b: Size| s.syms.constant(b);
         let outside = |s: &mut Self, shown: String| {
             let limit = s.syms.display(size);
@@ -232,6 +240,7 @@ impl FnChecker<'_> {
             Bound::Const(b) if b < 0 => (Size::Const(b.unsigned_abs()), true),
             Bound::Const(b) => (Size::Const(b as u64), false),
             Bound::Size(s) => (s, false),
+            Bound::Value(_) => return None,
         };
         // The largest value `value` may take: `size` itself for a slice
         // bound or a count from the end, `size - 1` for an element.
