@@ -12,6 +12,7 @@
 //! - `exec`: the shared execution cases, through `nax run` on every back end;
 //! - `examples`: the example models check clean;
 //! - `native_math`: the accuracy of the native back ends' f32 math over the whole f32 range;
+//! - `gpt2`: examples/gpt2 against transformers' GPT-2 (prefill, decoding step, greedy generation);
 //! - `graph`: every checked function lowers to a graph that verifies and whose text form parses back.
 
 mod aot;
@@ -25,6 +26,7 @@ mod exec;
 mod explain;
 #[path = "support/generate.rs"]
 mod generate;
+mod gpt2;
 mod graph;
 mod native_math;
 mod products;

@@ -91,7 +91,9 @@ impl FnChecker<'_> {
                 return error_expr(span);
             }
         }
-        if let Some(name) = self.repeated_name(&axes) {
+        let renamed: Vec<Axis> = checked.iter().filter_map(|(p, _, r)| r.as_ref().map(|r| Axis::named(r, t.axes[*p].size))).collect();
+        let kept: Vec<Axis> = t.axes.iter().enumerate().filter(|(p, _)| !checked.iter().any(|(q, ..)| q == p)).map(|(_, a)| a.clone()).collect();
+        if let Some(name) = Self::clash(&kept, &renamed) {
             let d = Diagnostic::new(Code::E0404, span, format!("the result would have two axes named '{name}'")).primary("rename the slice's axis with `as`");
             return TExpr { kind: TExprKind::Bool(false), ty: self.report(d), span };
         }
@@ -122,9 +124,10 @@ impl FnChecker<'_> {
         }
     }
 
-    fn repeated_name(&self, axes: &[Axis]) -> Option<String> {
-        let names: Vec<&str> = axes.iter().filter_map(|a| a.name.as_deref()).collect();
-        names.iter().enumerate().find(|(i, n)| names[..*i].contains(n)).map(|(_, n)| n.to_string())
+    /// A name of `new` that one of `others` already has (repeated names
+    /// a type already had, as in `[D D]`, are not new).
+    fn clash(others: &[Axis], new: &[Axis]) -> Option<String> {
+        new.iter().filter_map(|a| a.name.as_deref()).find(|n| others.iter().any(|o| o.name.as_deref() == Some(*n))).map(str::to_string)
     }
 
     /// One entry on axis `axis` (of size `size`), with its bounds normalised.
@@ -392,8 +395,10 @@ impl FnChecker<'_> {
         if !self.bind_size_name(&result_name, total, pattern.output.span) {
             return fail;
         }
-        out_axes[axes[0]] = Axis { name: Some(result_name), size: total };
-        if let Some(name) = self.repeated_name(&out_axes) {
+        let joined = Axis { name: Some(result_name), size: total };
+        let others: Vec<Axis> = out_axes.iter().enumerate().filter(|(p, _)| *p != axes[0]).map(|(_, a)| a.clone()).collect();
+        out_axes[axes[0]] = joined.clone();
+        if let Some(name) = Self::clash(&others, &[joined]) {
             let d =
                 Diagnostic::new(Code::E0404, pattern.output.span, format!("the result would have two axes named '{name}'")).primary("the joined axis's name");
             return (TExprKind::Bool(false), self.report(d));
@@ -438,7 +443,8 @@ impl FnChecker<'_> {
         let mut axes = t.axes[..axis].to_vec();
         axes.extend(i.axes.iter().cloned());
         axes.extend(t.axes[axis + 1..].iter().cloned());
-        if let Some(name) = self.repeated_name(&axes) {
+        let others: Vec<Axis> = t.axes.iter().enumerate().filter(|(p, _)| *p != axis).map(|(_, a)| a.clone()).collect();
+        if let Some(name) = Self::clash(&others, &i.axes) {
             let d = Diagnostic::new(Code::E0404, ids.span, format!("the result would have two axes named '{name}': rename one with 'as'"))
                 .primary(format!("the indices' axes {}", describe_axes(&i.axes, &self.syms)))
                 .label(table.span, format!("the table's axes {}", describe_axes(&t.axes, &self.syms)));

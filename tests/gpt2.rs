@@ -1,0 +1,151 @@
+//! GPT-2 end to end against transformers' reference implementation:
+//! `examples/gpt2/reference.py` builds a small GPT2LMHeadModel with random
+//! weights (no download), converts its checkpoint with convert.py, and
+//! records the reference's prefill logits, its decoding step through
+//! `past_key_values`, and its greedy continuation; nax's `gpt2`, `step`
+//! and `next_token` (examples/gpt2/gpt2.nax, on the LLVM back end) must
+//! agree at CLI.md's tolerances, and greedy generation token for token.
+//! Skipped, with a message, where python3 cannot import transformers.
+
+use crate::backends::compare;
+use crate::support::root;
+use nax::{Arg, Engine, HostTensor, TensorData};
+use std::collections::HashMap;
+use std::process::Command;
+
+/// The python with transformers: `NAX_PYTHON`, else `python3`.
+fn python() -> String {
+    std::env::var("NAX_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+fn f32s(t: &HostTensor) -> Vec<f32> {
+    t.to_f64_vec().into_iter().map(|v| v as f32).collect()
+}
+
+fn tensor(data: Vec<f32>, shape: Vec<usize>) -> HostTensor {
+    let names = vec![None; shape.len()];
+    HostTensor::new(TensorData::F32(data), shape, names).expect("a tensor")
+}
+
+fn tokens(ids: &[i64]) -> HostTensor {
+    HostTensor::new(TensorData::I64(ids.to_vec()), vec![1, ids.len()], vec![None, None]).expect("tokens")
+}
+
+/// The key/value caches of gpt2.nax's step, `[12 1 H c Dh]` each, grown by
+/// the entries a step returns after its logits.
+struct Cache {
+    keys: Vec<f32>,
+    values: Vec<f32>,
+    len: usize,
+    heads: usize,
+    depth: usize,
+}
+
+const LAYERS: usize = 12;
+
+impl Cache {
+    fn tensors(&self) -> (HostTensor, HostTensor) {
+        let shape = vec![LAYERS, 1, self.heads, self.len, self.depth];
+        (tensor(self.keys.clone(), shape.clone()), tensor(self.values.clone(), shape))
+    }
+
+    /// Appends the `n` new positions of a step's output `[1 n O]` (after the `vocab` logits).
+    fn append(&mut self, out: &[f32], n: usize, vocab: usize) {
+        let d = self.heads * self.depth;
+        let width = vocab + LAYERS * 2 * d;
+        let grown = self.len + n;
+        let mut keys = vec![0.0; LAYERS * self.heads * grown * self.depth];
+        let mut values = keys.clone();
+        for l in 0..LAYERS {
+            for h in 0..self.heads {
+                for c in 0..grown {
+                    for e in 0..self.depth {
+                        let to = ((l * self.heads + h) * grown + c) * self.depth + e;
+                        if c < self.len {
+                            let from = ((l * self.heads + h) * self.len + c) * self.depth + e;
+                            keys[to] = self.keys[from];
+                            values[to] = self.values[from];
+                        } else {
+                            let row = (c - self.len) * width + vocab + l * 2 * d + h * self.depth + e;
+                            keys[to] = out[row];
+                            values[to] = out[row + d];
+                        }
+                    }
+                }
+            }
+        }
+        (self.keys, self.values, self.len) = (keys, values, grown);
+    }
+}
+
+fn argmax(row: &[f32]) -> i64 {
+    row.iter().enumerate().fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| if v > bv { (i, v) } else { (bi, bv) }).0 as i64
+}
+
+fn call(f: &nax::Function, args: &[(&str, &HostTensor)]) -> HostTensor {
+    f.call(args.iter().map(|(n, t)| (*n, Arg::from(t.view())))).unwrap_or_else(|e| panic!("{}: {e}", f.signature().name))
+}
+
+#[test]
+fn gpt2_agrees_with_transformers() {
+    let python = python();
+    let probe = Command::new(&python).args(["-c", "import torch, transformers, safetensors"]).output();
+    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+        println!("skipped: {python} cannot import torch, transformers and safetensors (set NAX_PYTHON to a python that can)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("nax-gpt2-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = root().join("examples/gpt2/reference.py");
+    let made = Command::new(&python).arg(&script).arg(&dir).output().expect("run reference.py");
+    assert!(made.status.success(), "reference.py failed:\n{}", String::from_utf8_lossy(&made.stderr));
+    let reference: HashMap<String, HostTensor> = nax::read_tensors(&dir.join("reference.safetensors")).unwrap().into_iter().collect();
+    let program = Engine::new()
+        .compile_file(&dir.join("gpt2.nax"))
+        .expect("gpt2.nax checks")
+        .with_weights_file(&dir.join("weights.safetensors"))
+        .expect("the weights bind");
+    run(&program, &reference);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn run(program: &nax::Program, reference: &HashMap<String, HostTensor>) {
+    let prompt = &reference["prompt"];
+    let logits = &reference["logits"];
+    let vocab = logits.shape()[2];
+    // The prefill: logits at every position.
+    let gpt2 = program.function("gpt2").unwrap();
+    let ours = call(&gpt2, &[("tokens", prompt)]);
+    compare("prefill logits", &ours, logits, 128).unwrap();
+    // The greedy next token.
+    let next = call(&program.function("next_token").unwrap(), &[("tokens", prompt)]);
+    assert_eq!(next.to_f64_vec(), reference["next"].to_f64_vec()[..1], "next_token");
+    // The decoding step through the reference's own cache.
+    let step = program.function("step").unwrap();
+    let (k, v) = (&reference["k_cache"], &reference["v_cache"]);
+    let next_ids: Vec<i64> = reference["next"].to_f64_vec().iter().map(|&x| x as i64).collect();
+    let out = call(&step, &[("tokens", &tokens(&next_ids)), ("k_cache", k), ("v_cache", v)]);
+    let step_logits = tensor(f32s(&out)[..vocab].to_vec(), vec![1, 1, vocab]);
+    compare("decode-step logits", &step_logits, &reference["step_logits"], 128).unwrap();
+    // Greedy generation with nax's own cache, from an empty one.
+    let [heads, depth] = [k.shape()[2], k.shape()[4]];
+    let mut cache = Cache { keys: Vec::new(), values: Vec::new(), len: 0, heads, depth };
+    let mut input: Vec<i64> = prompt.to_f64_vec().iter().map(|&x| x as i64).collect();
+    let mut generated = Vec::new();
+    let want: Vec<i64> = reference["generated"].to_f64_vec().iter().map(|&x| x as i64).collect();
+    while generated.len() < want.len() {
+        let (kc, vc) = cache.tensors();
+        let out = f32s(&call(&step, &[("tokens", &tokens(&input)), ("k_cache", &kc), ("v_cache", &vc)]));
+        let width = out.len() / input.len();
+        let last = &out[(input.len() - 1) * width..(input.len() - 1) * width + vocab];
+        cache.append(&out, input.len(), vocab);
+        let token = argmax(last);
+        generated.push(token);
+        input = vec![token];
+    }
+    println!("prompt    {:?}", prompt.to_f64_vec().iter().map(|&x| x as i64).collect::<Vec<_>>());
+    println!("nax       {generated:?}");
+    println!("reference {want:?}");
+    assert_eq!(generated, want, "greedy generation");
+}
