@@ -1,8 +1,10 @@
-//! The shared conformance cases (`../shared/conformance/*.nax`, CLI.md):
-//! each case's `#!` headers say what `nax check` must find. Every case runs;
-//! the test fails listing every case that failed.
+//! The shared conformance cases (`../shared/conformance/*.nax`, CLI.md),
+//! and the repository's own in the same form (`tests/conformance/*.nax`,
+//! for the language's newer sections): each case's `#!` headers say what
+//! `nax check` must find. Every case runs; the test fails listing every
+//! case that failed.
 
-use crate::support::{Found, check_json, compare_diagnostics, nax_files, shared};
+use crate::support::{Found, check_json, compare_diagnostics, nax_files, root, shared};
 use serde_json::Value;
 
 /// One `#! type|sizes|range f.s = ...` assertion.
@@ -74,8 +76,8 @@ fn check_assertion(json: &Value, a: &Assertion) -> Result<(), String> {
 
 #[test]
 fn shared_conformance_cases() {
-    let dir = shared().join("conformance");
-    let files = nax_files(&dir);
+    let mut files = nax_files(&shared().join("conformance"));
+    files.extend(nax_files(&root().join("tests/conformance")));
     let mut failures = Vec::new();
     for path in &files {
         let text = std::fs::read_to_string(path).expect("read case");
