@@ -6,9 +6,13 @@
 //! The workloads: every file of `examples/workloads/` (at their
 //! WORKLOADS.md sizes), plus `elementwise` (`x + y` on two 4096 x 4096
 //! tensors: one elementwise kernel with no broadcasting, the
-//! memory-bandwidth reference). Each is compiled as `nax run` compiles it
-//! (checked, lowered with the optimizer on, compiled by a native back end);
-//! its arguments and weights are seeded values in [-1, 1).
+//! memory-bandwidth reference), and GPT-2 small (examples/gpt2/gpt2.nax,
+//! issue 15): `gpt2_prefill` (`gpt2` on 128 tokens, batch 1) and
+//! `gpt2_decode` (`step`: one token after a cache of 127). Each is
+//! compiled as `nax run` compiles it (checked, lowered with the optimizer
+//! on, compiled by a native back end); its float arguments and weights are
+//! seeded values in [-1, 1) (GPT-2's weights times 0.05, as PyTorch's side
+//! draws them), its integer arguments (token ids) seeded in [0, 1000).
 
 use nax::Timings;
 use nax::pipeline::{self, Backend};
@@ -23,10 +27,15 @@ use std::time::Instant;
 /// The built-in memory-bandwidth workload (`benches/compare.py` has the same source).
 const ELEMENTWISE: &str = "dim n = 4096\ndim m = 4096\n\ndef elementwise(x: [n m], y: [n m]) -> [n m] {\n    return x + y\n}\n";
 
-/// A workload: its name (that of its function) and its source.
+/// A workload: its name, its source, the function it runs and the
+/// sizes of that function's axes known only at the call.
 pub struct Workload {
     pub name: String,
     pub source: String,
+    pub function: String,
+    pub sizes: Vec<(&'static str, u64)>,
+    /// What the seeded weights are scaled by.
+    pub weight_scale: f32,
 }
 
 /// Every workload: the files of `examples/workloads/` by name, then `elementwise`.
@@ -40,12 +49,16 @@ pub fn all() -> Vec<Workload> {
     files.sort();
     let mut all: Vec<Workload> = files
         .into_iter()
-        .map(|path| Workload {
-            name: path.file_stem().and_then(|s| s.to_str()).expect("a workload file name").to_string(),
-            source: std::fs::read_to_string(&path).expect("workload source"),
+        .map(|path| {
+            let name = path.file_stem().and_then(|s| s.to_str()).expect("a workload file name").to_string();
+            Workload { function: name.clone(), name, source: std::fs::read_to_string(&path).expect("workload source"), sizes: Vec::new(), weight_scale: 1.0 }
         })
         .collect();
-    all.push(Workload { name: "elementwise".to_string(), source: ELEMENTWISE.to_string() });
+    all.push(Workload { name: "elementwise".to_string(), function: "elementwise".to_string(), source: ELEMENTWISE.to_string(), sizes: Vec::new(), weight_scale: 1.0 });
+    let gpt2 = std::fs::read_to_string(root.join("examples/gpt2/gpt2.nax")).expect("examples/gpt2/gpt2.nax");
+    for (name, function, sizes) in [("gpt2_prefill", "gpt2", vec![("b", 1), ("n", 128)]), ("gpt2_decode", "step", vec![("b", 1), ("n", 1), ("c", 127)])] {
+        all.push(Workload { name: name.to_string(), function: function.to_string(), source: gpt2.clone(), sizes, weight_scale: 0.05 });
+    }
     all
 }
 
@@ -56,8 +69,10 @@ fn graph(source: &str, function: &str) -> Graph {
     pipeline::lower(&module, function, true, timings).expect("lower").into_graph()
 }
 
-/// A seeded tensor of values in [-1, 1) for each of these types, by name.
-fn seeded(symbols: &Symbols, typed: &[(String, &TensorType)], state: &mut u64) -> Vec<(String, HostTensor)> {
+/// A seeded tensor for each of these types, by name: floats in [-1, 1)
+/// times `scale`, integers in [0, 1000); `sizes` gives the axes known only
+/// at the call, by name.
+fn seeded(symbols: &Symbols, typed: &[(String, &TensorType)], sizes: &[(&str, u64)], scale: f32, state: &mut u64) -> Vec<(String, HostTensor)> {
     let mut next = move || {
         *state ^= *state << 13;
         *state ^= *state >> 7;
@@ -72,18 +87,27 @@ fn seeded(symbols: &Symbols, typed: &[(String, &TensorType)], state: &mut u64) -
                 .iter()
                 .map(|a| match symbols.resolve(a.size) {
                     Size::Const(c) => c as usize,
-                    Size::Sym(_) => panic!("{name}: workload sizes are constants"),
+                    Size::Sym(_) => {
+                        let symbol = symbols.display(a.size);
+                        let given = sizes.iter().find(|(n, _)| *n == symbol);
+                        given.unwrap_or_else(|| panic!("{name}: the workload gives no size `{symbol}`")).1 as usize
+                    }
                 })
                 .collect();
-            let data: Vec<f32> = (0..shape.iter().product::<usize>()).map(|_| next()).collect();
+            let count = shape.iter().product::<usize>();
+            let data = if t.dtype.is_int() {
+                TensorData::I64((0..count).map(|_| ((next() + 1.0) * 500.0) as i64).collect())
+            } else {
+                TensorData::F32((0..count).map(|_| next() * scale).collect())
+            };
             let names = t.axes.iter().map(|a| a.name.clone()).collect();
-            (name.clone(), HostTensor::new(TensorData::F32(data), shape, names).expect("tensor"))
+            (name.clone(), HostTensor::new(data, shape, names).expect("tensor"))
         })
         .collect()
 }
 
 /// The function's arguments and the module's weights, seeded.
-fn arguments(source: &str, function: &str) -> (Vec<HostTensor>, HashMap<String, HostTensor>) {
+fn arguments(source: &str, function: &str, sizes: &[(&str, u64)], weight_scale: f32) -> (Vec<HostTensor>, HashMap<String, HostTensor>) {
     let checked = nax_front::check_source(source);
     let f = checked.module.functions.iter().find(|f| f.name == function).expect("the workload's function");
     let mut state = 0x2545_f491_4f6c_dd1du64;
@@ -94,9 +118,9 @@ fn arguments(source: &str, function: &str) -> (Vec<HostTensor>, HashMap<String, 
             _ => panic!("{function}: workload parameters are tensors"),
         })
         .collect();
-    let args = seeded(&f.symbols, &params, &mut state).into_iter().map(|(_, t)| t).collect();
+    let args = seeded(&f.symbols, &params, sizes, 1.0, &mut state).into_iter().map(|(_, t)| t).collect();
     let weights: Vec<(String, &TensorType)> = checked.module.weights.iter().map(|w| (w.name.clone(), &w.ty)).collect();
-    (args, seeded(&f.symbols, &weights, &mut state).into_iter().collect())
+    (args, seeded(&f.symbols, &weights, sizes, weight_scale, &mut state).into_iter().collect())
 }
 
 impl Workload {
@@ -104,13 +128,13 @@ impl Workload {
     /// how long that took, in milliseconds.
     pub fn compile(&self, backend: Backend) -> (Function, f64) {
         let start = Instant::now();
-        let f = pipeline::compile_graph(graph(&self.source, &self.name), &[], backend, &mut Timings::start()).expect("compile");
+        let f = pipeline::compile_graph(graph(&self.source, &self.function), &[], backend, &mut Timings::start()).expect("compile");
         (f, start.elapsed().as_secs_f64() * 1e3)
     }
 
     /// A compiled function ready to call on the seeded arguments and weights.
     pub fn program(&self, f: Function) -> Program {
-        let (args, weights) = arguments(&self.source, &self.name);
+        let (args, weights) = arguments(&self.source, &self.function, &self.sizes, self.weight_scale);
         Program { f, args, weights }
     }
 }

@@ -23,6 +23,13 @@
 //! accumulate in f32 (a wide copy of C), and are rounded once per element
 //! when a tile is finished.
 //!
+//! A product of at most [`UNPACKED_ROWS`] rows (a decoding step's
+//! matrix-vector products) is not packed: packing would copy all of B to
+//! use each element once. It reads B where it lies, once, in blocks of
+//! columns split across threads: rows of B accumulated into C's rows
+//! (`axpy`) when B's columns are contiguous, dot products along B's
+//! contiguous depth otherwise (a transposed weight, as a tied output head).
+//!
 //! A product splits across threads by rows or by columns, whichever is
 //! longer, in whole tiles; each part packs its own panels of A in scratch
 //! memory that each thread keeps between calls. Split by rows, the parts
@@ -160,6 +167,16 @@ unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, wor
     if p.m == 0 || p.n == 0 {
         return;
     }
+    if p.m <= UNPACKED_ROWS && p.k > 0 && (p.b.col_step == 1 || p.b.row_step == 1) {
+        let finish = |i: usize, rows: usize, j: usize, cols: usize| {
+            if let Some(f) = epilogue {
+                f(i, rows, j, cols)
+            }
+        };
+        // SAFETY: as the caller promised.
+        unsafe { unpacked::<T>(p, threads, work, &finish) };
+        return;
+    }
     // The microkernel's vectors run along C's columns: make them the contiguous ones.
     let (p, transposed) = if p.c.col_step != 1 && p.c.row_step == 1 { (p.transposed(), true) } else { (p, false) };
     let finish = |i: usize, rows: usize, j: usize, cols: usize| {
@@ -228,6 +245,69 @@ unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, wor
     });
 }
 
+/// Products of at most this many rows run unpacked (see the module's doc).
+pub(crate) const UNPACKED_ROWS: usize = 4;
+
+/// Columns of C one unpacked block computes: its accumulators (at most
+/// [`UNPACKED_ROWS`] rows of them, 8 KiB in f32) stay in the first-level cache.
+const UNPACKED_COLS: usize = 512;
+
+/// Independent partial sums of an unpacked dot product: one vector's lanes
+/// (AVX-512 f32) or more, so that the sum vectorises and its additions do
+/// not wait for each other.
+const DOT_LANES: usize = 16;
+
+/// A product of at most [`UNPACKED_ROWS`] rows without packing, in blocks
+/// of [`UNPACKED_COLS`] columns (split across threads when the product is
+/// large enough), each block finished by `finish`.
+///
+/// # Safety
+/// As [`multiply`]; B's columns or its depth are contiguous.
+unsafe fn unpacked<T: Element>(p: Product, threads: usize, work: usize, finish: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
+    let size = std::mem::size_of::<T>();
+    let block = |j0: usize| {
+        let cols = UNPACKED_COLS.min(p.n - j0);
+        let mut acc = [[T::Wide::default(); UNPACKED_COLS]; UNPACKED_ROWS];
+        if p.b.col_step == 1 {
+            for k in 0..p.k {
+                // SAFETY: row k of B, columns j0..j0 + cols, is inside B.
+                let b = unsafe { std::slice::from_raw_parts(p.b.at(k, j0, size) as *const T, cols) };
+                for (i, row) in acc.iter_mut().enumerate().take(p.m) {
+                    // SAFETY: (i, k) is inside A.
+                    let a = unsafe { *(p.a.at(i, k, size) as *const T) }.widen();
+                    for (c, &x) in row[..cols].iter_mut().zip(b) {
+                        *c = T::mul_add(a, x.widen(), *c);
+                    }
+                }
+            }
+        } else {
+            for (i, row) in acc.iter_mut().enumerate().take(p.m) {
+                // SAFETY: row i of A is inside A; its depth may be strided.
+                let a: Vec<T::Wide> = (0..p.k).map(|k| unsafe { *(p.a.at(i, k, size) as *const T) }.widen()).collect();
+                for (j, c) in row[..cols].iter_mut().enumerate() {
+                    // SAFETY: column j0 + j of B, whose depth is contiguous, is inside B.
+                    let b = unsafe { std::slice::from_raw_parts(p.b.at(0, j0 + j, size) as *const T, p.k) };
+                    *c = T::dot(&a, b);
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate().take(p.m) {
+            for (j, &v) in row[..cols].iter().enumerate() {
+                let at = p.c.at(i, j0 + j, size) as *mut T;
+                // SAFETY: (i, j0 + j) is inside C, which overlaps neither A nor B.
+                unsafe { *at = T::narrow(if p.accumulate { T::add((*at).widen(), v) } else { v }) };
+            }
+        }
+        finish(0, p.m, j0, cols);
+    };
+    let starts: Vec<usize> = (0..p.n).step_by(UNPACKED_COLS).collect();
+    if threads > 1 && p.m.saturating_mul(p.n).saturating_mul(p.k) >= work && starts.len() > 1 {
+        starts.into_par_iter().for_each(block);
+    } else {
+        starts.into_iter().for_each(block);
+    }
+}
+
 /// The blocking of one product: depth per pass (`kc`), rows of A per
 /// packed block (`mc`), columns of B per packed block (`nc`), columns per
 /// panel (`nr`).
@@ -273,10 +353,32 @@ impl Blocks {
 /// An element of a product's matrices and the type its microkernel
 /// computes in: the same for f32 and f64; f32 for the half floats,
 /// widened as they are packed and rounded once when the result is written.
-trait Element: Copy + Default {
-    type Wide: Copy + Default;
+trait Element: Copy + Default + Send + Sync {
+    type Wide: Copy + Default + Send + Sync + std::ops::Add<Output = Self::Wide> + std::ops::Mul<Output = Self::Wide>;
     fn widen(self) -> Self::Wide;
     fn narrow(wide: Self::Wide) -> Self;
+
+    /// `a * b + c` in the wide type (two roundings, as the microkernels' f32 products).
+    fn mul_add(a: Self::Wide, b: Self::Wide, c: Self::Wide) -> Self::Wide {
+        a * b + c
+    }
+
+    fn add(a: Self::Wide, b: Self::Wide) -> Self::Wide {
+        a + b
+    }
+
+    /// The dot product of `a` (widened) with `b`, in [`DOT_LANES`] partial sums.
+    fn dot(a: &[Self::Wide], b: &[Self]) -> Self::Wide {
+        let mut lanes = [Self::Wide::default(); DOT_LANES];
+        let whole = a.len() / DOT_LANES * DOT_LANES;
+        for (x, y) in a[..whole].chunks_exact(DOT_LANES).zip(b[..whole].chunks_exact(DOT_LANES)) {
+            for l in 0..DOT_LANES {
+                lanes[l] = x[l] * y[l].widen() + lanes[l];
+            }
+        }
+        let tail = a[whole..].iter().zip(&b[whole..]).fold(Self::Wide::default(), |s, (&x, &y)| x * y.widen() + s);
+        lanes.into_iter().fold(tail, |s, l| s + l)
+    }
 }
 
 impl Element for f32 {
@@ -512,7 +614,7 @@ mod tests {
     /// a plain triple loop, with every blocking edge crossed.
     #[test]
     fn blocked_products_match_the_definition() {
-        for (m, n, k) in [(1, 1, 1), (7, 9, 11), (13, 17, 5), (6, 8, 10), (0, 3, 2), (4, 0, 2), (5, 3, 0)] {
+        for (m, n, k) in [(1, 1, 1), (7, 9, 11), (13, 17, 5), (6, 8, 10), (0, 3, 2), (4, 0, 2), (5, 3, 0), (1, 1100, 37), (4, 600, 3), (2, 5, 40)] {
             for transposed_c in [false, true] {
                 for threads in [1, 2] {
                     let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
@@ -548,6 +650,42 @@ mod tests {
                         }
                     }
                     assert!(seen.into_inner().unwrap().iter().all(|&s| s == 1), "every tile finished once: {m}x{n}x{k}");
+                }
+            }
+        }
+    }
+
+    /// Products of few rows (unpacked) with B stored either way (its
+    /// columns contiguous, or its depth: a transposed weight), accumulating
+    /// or not, on one and two threads.
+    #[test]
+    fn unpacked_products_read_b_in_either_layout() {
+        for (m, n, k) in [(1, 1300, 70), (3, 17, 33), (4, 513, 16)] {
+            for b_transposed in [false, true] {
+                for accumulate in [false, true] {
+                    let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+                    let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
+                    let mut c = vec![1.0f32; m * n];
+                    let (row_step, col_step) = if b_transposed { (1, k as isize) } else { (n as isize, 1) };
+                    let p = Product {
+                        m,
+                        n,
+                        k,
+                        a: Strided { ptr: a.as_ptr() as usize, row_step: k as isize, col_step: 1 },
+                        b: Strided { ptr: b.as_ptr() as usize, row_step, col_step },
+                        c: Strided { ptr: c.as_mut_ptr() as usize, row_step: n as isize, col_step: 1 },
+                        accumulate,
+                    };
+                    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+                    // SAFETY: the matrices hold every element the steps reach.
+                    pool.install(|| unsafe { multiply(p, DType::F32, &micro(), 2, 0, None) });
+                    for i in 0..m {
+                        for j in 0..n {
+                            let b_at = |q: usize| if b_transposed { b[j * k + q] } else { b[q * n + j] };
+                            let want: f32 = (0..k).map(|q| a[i * k + q] * b_at(q)).sum::<f32>() + if accumulate { 1.0 } else { 0.0 };
+                            assert_eq!(c[i * n + j], want, "{m}x{n}x{k} at ({i}, {j}), B transposed: {b_transposed}");
+                        }
+                    }
                 }
             }
         }
