@@ -69,6 +69,8 @@ pub struct NativeFunction {
     entries: Vec<KernelFn>,
     /// Temporaries kept between calls.
     temporaries: Mutex<Vec<Vec<u64>>>,
+    /// Calls and each kernel's summed seconds since the last report (`NAX_PROFILE`).
+    profile: Mutex<(usize, Vec<f64>)>,
     /// Declared last: dropped after everything that points into the code.
     _code: SyncCode,
 }
@@ -104,7 +106,7 @@ impl NativeFunction {
                 plan.microkernels.len()
             )));
         }
-        Ok(NativeFunction { signature, plan, entries, temporaries: Mutex::new(Vec::new()), _code: SyncCode { _owner: code } })
+        Ok(NativeFunction { signature, plan, entries, temporaries: Mutex::new(Vec::new()), profile: Mutex::new((0, Vec::new())), _code: SyncCode { _owner: code } })
     }
 
     /// The plan.
@@ -472,7 +474,8 @@ impl NativeFunction {
             let entry = self.entries[p.kernels.len() + index];
             Micro { entry, shape: p.microkernels[index], blocking }
         };
-        for (kernel, &f) in p.kernels.iter().zip(&self.entries) {
+        let mut profile = profiling().map(|_| vec![0.0; p.kernels.len()]);
+        for (index, (kernel, &f)) in p.kernels.iter().zip(&self.entries).enumerate() {
             for check in &kernel.checks {
                 check_indices(sizes, p, check, &table)?;
             }
@@ -481,11 +484,18 @@ impl NativeFunction {
             if sizes.is_empty(kernel.output) {
                 continue;
             }
+            let started = profile.is_some().then(std::time::Instant::now);
             match &kernel.strategy {
                 Strategy::Nest(n) => run_nest(sizes, kernel, n, f, &table, threads),
                 Strategy::Gemm(g) => run_gemm(sizes, kernel, g, (f, micro(g.microkernel, g.blocking)), &table, threads),
                 Strategy::Attention(a) => run_attention(sizes, kernel, a, (f, micro(a.microkernel, a.blocking)), &table, threads),
             }
+            if let (Some(p), Some(t)) = (profile.as_mut(), started) {
+                p[index] += t.elapsed().as_secs_f64();
+            }
+        }
+        if let Some(p) = profile {
+            self.report_profile(sizes, p);
         }
         storage.append(&mut pool);
         if let Ok(mut kept) = self.temporaries.lock() {
@@ -516,6 +526,46 @@ impl NativeFunction {
                 Ok(Some(HostTensor::new(d, shape, names)?))
             }
         }
+    }
+}
+
+/// `NAX_PROFILE=N`: every N calls of a function, the driver prints to
+/// stderr each kernel's mean time over those calls (the slowest first),
+/// its strategy and its loops' extents: where a model's time goes.
+fn profiling() -> Option<usize> {
+    static EVERY: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *EVERY.get_or_init(|| std::env::var("NAX_PROFILE").ok().and_then(|v| v.parse().ok()).filter(|&n: &usize| n > 0))
+}
+
+impl NativeFunction {
+    /// Adds a call's kernel times to the profile; prints it every `NAX_PROFILE` calls.
+    fn report_profile(&self, sizes: &Sizes<'_>, times: Vec<f64>) {
+        let Some(every) = profiling() else { return };
+        let Ok(mut kept) = self.profile.lock() else { return };
+        let (calls, total) = &mut *kept;
+        total.resize(times.len(), 0.0);
+        total.iter_mut().zip(&times).for_each(|(t, x)| *t += x);
+        *calls += 1;
+        if *calls < every {
+            return;
+        }
+        let mut order: Vec<usize> = (0..total.len()).collect();
+        order.sort_by(|&a, &b| total[b].total_cmp(&total[a]));
+        let sum: f64 = total.iter().sum();
+        let mut text = format!("nax profile of `{}`: {:.3} ms per call over {calls} calls\n", self.signature.name, sum / *calls as f64 * 1e3);
+        for i in order.into_iter().take(40) {
+            let k = &self.plan.kernels[i];
+            let kind = match &k.strategy {
+                Strategy::Nest(_) => "nest",
+                Strategy::Gemm(_) => "gemm",
+                Strategy::Attention(_) => "attention",
+            };
+            let extents: Vec<String> = sizes.extents(k).iter().map(usize::to_string).collect();
+            text += &format!("  {:8.3} ms  {:5.1}%  kernel {i:3} {kind:9} -> %{} loops [{}]\n", total[i] / *calls as f64 * 1e3, total[i] / sum * 100.0, k.output, extents.join(" "));
+        }
+        eprint!("{text}");
+        *calls = 0;
+        total.iter_mut().for_each(|t| *t = 0.0);
     }
 }
 

@@ -259,52 +259,122 @@ const DOT_LANES: usize = 16;
 
 /// A product of at most [`UNPACKED_ROWS`] rows without packing, in blocks
 /// of [`UNPACKED_COLS`] columns (split across threads when the product is
-/// large enough), each block finished by `finish`.
+/// large enough), each block finished by `finish`. The blocks' loops are
+/// compiled for the widest vectors the machine has (AVX-512, AVX2 with
+/// FMA, or the baseline), chosen once per product.
 ///
 /// # Safety
 /// As [`multiply`]; B's columns or its depth are contiguous.
 unsafe fn unpacked<T: Element>(p: Product, threads: usize, work: usize, finish: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
-    let size = std::mem::size_of::<T>();
-    let block = |j0: usize| {
-        let cols = UNPACKED_COLS.min(p.n - j0);
-        let mut acc = [[T::Wide::default(); UNPACKED_COLS]; UNPACKED_ROWS];
-        if p.b.col_step == 1 {
-            for k in 0..p.k {
-                // SAFETY: row k of B, columns j0..j0 + cols, is inside B.
-                let b = unsafe { std::slice::from_raw_parts(p.b.at(k, j0, size) as *const T, cols) };
-                for (i, row) in acc.iter_mut().enumerate().take(p.m) {
-                    // SAFETY: (i, k) is inside A.
-                    let a = unsafe { *(p.a.at(i, k, size) as *const T) }.widen();
-                    for (c, &x) in row[..cols].iter_mut().zip(b) {
-                        *c = T::mul_add(a, x.widen(), *c);
-                    }
-                }
-            }
-        } else {
-            for (i, row) in acc.iter_mut().enumerate().take(p.m) {
-                // SAFETY: row i of A is inside A; its depth may be strided.
-                let a: Vec<T::Wide> = (0..p.k).map(|k| unsafe { *(p.a.at(i, k, size) as *const T) }.widen()).collect();
-                for (j, c) in row[..cols].iter_mut().enumerate() {
-                    // SAFETY: column j0 + j of B, whose depth is contiguous, is inside B.
-                    let b = unsafe { std::slice::from_raw_parts(p.b.at(0, j0 + j, size) as *const T, p.k) };
-                    *c = T::dot(&a, b);
-                }
-            }
-        }
-        for (i, row) in acc.iter().enumerate().take(p.m) {
-            for (j, &v) in row[..cols].iter().enumerate() {
-                let at = p.c.at(i, j0 + j, size) as *mut T;
-                // SAFETY: (i, j0 + j) is inside C, which overlaps neither A nor B.
-                unsafe { *at = T::narrow(if p.accumulate { T::add((*at).widen(), v) } else { v }) };
-            }
-        }
-        finish(0, p.m, j0, cols);
+    let block = unpacked_block_for::<T>();
+    let run = |j0: usize| {
+        // SAFETY: as the caller promised; the block's features are the machine's.
+        unsafe { block(&p, j0) };
+        finish(0, p.m, j0, UNPACKED_COLS.min(p.n - j0));
     };
     let starts: Vec<usize> = (0..p.n).step_by(UNPACKED_COLS).collect();
     if threads > 1 && p.m.saturating_mul(p.n).saturating_mul(p.k) >= work && starts.len() > 1 {
-        starts.into_par_iter().for_each(block);
+        starts.into_par_iter().for_each(run);
     } else {
-        starts.into_iter().for_each(block);
+        starts.into_iter().for_each(run);
+    }
+}
+
+/// The block of an unpacked product compiled for this machine's widest vectors.
+fn unpacked_block_for<T: Element>() -> unsafe fn(&Product, usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return unpacked_block_avx512::<T>;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            return unpacked_block_avx2::<T>;
+        }
+    }
+    unpacked_block_baseline::<T>
+}
+
+/// [`unpacked_block`] with AVX-512.
+///
+/// # Safety
+/// As [`unpacked_block`]; the machine has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn unpacked_block_avx512<T: Element>(p: &Product, j0: usize) {
+    // SAFETY: as the caller promised.
+    unsafe { unpacked_block::<T>(p, j0) }
+}
+
+/// [`unpacked_block`] with AVX2 and FMA.
+///
+/// # Safety
+/// As [`unpacked_block`]; the machine has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn unpacked_block_avx2<T: Element>(p: &Product, j0: usize) {
+    // SAFETY: as the caller promised.
+    unsafe { unpacked_block::<T>(p, j0) }
+}
+
+/// [`unpacked_block`] for the baseline instruction set.
+///
+/// # Safety
+/// As [`unpacked_block`].
+unsafe fn unpacked_block_baseline<T: Element>(p: &Product, j0: usize) {
+    // SAFETY: as the caller promised.
+    unsafe { unpacked_block::<T>(p, j0) }
+}
+
+/// Columns `j0..j0 + UNPACKED_COLS` (or to the end) of an unpacked product:
+/// four rows of B at a time accumulated into C's rows when B's columns
+/// are contiguous, else dot products along B's contiguous depth.
+///
+/// # Safety
+/// As [`multiply`]; `p.m` is at most [`UNPACKED_ROWS`]; B's columns or
+/// its depth are contiguous.
+#[inline(always)]
+unsafe fn unpacked_block<T: Element>(p: &Product, j0: usize) {
+    let size = std::mem::size_of::<T>();
+    let cols = UNPACKED_COLS.min(p.n - j0);
+    let mut acc = [[T::Wide::default(); UNPACKED_COLS]; UNPACKED_ROWS];
+    // SAFETY (both forms): every element read is inside A or B.
+    let a_at = |i: usize, k: usize| unsafe { *(p.a.at(i, k, size) as *const T) }.widen();
+    if p.b.col_step == 1 {
+        let b_row = |k: usize| unsafe { std::slice::from_raw_parts(p.b.at(k, j0, size) as *const T, cols) };
+        let whole = p.k / 4 * 4;
+        for k in (0..whole).step_by(4) {
+            let (b0, b1, b2, b3) = (b_row(k), b_row(k + 1), b_row(k + 2), b_row(k + 3));
+            for (i, row) in acc.iter_mut().enumerate().take(p.m) {
+                let (a0, a1, a2, a3) = (a_at(i, k), a_at(i, k + 1), a_at(i, k + 2), a_at(i, k + 3));
+                for j in 0..cols {
+                    row[j] = row[j] + (a0 * b0[j].widen() + a1 * b1[j].widen()) + (a2 * b2[j].widen() + a3 * b3[j].widen());
+                }
+            }
+        }
+        for k in whole..p.k {
+            let b = b_row(k);
+            for (i, row) in acc.iter_mut().enumerate().take(p.m) {
+                let a = a_at(i, k);
+                for (c, &x) in row[..cols].iter_mut().zip(b) {
+                    *c = *c + a * x.widen();
+                }
+            }
+        }
+    } else {
+        for (i, row) in acc.iter_mut().enumerate().take(p.m) {
+            let a: Vec<T::Wide> = (0..p.k).map(|k| a_at(i, k)).collect();
+            for (j, c) in row[..cols].iter_mut().enumerate() {
+                let b = unsafe { std::slice::from_raw_parts(p.b.at(0, j0 + j, size) as *const T, p.k) };
+                *c = T::dot(&a, b);
+            }
+        }
+    }
+    for (i, row) in acc.iter().enumerate().take(p.m) {
+        for (j, &v) in row[..cols].iter().enumerate() {
+            let at = p.c.at(i, j0 + j, size) as *mut T;
+            // SAFETY: (i, j0 + j) is inside C, which overlaps neither A nor B.
+            unsafe { *at = T::narrow(if p.accumulate { (*at).widen() + v } else { v }) };
+        }
     }
 }
 
@@ -358,16 +428,8 @@ trait Element: Copy + Default + Send + Sync {
     fn widen(self) -> Self::Wide;
     fn narrow(wide: Self::Wide) -> Self;
 
-    /// `a * b + c` in the wide type (two roundings, as the microkernels' f32 products).
-    fn mul_add(a: Self::Wide, b: Self::Wide, c: Self::Wide) -> Self::Wide {
-        a * b + c
-    }
-
-    fn add(a: Self::Wide, b: Self::Wide) -> Self::Wide {
-        a + b
-    }
-
     /// The dot product of `a` (widened) with `b`, in [`DOT_LANES`] partial sums.
+    #[inline(always)]
     fn dot(a: &[Self::Wide], b: &[Self]) -> Self::Wide {
         let mut lanes = [Self::Wide::default(); DOT_LANES];
         let whole = a.len() / DOT_LANES * DOT_LANES;
@@ -383,6 +445,7 @@ trait Element: Copy + Default + Send + Sync {
 
 impl Element for f32 {
     type Wide = f32;
+    #[inline(always)]
     fn widen(self) -> f32 {
         self
     }
@@ -393,6 +456,7 @@ impl Element for f32 {
 
 impl Element for f64 {
     type Wide = f64;
+    #[inline(always)]
     fn widen(self) -> f64 {
         self
     }
@@ -403,6 +467,7 @@ impl Element for f64 {
 
 impl Element for half::f16 {
     type Wide = f32;
+    #[inline(always)]
     fn widen(self) -> f32 {
         self.to_f32()
     }
@@ -413,6 +478,7 @@ impl Element for half::f16 {
 
 impl Element for half::bf16 {
     type Wide = f32;
+    #[inline(always)]
     fn widen(self) -> f32 {
         self.to_f32()
     }

@@ -461,10 +461,7 @@ impl Lowerer<'_> {
                 let value = values.get(axis).copied().ok_or_else(|| LowerError("an index without its value".into()))?;
                 let size = axes[*axis].size;
                 axes.remove(*axis);
-                let literal = match &self.g.graph[value].op {
-                    Op::Literal(Literal::Int(v)) => Some(*v),
-                    _ => None,
-                };
+                let literal = self.literal_int(value);
                 let n = self.g.symbols.constant(size).and_then(|n| i64::try_from(n).ok());
                 if let (Some(v), Some(n)) = (literal, n)
                     && (-n..n).contains(&v)
@@ -488,6 +485,19 @@ impl Lowerer<'_> {
             }
         }
         Ok(self.finish(x, ty))
+    }
+
+    /// The value of an `int` node known when compiling: a literal or a
+    /// constant size, through the renames a call's parameter binding adds.
+    fn literal_int(&self, mut n: NodeIndex) -> Option<i64> {
+        loop {
+            match &self.g.graph[n].op {
+                Op::Literal(Literal::Int(v)) => return Some(*v),
+                Op::SizeValue(s) => return self.g.symbols.constant(*s).and_then(|c| i64::try_from(c).ok()),
+                Op::Rename => n = *self.g.operands(n).first()?,
+                _ => return None,
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]

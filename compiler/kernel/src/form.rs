@@ -106,6 +106,13 @@ fn cheap(e: &Expr, rank: usize) -> bool {
     walk(e, rank, &mut applies, &mut full) && applies <= 3 && full <= 1
 }
 
+/// Whether an inline value only reads a buffer (a selection, a permute,
+/// an expansion, a slice or a gather of one): its consumers read the
+/// buffer in place, in any nest.
+fn is_view(e: &Expr) -> bool {
+    matches!(e, Expr::Load { .. } | Expr::Gather { .. })
+}
+
 /// `e` with the loops of the nest it was written for replaced by `at`,
 /// where some are computed positions: a load indexed by such a loop
 /// becomes a gather, and the loop's position its expression.
@@ -287,7 +294,9 @@ impl Former<'_> {
             })
             .collect();
         if let Value::Inline { expr, .. } = &self.values[&operand] {
-            if (0..loops.len()).all(|l| index.contains(&Index::Loop(l))) {
+            // A view (a selection, a permute, a slice of a buffer) is read in
+            // place whatever the nest: recomputing it is reading it.
+            if is_view(expr) || (0..loops.len()).all(|l| index.contains(&Index::Loop(l))) {
                 return substitute(expr, &index);
             }
             self.materialize(operand);
@@ -314,7 +323,7 @@ impl Former<'_> {
                     At::Computed(e) => e.reads_loop(l),
                 })
             };
-            if (0..loops.len()).all(reaches) {
+            if is_view(expr) || (0..loops.len()).all(reaches) {
                 return substitute_at(expr, at);
             }
             self.materialize(operand);
