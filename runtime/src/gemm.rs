@@ -595,6 +595,10 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
     });
 }
 
+/// Depth positions a transposing pack copies per block (see [`pack`]):
+/// 64 positions of a panel of 16 f32 are 4 KiB.
+const PACK_DEPTH: usize = 64;
+
 /// Packs rows `first..first + count` of `m` (depth positions
 /// `depth..depth + len` of each) into panels of `width` rows, each panel
 /// depth-major (`[p][r]`), the last one zero-padded to `width` rows,
@@ -623,19 +627,28 @@ unsafe fn pack<T: Element>(m: Strided, first: usize, count: usize, depth: usize,
             }
             continue;
         }
+        if m.col_step == 1 {
+            // Rows contiguous along the depth (a transposed weight): a
+            // transpose, in blocks of PACK_DEPTH positions, so that the
+            // panel's lines a block writes stay in the first-level cache
+            // while every row fills them.
+            for p0 in (0..len).step_by(PACK_DEPTH) {
+                let block = PACK_DEPTH.min(len - p0);
+                for r in 0..rows {
+                    // SAFETY: `block` consecutive elements of a row inside `m`.
+                    let src = unsafe { std::slice::from_raw_parts(m.at(first + start + r, depth + p0, size) as *const T, block) };
+                    for (chunk, &x) in dst[p0 * width..(p0 + block) * width].chunks_exact_mut(width).zip(src) {
+                        chunk[r] = x.widen();
+                    }
+                }
+            }
+            continue;
+        }
         for r in 0..rows {
             let row = m.at(first + start + r, depth, size) as *const T;
-            if m.col_step == 1 {
-                // SAFETY: `len` consecutive elements of a row inside `m`.
-                let src = unsafe { std::slice::from_raw_parts(row, len) };
-                for (chunk, &x) in dst.chunks_exact_mut(width).zip(src) {
-                    chunk[r] = x.widen();
-                }
-            } else {
-                for (p, slot) in dst.iter_mut().skip(r).step_by(width).take(len).enumerate() {
-                    // SAFETY: depth position `p` of this row is inside `m`.
-                    *slot = unsafe { *row.offset(p as isize * m.col_step) }.widen();
-                }
+            for (p, slot) in dst.iter_mut().skip(r).step_by(width).take(len).enumerate() {
+                // SAFETY: depth position `p` of this row is inside `m`.
+                *slot = unsafe { *row.offset(p as isize * m.col_step) }.widen();
             }
         }
     }
@@ -757,3 +770,4 @@ mod tests {
         }
     }
 }
+
