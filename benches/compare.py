@@ -7,6 +7,15 @@ together.
     python3 benches/compare.py [--rounds R] [--seconds S] [--workload NAME ...]
                                [--markdown FILE] [--chart PNG] [--json FILE]
 
+The GPT-2 rows (issue 15) run examples/gpt2/gpt2.nax at GPT-2 small's
+sizes on seeded weights: `gpt2_prefill` (`gpt2` on 128 tokens, batch 1,
+against the FMA peak) and `gpt2_decode` (`step`: one token after a cache
+of 127, against the bandwidth: the weights read once). Where transformers
+is importable, each also gets a row NAME_hf whose eager and compile sides
+are transformers' own GPT2LMHeadModel (random weights; the decoding step
+through its key/value cache, cropped back after each call), measured in the
+same rounds.
+
 `--workload block_so` selects the block's shared library (2b, row `block
 .so from C`) with what its row needs: the JIT `block` and its PyTorch sides.
 
@@ -106,6 +115,28 @@ WORKLOADS = {
     "block": ([(4, 256, 512)], BLOCK_WEIGHTS, None,
               2 * 1024 * 512 * (1536 + 512 + 2 * 2048) + 2 * 2 * 4 * 8 * 256 * 256 * 64),
 }
+# GPT-2 small (examples/gpt2/gpt2.nax, issue 15): its weights; an
+# argument ("int", SHAPE) is token ids in [0, 1000).
+GPT2_WEIGHTS = {
+    "wte": (50257, 768), "wpe": (1024, 768), "ln1_g": (12, 768), "ln1_b": (12, 768), "attn_w": (12, 768, 2304), "attn_b": (12, 2304),
+    "proj_w": (12, 768, 768), "proj_b": (12, 768), "ln2_g": (12, 768), "ln2_b": (12, 768), "fc_w": (12, 768, 3072), "fc_b": (12, 3072),
+    "out_w": (12, 3072, 768), "out_b": (12, 768), "lnf_g": (768,), "lnf_b": (768,),
+}
+GPT2_LAYER_WEIGHTS = 768 * 2304 + 768 * 768 + 2 * 768 * 3072
+# The prefill: 128 tokens, batch 1 (FLOPs of the products, the causal
+# attention counted whole). The decoding step: one token after 127
+# cached, bound by reading the weights once (all but the position table)
+# and the caches.
+WORKLOADS["gpt2_prefill"] = ([("int", (1, 128))], GPT2_WEIGHTS, None,
+                             2 * 128 * (12 * GPT2_LAYER_WEIGHTS + 768 * 50257) + 12 * 2 * 2 * 12 * 128 * 128 * 64)
+WORKLOADS["gpt2_decode"] = ([("int", (1, 1)), (12, 1, 12, 127, 64), (12, 1, 12, 127, 64)], GPT2_WEIGHTS,
+                            4 * (12 * (GPT2_LAYER_WEIGHTS + 2304 + 5 * 768 + 3072) + 50257 * 768 + 2 * 768) + 2 * 4 * 12 * 12 * 127 * 64, None)
+# The function each workload runs, where it is not the workload's name.
+FUNCTIONS = {"gpt2_prefill": "gpt2", "gpt2_decode": "step"}
+# Workloads also measured on transformers' own model (GPT2LMHeadModel, GPT-2
+# small's configuration, random weights), eager and compiled, when
+# transformers is importable: the row NAME_hf.
+MODELS = ("gpt2_prefill", "gpt2_decode")
 SIDES = ("nax", "eager", "compile")
 # Workloads also measured through their shared library called from C
 # (benches/aot_worker.c), as the side "so": the row NAME_so.
@@ -129,8 +160,16 @@ def timed(fn, seconds):
 def source_of(name):
     if name == "elementwise":
         return ELEMENTWISE
-    with open(os.path.join(ROOT, "examples", "workloads", name + ".nax")) as f:
+    path = os.path.join(ROOT, "examples", "gpt2", "gpt2.nax") if name in FUNCTIONS else os.path.join(ROOT, "examples", "workloads", name + ".nax")
+    with open(path) as f:
         return f.read()
+
+
+def argument(torch, spec):
+    """A seeded argument: token ids for ("int", SHAPE), else floats in [-1, 1)."""
+    if isinstance(spec[0], str):
+        return torch.randint(0, 1000, spec[1])
+    return torch.rand(spec) * 2 - 1
 
 
 VENV = os.path.join(ROOT, "target", "bench-venv")
@@ -288,8 +327,8 @@ def torch_side(nax, torch, tmp, names):
         spec = importlib.util.spec_from_file_location(name + "_torch", py)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        fn = getattr(module, name)
-        args = [torch.rand(s) * 2 - 1 for s in shapes]
+        fn = getattr(module, FUNCTIONS.get(name, name))
+        args = [argument(torch, s) for s in shapes]
         weights = {w: (torch.rand(s) * 2 - 1) * 0.05 for w, s in weight_shapes.items()}
         fn(*args, **weights)
         fast = torch.compile(fn)
@@ -303,12 +342,49 @@ def torch_side(nax, torch, tmp, names):
     return sides, compile_s
 
 
+def transformers_side(torch, names):
+    """transformers' GPT2LMHeadModel (GPT-2 small, random weights) on the
+    GPT-2 workloads, eager and compiled: {name: {"hf": .., "hf_compile": ..}},
+    and the compile times; empty where transformers is not importable."""
+    wanted = [n for n in names if n in MODELS]
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel
+    except ImportError:
+        if wanted:
+            print("transformers is not importable: the GPT-2 rows have no transformers model side", file=sys.stderr)
+        return {}, {}
+    if not wanted:
+        return {}, {}
+    model = GPT2LMHeadModel(GPT2Config()).eval()
+    fast = torch.compile(model)
+    sides, compile_s = {}, {}
+    for name in wanted:
+        if name == "gpt2_prefill":
+            tokens = torch.randint(0, 1000, (1, 128))
+            calls = {s: (lambda m=m: m(tokens, use_cache=False)) for s, m in (("hf", model), ("hf_compile", fast))}
+        else:
+            prompt, token = torch.randint(0, 1000, (1, 127)), torch.randint(0, 1000, (1, 1))
+            cache = model(prompt, use_cache=True).past_key_values
+
+            def step(m, cache=cache, token=token):
+                out = m(token, past_key_values=cache, use_cache=True)
+                cache.crop(-1)
+                return out
+            calls = {s: (lambda m=m: step(m)) for s, m in (("hf", model), ("hf_compile", fast))}
+        calls["hf"]()
+        start = time.perf_counter()
+        calls["hf_compile"]()
+        compile_s[name + "_hf"] = time.perf_counter() - start
+        sides[name] = calls
+    return sides, compile_s
+
+
 def rotated(items, r):
     k = r % len(items)
     return items[k:] + items[:k]
 
 
-def rounds(opts, names, libraries, workers, sides, limits):
+def rounds(opts, names, libraries, workers, sides, limits, models):
     """Every round's raw numbers."""
     items = list(limits) + list(names)
     raw = []
@@ -320,12 +396,15 @@ def rounds(opts, names, libraries, workers, sides, limits):
                 record[item] = limit(limits[item], opts.seconds)
             else:
                 record["workloads"][item] = {}
-                for side in rotated(list(SIDES) + (["so"] if item in libraries else []), r):
+                extra = (["so"] if item in libraries else []) + list(models.get(item, {}))
+                for side in rotated(list(SIDES) + extra, r):
                     record["order"].append(f"{item}/{side}")
                     if side == "nax":
                         record["workloads"][item][side] = workers[item].measure(opts.seconds)
                     elif side == "so":
                         record["workloads"][item][side] = workers[item + "_so"].measure(opts.seconds)
+                    elif side in ("hf", "hf_compile"):
+                        record["workloads"][item][side] = timed(models[item][side], opts.seconds)
                     else:
                         record["workloads"][item][side] = timed(sides[item][side], opts.seconds)
         raw.append(record)
@@ -342,9 +421,10 @@ def spread(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def summarize(raw, names, libraries):
+def summarize(raw, names, libraries, models):
     """Medians over rounds, per-round ratios and fractions of the limit;
-    the rows NAME_so (the library as nax's side, and its ratio to the JIT)."""
+    the rows NAME_so (the library as nax's side, and its ratio to the JIT)
+    and NAME_hf (transformers' model as the eager and compiled sides)."""
     # A round's bandwidth is its triad's best pass, STREAM's figure: the
     # triad's two threads wait for each other at every pass's end, so a
     # pass that lost a core to the machine's other work is the triad's
@@ -361,6 +441,9 @@ def summarize(raw, names, libraries):
         rows = {name: ms}
         if name in libraries:
             rows[name + "_so"] = dict(ms, nax=[r["workloads"][name]["so"]["median_ms"] for r in raw])
+        if name in models:
+            rows[name + "_hf"] = dict(ms, eager=[r["workloads"][name]["hf"]["median_ms"] for r in raw],
+                                      compile=[r["workloads"][name]["hf_compile"]["median_ms"] for r in raw])
 
         def fraction(ms_s, bw, top):
             return moved / (ms_s / 1e3) / bw if moved is not None else flops / (ms_s / 1e3) / top
@@ -411,14 +494,17 @@ def table(summary, rows, compile_ms, compile_s, header):
     for row in rows:
         w = summary["workloads"][row]
         ms, of = w["ms"], w["of_limit"]
-        name = row.removesuffix("_so")
+        name = row.removesuffix("_so").removesuffix("_hf")
+        torch_compile_s = compile_s[row] if row.endswith("_hf") else compile_s[name]
         if "jit_vs_so" in w:
-            label, cranelift = f"{name} .so from C (JIT ms / .so ms {ratio(w['jit_vs_so'])})", "-"
+            label, llvm, cranelift = f"{name} .so from C (JIT ms / .so ms {ratio(w['jit_vs_so'])})", f"{compile_ms[row]['llvm']:.0f}", "-"
+        elif row.endswith("_hf"):
+            label, llvm, cranelift = f"{name}, transformers' GPT2LMHeadModel as eager and compile", "-", "-"
         else:
-            label, cranelift = name, f"{compile_ms[row]['cranelift']:.0f}"
+            label, llvm, cranelift = name, f"{compile_ms[row]['llvm']:.0f}", f"{compile_ms[row]['cranelift']:.0f}"
         lines.append(f"| {label} | {ms['nax']:.2f} | {ms['eager']:.2f} | {ms['compile']:.2f} | {ratio(w['vs_eager'])} | "
                      f"{ratio(w['vs_compile'])} | {fraction(of['nax'], w['limit'])} | {fraction(of['eager'], w['limit'])} | "
-                     f"{fraction(of['compile'], w['limit'])} | {compile_ms[row]['llvm']:.0f} | {cranelift} | {compile_s[name]:.1f} |")
+                     f"{fraction(of['compile'], w['limit'])} | {llvm} | {cranelift} | {torch_compile_s:.1f} |")
     return "\n".join(lines)
 
 
@@ -481,12 +567,14 @@ def main():
             torch.set_num_threads(THREADS)
             with torch.no_grad():
                 sides, compile_s = torch_side(nax, torch, tmp, names)
-                raw = rounds(opts, names, libraries, workers, sides, {"triad": triad_binary, "peak": peak_binary})
+                models, model_compile_s = transformers_side(torch, names)
+                compile_s.update(model_compile_s)
+                raw = rounds(opts, names, libraries, workers, sides, {"triad": triad_binary, "peak": peak_binary}, models)
         finally:
             for w in workers.values():
                 w.close()
     load["end"] = os.getloadavg()
-    summary = summarize(raw, names, libraries)
+    summary = summarize(raw, names, libraries, models)
     model, extensions = cpu()
     bw, top = summary["bandwidth"], summary["peak_flops"]
     header = (f"CPU: {model} ({', '.join(extensions) or 'none of ' + ', '.join(EXTENSIONS)}). Threads: {THREADS}. "
@@ -495,7 +583,7 @@ def main():
               f"f32 FMA peak (C, OpenMP, {peak_vector_bytes(raw)}-byte vectors, best pass per round) "
               f"{top['median'] / 1e9:.1f} GFLOP/s ({top['min'] / 1e9:.1f}-{top['max'] / 1e9:.1f}).")
     compile_ms = dict({n: workers[n].compile_ms for n in names}, **{n + "_so": {"llvm": build_ms[n]} for n in libraries})
-    rows = [row for n in names for row in ([n, n + "_so"] if n in libraries else [n])]
+    rows = [row for n in names for row in [n] + ([n + "_so"] if n in libraries else []) + ([n + "_hf"] if n in models else [])]
     text = table(summary, rows, compile_ms, compile_s, header)
     chart(opts.chart, names, summary, opts.rounds)
     print(text)
@@ -507,7 +595,8 @@ def main():
                    "rounds": opts.rounds, "seconds": opts.seconds, "load_average": load}
         with open(opts.json, "w") as f:
             compiles = dict({n: {"nax_ms": compile_ms[n], "torch_compile_s": compile_s[n]} for n in names},
-                            **{n + "_so": {"nax_build_ms": build_ms[n]} for n in libraries})
+                            **{n + "_so": {"nax_build_ms": build_ms[n]} for n in libraries},
+                            **{n + "_hf": {"torch_compile_s": compile_s[n + "_hf"]} for n in models})
             json.dump({"machine": machine, "compile": compiles, "rounds": raw, "summary": summary}, f, indent=1)
             f.write("\n")
 

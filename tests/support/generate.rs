@@ -5,7 +5,8 @@
 //! * noise for "the checker never panics": [`random_source_bytes`] (raw bytes biased towards
 //!   nax punctuation and words) and [`mutate_tokens`] (token-level edits of a real program);
 //! * well-formed modules that must check with no error: [`well_formed_program`] (small, random,
-//!   einops' ellipsis `...` included)
+//!   einops' ellipsis `...` and section 13's indexing, slices, concatenations, scans and
+//!   arg-reductions included)
 //!   and [`large_module`] (thousands of lines, deterministic, for the speed benchmark);
 //! * [`extreme_program`]: a well-formed module whose sizes are pushed to the edges (0, 2^31,
 //!   2^32, 2^53, 2^63, 2^64 and their neighbours) in dims and pattern keywords, with functions
@@ -410,7 +411,7 @@ impl Body<'_> {
     fn expr(&mut self, rng: &mut SmallRng, depth: usize) -> Option<Expr> {
         for _ in 0..8 {
             let mark = self.sizes.len();
-            let e = match rng.random_range(0..15) {
+            let e = match rng.random_range(0..16) {
                 0..=2 => self.arith(rng, depth),
                 3 => self.unary(rng, depth),
                 4 => self.softmax(rng, depth),
@@ -423,6 +424,7 @@ impl Body<'_> {
                 11 => self.matmul(rng, depth),
                 12 => self.call(rng),
                 13 => self.rename(rng, depth),
+                14 => self.section13(rng, depth),
                 _ => self.select(rng, depth),
             };
             if e.is_some() {
@@ -708,6 +710,52 @@ impl Body<'_> {
         axes[i] = self.fresh_axis(self.size(&x.axes[i]));
         let text = format!("{} as [{}]", x.operand(), join(&axes));
         Some(Expr { text, axes, real: x.real, atomic: false })
+    }
+
+    /// Section 13 on an axis whose size is known: `x[a = i]` (rank >= 2),
+    /// `x[a = i:j:s as r0]` (bounds from either end), `concat(x, f(x): a, a
+    /// -> r0)`, `cumsum`/`cumprod` along `a`, or `float(argmax(x, a))`
+    /// (rank >= 2).
+    fn section13(&mut self, rng: &mut SmallRng, depth: usize) -> Option<Expr> {
+        let x = self.operand(rng, depth)?;
+        let i = rng.random_range(0..x.axes.len());
+        let a = x.axes[i].clone();
+        let n = self.size(&a).filter(|&n| n >= 1)? as i64;
+        let mut axes = x.axes.clone();
+        match rng.random_range(0..5) {
+            0 if x.axes.len() >= 2 => {
+                let at = rng.random_range(-n..n);
+                axes.remove(i);
+                Some(Expr { text: format!("{}[{a} = {at}]", x.operand()), axes, real: x.real, atomic: true })
+            }
+            1 => {
+                let (start, stop) = (rng.random_range(0..n), rng.random_range(0..=n));
+                let (start, stop) = (start.min(stop), start.max(stop));
+                let step = rng.random_range(1..=3);
+                let len = ((stop - start) as u64).div_ceil(step);
+                // Bounds written from the end half the time.
+                let bound = |b: i64, rng: &mut SmallRng| if b > 0 && b < n && rng.random_bool(0.5) { (b - n).to_string() } else { b.to_string() };
+                let (s, e) = (bound(start, rng), bound(stop, rng));
+                axes[i] = self.fresh_axis(Some(len));
+                let step_text = if step == 1 { String::new() } else { format!(":{step}") };
+                Some(Expr { text: format!("{}[{a} = {s}:{e}{step_text} as {}]", x.operand(), axes[i]), axes, real: x.real, atomic: true })
+            }
+            2 => {
+                axes[i] = self.fresh_axis(Some(2 * n as u64));
+                let other = unary_builtin(rng, x.clone());
+                Some(Expr { text: format!("concat({}, {}: {a}, {a} -> {})", x.text, other.text, axes[i]), axes, real: true, atomic: true })
+            }
+            3 => {
+                let f = pick(rng, &["cumsum", "cumprod"]);
+                Some(Expr { text: format!("{f}({}, {a})", x.text), axes, real: true, atomic: true })
+            }
+            _ if x.axes.len() >= 2 => {
+                let f = pick(rng, &["argmax", "argmin"]);
+                axes.remove(i);
+                Some(Expr { text: format!("float({f}({}, {a}))", x.text), axes, real: true, atomic: true })
+            }
+            _ => None,
+        }
     }
 
     /// A mask made from a value with `text`: comparisons, `!`, `and`.

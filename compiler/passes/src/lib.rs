@@ -10,6 +10,7 @@
 pub mod algebra;
 pub mod broadcast;
 pub mod contraction;
+pub mod indexing;
 pub mod language;
 pub mod permute;
 pub mod view;
@@ -62,6 +63,7 @@ pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
     all.extend(view::rules()?);
     all.extend(contraction::rules()?);
     all.extend(algebra::rules()?);
+    all.extend(indexing::rules()?);
     Ok(all)
 }
 

@@ -1,0 +1,209 @@
+//! Indexing algebra (LANGUAGE.md section 13): a slice of an elementwise
+//! map is the map of its operands' slices (the map then computes only the
+//! elements kept); a slice that falls inside one operand of a
+//! concatenation is that operand's slice; a gather of a gather gathers the
+//! indices first (`take(take(t, i, V), j, n)` is `take(t, take(i, j, n),
+//! V)`: the small index tensor is gathered, not the rows); and a permute
+//! moves out through a slice, a scan and an arg-reduction, where its
+//! consumers can absorb it.
+
+use crate::language::{EG, ENode, Types, add, node_type, nodes_of, rule, tensor_of, type_of, unary_nodes, with_axes};
+use egg::{Id, Rewrite};
+use nax_front::check::types::TensorType;
+use nax_ir::{Op, Type};
+use nax_runtime::Size;
+
+/// A permute's permutation.
+fn permutation(op: &Op) -> Option<Vec<usize>> {
+    match op {
+        Op::Permute { perm } => Some(perm.clone()),
+        _ => None,
+    }
+}
+
+/// `t` with axis `axis` resized to `size`.
+fn resized(t: &TensorType, axis: usize, size: Size) -> Type {
+    let mut axes = t.axes.clone();
+    axes[axis].size = size;
+    with_axes(t, axes)
+}
+
+/// slice(map(xs), a) => map(slice(x) for each operand reading result axis a).
+fn slice_of_map(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let Op::Slice { axis, start, step } = op else { return Vec::new() };
+    let ty = node_type(eg, node).clone();
+    let Some(len) = tensor_of(eg, node.children[0]).and(match &ty {
+        Type::Tensor(t) => Some(t.axes[*axis].size),
+        Type::Host(..) => None,
+    }) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (inner, inner_op) in nodes_of(eg, node.children[0], |o| matches!(o, Op::Map { .. })) {
+        let Op::Map { maps, .. } = &inner_op else { continue };
+        let mut children = Vec::with_capacity(inner.children.len());
+        for (&x, map) in inner.children.iter().zip(maps) {
+            match map.iter().position(|&r| r == *axis) {
+                Some(j) => {
+                    let Some(t) = tensor_of(eg, x).cloned() else { return out };
+                    // A size-1 operand axis broadcasts: it stays whole.
+                    if eg.analysis.symbols.constant(t.axes[j].size) == Some(1) {
+                        children.push(x);
+                    } else {
+                        let sliced = resized(&t, j, len);
+                        children.push(add(eg, Op::Slice { axis: j, start: *start, step: *step }, sliced, vec![x]));
+                    }
+                }
+                None => children.push(x),
+            }
+        }
+        out.push(add(eg, inner_op.clone(), ty.clone(), children));
+    }
+    out
+}
+
+/// slice(concat(xs), a) => slice(x_k) when the slice's elements, known
+/// when compiling, all lie in operand k.
+fn slice_of_concat(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let Op::Slice { axis, start, step } = op else { return Vec::new() };
+    let ty = node_type(eg, node).clone();
+    let symbols = &eg.analysis.symbols;
+    let (Some(first), Some(len)) = (symbols.constant(*start), tensor_of(eg, eg.find(node.children[0])).and(match &ty {
+        Type::Tensor(t) => symbols.constant(t.axes[*axis].size),
+        Type::Host(..) => None,
+    })) else {
+        return Vec::new();
+    };
+    if len == 0 {
+        return Vec::new();
+    }
+    let last = first + (len - 1) * step;
+    let mut out = Vec::new();
+    for (inner, inner_op) in nodes_of(eg, node.children[0], |o| matches!(o, Op::Concat { .. })) {
+        if !matches!(inner_op, Op::Concat { axis: a } if a == *axis) {
+            continue;
+        }
+        let mut offset = 0u64;
+        for &x in &inner.children {
+            let Some(size) = tensor_of(eg, x).and_then(|t| eg.analysis.symbols.constant(t.axes[*axis].size)) else { break };
+            if first >= offset && last < offset + size {
+                out.push(add(eg, Op::Slice { axis: *axis, start: Size::Const(first - offset), step: *step }, ty.clone(), vec![x]));
+                break;
+            }
+            offset += size;
+        }
+    }
+    out
+}
+
+/// take(take(t, i, V), j, a) with a one of i's axes => take(t, take(i, j, a'), V).
+fn take_of_take(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let Op::Take { axis: outer } = op else { return Vec::new() };
+    let ty = node_type(eg, node).clone();
+    let j = node.children[1];
+    let Some(jt) = tensor_of(eg, j).cloned() else { return Vec::new() };
+    let mut out = Vec::new();
+    for (inner, inner_op) in nodes_of(eg, node.children[0], |o| matches!(o, Op::Take { .. })) {
+        let Op::Take { axis: v } = inner_op else { continue };
+        let i = inner.children[1];
+        let Some(it) = tensor_of(eg, i).cloned() else { continue };
+        // The outer take's axis must be one of the inner indices' axes.
+        let Some(q) = outer.checked_sub(v).filter(|&q| q < it.axes.len()) else { continue };
+        let mut axes = it.axes[..q].to_vec();
+        axes.extend(jt.axes.iter().cloned());
+        axes.extend(it.axes[q + 1..].iter().cloned());
+        let ids = add(eg, Op::Take { axis: q }, with_axes(&it, axes), vec![i, j]);
+        out.push(add(eg, Op::Take { axis: v }, ty.clone(), vec![inner.children[0], ids]));
+    }
+    out
+}
+
+/// slice(permute(x, p), a) => permute(slice(x, p[a]), p); likewise a scan.
+fn through_permute(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let ty = node_type(eg, node).clone();
+    let Type::Tensor(outer) = &ty else { return Vec::new() };
+    let mut out = Vec::new();
+    for (perm, x) in unary_nodes(eg, node.children[0], permutation) {
+        let Some(xt) = tensor_of(eg, x).cloned() else { continue };
+        let (inner_op, inner_ty) = match op {
+            Op::Slice { axis, start, step } => (Op::Slice { axis: perm[*axis], start: *start, step: *step }, resized(&xt, perm[*axis], outer.axes[*axis].size)),
+            Op::Scan { op: scan, axis } => (Op::Scan { op: *scan, axis: perm[*axis] }, type_of(eg, x).clone()),
+            _ => return Vec::new(),
+        };
+        let inner = add(eg, inner_op, inner_ty, vec![x]);
+        out.push(add(eg, Op::Permute { perm }, ty.clone(), vec![inner]));
+    }
+    out
+}
+
+/// arg(permute(x, p), a) => permute(arg(x, p[a]), q) of the remaining axes.
+fn arg_of_permute(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let Op::ArgReduce { op: reduction, axis } = op else { return Vec::new() };
+    let ty = node_type(eg, node).clone();
+    let Type::Tensor(outer) = &ty else { return Vec::new() };
+    let mut out = Vec::new();
+    for (perm, x) in unary_nodes(eg, node.children[0], permutation) {
+        let gone = perm[*axis];
+        let kept: Vec<usize> = (0..perm.len()).filter(|&a| a != gone).collect();
+        // Result axis t is the permute's t-th remaining axis, x's axis perm[i].
+        let q: Vec<usize> = (0..perm.len()).filter(|&i| i != *axis).map(|i| kept.iter().position(|&k| k == perm[i]).unwrap_or(0)).collect();
+        let Some(xt) = tensor_of(eg, x).cloned() else { continue };
+        let inner_ty = with_axes(outer, kept.iter().map(|&a| xt.axes[a].clone()).collect());
+        let inner = add(eg, Op::ArgReduce { op: *reduction, axis: gone }, inner_ty, vec![x]);
+        out.push(if q.iter().enumerate().all(|(i, &j)| i == j) { inner } else { add(eg, Op::Permute { perm: q }, ty.clone(), vec![inner]) });
+    }
+    out
+}
+
+/// The family's rules.
+pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
+    Ok(vec![
+        rule("slice-of-map", |o| matches!(o, Op::Slice { .. }), slice_of_map)?,
+        rule("slice-of-concat", |o| matches!(o, Op::Slice { .. }), slice_of_concat)?,
+        rule("take-of-take", |o| matches!(o, Op::Take { .. }), take_of_take)?,
+        rule("slice-of-permute", |o| matches!(o, Op::Slice { .. }), through_permute)?,
+        rule("scan-of-permute", |o| matches!(o, Op::Scan { .. }), through_permute)?,
+        rule("arg-of-permute", |o| matches!(o, Op::ArgReduce { .. }), arg_of_permute)?,
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::function as f;
+
+    // slice-of-map: slice(add(x, y), m) => add(slice(x), slice(y))
+    #[test]
+    fn slice_of_map() {
+        assert_eq!(f("x: [a c], y: [c]) -> [a s]", "(x + y)[c = 1:5:2 as s]"), "(add (slice 1 1 2 x)[0 1] (slice 0 1 2 y)[1])");
+    }
+
+    // slice-of-concat: slice(concat(x, y), 7..9) => slice(y, 2..4)
+    #[test]
+    fn slice_of_concat() {
+        assert_eq!(f("x: [b], y: [c]) -> [s]", "concat(x, y: b, c -> t)[t = 7:9 as s]"), "(slice 0 2 1 y)");
+    }
+
+    // take-of-take: take(take(t, i, a), j, n) => take(t, take(i, j, 0), a)
+    #[test]
+    fn take_of_take() {
+        assert_eq!(f("t: [a c], i: Int[n], j: Int[m]) -> [m c]", "take(take(t, i, a), j, n)"), "(take 0 t (take 0 i j))");
+    }
+
+    // slice-of-permute: slice(permute(x, [1 0]), 0) => permute(slice(x, 1), [1 0])
+    #[test]
+    fn slice_of_permute() {
+        assert_eq!(f("x: [a c], y: [k a]) -> [k a]", "rearrange(x, a c -> c a)[c = 0:3 as k] + y"), "(add (slice 1 0 1 x)[1 0] y[0 1])");
+    }
+
+    // scan-of-permute: cumsum(permute(x, [1 0]), 0) => permute(cumsum(x, 1), [1 0])
+    #[test]
+    fn scan_of_permute() {
+        assert_eq!(f("x: [a c], y: [c a]) -> [c a]", "cumsum(rearrange(x, a c -> c a), c) + y"), "(add (scan sum 1 x)[1 0] y[0 1])");
+    }
+
+    // arg-of-permute: argmax(permute(x, [2 1 0]), c) => permute(argmax(x, 2), [1 0])
+    #[test]
+    fn arg_of_permute() {
+        assert_eq!(f("x: [a b c]) -> Int[b a]", "argmax(rearrange(x, a b c -> c b a), c)"), "(permute [1 0] (argmax 2 x))");
+    }
+}
