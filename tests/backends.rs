@@ -295,6 +295,13 @@ pub(crate) fn cases() -> Vec<Case> {
             "take_of_take",
             "dim V = 7\ndim D = 4\ndim n = 6\ndef f(w: [V D], i: Int[n], j: Int[n]) -> [n D] {\n    return take(take(w, where(i < 0, -i, i), V), where(j < 0, -j, j), n)\n}\n",
         ),
+        Case {
+            sizes: vec![("b", 3), ("n", 5), ("V", 7)],
+            ..case(
+                "take_scan_arg_run_time_sizes",
+                "dim D = 4\ndef f(w: [V D], i: Int[b n], x: [b n]) -> [b n D] {\n    return take(w, where(i < 0, -i, i), V) + rearrange(cumsum(x, n) + float(argmax(x, n)), b n -> b n 1)\n}\n",
+            )
+        },
         case("index_at_int_parameter", "dim L = 5\ndim D = 7\ndef f(w: [L D], l: int = 3) -> [D] {\n    return w[L = l] + w[L = -1] * 2.0\n}\n"),
         case(
             "index_at_inlined_literal",
