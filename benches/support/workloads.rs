@@ -54,7 +54,13 @@ pub fn all() -> Vec<Workload> {
             Workload { function: name.clone(), name, source: std::fs::read_to_string(&path).expect("workload source"), sizes: Vec::new(), weight_scale: 1.0 }
         })
         .collect();
-    all.push(Workload { name: "elementwise".to_string(), function: "elementwise".to_string(), source: ELEMENTWISE.to_string(), sizes: Vec::new(), weight_scale: 1.0 });
+    all.push(Workload {
+        name: "elementwise".to_string(),
+        function: "elementwise".to_string(),
+        source: ELEMENTWISE.to_string(),
+        sizes: Vec::new(),
+        weight_scale: 1.0,
+    });
     let gpt2 = std::fs::read_to_string(root.join("examples/gpt2/gpt2.nax")).expect("examples/gpt2/gpt2.nax");
     for (name, function, sizes) in [("gpt2_prefill", "gpt2", vec![("b", 1), ("n", 128)]), ("gpt2_decode", "step", vec![("b", 1), ("n", 1), ("c", 127)])] {
         all.push(Workload { name: name.to_string(), function: function.to_string(), source: gpt2.clone(), sizes, weight_scale: 0.05 });

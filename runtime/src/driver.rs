@@ -106,7 +106,14 @@ impl NativeFunction {
                 plan.microkernels.len()
             )));
         }
-        Ok(NativeFunction { signature, plan, entries, temporaries: Mutex::new(Vec::new()), profile: Mutex::new((0, Vec::new())), _code: SyncCode { _owner: code } })
+        Ok(NativeFunction {
+            signature,
+            plan,
+            entries,
+            temporaries: Mutex::new(Vec::new()),
+            profile: Mutex::new((0, Vec::new())),
+            _code: SyncCode { _owner: code },
+        })
     }
 
     /// The plan.
@@ -561,7 +568,13 @@ impl NativeFunction {
                 Strategy::Attention(_) => "attention",
             };
             let extents: Vec<String> = sizes.extents(k).iter().map(usize::to_string).collect();
-            text += &format!("  {:8.3} ms  {:5.1}%  kernel {i:3} {kind:9} -> %{} loops [{}]\n", total[i] / *calls as f64 * 1e3, total[i] / sum * 100.0, k.output, extents.join(" "));
+            text += &format!(
+                "  {:8.3} ms  {:5.1}%  kernel {i:3} {kind:9} -> %{} loops [{}]\n",
+                total[i] / *calls as f64 * 1e3,
+                total[i] / sum * 100.0,
+                k.output,
+                extents.join(" ")
+            );
         }
         eprint!("{text}");
         *calls = 0;

@@ -233,6 +233,7 @@ struct Val {
 }
 
 /// A generated expression and what is known of its type.
+#[derive(Clone)]
 struct Expr {
     text: String,
     axes: Vec<String>,
@@ -713,9 +714,9 @@ impl Body<'_> {
     }
 
     /// Section 13 on an axis whose size is known: `x[a = i]` (rank >= 2),
-    /// `x[a = i:j:s as r0]` (bounds from either end), `concat(x, f(x): a, a
-    /// -> r0)`, `cumsum`/`cumprod` along `a`, or `float(argmax(x, a))`
-    /// (rank >= 2).
+    /// `x[a = i:j:s as r0]` (bounds from either end), `concat(v, f(v): a, a
+    /// -> r0)` of a value `v`, `cumsum`/`cumprod` along `a`, or
+    /// `float(argmax(x, a))` (rank >= 2).
     fn section13(&mut self, rng: &mut SmallRng, depth: usize) -> Option<Expr> {
         let x = self.operand(rng, depth)?;
         let i = rng.random_range(0..x.axes.len());
@@ -740,7 +741,9 @@ impl Body<'_> {
                 let step_text = if step == 1 { String::new() } else { format!(":{step}") };
                 Some(Expr { text: format!("{}[{a} = {s}:{e}{step_text} as {}]", x.operand(), axes[i]), axes, real: x.real, atomic: true })
             }
-            2 => {
+            // Joined with a function of itself: only a value's name, since an
+            // expression written twice would bind its pattern's names twice.
+            2 if self.vals.iter().any(|v| v.name == x.text) => {
                 axes[i] = self.fresh_axis(Some(2 * n as u64));
                 let other = unary_builtin(rng, x.clone());
                 Some(Expr { text: format!("concat({}, {}: {a}, {a} -> {})", x.text, other.text, axes[i]), axes, real: true, atomic: true })

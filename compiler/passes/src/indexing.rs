@@ -68,10 +68,13 @@ fn slice_of_concat(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     let Op::Slice { axis, start, step } = op else { return Vec::new() };
     let ty = node_type(eg, node).clone();
     let symbols = &eg.analysis.symbols;
-    let (Some(first), Some(len)) = (symbols.constant(*start), tensor_of(eg, eg.find(node.children[0])).and(match &ty {
-        Type::Tensor(t) => symbols.constant(t.axes[*axis].size),
-        Type::Host(..) => None,
-    })) else {
+    let (Some(first), Some(len)) = (
+        symbols.constant(*start),
+        tensor_of(eg, eg.find(node.children[0])).and(match &ty {
+            Type::Tensor(t) => symbols.constant(t.axes[*axis].size),
+            Type::Host(..) => None,
+        }),
+    ) else {
         return Vec::new();
     };
     if len == 0 {
