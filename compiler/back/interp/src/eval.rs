@@ -237,7 +237,7 @@ fn compute(g: &Graph, sizes: &Sizes, op: &Op, args: &[&Value], dtype: DType, sha
             let src = strides(&args[0].shape);
             let mut map = src.clone();
             map[*axis] = src[*axis] * *step as usize;
-            let base = sizes.of(g, *start)? as usize * src[*axis];
+            let base = sizes.of(g, *start)? * src[*axis];
             let idx = Offsets::new(&shape, &map)?;
             args[0].gather(shape, idx.map(|i| i + base))?
         }

@@ -17,7 +17,7 @@ use super::sizes::Size;
 use super::types::{Axis, DType, Kind, TensorType, Type, describe_axes};
 use crate::checked::{IndexEntry, Reduction, TExpr, TExprKind};
 use crate::diagnostics::{Code, Diagnostic, Span};
-use crate::syntax::ast::{self, ExprKind, HostType, IndexAt, UnaryOp};
+use crate::syntax::ast::{self, ExprKind, HostType, IndexAt, SliceAt, UnaryOp};
 
 /// An index or a slice bound as written: an integer, a size, or an `int`
 /// value known only at the call (an element's index only).
@@ -63,8 +63,8 @@ impl FnChecker<'_> {
             let size = t.axes[axis].size;
             let Some(index) = self.index_entry(entry, axis, size) else { return error_expr(span) };
             let rename = match &entry.at {
-                IndexAt::Slice { rename: Some(r), .. } => Some(r.name.clone()),
-                _ => None,
+                IndexAt::Slice(s) => s.rename.as_ref().map(|r| r.name.clone()),
+                IndexAt::Element(_) => None,
             };
             checked.push((axis, index, rename));
         }
@@ -84,7 +84,8 @@ impl FnChecker<'_> {
             }
         }
         for entry in entries {
-            if let IndexAt::Slice { rename: Some(r), .. } = &entry.at
+            if let IndexAt::Slice(s) = &entry.at
+                && let Some(r) = &s.rename
                 && let Some(a) = axes.iter().find(|a| a.name.as_deref() == Some(r.name.as_str()))
                 && !self.bind_size_name(&r.name, a.size, r.span)
             {
@@ -141,7 +142,8 @@ impl FnChecker<'_> {
                     Some(IndexEntry::Element { axis, index })
                 }
             },
-            IndexAt::Slice { start, stop, step, .. } => {
+            IndexAt::Slice(slice) => {
+                let SliceAt { start, stop, step, .. } = slice.as_ref();
                 let step_value = match step {
                     None => 1,
                     Some(e) => match self.bound(e)? {

@@ -195,7 +195,16 @@ pub struct IndexEntry {
 #[derive(Clone, Debug, PartialEq)]
 pub enum IndexAt {
     Element(Expr),
-    Slice { start: Option<Expr>, stop: Option<Expr>, step: Option<Expr>, rename: Option<Ident> },
+    Slice(Box<SliceAt>),
+}
+
+/// `i:j:s as m`, each part optional.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SliceAt {
+    pub start: Option<Expr>,
+    pub stop: Option<Expr>,
+    pub step: Option<Expr>,
+    pub rename: Option<Ident>,
 }
 
 /// `callee(args)`; pattern built-ins carry their pattern.

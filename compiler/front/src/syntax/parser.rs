@@ -615,7 +615,7 @@ impl Parser<'_> {
                     if matches!(self.peek(), TokenKind::Colon | TokenKind::Comma | TokenKind::RBracket | TokenKind::As) { None } else { Some(self.bound()?) };
                 let step = if self.eat(&TokenKind::Colon) { Some(self.bound()?) } else { None };
                 let rename = if self.eat(&TokenKind::As) { Some(self.ident("the slice's axis name")?) } else { None };
-                IndexAt::Slice { start, stop, step, rename }
+                IndexAt::Slice(Box::new(SliceAt { start, stop, step, rename }))
             } else {
                 match start {
                     Some(index) => IndexAt::Element(index),
