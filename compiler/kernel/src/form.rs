@@ -308,6 +308,27 @@ impl Former<'_> {
         }
     }
 
+    /// The nest of a reduction of an operand of shape `input` along `axis`
+    /// into `out`: the output's loops then the axis's, reducing; where each
+    /// operand axis is read; and the reducing loop.
+    fn reduction_along(&self, out: &[Size], input: &[Size], axis: usize) -> (Vec<Loop>, Vec<Index>, usize) {
+        let mut loops = self.output_loops(out);
+        loops.push(Loop { extent: input[axis], role: Role::Reduce });
+        let last = loops.len() - 1;
+        let at = (0..input.len())
+            .map(|a| {
+                Index::Loop(if a == axis {
+                    last
+                } else if a < axis {
+                    a
+                } else {
+                    a - 1
+                })
+            })
+            .collect();
+        (loops, at, last)
+    }
+
     /// An operand read at positions `at` (one per operand axis), some of
     /// them computed: an inline operand is computed in place when every
     /// loop of the nest reaches it, a buffer is read by a gather.
@@ -693,21 +714,7 @@ impl Former<'_> {
                 // cheap (see `store`), and recomputed in each.
                 let input = shape(&self.g.graph[ops[0]].ty);
                 let (loops, at, along) = if *func == AlongAxis::LogSumExp {
-                    let mut loops = self.output_loops(&out);
-                    loops.push(Loop { extent: input[*axis], role: Role::Reduce });
-                    let last = loops.len() - 1;
-                    let at = (0..input.len())
-                        .map(|a| {
-                            Index::Loop(if a == *axis {
-                                last
-                            } else if a < *axis {
-                                a
-                            } else {
-                                a - 1
-                            })
-                        })
-                        .collect::<Vec<_>>();
-                    (loops, at, last)
+                    self.reduction_along(&out, &input, *axis)
                 } else {
                     // The passes run along the axis inside each other position: its loop is serial.
                     let mut loops = self.output_loops(&out);
@@ -877,20 +884,7 @@ impl Former<'_> {
                 let input = shape(&self.g.graph[ops[0]].ty);
                 let compute = nax_ir::value_dtype(&self.g.graph[ops[0]].ty);
                 self.materialize_unless_cheap(ops[0]);
-                let mut loops = self.output_loops(&out);
-                loops.push(Loop { extent: input[*axis], role: Role::Reduce });
-                let last = loops.len() - 1;
-                let at: Vec<Index> = (0..input.len())
-                    .map(|a| {
-                        Index::Loop(if a == *axis {
-                            last
-                        } else if a < *axis {
-                            a
-                        } else {
-                            a - 1
-                        })
-                    })
-                    .collect();
+                let (loops, at, last) = self.reduction_along(&out, &input, *axis);
                 let x = self.read(ops[0], &at, &loops);
                 let best = self.scratch(compute, out.clone(), loops.clone(), Body::Reduce { op: *op, value: x.clone() });
                 let m = Expr::Load { buffer: best, index: (0..out.len()).map(Index::Loop).collect() };

@@ -336,18 +336,13 @@ impl FnChecker<'_> {
             let by_name = first.fully_named() && t.fully_named();
             let mut map = vec![0; t.rank()];
             map[axes[i]] = axes[0];
+            let other_axes = |s: &Self, primary: String| {
+                let message =
+                    format!("concat's operands must have the same other axes: {} and {}", describe_axes(&first.axes, &s.syms), describe_axes(&t.axes, &s.syms));
+                Diagnostic::new(Code::E0404, args[i].span, message).primary(primary).label(args[0].span, "the first operand")
+            };
             if mine.len() != first_rest.len() {
-                let d = Diagnostic::new(
-                    Code::E0404,
-                    args[i].span,
-                    format!(
-                        "concat's operands must have the same other axes: {} and {}",
-                        describe_axes(&first.axes, &self.syms),
-                        describe_axes(&t.axes, &self.syms)
-                    ),
-                )
-                .primary("this operand")
-                .label(args[0].span, "the first operand");
+                let d = other_axes(self, "this operand".into());
                 return (TExprKind::Bool(false), self.report(d));
             }
             for (k, (fp, fa)) in first_rest.iter().enumerate() {
@@ -357,17 +352,7 @@ impl FnChecker<'_> {
                     mine.get(k).filter(|(_, a)| a.name == fa.name || a.name.is_none() || fa.name.is_none())
                 };
                 let Some((mp, ma)) = found else {
-                    let d = Diagnostic::new(
-                        Code::E0404,
-                        args[i].span,
-                        format!(
-                            "concat's operands must have the same other axes: {} and {}",
-                            describe_axes(&first.axes, &self.syms),
-                            describe_axes(&t.axes, &self.syms)
-                        ),
-                    )
-                    .primary(format!("no axis lines up with '{}'", fa.name.as_deref().unwrap_or("_")))
-                    .label(args[0].span, "the first operand");
+                    let d = other_axes(self, format!("no axis lines up with '{}'", fa.name.as_deref().unwrap_or("_")));
                     return (TExprKind::Bool(false), self.report(d));
                 };
                 if !self.syms.unify(fa.size, ma.size) {
