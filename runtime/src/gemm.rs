@@ -595,9 +595,97 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
     });
 }
 
-/// Depth positions a transposing pack copies per block (see [`pack`]):
-/// 64 positions of a panel of 16 f32 are 4 KiB.
-const PACK_DEPTH: usize = 64;
+/// The edge of a transposing pack's tiles (see [`transpose_tiles`]).
+const TILE: usize = 8;
+
+/// `dst[p * width + r] = src[r * row_step + p]` for `r < rows`, `p < len`,
+/// widened: [`transpose_tiles`] compiled for this machine's widest vectors.
+type Transpose<T> = unsafe fn(*const T, isize, usize, usize, usize, *mut <T as Element>::Wide);
+
+fn transpose_tiles_for<T: Element>() -> Transpose<T> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return transpose_tiles_avx512::<T>;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return transpose_tiles_avx2::<T>;
+        }
+    }
+    transpose_tiles_baseline::<T>
+}
+
+/// [`transpose_tiles`] with AVX-512.
+///
+/// # Safety
+/// As [`transpose_tiles`]; the machine has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn transpose_tiles_avx512<T: Element>(src: *const T, row_step: isize, rows: usize, len: usize, width: usize, dst: *mut T::Wide) {
+    // SAFETY: as the caller promised.
+    unsafe { transpose_tiles::<T>(src, row_step, rows, len, width, dst) }
+}
+
+/// [`transpose_tiles`] with AVX2.
+///
+/// # Safety
+/// As [`transpose_tiles`]; the machine has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn transpose_tiles_avx2<T: Element>(src: *const T, row_step: isize, rows: usize, len: usize, width: usize, dst: *mut T::Wide) {
+    // SAFETY: as the caller promised.
+    unsafe { transpose_tiles::<T>(src, row_step, rows, len, width, dst) }
+}
+
+/// [`transpose_tiles`] for the baseline instruction set.
+///
+/// # Safety
+/// As [`transpose_tiles`].
+unsafe fn transpose_tiles_baseline<T: Element>(src: *const T, row_step: isize, rows: usize, len: usize, width: usize, dst: *mut T::Wide) {
+    // SAFETY: as the caller promised.
+    unsafe { transpose_tiles::<T>(src, row_step, rows, len, width, dst) }
+}
+
+/// `dst[p * width + r] = src[r * row_step + p]` (widened) for `r < rows`
+/// and `p < len`: whole tiles of [`TILE`] rows by [`TILE`] positions read
+/// row by row and written position by position through registers, the
+/// edges element by element.
+///
+/// # Safety
+/// `src` holds `rows` rows of `len` elements, `row_step` apart; `dst`
+/// holds `len * width` elements, `rows <= width`.
+#[inline(always)]
+unsafe fn transpose_tiles<T: Element>(src: *const T, row_step: isize, rows: usize, len: usize, width: usize, dst: *mut T::Wide) {
+    // SAFETY (throughout): the positions read and written are inside the
+    // matrices, as the caller promised.
+    let at = |r: usize, p: usize| unsafe { *src.offset(r as isize * row_step + p as isize) }.widen();
+    let (whole_rows, whole_len) = (rows / TILE * TILE, len / TILE * TILE);
+    for p0 in (0..whole_len).step_by(TILE) {
+        for r0 in (0..whole_rows).step_by(TILE) {
+            let mut tile = [[T::Wide::default(); TILE]; TILE];
+            for (r, row) in tile.iter_mut().enumerate() {
+                for (p, x) in row.iter_mut().enumerate() {
+                    *x = at(r0 + r, p0 + p);
+                }
+            }
+            for p in 0..TILE {
+                for (r, row) in tile.iter().enumerate() {
+                    unsafe { *dst.add((p0 + p) * width + r0 + r) = row[p] };
+                }
+            }
+        }
+        for r in whole_rows..rows {
+            for p in p0..p0 + TILE {
+                unsafe { *dst.add(p * width + r) = at(r, p) };
+            }
+        }
+    }
+    for p in whole_len..len {
+        for r in 0..rows {
+            unsafe { *dst.add(p * width + r) = at(r, p) };
+        }
+    }
+}
 
 /// Packs rows `first..first + count` of `m` (depth positions
 /// `depth..depth + len` of each) into panels of `width` rows, each panel
@@ -629,19 +717,11 @@ unsafe fn pack<T: Element>(m: Strided, first: usize, count: usize, depth: usize,
         }
         if m.col_step == 1 {
             // Rows contiguous along the depth (a transposed weight): a
-            // transpose, in blocks of PACK_DEPTH positions, so that the
-            // panel's lines a block writes stay in the first-level cache
-            // while every row fills them.
-            for p0 in (0..len).step_by(PACK_DEPTH) {
-                let block = PACK_DEPTH.min(len - p0);
-                for r in 0..rows {
-                    // SAFETY: `block` consecutive elements of a row inside `m`.
-                    let src = unsafe { std::slice::from_raw_parts(m.at(first + start + r, depth + p0, size) as *const T, block) };
-                    for (chunk, &x) in dst[p0 * width..(p0 + block) * width].chunks_exact_mut(width).zip(src) {
-                        chunk[r] = x.widen();
-                    }
-                }
-            }
+            // transpose, in tiles of TILE x TILE (in registers, compiled for
+            // the machine's vectors), the edges element by element.
+            let row_at = |r: usize, p: usize| m.at(first + start + r, depth + p, size) as *const T;
+            // SAFETY: every tile's rows and depth positions lie inside `m`, and its panel positions inside `dst`.
+            unsafe { transpose_tiles_for::<T>()(row_at(0, 0), m.row_step, rows, len, width, dst.as_mut_ptr()) };
             continue;
         }
         for r in 0..rows {
@@ -765,6 +845,30 @@ mod tests {
                             assert_eq!(c[i * n + j], want, "{m}x{n}x{k} at ({i}, {j}), B transposed: {b_transposed}");
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod transposing_pack {
+    use super::*;
+
+    /// Packing rows contiguous along the depth (a transposed weight)
+    /// transposes them into panels, tiles and ragged edges alike.
+    #[test]
+    fn packs_every_element_where_the_panel_wants_it() {
+        for (n, k, depth, len, width) in [(37usize, 21usize, 3usize, 17usize, 32usize), (64, 64, 0, 64, 32), (5, 9, 1, 8, 8)] {
+            let w: Vec<f32> = (0..n * k).map(|i| i as f32).collect();
+            let m = Strided { ptr: w.as_ptr() as usize, row_step: k as isize, col_step: 1 };
+            let mut out = vec![f32::NAN; n.div_ceil(width) * width * len];
+            // SAFETY: the block is inside `w`; `out` holds every panel.
+            unsafe { pack::<f32>(m, 0, n, depth, len, width, out.as_mut_ptr()) };
+            for r in 0..n.div_ceil(width) * width {
+                for p in 0..len {
+                    let want = if r < n { w[r * k + depth + p] } else { 0.0 };
+                    assert_eq!(out[(r / width) * width * len + p * width + r % width], want, "{n}x{k}: row {r}, depth {p}");
                 }
             }
         }
