@@ -466,19 +466,7 @@ impl Former<'_> {
         let rank = reduced.len();
         let apply = |func: MapFn, args: Vec<Expr>| Expr::Apply { func, compute: wide, args };
         // The reductions: the reduced axes, then the axis.
-        let mut loops = self.output_loops(&reduced);
-        loops.push(Loop { extent: sizes[axis], role: Role::Reduce });
-        let at: Vec<Index> = (0..sizes.len())
-            .map(|a| {
-                Index::Loop(if a == axis {
-                    rank
-                } else if a < axis {
-                    a
-                } else {
-                    a - 1
-                })
-            })
-            .collect();
+        let (loops, at, _) = self.reduction_along(&reduced, &sizes, axis);
         let x = self.read(input, &at, &loops);
         let max = self.scratch(wide, reduced.clone(), loops.clone(), Body::Reduce { op: Reduction::Max, value: x.clone() });
         let m = Expr::Load { buffer: max, index: (0..rank).map(Index::Loop).collect() };
