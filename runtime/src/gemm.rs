@@ -266,10 +266,14 @@ const DOT_LANES: usize = 16;
 /// # Safety
 /// As [`multiply`]; B's columns or its depth are contiguous.
 unsafe fn unpacked<T: Element>(p: Product, threads: usize, work: usize, finish: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
+    let size = std::mem::size_of::<T>();
+    // A's rows, widened once for every block.
+    // SAFETY: every (i, k) is inside A.
+    let a: Vec<T::Wide> = (0..p.m).flat_map(|i| (0..p.k).map(move |k| unsafe { *(p.a.at(i, k, size) as *const T) }.widen())).collect();
     let block = unpacked_block_for::<T>();
     let run = |j0: usize| {
         // SAFETY: as the caller promised; the block's features are the machine's.
-        unsafe { block(&p, j0) };
+        unsafe { block(&p, &a, j0) };
         finish(0, p.m, j0, UNPACKED_COLS.min(p.n - j0));
     };
     let starts: Vec<usize> = (0..p.n).step_by(UNPACKED_COLS).collect();
@@ -280,65 +284,61 @@ unsafe fn unpacked<T: Element>(p: Product, threads: usize, work: usize, finish: 
     }
 }
 
-/// The block of an unpacked product compiled for this machine's widest vectors.
-fn unpacked_block_for<T: Element>() -> unsafe fn(&Product, usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return unpacked_block_avx512::<T>;
+/// `$name::<T>()`: the function `$inner::<T>` compiled for this machine's
+/// widest vectors (AVX-512, AVX2 with FMA, or the baseline), chosen when
+/// called (the detection is cached by the standard library).
+macro_rules! for_widest_vectors {
+    ($(#[$doc:meta])* fn $name:ident = $inner:ident($($arg:ident: $ty:ty),*)) => {
+        $(#[$doc])*
+        fn $name<T: Element>() -> unsafe fn($($ty),*) {
+            // SAFETY (each): as `$inner`'s caller promised; chosen only where the machine has the features.
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f,avx2,fma")]
+            unsafe fn avx512<T: Element>($($arg: $ty),*) {
+                unsafe { $inner::<T>($($arg),*) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn avx2<T: Element>($($arg: $ty),*) {
+                unsafe { $inner::<T>($($arg),*) }
+            }
+            unsafe fn baseline<T: Element>($($arg: $ty),*) {
+                unsafe { $inner::<T>($($arg),*) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    return avx512::<T>;
+                }
+                if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                    return avx2::<T>;
+                }
+            }
+            baseline::<T>
         }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            return unpacked_block_avx2::<T>;
-        }
-    }
-    unpacked_block_baseline::<T>
+    };
 }
 
-/// [`unpacked_block`] with AVX-512.
-///
-/// # Safety
-/// As [`unpacked_block`]; the machine has AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn unpacked_block_avx512<T: Element>(p: &Product, j0: usize) {
-    // SAFETY: as the caller promised.
-    unsafe { unpacked_block::<T>(p, j0) }
+for_widest_vectors! {
+    /// [`unpacked_block`] for this machine.
+    fn unpacked_block_for = unpacked_block(p: &Product, a: &[T::Wide], j0: usize)
 }
 
-/// [`unpacked_block`] with AVX2 and FMA.
-///
-/// # Safety
-/// As [`unpacked_block`]; the machine has AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn unpacked_block_avx2<T: Element>(p: &Product, j0: usize) {
-    // SAFETY: as the caller promised.
-    unsafe { unpacked_block::<T>(p, j0) }
-}
-
-/// [`unpacked_block`] for the baseline instruction set.
-///
-/// # Safety
-/// As [`unpacked_block`].
-unsafe fn unpacked_block_baseline<T: Element>(p: &Product, j0: usize) {
-    // SAFETY: as the caller promised.
-    unsafe { unpacked_block::<T>(p, j0) }
-}
-
-/// Columns `j0..j0 + UNPACKED_COLS` (or to the end) of an unpacked product:
-/// four rows of B at a time accumulated into C's rows when B's columns
-/// are contiguous, else dot products along B's contiguous depth.
+/// Columns `j0..j0 + UNPACKED_COLS` (or to the end) of an unpacked product
+/// whose A, widened, is `a` (`m` rows of `k`): four rows of B at a time
+/// accumulated into C's rows when B's columns are contiguous, else dot
+/// products along B's contiguous depth.
 ///
 /// # Safety
 /// As [`multiply`]; `p.m` is at most [`UNPACKED_ROWS`]; B's columns or
 /// its depth are contiguous.
 #[inline(always)]
-unsafe fn unpacked_block<T: Element>(p: &Product, j0: usize) {
+unsafe fn unpacked_block<T: Element>(p: &Product, a: &[T::Wide], j0: usize) {
     let size = std::mem::size_of::<T>();
     let cols = UNPACKED_COLS.min(p.n - j0);
     let mut acc = [[T::Wide::default(); UNPACKED_COLS]; UNPACKED_ROWS];
-    // SAFETY (both forms): every element read is inside A or B.
-    let a_at = |i: usize, k: usize| unsafe { *(p.a.at(i, k, size) as *const T) }.widen();
+    let a_at = |i: usize, k: usize| a[i * p.k + k];
+    // SAFETY (both forms): every element of B read is inside B.
     if p.b.col_step == 1 {
         let b_row = |k: usize| unsafe { std::slice::from_raw_parts(p.b.at(k, j0, size) as *const T, cols) };
         let whole = p.k / 4 * 4;
@@ -362,10 +362,10 @@ unsafe fn unpacked_block<T: Element>(p: &Product, j0: usize) {
         }
     } else {
         for (i, row) in acc.iter_mut().enumerate().take(p.m) {
-            let a: Vec<T::Wide> = (0..p.k).map(|k| a_at(i, k)).collect();
+            let a_row = &a[i * p.k..(i + 1) * p.k];
             for (j, c) in row[..cols].iter_mut().enumerate() {
                 let b = unsafe { std::slice::from_raw_parts(p.b.at(0, j0 + j, size) as *const T, p.k) };
-                *c = T::dot(&a, b);
+                *c = T::dot(a_row, b);
             }
         }
     }
@@ -598,52 +598,9 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
 /// The edge of a transposing pack's tiles (see [`transpose_tiles`]).
 const TILE: usize = 8;
 
-/// `dst[p * width + r] = src[r * row_step + p]` for `r < rows`, `p < len`,
-/// widened: [`transpose_tiles`] compiled for this machine's widest vectors.
-type Transpose<T> = unsafe fn(*const T, isize, usize, usize, usize, *mut <T as Element>::Wide);
-
-fn transpose_tiles_for<T: Element>() -> Transpose<T> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return transpose_tiles_avx512::<T>;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            return transpose_tiles_avx2::<T>;
-        }
-    }
-    transpose_tiles_baseline::<T>
-}
-
-/// [`transpose_tiles`] with AVX-512.
-///
-/// # Safety
-/// As [`transpose_tiles`]; the machine has AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn transpose_tiles_avx512<T: Element>(src: *const T, row_step: isize, rows: usize, len: usize, width: usize, dst: *mut T::Wide) {
-    // SAFETY: as the caller promised.
-    unsafe { transpose_tiles::<T>(src, row_step, rows, len, width, dst) }
-}
-
-/// [`transpose_tiles`] with AVX2.
-///
-/// # Safety
-/// As [`transpose_tiles`]; the machine has AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn transpose_tiles_avx2<T: Element>(src: *const T, row_step: isize, rows: usize, len: usize, width: usize, dst: *mut T::Wide) {
-    // SAFETY: as the caller promised.
-    unsafe { transpose_tiles::<T>(src, row_step, rows, len, width, dst) }
-}
-
-/// [`transpose_tiles`] for the baseline instruction set.
-///
-/// # Safety
-/// As [`transpose_tiles`].
-unsafe fn transpose_tiles_baseline<T: Element>(src: *const T, row_step: isize, rows: usize, len: usize, width: usize, dst: *mut T::Wide) {
-    // SAFETY: as the caller promised.
-    unsafe { transpose_tiles::<T>(src, row_step, rows, len, width, dst) }
+for_widest_vectors! {
+    /// [`transpose_tiles`] for this machine.
+    fn transpose_tiles_for = transpose_tiles(src: *const T, row_step: isize, rows: usize, len: usize, width: usize, dst: *mut T::Wide)
 }
 
 /// `dst[p * width + r] = src[r * row_step + p]` (widened) for `r < rows`

@@ -194,6 +194,21 @@ impl Graph {
         self.graph = kept;
     }
 
+    /// How the errors of a `take` node `n` name the axis it gathers along
+    /// (`axis 'V'`, or `axis 0` when unnamed): the interpreter's and the
+    /// native driver's index checks say the same.
+    pub fn take_axis_label(&self, n: NodeIndex) -> String {
+        let axis = match self.graph[n].op {
+            Op::Take { axis } => axis,
+            _ => 0,
+        };
+        let name = match self.operands(n).first().map(|&o| &self.graph[o].ty) {
+            Some(Type::Tensor(t)) => t.axes.get(axis).and_then(|a| a.name.clone()),
+            _ => None,
+        };
+        name.map_or_else(|| format!("axis {axis}"), |a| format!("axis '{a}'"))
+    }
+
     /// Adds a node with its operands.
     pub fn add(&mut self, op: Op, ty: Type, operands: &[NodeIndex]) -> NodeIndex {
         let n = self.graph.add_node(Node { op, ty });

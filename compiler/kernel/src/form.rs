@@ -795,12 +795,7 @@ impl Former<'_> {
                 let table = shape(&self.g.graph[ops[0]].ty);
                 let ids_rank = shape(&self.g.graph[ops[1]].ty).len();
                 let ids = self.index_buffer(ops[1]);
-                let name = match &self.g.graph[ops[0]].ty {
-                    Type::Tensor(t) => t.axes[*axis].name.clone(),
-                    Type::Host(..) => None,
-                };
-                let label = name.map_or_else(|| format!("axis {axis}"), |a| format!("axis '{a}'"));
-                self.checks.push(IndexCheck { buffer: ids, bound: table[*axis], axis: label });
+                self.checks.push(IndexCheck { buffer: ids, bound: table[*axis], axis: self.g.take_axis_label(n) });
                 let loops = self.output_loops(&out);
                 let position = Expr::Load { buffer: ids, index: (0..ids_rank).map(|j| Index::Loop(axis + j)).collect() };
                 let at: Vec<At> = (0..table.len())

@@ -8,18 +8,11 @@
 //! consumers can absorb it.
 
 use crate::language::{EG, ENode, Types, add, node_type, nodes_of, rule, tensor_of, type_of, unary_nodes, with_axes};
+use crate::permute::{permutation, reduction_through, then_permute};
 use egg::{Id, Rewrite};
 use nax_front::check::types::TensorType;
 use nax_ir::{Op, Type};
 use nax_runtime::Size;
-
-/// A permute's permutation.
-fn permutation(op: &Op) -> Option<Vec<usize>> {
-    match op {
-        Op::Permute { perm } => Some(perm.clone()),
-        _ => None,
-    }
-}
 
 /// `t` with axis `axis` resized to `size`.
 fn resized(t: &TensorType, axis: usize, size: Size) -> Type {
@@ -139,21 +132,15 @@ fn through_permute(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     out
 }
 
-/// arg(permute(x, p), a) => permute(arg(x, p[a]), q) of the remaining axes.
+/// arg(permute(x, p), a) => permute(arg(x, p[a]), q) of the remaining
+/// axes, as a reduction moves out of a permute.
 fn arg_of_permute(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     let Op::ArgReduce { op: reduction, axis } = op else { return Vec::new() };
     let ty = node_type(eg, node).clone();
-    let Type::Tensor(outer) = &ty else { return Vec::new() };
     let mut out = Vec::new();
     for (perm, x) in unary_nodes(eg, node.children[0], permutation) {
-        let gone = perm[*axis];
-        let kept: Vec<usize> = (0..perm.len()).filter(|&a| a != gone).collect();
-        // Result axis t is the permute's t-th remaining axis, x's axis perm[i].
-        let q: Vec<usize> = (0..perm.len()).filter(|&i| i != *axis).map(|i| kept.iter().position(|&k| k == perm[i]).unwrap_or(0)).collect();
-        let Some(xt) = tensor_of(eg, x).cloned() else { continue };
-        let inner_ty = with_axes(outer, kept.iter().map(|&a| xt.axes[a].clone()).collect());
-        let inner = add(eg, Op::ArgReduce { op: *reduction, axis: gone }, inner_ty, vec![x]);
-        out.push(if q.iter().enumerate().all(|(i, &j)| i == j) { inner } else { add(eg, Op::Permute { perm: q }, ty.clone(), vec![inner]) });
+        let (x_axes, kept, q) = reduction_through(&perm, &[*axis]);
+        out.extend(then_permute(eg, Op::ArgReduce { op: *reduction, axis: x_axes[0] }, x, &kept, q, &ty));
     }
     out
 }

@@ -16,7 +16,7 @@ fn is_permute(op: &Op) -> bool {
 }
 
 /// A permute's permutation.
-fn permutation(op: &Op) -> Option<Vec<usize>> {
+pub(crate) fn permutation(op: &Op) -> Option<Vec<usize>> {
     match op {
         Op::Permute { perm } => Some(perm.clone()),
         _ => None,
@@ -101,7 +101,7 @@ fn permute_of_contraction(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
 /// For a reduction over `axes` of permute(x, p): the axes of x it reduces
 /// (ascending), the axes of x it keeps (ascending), and the permutation
 /// that puts the kept axes in the permute's order.
-fn reduction_through(perm: &[usize], axes: &[usize]) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+pub(crate) fn reduction_through(perm: &[usize], axes: &[usize]) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
     let mut x_axes: Vec<usize> = axes.iter().map(|&a| perm[a]).collect();
     x_axes.sort_unstable();
     let kept: Vec<usize> = (0..perm.len()).filter(|a| !x_axes.contains(a)).collect();
@@ -112,7 +112,7 @@ fn reduction_through(perm: &[usize], axes: &[usize]) -> (Vec<usize>, Vec<usize>,
 
 /// `op` applied to x in x's own axis order, then the kept axes permuted
 /// by `q` into the type `ty` (no permute when `q` is the identity).
-fn then_permute(eg: &mut EG, op: Op, x: Id, kept: &[usize], q: Vec<usize>, ty: &Type) -> Option<Id> {
+pub(crate) fn then_permute(eg: &mut EG, op: Op, x: Id, kept: &[usize], q: Vec<usize>, ty: &Type) -> Option<Id> {
     let Type::Tensor(outer) = ty else { return None };
     let xt = tensor_of(eg, x)?.clone();
     if is_identity(&q) {

@@ -764,23 +764,12 @@ fn take(g: &Graph, n: NodeIndex, axis: usize, args: &[&Value], shape: Vec<usize>
         let id = ids.i64_at(i);
         match usize::try_from(id) {
             Ok(row) if row < len => rows.push(row),
-            _ => return Err(take_out_of_range(g, n, axis, id, len as u64)),
+            _ => return Err(RuntimeError::IndexOutOfRange { op: "take".into(), axis: g.take_axis_label(n), index: id, size: len as u64 }),
         }
     }
     let index = (0..outer).flat_map(|o| rows.iter().flat_map(move |&r| (0..inner).map(move |i| (o * len + r) * inner + i)));
     let total = count(&shape)?;
     table.gather(shape, ExactIter { inner: index, left: total })
-}
-
-/// The error of an index outside `take`'s axis, naming the axis.
-fn take_out_of_range(g: &Graph, n: NodeIndex, axis: usize, index: i64, size: u64) -> RuntimeError {
-    let operand = g.operands(n).first().map(|&o| &g.graph[o].ty);
-    let name = match operand {
-        Some(nax_ir::Type::Tensor(t)) => t.axes.get(axis).and_then(|a| a.name.clone()),
-        _ => None,
-    };
-    let axis = name.map_or_else(|| format!("axis {axis}"), |a| format!("axis '{a}'"));
-    RuntimeError::IndexOutOfRange { op: "take".into(), axis, index, size }
 }
 
 /// An iterator of known length (a flattened gather's offsets).

@@ -399,27 +399,33 @@ impl FnChecker<'_> {
         (TExprKind::Elementwise { func, args: vec![arg], align }, ty)
     }
 
-    /// The axis argument of softmax, sum, ...: a name that must be an axis of `t` (E0403).
-    pub(super) fn axis_argument(&mut self, call: &ast::Call, t: &TensorType, operand: &TExpr) -> Option<usize> {
-        let arg = &call.args[1];
+    /// The axis argument at `position` of softmax, sum, take, ...: a name
+    /// (E0202) that must be an axis of `t`, the type of `operand` (E0403).
+    pub(super) fn axis_argument(&mut self, call: &ast::Call, position: usize, t: &TensorType, operand: &TExpr) -> Option<usize> {
+        let arg = &call.args[position];
         let ExprKind::Name(name) = &arg.kind else {
+            let ordinal = ["first", "second", "third"].get(position).copied().unwrap_or("last");
             self.report(
-                Diagnostic::new(Code::E0202, arg.span, format!("the second argument of `{}` must be an axis name", call.callee.name))
+                Diagnostic::new(Code::E0202, arg.span, format!("the {ordinal} argument of `{}` must be an axis name", call.callee.name))
                     .primary("not an axis name"),
             );
             return None;
         };
-        match t.axis_position(name) {
-            Some(p) => Some(p),
-            None => {
-                self.report(
-                    Diagnostic::new(Code::E0403, arg.span, format!("'{name}' is not an axis of the operand {}", describe_axes(&t.axes, &self.syms)))
-                        .primary("no such axis")
-                        .label(operand.span, "the operand"),
-                );
-                None
-            }
+        self.axis_named(name, arg.span, t, operand)
+    }
+
+    /// The position of the axis `name` (written at `span`) in `t`, the type
+    /// of `operand`; E0403 when it has none.
+    pub(super) fn axis_named(&mut self, name: &str, span: Span, t: &TensorType, operand: &TExpr) -> Option<usize> {
+        let position = t.axis_position(name);
+        if position.is_none() {
+            self.report(
+                Diagnostic::new(Code::E0403, span, format!("'{name}' is not an axis of the operand {}", describe_axes(&t.axes, &self.syms)))
+                    .primary("no such axis")
+                    .label(operand.span, "the operand"),
+            );
         }
+        position
     }
 
     /// softmax, log_softmax, logsumexp along one named axis.
@@ -438,7 +444,7 @@ impl FnChecker<'_> {
             return fail(arg);
         }
         let Some(t) = Self::as_tensor(&arg.ty) else { return fail(arg) };
-        let Some(axis) = self.axis_argument(call, &t, &arg) else { return fail(arg) };
+        let Some(axis) = self.axis_argument(call, 1, &t, &arg) else { return fail(arg) };
         let domain = t.axes[axis].name.clone().unwrap_or_default();
         let dtype = t.dtype.to_float();
         let ty = match func {
@@ -472,7 +478,7 @@ impl FnChecker<'_> {
             return TExpr { span, ..arg };
         }
         let Some(t) = Self::as_tensor(&arg.ty) else { return error_expr(span) };
-        let Some(axis) = self.axis_argument(call, &t, &arg) else { return error_expr(span) };
+        let Some(axis) = self.axis_argument(call, 1, &t, &arg) else { return error_expr(span) };
         self.reduce_axes(op, arg, &t, &[axis], span)
     }
 

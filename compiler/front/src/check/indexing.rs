@@ -41,18 +41,7 @@ impl FnChecker<'_> {
         };
         let mut checked: Vec<(usize, IndexEntry, Option<String>)> = Vec::new();
         for entry in entries {
-            let Some(axis) = t.axis_position(&entry.axis.name) else {
-                self.report(
-                    Diagnostic::new(
-                        Code::E0403,
-                        entry.axis.span,
-                        format!("'{}' is not an axis of the operand {}", entry.axis.name, describe_axes(&t.axes, &self.syms)),
-                    )
-                    .primary("no such axis")
-                    .label(arg.span, "the operand"),
-                );
-                return error_expr(span);
-            };
+            let Some(axis) = self.axis_named(&entry.axis.name, entry.axis.span, &t, &arg) else { return error_expr(span) };
             if checked.iter().any(|(a, ..)| *a == axis) {
                 self.report(
                     Diagnostic::new(Code::E0407, entry.axis.span, format!("axis '{}' is indexed twice", entry.axis.name))
@@ -304,13 +293,7 @@ impl FnChecker<'_> {
                     Diagnostic::new(Code::E0403, arg.span, "concat joins tensors, not host scalars").primary(format!("{} value", arg.ty.display(&self.syms)));
                 return (TExprKind::Bool(false), self.report(d));
             };
-            let Some(p) = t.axis_position(&name.name) else {
-                let d =
-                    Diagnostic::new(Code::E0403, name.span, format!("'{}' is not an axis of the operand {}", name.name, describe_axes(&t.axes, &self.syms)))
-                        .primary("no such axis")
-                        .label(arg.span, "the operand");
-                return (TExprKind::Bool(false), self.report(d));
-            };
+            let Some(p) = self.axis_named(&name.name, name.span, t, arg) else { return (TExprKind::Bool(false), Type::Error) };
             tensors.push(t.clone());
             axes.push(p);
         }
@@ -416,8 +399,7 @@ impl FnChecker<'_> {
                 .note("convert with int() if the values are whole numbers");
             return (TExprKind::Bool(false), self.report(d));
         }
-        let axis_call = ast::Call { args: vec![call.args[0].clone(), call.args[2].clone()], ..call.clone() };
-        let Some(axis) = self.axis_argument(&axis_call, &t, &table) else { return fail };
+        let Some(axis) = self.axis_argument(call, 2, &t, &table) else { return fail };
         let bound = t.axes[axis].size;
         if let (Some(r), Some(v)) = (i.range, self.syms.constant(bound))
             && (r.lo >= v as f64 || r.hi < 0.0)
@@ -452,7 +434,7 @@ impl FnChecker<'_> {
             return None;
         }
         let t = Self::as_tensor(&arg.ty)?;
-        let axis = self.axis_argument(call, &t, &arg)?;
+        let axis = self.axis_argument(call, 1, &t, &arg)?;
         Some((arg, t, axis))
     }
 
