@@ -1,7 +1,8 @@
 //! Per-workload run time of nax's native code (bench/WORKLOADS.md): one
 //! criterion group per workload, the nax side (the LLVM back end, the
 //! default, optimizer on) with id `nax`, so results land in
-//! `target/criterion/<workload>/nax/`. `benches/compare.py` measures the
+//! `target/criterion/<workload>/nax/`, and beside it the MLIR back end
+//! (id `nax-mlir`) on the same kernels. `benches/compare.py` measures the
 //! same workloads, set up by the same code (`benches/support/workloads.rs`),
 //! through `benches/worker.rs`, interleaved with PyTorch.
 //!
@@ -26,13 +27,15 @@ mod workloads;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn workload(c: &mut Criterion, w: &workloads::Workload) {
-    let (f, _) = w.compile(Backend::Llvm);
-    let program = w.program(f);
     let pool = ThreadPool::new(0).expect("a thread pool");
-    let call = program.check();
     let mut group = c.benchmark_group(&w.name);
     group.sample_size(10);
-    group.bench_function("nax", |b| b.iter(|| program.run(&call, &pool)));
+    for (id, backend) in [("nax", Backend::Llvm), ("nax-mlir", Backend::Mlir)] {
+        let (f, _) = w.compile(backend);
+        let program = w.program(f);
+        let call = program.check();
+        group.bench_function(id, |b| b.iter(|| program.run(&call, &pool)));
+    }
     group.finish();
 }
 

@@ -85,7 +85,7 @@ fn the_signature_names_parameters_dtypes_axes_and_defaults() {
 
 #[test]
 fn strided_transposed_and_named_views_give_what_a_contiguous_copy_gives() {
-    for backend in [Backend::Llvm, Backend::Cranelift, Backend::Interp] {
+    for backend in [Backend::Llvm, Backend::Mlir, Backend::Cranelift, Backend::Interp] {
         let f = program(&Engine::new().backend(backend)).function("f").unwrap();
         let x = ramp(2 * 4 * 3, 0.5, -3.0);
         let m = ramp(4, 1.0, 0.0);

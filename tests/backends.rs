@@ -419,10 +419,10 @@ fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, solved: &[Option<u6
 }
 
 /// The back ends under test (the interpreter, first, is also the reference).
-const BACKENDS: [Backend; 3] = [Backend::Interp, Backend::Llvm, Backend::Cranelift];
+const BACKENDS: [Backend; 4] = [Backend::Interp, Backend::Llvm, Backend::Mlir, Backend::Cranelift];
 
 /// The back ends that compile to machine code.
-pub const NATIVE_BACKENDS: [Backend; 2] = [Backend::Llvm, Backend::Cranelift];
+pub const NATIVE_BACKENDS: [Backend; 3] = [Backend::Llvm, Backend::Mlir, Backend::Cranelift];
 
 /// Compares two results at CLI.md's tolerances; nan must meet nan.
 pub(crate) fn compare(what: &str, got: &HostTensor, want: &HostTensor, terms: usize) -> Result<(), String> {

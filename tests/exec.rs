@@ -13,7 +13,7 @@ fn shared_execution_cases_pass_on_every_backend() {
     assert!(script.exists(), "{} is missing", script.display());
     let probe = Command::new("python3").args(["-c", "import numpy, safetensors"]).output();
     assert!(probe.as_ref().is_ok_and(|o| o.status.success()), "run_exec.py needs python3 with numpy and safetensors (pip install numpy safetensors)");
-    for backend in ["interp", "llvm", "cranelift"] {
+    for backend in ["interp", "llvm", "mlir", "cranelift"] {
         let out = Command::new("python3").arg(&script).arg(env!("CARGO_BIN_EXE_nax")).args(["--backend", backend]).output().expect("run python3");
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         println!("--backend {backend}:\n{text}");

@@ -1,6 +1,8 @@
 //! The named-axis IR: every function of the examples, the conformance cases
 //! that check, and generated programs lowers to a graph that verifies, and
-//! whose text form parses back to the same text.
+//! whose text form parses back to the same text; the graph, kernel and MLIR
+//! text that `nax build --emit` writes for the files of tests/graphs and
+//! tests/mlir matches the expected files.
 
 use crate::generate;
 use crate::support::{nax_files, root, shared};
@@ -82,6 +84,13 @@ fn graph_text_matches_its_files() {
 #[test]
 fn kernel_text_matches_its_files() {
     emitted_text_matches_files("tests/graphs", "kernels", "kernels");
+}
+
+/// The MLIR back end's module before lowering (nax's dialect and upstream
+/// dialects, parsed and verified by MLIR).
+#[test]
+fn mlir_text_matches_its_files() {
+    emitted_text_matches_files("tests/mlir", "mlir", "mlir");
 }
 
 #[test]

@@ -48,7 +48,7 @@ fn products_agree_with_the_interpreter_across_blocking_edges() {
     for case in cases() {
         let Some((_, graph, rewritten, args, weights)) = prepare(&case, &mut rng, false) else { unreachable!("the cases' sizes are constants") };
         let want = crate::backends::run_on(Backend::Interp, &graph, &args, &weights).unwrap_or_else(|e| panic!("{}: interp: {e}", case.name));
-        for backend in [Backend::Llvm, Backend::Cranelift] {
+        for backend in [Backend::Llvm, Backend::Mlir, Backend::Cranelift] {
             for (machine, what) in [(host, "host"), (tiny_caches, "tiny caches")] {
                 let target = backend.narrow(machine);
                 let kernels = pipeline::kernels(&rewritten, &target).unwrap();

@@ -188,7 +188,7 @@ fn extreme_programs_run_on_every_backend() {
         };
         let defaults = module.functions.iter().find(|f| f.name == function).map(pipeline::defaults).unwrap_or_default();
         let mut shapes = Vec::new();
-        for backend in [Backend::Interp, Backend::Llvm, Backend::Cranelift] {
+        for backend in [Backend::Interp, Backend::Llvm, Backend::Mlir, Backend::Cranelift] {
             let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Option<Vec<usize>>, String> {
                 let f = pipeline::compile_graph(graph.clone(), &defaults, backend, &mut nax::Timings::start()).map_err(|e| e.to_string())?;
                 let (args, weights) = extreme_arguments(f.signature(), sizes_seed);

@@ -232,7 +232,7 @@ fn a_call_too_large_for_memory_is_refused_on_every_backend() {
     write(&case.dir.join("in.safetensors"), &[spec("x", &[4], "n")]);
     std::fs::write(case.dir.join("out.safetensors"), b"previous").unwrap();
     let (p, i, o) = (case.path("p.nax"), case.path("in.safetensors"), case.path("out.safetensors"));
-    for backend in ["interp", "llvm", "cranelift"] {
+    for backend in ["interp", "llvm", "mlir", "cranelift"] {
         let out =
             within_five_seconds(backend, || nax(&["run", &p, "--fn", "f", "--inputs", &i, "--arg", "k=1099511627776", "--out", &o, "--backend", backend]));
         case.rejects(&format!("a 16 TiB result on {backend}"), out, &["shape [n=4 h=1099511627776]", "bytes of memory"]);
@@ -298,7 +298,8 @@ fn sizes_past_the_largest_are_refused_before_anything_runs() {
         let file = case.dir.join(format!("huge{k}.nax"));
         std::fs::write(&file, source).unwrap();
         let file = file.to_str().unwrap();
-        let mut runs: Vec<Vec<&str>> = ["interp", "llvm", "cranelift"].iter().map(|b| vec!["run", file, "--fn", "f", "--out", &o, "--backend", b]).collect();
+        let mut runs: Vec<Vec<&str>> =
+            ["interp", "llvm", "mlir", "cranelift"].iter().map(|b| vec!["run", file, "--fn", "f", "--out", &o, "--backend", b]).collect();
         for emit in ["graph", "kernels", "obj", "torch"] {
             runs.push(vec!["build", file, "--emit", emit, "-o", &o]);
         }
@@ -340,7 +341,7 @@ fn memory_reproducers_end_cleanly_under_an_address_space_limit() {
     let empty = Spec { name: "x", dtype: Dtype::F32, shape: vec![1 << 32, 0], bytes: Vec::new(), axes: "a b" };
     write(&case.dir.join("empty.safetensors"), &[empty]);
     let (p, o) = (case.path("p.nax"), case.path("out.safetensors"));
-    for backend in ["interp", "llvm", "cranelift"] {
+    for backend in ["interp", "llvm", "mlir", "cranelift"] {
         std::fs::write(case.dir.join("out.safetensors"), b"previous").unwrap();
         let out = within_five_seconds(backend, || {
             nax_limited(
@@ -385,7 +386,7 @@ fn kernels_formed_for_sizes_near_the_largest_run() {
     let empty = Spec { name: "x", dtype: Dtype::F32, shape: vec![0, 1 << 62, 0], bytes: Vec::new(), axes: "a R b" };
     write(&case.dir.join("in.safetensors"), &[empty]);
     let (p, i, o) = (case.path("p.nax"), case.path("in.safetensors"), case.path("out.safetensors"));
-    for backend in ["interp", "llvm", "cranelift"] {
+    for backend in ["interp", "llvm", "mlir", "cranelift"] {
         let out = nax(&["run", &p, "--fn", "f", "--inputs", &i, "--out", &o, "--backend", backend]);
         assert_eq!(out.status.code(), Some(0), "{backend}: {}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(nax_runtime::read_tensors(&case.dir.join("out.safetensors")).unwrap()[0].1.shape(), &[1 << 62, 0], "{backend}");

@@ -170,16 +170,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// The back end `--backend` names, or why it is not available (exit 2).
-fn backend(name: BackendName) -> Result<Backend, ExitCode> {
+/// The back end `--backend` names.
+fn backend(name: BackendName) -> Backend {
     match name {
-        BackendName::Interp => Ok(Backend::Interp),
-        BackendName::Llvm => Ok(Backend::Llvm),
-        BackendName::Cranelift => Ok(Backend::Cranelift),
-        BackendName::Mlir => {
-            eprintln!("error: the mlir back end is not part of this build yet; use --backend llvm, cranelift or interp");
-            Err(ExitCode::from(2))
-        }
+        BackendName::Interp => Backend::Interp,
+        BackendName::Llvm => Backend::Llvm,
+        BackendName::Cranelift => Backend::Cranelift,
+        BackendName::Mlir => Backend::Mlir,
     }
 }
 
@@ -192,10 +189,7 @@ fn run_command(req: &run::RunRequest, name: BackendName, show_timings: bool) -> 
         Ok(s) => s,
         Err(code) => return code,
     };
-    let backend = match backend(name) {
-        Ok(b) => b,
-        Err(code) => return code,
-    };
+    let backend = backend(name);
     let mut timings = Timings::start();
     let result = run::run(req, &source, backend, &mut timings);
     if show_timings {
@@ -290,6 +284,9 @@ fn emitted(module: &nax_front::CheckedModule, options: &Options, timings: &mut T
                 .iter()
                 .map(|f| pipeline::lower(module, f, optimize, timings).and_then(|l| pipeline::kernels(l.graph(), &target)))
                 .collect::<Result<Vec<_>, _>>()?;
+            if emit == Emit::Mlir {
+                return nax_back_mlir::emit(&programs).map(String::into_bytes).map_err(|message| nax::Error::Compile { stage: "codegen", message });
+            }
             let artifact = if emit == Emit::Obj { nax_back_llvm::Artifact::Object } else { nax_back_llvm::Artifact::Ir };
             nax_back_llvm::emit(&programs, artifact, options.cpu).map_err(|message| nax::Error::Compile { stage: "codegen", message })?
         }
@@ -308,16 +305,13 @@ fn build(path: &Path, out: &Path, name: BackendName, target: Target, show_timing
         Ok(s) => s,
         Err(code) => return code,
     };
-    let backend = match backend(name) {
-        Ok(b) => b,
-        Err(code) => return code,
-    };
+    let backend = backend(name);
     if target == Target::Cuda {
         eprintln!("error: the CUDA target is not part of this build yet");
         return ExitCode::from(2);
     }
     match emit {
-        Emit::Graph | Emit::Kernels | Emit::Torch => {}
+        Emit::Graph | Emit::Kernels | Emit::Torch | Emit::Mlir => {}
         Emit::Obj | Emit::LlvmIr | Emit::So if backend == Backend::Llvm => {}
         Emit::Obj | Emit::LlvmIr | Emit::So => {
             eprintln!("error: --emit so, obj and llvm-ir come from the llvm back end (--backend llvm)");
@@ -368,7 +362,7 @@ fn build(path: &Path, out: &Path, name: BackendName, target: Target, show_timing
     timings.mark(match emit {
         Emit::Graph => "lower",
         Emit::Kernels => "kernels",
-        Emit::Obj | Emit::LlvmIr => "codegen",
+        Emit::Obj | Emit::LlvmIr | Emit::Mlir => "codegen",
         _ => "emit",
     });
     if show_timings {

@@ -20,6 +20,9 @@ pub enum Backend {
     /// LLVM, optimised for the host CPU (the default).
     #[default]
     Llvm,
+    /// MLIR: nax's dialect and upstream dialects, lowered by MLIR and
+    /// JIT-compiled by its execution engine.
+    Mlir,
     /// Cranelift: compiles fast, scalar code.
     Cranelift,
     /// The reference interpreter over the graph.
@@ -41,7 +44,7 @@ impl Backend {
     pub fn narrow(self, machine: Target) -> Target {
         match self {
             Backend::Cranelift => machine.with_vector_bytes(16),
-            Backend::Llvm | Backend::Interp => machine,
+            Backend::Llvm | Backend::Mlir | Backend::Interp => machine,
         }
     }
 
@@ -49,6 +52,7 @@ impl Backend {
     pub fn name(self) -> &'static str {
         match self {
             Backend::Llvm => "llvm",
+            Backend::Mlir => "mlir",
             Backend::Cranelift => "cranelift",
             Backend::Interp => "interp",
         }
@@ -174,11 +178,12 @@ pub fn compile_graph_for(graph: Graph, defaults: &[Option<Scalar>], backend: Bac
             stage("codegen");
             Box::new(interpreter)
         }
-        Backend::Llvm | Backend::Cranelift => {
+        Backend::Llvm | Backend::Mlir | Backend::Cranelift => {
             let program = kernels(&graph, target)?;
             stage("kernels");
             let compiled = match backend {
                 Backend::Llvm => nax_back_llvm::compile(&program, Arc::clone(&signature), &mut stage),
+                Backend::Mlir => nax_back_mlir::compile(&program, Arc::clone(&signature), &mut stage),
                 _ => nax_back_cranelift::compile(&program, Arc::clone(&signature), &mut stage),
             };
             Box::new(compiled.map_err(Error::stage("codegen"))?)

@@ -39,6 +39,19 @@ pub enum Role {
     Reduce,
 }
 
+impl Role {
+    /// Its name in the kernel IR's text form (and the MLIR back end's loop attributes).
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Parallel => "parallel",
+            Role::Serial => "serial",
+            Role::Vector => "vector",
+            Role::ParallelVector => "parallel-vector",
+            Role::Reduce => "reduce",
+        }
+    }
+}
+
 /// One loop of a nest.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Loop {

@@ -63,16 +63,6 @@ fn expr_text(e: &Expr) -> String {
     }
 }
 
-fn role_text(r: Role) -> &'static str {
-    match r {
-        Role::Parallel => "parallel",
-        Role::Serial => "serial",
-        Role::Vector => "vector",
-        Role::ParallelVector => "parallel-vector",
-        Role::Reduce => "reduce",
-    }
-}
-
 /// Prints a program in its text form.
 pub fn print(p: &Program) -> String {
     let mut out = format!("program {}\n", p.name);
@@ -96,7 +86,7 @@ pub fn print(p: &Program) -> String {
         let _ = writeln!(out, "microkernel {} {}x{} lanes {} block {}x{}x{}", m.dtype.as_str(), m.rows, m.cols, m.lanes, b.depth, b.rows, b.cols);
     }
     for k in &p.kernels {
-        let loops: Vec<String> = k.loops.iter().map(|l| format!("{} {}", size_text(l.extent), role_text(l.role))).collect();
+        let loops: Vec<String> = k.loops.iter().map(|l| format!("{} {}", size_text(l.extent), l.role.name())).collect();
         let body = match &k.body {
             Body::Store(e) => format!("store {}", expr_text(e)),
             Body::Reduce { op, value } => format!("reduce {} {}", reduction_name(*op), expr_text(value)),
@@ -292,7 +282,7 @@ fn tile_edges(c: &mut Cursor) -> Result<(u64, u64), ParseError> {
 }
 
 fn role_named(w: &str) -> Option<Role> {
-    [Role::Parallel, Role::Serial, Role::Vector, Role::ParallelVector, Role::Reduce].into_iter().find(|&r| role_text(r) == w)
+    [Role::Parallel, Role::Serial, Role::Vector, Role::ParallelVector, Role::Reduce].into_iter().find(|&r| r.name() == w)
 }
 
 /// Parses a program's text form back.

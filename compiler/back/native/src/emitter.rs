@@ -166,6 +166,13 @@ pub trait Emitter {
     /// and a back end may emit nothing.
     fn prefetch(&mut self, _kind: Kind, _buffer: usize, _index: Self::Value, _write: bool) {}
 
+    /// Says that the next [`Emitter::begin_loop`] is a loop of the
+    /// kernel's nest, with the role the kernel IR decided for it (a
+    /// tiled loop's tile loop and its loop within the tile both get it).
+    /// A back end may record it (MLIR annotates its loops); it changes
+    /// nothing in what the loop computes.
+    fn loop_role(&mut self, _role: nax_kernel::Role) {}
+
     /// Starts `for i in (start..end).step_by(step)` (`I64`s); gives the loop
     /// and `i`. Code emitted until [`Emitter::end_loop`] is the loop's body.
     fn begin_loop(&mut self, start: Self::Value, end: Self::Value, step: i64) -> (Self::Loop, Self::Value);

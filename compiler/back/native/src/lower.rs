@@ -259,6 +259,7 @@ impl<E: Emitter> Lowering<'_, E> {
 
     /// Opens loop `i` over `first..stop`.
     fn open_from(&mut self, i: usize, first: E::Value, stop: E::Value) -> E::Loop {
+        self.e.loop_role(self.k.loops[i].role);
         let (h, v) = self.e.begin_loop(first, stop, 1);
         self.index[i] = Some(v);
         h
@@ -271,6 +272,7 @@ impl<E: Emitter> Lowering<'_, E> {
         let mut firsts = Vec::with_capacity(2);
         for (&i, t) in pair.iter().zip(edges) {
             let (start, end) = self.bounds(i);
+            self.e.loop_role(self.k.loops[i].role);
             let (h, first) = self.e.begin_loop(start, end, t);
             handles.push(h);
             firsts.push((i, first, end, t));

@@ -1,0 +1,437 @@
+//! The MLIR emitter: [`nax_back_native::Emitter`] writing a kernel as MLIR
+//! text in nax's dialect (`dialects/nax.irdl.mlir`: loads, stores, size
+//! slots, prefetches) and upstream dialects (`arith`, `math`, `vector`,
+//! `scf.for` loops, `func.call`s of the C math functions, `llvm` allocas and
+//! intrinsics). The semantics are the LLVM emitter's, op for op: float
+//! min/max are the nan-propagating `arith.maximumf`/`minimumf`,
+//! float-to-integer conversions saturate (`llvm.fptosi.sat`), the math's
+//! multiply-adds are `llvm.intr.fmuladd`, and reduction accumulations
+//! carry `fastmath<reassoc>`. Variables are `llvm.alloca`s at the
+//! function's entry (LLVM's `mem2reg` makes them registers).
+//!
+//! Every value is named `%vN` and its type is remembered, so each op can be
+//! written with the types MLIR's syntax asks for. The loops of the kernel's
+//! nest carry the role the kernel IR decided (`{nax.role = "parallel"}`).
+
+use nax_back_native::{Binary, Compare, Emitter, Kind, Unary};
+use nax_kernel::Role;
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write;
+
+/// A value: its number (`%vN`).
+#[derive(Clone, Copy, Debug)]
+pub struct Value(usize);
+
+/// A variable: the number of its alloca (`%pN`) and the type it holds.
+#[derive(Clone, Copy, Debug)]
+pub struct Var {
+    slot: usize,
+    ty: Ty,
+}
+
+/// A value's type: a kind, and its lanes when it is a vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Ty {
+    kind: Kind,
+    lanes: Option<u32>,
+}
+
+impl Ty {
+    fn scalar(kind: Kind) -> Ty {
+        Ty { kind, lanes: None }
+    }
+}
+
+impl std::fmt::Display for Ty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.lanes {
+            Some(n) => write!(f, "vector<{n}x{}>", scalar_type(self.kind)),
+            None => f.write_str(scalar_type(self.kind)),
+        }
+    }
+}
+
+fn scalar_type(kind: Kind) -> &'static str {
+    match kind {
+        Kind::F32 => "f32",
+        Kind::F64 => "f64",
+        Kind::I8 => "i8",
+        Kind::I16 => "i16",
+        Kind::I32 => "i32",
+        Kind::I64 => "i64",
+        Kind::Bool => "i1",
+    }
+}
+
+fn width(kind: Kind) -> u32 {
+    match kind {
+        Kind::Bool => 1,
+        Kind::I8 => 8,
+        Kind::I16 => 16,
+        Kind::I32 | Kind::F32 => 32,
+        Kind::I64 | Kind::F64 => 64,
+    }
+}
+
+/// Emits one kernel's body: the text of its function's entry allocas and
+/// of its ops, put together by [`KernelText::function`].
+pub struct KernelText {
+    /// Each used buffer's argument name.
+    buffers: HashMap<usize, String>,
+    /// The allocas, written at the entry.
+    allocas: String,
+    /// The ops, in order.
+    body: String,
+    /// The indentation of the next op (inside loops).
+    depth: usize,
+    /// Each value's type, by number.
+    types: Vec<Ty>,
+    slots: usize,
+    /// The C math functions called, to declare.
+    pub libm: BTreeSet<&'static str>,
+    /// The role of the next loop, when it is one of the kernel's nest.
+    role: Option<Role>,
+}
+
+impl KernelText {
+    /// An emitter for a kernel whose used buffers are `buffers` (named
+    /// `%b<N>` after their numbers).
+    pub fn new(buffers: &[usize]) -> KernelText {
+        let mut text = KernelText {
+            buffers: buffers.iter().map(|&b| (b, format!("%b{b}"))).collect(),
+            allocas: String::new(),
+            body: String::new(),
+            depth: 1,
+            types: Vec::new(),
+            slots: 0,
+            libm: BTreeSet::new(),
+            role: None,
+        };
+        // `%v0` and `%v1`: the range's bounds, the last two arguments.
+        text.types.extend([Ty::scalar(Kind::I64), Ty::scalar(Kind::I64)]);
+        text
+    }
+
+    /// The kernel's body function `name`: buffer arguments `%b<N>`
+    /// (`noalias`: kernels never write a buffer they read), the size
+    /// slots and the range, internal (inlined into its entry).
+    pub fn function(&self, name: &str) -> String {
+        let mut buffers: Vec<(&usize, &String)> = self.buffers.iter().collect();
+        buffers.sort();
+        let mut params: Vec<String> = buffers.iter().map(|(_, n)| format!("{n}: !llvm.ptr {{llvm.noalias}}")).collect();
+        params.extend(["%sizes: !llvm.ptr {llvm.noalias}".to_string(), "%v0: i64".to_string(), "%v1: i64".to_string()]);
+        let mut text = format!("  func.func @{name}({}) attributes {{llvm.linkage = #llvm.linkage<internal>}} {{\n", params.join(", "));
+        if self.slots > 0 {
+            text.push_str("    %one = llvm.mlir.constant(1 : i64) : i64\n");
+        }
+        text.push_str(&self.allocas);
+        text.push_str(&self.body);
+        text.push_str("    return\n  }\n");
+        text
+    }
+
+    fn ty(&self, v: Value) -> Ty {
+        self.types.get(v.0).copied().unwrap_or(Ty::scalar(Kind::I64))
+    }
+
+    /// Writes `%vN = <op>` for a new value of type `ty`.
+    fn op(&mut self, ty: Ty, op: std::fmt::Arguments<'_>) -> Value {
+        let v = Value(self.types.len());
+        self.types.push(ty);
+        let _ = writeln!(self.body, "{:indent$}%v{} = {op}", "", v.0, indent = 2 * self.depth + 2);
+        v
+    }
+
+    /// Writes an op without a result.
+    fn effect(&mut self, op: std::fmt::Arguments<'_>) {
+        let _ = writeln!(self.body, "{:indent$}{op}", "", indent = 2 * self.depth + 2);
+    }
+
+    fn buffer(&self, buffer: usize) -> &str {
+        // A buffer that is not a parameter is a bug of the lowering; the
+        // name is then undefined and the module fails to parse, reported
+        // as an internal error.
+        self.buffers.get(&buffer).map_or("%missing_buffer", String::as_str)
+    }
+
+    fn alloca(&mut self, ty: Ty) -> usize {
+        let slot = self.slots;
+        self.slots += 1;
+        let _ = writeln!(self.allocas, "    %p{slot} = llvm.alloca %one x {ty} : (i64) -> !llvm.ptr");
+        slot
+    }
+
+    fn load_typed(&mut self, ty: Ty, buffer: usize, index: Value) -> Value {
+        let base = self.buffer(buffer).to_string();
+        self.op(ty, format_args!("\"nax.load\"({base}, %v{}) : (!llvm.ptr, i64) -> {ty}", index.0))
+    }
+
+    fn store_typed(&mut self, buffer: usize, index: Value, value: Value) {
+        let base = self.buffer(buffer).to_string();
+        let ty = self.ty(value);
+        self.effect(format_args!("\"nax.store\"(%v{}, {base}, %v{}) : ({ty}, !llvm.ptr, i64) -> ()", value.0, index.0));
+    }
+
+    fn arith(&mut self, name: &str, flags: &str, a: Value, b: Value) -> Value {
+        let ty = self.ty(a);
+        self.op(ty, format_args!("arith.{name} %v{}, %v{}{flags} : {ty}", a.0, b.0))
+    }
+}
+
+/// `arith.cmpf`'s predicate: ordered, except `Ne`.
+fn float_predicate(op: Compare) -> &'static str {
+    match op {
+        Compare::Eq => "oeq",
+        Compare::Ne => "une",
+        Compare::Lt => "olt",
+        Compare::Le => "ole",
+        Compare::Gt => "ogt",
+        Compare::Ge => "oge",
+    }
+}
+
+/// `arith.cmpi`'s predicate: signed on integers, unsigned on masks.
+fn int_predicate(op: Compare, signed: bool) -> &'static str {
+    match (op, signed) {
+        (Compare::Eq, _) => "eq",
+        (Compare::Ne, _) => "ne",
+        (Compare::Lt, true) => "slt",
+        (Compare::Le, true) => "sle",
+        (Compare::Gt, true) => "sgt",
+        (Compare::Ge, true) => "sge",
+        (Compare::Lt, false) => "ult",
+        (Compare::Le, false) => "ule",
+        (Compare::Gt, false) => "ugt",
+        (Compare::Ge, false) => "uge",
+    }
+}
+
+/// An open `scf.for`, and the role it is annotated with (`nax.role`)
+/// when it is a loop of the kernel's nest.
+pub struct OpenLoop(Option<Role>);
+
+impl Emitter for KernelText {
+    type Value = Value;
+    type Var = Var;
+    type Loop = OpenLoop;
+
+    fn float(&mut self, kind: Kind, v: f64) -> Value {
+        // Bit patterns: exact, and nan and infinities included.
+        match kind {
+            Kind::F32 => self.op(Ty::scalar(kind), format_args!("arith.constant {:#010X} : f32", (v as f32).to_bits())),
+            _ => self.op(Ty::scalar(Kind::F64), format_args!("arith.constant {:#018X} : f64", v.to_bits())),
+        }
+    }
+
+    fn int(&mut self, kind: Kind, v: i64) -> Value {
+        let ty = Ty::scalar(kind);
+        match kind {
+            Kind::Bool => self.op(ty, format_args!("arith.constant {}", v != 0)),
+            Kind::I8 => self.op(ty, format_args!("arith.constant {} : i8", v as i8)),
+            Kind::I16 => self.op(ty, format_args!("arith.constant {} : i16", v as i16)),
+            Kind::I32 => self.op(ty, format_args!("arith.constant {} : i32", v as i32)),
+            _ => self.op(Ty::scalar(Kind::I64), format_args!("arith.constant {v} : i64")),
+        }
+    }
+
+    fn binary(&mut self, op: Binary, kind: Kind, a: Value, b: Value) -> Value {
+        let name = match (op, kind.is_float()) {
+            (Binary::Add, true) => "addf",
+            (Binary::Sub, true) => "subf",
+            (Binary::Mul, true) => "mulf",
+            (Binary::Div, true) => "divf",
+            (Binary::Max, true) => "maximumf",
+            (Binary::Min, true) => "minimumf",
+            (Binary::Add, false) => "addi",
+            (Binary::Sub, false) => "subi",
+            (Binary::Mul, false) => "muli",
+            (Binary::Max, false) => "maxsi",
+            (Binary::Min, false) => "minsi",
+            (Binary::And, _) => "andi",
+            (Binary::Or, _) => "ori",
+            (Binary::Xor, _) => "xori",
+            (Binary::Shl, _) => "shli",
+            (Binary::ShrU, _) => "shrui",
+            (Binary::ShrS, _) => "shrsi",
+            // Integer division: never emitted by the lowering; `divsi`
+            // keeps the text well formed.
+            (Binary::Div, false) => "divsi",
+        };
+        self.arith(name, "", a, b)
+    }
+
+    fn accumulate(&mut self, op: Binary, kind: Kind, acc: Value, term: Value) -> Value {
+        match (op, kind.is_float()) {
+            (Binary::Add, true) => self.arith("addf", " fastmath<reassoc>", acc, term),
+            (Binary::Mul, true) => self.arith("mulf", " fastmath<reassoc>", acc, term),
+            _ => self.binary(op, kind, acc, term),
+        }
+    }
+
+    fn multiply_add(&mut self, kind: Kind, a: Value, b: Value, c: Value) -> Value {
+        let ty = Ty::scalar(kind);
+        self.op(ty, format_args!("llvm.intr.fmuladd(%v{}, %v{}, %v{}) : ({ty}, {ty}, {ty}) -> {ty}", a.0, b.0, c.0))
+    }
+
+    fn unary(&mut self, op: Unary, kind: Kind, a: Value) -> Value {
+        let ty = Ty::scalar(kind);
+        let name = match op {
+            Unary::Neg => "arith.negf",
+            Unary::Not => {
+                let t = self.int(Kind::Bool, 1);
+                return self.arith("xori", "", a, t);
+            }
+            Unary::Abs => "math.absf",
+            Unary::Sqrt => "math.sqrt",
+            Unary::Floor => "math.floor",
+            Unary::Ceil => "math.ceil",
+            Unary::RoundEven => "math.roundeven",
+        };
+        self.op(ty, format_args!("{name} %v{} : {ty}", a.0))
+    }
+
+    fn compare(&mut self, op: Compare, kind: Kind, a: Value, b: Value) -> Value {
+        let ty = Ty::scalar(kind);
+        let (name, predicate) = if kind.is_float() { ("cmpf", float_predicate(op)) } else { ("cmpi", int_predicate(op, kind != Kind::Bool)) };
+        self.op(Ty::scalar(Kind::Bool), format_args!("arith.{name} {predicate}, %v{}, %v{} : {ty}", a.0, b.0))
+    }
+
+    fn select(&mut self, kind: Kind, c: Value, a: Value, b: Value) -> Value {
+        let ty = Ty { kind, lanes: self.ty(a).lanes };
+        self.op(ty, format_args!("arith.select %v{}, %v{}, %v{} : {ty}", c.0, a.0, b.0))
+    }
+
+    fn convert(&mut self, from: Kind, to: Kind, v: Value) -> Value {
+        if from == to {
+            return v;
+        }
+        let (f, t) = (scalar_type(from), scalar_type(to));
+        let target = Ty::scalar(to);
+        if to == Kind::Bool {
+            let zero = if from.is_float() { self.float(from, 0.0) } else { self.int(from, 0) };
+            return self.compare(Compare::Ne, from, v, zero);
+        }
+        let name = match (from.is_float(), to.is_float()) {
+            (true, true) if width(to) > width(from) => "extf",
+            (true, true) => "truncf",
+            (false, true) if from == Kind::Bool => "uitofp",
+            (false, true) => "sitofp",
+            (true, false) => {
+                return self.op(target, format_args!("llvm.call_intrinsic \"llvm.fptosi.sat.{t}.{f}\"(%v{}) : ({f}) -> {t}", v.0));
+            }
+            (false, false) if from == Kind::Bool => "extui",
+            (false, false) if width(to) > width(from) => "extsi",
+            (false, false) => "trunci",
+        };
+        self.op(target, format_args!("arith.{name} %v{} : {f} to {t}", v.0))
+    }
+
+    fn bitcast(&mut self, from: Kind, to: Kind, v: Value) -> Value {
+        self.op(Ty::scalar(to), format_args!("arith.bitcast %v{} : {} to {}", v.0, scalar_type(from), scalar_type(to)))
+    }
+
+    fn call_libm(&mut self, name: &'static str, args: &[Value]) -> Value {
+        self.libm.insert(name);
+        let list: Vec<String> = args.iter().map(|a| format!("%v{}", a.0)).collect();
+        let types = vec!["f64"; args.len()].join(", ");
+        self.op(Ty::scalar(Kind::F64), format_args!("func.call @{name}({}) : ({types}) -> f64", list.join(", ")))
+    }
+
+    fn load(&mut self, kind: Kind, buffer: usize, index: Value) -> Value {
+        self.load_typed(Ty::scalar(kind), buffer, index)
+    }
+
+    fn store(&mut self, _kind: Kind, buffer: usize, index: Value, value: Value) {
+        self.store_typed(buffer, index, value);
+    }
+
+    fn size(&mut self, slot: usize) -> Value {
+        self.op(Ty::scalar(Kind::I64), format_args!("\"nax.size\"(%sizes) {{slot = {slot} : i64}} : (!llvm.ptr) -> i64"))
+    }
+
+    fn range(&mut self) -> (Value, Value) {
+        (Value(0), Value(1))
+    }
+
+    fn variable(&mut self, kind: Kind, init: Value) -> Var {
+        let ty = Ty::scalar(kind);
+        let var = Var { slot: self.alloca(ty), ty };
+        self.set(var, init);
+        var
+    }
+
+    fn get(&mut self, var: Var) -> Value {
+        self.op(var.ty, format_args!("llvm.load %p{} : !llvm.ptr -> {}", var.slot, var.ty))
+    }
+
+    fn set(&mut self, var: Var, value: Value) {
+        self.effect(format_args!("llvm.store %v{}, %p{} : {}, !llvm.ptr", value.0, var.slot, var.ty));
+    }
+
+    fn load_vector(&mut self, kind: Kind, lanes: u32, buffer: usize, index: Value) -> Value {
+        self.load_typed(Ty { kind, lanes: Some(lanes) }, buffer, index)
+    }
+
+    fn store_vector(&mut self, _kind: Kind, _lanes: u32, buffer: usize, index: Value, value: Value) {
+        self.store_typed(buffer, index, value);
+    }
+
+    fn splat(&mut self, kind: Kind, lanes: u32, v: Value) -> Value {
+        let ty = Ty { kind, lanes: Some(lanes) };
+        self.op(ty, format_args!("vector.broadcast %v{} : {} to {ty}", v.0, scalar_type(kind)))
+    }
+
+    fn vector_variable(&mut self, kind: Kind, lanes: u32, init: Value) -> Var {
+        let ty = Ty { kind, lanes: Some(lanes) };
+        let var = Var { slot: self.alloca(ty), ty };
+        self.set(var, init);
+        var
+    }
+
+    fn vector_multiply_add(&mut self, kind: Kind, lanes: u32, a: Value, b: Value, c: Value) -> Value {
+        let ty = Ty { kind, lanes: Some(lanes) };
+        self.op(ty, format_args!("math.fma %v{}, %v{}, %v{} : {ty}", a.0, b.0, c.0))
+    }
+
+    fn vector_add(&mut self, _kind: Kind, _lanes: u32, a: Value, b: Value) -> Value {
+        self.arith("addf", "", a, b)
+    }
+
+    fn shuffle(&mut self, kind: Kind, lanes: u32, a: Value, b: Value, mask: &[u32]) -> Value {
+        let input = Ty { kind, lanes: Some(lanes) };
+        let ty = Ty { kind, lanes: Some(mask.len() as u32) };
+        let mask: Vec<String> = mask.iter().map(u32::to_string).collect();
+        self.op(ty, format_args!("vector.shuffle %v{}, %v{} [{}] : {input}, {input}", a.0, b.0, mask.join(", ")))
+    }
+
+    fn prefetch(&mut self, kind: Kind, buffer: usize, index: Value, write: bool) {
+        let base = self.buffer(buffer).to_string();
+        self.effect(format_args!(
+            "\"nax.prefetch\"({base}, %v{}) {{element = {}, write = {} : i32}} : (!llvm.ptr, i64) -> ()",
+            index.0,
+            scalar_type(kind),
+            u32::from(write)
+        ));
+    }
+
+    fn begin_loop(&mut self, start: Value, end: Value, step: i64) -> (OpenLoop, Value) {
+        let step = self.int(Kind::I64, step);
+        let i = Value(self.types.len());
+        self.types.push(Ty::scalar(Kind::I64));
+        self.effect(format_args!("scf.for %v{} = %v{} to %v{} step %v{} : i64 {{", i.0, start.0, end.0, step.0));
+        self.depth += 1;
+        (OpenLoop(self.role.take()), i)
+    }
+
+    fn end_loop(&mut self, l: OpenLoop) {
+        self.depth -= 1;
+        match l.0 {
+            Some(role) => self.effect(format_args!("}} {{nax.role = \"{}\"}}", role.name())),
+            None => self.effect(format_args!("}}")),
+        }
+    }
+
+    fn loop_role(&mut self, role: Role) {
+        self.role = Some(role);
+    }
+}
