@@ -54,13 +54,15 @@ fn text_form_errors_name_the_line() {
 
 /// File tests: each `NAME.nax` of `folder` beside `NAME.EXT`, the text that
 /// `nax build NAME.nax --emit KIND` writes (`NAX_BLESS=1` updates it).
-fn emitted_text_matches_files(folder: &str, kind: &str, ext: &str) {
+fn emitted_text_matches_files(folder: &str, kind: &str, ext: &str, extra: &[&str]) {
     let bless = std::env::var_os("NAX_BLESS").is_some();
     let mut failures = Vec::new();
     for path in nax_files(&root().join(folder)) {
         let out_path = std::env::temp_dir().join(format!("nax-{kind}-{}-{}", std::process::id(), path.file_stem().unwrap().to_string_lossy()));
         // `--cpu generic`: the same text on every machine.
-        let out = crate::support::nax(&["build", path.to_str().unwrap(), "--emit", kind, "--cpu", "generic", "-o", out_path.to_str().unwrap()]);
+        let mut args = vec!["build", path.to_str().unwrap(), "--emit", kind, "--cpu", "generic", "-o", out_path.to_str().unwrap()];
+        args.extend(extra);
+        let out = crate::support::nax(&args);
         assert_eq!(out.status.code(), Some(0), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
         let text = std::fs::read_to_string(&out_path).expect("output written");
         let expected_path = path.with_extension(ext);
@@ -78,19 +80,22 @@ fn graph_text_matches_its_files() {
     for path in nax_files(&root().join("tests/graphs")) {
         assert!(round_trip_all(&std::fs::read_to_string(&path).unwrap(), &path.display().to_string()) > 0);
     }
-    emitted_text_matches_files("tests/graphs", "graph", "graph");
+    emitted_text_matches_files("tests/graphs", "graph", "graph", &[]);
 }
 
 #[test]
 fn kernel_text_matches_its_files() {
-    emitted_text_matches_files("tests/graphs", "kernels", "kernels");
+    emitted_text_matches_files("tests/graphs", "kernels", "kernels", &[]);
 }
 
 /// The MLIR back end's module before lowering (nax's dialect and upstream
-/// dialects, parsed and verified by MLIR).
+/// dialects, parsed and verified by MLIR), for the CPU (`NAME.mlir`) and
+/// for the CUDA target (`NAME.gpu.mlir`: `gpu.func` kernels, one position
+/// of the parallel loop per thread).
 #[test]
 fn mlir_text_matches_its_files() {
-    emitted_text_matches_files("tests/mlir", "mlir", "mlir");
+    emitted_text_matches_files("tests/mlir", "mlir", "mlir", &[]);
+    emitted_text_matches_files("tests/mlir", "mlir", "gpu.mlir", &["--target", "cuda"]);
 }
 
 #[test]

@@ -9,6 +9,7 @@
 //! - `run`: `nax run` end to end, and every kind of bad input (sizes too large for memory included);
 //! - `robustness`: generated inputs, none of which may panic the checker;
 //! - `cli`: the command line's exit codes and outputs;
+//! - `cuda`: the CUDA target without a GPU: PTX for every case and workload, checked and assembled by `ptxas`;
 //! - `exec`: the shared execution cases, through `nax run` on every back end;
 //! - `examples`: the example models check clean;
 //! - `native_math`: the accuracy of the native back ends' f32 math over the whole f32 range;
@@ -20,6 +21,7 @@ mod api;
 mod backends;
 mod cli;
 mod conformance;
+mod cuda;
 mod diagnostics;
 mod examples;
 mod exec;

@@ -16,6 +16,13 @@ use crate::named::Operand;
 /// the tensor's names [b m]`.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
+    /// A program was to run on a GPU, and this machine has no NVIDIA driver.
+    #[error("no NVIDIA GPU driver on this machine: libcuda.so.1 cannot be loaded ({reason}); --target cuda runs on an NVIDIA GPU")]
+    NoCudaDriver {
+        /// Why the library does not load.
+        reason: String,
+    },
+
     /// A file could not be read (missing, unreadable, a directory, ...).
     #[error("cannot read '{}': {source}", .path.display())]
     Read {

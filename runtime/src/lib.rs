@@ -27,6 +27,7 @@
 mod binding;
 mod call;
 pub mod cpu;
+pub mod cuda;
 mod driver;
 mod dtype;
 mod error;

@@ -65,60 +65,60 @@ module {
       %35 = "nax.load"(%arg0, %34) : (!llvm.ptr, i64) -> f32
       %36 = vector.broadcast %35 : f32 to vector<4xf32>
       %37 = llvm.load %1 : !llvm.ptr -> vector<4xf32>
-      %38 = math.fma %36, %31, %37 : vector<4xf32>
+      %38 = llvm.intr.fma(%36, %31, %37) : (vector<4xf32>, vector<4xf32>, vector<4xf32>) -> vector<4xf32>
       llvm.store %38, %1 : vector<4xf32>, !llvm.ptr
       %39 = llvm.load %2 : !llvm.ptr -> vector<4xf32>
-      %40 = math.fma %36, %33, %39 : vector<4xf32>
+      %40 = llvm.intr.fma(%36, %33, %39) : (vector<4xf32>, vector<4xf32>, vector<4xf32>) -> vector<4xf32>
       llvm.store %40, %2 : vector<4xf32>, !llvm.ptr
       %c1_i64_7 = arith.constant 1 : i64
       %41 = arith.addi %28, %c1_i64_7 : i64
       %42 = "nax.load"(%arg0, %41) : (!llvm.ptr, i64) -> f32
       %43 = vector.broadcast %42 : f32 to vector<4xf32>
       %44 = llvm.load %3 : !llvm.ptr -> vector<4xf32>
-      %45 = math.fma %43, %31, %44 : vector<4xf32>
+      %45 = llvm.intr.fma(%43, %31, %44) : (vector<4xf32>, vector<4xf32>, vector<4xf32>) -> vector<4xf32>
       llvm.store %45, %3 : vector<4xf32>, !llvm.ptr
       %46 = llvm.load %4 : !llvm.ptr -> vector<4xf32>
-      %47 = math.fma %43, %33, %46 : vector<4xf32>
+      %47 = llvm.intr.fma(%43, %33, %46) : (vector<4xf32>, vector<4xf32>, vector<4xf32>) -> vector<4xf32>
       llvm.store %47, %4 : vector<4xf32>, !llvm.ptr
       %c2_i64 = arith.constant 2 : i64
       %48 = arith.addi %28, %c2_i64 : i64
       %49 = "nax.load"(%arg0, %48) : (!llvm.ptr, i64) -> f32
       %50 = vector.broadcast %49 : f32 to vector<4xf32>
       %51 = llvm.load %5 : !llvm.ptr -> vector<4xf32>
-      %52 = math.fma %50, %31, %51 : vector<4xf32>
+      %52 = llvm.intr.fma(%50, %31, %51) : (vector<4xf32>, vector<4xf32>, vector<4xf32>) -> vector<4xf32>
       llvm.store %52, %5 : vector<4xf32>, !llvm.ptr
       %53 = llvm.load %6 : !llvm.ptr -> vector<4xf32>
-      %54 = math.fma %50, %33, %53 : vector<4xf32>
+      %54 = llvm.intr.fma(%50, %33, %53) : (vector<4xf32>, vector<4xf32>, vector<4xf32>) -> vector<4xf32>
       llvm.store %54, %6 : vector<4xf32>, !llvm.ptr
       %c3_i64 = arith.constant 3 : i64
       %55 = arith.addi %28, %c3_i64 : i64
       %56 = "nax.load"(%arg0, %55) : (!llvm.ptr, i64) -> f32
       %57 = vector.broadcast %56 : f32 to vector<4xf32>
       %58 = llvm.load %7 : !llvm.ptr -> vector<4xf32>
-      %59 = math.fma %57, %31, %58 : vector<4xf32>
+      %59 = llvm.intr.fma(%57, %31, %58) : (vector<4xf32>, vector<4xf32>, vector<4xf32>) -> vector<4xf32>
       llvm.store %59, %7 : vector<4xf32>, !llvm.ptr
       %60 = llvm.load %8 : !llvm.ptr -> vector<4xf32>
-      %61 = math.fma %57, %33, %60 : vector<4xf32>
+      %61 = llvm.intr.fma(%57, %33, %60) : (vector<4xf32>, vector<4xf32>, vector<4xf32>) -> vector<4xf32>
       llvm.store %61, %8 : vector<4xf32>, !llvm.ptr
       %c4_i64_8 = arith.constant 4 : i64
       %62 = arith.addi %28, %c4_i64_8 : i64
       %63 = "nax.load"(%arg0, %62) : (!llvm.ptr, i64) -> f32
       %64 = vector.broadcast %63 : f32 to vector<4xf32>
       %65 = llvm.load %9 : !llvm.ptr -> vector<4xf32>
-      %66 = math.fma %64, %31, %65 : vector<4xf32>
+      %66 = llvm.intr.fma(%64, %31, %65) : (vector<4xf32>, vector<4xf32>, vector<4xf32>) -> vector<4xf32>
       llvm.store %66, %9 : vector<4xf32>, !llvm.ptr
       %67 = llvm.load %10 : !llvm.ptr -> vector<4xf32>
-      %68 = math.fma %64, %33, %67 : vector<4xf32>
+      %68 = llvm.intr.fma(%64, %33, %67) : (vector<4xf32>, vector<4xf32>, vector<4xf32>) -> vector<4xf32>
       llvm.store %68, %10 : vector<4xf32>, !llvm.ptr
       %c5_i64 = arith.constant 5 : i64
       %69 = arith.addi %28, %c5_i64 : i64
       %70 = "nax.load"(%arg0, %69) : (!llvm.ptr, i64) -> f32
       %71 = vector.broadcast %70 : f32 to vector<4xf32>
       %72 = llvm.load %11 : !llvm.ptr -> vector<4xf32>
-      %73 = math.fma %71, %31, %72 : vector<4xf32>
+      %73 = llvm.intr.fma(%71, %31, %72) : (vector<4xf32>, vector<4xf32>, vector<4xf32>) -> vector<4xf32>
       llvm.store %73, %11 : vector<4xf32>, !llvm.ptr
       %74 = llvm.load %12 : !llvm.ptr -> vector<4xf32>
-      %75 = math.fma %71, %33, %74 : vector<4xf32>
+      %75 = llvm.intr.fma(%71, %33, %74) : (vector<4xf32>, vector<4xf32>, vector<4xf32>) -> vector<4xf32>
       llvm.store %75, %12 : vector<4xf32>, !llvm.ptr
     }
     %c1_i64_0 = arith.constant 1 : i64

@@ -22,6 +22,15 @@ pub fn nax_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// A fresh folder under the system's temporary folder for a test's files.
+pub fn tempdir() -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("nax-test-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// Runs the `nax` binary with these arguments.
 pub fn nax(args: &[&str]) -> Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_nax")).args(args).output().expect("run nax")

@@ -59,6 +59,9 @@ enum Command {
         out: PathBuf,
         #[arg(long, value_enum, default_value_t = BackendName::Llvm)]
         backend: BackendName,
+        /// Where the kernels run: this machine's CPU, or its NVIDIA GPU.
+        #[arg(long, value_enum, default_value_t = Target::Cpu)]
+        target: Target,
         /// Print the time of each stage to stderr.
         #[arg(long)]
         timings: bool,
@@ -146,7 +149,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check { file, format, types } => check(&file, format, types),
-        Command::Run { file, function, inputs, weights, args, out, backend, timings, opt_level } => {
+        Command::Run { target: Target::Cuda, .. } => run_on_cuda(),
+        Command::Run { file, function, inputs, weights, args, out, backend, timings, opt_level, target: Target::Cpu } => {
             let req = run::RunRequest { file, function, inputs, weights, args, out, optimize: opt_level > 0 };
             run_command(&req, backend, timings)
         }
@@ -164,10 +168,21 @@ fn main() -> ExitCode {
                 }
                 (_, false) => None,
             };
-            build(&file, &out, backend, target, timings, Options { emit, optimize: opt_level > 0, cpu, embedded_weights: embedded })
+            build(&file, &out, backend, timings, Options { emit, optimize: opt_level > 0, cpu, device: target, embedded_weights: embedded })
         }
         Command::Explain { code } => explain(&code),
     }
+}
+
+/// `nax run --target cuda`: a machine without NVIDIA's driver says so; one
+/// with it, that this build compiles CUDA kernels (`nax build --target
+/// cuda --emit ptx`) but does not launch them yet. Exit 1 either way.
+fn run_on_cuda() -> ExitCode {
+    match nax_runtime::cuda::driver() {
+        Err(e) => eprintln!("error: {e}"),
+        Ok(()) => eprintln!("error: this build compiles kernels for CUDA (`nax build --target cuda --emit ptx`) but does not launch them yet; run on the CPU"),
+    }
+    ExitCode::from(1)
 }
 
 /// The back end `--backend` names.
@@ -214,14 +229,20 @@ struct Options {
     emit: Emit,
     optimize: bool,
     cpu: pipeline::Cpu,
+    /// `--target`.
+    device: Target,
     /// `--weights` with `--embed-weights`.
     embedded_weights: Option<PathBuf>,
 }
 
 impl Options {
-    /// The machine kernels are formed for (the LLVM back end's view of `--cpu`).
+    /// The machine kernels are formed for: the GPU of `--target cuda`, or
+    /// the LLVM back end's view of `--cpu`.
     fn target(&self) -> nax_kernel::Target {
-        Backend::Llvm.target(self.cpu)
+        match self.device {
+            Target::Cuda => nax_kernel::Target::CUDA,
+            Target::Cpu => Backend::Llvm.target(self.cpu),
+        }
     }
 }
 
@@ -284,8 +305,12 @@ fn emitted(module: &nax_front::CheckedModule, options: &Options, timings: &mut T
                 .iter()
                 .map(|f| pipeline::lower(module, f, optimize, timings).and_then(|l| pipeline::kernels(l.graph(), &target)))
                 .collect::<Result<Vec<_>, _>>()?;
-            if emit == Emit::Mlir {
-                return nax_back_mlir::emit(&programs).map(String::into_bytes).map_err(|message| nax::Error::Compile { stage: "codegen", message });
+            let failed = |message| nax::Error::Compile { stage: "codegen", message };
+            match (emit, options.device) {
+                (Emit::Mlir, Target::Cpu) => return nax_back_mlir::emit(&programs, nax_back_mlir::Device::Cpu).map(String::into_bytes).map_err(failed),
+                (Emit::Mlir, Target::Cuda) => return nax_back_mlir::emit(&programs, nax_back_mlir::Device::Gpu).map(String::into_bytes).map_err(failed),
+                (Emit::Ptx, _) => return nax_back_mlir::ptx(&programs).map(String::into_bytes).map_err(failed),
+                _ => {}
             }
             let artifact = if emit == Emit::Obj { nax_back_llvm::Artifact::Object } else { nax_back_llvm::Artifact::Ir };
             nax_back_llvm::emit(&programs, artifact, options.cpu).map_err(|message| nax::Error::Compile { stage: "codegen", message })?
@@ -293,8 +318,8 @@ fn emitted(module: &nax_front::CheckedModule, options: &Options, timings: &mut T
     })
 }
 
-fn build(path: &Path, out: &Path, name: BackendName, target: Target, show_timings: bool, options: Options) -> ExitCode {
-    let emit = options.emit;
+fn build(path: &Path, out: &Path, name: BackendName, show_timings: bool, options: Options) -> ExitCode {
+    let (emit, target) = (options.emit, options.device);
     if emit == Emit::So
         && let Err(message) = nax::aot::library_name(out)
     {
@@ -306,20 +331,20 @@ fn build(path: &Path, out: &Path, name: BackendName, target: Target, show_timing
         Err(code) => return code,
     };
     let backend = backend(name);
-    if target == Target::Cuda {
-        eprintln!("error: the CUDA target is not part of this build yet");
-        return ExitCode::from(2);
-    }
-    match emit {
-        Emit::Graph | Emit::Kernels | Emit::Torch | Emit::Mlir => {}
-        Emit::Obj | Emit::LlvmIr | Emit::So if backend == Backend::Llvm => {}
-        Emit::Obj | Emit::LlvmIr | Emit::So => {
-            eprintln!("error: --emit so, obj and llvm-ir come from the llvm back end (--backend llvm)");
+    match (emit, target) {
+        (Emit::Graph | Emit::Kernels | Emit::Torch | Emit::Mlir, _) => {}
+        (Emit::Ptx, Target::Cuda) => {}
+        (Emit::Ptx, Target::Cpu) => {
+            eprintln!("error: --emit ptx is GPU code: add --target cuda");
             return ExitCode::from(2);
         }
-        other => {
-            let name = other.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
-            eprintln!("error: --emit {name} is not part of this build yet");
+        (Emit::Obj | Emit::LlvmIr | Emit::So, Target::Cuda) => {
+            eprintln!("error: --emit so, obj and llvm-ir are CPU code; for --target cuda, --emit ptx (or mlir) writes the kernels");
+            return ExitCode::from(2);
+        }
+        (Emit::Obj | Emit::LlvmIr | Emit::So, Target::Cpu) if backend == Backend::Llvm => {}
+        (Emit::Obj | Emit::LlvmIr | Emit::So, Target::Cpu) => {
+            eprintln!("error: --emit so, obj and llvm-ir come from the llvm back end (--backend llvm)");
             return ExitCode::from(2);
         }
     }
@@ -362,7 +387,7 @@ fn build(path: &Path, out: &Path, name: BackendName, target: Target, show_timing
     timings.mark(match emit {
         Emit::Graph => "lower",
         Emit::Kernels => "kernels",
-        Emit::Obj | Emit::LlvmIr | Emit::Mlir => "codegen",
+        Emit::Obj | Emit::LlvmIr | Emit::Mlir | Emit::Ptx => "codegen",
         _ => "emit",
     });
     if show_timings {

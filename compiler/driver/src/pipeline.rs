@@ -27,12 +27,19 @@ pub enum Backend {
     Cranelift,
     /// The reference interpreter over the graph.
     Interp,
+    /// The CUDA target's kernels (formed for the GPU, one thread per
+    /// position of each parallel loop) run on the CPU through MLIR, the
+    /// thread ids as loop variables: the GPU schedule checked without a GPU.
+    CudaEmulation,
 }
 
 impl Backend {
     /// The machine kernel formation plans for when this back end compiles
     /// for `cpu`: Cranelift's vectors are at most 16 bytes.
     pub fn target(self, cpu: Cpu) -> Target {
+        if self == Backend::CudaEmulation {
+            return Target::CUDA;
+        }
         self.narrow(match cpu {
             Cpu::Native => Target::host(),
             Cpu::Generic => Target::GENERIC,
@@ -44,7 +51,7 @@ impl Backend {
     pub fn narrow(self, machine: Target) -> Target {
         match self {
             Backend::Cranelift => machine.with_vector_bytes(16),
-            Backend::Llvm | Backend::Mlir | Backend::Interp => machine,
+            Backend::Llvm | Backend::Mlir | Backend::Interp | Backend::CudaEmulation => machine,
         }
     }
 
@@ -55,6 +62,7 @@ impl Backend {
             Backend::Mlir => "mlir",
             Backend::Cranelift => "cranelift",
             Backend::Interp => "interp",
+            Backend::CudaEmulation => "cuda-emulation",
         }
     }
 }
@@ -178,12 +186,13 @@ pub fn compile_graph_for(graph: Graph, defaults: &[Option<Scalar>], backend: Bac
             stage("codegen");
             Box::new(interpreter)
         }
-        Backend::Llvm | Backend::Mlir | Backend::Cranelift => {
+        Backend::Llvm | Backend::Mlir | Backend::Cranelift | Backend::CudaEmulation => {
             let program = kernels(&graph, target)?;
             stage("kernels");
             let compiled = match backend {
                 Backend::Llvm => nax_back_llvm::compile(&program, Arc::clone(&signature), &mut stage),
-                Backend::Mlir => nax_back_mlir::compile(&program, Arc::clone(&signature), &mut stage),
+                Backend::Mlir => nax_back_mlir::compile(&program, nax_back_mlir::Device::Cpu, Arc::clone(&signature), &mut stage),
+                Backend::CudaEmulation => nax_back_mlir::compile(&program, nax_back_mlir::Device::Emulated, Arc::clone(&signature), &mut stage),
                 _ => nax_back_cranelift::compile(&program, Arc::clone(&signature), &mut stage),
             };
             Box::new(compiled.map_err(Error::stage("codegen"))?)

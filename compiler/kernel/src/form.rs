@@ -584,7 +584,8 @@ impl Former<'_> {
         };
         let [Expr::Load { buffer: a, index: ia }, Expr::Load { buffer: b, index: ib }] = args.as_slice() else { return None };
         let rank = self.p.buffers[out].shape.len();
-        if nax_runtime::plan::Microkernel::compute_dtype(dtype).is_none()
+        if !self.target.library_products
+            || nax_runtime::plan::Microkernel::compute_dtype(dtype).is_none()
             || *compute != dtype
             || self.p.buffers[*a].dtype != dtype
             || self.p.buffers[*b].dtype != dtype

@@ -10,7 +10,9 @@
 //! generic` (and with it the file tests, whose expected text is then the
 //! same on every machine) for [`Target::GENERIC`]; a back end whose
 //! vectors are narrower than the host's says so with
-//! [`Target::with_vector_bytes`].
+//! [`Target::with_vector_bytes`]. A GPU ([`Target::CUDA`]) runs each
+//! kernel's parallel loop one position per thread, and its contractions
+//! as loop nests, not through the CPU runtime's packed matrix products.
 
 use nax_runtime::DType;
 use nax_runtime::plan::{Blocking, Microkernel};
@@ -23,6 +25,9 @@ pub struct Target {
     /// Bytes of the first-level data cache, the second-level cache (per
     /// core) and the last-level cache.
     pub cache_bytes: [u64; 3],
+    /// Whether contractions may run as the runtime's packed matrix
+    /// products (CPUs); a GPU's kernels compute them as loop nests.
+    pub library_products: bool,
 }
 
 /// A microkernel of a program and the blocking its products use.
@@ -35,14 +40,23 @@ pub struct ProductKernel {
 impl Target {
     /// Any x86-64 machine: 16-byte vectors (SSE2), and caches of 32 KiB,
     /// 1 MiB and 32 MiB assumed.
-    pub const GENERIC: Target = Target { vector_bytes: 16, cache_bytes: [32 << 10, 1 << 20, 32 << 20] };
+    pub const GENERIC: Target = Target { vector_bytes: 16, cache_bytes: [32 << 10, 1 << 20, 32 << 20], library_products: true };
+
+    /// An NVIDIA GPU of compute capability 9.0 (H100, H200): one 4-byte
+    /// lane per thread, 256 KiB of L1 and shared memory per SM, 50 MiB of
+    /// L2; no library products.
+    pub const CUDA: Target = Target { vector_bytes: 4, cache_bytes: [256 << 10, 50 << 20, 50 << 20], library_products: false };
 
     /// The machine this process runs on: AVX-512, AVX2 with FMA, or 16-byte
     /// vectors; its caches as Linux reports them (the generic sizes where
     /// it does not).
     pub fn host() -> Target {
         static HOST: std::sync::OnceLock<Target> = std::sync::OnceLock::new();
-        *HOST.get_or_init(|| Target { vector_bytes: host_vector_bytes(), cache_bytes: host_caches().unwrap_or(Target::GENERIC.cache_bytes) })
+        *HOST.get_or_init(|| Target {
+            vector_bytes: host_vector_bytes(),
+            cache_bytes: host_caches().unwrap_or(Target::GENERIC.cache_bytes),
+            library_products: true,
+        })
     }
 
     /// The same machine seen through vectors of at most `bytes`.

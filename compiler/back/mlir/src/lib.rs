@@ -22,8 +22,9 @@ mod text;
 use engine::Engine;
 use melior::Context;
 use melior::dialect::DialectRegistry;
-use melior::ir::Module;
+use melior::ir::attribute::AttributeLike;
 use melior::ir::operation::OperationLike;
+use melior::ir::{BlockLike, Module};
 use melior::pass::PassManager;
 use melior::{GreedyRewriteDriverConfig, apply_patterns_and_fold_greedily};
 use nax_back_native::{LIBM, Slots, lower_kernel, lower_microkernel};
@@ -33,6 +34,7 @@ use std::cell::RefCell;
 use std::fmt::Write;
 use std::rc::Rc;
 use std::sync::{Arc, Once};
+pub use text::Device;
 use text::KernelText;
 
 /// nax's dialect, in IRDL.
@@ -86,6 +88,16 @@ impl Session {
         Ok(module)
     }
 
+    /// Lowers nax's ops to the LLVM dialect (the rewrite patterns of
+    /// [`lower`]), then runs `pipeline` on the module.
+    fn lower(&self, module: &mut Module<'_>, pipeline: &str) -> Result<(), String> {
+        apply_patterns_and_fold_greedily(module, lower::patterns(&self.context).freeze(), &GreedyRewriteDriverConfig::new())
+            .map_err(|e| format!("internal error: lowering nax's dialect: {e}: {}", self.reported()))?;
+        let passes = PassManager::new(&self.context);
+        melior::utility::parse_pass_pipeline(passes.as_operation_pass_manager(), pipeline).map_err(|e| format!("internal error: the MLIR pipeline: {e}"))?;
+        passes.run(module).map_err(|e| format!("internal error: the MLIR pipeline failed: {e}: {}", self.reported()))
+    }
+
     fn dialect(&self) -> Result<Module<'_>, String> {
         Module::parse(&self.context, DIALECT).ok_or_else(|| format!("internal error: nax's IRDL dialect does not parse: {}", self.reported()))
     }
@@ -101,11 +113,17 @@ fn function_name(p: &Program, i: usize) -> String {
 }
 
 /// The MLIR text of some programs' kernels and microkernels, in nax's
-/// dialect and upstream dialects.
-fn module_text(programs: &[Program]) -> Result<String, String> {
+/// dialect and upstream dialects, for `device`: on a GPU, one `gpu.module`
+/// named after the first program, of one kernel per kernel (programs for
+/// a GPU have no microkernels: their contractions are loop nests).
+fn module_text(programs: &[Program], device: Device) -> Result<String, String> {
     let mut functions = String::new();
     let mut libm = std::collections::BTreeSet::new();
+    let mut unsupported = std::collections::BTreeSet::new();
     for p in programs {
+        if device != Device::Cpu && !p.products.is_empty() {
+            return Err("internal error: kernels for a GPU use the runtime's matrix products".to_string());
+        }
         let slots = Slots::new(p);
         for i in 0..p.kernels.len() + p.products.len() {
             let kernel = p.kernels.get(i);
@@ -114,7 +132,7 @@ fn module_text(programs: &[Program]) -> Result<String, String> {
                 // A microkernel's A panel, B panel, C and scratch tile.
                 None => vec![0, 1, 2, 3],
             };
-            let mut e = KernelText::new(&used);
+            let mut e = KernelText::new(&used, device, kernel.is_some_and(|k| k.parallel_loop()));
             match kernel {
                 Some(k) => lower_kernel(&mut e, p, &slots, k),
                 None => {
@@ -123,10 +141,27 @@ fn module_text(programs: &[Program]) -> Result<String, String> {
                 }
             }
             let name = function_name(p, i);
-            functions.push_str(&e.function(&format!("{name}_body")));
-            functions.push_str(&entry(&name, &used));
+            match device {
+                Device::Cpu | Device::Emulated => {
+                    functions.push_str(&e.function(&format!("{name}_body")));
+                    functions.push_str(&entry(&name, &used));
+                }
+                Device::Gpu => functions.push_str(&e.function(&name)),
+            }
             libm.extend(e.libm.iter().copied());
+            unsupported.extend(e.unsupported.iter().copied());
         }
+    }
+    if !unsupported.is_empty() {
+        let names: Vec<String> = unsupported.iter().map(|n| format!("`{n}`")).collect();
+        return Err(format!(
+            "the CUDA target cannot compute {} yet: a GPU has no C math library, and nax's own GPU math covers the f32 `exp`, `log`, `log1p`, `expm1`, `tanh`, `erf` and what is built from them (not f64 math, nor `sin`, `cos` and `pow`)",
+            names.join(", ")
+        ));
+    }
+    if device == Device::Gpu {
+        let name = programs.first().map_or("nax", |p| p.name.as_str());
+        return Ok(format!("module attributes {{gpu.container_module}} {{\n  gpu.module @{name} {{\n{functions}  }}\n}}\n"));
     }
     let mut text = String::from("module {\n");
     for name in libm {
@@ -157,30 +192,67 @@ fn entry(name: &str, used: &[usize]) -> String {
     text
 }
 
-/// The MLIR module of some programs' kernels before lowering, as MLIR
-/// prints it after parsing and verifying it (`nax build --emit mlir`).
-pub fn emit(programs: &[Program]) -> Result<String, String> {
+/// The MLIR module of some programs' kernels for `device` before
+/// lowering, as MLIR prints it after parsing and verifying it (`nax build
+/// --emit mlir`).
+pub fn emit(programs: &[Program], device: Device) -> Result<String, String> {
     let session = Session::new()?;
     let dialect = session.dialect()?;
-    let module = session.parse(&dialect, &module_text(programs)?)?;
+    let module = session.parse(&dialect, &module_text(programs, device)?)?;
     Ok(module.as_operation().to_string())
+}
+
+/// The GPU's pipeline: the NVVM target (`sm_90`, LLVM's `-O3`) attached to
+/// the `gpu.module`, its kernels to the NVVM and LLVM dialects, then PTX
+/// (`format=isa`: no `ptxas` needed, no libdevice linked).
+const TO_PTX: &str = "builtin.module(nvvm-attach-target{chip=sm_90 O=3},gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,convert-vector-to-llvm,convert-arith-to-llvm),reconcile-unrealized-casts,gpu-module-to-binary{format=isa})";
+
+/// The PTX of some programs' kernels (formed for [`nax_kernel::Target::CUDA`])
+/// for `sm_90`: one `.entry` per kernel, named `<program>_k<i>`, whose
+/// parameters are the kernel's buffers (in increasing order), the size
+/// slots and the range `begin, end` of its parallel loop (thread `t`
+/// computes position `begin + t`).
+pub fn ptx(programs: &[Program]) -> Result<String, String> {
+    let session = Session::new()?;
+    let dialect = session.dialect()?;
+    let mut module = session.parse(&dialect, &module_text(programs, Device::Gpu)?)?;
+    session.lower(&mut module, TO_PTX)?;
+    gpu_object(&module).ok_or_else(|| format!("internal error: MLIR made no PTX: {}", session.reported()))
+}
+
+/// The assembly of the `gpu.binary` the GPU pipeline leaves in `module`.
+fn gpu_object(module: &Module<'_>) -> Option<String> {
+    let binary = module.body().first_operation()?;
+    let objects = binary.attribute("objects").ok()?;
+    // SAFETY: `objects` is an array attribute of the live module, and its
+    // first element is checked to be a `#gpu.object` before it is read.
+    unsafe {
+        let object = mlir_sys::mlirArrayAttrGetElement(objects.to_raw(), 0);
+        if !mlir_sys::mlirAttributeIsAGPUObjectAttr(object) {
+            return None;
+        }
+        let text = melior::StringRef::from_raw(mlir_sys::mlirGPUObjectAttrGetObject(object));
+        text.as_str().ok().map(str::to_string)
+    }
 }
 
 /// JIT-compiles a function's kernels (verified) for the host, calling
 /// `stage(name)` as each stage ends (`codegen`: the module built, lowered
 /// and optimised; `link`: the machine code). `signature` is the
-/// function's, which its calls are checked against.
-pub fn compile(p: &Program, signature: Arc<Signature>, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, String> {
+/// function's, which its calls are checked against. With
+/// [`Device::Emulated`] (kernels formed for [`nax_kernel::Target::CUDA`])
+/// the GPU's kernels run on the CPU, each call of a kernel over `begin..end`
+/// one launch of `end - begin` threads.
+pub fn compile(p: &Program, device: Device, signature: Arc<Signature>, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, String> {
+    if device == Device::Gpu {
+        return Err("internal error: GPU kernels are compiled to PTX (`ptx`), not for the host".to_string());
+    }
     let slots = Slots::new(p);
     let plan = slots.plan(p)?;
     let session = Session::new()?;
     let dialect = session.dialect()?;
-    let mut module = session.parse(&dialect, &module_text(std::slice::from_ref(p))?)?;
-    apply_patterns_and_fold_greedily(&module, lower::patterns(&session.context).freeze(), &GreedyRewriteDriverConfig::new())
-        .map_err(|e| format!("internal error: lowering nax's dialect: {e}: {}", session.reported()))?;
-    let passes = PassManager::new(&session.context);
-    melior::utility::parse_pass_pipeline(passes.as_operation_pass_manager(), TO_LLVM).map_err(|e| format!("internal error: the MLIR pipeline: {e}"))?;
-    passes.run(&mut module).map_err(|e| format!("internal error: lowering to the LLVM dialect: {e}: {}", session.reported()))?;
+    let mut module = session.parse(&dialect, &module_text(std::slice::from_ref(p), device)?)?;
+    session.lower(&mut module, TO_LLVM)?;
     stage("codegen");
     let symbols: Vec<(&str, *const u8)> = LIBM.iter().filter_map(|&name| Some((name, nax_runtime::libm::address(name)?))).collect();
     let engine = Engine::new(&module, &symbols).map_err(|e| format!("{e}: {}", session.reported()))?;

@@ -1,13 +1,23 @@
 //! The MLIR emitter: [`nax_back_native::Emitter`] writing a kernel as MLIR
 //! text in nax's dialect (`dialects/nax.irdl.mlir`: loads, stores, size
-//! slots, prefetches) and upstream dialects (`arith`, `math`, `vector`,
-//! `scf.for` loops, `func.call`s of the C math functions, `llvm` allocas and
+//! slots, prefetches) and upstream dialects (`arith`, `vector`, `scf.for`
+//! loops, `func.call`s of the C math functions, `llvm` allocas and
 //! intrinsics). The semantics are the LLVM emitter's, op for op: float
 //! min/max are the nan-propagating `arith.maximumf`/`minimumf`,
 //! float-to-integer conversions saturate (`llvm.fptosi.sat`), the math's
 //! multiply-adds are `llvm.intr.fmuladd`, and reduction accumulations
-//! carry `fastmath<reassoc>`. Variables are `llvm.alloca`s at the
-//! function's entry (LLVM's `mem2reg` makes them registers).
+//! carry `fastmath<reassoc>`. `fabs`, `sqrt`, `floor`, `ceil` and
+//! `roundeven` are LLVM's intrinsics called by name (`llvm.call_intrinsic`),
+//! which both the CPU and the NVPTX back ends compile to one instruction
+//! (the `math` dialect's ops would become libdevice calls on a GPU).
+//! Variables are `llvm.alloca`s at the function's entry (LLVM's `mem2reg`
+//! makes them registers).
+//!
+//! For a GPU ([`Device::Gpu`]) a kernel is a `gpu.func`: its parallel loop
+//! runs one position per thread (thread `t` of the launch computes
+//! position `begin + t`, and none past `end`), prefetches are dropped, and
+//! a call of the C math library, which a GPU does not have, is recorded
+//! ([`KernelText::unsupported`]) for the caller to report.
 //!
 //! Every value is named `%vN` and its type is remembered, so each op can be
 //! written with the types MLIR's syntax asks for. The loops of the kernel's
@@ -73,9 +83,33 @@ fn width(kind: Kind) -> u32 {
     }
 }
 
+/// Where a kernel runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    /// The host CPU: a `func.func` called by the runtime's driver over a
+    /// range of its parallel loop.
+    Cpu,
+    /// An NVIDIA GPU: a `gpu.func` kernel, one position of the parallel
+    /// loop per thread.
+    Gpu,
+    /// The GPU's kernels run on the CPU: a `func.func` like the CPU's whose
+    /// body is the GPU kernel's inside a loop over the launch's threads, the
+    /// thread id a loop variable. It checks the GPU schedule's index and
+    /// guard logic without a GPU.
+    Emulated,
+}
+
+impl Device {
+    /// Whether the kernel is the GPU's (no C math library, no prefetches).
+    fn is_gpu(self) -> bool {
+        self != Device::Cpu
+    }
+}
+
 /// Emits one kernel's body: the text of its function's entry allocas and
 /// of its ops, put together by [`KernelText::function`].
 pub struct KernelText {
+    device: Device,
     /// Each used buffer's argument name.
     buffers: HashMap<usize, String>,
     /// The allocas, written at the entry.
@@ -91,13 +125,23 @@ pub struct KernelText {
     pub libm: BTreeSet<&'static str>,
     /// The role of the next loop, when it is one of the kernel's nest.
     role: Option<Role>,
+    /// The range of the parallel loop this function computes.
+    range: (Value, Value),
+    /// The C math functions called on a device that has none.
+    pub unsupported: BTreeSet<&'static str>,
+    /// The loops opened at the entry (over the emulated threads, around a
+    /// kernel without a parallel loop), closed at the end.
+    entry_loops: usize,
 }
 
 impl KernelText {
     /// An emitter for a kernel whose used buffers are `buffers` (named
-    /// `%b<N>` after their numbers).
-    pub fn new(buffers: &[usize]) -> KernelText {
+    /// `%b<N>` after their numbers), running on `device`. On a GPU a kernel
+    /// with a `parallel` loop runs one position of it per thread; one
+    /// without runs whole in thread 0 (launched alone).
+    pub fn new(buffers: &[usize], device: Device, parallel: bool) -> KernelText {
         let mut text = KernelText {
+            device,
             buffers: buffers.iter().map(|&b| (b, format!("%b{b}"))).collect(),
             allocas: String::new(),
             body: String::new(),
@@ -106,27 +150,78 @@ impl KernelText {
             slots: 0,
             libm: BTreeSet::new(),
             role: None,
+            range: (Value(0), Value(1)),
+            unsupported: BTreeSet::new(),
+            entry_loops: 0,
         };
         // `%v0` and `%v1`: the range's bounds, the last two arguments.
         text.types.extend([Ty::scalar(Kind::I64), Ty::scalar(Kind::I64)]);
+        let id = match device {
+            Device::Cpu => return text,
+            Device::Gpu => {
+                let id = text.op(Ty::scalar(Kind::I64), format_args!("gpu.global_id x"));
+                text.op(Ty::scalar(Kind::I64), format_args!("arith.index_cast %v{} : index to i64", id.0))
+            }
+            Device::Emulated => {
+                // One launch, in a loop over its threads.
+                let zero = text.int(Kind::I64, 0);
+                let threads = if parallel { text.arith("subi", "", Value(1), Value(0)) } else { text.int(Kind::I64, 1) };
+                let (_, id) = text.begin_loop(zero, threads, 1);
+                text.entry_loops += 1;
+                id
+            }
+        };
+        if parallel {
+            text.range = text.thread_range(id);
+        } else {
+            // The whole nest in thread 0: a loop of one iteration there, none elsewhere.
+            let zero = text.int(Kind::I64, 0);
+            let first = text.compare(Compare::Eq, Kind::I64, id, zero);
+            let once = text.convert(Kind::Bool, Kind::I64, first);
+            text.begin_loop(zero, once, 1);
+            text.entry_loops += 1;
+        }
         text
     }
 
-    /// The kernel's body function `name`: buffer arguments `%b<N>`
-    /// (`noalias`: kernels never write a buffer they read), the size
-    /// slots and the range, internal (inlined into its entry).
+    /// For a GPU, at the entry: this thread's position of the parallel
+    /// loop, `begin` plus its index `id` in the launch, and the end of its
+    /// range, one past it unless it is at or past `end` (threads past it
+    /// compute nothing).
+    fn thread_range(&mut self, id: Value) -> (Value, Value) {
+        let i64t = Ty::scalar(Kind::I64);
+        let first = self.arith("addi", "", Value(0), id);
+        let inside = self.op(Ty::scalar(Kind::Bool), format_args!("arith.cmpi slt, %v{}, %v1 : i64", first.0));
+        let one = self.op(i64t, format_args!("arith.extui %v{} : i1 to i64", inside.0));
+        let end = self.arith("addi", "", first, one);
+        (first, end)
+    }
+
+    /// The kernel's function `name`: buffer arguments `%b<N>` (`noalias`:
+    /// kernels never write a buffer they read), the size slots and the
+    /// range. On a CPU, the body the entry calls (internal, inlined into
+    /// it); on a GPU, the kernel the runtime launches.
     pub fn function(&self, name: &str) -> String {
         let mut buffers: Vec<(&usize, &String)> = self.buffers.iter().collect();
         buffers.sort();
         let mut params: Vec<String> = buffers.iter().map(|(_, n)| format!("{n}: !llvm.ptr {{llvm.noalias}}")).collect();
         params.extend(["%sizes: !llvm.ptr {llvm.noalias}".to_string(), "%v0: i64".to_string(), "%v1: i64".to_string()]);
-        let mut text = format!("  func.func @{name}({}) attributes {{llvm.linkage = #llvm.linkage<internal>}} {{\n", params.join(", "));
+        let (indent, mut text, ret) = match self.device {
+            Device::Cpu | Device::Emulated => {
+                ("    ", format!("  func.func @{name}({}) attributes {{llvm.linkage = #llvm.linkage<internal>}} {{\n", params.join(", ")), "return")
+            }
+            Device::Gpu => ("      ", format!("    gpu.func @{name}({}) kernel {{\n", params.join(", ")), "gpu.return"),
+        };
         if self.slots > 0 {
-            text.push_str("    %one = llvm.mlir.constant(1 : i64) : i64\n");
+            let _ = writeln!(text, "{indent}%one = llvm.mlir.constant(1 : i64) : i64");
         }
-        text.push_str(&self.allocas);
-        text.push_str(&self.body);
-        text.push_str("    return\n  }\n");
+        for line in self.allocas.lines().chain(self.body.lines()) {
+            let _ = writeln!(text, "{}{}", &indent[4..], line);
+        }
+        for depth in (0..self.entry_loops).rev() {
+            let _ = writeln!(text, "{indent}{:width$}}}", "", width = 2 * depth);
+        }
+        let _ = writeln!(text, "{indent}{ret}\n{}}}", &indent[2..]);
         text
     }
 
@@ -276,18 +371,18 @@ impl Emitter for KernelText {
     fn unary(&mut self, op: Unary, kind: Kind, a: Value) -> Value {
         let ty = Ty::scalar(kind);
         let name = match op {
-            Unary::Neg => "arith.negf",
+            Unary::Neg => return self.op(ty, format_args!("arith.negf %v{} : {ty}", a.0)),
             Unary::Not => {
                 let t = self.int(Kind::Bool, 1);
                 return self.arith("xori", "", a, t);
             }
-            Unary::Abs => "math.absf",
-            Unary::Sqrt => "math.sqrt",
-            Unary::Floor => "math.floor",
-            Unary::Ceil => "math.ceil",
-            Unary::RoundEven => "math.roundeven",
+            Unary::Abs => "fabs",
+            Unary::Sqrt => "sqrt",
+            Unary::Floor => "floor",
+            Unary::Ceil => "ceil",
+            Unary::RoundEven => "roundeven",
         };
-        self.op(ty, format_args!("{name} %v{} : {ty}", a.0))
+        self.op(ty, format_args!("llvm.call_intrinsic \"llvm.{name}.{ty}\"(%v{}) : ({ty}) -> {ty}", a.0))
     }
 
     fn compare(&mut self, op: Compare, kind: Kind, a: Value, b: Value) -> Value {
@@ -331,6 +426,11 @@ impl Emitter for KernelText {
     }
 
     fn call_libm(&mut self, name: &'static str, args: &[Value]) -> Value {
+        if self.device.is_gpu() {
+            // Reported by the caller; the text stays well formed.
+            self.unsupported.insert(name);
+            return self.float(Kind::F64, f64::NAN);
+        }
         self.libm.insert(name);
         let list: Vec<String> = args.iter().map(|a| format!("%v{}", a.0)).collect();
         let types = vec!["f64"; args.len()].join(", ");
@@ -350,7 +450,7 @@ impl Emitter for KernelText {
     }
 
     fn range(&mut self) -> (Value, Value) {
-        (Value(0), Value(1))
+        self.range
     }
 
     fn variable(&mut self, kind: Kind, init: Value) -> Var {
@@ -390,7 +490,7 @@ impl Emitter for KernelText {
 
     fn vector_multiply_add(&mut self, kind: Kind, lanes: u32, a: Value, b: Value, c: Value) -> Value {
         let ty = Ty { kind, lanes: Some(lanes) };
-        self.op(ty, format_args!("math.fma %v{}, %v{}, %v{} : {ty}", a.0, b.0, c.0))
+        self.op(ty, format_args!("llvm.intr.fma(%v{}, %v{}, %v{}) : ({ty}, {ty}, {ty}) -> {ty}", a.0, b.0, c.0))
     }
 
     fn vector_add(&mut self, _kind: Kind, _lanes: u32, a: Value, b: Value) -> Value {
@@ -405,6 +505,9 @@ impl Emitter for KernelText {
     }
 
     fn prefetch(&mut self, kind: Kind, buffer: usize, index: Value, write: bool) {
+        if self.device.is_gpu() {
+            return;
+        }
         let base = self.buffer(buffer).to_string();
         self.effect(format_args!(
             "\"nax.prefetch\"({base}, %v{}) {{element = {}, write = {} : i32}} : (!llvm.ptr, i64) -> ()",
