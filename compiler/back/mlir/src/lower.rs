@@ -75,8 +75,12 @@ fn pattern(context: &Context, root: &str, generated: &[&str], rewrite: Rewrite) 
         // SAFETY: MLIR calls back with a live op of its context and a rewriter
         // positioned before it, both valid for the call.
         let (op, rewriter) = unsafe { (OperationRef::from_raw(op), PatternRewriter::from_raw(rewriter)) };
-        // SAFETY: the context outlives the op, which outlives this call.
-        let context = unsafe { op.context().to_ref() };
+        // `to_ref` reinterprets the `ContextRef` it borrows as a `Context`
+        // (both are one pointer): the `ContextRef` must outlive the borrow.
+        let context_ref = op.context();
+        // SAFETY: `context_ref` lives until the end of the call, and the
+        // context it points to outlives the op.
+        let context = unsafe { context_ref.to_ref() };
         let r = Rewriter { rewriter, location: op.location(), _op: std::marker::PhantomData };
         match rewrite(context, &r, op) {
             Some(values) => {
