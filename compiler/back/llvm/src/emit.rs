@@ -118,7 +118,7 @@ impl<'ctx> LlvmEmitter<'_, 'ctx> {
 
     /// Sets a vector load's or store's alignment to its elements'.
     fn align(&mut self, i: InstructionValue<'ctx>, kind: Kind) {
-        if let Err(e) = i.set_alignment(width(kind).div_ceil(8)) {
+        if let Err(e) = i.set_alignment(kind.width().div_ceil(8)) {
             self.error.get_or_insert(e.to_string());
         }
     }
@@ -172,16 +172,6 @@ fn int_predicate(op: Compare, signed: bool) -> IntPredicate {
         (Compare::Le, false) => IntPredicate::ULE,
         (Compare::Gt, false) => IntPredicate::UGT,
         (Compare::Ge, false) => IntPredicate::UGE,
-    }
-}
-
-fn width(kind: Kind) -> u32 {
-    match kind {
-        Kind::Bool => 1,
-        Kind::I8 => 8,
-        Kind::I16 => 16,
-        Kind::I32 | Kind::F32 => 32,
-        Kind::I64 | Kind::F64 => 64,
     }
 }
 
@@ -326,7 +316,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
                     bd.build_int_compare(IntPredicate::NE, v.into_int_value(), zero, "").map(Into::into)
                 }
             }
-            (true, true) if width(to) > width(from) => bd.build_float_ext(v.into_float_value(), target.into_float_type(), "").map(Into::into),
+            (true, true) if to.width() > from.width() => bd.build_float_ext(v.into_float_value(), target.into_float_type(), "").map(Into::into),
             (true, true) => bd.build_float_trunc(v.into_float_value(), target.into_float_type(), "").map(Into::into),
             (false, true) if from == Kind::Bool => bd.build_unsigned_int_to_float(v.into_int_value(), target.into_float_type(), "").map(Into::into),
             (false, true) => bd.build_signed_int_to_float(v.into_int_value(), target.into_float_type(), "").map(Into::into),
@@ -335,7 +325,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
                 return self.intrinsic("llvm.fptosi.sat", &[target, f], &[v], to);
             }
             (false, false) if from == Kind::Bool => bd.build_int_z_extend(v.into_int_value(), target.into_int_type(), "").map(Into::into),
-            (false, false) if width(to) > width(from) => bd.build_int_s_extend(v.into_int_value(), target.into_int_type(), "").map(Into::into),
+            (false, false) if to.width() > from.width() => bd.build_int_s_extend(v.into_int_value(), target.into_int_type(), "").map(Into::into),
             (false, false) => bd.build_int_truncate(v.into_int_value(), target.into_int_type(), "").map(Into::into),
         };
         self.value(r, to)

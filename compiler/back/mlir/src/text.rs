@@ -73,16 +73,6 @@ fn scalar_type(kind: Kind) -> &'static str {
     }
 }
 
-fn width(kind: Kind) -> u32 {
-    match kind {
-        Kind::Bool => 1,
-        Kind::I8 => 8,
-        Kind::I16 => 16,
-        Kind::I32 | Kind::F32 => 32,
-        Kind::I64 | Kind::F64 => 64,
-    }
-}
-
 /// Where a kernel runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Device {
@@ -407,7 +397,7 @@ impl Emitter for KernelText {
             return self.compare(Compare::Ne, from, v, zero);
         }
         let name = match (from.is_float(), to.is_float()) {
-            (true, true) if width(to) > width(from) => "extf",
+            (true, true) if to.width() > from.width() => "extf",
             (true, true) => "truncf",
             (false, true) if from == Kind::Bool => "uitofp",
             (false, true) => "sitofp",
@@ -415,7 +405,7 @@ impl Emitter for KernelText {
                 return self.op(target, format_args!("llvm.call_intrinsic \"llvm.fptosi.sat.{t}.{f}\"(%v{}) : ({f}) -> {t}", v.0));
             }
             (false, false) if from == Kind::Bool => "extui",
-            (false, false) if width(to) > width(from) => "extsi",
+            (false, false) if to.width() > from.width() => "extsi",
             (false, false) => "trunci",
         };
         self.op(target, format_args!("arith.{name} %v{} : {f} to {t}", v.0))

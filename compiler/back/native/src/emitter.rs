@@ -30,6 +30,17 @@ impl Kind {
         matches!(self, Kind::F32 | Kind::F64)
     }
 
+    /// Its width in bits (1 for a mask in registers).
+    pub fn width(self) -> u32 {
+        match self {
+            Kind::Bool => 1,
+            Kind::I8 => 8,
+            Kind::I16 => 16,
+            Kind::I32 | Kind::F32 => 32,
+            Kind::I64 | Kind::F64 => 64,
+        }
+    }
+
     /// The integer of the same width as a float kind (for bit manipulation).
     pub fn bits(self) -> Kind {
         match self {
