@@ -422,13 +422,6 @@ fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, solved: &[Option<u6
 /// and the CUDA target's kernels emulated on the CPU.
 const BACKENDS: [Backend; 5] = [Backend::Interp, Backend::Llvm, Backend::Mlir, Backend::Cranelift, Backend::CudaEmulation];
 
-/// Whether `e` is the CUDA target's refusal of math it does not compute
-/// yet (f64 functions, `sin`, `cos`, `pow`): the case is skipped there,
-/// with a message.
-pub fn unsupported_on_cuda(backend: Backend, e: &str) -> bool {
-    backend == Backend::CudaEmulation && e.contains("the CUDA target cannot compute")
-}
-
 /// The back ends that compile to machine code.
 pub const NATIVE_BACKENDS: [Backend; 3] = [Backend::Llvm, Backend::Mlir, Backend::Cranelift];
 
@@ -533,10 +526,6 @@ fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
             let g = if backend == Backend::Interp { &graph } else { &rewritten };
             let out = match run_on(backend, g, &args, &weights) {
                 Ok(out) => out,
-                Err(e) if unsupported_on_cuda(backend, &e) => {
-                    println!("{}: skipped on {}: {e}", case.name, backend.name());
-                    continue;
-                }
                 Err(e) if unknowable(&e, generated) => {
                     println!("{}: skipped ({e})", case.name);
                     break;

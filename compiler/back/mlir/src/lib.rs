@@ -155,7 +155,7 @@ fn module_text(programs: &[Program], device: Device) -> Result<String, String> {
     if !unsupported.is_empty() {
         let names: Vec<String> = unsupported.iter().map(|n| format!("`{n}`")).collect();
         return Err(format!(
-            "the CUDA target cannot compute {} yet: a GPU has no C math library, and nax's own GPU math covers the f32 `exp`, `log`, `log1p`, `expm1`, `tanh`, `erf` and what is built from them (not f64 math, nor `sin`, `cos` and `pow`)",
+            "internal error: the CUDA target cannot compute {}: a GPU has no C math library, and nax's own math has no such function",
             names.join(", ")
         ));
     }

@@ -415,6 +415,10 @@ impl Emitter for KernelText {
         self.op(Ty::scalar(to), format_args!("arith.bitcast %v{} : {} to {}", v.0, scalar_type(from), scalar_type(to)))
     }
 
+    fn has_libm(&self) -> bool {
+        !self.device.is_gpu()
+    }
+
     fn call_libm(&mut self, name: &'static str, args: &[Value]) -> Value {
         if self.device.is_gpu() {
             // Reported by the caller; the text stays well formed.

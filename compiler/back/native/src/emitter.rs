@@ -136,6 +136,12 @@ pub trait Emitter {
     fn bitcast(&mut self, from: Kind, to: Kind, v: Self::Value) -> Self::Value;
     /// Calls one of [`crate::LIBM`] on `F64` arguments.
     fn call_libm(&mut self, name: &'static str, args: &[Self::Value]) -> Self::Value;
+    /// Whether the target has the C math library for [`Emitter::call_libm`];
+    /// without it (a GPU), the math computes those functions itself
+    /// ([`crate::wide`]).
+    fn has_libm(&self) -> bool {
+        true
+    }
 
     /// Element `index` (an `I64`) of buffer `buffer`, whose elements are `kind`.
     fn load(&mut self, kind: Kind, buffer: usize, index: Self::Value) -> Self::Value;

@@ -1,6 +1,8 @@
-//! The core shared by nax's native back ends (LLVM, Cranelift): the
-//! [`Emitter`] interface a code generator implements, the kernel lowering,
-//! the matrix-product microkernel and the vector math written once against it, and the size slots and
+//! The core shared by nax's native back ends (LLVM, MLIR, Cranelift, and
+//! MLIR's CUDA kernels): the [`Emitter`] interface a code generator
+//! implements, the kernel lowering, the matrix-product microkernel and the
+//! vector math written once against it (with f64 math of its own for
+//! targets without a C math library), and the size slots and
 //! plan of a program that the runtime's driver runs the compiled kernels
 //! by (`nax_runtime::NativeFunction`).
 
@@ -9,6 +11,7 @@ mod lower;
 pub mod math;
 mod microkernel;
 mod plan;
+mod wide;
 
 pub use emitter::{Binary, Compare, Emitter, Kind, Unary};
 pub use lower::lower_kernel;

@@ -3,8 +3,9 @@
 //! `tanh`, `erf` (through `erfc`) and the functions built from them
 //! (`sigmoid`, `gelu`, `silu`, `softplus`), half-float conversions with integer operations,
 //! and integer powers. f64, and `sin`, `cos` and `pow` at any width, call
-//! the C math library (`crate::LIBM`) for full accuracy; those
-//! loops stay scalar. The accuracy of every approximation over the whole
+//! the C math library (`crate::LIBM`) for full accuracy (those loops stay
+//! scalar), or, on a target without one (a GPU), nax's own f64 math
+//! ([`crate::wide`]). The accuracy of every approximation over the whole
 //! f32 range, inf and nan included, is measured by a test of the suite
 //! (`tests/native_math.rs`).
 
@@ -52,10 +53,14 @@ fn where_equal<E: Emitter>(e: &mut E, k: Kind, x: E::Value, at: f64, then: E::Va
     e.select(k, t, then, r)
 }
 
-/// `libm(x)` for an f32 or f64 `x`.
+/// `libm(x)` for an f32 or f64 `x`: the C library's where the emitter
+/// has one, else nax's own f64 math ([`crate::wide`]).
 fn libm<E: Emitter>(e: &mut E, k: Kind, name: &'static str, args: &[E::Value]) -> E::Value {
     let wide: Vec<E::Value> = args.iter().map(|&a| e.convert(k, Kind::F64, a)).collect();
-    let r = e.call_libm(name, &wide);
+    let r = match e.has_libm() {
+        true => e.call_libm(name, &wide),
+        false => crate::wide::call(e, name, &wide).unwrap_or_else(|| e.call_libm(name, &wide)),
+    };
     e.convert(Kind::F64, k, r)
 }
 
