@@ -425,17 +425,23 @@ const BACKENDS: [Backend; 5] = [Backend::Interp, Backend::Llvm, Backend::Mlir, B
 /// The back ends that compile to machine code.
 pub const NATIVE_BACKENDS: [Backend; 3] = [Backend::Llvm, Backend::Mlir, Backend::Cranelift];
 
+/// CLI.md's tolerance (relative, absolute) for results of `dtype` whose
+/// longest sum has `terms` terms.
+pub(crate) fn tolerance(dtype: DType, terms: usize) -> (f64, f64) {
+    match dtype {
+        DType::F16 | DType::BF16 => (1e-2, 1e-3),
+        DType::F32 | DType::F64 if terms > 4096 => (1e-3, 1e-4),
+        DType::F32 | DType::F64 => (1e-4, 1e-5),
+        _ => (0.0, 0.0),
+    }
+}
+
 /// Compares two results at CLI.md's tolerances; nan must meet nan.
 pub(crate) fn compare(what: &str, got: &HostTensor, want: &HostTensor, terms: usize) -> Result<(), String> {
     if got.shape() != want.shape() || got.dtype() != want.dtype() {
         return Err(format!("{what}: {:?} {} vs {:?} {}", got.shape(), got.dtype().as_str(), want.shape(), want.dtype().as_str()));
     }
-    let (rtol, atol) = match got.dtype() {
-        DType::F16 | DType::BF16 => (1e-2, 1e-3),
-        DType::F32 | DType::F64 if terms > 4096 => (1e-3, 1e-4),
-        DType::F32 | DType::F64 => (1e-4, 1e-5),
-        _ => (0.0, 0.0),
-    };
+    let (rtol, atol) = tolerance(got.dtype(), terms);
     for (i, (a, b)) in got.to_f64_vec().into_iter().zip(want.to_f64_vec()).enumerate() {
         let same = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
         if !same {
@@ -556,7 +562,7 @@ fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
 /// The most terms any reduction, scan or contraction of the graph sums (a size
 /// known only at the call counts as many), for CLI.md's tolerance of long
 /// sums.
-fn longest_sum(g: &nax_ir::Graph) -> usize {
+pub(crate) fn longest_sum(g: &nax_ir::Graph) -> usize {
     use nax_ir::Op;
     let extent = |ty: &nax_ir::Type, axis: usize| -> usize {
         match ty {

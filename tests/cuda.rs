@@ -7,9 +7,11 @@
 //! kernels' index and guard logic run on the CPU against the interpreter in
 //! the backend suite (`Backend::CudaEmulation`).
 
-use crate::backends::{cases, model_cases};
+use crate::backends::{cases, model_cases, run_on};
 use crate::support::{nax, nax_files, root, tempdir};
-use nax::pipeline::{self, Target};
+use nax::pipeline::{self, Backend, Target};
+use nax_runtime::{DType, HostTensor, Scalar, Value};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -117,4 +119,167 @@ fn the_cuda_target_on_the_command_line() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let text = std::fs::read_to_string(&ptx).unwrap();
     assert!(!text.contains(".extern") && text.contains("fma.rn.f64"), "{text}");
+}
+
+/// Bytes of values as a buffer of `dtype` holds them (little-endian).
+fn encode(dtype: DType, values: &[f64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() * dtype.size_bytes());
+    for &v in values {
+        match dtype {
+            DType::F16 => out.extend(half::f16::from_f64(v).to_le_bytes()),
+            DType::BF16 => out.extend(half::bf16::from_f64(v).to_le_bytes()),
+            DType::F32 => out.extend((v as f32).to_le_bytes()),
+            DType::F64 => out.extend(v.to_le_bytes()),
+            DType::I32 => out.extend((v as i32).to_le_bytes()),
+            DType::I64 => out.extend((v as i64).to_le_bytes()),
+            DType::Bool => out.push(u8::from(v != 0.0)),
+        }
+    }
+    out
+}
+
+/// What an exported launch plan checks: the interpreter's result (a
+/// case), or nothing but the time (a workload, its inputs drawn on the GPU
+/// and its PyTorch code beside it).
+enum Check {
+    Result(HostTensor, usize),
+    Time { torch: String, function: String },
+}
+
+/// Writes one function's CUDA kernels for `.device/check.py`: `NAME.ptx`,
+/// `NAME.json` (buffers with their element type, shape and origin, the
+/// size slots' values at this call, each kernel's entry, buffers and
+/// threads), the inputs' and weights' bytes for a case, and what to check.
+fn export(dir: &Path, name: &str, graph: &nax_ir::Graph, args: &[Value], weights: &HashMap<String, HostTensor>, check: Check) {
+    use nax_runtime::plan::{BufferKind, SizeRef, Strategy};
+    let program = pipeline::kernels(graph, &Target::CUDA).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let plan = nax_back_native::Slots::new(&program).plan(&program).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let ptx = nax_back_mlir::ptx(std::slice::from_ref(&program)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let signature = nax_ir::signature(graph, &[]);
+    let call = signature.check(args.iter().map(Value::arg).collect(), weights).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let slots: Vec<u64> = plan.slots.iter().map(|&id| call.size(nax_runtime::Size::Sym(id)).expect("every slot is known at a call")).collect();
+    let value = |s: SizeRef| match s {
+        SizeRef::Const(c) => c,
+        SizeRef::Slot(i) => slots[i],
+    };
+    let with_data = matches!(check, Check::Result(..));
+    let mut buffers = Vec::new();
+    for (b, buffer) in plan.buffers.iter().enumerate() {
+        let shape: Vec<u64> = buffer.shape.iter().map(|&s| value(s)).collect();
+        let (kind, source, data): (&str, serde_json::Value, Option<Vec<f64>>) = match &buffer.kind {
+            BufferKind::Input(i) => (
+                "input",
+                (*i).into(),
+                Some(match &args[*i] {
+                    Value::Tensor(t) => t.to_f64_vec(),
+                    Value::Scalar(Scalar::Float(x)) => vec![*x],
+                    Value::Scalar(Scalar::Int(x)) => vec![*x as f64],
+                    Value::Scalar(Scalar::Bool(x)) => vec![f64::from(u8::from(*x))],
+                }),
+            ),
+            BufferKind::Weight(w) => ("weight", w.clone().into(), Some(weights[w].to_f64_vec())),
+            BufferKind::Temporary => ("temporary", serde_json::Value::Null, None),
+            BufferKind::Alias(j) => ("alias", (*j).into(), None),
+            BufferKind::Tile => panic!("{name}: attention tiles are not formed for a GPU"),
+        };
+        let mut entry =
+            serde_json::json!({"dtype": buffer.dtype.as_str(), "elements": shape.iter().product::<u64>(), "shape": shape, "kind": kind, "source": source});
+        if let (Some(values), true) = (data, with_data) {
+            let file = format!("{name}.b{b}.bin");
+            std::fs::write(dir.join(&file), encode(buffer.dtype, &values)).unwrap();
+            entry["data"] = file.into();
+        }
+        buffers.push(entry);
+    }
+    let kernels: Vec<serde_json::Value> = plan
+        .kernels
+        .iter()
+        .zip(&program.kernels)
+        .enumerate()
+        .map(|(i, (k, formed))| {
+            let Strategy::Nest(nest) = &k.strategy else { panic!("{name}: kernel {i} is not a loop nest") };
+            let threads = if nest.parallel { k.loops.first().map_or(1, |&s| value(s)) } else { 1 };
+            let mut used = formed.buffers();
+            used.sort_unstable();
+            serde_json::json!({"entry": format!("{}_k{i}", program.name), "buffers": used, "threads": threads})
+        })
+        .collect();
+    std::fs::write(dir.join(format!("{name}.ptx")), &ptx).unwrap();
+    let mut description = serde_json::json!({"name": name, "ptx": format!("{name}.ptx"), "slots": slots, "buffers": buffers, "kernels": kernels});
+    match check {
+        Check::Result(expected, terms) => {
+            let (rtol, atol) = crate::backends::tolerance(expected.dtype(), terms);
+            std::fs::write(dir.join(format!("{name}.expected.bin")), encode(DType::F64, &expected.to_f64_vec())).unwrap();
+            description["result"] = serde_json::json!({"buffer": plan.result, "expected": format!("{name}.expected.bin"), "rtol": rtol, "atol": atol});
+        }
+        Check::Time { torch, function } => {
+            std::fs::write(dir.join(format!("{name}.py")), torch).unwrap();
+            let params: Vec<&str> = signature.params.iter().map(|p| p.name.as_str()).collect();
+            description["workload"] = serde_json::json!({"torch": format!("{name}.py"), "function": function, "params": params});
+        }
+    }
+    std::fs::write(dir.join(format!("{name}.json")), serde_json::to_string_pretty(&description).unwrap()).unwrap();
+}
+
+/// Zero arguments and weights of the shapes `signature` declares (every
+/// size a constant, as the workloads' are); host floats 1.
+fn zero_arguments(signature: &nax_runtime::Signature) -> (Vec<Value>, HashMap<String, HostTensor>) {
+    let tensor = |spec: &nax_runtime::TensorSpec| {
+        let shape: Vec<usize> = spec
+            .axes
+            .iter()
+            .map(|a| match signature.sizes.resolve(a.size) {
+                nax_runtime::Size::Const(c) => c as usize,
+                nax_runtime::Size::Sym(_) => panic!("{}: a workload's sizes are constants", signature.name),
+            })
+            .collect();
+        HostTensor::from_f64(spec.dtype, shape.clone(), spec.names(), &vec![0.0; shape.iter().product()]).expect("tensor")
+    };
+    let args = signature
+        .params
+        .iter()
+        .map(|p| match &p.ty {
+            nax_runtime::ParamType::Tensor(spec) => Value::Tensor(tensor(spec)),
+            nax_runtime::ParamType::Host(_) => Value::Scalar(Scalar::Float(1.0)),
+        })
+        .collect();
+    (args, signature.weights.iter().map(|w| (w.name.clone(), tensor(&w.ty))).collect())
+}
+
+/// Writes `.device/cases/` for `.device/check.sh` (run by
+/// `.device/prepare.sh`, on a machine with Rust; the GPU machine has none):
+/// every backend-suite case with its inputs and the interpreter's result,
+/// and every workload of examples/workloads at its WORKLOADS.md sizes with
+/// its PyTorch code (`--emit torch`), to time beside PyTorch eager and
+/// `torch.compile`.
+#[test]
+#[ignore = "writes .device/cases for .device/check.sh; run by .device/prepare.sh"]
+fn export_device_cases() {
+    use rand::SeedableRng;
+    let dir = root().join(".device/cases");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+    let mut cases_written = Vec::new();
+    for case in cases().into_iter().chain(model_cases()) {
+        let Some((_, graph, rewritten, args, weights)) = crate::backends::prepare(&case, &mut rng, false) else { continue };
+        let expected = run_on(Backend::Interp, &graph, &args, &weights).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        let terms = crate::backends::longest_sum(&graph);
+        export(&dir, &case.name, &rewritten, &args, &weights, Check::Result(expected, terms));
+        cases_written.push(case.name);
+    }
+    let mut workloads = Vec::new();
+    for path in nax_files(&root().join("examples/workloads")) {
+        let source = std::fs::read_to_string(&path).unwrap();
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        let checked = nax_front::check_source(&source);
+        let graph = pipeline::lower(&checked.module, &name, true, &mut nax::Timings::start()).unwrap_or_else(|e| panic!("{name}: {e}")).into_graph();
+        let (args, weights) = zero_arguments(&nax_ir::signature(&graph, &[]));
+        let torch = nax_back_torch::emit_module(&checked.module).unwrap_or_else(|e| panic!("{name}: {e}"));
+        export(&dir, &format!("workload_{name}"), &graph, &args, &weights, Check::Time { torch, function: name.clone() });
+        workloads.push(format!("workload_{name}"));
+    }
+    let index = serde_json::json!({"cases": cases_written, "workloads": workloads});
+    std::fs::write(dir.join("index.json"), serde_json::to_string_pretty(&index).unwrap()).unwrap();
+    println!("{} cases and {} workloads written to {}", cases_written.len(), workloads.len(), dir.display());
 }
