@@ -198,7 +198,7 @@ fn export(dir: &Path, name: &str, graph: &nax_ir::Graph, args: &[Value], weights
         .enumerate()
         .map(|(i, (k, formed))| {
             let Strategy::Nest(nest) = &k.strategy else { panic!("{name}: kernel {i} is not a loop nest") };
-            let threads = if nest.parallel { k.loops.first().map_or(1, |&s| value(s)) } else { 1 };
+            let threads: u64 = if nest.parallel { k.loops.iter().take(nest.flat.max(1)).map(|&s| value(s)).product() } else { 1 };
             let mut used = formed.buffers();
             used.sort_unstable();
             serde_json::json!({"entry": format!("{}_k{i}", program.name), "buffers": used, "threads": threads})

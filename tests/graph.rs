@@ -121,8 +121,8 @@ fn inlining_is_bounded_and_stack_safe() {
 }
 
 /// Kernel formation: every graph of the examples, the conformance and exec
-/// cases and generated programs forms kernels that verify, and whose text
-/// form parses back to the same text.
+/// cases and generated programs forms kernels, for a CPU and for a GPU,
+/// that verify, and whose text form parses back to the same text.
 #[test]
 fn every_graph_forms_kernels_that_verify() {
     let mut files = nax_files(&root().join("examples"));
@@ -137,15 +137,18 @@ fn every_graph_forms_kernels_that_verify() {
         let checked = check_source(&source);
         for f in checked.module.functions.iter().filter(|f| f.ok) {
             let g = nax_ir::lower(&checked.module, &f.name).expect("lower");
-            let p = nax_kernel::form(&g, &nax_kernel::Target::GENERIC).unwrap_or_else(|e| panic!("{what}: {}: {e}", f.name));
-            let problems = nax_kernel::verify(&p);
-            let text = nax_kernel::text::print(&p);
-            assert!(problems.is_empty(), "{what}: {}: {problems:?}\n{text}", f.name);
-            let parsed = nax_kernel::text::parse(&text).unwrap_or_else(|e| panic!("{what}: {}: {e}\n{text}", f.name));
-            assert_eq!(nax_kernel::text::print(&parsed), text, "{what}: {}: the kernel text does not round-trip", f.name);
-            let reparsed = nax_kernel::verify(&parsed);
-            assert!(reparsed.is_empty(), "{what}: {}: {reparsed:?}\n{text}", f.name);
-            count += p.kernels.len();
+            // For a CPU and for a GPU (flat parallel loops, no library products).
+            for target in [nax_kernel::Target::GENERIC, nax_kernel::Target::CUDA] {
+                let p = nax_kernel::form(&g, &target).unwrap_or_else(|e| panic!("{what}: {}: {e}", f.name));
+                let problems = nax_kernel::verify(&p);
+                let text = nax_kernel::text::print(&p);
+                assert!(problems.is_empty(), "{what}: {}: {problems:?}\n{text}", f.name);
+                let parsed = nax_kernel::text::parse(&text).unwrap_or_else(|e| panic!("{what}: {}: {e}\n{text}", f.name));
+                assert_eq!(nax_kernel::text::print(&parsed), text, "{what}: {}: the kernel text does not round-trip", f.name);
+                let reparsed = nax_kernel::verify(&parsed);
+                assert!(reparsed.is_empty(), "{what}: {}: {reparsed:?}\n{text}", f.name);
+                count += p.kernels.len();
+            }
         }
     }
     println!("{count} kernels formed and verified");

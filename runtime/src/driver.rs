@@ -613,7 +613,7 @@ fn check_indices(sizes: &Sizes<'_>, p: &NativePlan, check: &IndexCheck, table: &
 /// the pool's threads in chunks when there is enough work.
 fn run_nest(sizes: &Sizes<'_>, kernel: &KernelPlan, nest: &Nest, f: KernelFn, table: &Table, threads: usize) {
     let extents = sizes.extents(kernel);
-    let n = if nest.parallel { extents.first().copied().unwrap_or(0) } else { 0 };
+    let n = if nest.parallel { extents.iter().take(nest.flat.max(1)).product() } else { 0 };
     let (bufs, sizes_ptr) = (table.0.as_ptr() as usize, sizes.slots.as_ptr() as usize);
     // SAFETY: the kernel was compiled from this plan (`NativeFunction::new`);
     // the table holds every buffer at its size for these slots.

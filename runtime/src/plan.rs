@@ -153,6 +153,11 @@ pub struct Nest {
     pub loops: usize,
     /// Whether the outermost loop may be split across threads.
     pub parallel: bool,
+    /// How many leading loops run as one flat parallel loop (a GPU's
+    /// kernels: the range counts positions of the product of their
+    /// extents); 0 or 1: the outermost alone.
+    #[serde(default)]
+    pub flat: usize,
     /// The outermost loop splits at multiples of this many positions (one
     /// or more): the outer edge of its tiles when it is tiled, so that no
     /// tile straddles two chunks.
@@ -328,7 +333,7 @@ impl NativePlan {
             let fits = k.output < buffers
                 && k.loops.iter().all(size_ok)
                 && match &k.strategy {
-                    Strategy::Nest(n) => n.loops <= loops && n.grain > 0,
+                    Strategy::Nest(n) => n.loops <= loops && n.grain > 0 && n.flat <= n.loops,
                     Strategy::Gemm(g) => {
                         g.batch.iter().all(loop_ok)
                             && g.rows.iter().all(loop_ok)
@@ -380,7 +385,7 @@ mod tests {
             kernels: vec![KernelPlan {
                 output: 1,
                 loops: vec![SizeRef::Const(4)],
-                strategy: Strategy::Nest(Nest { loops: 1, parallel: true, grain: 1 }),
+                strategy: Strategy::Nest(Nest { loops: 1, parallel: true, grain: 1, flat: 0 }),
                 checks: Vec::new(),
             }],
             microkernels: vec![Microkernel { dtype: DType::F32, rows: 4, cols: 8, lanes: 8 }],
@@ -409,10 +414,13 @@ mod tests {
         p.kernels[0].output = 5;
         broken.push(p);
         let mut p = nest();
-        p.kernels[0].strategy = Strategy::Nest(Nest { loops: 2, parallel: false, grain: 1 });
+        p.kernels[0].strategy = Strategy::Nest(Nest { loops: 2, parallel: false, grain: 1, flat: 0 });
         broken.push(p);
         let mut p = nest();
-        p.kernels[0].strategy = Strategy::Nest(Nest { loops: 1, parallel: true, grain: 0 });
+        p.kernels[0].strategy = Strategy::Nest(Nest { loops: 1, parallel: true, grain: 0, flat: 0 });
+        broken.push(p);
+        let mut p = nest();
+        p.kernels[0].strategy = Strategy::Nest(Nest { loops: 1, parallel: true, grain: 1, flat: 2 });
         broken.push(p);
         let operand = |buffer, index| Operand { buffer, index };
         let mut p = nest();

@@ -49,27 +49,23 @@ module attributes {gpu.container_module} {
       %6 = arith.muli %c5_i64_0, %c6_i64_1 : i64
       %c6_i64_2 = arith.constant 6 : i64
       %c5_i64_3 = arith.constant 5 : i64
-      %c0_i64 = arith.constant 0 : i64
-      %7 = arith.cmpi eq, %c5_i64_3, %c0_i64 : i64
-      %8 = arith.select %7, %1, %4 : i64
       %c1_i64 = arith.constant 1 : i64
-      scf.for %arg6 = %1 to %8 step %c1_i64  : i64 {
-        %c0_i64_4 = arith.constant 0 : i64
-        %c1_i64_5 = arith.constant 1 : i64
-        scf.for %arg7 = %c0_i64_4 to %c5_i64_3 step %c1_i64_5  : i64 {
-          %9 = arith.muli %arg6, %c5_i64 : i64
-          %10 = arith.addi %9, %arg7 : i64
-          %11 = "nax.load"(%arg1, %10) : (!llvm.ptr, i64) -> f32
-          %c0_i64_6 = arith.constant 0 : i64
-          %12 = "nax.load"(%arg0, %c0_i64_6) : (!llvm.ptr, i64) -> f64
-          %13 = arith.truncf %12 : f64 to f32
-          %14 = arith.cmpf ogt, %11, %13 : f32
-          %15 = arith.uitofp %14 : i1 to f64
-          %16 = arith.muli %arg6, %c5_i64_0 : i64
-          %17 = arith.addi %16, %arg7 : i64
-          %18 = arith.truncf %15 : f64 to f32
-          "nax.store"(%18, %arg2, %17) : (f32, !llvm.ptr, i64) -> ()
-        } {nax.role = "vector"}
+      scf.for %arg6 = %1 to %4 step %c1_i64  : i64 {
+        %7 = arith.divui %arg6, %c5_i64_3 : i64
+        %8 = arith.muli %7, %c5_i64_3 : i64
+        %9 = arith.subi %arg6, %8 : i64
+        %10 = arith.muli %7, %c5_i64 : i64
+        %11 = arith.addi %10, %9 : i64
+        %12 = "nax.load"(%arg1, %11) : (!llvm.ptr, i64) -> f32
+        %c0_i64 = arith.constant 0 : i64
+        %13 = "nax.load"(%arg0, %c0_i64) : (!llvm.ptr, i64) -> f64
+        %14 = arith.truncf %13 : f64 to f32
+        %15 = arith.cmpf ogt, %12, %14 : f32
+        %16 = arith.uitofp %15 : i1 to f64
+        %17 = arith.muli %7, %c5_i64_0 : i64
+        %18 = arith.addi %17, %9 : i64
+        %19 = arith.truncf %16 : f64 to f32
+        "nax.store"(%19, %arg2, %18) : (f32, !llvm.ptr, i64) -> ()
       } {nax.role = "parallel"}
       gpu.return
     }

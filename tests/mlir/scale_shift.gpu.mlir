@@ -16,27 +16,23 @@ module attributes {gpu.container_module} {
       %8 = arith.muli %c4_i64_1, %7 : i64
       %9 = "nax.size"(%arg4) {slot = 0 : i64} : (!llvm.ptr) -> i64
       %c4_i64_2 = arith.constant 4 : i64
-      %c0_i64 = arith.constant 0 : i64
-      %10 = arith.cmpi eq, %c4_i64_2, %c0_i64 : i64
-      %11 = arith.select %10, %1, %4 : i64
       %c1_i64 = arith.constant 1 : i64
-      scf.for %arg7 = %1 to %11 step %c1_i64  : i64 {
-        %c0_i64_3 = arith.constant 0 : i64
-        %c1_i64_4 = arith.constant 1 : i64
-        scf.for %arg8 = %c0_i64_3 to %c4_i64_2 step %c1_i64_4  : i64 {
-          %12 = arith.muli %arg7, %c4_i64_0 : i64
-          %13 = arith.addi %12, %arg8 : i64
-          %14 = "nax.load"(%arg2, %13) : (!llvm.ptr, i64) -> f32
-          %15 = "nax.load"(%arg1, %arg8) : (!llvm.ptr, i64) -> f32
-          %16 = arith.mulf %14, %15 : f32
-          %c0_i64_5 = arith.constant 0 : i64
-          %17 = "nax.load"(%arg0, %c0_i64_5) : (!llvm.ptr, i64) -> f64
-          %18 = arith.truncf %17 : f64 to f32
-          %19 = arith.addf %16, %18 : f32
-          %20 = arith.muli %arg7, %c4_i64_1 : i64
-          %21 = arith.addi %20, %arg8 : i64
-          "nax.store"(%19, %arg3, %21) : (f32, !llvm.ptr, i64) -> ()
-        } {nax.role = "vector"}
+      scf.for %arg7 = %1 to %4 step %c1_i64  : i64 {
+        %10 = arith.divui %arg7, %c4_i64_2 : i64
+        %11 = arith.muli %10, %c4_i64_2 : i64
+        %12 = arith.subi %arg7, %11 : i64
+        %13 = arith.muli %10, %c4_i64_0 : i64
+        %14 = arith.addi %13, %12 : i64
+        %15 = "nax.load"(%arg2, %14) : (!llvm.ptr, i64) -> f32
+        %16 = "nax.load"(%arg1, %12) : (!llvm.ptr, i64) -> f32
+        %17 = arith.mulf %15, %16 : f32
+        %c0_i64 = arith.constant 0 : i64
+        %18 = "nax.load"(%arg0, %c0_i64) : (!llvm.ptr, i64) -> f64
+        %19 = arith.truncf %18 : f64 to f32
+        %20 = arith.addf %17, %19 : f32
+        %21 = arith.muli %10, %c4_i64_1 : i64
+        %22 = arith.addi %21, %12 : i64
+        "nax.store"(%20, %arg3, %22) : (f32, !llvm.ptr, i64) -> ()
       } {nax.role = "parallel"}
       gpu.return
     }

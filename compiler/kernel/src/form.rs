@@ -207,6 +207,14 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, String> {
     crate::attention::fuse(&mut f.p);
     crate::rows::fuse(&mut f.p);
     crate::epilogue::fuse(&mut f.p);
+    if target.gpu {
+        let flats: Vec<usize> = f.p.kernels.iter().map(|k| flat_loops(k, &f.p)).collect();
+        for (k, flat) in f.p.kernels.iter_mut().zip(flats) {
+            // A GPU has no prefetches (the row fusion may have asked for one).
+            k.schedule.prefetch = None;
+            k.schedule.flat = flat;
+        }
+    }
     f.p.drop_unused_buffers();
     // One microkernel per dtype of the products, in the order kernels first use them.
     let dtypes: Vec<DType> = f.p.kernels.iter().filter_map(|k| f.p.product_dtype(k)).collect();
@@ -216,6 +224,23 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, String> {
         }
     }
     Ok(f.p)
+}
+
+/// The leading loops a GPU runs as one flat parallel loop: every output
+/// loop of a store or a reduction (but a store's last loop when it has row
+/// reductions, which run along it in each thread); none for other bodies,
+/// whose parallel loop stays loop 0 alone.
+fn flat_loops(k: &Kernel, p: &Program) -> usize {
+    let rank = p.buffers[k.output].shape.len();
+    if !k.parallel_loop() || k.schedule != (Schedule { prefetch: k.schedule.prefetch, ..Schedule::default() }) {
+        return 0;
+    }
+    match k.body {
+        Body::Store(_) if k.rows.is_empty() && k.loops.len() == rank => rank,
+        Body::Store(_) if k.loops.len() == rank && rank >= 2 => rank - 1,
+        Body::Reduce { .. } if k.loops.len() > rank => rank,
+        _ => 0,
+    }
 }
 
 struct Former<'g> {
@@ -512,6 +537,10 @@ impl Former<'_> {
         };
         let contiguous = |l: usize| loads.iter().any(|(_, index)| index.last() == Some(&Index::Loop(l)));
         let mut s = Schedule { gemm: self.gemm_loops(out, loops, body), ..Schedule::default() };
+        if self.target.gpu {
+            // One thread per output position; the flat loop is set once the kernels are fused (`gpu_schedule`).
+            return s;
+        }
         match body {
             Body::Store(_) if rank >= 2 && strided(rank - 1) && contiguous(rank - 2) => {
                 s.tile = Some(TILE);
@@ -584,7 +613,7 @@ impl Former<'_> {
         };
         let [Expr::Load { buffer: a, index: ia }, Expr::Load { buffer: b, index: ib }] = args.as_slice() else { return None };
         let rank = self.p.buffers[out].shape.len();
-        if !self.target.library_products
+        if self.target.gpu
             || nax_runtime::plan::Microkernel::compute_dtype(dtype).is_none()
             || *compute != dtype
             || self.p.buffers[*a].dtype != dtype

@@ -15,7 +15,7 @@
 //! size-1 axis read at 0 (a broadcast). A kernel's schedule, when not the
 //! plain one, follows its loops: `order [i0 i2 i1]`, `tile 128x16` (with a transposed read staged
 //! through the output: `transpose %0[i1 i0] by 16`, the buffer, its index and the lanes of a block),
-//! `columns 64`, `prefetch 1` (rows ahead, in a kernel with row reductions), `gemm [BATCH] ROWS COLS INNER`
+//! `columns 64`, `flat 2` (a GPU's flat parallel loops), `prefetch 1` (rows ahead, in a kernel with row reductions), `gemm [BATCH] ROWS COLS INNER`
 //! (loops, `_` for none; an epilogue follows as `then EXPR;`), `flash [BATCH] ROWS COLS 64x128 %S %A %M`
 //! (an attention's loops, tiles and tile buffers). Row reductions come next, each ending in `;`
 //! (`row mean f32 load %0[i0 i1];`), and the body reads them as `row0`, ...
@@ -109,6 +109,9 @@ pub fn print(p: &Program) -> String {
         }
         if let Some(c) = k.schedule.columns {
             let _ = write!(schedule, " columns {c}");
+        }
+        if k.schedule.flat > 0 {
+            let _ = write!(schedule, " flat {}", k.schedule.flat);
         }
         if let Some(rows) = k.schedule.prefetch {
             let _ = write!(schedule, " prefetch {rows}");
@@ -374,6 +377,9 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                 }
                 if c.eat("columns") {
                     schedule.columns = Some(c.number()?);
+                }
+                if c.eat("flat") {
+                    schedule.flat = c.number()?;
                 }
                 if c.eat("prefetch") {
                     schedule.prefetch = Some(c.number()?);

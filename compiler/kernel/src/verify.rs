@@ -49,6 +49,13 @@ pub fn verify(p: &Program) -> Vec<String> {
         } else if kernel.parallel_loop() && order.first() != Some(&0) {
             errors.push(format!("kernel {k}: the parallel loop is not outermost"));
         }
+        let flat = kernel.schedule.flat;
+        let rank = p.buffers[kernel.output].shape.len();
+        if flat > 0
+            && (flat > rank || !kernel.parallel_loop() || kernel.order() != (0..kernel.loops.len()).collect::<Vec<_>>() || kernel.schedule.tile.is_some())
+        {
+            errors.push(format!("kernel {k}: a flat parallel loop covers leading output loops of a parallel kernel whose loops run in order, untiled"));
+        }
         if kernel.schedule.tile.is_some() && !(matches!(kernel.body, Body::Store(_)) && kernel.loops.len() >= 2) {
             errors.push(format!("kernel {k}: only a store over two or more loops can be tiled"));
         }

@@ -197,6 +197,7 @@ impl Emitter for KernelEmitter<'_> {
             Binary::Mul if float => ins.fmul(a, b),
             Binary::Mul => ins.imul(a, b),
             Binary::Div => ins.fdiv(a, b),
+            Binary::DivU => ins.udiv(a, b),
             Binary::Max if float => ins.fmax(a, b),
             Binary::Max => ins.smax(a, b),
             Binary::Min if float => ins.fmin(a, b),

@@ -238,6 +238,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
             Binary::Shl => bd.build_left_shift(x, y, ""),
             Binary::ShrU => bd.build_right_shift(x, y, false, ""),
             Binary::ShrS => bd.build_right_shift(x, y, true, ""),
+            Binary::DivU => bd.build_int_unsigned_div(x, y, ""),
             Binary::Max | Binary::Min => {
                 let name = if op == Binary::Max { "llvm.smax" } else { "llvm.smin" };
                 let t = self.ty(kind);

@@ -338,8 +338,8 @@ impl Emitter for KernelText {
             (Binary::Shl, _) => "shli",
             (Binary::ShrU, _) => "shrui",
             (Binary::ShrS, _) => "shrsi",
-            // Integer division: never emitted by the lowering; `divsi`
-            // keeps the text well formed.
+            (Binary::DivU, _) => "divui",
+            // Integer division is `DivU`; `divsi` keeps the text well formed.
             (Binary::Div, false) => "divsi",
         };
         self.arith(name, "", a, b)

@@ -60,6 +60,8 @@ pub enum Binary {
     Mul,
     /// Float division only.
     Div,
+    /// Unsigned integer division (the divisor is never 0).
+    DivU,
     Max,
     Min,
     /// Bitwise on integers, logical on `Bool`.

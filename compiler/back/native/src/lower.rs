@@ -129,6 +129,13 @@ impl<E: Emitter> Lowering<'_, E> {
                 self.close(inner);
                 self.close(open);
             }
+            Body::Store(v) if self.k.schedule.flat > 0 => {
+                // A GPU's store: every loop in one flat parallel loop.
+                let open = self.open(&order);
+                let (x, kind) = self.eval(v);
+                self.store_output(x, kind);
+                self.close(open);
+            }
             Body::Store(v) => {
                 let mut open = self.open(&order[..order.len().saturating_sub(2)]);
                 let inside = match self.k.schedule.tile {
@@ -198,6 +205,10 @@ impl<E: Emitter> Lowering<'_, E> {
     /// never run, and an outer loop of 2^40 positions around an empty one
     /// (a reduction over `[2^40, 0]`) would only spin.
     fn open(&mut self, loops: &[usize]) -> Vec<E::Loop> {
+        let flat = self.k.schedule.flat;
+        if flat >= 2 && loops.len() >= flat && loops[..flat].iter().copied().eq(0..flat) {
+            return self.open_flat(flat, &loops[flat..]);
+        }
         let shortest = match loops {
             [_, inner @ ..] if !inner.is_empty() => {
                 let first = self.extents[inner[0]];
@@ -218,6 +229,38 @@ impl<E: Emitter> Lowering<'_, E> {
                 self.open_from(i, start, end)
             })
             .collect()
+    }
+
+    /// Opens the kernel's first `flat` loops as one flat loop over the
+    /// driver's range of positions of their product (a GPU's threads), each
+    /// loop's index its digit in the mixed radix of their extents, then
+    /// `rest` nested inside; the flat loop runs no times when one of `rest`
+    /// is empty (as [`Self::open`]'s outermost loop).
+    fn open_flat(&mut self, flat: usize, rest: &[usize]) -> Vec<E::Loop> {
+        let (start, mut end) = self.e.range();
+        if let Some((&first, others)) = rest.split_first() {
+            let shortest = others.iter().fold(self.extents[first], |m, &i| self.e.binary(Binary::Min, Kind::I64, m, self.extents[i]));
+            let zero = self.e.int(Kind::I64, 0);
+            let empty = self.e.compare(Compare::Eq, Kind::I64, shortest, zero);
+            end = self.e.select(Kind::I64, empty, start, end);
+        }
+        self.e.loop_role(self.k.loops[0].role);
+        let (h, position) = self.e.begin_loop(start, end, 1);
+        let mut left = position;
+        for l in (1..flat).rev() {
+            let extent = self.extents[l];
+            let quotient = self.e.binary(Binary::DivU, Kind::I64, left, extent);
+            let whole = self.e.binary(Binary::Mul, Kind::I64, quotient, extent);
+            self.index[l] = Some(self.e.binary(Binary::Sub, Kind::I64, left, whole));
+            left = quotient;
+        }
+        self.index[0] = Some(left);
+        let mut handles = vec![h];
+        for &i in rest {
+            let (start, end) = self.bounds(i);
+            handles.push(self.open_from(i, start, end));
+        }
+        handles
     }
 
     /// Prefetches the row `ahead` rows after the current one (the last

@@ -106,7 +106,7 @@ impl Slots {
                 epilogue: g.epilogue.is_some(),
             })
         } else {
-            Strategy::Nest(Nest { loops: k.loops.len(), parallel: k.parallel_loop(), grain: parallel_tile(k) })
+            Strategy::Nest(Nest { loops: k.loops.len(), parallel: k.parallel_loop(), grain: parallel_tile(k), flat: k.schedule.flat })
         };
         let checks = k.checks.iter().map(|c| IndexCheck { buffer: c.buffer, bound: self.size(p, c.bound), axis: c.axis.clone() }).collect();
         Some(KernelPlan { output: k.output, loops, strategy, checks })
