@@ -197,9 +197,10 @@ pub fn log<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     e.select(k, x_nan, x, r)
 }
 
-/// log(1 + x), accurate near 0: `log(u) * x / (u - 1)` with `u = 1 + x`.
+/// log(1 + x), accurate near 0 (Goldberg): `log(u) * x / (u - 1)` with
+/// `u = 1 + x`; f64 calls the C library's where there is one.
 pub fn log1p<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
-    if k == Kind::F64 {
+    if k == Kind::F64 && e.has_libm() {
         return libm(e, k, "log1p", &[x]);
     }
     let one = f(e, k, 1.0);
@@ -212,9 +213,10 @@ pub fn log1p<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     where_equal(e, k, x, f64::INFINITY, x, r)
 }
 
-/// e^x - 1, accurate near 0 (Kahan: `(u - 1) * x / log(u)` with `u = e^x`).
+/// e^x - 1, accurate near 0 (Kahan: `(u - 1) * x / log(u)` with `u = e^x`);
+/// f64 calls the C library's where there is one.
 pub fn expm1<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
-    if k == Kind::F64 {
+    if k == Kind::F64 && e.has_libm() {
         return libm(e, k, "expm1", &[x]);
     }
     let u = exp(e, k, x);

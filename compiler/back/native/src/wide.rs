@@ -1,7 +1,8 @@
 //! nax's own f64 math, for targets without a C math library (GPUs): the
-//! functions of [`crate::LIBM`] (`exp`, `log`, `log1p`, `expm1`, `sin`,
-//! `cos`, `tanh`, `erf`, `pow`) written once against the emitter, branch
-//! free, from f64 arithmetic and bit manipulation, with no external symbol.
+//! functions of [`crate::LIBM`] (`exp`, `log`, `sin`, `cos`, `tanh`, `erf`,
+//! `pow`; `log1p` and `expm1` are [`crate::math`]'s formulas over these)
+//! written once against the emitter, branch free, from f64 arithmetic and
+//! bit manipulation, with no external symbol.
 //! [`crate::math`] calls them where the emitter has no C library
 //! ([`crate::Emitter::has_libm`]), for f64 and for the f32 functions
 //! computed through f64 (`sin`, `cos`, `pow`).
@@ -10,7 +11,7 @@
 //! over a sweep of the f64 range on the CUDA target's CPU emulation):
 //! `exp` and `log` a few ulps (Cody-Waite reduction, Taylor and `atanh`
 //! series with fused multiply-adds); `log1p`, `expm1` and `tanh` through
-//! them with Goldberg's and Kahan's corrections; `erf` a series of positive
+//! them with Goldberg's and Kahan's corrections (in [`crate::math`]); `erf` a series of positive
 //! terms below 2.5 and a continued fraction for `erfc` above; `sin` and
 //! `cos` a three-part reduction by pi/2 (accurate while |x| < 2^50; beyond,
 //! where a float's spacing is larger than pi, the result is still in
@@ -181,53 +182,33 @@ pub fn log<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
     pick(e, x_nan, x, y)
 }
 
-/// log(1 + x), accurate near 0 (Goldberg): `log(u) x / (u - 1)`, `u = 1 + x`.
-pub fn log1p<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
-    let one = c(e, 1.0);
-    let u = op(e, Binary::Add, one, x);
-    let d = op(e, Binary::Sub, u, one);
-    let lu = log(e, u);
-    let q = op(e, Binary::Div, x, d);
-    let r = op(e, Binary::Mul, lu, q);
-    let exact = test(e, Compare::Eq, d, 0.0);
-    let r = pick(e, exact, x, r);
-    let inf = test(e, Compare::Eq, x, f64::INFINITY);
-    pick(e, inf, x, r)
-}
-
-/// e^x - 1, accurate near 0 (Kahan): `(u - 1) x / log(u)`, `u = e^x`.
-pub fn expm1<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
-    let u = exp(e, x);
-    let one = c(e, 1.0);
-    let um1 = op(e, Binary::Sub, u, one);
-    let lu = log(e, u);
-    let q = op(e, Binary::Div, x, lu);
-    let r = op(e, Binary::Mul, um1, q);
-    let unit = test(e, Compare::Eq, u, 1.0);
-    let r = pick(e, unit, x, r);
-    let floor = test(e, Compare::Eq, um1, -1.0);
-    let r = pick(e, floor, um1, r);
-    let inf = test(e, Compare::Eq, u, f64::INFINITY);
-    pick(e, inf, u, r)
-}
-
 /// tanh: `t / (t + 2)` with `t = expm1(2|x|)` (|x| capped at 20, where
 /// tanh is 1 in f64), the sign of x, and x itself at ±0.
 pub fn tanh<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
-    let a = e.unary(Unary::Abs, K, x);
-    let cap = c(e, 20.0);
-    let over = e.compare(Compare::Gt, K, a, cap);
-    let a = pick(e, over, cap, a);
+    let a = abs_capped(e, x, 20.0);
     let a2 = op(e, Binary::Add, a, a);
-    let t = expm1(e, a2);
+    let t = crate::math::expm1(e, K, a2);
     let two = c(e, 2.0);
     let d = op(e, Binary::Add, t, two);
     let r = op(e, Binary::Div, t, d);
-    let negative = test(e, Compare::Lt, x, 0.0);
-    let nr = e.unary(Unary::Neg, K, r);
-    let r = pick(e, negative, nr, r);
+    let r = signed_like(e, x, r);
     let zero = test(e, Compare::Eq, x, 0.0);
     pick(e, zero, x, r)
+}
+
+/// min(|x|, cap), nan kept.
+fn abs_capped<E: Emitter>(e: &mut E, x: E::Value, cap: f64) -> E::Value {
+    let a = e.unary(Unary::Abs, K, x);
+    let cap = c(e, cap);
+    let over = e.compare(Compare::Gt, K, a, cap);
+    pick(e, over, cap, a)
+}
+
+/// `r` with the sign of `x` (`r` of an odd function at |x|).
+fn signed_like<E: Emitter>(e: &mut E, x: E::Value, r: E::Value) -> E::Value {
+    let negative = test(e, Compare::Lt, x, 0.0);
+    let nr = e.unary(Unary::Neg, K, r);
+    pick(e, negative, nr, r)
 }
 
 /// erf: below |x| = 2.5 the series `2/sqrt(pi) x e^(-x^2) sum (2x^2)^n /
@@ -235,10 +216,7 @@ pub fn tanh<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
 /// `1 - erfc(|x|)` with erfc by its continued fraction (40 levels), then
 /// the sign of x; ±1 beyond 6, x itself at ±0 and nan.
 pub fn erf<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
-    let a = e.unary(Unary::Abs, K, x);
-    let six = c(e, 6.0);
-    let over = e.compare(Compare::Gt, K, a, six);
-    let a = pick(e, over, six, a);
+    let a = abs_capped(e, x, 6.0);
     let a2 = op(e, Binary::Mul, a, a);
     let minus_a2 = e.unary(Unary::Neg, K, a2);
     let gauss = exp(e, minus_a2);
@@ -271,9 +249,7 @@ pub fn erf<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
     let tail = op(e, Binary::Sub, one, erfc);
     let near = test(e, Compare::Lt, a, 2.5);
     let r = pick(e, near, series, tail);
-    let negative = test(e, Compare::Lt, x, 0.0);
-    let nr = e.unary(Unary::Neg, K, r);
-    let r = pick(e, negative, nr, r);
+    let r = signed_like(e, x, r);
     let keep = test(e, Compare::Eq, x, 0.0);
     let x_nan = e.compare(Compare::Ne, K, x, x);
     let keep = e.binary(Binary::Or, Kind::Bool, keep, x_nan);
@@ -382,8 +358,6 @@ pub fn call<E: Emitter>(e: &mut E, name: &str, args: &[E::Value]) -> Option<E::V
     Some(match (name, rest) {
         ("exp", []) => exp(e, x),
         ("log", []) => log(e, x),
-        ("log1p", []) => log1p(e, x),
-        ("expm1", []) => expm1(e, x),
         ("sin", []) => sin_cos(e, x, false),
         ("cos", []) => sin_cos(e, x, true),
         ("tanh", []) => tanh(e, x),
