@@ -30,6 +30,7 @@ use melior::{GreedyRewriteDriverConfig, apply_patterns_and_fold_greedily};
 use nax_back_native::{LIBM, Slots, lower_kernel, lower_microkernel};
 use nax_kernel::Program;
 use nax_runtime::{KernelFn, NativeFunction, Signature};
+use rayon::prelude::*;
 use std::cell::RefCell;
 use std::fmt::Write;
 use std::rc::Rc;
@@ -117,15 +118,28 @@ fn function_name(p: &Program, i: usize) -> String {
 /// named after the first program, of one kernel per kernel (programs for
 /// a GPU have no microkernels: their contractions are loop nests).
 fn module_text(programs: &[Program], device: Device) -> Result<String, String> {
+    let all: Vec<Vec<usize>> = programs.iter().map(|p| (0..function_count(p)).collect()).collect();
+    let parts: Vec<(&Program, &[usize])> = programs.iter().zip(&all).map(|(p, which)| (p, which.as_slice())).collect();
+    part_text(&parts, device)
+}
+
+/// The number of functions of a program: its kernels and microkernels.
+fn function_count(p: &Program) -> usize {
+    p.kernels.len() + p.products.len()
+}
+
+/// [`module_text`] of some functions of some programs (their numbers:
+/// kernels, then microkernels).
+fn part_text(parts: &[(&Program, &[usize])], device: Device) -> Result<String, String> {
     let mut functions = String::new();
     let mut libm = std::collections::BTreeSet::new();
     let mut unsupported = std::collections::BTreeSet::new();
-    for p in programs {
+    for &(p, which) in parts {
         if device != Device::Cpu && !p.products.is_empty() {
             return Err("internal error: kernels for a GPU use the runtime's matrix products".to_string());
         }
         let slots = Slots::new(p);
-        for i in 0..p.kernels.len() + p.products.len() {
+        for &i in which {
             let kernel = p.kernels.get(i);
             let used = match kernel {
                 Some(k) => k.buffers(),
@@ -160,7 +174,7 @@ fn module_text(programs: &[Program], device: Device) -> Result<String, String> {
         ));
     }
     if device == Device::Gpu {
-        let name = programs.first().map_or("nax", |p| p.name.as_str());
+        let name = parts.first().map_or("nax", |(p, _)| p.name.as_str());
         return Ok(format!("module attributes {{gpu.container_module}} {{\n  gpu.module @{name} {{\n{functions}  }}\n}}\n"));
     }
     let mut text = String::from("module {\n");
@@ -237,8 +251,11 @@ fn gpu_object(module: &Module<'_>) -> Option<String> {
 }
 
 /// JIT-compiles a function's kernels (verified) for the host, calling
-/// `stage(name)` as each stage ends (`codegen`: the module built, lowered
-/// and optimised; `link`: the machine code). `signature` is the
+/// `stage(name)` as each stage ends (`codegen`: the modules built, lowered,
+/// optimised and compiled to machine code; `link`: their entries gathered
+/// into the function): the kernels are split into one module per thread of
+/// the current pool, each with its own MLIR context and engine, compiled
+/// on its own thread. `signature` is the
 /// function's, which its calls are checked against. With
 /// [`Device::Emulated`] (kernels formed for [`nax_kernel::Target::CUDA`])
 /// the GPU's kernels run on the CPU, each call of a kernel over `begin..end`
@@ -249,26 +266,49 @@ pub fn compile(p: &Program, device: Device, signature: Arc<Signature>, stage: &m
     }
     let slots = Slots::new(p);
     let plan = slots.plan(p)?;
-    let session = Session::new()?;
-    let dialect = session.dialect()?;
-    let mut module = session.parse(&dialect, &module_text(std::slice::from_ref(p), device)?)?;
-    session.lower(&mut module, TO_LLVM)?;
+    let count = function_count(p);
+    let threads = rayon::current_num_threads().clamp(1, count.max(1));
+    let parts: Vec<Vec<usize>> = (0..threads).map(|t| (t..count).step_by(threads).collect()).collect();
+    let symbols: Vec<(&str, usize)> = LIBM.iter().filter_map(|&name| Some((name, nax_runtime::libm::address(name)? as usize))).collect();
+    let compiled = parts.par_iter().map(|which| compile_part(p, which, device, &symbols)).collect::<Result<Vec<_>, String>>()?;
     stage("codegen");
-    let symbols: Vec<(&str, *const u8)> = LIBM.iter().filter_map(|&name| Some((name, nax_runtime::libm::address(name)?))).collect();
-    let engine = Engine::new(&module, &symbols).map_err(|e| format!("{e}: {}", session.reported()))?;
-    let kernels = (0..p.kernels.len() + p.products.len())
-        .map(|i| {
-            let address = engine.lookup(&function_name(p, i))?;
-            // SAFETY: the function has the driver's signature (see `entry`).
-            Ok(unsafe { std::mem::transmute::<*const u8, KernelFn>(address) })
-        })
-        .collect::<Result<Vec<_>, String>>()?;
+    let mut kernels: Vec<Option<KernelFn>> = vec![None; count];
+    let mut engines = Vec::with_capacity(compiled.len());
+    for (engine, entries) in compiled {
+        for (i, f) in entries {
+            kernels[i] = Some(f);
+        }
+        engines.push(engine);
+    }
+    let kernels = kernels.into_iter().collect::<Option<Vec<_>>>().ok_or("internal error: a kernel was not compiled")?;
     stage("link");
     // SAFETY: entry `i` is kernel `i` of `p`, compiled with the driver's
     // signature from the slots the plan was made from, and the entries
-    // after them the plan's microkernels, in order; the engine owns the
+    // after them the plan's microkernels, in order; the engines own the
     // machine code.
-    unsafe { NativeFunction::new(signature, plan, kernels, Box::new(engine)) }.map_err(|e| e.to_string())
+    unsafe { NativeFunction::new(signature, plan, kernels, Box::new(engines)) }.map_err(|e| e.to_string())
+}
+
+/// Some functions of a program in one module of their own context, lowered
+/// and JIT-compiled, `symbols` (C name, address) bound: the engine that
+/// owns the code, and each function's number and entry.
+fn compile_part(p: &Program, which: &[usize], device: Device, symbols: &[(&str, usize)]) -> Result<(Engine, Vec<(usize, KernelFn)>), String> {
+    let session = Session::new()?;
+    let dialect = session.dialect()?;
+    let mut module = session.parse(&dialect, &part_text(&[(p, which)], device)?)?;
+    session.lower(&mut module, TO_LLVM)?;
+    let symbols: Vec<(&str, *const u8)> = symbols.iter().map(|&(name, address)| (name, address as *const u8)).collect();
+    let engine = Engine::new(&module, &symbols).map_err(|e| format!("{e}: {}", session.reported()))?;
+    // The first lookup compiles, on this thread.
+    let entries = which
+        .iter()
+        .map(|&i| {
+            let address = engine.lookup(&function_name(p, i))?;
+            // SAFETY: the function has the driver's signature (see `entry`).
+            Ok((i, unsafe { std::mem::transmute::<*const u8, KernelFn>(address) }))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok((engine, entries))
 }
 
 #[cfg(test)]
