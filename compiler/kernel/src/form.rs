@@ -228,7 +228,9 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, String> {
 
 /// The leading loops a GPU runs as one flat parallel loop: every output
 /// loop of a store or a reduction (but a store's last loop when it has row
-/// reductions, which run along it in each thread); none for other bodies,
+/// reductions, which run along it in each thread), the loops before the
+/// axis of a softmax-like function along an axis (each thread runs its
+/// passes along the axis, and the loops after it); none for attention,
 /// whose parallel loop stays loop 0 alone.
 fn flat_loops(k: &Kernel, p: &Program) -> usize {
     let rank = p.buffers[k.output].shape.len();
@@ -239,6 +241,7 @@ fn flat_loops(k: &Kernel, p: &Program) -> usize {
         Body::Store(_) if k.rows.is_empty() && k.loops.len() == rank => rank,
         Body::Store(_) if k.loops.len() == rank && rank >= 2 => rank - 1,
         Body::Reduce { .. } if k.loops.len() > rank => rank,
+        Body::Along { axis, .. } => axis.min(rank),
         _ => 0,
     }
 }
