@@ -22,7 +22,7 @@ fn check_ptx(ptx: &str, program: &nax_kernel::Program, what: &str) {
     assert!(ptx.contains("\n.target sm_90\n"), "{what}: not for sm_90:\n{ptx}");
     assert!(!ptx.contains(".extern"), "{what}: an external symbol:\n{ptx}");
     for (i, k) in program.kernels.iter().enumerate() {
-        let entry = format!(".visible .entry {}_k{i}(", program.name);
+        let entry = format!(".visible .entry {}(", program.function_name(i));
         let at = ptx.find(&entry).unwrap_or_else(|| panic!("{what}: no {entry}:\n{ptx}"));
         let params = ptx[at..].split(')').next().unwrap_or_default().matches(".param").count();
         assert_eq!(params, k.buffers().len() + 3, "{what}: the parameters of {entry}");
@@ -201,7 +201,7 @@ fn export(dir: &Path, name: &str, graph: &nax_ir::Graph, args: &[Value], weights
             let threads: u64 = if nest.parallel { k.loops.iter().take(nest.flat.max(1)).map(|&s| value(s)).product() } else { 1 };
             let mut used = formed.buffers();
             used.sort_unstable();
-            serde_json::json!({"entry": format!("{}_k{i}", program.name), "buffers": used, "threads": threads})
+            serde_json::json!({"entry": program.function_name(i), "buffers": used, "threads": threads})
         })
         .collect();
     std::fs::write(dir.join(format!("{name}.ptx")), &ptx).unwrap();

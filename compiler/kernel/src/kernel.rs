@@ -440,6 +440,21 @@ pub struct Estimate {
 }
 
 impl Program {
+    /// The number of functions a native back end compiles for the
+    /// program: its kernels, then its microkernels.
+    pub fn function_count(&self) -> usize {
+        self.kernels.len() + self.products.len()
+    }
+
+    /// The exported name of function `i` (see [`Program::function_count`]):
+    /// `<program>_k<i>` for a kernel, `<program>_m<j>` for microkernel `j`.
+    pub fn function_name(&self, i: usize) -> String {
+        match i.checked_sub(self.kernels.len()) {
+            None => format!("{}_k{i}", self.name),
+            Some(m) => format!("{}_m{m}", self.name),
+        }
+    }
+
     /// The index of the product kernel of `dtype`, if the program has one.
     pub fn product_kernel(&self, dtype: DType) -> Option<usize> {
         self.products.iter().position(|k| k.micro.dtype == dtype)

@@ -188,20 +188,6 @@ fn target_machine(h: &Host) -> Result<TargetMachine, String> {
         .ok_or_else(|| format!("LLVM cannot make a target machine for {} ({})", h.triple, h.cpu))
 }
 
-/// The exported name of function `i` of a program: its kernels, then its
-/// microkernels.
-fn function_name(p: &Program, i: usize) -> String {
-    match i.checked_sub(p.kernels.len()) {
-        None => format!("{}_k{i}", p.name),
-        Some(m) => format!("{}_m{m}", p.name),
-    }
-}
-
-/// The number of functions of a program: its kernels and microkernels.
-fn function_count(p: &Program) -> usize {
-    p.kernels.len() + p.products.len()
-}
-
 /// Some functions of a program: the program, its size slots, and the functions' numbers.
 type Part<'a> = (&'a Program, &'a Slots, &'a [usize]);
 
@@ -257,7 +243,7 @@ fn add_kernels<'ctx>(
         };
         let mut params: Vec<inkwell::types::BasicMetadataTypeEnum> = used.iter().map(|_| ptr.into()).collect();
         params.extend::<[inkwell::types::BasicMetadataTypeEnum; 3]>([ptr.into(), i64t.into(), i64t.into()]);
-        let body = module.add_function(&format!("{}_body", function_name(p, i)), context.void_type().fn_type(&params, false), Some(Linkage::Internal));
+        let body = module.add_function(&format!("{}_body", p.function_name(i)), context.void_type().fn_type(&params, false), Some(Linkage::Internal));
         for &a in target_attributes {
             body.add_attribute(AttributeLoc::Function, a);
         }
@@ -295,7 +281,7 @@ fn add_kernels<'ctx>(
         r.map_err(|x| x.to_string())?;
 
         // The exported entry with the driver's signature.
-        let entry_fn = module.add_function(&function_name(p, i), context.void_type().fn_type(&[ptr.into(), ptr.into(), i64t.into(), i64t.into()], false), None);
+        let entry_fn = module.add_function(&p.function_name(i), context.void_type().fn_type(&[ptr.into(), ptr.into(), i64t.into(), i64t.into()], false), None);
         for &a in target_attributes {
             entry_fn.add_attribute(AttributeLoc::Function, a);
         }
@@ -329,7 +315,7 @@ pub fn emit(programs: &[Program], artifact: Artifact, cpu: Cpu) -> Result<Vec<u8
     let h = &host_for(cpu)?;
     let tm = target_machine(h)?;
     let slots: Vec<Slots> = programs.iter().map(Slots::new).collect();
-    let all: Vec<Vec<usize>> = programs.iter().map(|p| (0..function_count(p)).collect()).collect();
+    let all: Vec<Vec<usize>> = programs.iter().map(|p| (0..p.function_count()).collect()).collect();
     let parts: Vec<Part> = programs.iter().zip(&slots).zip(&all).map(|((p, s), which)| (p, s, which.as_slice())).collect();
     let context = Context::create();
     let module = build_module(&context, &parts, h, &tm)?;
@@ -395,7 +381,7 @@ fn jit(p: &Program, which: &[usize], bitcode: &[u8]) -> Result<(Code, Vec<(usize
     }
     let mut entries = Vec::with_capacity(which.len());
     for &i in which {
-        let address = engine.get_function_address(&function_name(p, i)).map_err(|e| format!("internal error: function {i} was not compiled: {e:?}"))?;
+        let address = engine.get_function_address(&p.function_name(i)).map_err(|e| format!("internal error: function {i} was not compiled: {e:?}"))?;
         // SAFETY: the function has the driver's signature (see `add_kernels`).
         entries.push((i, unsafe { std::mem::transmute::<usize, KernelFn>(address) }));
     }
@@ -412,9 +398,8 @@ pub fn compile(p: &Program, signature: Arc<Signature>, stage: &mut dyn FnMut(&'s
     let h = host()?;
     let slots = Slots::new(p);
     let plan = slots.plan(p)?;
-    let count = function_count(p);
-    let threads = rayon::current_num_threads().clamp(1, count.max(1));
-    let parts: Vec<Vec<usize>> = (0..threads).map(|t| (t..count).step_by(threads).collect()).collect();
+    let count = p.function_count();
+    let parts = nax_back_native::per_thread(count);
     let bitcode = parts.par_iter().map(|which| optimised_bitcode((p, &slots, which), h)).collect::<Result<Vec<_>, String>>()?;
     stage("codegen");
     let compiled = parts.par_iter().zip(&bitcode).map(|(which, code)| jit(p, which, code)).collect::<Result<Vec<_>, String>>()?;

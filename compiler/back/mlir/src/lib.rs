@@ -42,7 +42,8 @@ use text::KernelText;
 pub const DIALECT: &str = include_str!("../../../../dialects/nax.irdl.mlir");
 
 /// The passes from the upstream dialects a kernel uses to the LLVM dialect.
-const TO_LLVM: &str = "builtin.module(convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm,reconcile-unrealized-casts)";
+const TO_LLVM: &str =
+    "builtin.module(convert-scf-to-cf,convert-vector-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm,reconcile-unrealized-casts)";
 
 /// A context with every upstream dialect and nax's loaded, and the MLIR
 /// diagnostics it reports collected (for error messages).
@@ -104,28 +105,14 @@ impl Session {
     }
 }
 
-/// The exported name of function `i` of a program: its kernels, then its
-/// microkernels.
-fn function_name(p: &Program, i: usize) -> String {
-    match i.checked_sub(p.kernels.len()) {
-        None => format!("{}_k{i}", p.name),
-        Some(m) => format!("{}_m{m}", p.name),
-    }
-}
-
 /// The MLIR text of some programs' kernels and microkernels, in nax's
 /// dialect and upstream dialects, for `device`: on a GPU, one `gpu.module`
 /// named after the first program, of one kernel per kernel (programs for
 /// a GPU have no microkernels: their contractions are loop nests).
 fn module_text(programs: &[Program], device: Device) -> Result<String, String> {
-    let all: Vec<Vec<usize>> = programs.iter().map(|p| (0..function_count(p)).collect()).collect();
+    let all: Vec<Vec<usize>> = programs.iter().map(|p| (0..p.function_count()).collect()).collect();
     let parts: Vec<(&Program, &[usize])> = programs.iter().zip(&all).map(|(p, which)| (p, which.as_slice())).collect();
     part_text(&parts, device)
-}
-
-/// The number of functions of a program: its kernels and microkernels.
-fn function_count(p: &Program) -> usize {
-    p.kernels.len() + p.products.len()
 }
 
 /// [`module_text`] of some functions of some programs (their numbers:
@@ -154,7 +141,7 @@ fn part_text(parts: &[(&Program, &[usize])], device: Device) -> Result<String, S
                     lower_microkernel(&mut e, &product.micro);
                 }
             }
-            let name = function_name(p, i);
+            let name = p.function_name(i);
             match device {
                 Device::Cpu | Device::Emulated => {
                     functions.push_str(&e.function(&format!("{name}_body")));
@@ -266,9 +253,8 @@ pub fn compile(p: &Program, device: Device, signature: Arc<Signature>, stage: &m
     }
     let slots = Slots::new(p);
     let plan = slots.plan(p)?;
-    let count = function_count(p);
-    let threads = rayon::current_num_threads().clamp(1, count.max(1));
-    let parts: Vec<Vec<usize>> = (0..threads).map(|t| (t..count).step_by(threads).collect()).collect();
+    let count = p.function_count();
+    let parts = nax_back_native::per_thread(count);
     let symbols: Vec<(&str, usize)> = LIBM.iter().filter_map(|&name| Some((name, nax_runtime::libm::address(name)? as usize))).collect();
     let compiled = parts.par_iter().map(|which| compile_part(p, which, device, &symbols)).collect::<Result<Vec<_>, String>>()?;
     stage("codegen");
@@ -303,7 +289,7 @@ fn compile_part(p: &Program, which: &[usize], device: Device, symbols: &[(&str, 
     let entries = which
         .iter()
         .map(|&i| {
-            let address = engine.lookup(&function_name(p, i))?;
+            let address = engine.lookup(&p.function_name(i))?;
             // SAFETY: the function has the driver's signature (see `entry`).
             Ok((i, unsafe { std::mem::transmute::<*const u8, KernelFn>(address) }))
         })

@@ -15,9 +15,10 @@
 //!
 //! For a GPU ([`Device::Gpu`]) a kernel is a `gpu.func`: its parallel loop
 //! runs one position per thread (thread `t` of the launch computes
-//! position `begin + t`, and none past `end`), prefetches are dropped, and
-//! a call of the C math library, which a GPU does not have, is recorded
-//! ([`KernelText::unsupported`]) for the caller to report.
+//! position `begin + t`, and none past `end`), and a call of the C math
+//! library, which a GPU does not have (the math computes its own), is
+//! recorded ([`KernelText::unsupported`]) for the caller to report. Kernels
+//! formed for a GPU have no prefetches.
 //!
 //! Every value is named `%vN` and its type is remembered, so each op can be
 //! written with the types MLIR's syntax asks for. The loops of the kernel's
@@ -25,7 +26,7 @@
 
 use nax_back_native::{Binary, Compare, Emitter, Kind, Unary};
 use nax_kernel::Role;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fmt::Write;
 
 /// A value: its number (`%vN`).
@@ -90,7 +91,7 @@ pub enum Device {
 }
 
 impl Device {
-    /// Whether the kernel is the GPU's (no C math library, no prefetches).
+    /// Whether the kernel is the GPU's (no C math library).
     fn is_gpu(self) -> bool {
         self != Device::Cpu
     }
@@ -100,8 +101,8 @@ impl Device {
 /// of its ops, put together by [`KernelText::function`].
 pub struct KernelText {
     device: Device,
-    /// Each used buffer's argument name.
-    buffers: HashMap<usize, String>,
+    /// The buffers the kernel uses, each the argument `%b<N>`.
+    buffers: BTreeSet<usize>,
     /// The allocas, written at the entry.
     allocas: String,
     /// The ops, in order.
@@ -132,7 +133,7 @@ impl KernelText {
     pub fn new(buffers: &[usize], device: Device, parallel: bool) -> KernelText {
         let mut text = KernelText {
             device,
-            buffers: buffers.iter().map(|&b| (b, format!("%b{b}"))).collect(),
+            buffers: buffers.iter().copied().collect(),
             allocas: String::new(),
             body: String::new(),
             depth: 1,
@@ -192,9 +193,7 @@ impl KernelText {
     /// range. On a CPU, the body the entry calls (internal, inlined into
     /// it); on a GPU, the kernel the runtime launches.
     pub fn function(&self, name: &str) -> String {
-        let mut buffers: Vec<(&usize, &String)> = self.buffers.iter().collect();
-        buffers.sort();
-        let mut params: Vec<String> = buffers.iter().map(|(_, n)| format!("{n}: !llvm.ptr {{llvm.noalias}}")).collect();
+        let mut params: Vec<String> = self.buffers.iter().map(|b| format!("%b{b}: !llvm.ptr {{llvm.noalias}}")).collect();
         params.extend(["%sizes: !llvm.ptr {llvm.noalias}".to_string(), "%v0: i64".to_string(), "%v1: i64".to_string()]);
         let (indent, mut text, ret) = match self.device {
             Device::Cpu | Device::Emulated => {
@@ -232,27 +231,30 @@ impl KernelText {
         let _ = writeln!(self.body, "{:indent$}{op}", "", indent = 2 * self.depth + 2);
     }
 
-    fn buffer(&self, buffer: usize) -> &str {
-        // A buffer that is not a parameter is a bug of the lowering; the
-        // name is then undefined and the module fails to parse, reported
-        // as an internal error.
-        self.buffers.get(&buffer).map_or("%missing_buffer", String::as_str)
+    /// The argument of `buffer`. One that is not a parameter is a bug of
+    /// the lowering; its name is then undefined and the module fails to
+    /// parse, reported as an internal error.
+    fn buffer(&self, buffer: usize) -> String {
+        if self.buffers.contains(&buffer) { format!("%b{buffer}") } else { "%missing_buffer".to_string() }
     }
 
-    fn alloca(&mut self, ty: Ty) -> usize {
+    /// A variable of type `ty`: an alloca at the entry, set to `init` here.
+    fn new_variable(&mut self, ty: Ty, init: Value) -> Var {
         let slot = self.slots;
         self.slots += 1;
         let _ = writeln!(self.allocas, "    %p{slot} = llvm.alloca %one x {ty} : (i64) -> !llvm.ptr");
-        slot
+        let var = Var { slot, ty };
+        self.set(var, init);
+        var
     }
 
     fn load_typed(&mut self, ty: Ty, buffer: usize, index: Value) -> Value {
-        let base = self.buffer(buffer).to_string();
+        let base = self.buffer(buffer);
         self.op(ty, format_args!("\"nax.load\"({base}, %v{}) : (!llvm.ptr, i64) -> {ty}", index.0))
     }
 
     fn store_typed(&mut self, buffer: usize, index: Value, value: Value) {
-        let base = self.buffer(buffer).to_string();
+        let base = self.buffer(buffer);
         let ty = self.ty(value);
         self.effect(format_args!("\"nax.store\"(%v{}, {base}, %v{}) : ({ty}, !llvm.ptr, i64) -> ()", value.0, index.0));
     }
@@ -448,10 +450,7 @@ impl Emitter for KernelText {
     }
 
     fn variable(&mut self, kind: Kind, init: Value) -> Var {
-        let ty = Ty::scalar(kind);
-        let var = Var { slot: self.alloca(ty), ty };
-        self.set(var, init);
-        var
+        self.new_variable(Ty::scalar(kind), init)
     }
 
     fn get(&mut self, var: Var) -> Value {
@@ -476,10 +475,7 @@ impl Emitter for KernelText {
     }
 
     fn vector_variable(&mut self, kind: Kind, lanes: u32, init: Value) -> Var {
-        let ty = Ty { kind, lanes: Some(lanes) };
-        let var = Var { slot: self.alloca(ty), ty };
-        self.set(var, init);
-        var
+        self.new_variable(Ty { kind, lanes: Some(lanes) }, init)
     }
 
     fn vector_multiply_add(&mut self, kind: Kind, lanes: u32, a: Value, b: Value, c: Value) -> Value {
@@ -499,10 +495,7 @@ impl Emitter for KernelText {
     }
 
     fn prefetch(&mut self, kind: Kind, buffer: usize, index: Value, write: bool) {
-        if self.device.is_gpu() {
-            return;
-        }
-        let base = self.buffer(buffer).to_string();
+        let base = self.buffer(buffer);
         self.effect(format_args!(
             "\"nax.prefetch\"({base}, %v{}) {{element = {}, write = {} : i32}} : (!llvm.ptr, i64) -> ()",
             index.0,

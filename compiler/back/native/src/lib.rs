@@ -18,3 +18,11 @@ pub use lower::lower_kernel;
 pub use microkernel::lower_microkernel;
 pub use nax_runtime::libm::NAMES as LIBM;
 pub use plan::Slots;
+
+/// Functions `0..count` split round-robin into one part per thread of the
+/// current rayon pool (at most `count` parts, at least one): what a back
+/// end builds and compiles in parallel, one module per part.
+pub fn per_thread(count: usize) -> Vec<Vec<usize>> {
+    let threads = rayon::current_num_threads().clamp(1, count.max(1));
+    (0..threads).map(|t| (t..count).step_by(threads).collect()).collect()
+}
