@@ -23,7 +23,9 @@ use std::process::Command;
 pub use c::valid_library_name;
 
 /// The C ABI's static archive: the runtime every library links statically.
-const CAPI_ARCHIVE: &[u8] = include_bytes!(env!("NAX_CAPI_ARCHIVE"));
+/// A `static`, not a `const`: a constant's bytes would be copied into the
+/// crate's metadata (about 120 MB, once per build of the crate).
+static CAPI_ARCHIVE: &[u8] = include_bytes!(env!("NAX_CAPI_ARCHIVE"));
 
 /// What to build.
 #[derive(Clone, Debug)]
