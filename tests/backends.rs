@@ -418,9 +418,18 @@ fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, solved: &[Option<u6
         .collect()
 }
 
-/// The back ends under test (the interpreter, first, is also the reference),
-/// and the CUDA target's kernels emulated on the CPU.
-const BACKENDS: [Backend; 5] = [Backend::Interp, Backend::Llvm, Backend::Mlir, Backend::Cranelift, Backend::CudaEmulation];
+/// The back ends under test (the interpreter, first, is also the
+/// reference), the CUDA target's kernels emulated on the CPU, and, on a
+/// machine with NVIDIA's driver, the same kernels on its GPU (a line says
+/// when that is skipped).
+fn backends() -> Vec<Backend> {
+    let mut all = vec![Backend::Interp, Backend::Llvm, Backend::Mlir, Backend::Cranelift, Backend::CudaEmulation];
+    match nax_runtime::cuda::driver() {
+        Ok(()) => all.push(Backend::Cuda),
+        Err(e) => println!("skipped the GPU back end: {e}"),
+    }
+    all
+}
 
 /// The back ends that compile to machine code.
 pub const NATIVE_BACKENDS: [Backend; 3] = [Backend::Llvm, Backend::Mlir, Backend::Cranelift];
@@ -523,12 +532,13 @@ fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
     let mut failures = Vec::new();
     let mut torch_jobs = Vec::new();
     let generated = label == "generated";
+    let all = backends();
     for case in cases {
         let Some((checked, graph, rewritten, args, weights)) = prepare(&case, &mut rng, generated) else { continue };
         let mut reference = None;
         // The interpreter runs the graph as lowered; the native back ends run
         // it rewritten by the optimizer, so every case also tests the rewriting.
-        for backend in BACKENDS {
+        for &backend in &all {
             let g = if backend == Backend::Interp { &graph } else { &rewritten };
             let out = match run_on(backend, g, &args, &weights) {
                 Ok(out) => out,
@@ -758,7 +768,7 @@ fn indices_outside_their_axis_fail_the_call_on_every_backend() {
         (&[1.0], -5, "index -1 is outside axis 'V' of size 4"),
         (&[1.0], 4, "index 4 is outside axis 'V' of size 4"),
     ];
-    for backend in BACKENDS {
+    for backend in backends() {
         for (values, l, message) in cases {
             let args = [Value::Tensor(w.clone()), Value::Tensor(ids(values)), Value::Scalar(Scalar::Int(l))];
             let e = run_on(backend, &graph, &args, &HashMap::new()).expect_err("an index outside the axis");
@@ -775,7 +785,7 @@ fn an_empty_sum_is_positive_zero_everywhere() {
     let checked = nax_front::check_source(source);
     let graph = nax::pipeline::lower(&checked.module, "f", true, &mut nax::Timings::start()).unwrap().lowered;
     let x = HostTensor::from_f64(DType::F32, vec![3, 0], vec![Some("n".into()), Some("m".into())], &[]).unwrap();
-    for backend in BACKENDS {
+    for backend in backends() {
         let out = run_on(backend, &graph, &[Value::Tensor(x.clone())], &HashMap::new()).unwrap();
         for v in out.to_f64_vec() {
             assert!(v == 0.0 && v.is_sign_positive(), "{}: {v:?}", backend.name());

@@ -167,7 +167,7 @@ fn fresh<T>(count: usize) -> Result<Vec<T>, RuntimeError> {
 ///
 /// # Safety
 /// `ptr` must point to `count` initialised elements of `dtype`.
-unsafe fn read_data(ptr: *const u8, dtype: DType, count: usize) -> TensorData {
+pub(crate) unsafe fn read_data(ptr: *const u8, dtype: DType, count: usize) -> TensorData {
     // SAFETY: the caller's contract; every dtype's elements are plain data
     // (bool buffers hold only 0 and 1, as kernels store them).
     unsafe {
@@ -192,33 +192,48 @@ unsafe impl Sync for Table {}
 unsafe impl Send for Table {}
 
 /// One call's sizes: the slots' values and the plan to read sizes through.
-struct Sizes<'p> {
+pub(crate) struct Sizes<'p> {
     plan: &'p NativePlan,
-    slots: Vec<i64>,
+    pub(crate) slots: Vec<i64>,
 }
 
-impl Sizes<'_> {
-    fn value(&self, s: SizeRef) -> usize {
+impl<'p> Sizes<'p> {
+    /// The call's value of each of the plan's size slots.
+    pub(crate) fn of(plan: &'p NativePlan, call: &CheckedCall<'_>) -> Result<Sizes<'p>, RuntimeError> {
+        let table = &call.signature().sizes;
+        let slots = plan
+            .slots
+            .iter()
+            .map(|&id| {
+                call.size(crate::sizes::Size::Sym(id))
+                    .and_then(|v| i64::try_from(v).ok())
+                    .ok_or_else(|| RuntimeError::UnknownSize { size: table.display(crate::sizes::Size::Sym(id)) })
+            })
+            .collect::<Result<Vec<i64>, RuntimeError>>()?;
+        Ok(Sizes { plan, slots })
+    }
+
+    pub(crate) fn value(&self, s: SizeRef) -> usize {
         match s {
             SizeRef::Const(c) => c as usize,
             SizeRef::Slot(i) => self.slots[i] as usize,
         }
     }
 
-    fn extents(&self, k: &KernelPlan) -> Vec<usize> {
+    pub(crate) fn extents(&self, k: &KernelPlan) -> Vec<usize> {
         k.loops.iter().map(|&s| self.value(s)).collect()
     }
 
-    fn shape(&self, buffer: usize) -> Vec<usize> {
+    pub(crate) fn shape(&self, buffer: usize) -> Vec<usize> {
         self.plan.buffers[buffer].shape.iter().map(|&s| self.value(s)).collect()
     }
 
     /// Whether a buffer has no element (a zero axis, whatever the others).
-    fn is_empty(&self, buffer: usize) -> bool {
+    pub(crate) fn is_empty(&self, buffer: usize) -> bool {
         self.plan.buffers[buffer].shape.iter().any(|&s| self.value(s) == 0)
     }
 
-    fn elements(&self, buffer: usize) -> Result<usize, RuntimeError> {
+    pub(crate) fn elements(&self, buffer: usize) -> Result<usize, RuntimeError> {
         if self.is_empty(buffer) {
             return Ok(0);
         }
@@ -255,18 +270,7 @@ impl Sizes<'_> {
 impl NativeFunction {
     /// The call's size slots.
     fn sizes(&self, call: &CheckedCall<'_>) -> Result<Sizes<'_>, RuntimeError> {
-        let table = &call.signature().sizes;
-        let slots = self
-            .plan
-            .slots
-            .iter()
-            .map(|&id| {
-                call.size(crate::sizes::Size::Sym(id))
-                    .and_then(|v| i64::try_from(v).ok())
-                    .ok_or_else(|| RuntimeError::UnknownSize { size: table.display(crate::sizes::Size::Sym(id)) })
-            })
-            .collect::<Result<Vec<i64>, RuntimeError>>()?;
-        Ok(Sizes { plan: &self.plan, slots })
+        Sizes::of(&self.plan, call)
     }
 
     /// The loop extents of each kernel that has something to write (the
@@ -591,19 +595,24 @@ static EMPTY: Empty = Empty([0; 64]);
 /// Checks that every index in a buffer of `take`'s indices lies in its
 /// axis, before any kernel reads the gather.
 fn check_indices(sizes: &Sizes<'_>, p: &NativePlan, check: &IndexCheck, table: &Table) -> Result<(), RuntimeError> {
-    let count = sizes.elements(check.buffer)?;
+    let bytes = sizes.elements(check.buffer)? * p.buffers[check.buffer].dtype.size_bytes();
+    // SAFETY: the buffer holds `bytes` bytes, written by an earlier kernel
+    // or given by the caller.
+    let indices = unsafe { std::slice::from_raw_parts(table.0[check.buffer].cast_const(), bytes) };
+    out_of_range(sizes, p, check, indices)
+}
+
+/// The error of the first index of `indices` (the bytes of `check`'s
+/// buffer, `i32` or `i64` by the plan) outside `[0, bound)`, if any: what
+/// every device runs before a `take` reads them.
+pub(crate) fn out_of_range(sizes: &Sizes<'_>, p: &NativePlan, check: &IndexCheck, indices: &[u8]) -> Result<(), RuntimeError> {
     let bound = sizes.value(check.bound) as u64;
-    let ptr = table.0[check.buffer];
-    // SAFETY: the plan was validated (the buffer exists and holds `i32` or
-    // `i64`), and the buffer holds `count` elements of its dtype, written by
-    // an earlier kernel or given by the caller.
-    let at = |i: usize| unsafe {
-        match p.buffers[check.buffer].dtype {
-            DType::I32 => i64::from(ptr.cast::<i32>().add(i).read_unaligned()),
-            _ => ptr.cast::<i64>().add(i).read_unaligned(),
-        }
+    let outside = |x: i64| u64::try_from(x).map_or(true, |x| x >= bound);
+    let first = match p.buffers[check.buffer].dtype {
+        DType::I32 => indices.chunks_exact(4).map(|c| i64::from(i32::from_ne_bytes([c[0], c[1], c[2], c[3]]))).find(|&x| outside(x)),
+        _ => indices.chunks_exact(8).map(|c| i64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])).find(|&x| outside(x)),
     };
-    match (0..count).map(at).find(|&x| u64::try_from(x).map_or(true, |x| x >= bound)) {
+    match first {
         Some(index) => Err(RuntimeError::IndexOutOfRange { op: "take".into(), axis: check.axis.clone(), index, size: bound }),
         None => Ok(()),
     }

@@ -22,6 +22,14 @@ pub enum RuntimeError {
         /// Why the library does not load.
         reason: String,
     },
+    /// A call into NVIDIA's driver failed.
+    #[error("CUDA: {operation} failed: {message}")]
+    Cuda {
+        /// What was being done.
+        operation: String,
+        /// The driver's name and explanation of the error (and its log, for PTX it refused).
+        message: String,
+    },
 
     /// A file could not be read (missing, unreadable, a directory, ...).
     #[error("cannot read '{}': {source}", .path.display())]

@@ -240,6 +240,16 @@ impl<'a> TensorView<'a> {
         self.start
     }
 
+    /// The elements' bytes, when they lie row-major and contiguous.
+    pub fn contiguous_bytes(&self) -> Option<&'a [u8]> {
+        if !self.is_contiguous() {
+            return None;
+        }
+        // SAFETY: a contiguous view's `len()` elements of its dtype lie from
+        // `start`, borrowed for `'a` (an empty view reads no byte).
+        Some(if self.is_empty() { &[] } else { unsafe { std::slice::from_raw_parts(self.start, self.len() * self.dtype().size_bytes()) } })
+    }
+
     /// The same elements under other axis names.
     pub fn with_names(self, names: Vec<Option<String>>) -> Result<TensorView<'a>, RuntimeError> {
         check_names(&names, self.rank())?;

@@ -57,6 +57,8 @@ enum Command {
         /// Where the result is written, as the tensor `out`.
         #[arg(long, value_name = "OUT.safetensors")]
         out: PathBuf,
+        /// The CPU's code generator (with `--target cuda` the kernels are
+        /// PTX made through MLIR, whichever is named).
         #[arg(long, value_enum, default_value_t = BackendName::Llvm)]
         backend: BackendName,
         /// Where the kernels run: this machine's CPU, or its NVIDIA GPU.
@@ -149,9 +151,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check { file, format, types } => check(&file, format, types),
-        Command::Run { target: Target::Cuda, .. } => run_on_cuda(),
-        Command::Run { file, function, inputs, weights, args, out, backend, timings, opt_level, target: Target::Cpu } => {
+        Command::Run { file, function, inputs, weights, args, out, backend: name, timings, opt_level, target } => {
             let req = run::RunRequest { file, function, inputs, weights, args, out, optimize: opt_level > 0 };
+            // On a GPU, the kernels are PTX made through MLIR, whatever CPU back end `--backend` names.
+            let backend = match target {
+                Target::Cpu => backend(name),
+                Target::Cuda => Backend::Cuda,
+            };
             run_command(&req, backend, timings)
         }
         Command::Build { file, emit, out, backend, target, cpu, weights, embed_weights, timings, opt_level } => {
@@ -174,17 +180,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// `nax run --target cuda`: a machine without NVIDIA's driver says so; one
-/// with it, that this build compiles CUDA kernels (`nax build --target
-/// cuda --emit ptx`) but does not launch them yet. Exit 1 either way.
-fn run_on_cuda() -> ExitCode {
-    match nax_runtime::cuda::driver() {
-        Err(e) => eprintln!("error: {e}"),
-        Ok(()) => eprintln!("error: this build compiles kernels for CUDA (`nax build --target cuda --emit ptx`) but does not launch them yet; run on the CPU"),
-    }
-    ExitCode::from(1)
-}
-
 /// The back end `--backend` names.
 fn backend(name: BackendName) -> Backend {
     match name {
@@ -195,7 +190,7 @@ fn backend(name: BackendName) -> Backend {
     }
 }
 
-fn run_command(req: &run::RunRequest, name: BackendName, show_timings: bool) -> ExitCode {
+fn run_command(req: &run::RunRequest, backend: Backend, show_timings: bool) -> ExitCode {
     if let Some(message) = run::out_overwrites_an_input(req) {
         eprintln!("error: {message}");
         return ExitCode::from(2);
@@ -204,7 +199,6 @@ fn run_command(req: &run::RunRequest, name: BackendName, show_timings: bool) -> 
         Ok(s) => s,
         Err(code) => return code,
     };
-    let backend = backend(name);
     let mut timings = Timings::start();
     let result = run::run(req, &source, backend, &mut timings);
     if show_timings {

@@ -31,13 +31,16 @@ pub enum Backend {
     /// position of each parallel loop) run on the CPU through MLIR, the
     /// thread ids as loop variables: the GPU schedule checked without a GPU.
     CudaEmulation,
+    /// The CUDA target's kernels as PTX, run on the machine's NVIDIA GPU
+    /// by the runtime's CUDA device (`--target cuda`).
+    Cuda,
 }
 
 impl Backend {
     /// The machine kernel formation plans for when this back end compiles
     /// for `cpu`: Cranelift's vectors are at most 16 bytes.
     pub fn target(self, cpu: Cpu) -> Target {
-        if self == Backend::CudaEmulation {
+        if matches!(self, Backend::CudaEmulation | Backend::Cuda) {
             return Target::CUDA;
         }
         self.narrow(match cpu {
@@ -51,7 +54,7 @@ impl Backend {
     pub fn narrow(self, machine: Target) -> Target {
         match self {
             Backend::Cranelift => machine.with_vector_bytes(16),
-            Backend::Llvm | Backend::Mlir | Backend::Interp | Backend::CudaEmulation => machine,
+            Backend::Llvm | Backend::Mlir | Backend::Interp | Backend::CudaEmulation | Backend::Cuda => machine,
         }
     }
 
@@ -63,6 +66,7 @@ impl Backend {
             Backend::Cranelift => "cranelift",
             Backend::Interp => "interp",
             Backend::CudaEmulation => "cuda-emulation",
+            Backend::Cuda => "cuda",
         }
     }
 }
@@ -196,6 +200,15 @@ pub fn compile_graph_for(graph: Graph, defaults: &[Option<Scalar>], backend: Bac
                 _ => nax_back_cranelift::compile(&program, Arc::clone(&signature), &mut stage),
             };
             Box::new(compiled.map_err(Error::stage("codegen"))?)
+        }
+        Backend::Cuda => {
+            let program = kernels(&graph, target)?;
+            stage("kernels");
+            let plan = nax_back_mlir::cuda(&program).map_err(Error::stage("codegen"))?;
+            stage("codegen");
+            let function = nax_runtime::cuda::CudaFunction::load(Arc::clone(&signature), plan)?;
+            stage("link");
+            Box::new(function)
         }
     };
     Ok(Function::new(signature, exec))

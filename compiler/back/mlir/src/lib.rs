@@ -29,6 +29,7 @@ use melior::pass::PassManager;
 use melior::{GreedyRewriteDriverConfig, apply_patterns_and_fold_greedily};
 use nax_back_native::{LIBM, Slots, lower_kernel, lower_microkernel};
 use nax_kernel::Program;
+use nax_runtime::cuda::{CudaKernel, CudaPlan};
 use nax_runtime::{KernelFn, NativeFunction, Signature};
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -219,6 +220,16 @@ pub fn ptx(programs: &[Program]) -> Result<String, String> {
     let mut module = session.parse(&dialect, &module_text(programs, Device::Gpu)?)?;
     session.lower(&mut module, TO_PTX)?;
     gpu_object(&module).ok_or_else(|| format!("internal error: MLIR made no PTX: {}", session.reported()))
+}
+
+/// A function's kernels (formed for [`nax_kernel::Target::CUDA`]) as the
+/// runtime's CUDA device runs them: the plan, the PTX ([`ptx`]) and each
+/// kernel's entry and buffers, in the order of its parameters.
+pub fn cuda(p: &Program) -> Result<CudaPlan, String> {
+    let plan = Slots::new(p).plan(p)?;
+    let ptx = ptx(std::slice::from_ref(p))?;
+    let kernels = p.kernels.iter().enumerate().map(|(i, k)| CudaKernel { entry: p.function_name(i), buffers: k.buffers() }).collect();
+    Ok(CudaPlan { plan, ptx, kernels })
 }
 
 /// The assembly of the `gpu.binary` the GPU pipeline leaves in `module`.
