@@ -20,11 +20,17 @@ function through PyTorch (the `--emit torch` code) eager and under
 `torch.compile`, each the median of timed repetitions with CUDA events, and
 prints a table. `torch.compile` is skipped once the run has used 200 s, so the
 whole check stays under 5 minutes.
+
+The same cases also run through nax's own CUDA device (the runtime's
+`CudaFunction`, in the small Rust binary `cases/cuda_run` built by
+prepare.sh): it loads each case's plan, copies, launches and reads back
+as `nax run --target cuda` does, and its results are compared the same way.
 """
 
 import importlib.util
 import json
 import pathlib
+import subprocess
 import sys
 import time
 
@@ -109,14 +115,9 @@ def launcher(description, memory):
     return run
 
 
-def run_case(description):
-    name = description["name"]
-    memory = allocate(description)
-    launcher(description, memory)()
-    cp.cuda.Device().synchronize()
-    result = description["result"]
-    plan = description["buffers"][result["buffer"]]
-    got = as_f64(plan["dtype"], cp.asnumpy(memory[result["buffer"]])[: int(plan["elements"])])
+def compare(name, result, got):
+    """None when `got` (f64 values) is the interpreter's result at the
+    case's tolerance; else what differs."""
     want = np.fromfile(CASES / result["expected"], dtype=np.float64)
     if got.shape != want.shape:
         return f"{name}: {got.size} elements, expected {want.size}"
@@ -126,6 +127,47 @@ def run_case(description):
         i = int(np.argmin(same))
         return f"{name}: element {i} is {got[i]!r}, expected {want[i]!r}"
     return None
+
+
+def run_case(description):
+    """The case through CuPy's launches of the plan."""
+    memory = allocate(description)
+    launcher(description, memory)()
+    cp.cuda.Device().synchronize()
+    result = description["result"]
+    plan = description["buffers"][result["buffer"]]
+    got = as_f64(plan["dtype"], cp.asnumpy(memory[result["buffer"]])[: int(plan["elements"])])
+    return compare(description["name"], result, got)
+
+
+# safetensors' dtypes as nax's.
+SAFETENSORS = {"F16": "f16", "BF16": "bf16", "F32": "f32", "F64": "f64", "I32": "i32", "I64": "i64", "BOOL": "bool"}
+
+
+def read_out(path):
+    """The tensor `out` of a safetensors file, as f64 values."""
+    raw = path.read_bytes()
+    length = int.from_bytes(raw[:8], "little")
+    entry = json.loads(raw[8 : 8 + length])["out"]
+    begin, end = entry["data_offsets"]
+    dtype = SAFETENSORS[entry["dtype"]]
+    return as_f64(dtype, np.frombuffer(raw[8 + length + begin : 8 + length + end], dtype=STORAGE[dtype]))
+
+
+def run_rust(description, runner):
+    """The case through nax's own CUDA device: the runtime alone, built
+    here as `cuda_run`, loading the plan, copying, launching."""
+    name = description["name"]
+    rust = description["rust"]
+    out = CASES / f"{name}.out.safetensors"
+    command = [str(runner), str(CASES / rust["call"]), str(CASES / rust["inputs"]), str(CASES / rust["weights"]), str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        return f"{name}: cuda_run exit {done.returncode}: {done.stderr.strip()}"
+    try:
+        return compare(name, description["result"], read_out(out))
+    finally:
+        out.unlink(missing_ok=True)
 
 
 def milliseconds(run, budget=0.5, most=200):
@@ -216,6 +258,23 @@ def main():
             print(problem)
     device = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     print(f"{passed} passed, {failed} failed ({device}, {time.time() - start:.1f} s)")
+    runner = CASES / "cuda_run"
+    if runner.is_file():
+        rust_passed, rust_failed = 0, 0
+        for name in index["cases"]:
+            try:
+                problem = run_rust(json.loads((CASES / f"{name}.json").read_text()), runner)
+            except Exception as e:
+                problem = f"{name}: {type(e).__name__}: {e}"
+            if problem is None:
+                rust_passed += 1
+            else:
+                rust_failed += 1
+                print(f"nax's CUDA device: {problem}")
+        print(f"nax's CUDA device (the runtime's, cuda_run): {rust_passed} passed, {rust_failed} failed")
+        failed += rust_failed
+    else:
+        print("nax's CUDA device not checked: no cases/cuda_run (run .device/prepare.sh)")
     try:
         import torch
     except ImportError:

@@ -199,12 +199,8 @@ fn export(dir: &Path, name: &str, graph: &nax_ir::Graph, args: &[Value], weights
         }
         buffers.push(entry);
     }
-    let kernels: Vec<serde_json::Value> = cuda
-        .kernels
-        .iter()
-        .enumerate()
-        .map(|(i, k)| serde_json::json!({"entry": k.entry, "buffers": k.buffers, "threads": cuda.threads(i, &slots)}))
-        .collect();
+    let kernels: Vec<serde_json::Value> =
+        cuda.kernels.iter().enumerate().map(|(i, k)| serde_json::json!({"entry": k.entry, "buffers": k.buffers, "threads": cuda.threads(i, &slots)})).collect();
     std::fs::write(dir.join(format!("{name}.ptx")), &cuda.ptx).unwrap();
     let mut description = serde_json::json!({"name": name, "ptx": format!("{name}.ptx"), "slots": slots, "buffers": buffers, "kernels": kernels});
     match check {
@@ -212,6 +208,21 @@ fn export(dir: &Path, name: &str, graph: &nax_ir::Graph, args: &[Value], weights
             let (rtol, atol) = crate::backends::tolerance(expected.dtype(), terms);
             std::fs::write(dir.join(format!("{name}.expected.bin")), encode(DType::F64, &expected.to_f64_vec())).unwrap();
             description["result"] = serde_json::json!({"buffer": plan.result, "expected": format!("{name}.expected.bin"), "rtol": rtol, "atol": atol});
+            // The same call for the runtime's CUDA device (`cuda_run`).
+            let mut tensors = Vec::new();
+            let mut scalars = serde_json::Map::new();
+            for (p, v) in signature.params.iter().zip(args) {
+                match v {
+                    Value::Tensor(t) => tensors.push((p.name.as_str(), t)),
+                    Value::Scalar(s) => drop(scalars.insert(p.name.clone(), serde_json::to_value(s).unwrap())),
+                }
+            }
+            let stored: Vec<(&str, &HostTensor)> = weights.iter().map(|(n, t)| (n.as_str(), t)).collect();
+            nax_runtime::write_tensors_atomic(&dir.join(format!("{name}.inputs.safetensors")), &tensors).unwrap();
+            nax_runtime::write_tensors_atomic(&dir.join(format!("{name}.weights.safetensors")), &stored).unwrap();
+            let call = serde_json::json!({"signature": signature, "plan": cuda, "scalars": scalars});
+            std::fs::write(dir.join(format!("{name}.call.json")), serde_json::to_string(&call).unwrap()).unwrap();
+            description["rust"] = serde_json::json!({"call": format!("{name}.call.json"), "inputs": format!("{name}.inputs.safetensors"), "weights": format!("{name}.weights.safetensors")});
         }
         Check::Time { torch, function } => {
             std::fs::write(dir.join(format!("{name}.py")), torch).unwrap();

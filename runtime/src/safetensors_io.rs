@@ -345,7 +345,10 @@ pub fn write_tensors_atomic(path: &Path, tensors: &[(&str, &HostTensor)]) -> Res
     if path.file_name().is_none() {
         return Err(RuntimeError::Write { path: path.into(), source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path does not name a file") });
     }
-    safetensors::serialize_to_file(encoded.iter().map(|(n, e)| (*n, e)), Some(metadata), path).map_err(|e| match e {
+    // No metadata without tensors: the safetensors crate writes an empty
+    // map of tensors followed by metadata as JSON no reader accepts.
+    let metadata = (!metadata.is_empty()).then_some(metadata);
+    safetensors::serialize_to_file(encoded.iter().map(|(n, e)| (*n, e)), metadata, path).map_err(|e| match e {
         SafeTensorError::IoError(source) => RuntimeError::Write { path: path.into(), source },
         other => RuntimeError::Serialize { path: path.into(), message: other.to_string() },
     })?;
@@ -370,6 +373,14 @@ fn umask() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_of_no_tensors_reads_back_empty() {
+        let dir = TempDir::new("no_tensors");
+        let path = dir.path("none.safetensors");
+        write_tensors_atomic(&path, &[]).unwrap();
+        assert!(read_tensors(&path).unwrap().is_empty());
+    }
 
     #[test]
     fn tensors_are_read_in_place_where_aligned_and_copied_otherwise() {

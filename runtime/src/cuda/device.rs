@@ -137,7 +137,13 @@ impl CudaFunction {
     }
 
     /// Every buffer's device memory, by root buffer (aliases have none of their own).
-    fn allocate(&self, stream: &Arc<CudaStream>, sizes: &Sizes<'_>, call: &CheckedCall<'_>, scalars: &[[u8; 8]]) -> Result<Vec<Option<CudaSlice<u8>>>, RuntimeError> {
+    fn allocate(
+        &self,
+        stream: &Arc<CudaStream>,
+        sizes: &Sizes<'_>,
+        call: &CheckedCall<'_>,
+        scalars: &[[u8; 8]],
+    ) -> Result<Vec<Option<CudaSlice<u8>>>, RuntimeError> {
         let p = &self.plan.plan;
         let mut memory = Vec::with_capacity(p.buffers.len());
         for (b, buffer) in p.buffers.iter().enumerate() {
@@ -145,10 +151,8 @@ impl CudaFunction {
                 memory.push(None);
                 continue;
             }
-            let bytes = sizes
-                .elements(b)?
-                .checked_mul(buffer.dtype.size_bytes())
-                .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))?;
+            let bytes =
+                sizes.elements(b)?.checked_mul(buffer.dtype.size_bytes()).ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))?;
             let slice = match self.host_bytes(call, b, scalars)? {
                 Some(host) if !host.is_empty() => stream.clone_htod(host).map_err(failed("copying an argument to the GPU"))?,
                 _ => stream.alloc_zeros::<u8>(bytes.max(8)).map_err(failed(&format!("allocating {bytes} bytes on the GPU")))?,
@@ -214,7 +218,8 @@ impl Execute for CudaFunction {
             while begin < threads {
                 let end = threads.min(begin.saturating_add(MAX_POSITIONS));
                 let count = end - begin;
-                let blocks = u32::try_from(count.div_ceil(u64::from(THREADS_PER_BLOCK))).map_err(|_| RuntimeError::Internal("a launch has too many blocks".into()))?;
+                let blocks =
+                    u32::try_from(count.div_ceil(u64::from(THREADS_PER_BLOCK))).map_err(|_| RuntimeError::Internal("a launch has too many blocks".into()))?;
                 let block = THREADS_PER_BLOCK.min(count as u32);
                 let (first, last) = (begin as i64, end as i64);
                 let mut launch = stream.launch_builder(&self.entries[index]);
