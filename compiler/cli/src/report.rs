@@ -43,21 +43,7 @@ fn checked_functions(checked: &Checked) -> impl Iterator<Item = &CheckedFn> {
 /// The JSON object of CLI.md: diagnostics and the functions that checked.
 pub fn json(source: &str, checked: &Checked) -> String {
     let lines = LineIndex::new(source);
-    let diagnostics: Vec<Value> = checked
-        .diagnostics
-        .iter()
-        .map(|d| {
-            let (line, column) = lines.line_col(d.span.start);
-            let (end_line, end_column) = lines.line_col(d.span.end);
-            json!({
-                "code": d.code.as_str(),
-                "severity": d.severity().as_str(),
-                "line": line, "column": column,
-                "end_line": end_line, "end_column": end_column,
-                "message": d.message,
-            })
-        })
-        .collect();
+    let diagnostics = nax::diagnostics_json(source, &checked.diagnostics);
     let functions: Vec<Value> = checked_functions(checked)
         .map(|f| {
             let bindings: Vec<Value> = f.bindings[f.params..]

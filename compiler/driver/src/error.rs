@@ -4,7 +4,9 @@
 //! errors at the call boundary.
 
 use nax_front::Diagnostic;
+use nax_front::diagnostics::LineIndex;
 use nax_runtime::RuntimeError;
+use serde_json::{Value, json};
 
 /// An error of nax as a library.
 #[derive(Debug, thiserror::Error)]
@@ -53,4 +55,25 @@ impl Error {
     pub(crate) fn stage(stage: &'static str) -> impl FnOnce(String) -> Error {
         move |message| Error::Compile { stage, message }
     }
+}
+
+/// Diagnostics as the JSON objects of CLI.md (`nax check --format json`):
+/// code, severity, the 1-based start and end lines and columns in
+/// `source`, and the message.
+pub fn diagnostics_json(source: &str, diagnostics: &[Diagnostic]) -> Vec<Value> {
+    let lines = LineIndex::new(source);
+    diagnostics
+        .iter()
+        .map(|d| {
+            let (line, column) = lines.line_col(d.span.start);
+            let (end_line, end_column) = lines.line_col(d.span.end);
+            json!({
+                "code": d.code.as_str(),
+                "severity": d.severity().as_str(),
+                "line": line, "column": column,
+                "end_line": end_line, "end_column": end_column,
+                "message": d.message,
+            })
+        })
+        .collect()
 }

@@ -28,5 +28,6 @@ mod tensors;
 static ALLOCATOR: LibraryAllocator = LibraryAllocator;
 
 pub use allocator::LibraryAllocator;
-pub use dlpack::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor, NaxArg, NaxResult, dl_dtype, nax_dtype};
+pub use dlpack::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor, NaxArg, NaxResult, describe, dl_dtype, nax_dtype};
 pub use library::{FunctionCode, LAYOUT_VERSION, Library};
+pub use tensors::{Input, tensor};

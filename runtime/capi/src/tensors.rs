@@ -98,12 +98,13 @@ unsafe fn scalar(what: &str, h: HostType, dtype: DType, t: &DLTensor) -> Result<
 }
 
 /// A tensor argument as a bounds-checked view of the caller's memory (a
-/// `bool` tensor: a checked copy).
+/// `bool` tensor: a checked copy): what every DLPack tensor nax reads goes
+/// through (a C caller's, a Python object's). `what` names it in errors.
 ///
 /// # Safety
 /// `t`'s pointers are valid as ABI.md says; when `capacity` is 0, every
 /// element the shape and strides address is the caller's memory.
-unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const *const c_char, capacity: u64) -> Result<Input<'a>, String> {
+pub unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const *const c_char, capacity: u64) -> Result<Input<'a>, String> {
     if !(0..=MAX_RANK).contains(&t.ndim) {
         return Err(format!("{what}: ndim is {}", t.ndim));
     }

@@ -1,0 +1,26 @@
+"""nax from Python: compile tensor programs with named axes and call them on
+numpy arrays, torch tensors or any ``__dlpack__`` object, without copies.
+
+    import nax, numpy as np
+    m = nax.compile('def scale(x: [n d], s: float) -> [n d] {\\n    return x * s\\n}\\n')
+    y = m.scale(np.ones((2, 3), np.float32), 2.0)   # a nax.Tensor
+    np.asarray(y)                                   # shares y's memory
+
+- ``nax.compile(source, backend="llvm", weights=None, threads=0, optimize=True)``
+  checks and compiles a program (its text, or a path to a ``.nax`` file);
+  its functions are attributes of the result (``m.f``, ``m["f"]``,
+  ``m.functions``).
+- ``nax.load(path, weights=None, threads=0)`` opens a library built by
+  ``nax build --emit so``.
+- ``nax.Tensor(data, names=None, coords=None)`` names a tensor's axes (and
+  labels them); ``+ - * /`` and comparisons align operands by name
+  (LANGUAGE.md section 12).
+- ``nax.CompileError`` (a program that does not check: ``.diagnostics``)
+  and ``nax.Error`` (a bad call, tensor, file or library) are ValueErrors.
+
+The contract is PYTHON.md in nax's specification.
+"""
+
+from ._nax import CompileError, Error, Function, Library, LibraryFunction, Module, Tensor, compile, load
+
+__all__ = ["CompileError", "Error", "Function", "Library", "LibraryFunction", "Module", "Tensor", "compile", "load"]

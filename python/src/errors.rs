@@ -1,0 +1,47 @@
+//! The package's exceptions: `nax.CompileError` (a program that does not
+//! check: the rendered diagnostics, and `.diagnostics`, the JSON objects
+//! of CLI.md as dicts) and `nax.Error` (everything else nax refuses: a bad
+//! call, tensor, file or library), both `ValueError`s, and the conversion
+//! of nax's typed errors into them.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+create_exception!(nax, Error, PyValueError, "nax refused a call, a tensor, a file or a library; the message is what `nax run` would print.");
+create_exception!(
+    nax,
+    CompileError,
+    PyValueError,
+    "A program that does not check: the message is the rendered diagnostics, `.diagnostics` the list of their JSON objects (CLI.md)."
+);
+
+/// A `nax.Error` with this message.
+pub fn error(message: impl std::fmt::Display) -> PyErr {
+    Error::new_err(message.to_string())
+}
+
+/// nax's error as the exception PYTHON.md names: diagnostics of `source`
+/// become a `CompileError`, the rest a `nax.Error`.
+pub fn from_nax(py: Python<'_>, source: &str, e: nax::Error) -> PyErr {
+    match e {
+        nax::Error::Diagnostics { diagnostics, rendered } => {
+            let err = CompileError::new_err(rendered);
+            let objects = nax::diagnostics_json(source, &diagnostics);
+            let attach = || -> PyResult<()> {
+                let json = py.import("json")?;
+                let list = PyList::empty(py);
+                for object in objects {
+                    list.append(json.call_method1("loads", (object.to_string(),))?)?;
+                }
+                err.value(py).setattr("diagnostics", list)
+            };
+            match attach() {
+                Ok(()) => err,
+                Err(failure) => failure,
+            }
+        }
+        other => error(other),
+    }
+}

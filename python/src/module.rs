@@ -1,0 +1,278 @@
+//! `nax.compile`, a compiled program (`Module`) and its functions
+//! (`Function`), and how a call's Python arguments become the runtime's:
+//! positional ones in parameter order, keyword ones by name; `int`,
+//! `float` and `bool` (or anything `float()`/`int()` take) for host scalar
+//! parameters; a `nax.Tensor` binding by its names; any other tensor
+//! (numpy, torch, `__dlpack__`) read in place and binding by position.
+//! The GIL is released while a call is checked and run, and while a
+//! program compiles.
+
+use crate::dlpack::{Imported, type_name};
+use crate::errors::{error, from_nax};
+use crate::tensor::Tensor;
+use nax::{Arg, Backend, Engine, HostType, ParamType, Scalar, Signature};
+use nax_capi::Input;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use std::path::PathBuf;
+
+/// A compiled program: its functions as attributes (`m.f(x)`), by
+/// subscript (`m["f"]`), and their names in `m.functions`.
+#[pyclass(frozen, module = "nax")]
+pub struct Module {
+    program: nax::Program,
+}
+
+/// One function of a compiled program: call it with tensors and host
+/// scalars, positionally (in parameter order) or by parameter name; the
+/// result is a `nax.Tensor` with the function's result axis names.
+#[pyclass(frozen, module = "nax")]
+pub struct Function {
+    function: nax::Function,
+    name: String,
+}
+
+/// The back end `backend=` names.
+fn backend(name: &str) -> PyResult<Backend> {
+    Ok(match name {
+        "llvm" => Backend::Llvm,
+        "cranelift" => Backend::Cranelift,
+        "mlir" => Backend::Mlir,
+        "interp" => Backend::Interp,
+        other => return Err(error(format!("backend '{other}': give \"llvm\" (the default), \"cranelift\", \"mlir\" or \"interp\""))),
+    })
+}
+
+/// Weights from a safetensors path, or a dict from name to tensor (copied into nax's memory).
+fn weights(program: nax::Program, weights: &Bound<'_, PyAny>) -> PyResult<nax::Program> {
+    let py = weights.py();
+    if let Ok(dict) = weights.cast::<PyDict>() {
+        let mut tensors = Vec::new();
+        for (key, value) in dict.iter() {
+            let name: String = key.extract().map_err(|_| error(format!("weights: a key is a weight's name, not a {}", type_name(&key))))?;
+            let what = format!("weight '{name}'");
+            let host = match value.cast::<Tensor>() {
+                Ok(t) => owned(t.borrow().input(&what)?, &what)?,
+                Err(_) => owned(Imported::new(&what, &value)?.input(&what)?, &what)?,
+            };
+            tensors.push((name, host));
+        }
+        return py.detach(|| program.with_weights(tensors)).map_err(|e| error(e));
+    }
+    let path: PathBuf =
+        weights.extract().map_err(|_| error(format!("weights: a path to a safetensors file or a dict of tensors, not a {}", type_name(weights))))?;
+    py.detach(|| program.with_weights_file(&path)).map_err(|e| error(e))
+}
+
+/// An input's elements in nax's own memory.
+fn owned(input: Input<'_>, what: &str) -> PyResult<nax::HostTensor> {
+    match input {
+        Input::View(v) => v.to_host().map_err(|e| error(format!("{what}: {e}"))),
+        Input::Copied(t) => Ok(t),
+        Input::Scalar(_) => Err(error(format!("{what}: a scalar, not a tensor"))),
+    }
+}
+
+/// Compiles a nax program (PYTHON.md).
+///
+/// `source` is the program's text, or a path to a `.nax` file (a `str`
+/// ending in `.nax`, or any `os.PathLike`). `backend` is "llvm" (the
+/// default), "cranelift", "mlir" or "interp"; `weights` a safetensors file
+/// or a dict from weight name to tensor; `threads` the threads each call
+/// runs on (0: one per core); `optimize=False` skips the graph rewriting.
+/// A program that does not check raises `nax.CompileError`; functions
+/// compile when first used.
+#[pyfunction]
+#[pyo3(signature = (source, backend = "llvm", weights = None, threads = 0, optimize = true))]
+pub fn compile(
+    py: Python<'_>,
+    source: &Bound<'_, PyAny>,
+    backend: &str,
+    weights: Option<&Bound<'_, PyAny>>,
+    threads: usize,
+    optimize: bool,
+) -> PyResult<Module> {
+    let mut engine = Engine::new().backend(self::backend(backend)?).optimize(optimize);
+    if threads > 0 {
+        engine = engine.threads(threads);
+    }
+    let path: Option<PathBuf> = match source.extract::<String>() {
+        Ok(text) if text.ends_with(".nax") && !text.contains('\n') => Some(PathBuf::from(text)),
+        Ok(_) => None,
+        Err(_) if source.hasattr("__fspath__")? => Some(source.call_method0("__fspath__")?.extract()?),
+        Err(_) => return Err(error(format!("source: the program's text or a path to a .nax file, not a {}", type_name(source)))),
+    };
+    let (text, compiled) = match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path).map_err(|e| error(format!("{}: {e}", path.display())))?;
+            let compiled = py.detach(|| engine.compile_file(&path));
+            (text, compiled)
+        }
+        None => {
+            let text: String = source.extract()?;
+            let compiled = py.detach(|| engine.compile(&text));
+            (text, compiled)
+        }
+    };
+    let mut program = compiled.map_err(|e| from_nax(py, &text, e))?;
+    if let Some(w) = weights {
+        program = self::weights(program, w)?;
+    }
+    Ok(Module { program })
+}
+
+#[pymethods]
+impl Module {
+    /// The names of the program's functions.
+    #[getter]
+    fn functions(&self) -> Vec<String> {
+        self.program.function_names().into_iter().map(str::to_string).collect()
+    }
+
+    fn __getattr__(&self, py: Python<'_>, name: &str) -> PyResult<Function> {
+        if !self.program.function_names().contains(&name) {
+            return Err(pyo3::exceptions::PyAttributeError::new_err(format!(
+                "the program has no function '{name}' (functions: {})",
+                self.functions().join(", ")
+            )));
+        }
+        self.function(py, name)
+    }
+
+    fn __getitem__(&self, py: Python<'_>, name: &str) -> PyResult<Function> {
+        if !self.program.function_names().contains(&name) {
+            return Err(pyo3::exceptions::PyKeyError::new_err(format!("the program has no function '{name}' (functions: {})", self.functions().join(", "))));
+        }
+        self.function(py, name)
+    }
+
+    fn __dir__(&self) -> Vec<String> {
+        self.functions().into_iter().chain(["functions".to_string()]).collect()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("nax.Module(functions={:?})", self.functions())
+    }
+}
+
+impl Module {
+    /// The function `name`, compiled now if it was not (the GIL released).
+    fn function(&self, py: Python<'_>, name: &str) -> PyResult<Function> {
+        let function = py.detach(|| self.program.function(name)).map_err(|e| error(e))?;
+        Ok(Function { function, name: name.to_string() })
+    }
+}
+
+/// A Python argument as the call holds it while it runs.
+pub enum Held<'py> {
+    /// A host scalar.
+    Scalar(Scalar),
+    /// A `nax.Tensor` (bound by its names).
+    Named(PyRef<'py, Tensor>),
+    /// Any other tensor, imported (bound by position).
+    Plain(Imported),
+}
+
+impl<'py> Held<'py> {
+    /// Holds `object`, the argument of parameter `name` (a host scalar of
+    /// type `host`, or a tensor).
+    pub fn new(name: &str, host: Option<HostType>, object: &Bound<'py, PyAny>) -> PyResult<Held<'py>> {
+        let what = format!("argument '{name}'");
+        if let Some(host) = host {
+            let wrong = |_| error(format!("{what}: the parameter is a host {}, not a {}", host.as_str(), type_name(object)));
+            return Ok(Held::Scalar(match host {
+                HostType::Bool => Scalar::Bool(object.extract::<bool>().map_err(wrong)?),
+                HostType::Int => Scalar::Int(object.extract::<i64>().map_err(wrong)?),
+                HostType::Float => Scalar::Float(object.extract::<f64>().map_err(wrong)?),
+            }));
+        }
+        Ok(match object.cast::<Tensor>() {
+            Ok(t) => Held::Named(t.borrow()),
+            Err(_) => Held::Plain(Imported::new(&what, object)?),
+        })
+    }
+
+    /// What the runtime reads.
+    pub fn input(&self, what: &str) -> PyResult<Input<'_>> {
+        match self {
+            Held::Scalar(s) => Ok(Input::Scalar(*s)),
+            Held::Named(t) => t.input(what),
+            Held::Plain(i) => i.input(what),
+        }
+    }
+}
+
+/// A parameter as binding sees it: its name, and its host type if it is a
+/// host scalar.
+pub type Parameter = (String, Option<HostType>);
+
+/// The parameters of a signature.
+pub fn parameters(signature: &Signature) -> Vec<Parameter> {
+    signature
+        .params
+        .iter()
+        .map(|p| {
+            let host = match p.ty {
+                ParamType::Host(h) => Some(h),
+                ParamType::Tensor(_) => None,
+            };
+            (p.name.clone(), host)
+        })
+        .collect()
+}
+
+/// A call's arguments, each with its parameter's name: positional ones in
+/// parameter order, then keyword ones (`function` names the callee in errors).
+pub fn bind<'py>(function: &str, params: &[Parameter], args: &Bound<'py, PyTuple>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Vec<(String, Held<'py>)>> {
+    if args.len() > params.len() {
+        return Err(error(format!("{function} takes {} arguments, {} were given", params.len(), args.len())));
+    }
+    let mut held = Vec::with_capacity(params.len());
+    for ((name, host), object) in params.iter().zip(args.iter()) {
+        held.push((name.clone(), Held::new(name, *host, &object)?));
+    }
+    if let Some(kwargs) = kwargs {
+        for (key, object) in kwargs.iter() {
+            let name: String = key.extract()?;
+            let Some((_, host)) = params.iter().find(|(p, _)| *p == name) else {
+                let names: Vec<&str> = params.iter().map(|(p, _)| p.as_str()).collect();
+                return Err(error(format!("{function} has no parameter '{name}' (parameters: {})", names.join(", "))));
+            };
+            if held.iter().any(|(n, _)| *n == name) {
+                return Err(error(format!("argument '{name}' is given twice")));
+            }
+            held.push((name, Held::new(&key.extract::<String>()?, *host, &object)?));
+        }
+    }
+    Ok(held)
+}
+
+#[pymethods]
+impl Function {
+    /// Calls the function: tensors read in place, the GIL released while it runs.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Tensor> {
+        let signature = self.function.signature();
+        let held = bind(&signature.name, &parameters(signature), args, kwargs)?;
+        let inputs = held.iter().map(|(name, h)| Ok((name.as_str(), h.input(&format!("argument '{name}'"))?))).collect::<PyResult<Vec<_>>>()?;
+        let call: Vec<(&str, Arg<'_>)> = inputs.iter().map(|(name, input)| (*name, input.arg())).collect();
+        let result = py.detach(|| self.function.call(call)).map_err(|e| error(e))?;
+        Ok(Tensor::from_host(result))
+    }
+
+    /// The function's signature, as `nax check --types` prints it.
+    #[getter]
+    fn signature(&self) -> String {
+        self.function.signature().to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<nax function {}>", self.function.signature())
+    }
+
+    /// The function's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
