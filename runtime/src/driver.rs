@@ -298,9 +298,12 @@ impl NativeFunction {
 }
 
 /// Per-thread scratch of the matrix products and attention tiles, and
-/// packed B shared by a product's parts, are counted for this many threads.
+/// packed B shared by a product's parts, are counted for this many threads:
+/// the machine's, asked once (`available_parallelism` reads the cgroup's
+/// files each time, 25 us here: more than a tiny call's whole run).
 fn scratch_threads() -> u128 {
-    std::thread::available_parallelism().map_or(1, |n| n.get() as u128)
+    static THREADS: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u128))
 }
 
 impl Execute for NativeFunction {
