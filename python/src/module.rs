@@ -57,11 +57,11 @@ fn weights(program: nax::Program, weights: &Bound<'_, PyAny>) -> PyResult<nax::P
             };
             tensors.push((name, host));
         }
-        return py.detach(|| program.with_weights(tensors)).map_err(|e| error(e));
+        return py.detach(|| program.with_weights(tensors)).map_err(error);
     }
     let path: PathBuf =
         weights.extract().map_err(|_| error(format!("weights: a path to a safetensors file or a dict of tensors, not a {}", type_name(weights))))?;
-    py.detach(|| program.with_weights_file(&path)).map_err(|e| error(e))
+    py.detach(|| program.with_weights_file(&path)).map_err(error)
 }
 
 /// An input's elements in nax's own memory.
@@ -158,7 +158,7 @@ impl Module {
 impl Module {
     /// The function `name`, compiled now if it was not (the GIL released).
     fn function(&self, py: Python<'_>, name: &str) -> PyResult<Function> {
-        let function = py.detach(|| self.program.function(name)).map_err(|e| error(e))?;
+        let function = py.detach(|| self.program.function(name)).map_err(error)?;
         Ok(Function { function, name: name.to_string() })
     }
 }
@@ -256,7 +256,7 @@ impl Function {
         let held = bind(&signature.name, &parameters(signature), args, kwargs)?;
         let inputs = held.iter().map(|(name, h)| Ok((name.as_str(), h.input(&format!("argument '{name}'"))?))).collect::<PyResult<Vec<_>>>()?;
         let call: Vec<(&str, Arg<'_>)> = inputs.iter().map(|(name, input)| (*name, input.arg())).collect();
-        let result = py.detach(|| self.function.call(call)).map_err(|e| error(e))?;
+        let result = py.detach(|| self.function.call(call)).map_err(error)?;
         Ok(Tensor::from_host(result))
     }
 
