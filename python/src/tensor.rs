@@ -362,6 +362,41 @@ impl Tensor {
         Ok(dict)
     }
 
+    /// A tensor from an xarray `DataArray`: its dims as names, the labels
+    /// of its dimension coordinates as coords, its values read in place.
+    #[staticmethod]
+    fn from_xarray(array: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+        let py = array.py();
+        let dims: Vec<String> = array.getattr("dims")?.extract().map_err(|_| error("from_xarray: dims must be strs"))?;
+        let coords = PyDict::new(py);
+        let present = array.getattr("coords")?;
+        for dim in &dims {
+            if present.contains(dim)? {
+                coords.set_item(dim, present.get_item(dim)?.getattr("values")?.call_method0("tolist")?)?;
+            }
+        }
+        let names = PyTuple::new(py, &dims)?;
+        Tensor::new(&array.getattr("values")?, Some(names.as_any()), Some(&coords))
+    }
+
+    /// An xarray `DataArray` of the same values (shared), dims (an
+    /// unnamed axis `i` becomes `dim_i`) and coordinates.
+    fn to_xarray<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let xarray = py.import("xarray").map_err(|_| error("to_xarray needs xarray (pip install xarray)"))?;
+        let t = slf.borrow();
+        let dims: Vec<String> = t.names.iter().enumerate().map(|(i, n)| n.clone().unwrap_or_else(|| format!("dim_{i}"))).collect();
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("dims", dims)?;
+        // Lists, not tuples: xarray reads a tuple as (dims, values).
+        let coords = PyDict::new(py);
+        for (name, labels) in Tensor::coords(&t, py)?.iter() {
+            coords.set_item(name, labels.call_method0("__iter__")?.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+        }
+        kwargs.set_item("coords", coords)?;
+        xarray.getattr("DataArray")?.call((Tensor::numpy(slf)?,), Some(&kwargs))
+    }
+
     /// The elements as a numpy array sharing this tensor's memory.
     fn numpy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         slf.py().import("numpy")?.call_method1("from_dlpack", (slf,))

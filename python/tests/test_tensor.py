@@ -143,3 +143,14 @@ def test_random_fully_named_operands_agree_with_xarray():
         assert np.allclose(np.asarray(got), want.values, rtol=1e-6)
 
     check()
+
+
+def test_xarray_round_trip():
+    xr = pytest.importorskip("xarray", reason="xarray is not installed: the conversion test is skipped")
+    da = xr.DataArray(np.arange(6.0).reshape(2, 3), dims=("t", "city"), coords={"city": ["Oslo", "Rome", "Lima"], "t": [2020, 2021]})
+    t = nax.Tensor.from_xarray(da)
+    assert t.names == ("t", "city") and t.coords == {"t": (2020, 2021), "city": ("Oslo", "Rome", "Lima")}
+    back = (t * 2).to_xarray()
+    assert back.dims == ("t", "city") and list(back.coords["city"].values) == ["Oslo", "Rome", "Lima"]
+    assert np.array_equal(back.values, da.values * 2)
+    assert nax.Tensor(np.zeros((2, 3)), names=(None, "y")).to_xarray().dims == ("dim_0", "y")
