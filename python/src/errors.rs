@@ -1,8 +1,9 @@
 //! The package's exceptions: `nax.CompileError` (a program that does not
 //! check: the rendered diagnostics, and `.diagnostics`, the JSON objects
 //! of CLI.md as dicts) and `nax.Error` (everything else nax refuses: a bad
-//! call, tensor, file or library), both `ValueError`s, and the conversion
-//! of nax's typed errors into them.
+//! call, tensor, file or library), both `ValueError`s, the conversion
+//! of nax's typed errors into them, and the guard that turns a panic into
+//! a `nax.Error` at every entry.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
@@ -16,6 +17,17 @@ create_exception!(
     PyValueError,
     "A program that does not check: the message is the rendered diagnostics, `.diagnostics` the list of their JSON objects (CLI.md)."
 );
+
+/// Runs `body`, turning a panic (a bug of nax) into a `nax.Error` that
+/// says so: no call, compilation or tensor operation may take the
+/// interpreter down or escape `except Exception` (PyO3's own
+/// `PanicException` is a `BaseException`).
+pub fn guard<T>(body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|payload| {
+        let message = payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_default();
+        Err(error(format!("internal error: nax panicked ({message}); please report it")))
+    })
+}
 
 /// A `nax.Error` with this message.
 pub fn error(message: impl std::fmt::Display) -> PyErr {

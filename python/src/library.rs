@@ -105,39 +105,41 @@ fn manifest_functions(text: &str) -> Option<Vec<(String, Vec<Parameter>)>> {
 #[pyfunction]
 #[pyo3(signature = (path, weights = None, threads = 0))]
 pub fn load(py: Python<'_>, path: PathBuf, weights: Option<PathBuf>, threads: i32) -> PyResult<Library> {
-    let name = library_name(&path)?;
-    let shown = path.display().to_string();
-    // SAFETY: loading runs the library's initialisers: a nax library has
-    // none beyond the C runtime's.
-    let library = unsafe { libloading::Library::new(&path) }.map_err(|e| error(format!("{shown}: {e}")))?;
-    let symbol = |what: &str| format!("{name}_{what}");
-    // SAFETY: ABI.md fixes each entry's C signature.
-    let (open, close, call, last_error, manifest) = unsafe {
-        let get = |what: &str| error(format!("{shown}: no {} (not a nax library named {name}?)", symbol(what)));
-        (
-            *library.get::<Open>(symbol("open").as_bytes()).map_err(|_| get("open"))?,
-            *library.get::<Close>(symbol("close").as_bytes()).map_err(|_| get("close"))?,
-            *library.get::<Call>(symbol("call").as_bytes()).map_err(|_| get("call"))?,
-            *library.get::<Text>(symbol("last_error").as_bytes()).map_err(|_| get("last_error"))?,
-            *library.get::<Text>(symbol("manifest").as_bytes()).map_err(|_| get("manifest"))?,
-        )
-    };
-    // SAFETY: the manifest is static NUL-terminated text.
-    let text = unsafe { CStr::from_ptr(manifest()) }.to_string_lossy().into_owned();
-    let functions = manifest_functions(&text).ok_or_else(|| error(format!("{shown}: its manifest is not ABI.md's: {text}")))?;
-    let weights = weights.map(|w| CString::new(w.to_string_lossy().as_bytes())).transpose().map_err(|_| error("weights: the path holds a NUL byte"))?;
-    let mut model: *mut c_void = std::ptr::null_mut();
-    let weights_ptr = weights.as_ref().map_or(std::ptr::null(), |w| w.as_ptr()) as usize;
-    let model_at = &mut model as *mut *mut c_void as usize;
-    // SAFETY: the path is NUL-terminated or NULL; `model` receives the handle.
-    let status = py.detach(|| unsafe { open(weights_ptr as *const c_char, threads, model_at as *mut *mut c_void) });
-    if status != 0 {
-        // SAFETY: this thread's last error, NUL-terminated.
-        let message = unsafe { CStr::from_ptr(last_error()) }.to_string_lossy().into_owned();
-        return Err(error(format!("{shown}: {message}")));
-    }
-    let opened = Opened { model, close, call, last_error, functions, _library: library };
-    Ok(Library { opened: Arc::new(opened), path })
+    crate::errors::guard(|| {
+        let name = library_name(&path)?;
+        let shown = path.display().to_string();
+        // SAFETY: loading runs the library's initialisers: a nax library has
+        // none beyond the C runtime's.
+        let library = unsafe { libloading::Library::new(&path) }.map_err(|e| error(format!("{shown}: {e}")))?;
+        let symbol = |what: &str| format!("{name}_{what}");
+        // SAFETY: ABI.md fixes each entry's C signature.
+        let (open, close, call, last_error, manifest) = unsafe {
+            let get = |what: &str| error(format!("{shown}: no {} (not a nax library named {name}?)", symbol(what)));
+            (
+                *library.get::<Open>(symbol("open").as_bytes()).map_err(|_| get("open"))?,
+                *library.get::<Close>(symbol("close").as_bytes()).map_err(|_| get("close"))?,
+                *library.get::<Call>(symbol("call").as_bytes()).map_err(|_| get("call"))?,
+                *library.get::<Text>(symbol("last_error").as_bytes()).map_err(|_| get("last_error"))?,
+                *library.get::<Text>(symbol("manifest").as_bytes()).map_err(|_| get("manifest"))?,
+            )
+        };
+        // SAFETY: the manifest is static NUL-terminated text.
+        let text = unsafe { CStr::from_ptr(manifest()) }.to_string_lossy().into_owned();
+        let functions = manifest_functions(&text).ok_or_else(|| error(format!("{shown}: its manifest is not ABI.md's: {text}")))?;
+        let weights = weights.map(|w| CString::new(w.to_string_lossy().as_bytes())).transpose().map_err(|_| error("weights: the path holds a NUL byte"))?;
+        let mut model: *mut c_void = std::ptr::null_mut();
+        let weights_ptr = weights.as_ref().map_or(std::ptr::null(), |w| w.as_ptr()) as usize;
+        let model_at = &mut model as *mut *mut c_void as usize;
+        // SAFETY: the path is NUL-terminated or NULL; `model` receives the handle.
+        let status = py.detach(|| unsafe { open(weights_ptr as *const c_char, threads, model_at as *mut *mut c_void) });
+        if status != 0 {
+            // SAFETY: this thread's last error, NUL-terminated.
+            let message = unsafe { CStr::from_ptr(last_error()) }.to_string_lossy().into_owned();
+            return Err(error(format!("{shown}: {message}")));
+        }
+        let opened = Opened { model, close, call, last_error, functions, _library: library };
+        Ok(Library { opened: Arc::new(opened), path })
+    })
 }
 
 impl Library {
@@ -257,37 +259,39 @@ impl LibraryFunction {
     /// Calls the library's function (the GIL released while it runs).
     #[pyo3(signature = (*args, **kwargs))]
     fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Tensor> {
-        let params = self.opened.functions.iter().find(|(n, _)| *n == self.name).map(|(_, p)| p.clone()).unwrap_or_default();
-        let held: Vec<(String, Held<'_>)> = bind(&self.name, &params, args, kwargs)?;
-        let inputs = held.iter().map(|(name, h)| Ok((name.as_str(), h.input(&format!("argument '{name}'"))?))).collect::<PyResult<Vec<_>>>()?;
-        let mut arguments = Vec::with_capacity(inputs.len());
-        let mut named = Vec::with_capacity(inputs.len());
-        for (name, input) in &inputs {
-            arguments.push(CArgument::new(name, input)?);
-            named.push(match input {
-                Input::View(v) => v.names().iter().map(Option::is_some).collect(),
-                Input::Copied(t) => t.names().iter().map(Option::is_some).collect(),
-                Input::Scalar(_) => vec![],
+        crate::errors::guard(|| {
+            let params = self.opened.functions.iter().find(|(n, _)| *n == self.name).map(|(_, p)| p.clone()).unwrap_or_default();
+            let held: Vec<(String, Held<'_>)> = bind(&self.name, &params, args, kwargs)?;
+            let inputs = held.iter().map(|(name, h)| Ok((name.as_str(), h.input(&format!("argument '{name}'"))?))).collect::<PyResult<Vec<_>>>()?;
+            let mut arguments = Vec::with_capacity(inputs.len());
+            let mut named = Vec::with_capacity(inputs.len());
+            for (name, input) in &inputs {
+                arguments.push(CArgument::new(name, input)?);
+                named.push(match input {
+                    Input::View(v) => v.names().iter().map(Option::is_some).collect(),
+                    Input::Copied(t) => t.names().iter().map(Option::is_some).collect(),
+                    Input::Scalar(_) => vec![],
+                });
+            }
+            let call = CCall::new(arguments, &named);
+            let function = CString::new(self.name.as_str()).map_err(|_| error("a function name holds a NUL byte"))?;
+            let opened = &self.opened;
+            let (status, result, message) = py.detach(|| {
+                let call = call;
+                let mut result = NaxResult { tensor: std::ptr::null_mut(), axes: std::ptr::null() };
+                // SAFETY: every pointer addresses memory `call` and the inputs
+                // keep alive for the call; the model is open.
+                let status = unsafe { (opened.call)(opened.model, function.as_ptr(), call.args.as_ptr(), call.args.len(), &mut result) };
+                // SAFETY: this thread's last error, NUL-terminated.
+                let message = if status != 0 { unsafe { CStr::from_ptr((opened.last_error)()) }.to_string_lossy().into_owned() } else { String::new() };
+                drop(call.arguments);
+                (status, SendResult(result), message)
             });
-        }
-        let call = CCall::new(arguments, &named);
-        let function = CString::new(self.name.as_str()).map_err(|_| error("a function name holds a NUL byte"))?;
-        let opened = &self.opened;
-        let (status, result, message) = py.detach(|| {
-            let call = call;
-            let mut result = NaxResult { tensor: std::ptr::null_mut(), axes: std::ptr::null() };
-            // SAFETY: every pointer addresses memory `call` and the inputs
-            // keep alive for the call; the model is open.
-            let status = unsafe { (opened.call)(opened.model, function.as_ptr(), call.args.as_ptr(), call.args.len(), &mut result) };
-            // SAFETY: this thread's last error, NUL-terminated.
-            let message = if status != 0 { unsafe { CStr::from_ptr((opened.last_error)()) }.to_string_lossy().into_owned() } else { String::new() };
-            drop(call.arguments);
-            (status, SendResult(result), message)
-        });
-        if status != 0 {
-            return Err(error(message));
-        }
-        take_result(result.0)
+            if status != 0 {
+                return Err(error(message));
+            }
+            take_result(result.0)
+        })
     }
 
     fn __repr__(&self) -> String {

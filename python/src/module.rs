@@ -92,33 +92,35 @@ pub fn compile(
     threads: usize,
     optimize: bool,
 ) -> PyResult<Module> {
-    let mut engine = Engine::new().backend(self::backend(backend)?).optimize(optimize);
-    if threads > 0 {
-        engine = engine.threads(threads);
-    }
-    let path: Option<PathBuf> = match source.extract::<String>() {
-        Ok(text) if text.ends_with(".nax") && !text.contains('\n') => Some(PathBuf::from(text)),
-        Ok(_) => None,
-        Err(_) if source.hasattr("__fspath__")? => Some(source.call_method0("__fspath__")?.extract()?),
-        Err(_) => return Err(error(format!("source: the program's text or a path to a .nax file, not a {}", type_name(source)))),
-    };
-    let (text, compiled) = match path {
-        Some(path) => {
-            let text = std::fs::read_to_string(&path).map_err(|e| error(format!("{}: {e}", path.display())))?;
-            let compiled = py.detach(|| engine.compile_file(&path));
-            (text, compiled)
+    crate::errors::guard(|| {
+        let mut engine = Engine::new().backend(self::backend(backend)?).optimize(optimize);
+        if threads > 0 {
+            engine = engine.threads(threads);
         }
-        None => {
-            let text: String = source.extract()?;
-            let compiled = py.detach(|| engine.compile(&text));
-            (text, compiled)
+        let path: Option<PathBuf> = match source.extract::<String>() {
+            Ok(text) if text.ends_with(".nax") && !text.contains('\n') => Some(PathBuf::from(text)),
+            Ok(_) => None,
+            Err(_) if source.hasattr("__fspath__")? => Some(source.call_method0("__fspath__")?.extract()?),
+            Err(_) => return Err(error(format!("source: the program's text or a path to a .nax file, not a {}", type_name(source)))),
+        };
+        let (text, compiled) = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(&path).map_err(|e| error(format!("{}: {e}", path.display())))?;
+                let compiled = py.detach(|| engine.compile_file(&path));
+                (text, compiled)
+            }
+            None => {
+                let text: String = source.extract()?;
+                let compiled = py.detach(|| engine.compile(&text));
+                (text, compiled)
+            }
+        };
+        let mut program = compiled.map_err(|e| from_nax(py, &text, e))?;
+        if let Some(w) = weights {
+            program = self::weights(program, w)?;
         }
-    };
-    let mut program = compiled.map_err(|e| from_nax(py, &text, e))?;
-    if let Some(w) = weights {
-        program = self::weights(program, w)?;
-    }
-    Ok(Module { program })
+        Ok(Module { program })
+    })
 }
 
 #[pymethods]
@@ -252,12 +254,14 @@ impl Function {
     /// Calls the function: tensors read in place, the GIL released while it runs.
     #[pyo3(signature = (*args, **kwargs))]
     fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Tensor> {
-        let signature = self.function.signature();
-        let held = bind(&signature.name, &parameters(signature), args, kwargs)?;
-        let inputs = held.iter().map(|(name, h)| Ok((name.as_str(), h.input(&format!("argument '{name}'"))?))).collect::<PyResult<Vec<_>>>()?;
-        let call: Vec<(&str, Arg<'_>)> = inputs.iter().map(|(name, input)| (*name, input.arg())).collect();
-        let result = py.detach(|| self.function.call(call)).map_err(error)?;
-        Ok(Tensor::from_host(result))
+        crate::errors::guard(|| {
+            let signature = self.function.signature();
+            let held = bind(&signature.name, &parameters(signature), args, kwargs)?;
+            let inputs = held.iter().map(|(name, h)| Ok((name.as_str(), h.input(&format!("argument '{name}'"))?))).collect::<PyResult<Vec<_>>>()?;
+            let call: Vec<(&str, Arg<'_>)> = inputs.iter().map(|(name, input)| (*name, input.arg())).collect();
+            let result = py.detach(|| self.function.call(call)).map_err(error)?;
+            Ok(Tensor::from_host(result))
+        })
     }
 
     /// The function's signature, as `nax check --types` prints it.

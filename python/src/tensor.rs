@@ -256,22 +256,24 @@ impl Rank for Input<'_> {
 
 /// `left op right` by section 12's rules.
 fn binary(op: BinaryOp, left: &Bound<'_, PyAny>, right: &Bound<'_, PyAny>) -> PyResult<Tensor> {
-    let (l, r) = (Operand::new(left)?, Operand::new(right)?);
-    let dtype_of = |o: &Operand| match o {
-        Operand::Tensor(t, _) => Some(t.dtype()),
-        Operand::Number(..) => None,
-    };
-    let (ld, rd) = (dtype_of(&l), dtype_of(&r));
-    let (l, lk) = l.into_named(rd)?;
-    let (r, rk) = r.into_named(ld)?;
-    for (name, ints) in &lk {
-        if rk.iter().any(|(n, i)| n == name && i != ints) {
-            return Err(error(format!("axis '{name}' is labelled by ints on one side and by strs on the other")));
+    crate::errors::guard(|| {
+        let (l, r) = (Operand::new(left)?, Operand::new(right)?);
+        let dtype_of = |o: &Operand| match o {
+            Operand::Tensor(t, _) => Some(t.dtype()),
+            Operand::Number(..) => None,
+        };
+        let (ld, rd) = (dtype_of(&l), dtype_of(&r));
+        let (l, lk) = l.into_named(rd)?;
+        let (r, rk) = r.into_named(ld)?;
+        for (name, ints) in &lk {
+            if rk.iter().any(|(n, i)| n == name && i != ints) {
+                return Err(error(format!("axis '{name}' is labelled by ints on one side and by strs on the other")));
+            }
         }
-    }
-    let kinds: Vec<(String, bool)> = lk.into_iter().chain(rk).collect();
-    let result = left.py().detach(|| l.binary(op, &r)).map_err(error)?;
-    Ok(Tensor::from_named(result, &kinds))
+        let kinds: Vec<(String, bool)> = lk.into_iter().chain(rk).collect();
+        let result = left.py().detach(|| l.binary(op, &r)).map_err(error)?;
+        Ok(Tensor::from_named(result, &kinds))
+    })
 }
 
 #[pymethods]
@@ -279,46 +281,48 @@ impl Tensor {
     #[new]
     #[pyo3(signature = (data, names = None, coords = None))]
     fn new(data: &Bound<'_, PyAny>, names: Option<&Bound<'_, PyAny>>, coords: Option<&Bound<'_, PyDict>>) -> PyResult<Tensor> {
-        let (storage, old_names, old_coords) = match data.cast::<Tensor>() {
-            Ok(t) => {
-                let t = t.borrow();
-                (Arc::clone(&t.storage), t.names.clone(), t.coords.clone())
-            }
-            Err(_) => {
-                let imported = Imported::new("data", data)?;
-                let rank = imported.input("data")?.arg_rank();
-                (Arc::new(Storage::Foreign(imported)), vec![None; rank], vec![None; rank])
-            }
-        };
-        let rank = old_names.len();
-        let names: Vec<Option<String>> = match names {
-            None => old_names.clone(),
-            Some(n) => {
-                let items: Vec<Option<String>> = n.extract().map_err(|_| error("names: a tuple of one str or None per axis"))?;
-                if items.len() != rank {
-                    return Err(error(format!("names: {} names for a tensor of rank {rank}", items.len())));
+        crate::errors::guard(|| {
+            let (storage, old_names, old_coords) = match data.cast::<Tensor>() {
+                Ok(t) => {
+                    let t = t.borrow();
+                    (Arc::clone(&t.storage), t.names.clone(), t.coords.clone())
                 }
-                items
+                Err(_) => {
+                    let imported = Imported::new("data", data)?;
+                    let rank = imported.input("data")?.arg_rank();
+                    (Arc::new(Storage::Foreign(imported)), vec![None; rank], vec![None; rank])
+                }
+            };
+            let rank = old_names.len();
+            let names: Vec<Option<String>> = match names {
+                None => old_names.clone(),
+                Some(n) => {
+                    let items: Vec<Option<String>> = n.extract().map_err(|_| error("names: a tuple of one str or None per axis"))?;
+                    if items.len() != rank {
+                        return Err(error(format!("names: {} names for a tensor of rank {rank}", items.len())));
+                    }
+                    items
+                }
+            };
+            let probe = Tensor { storage: Arc::clone(&storage), names: names.clone(), coords: vec![None; rank] };
+            let shape = match probe.input("data")? {
+                Input::View(v) => v.shape().to_vec(),
+                Input::Copied(t) => t.shape().to_vec(),
+                Input::Scalar(_) => vec![],
+            };
+            let coords = match coords {
+                Some(c) => parse_coords(&names, &shape, Some(c))?,
+                // Labels stay with their axes while the names do.
+                None if names == old_names => old_coords,
+                None => vec![None; rank],
+            };
+            let tensor = Tensor { storage, names, coords };
+            // The runtime's own checks of names against labels (duplicates, sizes).
+            if tensor.coords.iter().any(Option::is_some) {
+                tensor.named()?;
             }
-        };
-        let probe = Tensor { storage: Arc::clone(&storage), names: names.clone(), coords: vec![None; rank] };
-        let shape = match probe.input("data")? {
-            Input::View(v) => v.shape().to_vec(),
-            Input::Copied(t) => t.shape().to_vec(),
-            Input::Scalar(_) => vec![],
-        };
-        let coords = match coords {
-            Some(c) => parse_coords(&names, &shape, Some(c))?,
-            // Labels stay with their axes while the names do.
-            None if names == old_names => old_coords,
-            None => vec![None; rank],
-        };
-        let tensor = Tensor { storage, names, coords };
-        // The runtime's own checks of names against labels (duplicates, sizes).
-        if tensor.coords.iter().any(Option::is_some) {
-            tensor.named()?;
-        }
-        Ok(tensor)
+            Ok(tensor)
+        })
     }
 
     /// The axis names: one `str` or `None` per axis.
