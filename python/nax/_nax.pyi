@@ -17,6 +17,8 @@ class CompileError(ValueError):
 class Tensor:
     """A tensor with a name or None per axis and optional coordinate labels."""
 
+    __array_ufunc__: None
+
     def __init__(
         self,
         data: ArrayLike,

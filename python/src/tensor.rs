@@ -366,6 +366,14 @@ impl Tensor {
         Ok(dict)
     }
 
+    /// `None`: numpy's operators defer to this class's, so `array + tensor`
+    /// aligns by section 12's rules and gives a `nax.Tensor`, as `tensor +
+    /// array` does.
+    #[classattr]
+    fn __array_ufunc__(py: Python<'_>) -> Py<PyAny> {
+        py.None()
+    }
+
     /// A tensor from an xarray `DataArray`: its dims as names, the labels
     /// of its dimension coordinates as coords, its values read in place.
     #[staticmethod]

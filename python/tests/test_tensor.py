@@ -43,6 +43,14 @@ def test_names_pair_by_name_and_the_left_order_is_kept():
     assert np.asarray(s).ravel().tolist() == [11, 23, 35, 13, 25, 37]
 
 
+def test_arrays_and_numbers_on_either_side():
+    a = t([[1, 2, 3], [4, 5, 6]], ("x", "y"))
+    for result in (a + np.ones(3, np.float32), np.ones(3, np.float32) + a, 1 + a, a + 1):
+        assert isinstance(result, nax.Tensor) and result.names == ("x", "y")
+        assert np.asarray(result).tolist() == [[2, 3, 4], [5, 6, 7]]
+    assert np.asarray(np.full(3, 10, np.float32) - a).tolist() == [[9, 8, 7], [6, 5, 4]]
+
+
 def test_the_rules_of_alignment():
     a = t(np.arange(6).reshape(2, 3), ("x", None))
     b = t([[10, 20, 30]], ("x", None))
