@@ -39,7 +39,8 @@ fn backend(name: &str) -> PyResult<Backend> {
         "cranelift" => Backend::Cranelift,
         "mlir" => Backend::Mlir,
         "interp" => Backend::Interp,
-        other => return Err(error(format!("backend '{other}': give \"llvm\" (the default), \"cranelift\", \"mlir\" or \"interp\""))),
+        "cuda" => Backend::Cuda,
+        other => return Err(error(format!("backend '{other}': give \"llvm\" (the default), \"cranelift\", \"mlir\", \"interp\" or \"cuda\""))),
     })
 }
 
@@ -77,7 +78,8 @@ fn owned(input: Input<'_>, what: &str) -> PyResult<nax::HostTensor> {
 ///
 /// `source` is the program's text, or a path to a `.nax` file (a `str`
 /// ending in `.nax`, or any `os.PathLike`). `backend` is "llvm" (the
-/// default), "cranelift", "mlir" or "interp"; `weights` a safetensors file
+/// default), "cranelift", "mlir", "interp", or "cuda" (the kernels on this
+/// machine's NVIDIA GPU, the host tensors copied there and back); `weights` a safetensors file
 /// or a dict from weight name to tensor; `threads` the threads each call
 /// runs on (0: one per core); `optimize=False` skips the graph rewriting.
 /// A program that does not check raises `nax.CompileError`; functions

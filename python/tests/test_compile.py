@@ -42,6 +42,17 @@ def test_an_unknown_backend_is_an_error():
         nax.compile(SCALE, backend="gpu")
 
 
+def test_the_cuda_backend_runs_on_a_gpu_or_says_there_is_none():
+    m = nax.compile(SCALE, backend="cuda")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    try:
+        y = m.scale(x, 0.5)
+    except nax.Error as e:
+        assert "no NVIDIA GPU driver on this machine" in str(e)
+    else:
+        assert np.array_equal(np.asarray(y), x * 0.5)
+
+
 def test_a_program_that_does_not_check_raises_compile_error_with_the_cli_json():
     source = "def f(x: [n]) -> [m] {\n    return x\n}\n"
     with pytest.raises(nax.CompileError) as info:
