@@ -78,10 +78,11 @@ fn owned(input: Input<'_>, what: &str) -> PyResult<nax::HostTensor> {
 ///
 /// `source` is the program's text, or a path to a `.nax` file (a `str`
 /// ending in `.nax`, or any `os.PathLike`). `backend` is "llvm" (the
-/// default), "cranelift", "mlir", "interp", or "cuda" (the kernels on this
-/// machine's NVIDIA GPU, the host tensors copied there and back); `weights` a safetensors file
-/// or a dict from weight name to tensor; `threads` the threads each call
-/// runs on (0: one per core); `optimize=False` skips the graph rewriting.
+/// default), "cranelift", "mlir", "interp", or "cuda" (the kernels on
+/// this machine's NVIDIA GPU, the host tensors copied there and back);
+/// `weights` a safetensors file or a dict from weight name to tensor;
+/// `threads` the threads each call runs on (0: one per core);
+/// `optimize=False` skips the graph rewriting.
 /// A program that does not check raises `nax.CompileError`; functions
 /// compile when first used.
 #[pyfunction]
