@@ -3,6 +3,7 @@ by keyword and by name, host scalars, threads, and every error path of a
 call (PYTHON.md)."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -136,3 +137,29 @@ def test_the_result_is_a_tensor_whose_memory_numpy_shares(compiled):
     a[0, 0] = 42.0
     assert c[0, 0] == 42.0
     assert np.asarray(y)[0, 0] == 42.0
+
+
+def test_a_call_releases_the_gil_while_it_runs():
+    m = nax.compile("def f(a: [n k], b: [k m]) -> [n m] {\n    return a @ b\n}\n", threads=1)
+    a = np.ones((1024, 1024), np.float32)
+    m.f(a, a)
+    span = []
+    done = threading.Event()
+
+    def work():
+        start = time.perf_counter()
+        m.f(a, a)
+        span.extend([start, time.perf_counter()])
+        done.set()
+
+    stamps = []
+    worker = threading.Thread(target=work)
+    worker.start()
+    while not done.is_set():
+        stamps.append(time.perf_counter())
+    worker.join()
+    start, end = span
+    inside = [t for t in stamps if start < t < end]
+    # Holding the GIL, the call would leave this thread no turn while it ran.
+    assert inside, f"the main thread never ran during the {1e3 * (end - start):.1f} ms call"
+    assert inside[-1] - inside[0] > 0.5 * (end - start), "the main thread ran only at the call's edges"
