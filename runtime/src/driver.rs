@@ -213,6 +213,26 @@ impl<'p> Sizes<'p> {
         Ok(Sizes { plan, slots })
     }
 
+    /// The loop extents of each kernel that has something to write (no
+    /// device runs another).
+    pub(crate) fn nests(&self) -> Vec<Vec<u64>> {
+        self.plan.kernels.iter().filter(|k| !self.is_empty(k.output)).map(|k| self.extents(k).iter().map(|&e| e as u64).collect()).collect()
+    }
+
+    /// Refuses the call when one of its loop nests runs more than
+    /// [`crate::MAX_ITERATIONS`] iterations.
+    pub(crate) fn check_work(&self, function: &str) -> Result<(), RuntimeError> {
+        for extents in self.nests() {
+            crate::call::check_work(function, &extents)?;
+        }
+        Ok(())
+    }
+
+    /// The most iterations any one loop nest runs.
+    pub(crate) fn work(&self) -> u128 {
+        self.nests().iter().map(|e| crate::call::iterations(e)).max().unwrap_or(0)
+    }
+
     pub(crate) fn value(&self, s: SizeRef) -> usize {
         match s {
             SizeRef::Const(c) => c as usize,
@@ -273,18 +293,6 @@ impl NativeFunction {
         Sizes::of(&self.plan, call)
     }
 
-    /// The loop extents of each kernel that has something to write (the
-    /// driver runs no other).
-    fn nests(&self, sizes: &Sizes<'_>) -> Vec<Vec<u64>> {
-        let mut nests = Vec::new();
-        for k in &self.plan.kernels {
-            if !sizes.is_empty(k.output) {
-                nests.push(sizes.extents(k).iter().map(|&e| e as u64).collect());
-            }
-        }
-        nests
-    }
-
     /// The buffer the result lives in (through reshapes), and whether a
     /// kernel writes it (else it is an argument or a weight).
     fn result_root(&self) -> (usize, bool) {
@@ -313,9 +321,7 @@ impl Execute for NativeFunction {
     fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, pool: &ThreadPool) -> Result<Option<HostTensor>, RuntimeError> {
         call.require(&self.signature)?;
         let sizes = self.sizes(call)?;
-        for extents in self.nests(&sizes) {
-            crate::call::check_work(&self.signature.name, &extents)?;
-        }
+        sizes.check_work(&self.signature.name)?;
         let threads = pool.threads();
         if threads > 1 && self.plan.kernels.iter().any(|k| splits(&sizes, k, threads)) {
             pool.install(|| self.run(&sizes, call, into, threads))
@@ -326,8 +332,7 @@ impl Execute for NativeFunction {
 
     fn work(&self, call: &CheckedCall<'_>) -> Result<u128, RuntimeError> {
         let sizes = self.sizes(call)?;
-        let nests = self.nests(&sizes);
-        Ok(nests.iter().map(|e| crate::call::iterations(e)).max().unwrap_or(0))
+        Ok(sizes.work())
     }
 
     /// Every temporary (all live for the whole call, rounded up to whole

@@ -173,9 +173,7 @@ impl Execute for CudaFunction {
         call.require(&self.signature)?;
         let p = &self.plan.plan;
         let sizes = Sizes::of(p, call)?;
-        for k in p.kernels.iter().filter(|k| !sizes.is_empty(k.output)) {
-            crate::call::check_work(&self.signature.name, &sizes.extents(k).iter().map(|&e| e as u64).collect::<Vec<_>>())?;
-        }
+        sizes.check_work(&self.signature.name)?;
         let result_dtype = p.buffers[p.result].dtype;
         let result_len = sizes.elements(p.result)?;
         if let Some(out) = into.as_deref()
@@ -265,13 +263,6 @@ impl Execute for CudaFunction {
     }
 
     fn work(&self, call: &CheckedCall<'_>) -> Result<u128, RuntimeError> {
-        let p = &self.plan.plan;
-        let sizes = Sizes::of(p, call)?;
-        Ok(p.kernels
-            .iter()
-            .filter(|k| !sizes.is_empty(k.output))
-            .map(|k| crate::call::iterations(&sizes.extents(k).iter().map(|&e| e as u64).collect::<Vec<_>>()))
-            .max()
-            .unwrap_or(0))
+        Ok(Sizes::of(&self.plan.plan, call)?.work())
     }
 }
