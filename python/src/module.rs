@@ -246,7 +246,8 @@ pub fn bind<'py>(function: &str, params: &[Parameter], args: &Bound<'py, PyTuple
             if held.iter().any(|(n, _)| *n == name) {
                 return Err(error(format!("argument '{name}' is given twice")));
             }
-            held.push((name, Held::new(&key.extract::<String>()?, *host, &object)?));
+            let value = Held::new(&name, *host, &object)?;
+            held.push((name, value));
         }
     }
     Ok(held)
