@@ -110,6 +110,25 @@ impl Imported {
     }
 }
 
+/// The shape of a tensor as nax reads it (a host scalar's: none).
+pub fn shape(input: &Input<'_>) -> Vec<usize> {
+    match input {
+        Input::View(v) => v.shape().to_vec(),
+        Input::Copied(t) => t.shape().to_vec(),
+        Input::Scalar(_) => vec![],
+    }
+}
+
+/// A tensor's elements in nax's own memory (a view copied; `what` names
+/// it in errors).
+pub fn to_host(input: Input<'_>, what: &str) -> PyResult<nax_runtime::HostTensor> {
+    match input {
+        Input::View(v) => v.to_host().map_err(|e| crate::errors::error(format!("{what}: {e}"))),
+        Input::Copied(t) => Ok(t),
+        Input::Scalar(_) => Err(crate::errors::error(format!("{what}: a scalar, not a tensor"))),
+    }
+}
+
 /// The layout of a tensor to export: its element type, shape, strides in
 /// elements and the address of element 0, over memory `owner` keeps.
 pub struct Layout<O: Send + Sync + 'static> {

@@ -212,13 +212,13 @@ impl CArgument {
         let mut argument = CArgument { name, tensor: empty, shape: vec![], strides: vec![], axes: vec![], axis_pointers: vec![], scalar: [0; 8] };
         let view = match input {
             Input::Scalar(s) => {
-                let (dtype, bytes) = match *s {
-                    Scalar::Float(x) => (DType::F64, x.to_ne_bytes()),
-                    Scalar::Int(x) => (DType::I64, x.to_ne_bytes()),
-                    Scalar::Bool(x) => (DType::Bool, [u8::from(x), 0, 0, 0, 0, 0, 0, 0]),
+                let dtype = match *s {
+                    Scalar::Float(_) => DType::F64,
+                    Scalar::Int(_) => DType::I64,
+                    Scalar::Bool(_) => DType::Bool,
                 };
                 argument.tensor.dtype = dl_dtype(dtype);
-                argument.scalar = bytes;
+                argument.scalar = s.to_ne_bytes();
                 return Ok(argument);
             }
             Input::View(v) => v.clone(),

@@ -7,7 +7,7 @@
 //! The GIL is released while a call is checked and run, and while a
 //! program compiles.
 
-use crate::dlpack::{Imported, type_name};
+use crate::dlpack::{Imported, to_host, type_name};
 use crate::errors::{error, from_nax};
 use crate::tensor::Tensor;
 use nax::{Arg, Backend, Engine, HostType, ParamType, Scalar, Signature};
@@ -53,8 +53,8 @@ fn weights(program: nax::Program, weights: &Bound<'_, PyAny>) -> PyResult<nax::P
             let name: String = key.extract().map_err(|_| error(format!("weights: a key is a weight's name, not a {}", type_name(&key))))?;
             let what = format!("weight '{name}'");
             let host = match value.cast::<Tensor>() {
-                Ok(t) => owned(t.borrow().input(&what)?, &what)?,
-                Err(_) => owned(Imported::new(&what, &value)?.input(&what)?, &what)?,
+                Ok(t) => to_host(t.borrow().input(&what)?, &what)?,
+                Err(_) => to_host(Imported::new(&what, &value)?.input(&what)?, &what)?,
             };
             tensors.push((name, host));
         }
@@ -63,15 +63,6 @@ fn weights(program: nax::Program, weights: &Bound<'_, PyAny>) -> PyResult<nax::P
     let path: PathBuf =
         weights.extract().map_err(|_| error(format!("weights: a path to a safetensors file or a dict of tensors, not a {}", type_name(weights))))?;
     py.detach(|| program.with_weights_file(&path)).map_err(error)
-}
-
-/// An input's elements in nax's own memory.
-fn owned(input: Input<'_>, what: &str) -> PyResult<nax::HostTensor> {
-    match input {
-        Input::View(v) => v.to_host().map_err(|e| error(format!("{what}: {e}"))),
-        Input::Copied(t) => Ok(t),
-        Input::Scalar(_) => Err(error(format!("{what}: a scalar, not a tensor"))),
-    }
 }
 
 /// Compiles a nax program (PYTHON.md).

@@ -9,7 +9,7 @@
 //! keeps them as text; the kind comes back on the way out); joining an
 //! axis labelled by `int`s with one labelled by `str`s is an error.
 
-use crate::dlpack::{Imported, Layout, type_name};
+use crate::dlpack::{Imported, Layout, shape, to_host, type_name};
 use crate::errors::error;
 use nax_capi::Input;
 use nax_runtime::{BinaryOp, DType, HostTensor, NamedTensor, TensorView};
@@ -82,11 +82,7 @@ impl Tensor {
     /// Its elements, shape and dtype, under its names, as a host tensor (a
     /// copy of foreign memory).
     fn host(&self) -> PyResult<HostTensor> {
-        match self.input("the tensor")? {
-            Input::View(v) => v.to_host().map_err(error),
-            Input::Copied(t) => Ok(t),
-            Input::Scalar(_) => Err(error("internal error: a tensor read as a scalar")),
-        }
+        to_host(self.input("the tensor")?, "the tensor")
     }
 
     /// The runtime's named tensor of the same elements, names and labels.
@@ -218,7 +214,7 @@ impl Operand {
             Ok(t) => t.borrow(),
             Err(_) => {
                 let imported = Imported::new("an operand", object)?;
-                let rank = imported.input("an operand")?.arg_rank();
+                let rank = shape(&imported.input("an operand")?).len();
                 let plain = Tensor { storage: Arc::new(Storage::Foreign(imported)), names: vec![None; rank], coords: vec![None; rank] };
                 return Ok(Operand::Tensor(plain.named()?, Vec::new()));
             }
@@ -235,21 +231,6 @@ impl Operand {
                 let dtype = number_dtype(kind, other.unwrap_or(DType::F32));
                 Ok((NamedTensor::new(HostTensor::scalar_f64(dtype, x), vec![]).map_err(error)?, Vec::new()))
             }
-        }
-    }
-}
-
-/// The rank of an argument as the runtime reads it.
-trait Rank {
-    fn arg_rank(&self) -> usize;
-}
-
-impl Rank for Input<'_> {
-    fn arg_rank(&self) -> usize {
-        match self {
-            Input::View(v) => v.rank(),
-            Input::Copied(t) => t.shape().len(),
-            Input::Scalar(_) => 0,
         }
     }
 }
@@ -289,7 +270,7 @@ impl Tensor {
                 }
                 Err(_) => {
                     let imported = Imported::new("data", data)?;
-                    let rank = imported.input("data")?.arg_rank();
+                    let rank = shape(&imported.input("data")?).len();
                     (Arc::new(Storage::Foreign(imported)), vec![None; rank], vec![None; rank])
                 }
             };
@@ -305,11 +286,7 @@ impl Tensor {
                 }
             };
             let probe = Tensor { storage: Arc::clone(&storage), names: names.clone(), coords: vec![None; rank] };
-            let shape = match probe.input("data")? {
-                Input::View(v) => v.shape().to_vec(),
-                Input::Copied(t) => t.shape().to_vec(),
-                Input::Scalar(_) => vec![],
-            };
+            let shape = shape(&probe.input("data")?);
             let coords = match coords {
                 Some(c) => parse_coords(&names, &shape, Some(c))?,
                 // Labels stay with their axes while the names do.

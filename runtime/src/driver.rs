@@ -15,7 +15,7 @@ use crate::error::RuntimeError;
 use crate::gemm::{Micro, Product, Strided, multiply, with_scratch};
 use crate::memory::Peak;
 use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, IndexCheck, KernelPlan, NativePlan, Nest, Operand, SizeRef, Strategy};
-use crate::signature::{Scalar, Signature};
+use crate::signature::Signature;
 use crate::tensor::{HostTensor, TensorData};
 use crate::threads::ThreadPool;
 use crate::view::TensorMut;
@@ -434,14 +434,9 @@ impl NativeFunction {
         let mut scalar_of = vec![None; p.buffers.len()];
         for (b, buffer) in p.buffers.iter().enumerate() {
             if let BufferKind::Input(i) = buffer.kind {
-                let bytes = match call.scalar(i) {
-                    Some(Scalar::Float(x)) => x.to_ne_bytes(),
-                    Some(Scalar::Int(x)) => x.to_ne_bytes(),
-                    Some(Scalar::Bool(x)) => [u8::from(x), 0, 0, 0, 0, 0, 0, 0],
-                    None => continue,
-                };
+                let Some(scalar) = call.scalar(i) else { continue };
                 scalar_of[b] = Some(scalars.len());
-                scalars.push(u64::from_ne_bytes(bytes));
+                scalars.push(u64::from_ne_bytes(scalar.to_ne_bytes()));
             }
         }
         let mut pool = std::mem::take(&mut *self.temporaries.lock().map_err(|_| RuntimeError::Internal("a previous call panicked".into()))?);

@@ -51,6 +51,16 @@ impl Scalar {
             Scalar::Bool(_) => HostType::Bool,
         }
     }
+
+    /// The 8 bytes kernels read a host scalar from: an f64, an i64, or a
+    /// bool's byte (0 or 1) followed by zeros.
+    pub fn to_ne_bytes(self) -> [u8; 8] {
+        match self {
+            Scalar::Float(x) => x.to_ne_bytes(),
+            Scalar::Int(x) => x.to_ne_bytes(),
+            Scalar::Bool(x) => [u8::from(x), 0, 0, 0, 0, 0, 0, 0],
+        }
+    }
 }
 
 /// One axis of a tensor type: its name, if any, and its size.

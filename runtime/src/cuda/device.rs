@@ -75,11 +75,6 @@ impl CudaFunction {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(CudaFunction { signature, plan, context, entries, _module: module })
     }
-
-    /// The plan it runs.
-    pub fn plan(&self) -> &CudaPlan {
-        &self.plan
-    }
 }
 
 /// The driver's log of JIT-compiling `ptx` (loaded again with a log
@@ -182,14 +177,7 @@ impl Execute for CudaFunction {
             return Err(RuntimeError::OutputBuffer { expected_dtype: result_dtype, expected_len: result_len, dtype: out.dtype(), len: out.len() });
         }
         // Host scalars as the kernels read them: 8 bytes, the value first.
-        let scalars: Vec<[u8; 8]> = (0..call.len())
-            .map(|i| match call.scalar(i) {
-                Some(Scalar::Float(x)) => x.to_ne_bytes(),
-                Some(Scalar::Int(x)) => x.to_ne_bytes(),
-                Some(Scalar::Bool(x)) => [u8::from(x), 0, 0, 0, 0, 0, 0, 0],
-                None => [0; 8],
-            })
-            .collect();
+        let scalars: Vec<[u8; 8]> = (0..call.len()).map(|i| call.scalar(i).map_or([0; 8], Scalar::to_ne_bytes)).collect();
         let stream = self.context.default_stream();
         let memory = self.allocate(&stream, &sizes, call, &scalars)?;
         let slot_values: Vec<i64> = if sizes.slots.is_empty() { vec![0] } else { sizes.slots.clone() };
