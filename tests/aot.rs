@@ -62,25 +62,35 @@ fn build_text(source: &str, dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
 /// small library (every nax header declares the same types).
 fn harness() -> &'static Path {
     static HARNESS: OnceLock<PathBuf> = OnceLock::new();
-    HARNESS.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("nax-aot-harness-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        build_text("def f(x: [n]) -> [n] {\n    return x\n}\n", &dir, "tiny", &[]);
-        let exe = dir.join("harness");
-        let out = Command::new("cc")
-            .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-I"])
-            .arg(&dir)
-            .arg("-DNAX_HEADER=\"tiny.h\"")
-            .arg(root().join("tests/aot/harness.c"))
-            .arg("-o")
-            .arg(&exe)
-            .args(["-ldl", "-lpthread"])
-            .output()
-            .expect("run cc");
-        assert!(out.status.success(), "the C harness does not compile:\n{}", String::from_utf8_lossy(&out.stderr));
-        exe
-    })
+    HARNESS.get_or_init(|| build_harness("harness", &[]).unwrap_or_else(|e| panic!("the C harness does not compile:\n{e}")))
+}
+
+/// The harness compiled with AddressSanitizer, or why `cc` cannot build it
+/// here (a compiler without libasan).
+fn harness_asan() -> Result<&'static Path, &'static str> {
+    static HARNESS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    HARNESS.get_or_init(|| build_harness("harness-asan", &["-fsanitize=address", "-fno-omit-frame-pointer"])).as_deref().map_err(String::as_str)
+}
+
+/// Compiles `tests/aot/harness.c` with extra flags into a directory of its own.
+fn build_harness(label: &str, flags: &[&str]) -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!("nax-aot-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    build_text("def f(x: [n]) -> [n] {\n    return x\n}\n", &dir, "tiny", &[]);
+    let exe = dir.join("harness");
+    let out = Command::new("cc")
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-I"])
+        .arg(&dir)
+        .arg("-DNAX_HEADER=\"tiny.h\"")
+        .args(flags)
+        .arg(root().join("tests/aot/harness.c"))
+        .arg("-o")
+        .arg(&exe)
+        .args(["-ldl", "-lpthread"])
+        .output()
+        .expect("run cc");
+    if out.status.success() { Ok(exe) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
 }
 
 /// One argument of a request: a DLTensor as the harness builds it.
@@ -677,6 +687,64 @@ fn good_args() -> Vec<ArgSpec> {
     ]
 }
 
+/// Host scalars whose one element lies outside what the caller described:
+/// past `capacity`, at a `byte_offset` that wraps the address space,
+/// misaligned; each is `NAX_ERR_ARGUMENT` naming the parameter.
+fn host_scalar_cases() -> Vec<BadCall> {
+    let with = |f: &dyn Fn(&mut ArgSpec)| {
+        let mut a = good_args();
+        f(&mut a[2]);
+        a
+    };
+    vec![
+        (
+            "a host scalar past its capacity",
+            "scaled",
+            with(&|k| {
+                k.capacity = 8;
+                k.byte_offset = 8;
+            }),
+            1,
+            vec!["scaled", "'k'", "capacity"],
+        ),
+        ("a host scalar at byte_offset 2^64 - 8", "scaled", with(&|k| k.byte_offset = u64::MAX - 7), 1, vec!["scaled", "'k'", "address space"]),
+        (
+            "a misaligned host scalar",
+            "scaled",
+            with(&|k| {
+                k.data = Some(vec![0; 16]);
+                k.byte_offset = 4;
+                k.capacity = 16;
+            }),
+            1,
+            vec!["scaled", "'k'", "aligned"],
+        ),
+    ]
+}
+
+/// The host-scalar cases through the harness built with AddressSanitizer
+/// (tensors in `malloc`ed memory): each is refused, and nothing is read
+/// outside the argument's bytes.
+#[test]
+fn host_scalars_outside_their_bytes_are_refused_under_address_sanitizer() {
+    let exe = match harness_asan() {
+        Ok(exe) => exe,
+        Err(why) => {
+            println!("skipped: cc cannot build the harness with -fsanitize=address here:\n{why}");
+            return;
+        }
+    };
+    let scratch = Scratch::new("asan");
+    let lib = build_text(KINDS, &scratch.0, "kinds", &[]);
+    let w = scratch.0.join("w.safetensors");
+    write_weights(&w, &HashMap::from([("w".to_string(), HostTensor::from_f64(DType::F32, vec![3], vec![None], &[1.0, 2.0, 3.0]).unwrap())]));
+    for (what, function, args, status, words) in host_scalar_cases() {
+        let options = RunOptions { weights: Some(&w), env: vec![("ASAN_OPTIONS", "detect_leaks=0")], ..RunOptions::default() };
+        let got = call_with(exe, &lib, "kinds", function, &args, &options);
+        assert!(got.status == status && words.iter().all(|w| got.error.contains(w)) && got.result.is_none(), "{what}: status {}: {}", got.status, got.error);
+    }
+}
+
 /// A bad call: what it is, the function, the arguments, the status
 /// expected and words its message must contain.
 type BadCall = (&'static str, &'static str, Vec<ArgSpec>, i32, Vec<&'static str>);
@@ -783,8 +851,10 @@ fn bad_input_through_the_abi_gets_its_code_and_message() {
             vec!["scaled", "'alpha'"],
         ),
         ("a NULL host scalar", "scaled", with(&|a| a[2].data = None), 1, vec!["scaled", "'k'", "NULL"]),
-        ("a bool that is not 0 or 1", "scaled", with(&|a| a[3].data = Some(vec![2])), 0, vec![]),
+        ("a bool that is not 0 or 1", "scaled", with(&|a| a[3].data = Some(vec![2])), 1, vec!["scaled", "'flip'", "byte 2"]),
     ];
+    let mut cases = cases;
+    cases.extend(host_scalar_cases());
     let mut failures = Vec::new();
     for (what, function, args, status, words) in cases {
         let got = call(&lib, "kinds", function, &args, &RunOptions { weights: Some(&w), guard: true, ..RunOptions::default() });

@@ -524,7 +524,7 @@ fn unknowable(e: &str, generated: bool) -> bool {
 }
 
 /// Runs cases on every back end and PyTorch; gives the disagreements.
-fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
+pub(crate) fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
     let mut rng = SmallRng::seed_from_u64(5);
     let dir = std::env::temp_dir().join(format!("nax-backends-{label}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

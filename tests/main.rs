@@ -3,6 +3,7 @@
 //! - `aot`: AOT shared libraries (`nax build --emit so`, ABI.md) called from a C harness;
 //! - `api`: the host API (`nax::Engine`) end to end, and the runtime's dependency tree;
 //! - `backends`: every case on every back end, compared with the interpreter and PyTorch;
+//! - `calls`: derived sizes through calls (split, groups, keyword sizes, slices, concat, `as`, ...) on every back end;
 //! - `conformance`: the shared checker cases (`../shared/conformance`), through `nax check --format json`;
 //! - `diagnostics`: file-driven tests, `.nax` beside its expected rendered `.stderr` (`NAX_BLESS=1` updates);
 //! - `explain`: every error code's documented examples;
@@ -19,6 +20,7 @@
 mod aot;
 mod api;
 mod backends;
+mod calls;
 mod cli;
 mod conformance;
 mod cuda;

@@ -265,16 +265,18 @@ impl Lowerer<'_> {
                 }
                 for &(size, i) in &callee.size_arguments {
                     let size = map_size(size, &callee_map);
-                    match xs.get(i).map(|&x| &self.g.graph[x].op) {
-                        Some(Op::Input { index, .. }) => self.g.size_arguments.push((size, *index)),
-                        Some(Op::Literal(Literal::Int(v))) => {
-                            self.g.symbols.unify(size, Size::Const(u64::try_from(*v).unwrap_or(0)));
+                    let Some(&x) = xs.get(i) else { continue };
+                    match self.int_size(x) {
+                        Some(value) => {
+                            self.g.symbols.unify(size, value);
                         }
-                        Some(Op::SizeValue(s)) => {
-                            self.g.symbols.unify(size, *s);
+                        None => {
+                            return Err(LowerError(format!(
+                                "the size `{}` of `{}` is given by an `int` that is not a sum, difference or product of `int` parameters, literals and sizes: nax cannot size the call",
+                                self.g.symbols.display(size),
+                                callee.name
+                            )));
                         }
-                        // Computed at run time: the size stays unknown, and a run that needs it says so.
-                        _ => {}
                     }
                 }
                 let out = self.function(callee, params, &callee_map)?;
@@ -284,6 +286,36 @@ impl Lowerer<'_> {
                 if self.ty(out) == &ty { out } else { self.g.add(Op::Rename, ty, &[out]) }
             }
         })
+    }
+
+    /// The size an `int` value gives (a keyword size passed by a caller):
+    /// a parameter (a free size bound from it at the call, one per
+    /// parameter), a literal, a size, or a sum, difference or product of
+    /// those, in the size algebra (a difference must not be negative: the
+    /// call boundary checks it). `None` for anything else.
+    fn int_size(&mut self, n: NodeIndex) -> Option<Size> {
+        let operands = self.g.operands(n);
+        match self.g.graph[n].op.clone() {
+            Op::Input { index, name } => {
+                if let Some(&(size, _)) = self.g.size_arguments.iter().find(|&&(_, i)| i == index) {
+                    return Some(size);
+                }
+                let size = Size::Sym(self.g.symbols.fresh(&name, Default::default()));
+                self.g.size_arguments.push((size, index));
+                Some(size)
+            }
+            Op::Literal(Literal::Int(v)) => u64::try_from(v).ok().map(Size::Const),
+            Op::SizeValue(s) => Some(s),
+            Op::Rename => self.int_size(*operands.first()?),
+            Op::Map { func: MapFn::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul)), .. } if operands.len() == 2 => {
+                let (a, b) = (self.int_size(operands[0])?, self.int_size(operands[1])?);
+                match op {
+                    BinaryOp::Mul => self.g.symbols.mul(a, b, Default::default()),
+                    _ => self.g.symbols.add_sub(a, b, op == BinaryOp::Sub, Default::default()),
+                }
+            }
+            _ => None,
+        }
     }
 
     /// Requires two tensor types' sizes to be equal, axis by axis (an inlined
@@ -521,7 +553,7 @@ impl Lowerer<'_> {
         let rest: Vec<Elem> = elems.iter().enumerate().filter(|(i, _)| *i != s).map(|(_, e)| e.clone()).collect();
         let matched = self.match_elems(&rest, &out_elems);
         let kept: Vec<usize> = matched.iter().flatten().copied().collect();
-        let ty = map_type(ty, &[])?;
+        let ty = map_type(ty, map)?;
         let mut out = Vec::with_capacity(count);
         for index in 0..count {
             let axes = rest.iter().map(|e| Axis { name: e.name.clone(), size: e.size }).collect();

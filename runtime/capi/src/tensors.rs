@@ -59,7 +59,7 @@ pub unsafe fn argument<'s, 'a>(signature: &'s Signature, i: usize, a: &'a NaxArg
         .ok_or_else(|| format!("{what}: dtype {} is not one nax takes (f16, bf16, f32, f64, i32, i64, bool, one lane)", describe(t.dtype)))?;
     let value = match &param.ty {
         // SAFETY: the caller's contract.
-        ParamType::Host(h) => Input::Scalar(unsafe { scalar(&what, *h, dtype, t) }?),
+        ParamType::Host(h) => Input::Scalar(unsafe { scalar(&what, *h, dtype, t, a.capacity) }?),
         // SAFETY: the caller's contract.
         ParamType::Tensor(_) => unsafe { tensor(&what, dtype, t, a.axes, a.capacity) }?,
     };
@@ -67,29 +67,40 @@ pub unsafe fn argument<'s, 'a>(signature: &'s Signature, i: usize, a: &'a NaxArg
 }
 
 /// A host scalar from a rank-0 tensor (f64 or f32 for float, i64 or i32
-/// for int, bool for bool; an integer tensor also gives a float).
+/// for int, bool for bool; an integer tensor also gives a float). The
+/// tensor goes through [`tensor`]'s checks first, as every argument does:
+/// its one element must lie within `capacity` bytes, at an address the
+/// `byte_offset` does not carry outside memory, aligned for its dtype, and a
+/// `bool`'s byte must be 0 or 1.
 ///
 /// # Safety
-/// `t.data` is NULL or points to one element at `byte_offset`.
-unsafe fn scalar(what: &str, h: HostType, dtype: DType, t: &DLTensor) -> Result<Scalar, String> {
+/// `t`'s pointers are valid as ABI.md says; when `capacity` is 0, the
+/// element at `byte_offset` is the caller's memory.
+unsafe fn scalar(what: &str, h: HostType, dtype: DType, t: &DLTensor, capacity: u64) -> Result<Scalar, String> {
     if t.ndim != 0 {
         return Err(format!("{what} is a host {}: pass a rank-0 tensor, not rank {}", h.as_str(), t.ndim));
     }
-    if t.data.is_null() {
-        return Err(format!("{what}: the data pointer is NULL"));
+    if matches!(dtype, DType::F16 | DType::BF16) {
+        return Err(format!("{what} is a host {}: pass f64, f32, i64, i32 or bool, not {}", h.as_str(), dtype.as_str()));
     }
-    let offset = usize::try_from(t.byte_offset).map_err(|_| format!("{what}: byte_offset {} is too large", t.byte_offset))?;
-    let p = (t.data as *const u8).wrapping_add(offset);
-    // SAFETY: one element of `dtype` at `p` (the caller's contract); read unaligned.
-    let value = unsafe {
-        match dtype {
-            DType::F64 => Scalar::Float(p.cast::<f64>().read_unaligned()),
-            DType::F32 => Scalar::Float(f64::from(p.cast::<f32>().read_unaligned())),
-            DType::I64 => Scalar::Int(p.cast::<i64>().read_unaligned()),
-            DType::I32 => Scalar::Int(i64::from(p.cast::<i32>().read_unaligned())),
-            DType::Bool => Scalar::Bool(p.read() != 0),
-            DType::F16 | DType::BF16 => return Err(format!("{what} is a host {}: pass f64, f32, i64, i32 or bool, not {}", h.as_str(), dtype.as_str())),
+    // SAFETY: the caller's contract, as `tensor` states it.
+    let value = match unsafe { tensor(what, dtype, t, std::ptr::null(), capacity) }? {
+        Input::Copied(copy) => match copy.data() {
+            TensorData::Bool(b) if b.len() == 1 => Scalar::Bool(b[0]),
+            _ => return Err(format!("{what}: internal error: a rank-0 bool tensor did not give one bool")),
+        },
+        Input::View(view) => {
+            let bytes = view.contiguous_bytes().ok_or_else(|| format!("{what}: internal error: a rank-0 tensor is not contiguous"))?;
+            match dtype {
+                DType::F64 => bytes.try_into().map(|b| Scalar::Float(f64::from_ne_bytes(b))),
+                DType::F32 => bytes.try_into().map(|b| Scalar::Float(f64::from(f32::from_ne_bytes(b)))),
+                DType::I64 => bytes.try_into().map(|b| Scalar::Int(i64::from_ne_bytes(b))),
+                DType::I32 => bytes.try_into().map(|b| Scalar::Int(i64::from(i32::from_ne_bytes(b)))),
+                _ => return Err(format!("{what}: internal error: a {} host scalar was not checked", dtype.as_str())),
+            }
+            .map_err(|_| format!("{what}: internal error: a rank-0 tensor is not one element"))?
         }
+        Input::Scalar(s) => s,
     };
     match (h, value) {
         (HostType::Float, Scalar::Float(_) | Scalar::Int(_)) | (HostType::Int, Scalar::Int(_)) | (HostType::Bool, Scalar::Bool(_)) => Ok(value),

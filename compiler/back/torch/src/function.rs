@@ -5,7 +5,7 @@
 use crate::names::Namer;
 use crate::{EmitError, dtype_name};
 use nax_front::CheckedModule;
-use nax_front::check::sizes::SymId;
+use nax_front::check::sizes::{Size, SymId};
 use nax_front::check::types::{DType, Type};
 use nax_front::checked::{CheckedFn, TStmt};
 use nax_front::syntax::ast::HostType;
@@ -79,6 +79,7 @@ impl<'a> FnEmitter<'a> {
             body.push(e.statement(stmt)?);
         }
         let (sizes, unresolved) = e.size_plan();
+        let (body, unresolved) = e.bind_from_values(body, unresolved)?;
         let mut text = signature;
         text.push_str(&format!("{INDENT}\"\"\"{}\"\"\"\n", f.signature().replace('\\', "\\\\").replace('"', "'")));
         if e.needs_dev {
@@ -158,6 +159,31 @@ impl<'a> FnEmitter<'a> {
             Some(name) => format!("{name}.device"),
             None => "None".to_string(),
         }
+    }
+
+    /// Binds the sizes the parameters and weights do not give (a size a
+    /// callee derives from a keyword, used by the caller) from the shape of
+    /// the first value that has them, right after the statement that binds
+    /// it; gives the body and what is still unresolved.
+    fn bind_from_values(&mut self, body: Vec<String>, unresolved: Vec<SymId>) -> Result<(Vec<String>, Vec<SymId>), EmitError> {
+        let mut unresolved = unresolved;
+        let mut out = Vec::with_capacity(body.len());
+        for (stmt, line) in self.f.body.iter().zip(body) {
+            out.push(line);
+            let TStmt::Assign { targets, .. } = stmt else { continue };
+            for &t in targets {
+                let Some(Type::Tensor(ty)) = self.f.bindings.get(t).map(|b| &b.ty) else { continue };
+                for (k, axis) in ty.axes.iter().enumerate() {
+                    let Size::Sym(root) = self.f.symbols.resolve(axis.size) else { continue };
+                    if let Some(at) = unresolved.iter().position(|&r| r == root) {
+                        unresolved.remove(at);
+                        let var = self.size_var(root.0);
+                        out.push(format!("{var} = {}.shape[{k}]", self.local(t)?));
+                    }
+                }
+            }
+        }
+        Ok((out, unresolved))
     }
 
     /// One statement.

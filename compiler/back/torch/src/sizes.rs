@@ -46,7 +46,7 @@ impl FnEmitter<'_> {
     }
 
     /// The Python variable of a size class, named after its symbol.
-    fn size_var(&mut self, root: u32) -> String {
+    pub(crate) fn size_var(&mut self, root: u32) -> String {
         if let Some(v) = self.size_vars.get(&root) {
             return v.clone();
         }
