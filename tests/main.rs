@@ -12,6 +12,7 @@
 //! - `cli`: the command line's exit codes and outputs;
 //! - `cuda`: the CUDA target without a GPU: PTX for every case and workload, checked and assembled by `ptxas`;
 //! - `exec`: the shared execution cases, through `nax run` on every back end;
+//! - `footprint`: a size planted wrong after verification is the driver's internal error on every native back end;
 //! - `examples`: the example models check clean;
 //! - `native_math`: the accuracy of the native back ends' f32 math over the whole f32 range;
 //! - `gpt2`: examples/gpt2 against transformers' GPT-2 (prefill, decoding step, greedy generation);
@@ -27,6 +28,7 @@ mod cuda;
 mod diagnostics;
 mod examples;
 mod exec;
+mod footprint;
 mod explain;
 #[path = "support/generate.rs"]
 mod generate;

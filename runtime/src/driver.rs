@@ -14,7 +14,7 @@ use crate::dtype::DType;
 use crate::error::RuntimeError;
 use crate::gemm::{Micro, Product, Strided, multiply, with_scratch};
 use crate::memory::Peak;
-use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, IndexCheck, KernelPlan, NativePlan, Nest, Operand, SizeRef, Strategy};
+use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, IndexCheck, KernelPlan, NativePlan, Nest, Operand, Reach, SizeRef, Strategy};
 use crate::signature::Signature;
 use crate::tensor::{HostTensor, TensorData};
 use crate::threads::ThreadPool;
@@ -263,6 +263,75 @@ impl<'p> Sizes<'p> {
             .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))
     }
 
+    /// The elements each buffer's memory holds at this call: an argument's
+    /// or a weight's as given (a host scalar is one), a temporary's as its
+    /// shape says, an alias its buffer's; `None` for a tile's scratch,
+    /// which the attention kernel sizes itself.
+    pub(crate) fn memory(&self, call: &CheckedCall<'_>) -> Result<Vec<Option<usize>>, RuntimeError> {
+        let mut memory: Vec<Option<usize>> = Vec::with_capacity(self.plan.buffers.len());
+        for (b, buffer) in self.plan.buffers.iter().enumerate() {
+            memory.push(match &buffer.kind {
+                BufferKind::Input(i) => Some(call.tensor(*i).map_or(1, |t| t.len())),
+                BufferKind::Weight(name) => call.weight(name).map(|t| t.len()),
+                BufferKind::Temporary => Some(self.elements(b)?),
+                BufferKind::Alias(a) => memory.get(*a).copied().flatten(),
+                BufferKind::Tile => None,
+            });
+        }
+        Ok(memory)
+    }
+
+    /// The footprint check: before any kernel runs, every buffer each kernel
+    /// would read or write, as far as it reaches along each axis at this
+    /// call, lies inside the buffer's shape and its memory (`memory`, from
+    /// [`Sizes::memory`] or a device's own buffers). The compiler proves
+    /// this; the check makes a compiler bug an internal error instead of
+    /// an access outside a buffer. O(kernels x accesses x rank).
+    pub(crate) fn check_footprints(&self, memory: &[Option<usize>]) -> Result<(), RuntimeError> {
+        for (n, k) in self.plan.kernels.iter().enumerate() {
+            // A kernel with nothing to write, or an empty loop, is not run
+            // or reads nothing its loops index.
+            if self.is_empty(k.output) || k.loops.iter().any(|&l| self.value(l) == 0) {
+                continue;
+            }
+            'access: for a in &k.footprint {
+                let Some(len) = memory.get(a.buffer).copied().flatten() else { continue };
+                let shape = self.shape(a.buffer);
+                let steps = crate::view::row_major_steps(&shape);
+                let verb = if a.write { "write" } else { "read" };
+                let mut last: u128 = 0;
+                for (axis, (&r, (&size, &step))) in a.reach.iter().zip(shape.iter().zip(&steps)).enumerate() {
+                    let reach = match r {
+                        Reach::Positions(s) => self.value(s),
+                        Reach::Computed => size,
+                    };
+                    if reach == 0 {
+                        continue 'access;
+                    }
+                    if reach > size {
+                        return Err(RuntimeError::Internal(format!(
+                            "kernel k{n} would {verb} buffer {} at position {} of axis {axis}, which has {size}",
+                            a.buffer,
+                            reach - 1
+                        )));
+                    }
+                    last += (reach as u128 - 1) * step.unsigned_abs() as u128;
+                }
+                if last >= len as u128 {
+                    return Err(RuntimeError::Internal(format!("kernel k{n} would {verb} buffer {} at offset {last} of {len}", a.buffer)));
+                }
+            }
+        }
+        // The result is read whole (copied out when it is an argument or a weight).
+        let result = self.plan.result;
+        if let Some(len) = memory.get(result).copied().flatten()
+            && self.elements(result)? > len
+        {
+            return Err(RuntimeError::Internal(format!("the result would read buffer {result} to element {} of {len}", self.elements(result)?)));
+        }
+        Ok(())
+    }
+
     /// Each loop's step through `operand`'s buffer, in elements, and the
     /// fixed offset, for a kernel of `loops` loops.
     fn steps(&self, loops: usize, operand: &Operand) -> (Vec<isize>, isize) {
@@ -425,6 +494,7 @@ impl NativeFunction {
         {
             return Err(RuntimeError::OutputBuffer { expected_dtype: result_dtype, expected_len: result_len, dtype: out.dtype(), len: out.len() });
         }
+        sizes.check_footprints(&sizes.memory(call)?)?;
         let mut result_data = match (&into, written_by_kernel) {
             (None, true) => Some(room(result_dtype, result_len)?),
             _ => None,

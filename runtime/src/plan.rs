@@ -249,6 +249,35 @@ pub struct KernelPlan {
     /// Indices to check before it runs (`take`'s).
     #[serde(default)]
     pub checks: Vec<IndexCheck>,
+    /// Every buffer it reads or writes and how far along each axis: the
+    /// driver checks these against the buffers' memory at each call before
+    /// any kernel runs, so that a compiler bug is an internal error, never
+    /// an access outside a buffer.
+    #[serde(default)]
+    pub footprint: Vec<Access>,
+}
+
+/// How far a kernel reaches along one axis of a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reach {
+    /// Positions `0..n`: a loop of extent `n`, a constant position `n - 1`
+    /// (`n` is then a constant), or 1 for a broadcast.
+    Positions(SizeRef),
+    /// Positions computed while the kernel runs, kept inside the axis by
+    /// the kernel itself (a concatenation's clamped positions, a slice's
+    /// `start + step * i`) or by an [`IndexCheck`] (`take`'s indices).
+    Computed,
+}
+
+/// One buffer a kernel reads or writes, with its reach along each axis.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Access {
+    /// The buffer.
+    pub buffer: usize,
+    /// Whether the kernel writes it (its output) rather than reads it.
+    pub write: bool,
+    /// One reach per axis of the buffer.
+    pub reach: Vec<Reach>,
 }
 
 /// A check the driver runs before a kernel: every integer of `buffer`
@@ -362,6 +391,17 @@ impl NativePlan {
             if !fits {
                 return bad(format!("kernel {i} does not fit its buffers and loops"));
             }
+            let access_ok = |a: &Access| {
+                a.buffer < buffers
+                    && a.reach.len() == self.buffers[a.buffer].shape.len()
+                    && a.reach.iter().all(|r| match r {
+                        Reach::Positions(s) => size_ok(s),
+                        Reach::Computed => true,
+                    })
+            };
+            if !k.footprint.iter().all(access_ok) {
+                return bad(format!("kernel {i} has a footprint outside its buffers"));
+            }
             if k.checks.iter().any(|c| c.buffer >= buffers || !size_ok(&c.bound) || !matches!(self.buffers[c.buffer].dtype, DType::I32 | DType::I64)) {
                 return bad(format!("kernel {i} checks indices it cannot read"));
             }
@@ -387,6 +427,7 @@ mod tests {
                 loops: vec![SizeRef::Const(4)],
                 strategy: Strategy::Nest(Nest { loops: 1, parallel: true, grain: 1, flat: 0 }),
                 checks: Vec::new(),
+                footprint: vec![Access { buffer: 1, write: true, reach: vec![Reach::Positions(SizeRef::Const(4))] }],
             }],
             microkernels: vec![Microkernel { dtype: DType::F32, rows: 4, cols: 8, lanes: 8 }],
             result: 1,
@@ -435,6 +476,10 @@ mod tests {
             blocking: Blocking { depth: 64, rows: 8, cols: 8 },
             epilogue: false,
         });
+        broken.push(p);
+        // A footprint of another rank than its buffer's.
+        let mut p = nest();
+        p.kernels[0].footprint[0].reach.push(Reach::Computed);
         broken.push(p);
         // A microkernel whose columns are not whole vectors.
         let mut p = nest();

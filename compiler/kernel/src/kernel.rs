@@ -184,6 +184,27 @@ impl Expr {
         }
     }
 
+    /// Every buffer the expression reads and, per axis, what indexes it
+    /// (`None`: a position a gather computes while the kernel runs), in
+    /// order: the accesses of the runtime's footprint check.
+    pub fn reads(&self) -> Vec<(usize, Vec<Option<Index>>)> {
+        let mut out = Vec::new();
+        let mut stack = vec![self];
+        while let Some(e) = stack.pop() {
+            match e {
+                Expr::Load { buffer, index } => out.push((*buffer, index.iter().copied().map(Some).collect())),
+                Expr::Gather { buffer, index, computed } => {
+                    let axes = index.iter().enumerate().map(|(a, &i)| (!computed.iter().any(|(c, _)| *c == a)).then_some(i)).collect();
+                    out.push((*buffer, axes));
+                    stack.extend(computed.iter().map(|(_, e)| e));
+                }
+                Expr::Apply { args, .. } => stack.extend(args),
+                _ => {}
+            }
+        }
+        out
+    }
+
     /// Every load of the expression, with its indices, in order.
     pub fn loads(&self) -> Vec<(usize, &[Index])> {
         fn visit<'e>(e: &'e Expr, out: &mut Vec<(usize, &'e [Index])>) {

@@ -180,6 +180,10 @@ impl Execute for CudaFunction {
         let scalars: Vec<[u8; 8]> = (0..call.len()).map(|i| call.scalar(i).map_or([0; 8], Scalar::to_ne_bytes)).collect();
         let stream = self.context.default_stream();
         let memory = self.allocate(&stream, &sizes, call, &scalars)?;
+        // The footprint check, against the device buffers' own lengths.
+        let lengths: Vec<Option<usize>> =
+            p.buffers.iter().enumerate().map(|(b, buffer)| memory[self.root(b)].as_ref().map(|m| m.len() / buffer.dtype.size_bytes())).collect();
+        sizes.check_footprints(&lengths)?;
         let slot_values: Vec<i64> = if sizes.slots.is_empty() { vec![0] } else { sizes.slots.clone() };
         let slots = stream.clone_htod(&slot_values).map_err(failed("copying the size slots to the GPU"))?;
         let slot_counts: Vec<u64> = sizes.slots.iter().map(|&s| s as u64).collect();

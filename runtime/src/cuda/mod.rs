@@ -149,7 +149,7 @@ mod tests {
             plan: NativePlan {
                 slots: vec![crate::SymId(0)],
                 buffers: vec![buffer(BufferKind::Input(0)), buffer(BufferKind::Temporary)],
-                kernels: vec![KernelPlan { output: 1, loops: shape.clone(), strategy: Strategy::Nest(nest), checks: vec![] }],
+                kernels: vec![KernelPlan { output: 1, loops: shape.clone(), strategy: Strategy::Nest(nest), checks: vec![], footprint: vec![] }],
                 microkernels: vec![],
                 result: 1,
             },

@@ -7,7 +7,7 @@
 
 use nax_kernel::{Body, Expr, Kernel, Program};
 use nax_runtime::Size;
-use nax_runtime::plan::{AttentionPlan, BufferPlan, GemmPlan, IndexCheck, KernelPlan, Nest, Operand, SizeRef, Strategy};
+use nax_runtime::plan::{Access, AttentionPlan, BufferPlan, GemmPlan, Index, IndexCheck, KernelPlan, Nest, Operand, Reach, SizeRef, Strategy};
 use nax_runtime::{NativePlan, SymId};
 use std::collections::HashMap;
 
@@ -109,7 +109,30 @@ impl Slots {
             Strategy::Nest(Nest { loops: k.loops.len(), parallel: k.parallel_loop(), grain: parallel_tile(k), flat: k.schedule.flat })
         };
         let checks = k.checks.iter().map(|c| IndexCheck { buffer: c.buffer, bound: self.size(p, c.bound), axis: c.axis.clone() }).collect();
-        Some(KernelPlan { output: k.output, loops, strategy, checks })
+        Some(KernelPlan { output: k.output, loops, strategy, checks, footprint: self.footprint(p, k) })
+    }
+
+    /// Every buffer the kernel writes (its output, over its output loops)
+    /// or reads (each load, each gather's positions that loops index), with
+    /// its reach along each axis, for the driver's footprint check.
+    fn footprint(&self, p: &Program, k: &Kernel) -> Vec<Access> {
+        let extent = |l: usize| k.loops.get(l).map_or(SizeRef::Const(0), |lp| self.size(p, lp.extent));
+        let reach = |i: Option<Index>| match i {
+            Some(Index::Loop(l)) => Reach::Positions(extent(l)),
+            Some(Index::Const(c)) => Reach::Positions(SizeRef::Const(c as u64 + 1)),
+            Some(Index::Zero) => Reach::Positions(SizeRef::Const(1)),
+            None => Reach::Computed,
+        };
+        let rank = p.buffers.get(k.output).map_or(0, |b| b.shape.len());
+        let mut out = vec![Access { buffer: k.output, write: true, reach: (0..rank).map(|l| Reach::Positions(extent(l))).collect() }];
+        let staged = k.schedule.transpose.iter().map(|t| (t.buffer, t.index.iter().copied().map(Some).collect()));
+        for (buffer, index) in k.values().flat_map(Expr::reads).chain(staged) {
+            let access = Access { buffer, write: false, reach: index.into_iter().map(reach).collect() };
+            if !out.contains(&access) {
+                out.push(access);
+            }
+        }
+        out
     }
 }
 
