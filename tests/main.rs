@@ -28,8 +28,8 @@ mod cuda;
 mod diagnostics;
 mod examples;
 mod exec;
-mod footprint;
 mod explain;
+mod footprint;
 #[path = "support/generate.rs"]
 mod generate;
 mod gpt2;

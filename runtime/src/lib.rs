@@ -24,6 +24,7 @@
 
 #![warn(missing_docs)]
 
+pub mod algebra;
 mod binding;
 mod call;
 pub mod cpu;

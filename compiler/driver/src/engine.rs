@@ -117,7 +117,7 @@ impl Engine {
 
 /// One function's compiled code, made on first use: the function, or the
 /// stage that failed and its message.
-type Compiling = OnceLock<Result<Arc<nax_runtime::Function>, (&'static str, String)>>;
+type Compiling = OnceLock<Result<Arc<nax_runtime::Function>, Arc<Error>>>;
 
 /// A checked module with its functions' compiled code and its thread pool.
 struct Compiled {
@@ -153,16 +153,11 @@ impl Program {
         // to its host.
         let compiled = cell.get_or_init(|| {
             let mut timings = Timings::start();
-            c.pool.install(|| pipeline::compile_function(&c.module, name, c.options.backend, c.options.optimize, &mut timings)).map(Arc::new).map_err(|e| {
-                match e {
-                    Error::Compile { stage, message } => (stage, message),
-                    other => ("lower", other.to_string()),
-                }
-            })
+            c.pool.install(|| pipeline::compile_function(&c.module, name, c.options.backend, c.options.optimize, &mut timings)).map(Arc::new).map_err(Arc::new)
         });
         match compiled {
             Ok(f) => Ok(Function { program: self.clone(), function: Arc::clone(f) }),
-            Err((stage, message)) => Err(Error::Compile { stage, message: message.clone() }),
+            Err(e) => Err(Error::Shared(Arc::clone(e))),
         }
     }
 

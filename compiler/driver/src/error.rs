@@ -31,12 +31,12 @@ pub enum Error {
     /// A stage of the compiler failed: lowering (an unsupported construct,
     /// a graph too large), rewriting, kernel formation or code generation.
     /// Messages that begin `internal error:` are bugs of nax.
-    #[error("{message}")]
+    #[error("{error}")]
     Compile {
-        /// The stage: `lower`, `rewrite`, `kernels`, `codegen`.
+        /// The stage: `lower`, `rewrite`, `kernels`, `codegen`, `emit`, `link`.
         stage: &'static str,
-        /// What went wrong.
-        message: String,
+        /// What went wrong, as the stage's own error.
+        error: StageError,
     },
     /// Packaging an AOT library failed: files could not be written, or
     /// the system's C compiler could not link.
@@ -48,12 +48,42 @@ pub enum Error {
     /// The runtime refused a call, a tensor or a file.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// The error an earlier attempt met, kept (a function that failed to
+    /// compile fails the same way at every use).
+    #[error(transparent)]
+    Shared(std::sync::Arc<Error>),
+}
+
+/// Why a stage of the compiler failed: each stage's own error type.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum StageError {
+    /// Lowering the checked program to a graph.
+    #[error(transparent)]
+    Lower(#[from] nax_ir::LowerError),
+    /// Rewriting the graph.
+    #[error(transparent)]
+    Optimize(#[from] nax_passes::OptimizeError),
+    /// Forming kernels.
+    #[error(transparent)]
+    Form(#[from] nax_kernel::FormError),
+    /// Generating code.
+    #[error(transparent)]
+    Codegen(#[from] nax_back_native::CodegenError),
+    /// Writing PyTorch code.
+    #[error(transparent)]
+    Emit(#[from] nax_back_torch::EmitError),
+    /// A stage's output does not verify (a bug of nax): every problem found.
+    #[error("internal error: the {what} of `{function}` do{} not verify: {}", if .what.ends_with('s') { "" } else { "es" }, .problems.join("; "))]
+    Verify { what: &'static str, function: String, problems: Vec<String> },
+    /// The plans or the manifest of a library do not serialise (a bug of nax).
+    #[error("internal error: the {what} do not serialise: {message}")]
+    Serialise { what: &'static str, message: String },
 }
 
 impl Error {
-    /// A failure of `stage` with this message.
-    pub(crate) fn stage(stage: &'static str) -> impl FnOnce(String) -> Error {
-        move |message| Error::Compile { stage, message }
+    /// A failure of `stage` with that stage's error.
+    pub(crate) fn stage<E: Into<StageError>>(stage: &'static str) -> impl FnOnce(E) -> Error {
+        move |error| Error::Compile { stage, error: error.into() }
     }
 }
 

@@ -15,7 +15,7 @@ pub mod pipeline;
 mod timings;
 
 pub use engine::{Engine, Function, Program};
-pub use error::{Error, diagnostics_json};
+pub use error::{Error, StageError, diagnostics_json};
 pub use nax_runtime::{
     Arg, DType, HostTensor, HostType, Param, ParamType, RuntimeError, Scalar, Signature, Size, TensorData, TensorMut, TensorSpec, TensorView, ThreadPool,
     Value, bind, bind_owned, read_tensors, write_tensor_atomic, write_tensors_atomic,

@@ -4,7 +4,7 @@
 //! verifier run after every stage that builds IR and each stage's time
 //! recorded in a [`Timings`].
 
-use crate::error::Error;
+use crate::error::{Error, StageError};
 use crate::timings::Timings;
 pub use nax_back_llvm::{Cpu, NAMED_CPUS};
 use nax_front::CheckedModule;
@@ -109,7 +109,7 @@ impl Lowered {
 /// (when `optimize`) and verified again. Records `lower` and `rewrite`.
 pub fn lower(module: &CheckedModule, name: &str, optimize: bool, timings: &mut Timings) -> Result<Lowered, Error> {
     function(module, name)?;
-    let lowered = nax_ir::lower(module, name).map_err(|e| Error::Compile { stage: "lower", message: e.to_string() })?;
+    let lowered = nax_ir::lower(module, name).map_err(Error::stage("lower"))?;
     verify_graph(&lowered, "graph")?;
     timings.mark("lower");
     let rewritten = if optimize {
@@ -132,12 +132,12 @@ fn function<'m>(module: &'m CheckedModule, name: &str) -> Result<&'m CheckedFn, 
         .ok_or_else(|| Error::UnknownFunction { name: name.to_string(), available: module.functions.iter().map(|f| f.name.clone()).collect() })
 }
 
-fn verify_graph(g: &Graph, what: &str) -> Result<(), Error> {
+fn verify_graph(g: &Graph, what: &'static str) -> Result<(), Error> {
     let problems = nax_ir::verify(g);
     if problems.is_empty() {
         return Ok(());
     }
-    Err(Error::Compile { stage: "lower", message: format!("internal error: the {what} of `{}` does not verify: {}", g.name, problems.join("; ")) })
+    Err(Error::Compile { stage: "lower", error: StageError::Verify { what, function: g.name.clone(), problems } })
 }
 
 /// The kernels of a graph, formed for `target` and verified.
@@ -145,10 +145,7 @@ pub fn kernels(graph: &Graph, target: &Target) -> Result<nax_kernel::Program, Er
     let program = nax_kernel::form(graph, target).map_err(Error::stage("kernels"))?;
     let problems = nax_kernel::verify(&program);
     if !problems.is_empty() {
-        return Err(Error::Compile {
-            stage: "kernels",
-            message: format!("internal error: the kernels of `{}` do not verify: {}", graph.name, problems.join("; ")),
-        });
+        return Err(Error::Compile { stage: "kernels", error: StageError::Verify { what: "kernels", function: graph.name.clone(), problems } });
     }
     Ok(program)
 }

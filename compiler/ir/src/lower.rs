@@ -12,7 +12,7 @@ use nax_front::check::types::{Axis, Kind, TensorType, Type as Checked, arith_dty
 use nax_front::checked::{CheckedFn, CheckedModule, Elem, IndexEntry, PatternOp, ResolvedPattern, TExpr, TExprKind, TStmt};
 use nax_ops::BinaryOp;
 use nax_runtime::DType;
-use nax_runtime::Size;
+use nax_runtime::{Size, SymDef};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::HashMap;
 
@@ -21,20 +21,44 @@ use std::collections::HashMap;
 pub const MAX_NODES: usize = 1_000_000;
 
 /// Why a function cannot be lowered.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LowerError(pub String);
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum LowerError {
+    /// The module has no function of this name.
+    #[error("no function `{name}` in the module")]
+    NoFunction { name: String },
+    /// The function has errors: the checker's diagnostics say which.
+    #[error("function `{name}` did not check")]
+    Unchecked { name: String },
+    /// Inlining its calls made the graph larger than [`MAX_NODES`].
+    #[error("`{function}` is too large after inlining its calls (over {limit} nodes)")]
+    TooLarge { function: String, limit: usize },
+    /// A call passes a keyword size as an `int` the size algebra cannot express.
+    #[error(
+        "the size `{size}` of `{callee}` is given by an `int` that is not a sum, difference or product of `int` parameters, literals and sizes: nax cannot size the call"
+    )]
+    UnsizedKeyword { callee: String, size: String },
+    /// The checked program is not as the checker makes them: a bug of nax.
+    #[error("internal error: {what} (lowering `{function}`)")]
+    Internal { function: String, what: String },
+}
 
-impl std::fmt::Display for LowerError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// An internal error; [`lower`] names the function.
+fn internal(what: impl Into<String>) -> LowerError {
+    LowerError::Internal { function: String::new(), what: what.into() }
 }
 
 /// Lowers the module's function `name` to a graph.
 pub fn lower(module: &CheckedModule, name: &str) -> Result<Graph, LowerError> {
-    let f = module.functions.iter().find(|f| f.name == name).ok_or_else(|| LowerError(format!("no function `{name}` in the module")))?;
+    lower_function(module, name).map_err(|e| match e {
+        LowerError::Internal { what, .. } => LowerError::Internal { function: name.to_string(), what },
+        e => e,
+    })
+}
+
+fn lower_function(module: &CheckedModule, name: &str) -> Result<Graph, LowerError> {
+    let f = module.functions.iter().find(|f| f.name == name).ok_or_else(|| LowerError::NoFunction { name: name.to_string() })?;
     if !f.ok {
-        return Err(LowerError(format!("function `{name}` did not check")));
+        return Err(LowerError::Unchecked { name: name.to_string() });
     }
     let mut l = Lowerer {
         module,
@@ -82,7 +106,7 @@ fn map_type(ty: &Checked, map: &[Size]) -> Result<Type, LowerError> {
             Ok(Type::Tensor(TensorType { axes: t.axes.iter().map(|a| Axis { name: a.name.clone(), size: map_size(a.size, map) }).collect(), ..t.clone() }))
         }
         Checked::Host(h, range) => Ok(Type::Host(*h, *range)),
-        Checked::Error => Err(LowerError("internal error: a value that did not check reached the lowering".into())),
+        Checked::Error => Err(internal("a value that did not check reached the lowering")),
     }
 }
 
@@ -132,12 +156,12 @@ impl Lowerer<'_> {
                 }
             }
         }
-        Err(LowerError(format!("function `{}` has no return", f.name)))
+        Err(internal(format!("function `{}` has no return", f.name)))
     }
 
     fn expr(&mut self, e: &TExpr, env: &[Option<NodeIndex>], f: &CheckedFn, map: &[Size]) -> Result<NodeIndex, LowerError> {
         if self.g.graph.node_count() > MAX_NODES {
-            return Err(LowerError(format!("`{}` is too large after inlining its calls (over {MAX_NODES} nodes)", self.g.name)));
+            return Err(LowerError::TooLarge { function: self.g.name.clone(), limit: MAX_NODES });
         }
         nax_front::syntax::with_stack(|| self.expr_inner(e, env, f, map))
     }
@@ -149,7 +173,7 @@ impl Lowerer<'_> {
             TExprKind::Int(v) => self.g.add(Op::Literal(Literal::Int(i64::try_from(*v).unwrap_or(i64::MAX))), ty, &[]),
             TExprKind::Float(v) => self.g.add(Op::Literal(Literal::Float(*v)), ty, &[]),
             TExprKind::Bool(v) => self.g.add(Op::Literal(Literal::Bool(*v)), ty, &[]),
-            TExprKind::Local(i) => env.get(*i).copied().flatten().ok_or_else(|| LowerError(format!("`{}` used before it is bound", f.bindings[*i].name)))?,
+            TExprKind::Local(i) => env.get(*i).copied().flatten().ok_or_else(|| internal(format!("`{}` used before it is bound", f.bindings[*i].name)))?,
             TExprKind::Weight(w) => {
                 let weight = &self.module.weights[*w];
                 if let Some(&n) = self.weights.get(&weight.name) {
@@ -234,7 +258,7 @@ impl Lowerer<'_> {
                     for (j, &r) in align[k].iter().enumerate() {
                         perm[r] = j;
                     }
-                    let operand = tensor(self.ty(x)).cloned().ok_or_else(|| LowerError("concat of a host scalar".into()))?;
+                    let operand = tensor(self.ty(x)).cloned().ok_or_else(|| internal("concat of a host scalar"))?;
                     let axes_in_order = perm.iter().map(|&j| operand.axes[j].clone()).collect();
                     joined.push(if perm.iter().enumerate().all(|(i, &j)| i == j) { x } else { self.view(Op::Permute { perm }, x, axes_in_order) });
                 }
@@ -271,11 +295,7 @@ impl Lowerer<'_> {
                             self.g.symbols.unify(size, value);
                         }
                         None => {
-                            return Err(LowerError(format!(
-                                "the size `{}` of `{}` is given by an `int` that is not a sum, difference or product of `int` parameters, literals and sizes: nax cannot size the call",
-                                self.g.symbols.display(size),
-                                callee.name
-                            )));
+                            return Err(LowerError::UnsizedKeyword { callee: callee.name.clone(), size: self.g.symbols.display(size) });
                         }
                     }
                 }
@@ -323,7 +343,37 @@ impl Lowerer<'_> {
     fn unify_axes(&mut self, a: &Type, b: &Type) {
         if let (Some(a), Some(b)) = (tensor(a), tensor(b)) {
             for (x, y) in a.axes.iter().zip(&b.axes) {
-                self.g.symbols.unify(x.size, y.size);
+                self.unify_sizes(x.size, y.size);
+            }
+        }
+    }
+
+    /// Requires `a == b`; where both are derived by the same operation
+    /// with one operand in common, the other operands are equal too (the
+    /// checker sizes a call's result with its own copy of each size the
+    /// callee derives, `r*m` with a fresh `r`; inlined, it meets the
+    /// callee's `r*n`, and `r` is the callee's `r`).
+    fn unify_sizes(&mut self, a: Size, b: Size) {
+        self.g.symbols.unify(a, b);
+        let def = |l: &Self, s: Size| match s {
+            Size::Sym(id) => l.g.symbols.data(id).map(|d| d.def.clone()),
+            Size::Const(_) => None,
+        };
+        let (Some(x), Some(y)) = (def(self, a), def(self, b)) else { return };
+        let pairs = match (x, y) {
+            (SymDef::Mul(a1, b1), SymDef::Mul(a2, b2)) => vec![(a1, a2, b1, b2), (a1, b2, b1, a2)],
+            (SymDef::Add(a1, b1), SymDef::Add(a2, b2)) => vec![(a1, a2, b1, b2), (a1, b2, b1, a2)],
+            (SymDef::Sub(a1, b1), SymDef::Sub(a2, b2)) | (SymDef::Div(a1, b1), SymDef::Div(a2, b2)) => vec![(a1, a2, b1, b2)],
+            _ => Vec::new(),
+        };
+        for (p1, p2, q1, q2) in pairs {
+            if self.g.symbols.same(p1, p2) {
+                self.unify_sizes(q1, q2);
+                return;
+            }
+            if self.g.symbols.same(q1, q2) {
+                self.unify_sizes(p1, p2);
+                return;
             }
         }
     }
@@ -401,7 +451,7 @@ impl Lowerer<'_> {
         match op {
             PatternOp::Rearrange | PatternOp::Reduce(_) | PatternOp::Repeat => {
                 let (Some(&x), Some(input)) = (xs.first(), p.inputs.first()) else {
-                    return Err(LowerError("internal error: a pattern without an operand".into()));
+                    return Err(internal("a pattern without an operand"));
                 };
                 let (x, elems) = self.elementary(x, &mapped(input));
                 let matched = self.match_elems(&elems, &out_elems);
@@ -414,7 +464,7 @@ impl Lowerer<'_> {
                         x
                     } else {
                         let axes = remaining.iter().map(|e| Axis { name: e.name.clone(), size: e.size }).collect();
-                        let base = tensor(&ty).cloned().ok_or_else(|| LowerError("reduce of a host scalar".into()))?;
+                        let base = tensor(&ty).cloned().ok_or_else(|| internal("reduce of a host scalar"))?;
                         let rty = Type::Tensor(TensorType { axes, kind: Kind::Plain, ..base });
                         self.g.add(Op::Reduce { op: red, axes: reduced }, rty, &[x])
                     };
@@ -445,13 +495,13 @@ impl Lowerer<'_> {
                     p.inputs.iter().map(|side| side.iter().flatten().map(|e| label(e.name.as_deref().unwrap_or("_"))).collect()).collect();
                 let named_out: Vec<&Elem> = out_elems.iter().filter(|e| e.name.is_some()).collect();
                 let output: Vec<usize> = named_out.iter().map(|e| label(e.name.as_deref().unwrap_or("_"))).collect();
-                let base = tensor(&ty).cloned().ok_or_else(|| LowerError("einsum of host scalars".into()))?;
+                let base = tensor(&ty).cloned().ok_or_else(|| internal("einsum of host scalars"))?;
                 let axes = named_out.iter().map(|e| Axis { name: e.name.clone(), size: e.size }).collect();
                 let cty = Type::Tensor(TensorType { axes, ..base });
                 let c = self.g.add(Op::Contract { labels: ins, output }, cty, xs);
                 Ok(self.finish(c, ty))
             }
-            PatternOp::Split { .. } => Err(LowerError("split must bind its results to names".into())),
+            PatternOp::Split { .. } => Err(internal("split must bind its results to names")),
         }
     }
 
@@ -462,8 +512,8 @@ impl Lowerer<'_> {
     /// call inlined a literal in the axis, else a gather of one index
     /// (negative counts from the end), checked while the call runs.
     fn index(&mut self, x: NodeIndex, entries: &[IndexEntry], values: &HashMap<usize, NodeIndex>, ty: Type, map: &[Size]) -> Result<NodeIndex, LowerError> {
-        let result = tensor(&ty).cloned().ok_or_else(|| LowerError("indexing gives a tensor".into()))?;
-        let mut axes = tensor(self.ty(x)).map(|t| t.axes.clone()).ok_or_else(|| LowerError("indexing of a host scalar".into()))?;
+        let result = tensor(&ty).cloned().ok_or_else(|| internal("indexing gives a tensor"))?;
+        let mut axes = tensor(self.ty(x)).map(|t| t.axes.clone()).ok_or_else(|| internal("indexing of a host scalar"))?;
         let mut x = x;
         let dropped =
             |a: usize| entries.iter().filter(|e| matches!(e, IndexEntry::Element { axis, .. } | IndexEntry::ElementAt { axis, .. } if *axis < a)).count();
@@ -490,7 +540,7 @@ impl Lowerer<'_> {
                 x = self.view(Op::Select { axis: *axis, index: at, count }, x, axes.clone());
             }
             if let IndexEntry::ElementAt { axis, .. } = e {
-                let value = values.get(axis).copied().ok_or_else(|| LowerError("an index without its value".into()))?;
+                let value = values.get(axis).copied().ok_or_else(|| internal("an index without its value"))?;
                 let size = axes[*axis].size;
                 axes.remove(*axis);
                 let literal = self.literal_int(value);
@@ -511,7 +561,7 @@ impl Lowerer<'_> {
                 let negative = self.g.add(map_of(MapFn::Binary(BinaryOp::Lt), 2), Type::Host(nax_runtime::HostType::Bool, None), &[value, zero]);
                 let wrapped = scalar(self, map_of(MapFn::Binary(BinaryOp::Add), 2), &[value, count]);
                 let index = scalar(self, map_of(MapFn::Builtin(nax_ops::Elementwise::Where), 3), &[negative, wrapped, value]);
-                let base = tensor(self.ty(x)).cloned().ok_or_else(|| LowerError("indexing of a host scalar".into()))?;
+                let base = tensor(self.ty(x)).cloned().ok_or_else(|| internal("indexing of a host scalar"))?;
                 let taken = Type::Tensor(TensorType { axes: axes.clone(), kind: Kind::Plain, ..base });
                 x = self.g.add(Op::Take { axis: *axis }, taken, &[x, index]);
             }

@@ -1,11 +1,13 @@
 //! The verifier: checks every node's operands against its operation and its
-//! type. Run after lowering and after any pass; a graph that fails is a
+//! type, proving sizes equal in the size algebra ([`Algebra`]: normal
+//! forms, so a split's `2 * (d / 2)` is `d` whatever symbols name them). Run after lowering and after any pass; a graph that fails is a
 //! compiler bug, reported with the node and what is wrong.
 
 use crate::graph::Type;
 use crate::graph::{Graph, Op};
 use nax_front::check::types::TensorType;
 use nax_runtime::Size;
+use nax_runtime::algebra::Algebra;
 use petgraph::graph::NodeIndex;
 
 /// Every problem found, as `%N: message`; empty when the graph is well formed.
@@ -15,8 +17,10 @@ pub fn verify(g: &Graph) -> Vec<String> {
         errors.push("the graph has a cycle".to_string());
         return errors;
     }
+    let table = g.symbols.table();
+    let algebra = Algebra::new(&table);
     for n in g.graph.node_indices() {
-        if let Err(message) = check_node(g, n) {
+        if let Err(message) = check_node(g, &algebra, n) {
             errors.push(format!("%{}: {message}", n.index()));
         }
     }
@@ -38,11 +42,13 @@ fn sizes(ty: &Type) -> Vec<Size> {
     tensor(ty).map(|t| t.axes.iter().map(|a| a.size).collect()).unwrap_or_default()
 }
 
-fn check_node(g: &Graph, n: NodeIndex) -> Result<(), String> {
+/// Checks one node; sizes are equal when the size algebra proves it
+/// (their normal forms agree), whatever symbols name them.
+fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), String> {
     let node = &g.graph[n];
     let ops = g.operands(n);
     let ty = |i: usize| &g.graph[ops[i]].ty;
-    let same = |a: Size, b: Size| g.symbols.same(a, b);
+    let same = |a: Size, b: Size| g.symbols.same(a, b) || algebra.equal(a, b);
     let is_one = |s: Size| g.symbols.constant(s) == Some(1);
     let count = |want: usize| if ops.len() == want { Ok(()) } else { Err(format!("expects {want} operands, has {}", ops.len())) };
     let out = sizes(&node.ty);
@@ -118,10 +124,15 @@ fn check_node(g: &Graph, n: NodeIndex) -> Result<(), String> {
         Op::Reshape => {
             count(1)?;
             let product = |v: &[Size]| v.iter().try_fold(1u64, |p, &s| g.symbols.constant(s).and_then(|c| p.checked_mul(c)));
-            if let (Some(a), Some(b)) = (product(&sizes(ty(0))), product(&out))
+            let input = sizes(ty(0));
+            if let (Some(a), Some(b)) = (product(&input), product(&out))
                 && a != b
             {
                 return Err(format!("reshape from {a} to {b} elements"));
+            }
+            if !algebra.equal_products(&input, &out) {
+                let shown = |v: &[Size]| v.iter().map(|&s| g.symbols.display(s)).collect::<Vec<_>>().join(" ");
+                return Err(format!("reshape from [{}] to [{}]: the element counts are not provably equal", shown(&input), shown(&out)));
             }
         }
         Op::Rename => {

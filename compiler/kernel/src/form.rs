@@ -162,9 +162,24 @@ fn substitute(e: &Expr, at: &[Index]) -> Expr {
     substitute_at(e, &at.iter().map(|&i| At::Index(i)).collect::<Vec<_>>())
 }
 
+/// Why a graph's kernels could not be formed: a graph that is not as the
+/// lowering and the optimizer make them (each a bug of nax).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum FormError {
+    /// The graph has a cycle.
+    #[error("internal error: the graph of `{function}` has a cycle")]
+    Cycle { function: String },
+    /// A node cannot become a kernel or an index map.
+    #[error("internal error: node %{node} of `{function}`: {what}")]
+    Node { function: String, node: usize, what: String },
+    /// The graph's output has no value.
+    #[error("internal error: the graph of `{function}` has no output")]
+    NoOutput { function: String },
+}
+
 /// Forms the kernels of a graph, for a machine of this target.
-pub fn form(g: &Graph, target: &Target) -> Result<Program, String> {
-    let order = petgraph::algo::toposort(&g.graph, None).map_err(|_| "the graph has a cycle".to_string())?;
+pub fn form(g: &Graph, target: &Target) -> Result<Program, FormError> {
+    let order = petgraph::algo::toposort(&g.graph, None).map_err(|_| FormError::Cycle { function: g.name.clone() })?;
     let mut f = Former {
         g,
         p: Program {
@@ -181,7 +196,7 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, String> {
         checks: Vec::new(),
     };
     for n in order {
-        let v = f.node(n)?;
+        let v = f.node(n).map_err(|what| FormError::Node { function: g.name.clone(), node: n.index(), what })?;
         f.values.insert(n, v);
     }
     f.materialize(g.output);
@@ -199,7 +214,7 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, String> {
             });
             b
         }
-        Some(Value::Inline { .. }) | None => return Err("the graph has no output".into()),
+        Some(Value::Inline { .. }) | None => return Err(FormError::NoOutput { function: g.name.clone() }),
     };
     if let Some(last) = f.p.kernels.last_mut() {
         last.checks.append(&mut f.checks);

@@ -13,7 +13,7 @@ mod target;
 pub mod text;
 mod verify;
 
-pub use form::form;
+pub use form::{FormError, form};
 pub use kernel::{AttentionLoops, Body, Buffer, BufferKind, Estimate, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule, Transpose};
 pub use target::{ProductKernel, Target};
 pub use verify::verify;

@@ -395,9 +395,9 @@ pub fn extract(eg: &EG, root: Id) -> Option<(f64, RecExpr<ENode>)> {
 }
 
 /// A graph as an e-graph: its analysis and the output's class.
-pub fn to_egraph(g: &Graph) -> Result<(EG, Id), String> {
+pub fn to_egraph(g: &Graph) -> Result<(EG, Id), crate::OptimizeError> {
     let mut eg = EG::new(Types::new(g.symbols.clone()));
-    let order = petgraph::algo::toposort(&g.graph, None).map_err(|_| format!("internal error: the graph of `{}` has a cycle", g.name))?;
+    let order = petgraph::algo::toposort(&g.graph, None).map_err(|_| crate::OptimizeError::Cycle { function: g.name.clone() })?;
     let mut class: HashMap<NodeIndex, Id> = HashMap::new();
     for n in order {
         let children = g.operands(n).iter().map(|o| class[o]).collect();

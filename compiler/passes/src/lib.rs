@@ -67,9 +67,26 @@ pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
     Ok(all)
 }
 
+/// Why the optimizer failed; each is a bug of nax.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum OptimizeError {
+    /// A rewrite rule could not be built.
+    #[error("internal error: a rewrite rule does not build: {0}")]
+    Rule(String),
+    /// The graph given has a cycle.
+    #[error("internal error: the graph of `{function}` has a cycle")]
+    Cycle { function: String },
+    /// A rule made two values of contradicting types equal (the message names both).
+    #[error("{message} (optimizing `{function}`)")]
+    Contradiction { function: String, message: String },
+    /// Extraction found no term for the output.
+    #[error("internal error: the optimizer found no term for the output of `{function}`")]
+    NoTerm { function: String },
+}
+
 /// The graph rewritten by every family, and what saturation did. The
 /// graph is returned unchanged when the extracted one is not cheaper.
-pub fn optimize(g: &Graph) -> Result<(Graph, Report), String> {
+pub fn optimize(g: &Graph) -> Result<(Graph, Report), OptimizeError> {
     let (eg, root) = language::to_egraph(g)?;
     let before = language::extract(&eg, root).map_or(f64::INFINITY, |(c, _)| c);
     let runner = Runner::default()
@@ -78,9 +95,9 @@ pub fn optimize(g: &Graph) -> Result<(Graph, Report), String> {
         .with_node_limit(NODE_LIMIT)
         .with_iter_limit(ITERATION_LIMIT)
         .with_time_limit(TIME_LIMIT)
-        .run(&rules()?);
-    if let Some(e) = &runner.egraph.analysis.contradiction {
-        return Err(e.clone());
+        .run(&rules().map_err(OptimizeError::Rule)?);
+    if let Some(message) = &runner.egraph.analysis.contradiction {
+        return Err(OptimizeError::Contradiction { function: g.name.clone(), message: message.clone() });
     }
     let mut applied: Vec<(String, usize)> = Vec::new();
     for it in &runner.iterations {
@@ -94,7 +111,7 @@ pub fn optimize(g: &Graph) -> Result<(Graph, Report), String> {
     applied.retain(|(_, n)| *n > 0);
     applied.sort();
     let Some((after, best)) = language::extract(&runner.egraph, root) else {
-        return Err(format!("internal error: the optimizer found no term for the output of `{}`", g.name));
+        return Err(OptimizeError::NoTerm { function: g.name.clone() });
     };
     let report = Report {
         stop_reason: runner.stop_reason.as_ref().map_or("unknown".to_string(), |s| format!("{s:?}")),

@@ -14,18 +14,29 @@ use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, ModuleError, default_libcall_names};
 use emit::{KernelEmitter, kernel_signature};
-use nax_back_native::{LIBM, Slots};
+use nax_back_native::{CodegenError, LIBM, Slots};
 use nax_kernel::Program;
-use nax_runtime::{KernelFn, NativeFunction, Signature};
+use nax_runtime::{KernelFn, NativeFunction, NativePlan, Signature};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// JIT-compiles a function's kernels (verified) for the host, calling
 /// `stage(name)` as each stage ends (`codegen`, `link`). `signature` is
 /// the function's, which its calls are checked against.
-pub fn compile(program: &Program, signature: Arc<Signature>, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, String> {
+pub fn compile(program: &Program, signature: Arc<Signature>, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, CodegenError> {
     let slots = Slots::new(program);
     let plan = slots.plan(program)?;
+    compile_planned(program, &slots, plan, signature, stage).map_err(CodegenError::backend("cranelift", &program.name))
+}
+
+/// [`compile`] once the plan is made.
+fn compile_planned(
+    program: &Program,
+    slots: &Slots,
+    plan: NativePlan,
+    signature: Arc<Signature>,
+    stage: &mut dyn FnMut(&'static str),
+) -> Result<NativeFunction, String> {
     let mut module = host_module()?;
     let libm = declare_libm(&mut module)?;
     let entry = kernel_signature(&module);
@@ -45,7 +56,7 @@ pub fn compile(program: &Program, signature: Arc<Signature>, stage: &mut dyn FnM
         match kernel {
             Some(kernel) => {
                 let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &kernel.buffers());
-                nax_back_native::lower_kernel(&mut emitter, program, &slots, kernel);
+                nax_back_native::lower_kernel(&mut emitter, program, slots, kernel);
                 emitter.finish();
             }
             None => {

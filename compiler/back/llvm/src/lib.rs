@@ -24,9 +24,9 @@ use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine};
-use nax_back_native::{Slots, lower_kernel, lower_microkernel};
+use nax_back_native::{CodegenError, Slots, lower_kernel, lower_microkernel};
 use nax_kernel::Program;
-use nax_runtime::{KernelFn, NativeFunction, Signature};
+use nax_runtime::{KernelFn, NativeFunction, NativePlan, Signature};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
@@ -311,7 +311,13 @@ fn add_kernels<'ctx>(
 /// `<program>_k<i>` and its microkernels as `<program>_m<i>`, with the
 /// driver's signature, for `cpu` (baseline x86-64 with exactly its
 /// features, tuned for it), position-independent.
-pub fn emit(programs: &[Program], artifact: Artifact, cpu: Cpu) -> Result<Vec<u8>, String> {
+pub fn emit(programs: &[Program], artifact: Artifact, cpu: Cpu) -> Result<Vec<u8>, CodegenError> {
+    let name = programs.first().map_or("", |p| p.name.as_str());
+    emit_programs(programs, artifact, cpu).map_err(CodegenError::backend("llvm", name))
+}
+
+/// [`emit`]'s work.
+fn emit_programs(programs: &[Program], artifact: Artifact, cpu: Cpu) -> Result<Vec<u8>, String> {
     let h = &host_for(cpu)?;
     let tm = target_machine(h)?;
     let slots: Vec<Slots> = programs.iter().map(Slots::new).collect();
@@ -394,13 +400,24 @@ fn jit(p: &Program, which: &[usize], bitcode: &[u8]) -> Result<(Code, Vec<(usize
 /// per thread of the current pool, each optimised (`codegen`) and then
 /// JIT-compiled (`link`) on its own thread. `signature` is the function's,
 /// which its calls are checked against.
-pub fn compile(p: &Program, signature: Arc<Signature>, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, String> {
-    let h = host()?;
+pub fn compile(p: &Program, signature: Arc<Signature>, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, CodegenError> {
     let slots = Slots::new(p);
     let plan = slots.plan(p)?;
+    compile_planned(p, &slots, plan, signature, stage).map_err(CodegenError::backend("llvm", &p.name))
+}
+
+/// [`compile`] once the plan is made.
+fn compile_planned(
+    p: &Program,
+    slots: &Slots,
+    plan: NativePlan,
+    signature: Arc<Signature>,
+    stage: &mut dyn FnMut(&'static str),
+) -> Result<NativeFunction, String> {
+    let h = host()?;
     let count = p.function_count();
     let parts = nax_back_native::per_thread(count);
-    let bitcode = parts.par_iter().map(|which| optimised_bitcode((p, &slots, which), h)).collect::<Result<Vec<_>, String>>()?;
+    let bitcode = parts.par_iter().map(|which| optimised_bitcode((p, slots, which), h)).collect::<Result<Vec<_>, String>>()?;
     stage("codegen");
     let compiled = parts.par_iter().zip(&bitcode).map(|(which, code)| jit(p, which, code)).collect::<Result<Vec<_>, String>>()?;
     let mut kernels: Vec<Option<KernelFn>> = vec![None; count];

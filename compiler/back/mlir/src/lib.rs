@@ -27,10 +27,10 @@ use melior::ir::operation::OperationLike;
 use melior::ir::{BlockLike, Module};
 use melior::pass::PassManager;
 use melior::{GreedyRewriteDriverConfig, apply_patterns_and_fold_greedily};
-use nax_back_native::{LIBM, Slots, lower_kernel, lower_microkernel};
+use nax_back_native::{CodegenError, LIBM, Slots, lower_kernel, lower_microkernel};
 use nax_kernel::Program;
 use nax_runtime::cuda::{CudaKernel, CudaPlan};
-use nax_runtime::{KernelFn, NativeFunction, Signature};
+use nax_runtime::{KernelFn, NativeFunction, NativePlan, Signature};
 use rayon::prelude::*;
 use std::cell::RefCell;
 use std::fmt::Write;
@@ -225,9 +225,9 @@ pub fn ptx(programs: &[Program]) -> Result<String, String> {
 /// A function's kernels (formed for [`nax_kernel::Target::CUDA`]) as the
 /// runtime's CUDA device runs them: the plan, the PTX ([`ptx`]) and each
 /// kernel's entry and buffers, in the order of its parameters.
-pub fn cuda(p: &Program) -> Result<CudaPlan, String> {
+pub fn cuda(p: &Program) -> Result<CudaPlan, CodegenError> {
     let plan = Slots::new(p).plan(p)?;
-    let ptx = ptx(std::slice::from_ref(p))?;
+    let ptx = ptx(std::slice::from_ref(p)).map_err(CodegenError::backend("mlir", &p.name))?;
     let kernels = p.kernels.iter().enumerate().map(|(i, k)| CudaKernel { entry: p.function_name(i), buffers: k.buffers() }).collect();
     Ok(CudaPlan { plan, ptx, kernels })
 }
@@ -258,12 +258,22 @@ fn gpu_object(module: &Module<'_>) -> Option<String> {
 /// [`Device::Emulated`] (kernels formed for [`nax_kernel::Target::CUDA`])
 /// the GPU's kernels run on the CPU, each call of a kernel over `begin..end`
 /// one launch of `end - begin` threads.
-pub fn compile(p: &Program, device: Device, signature: Arc<Signature>, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, String> {
+pub fn compile(p: &Program, device: Device, signature: Arc<Signature>, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, CodegenError> {
+    let plan = Slots::new(p).plan(p)?;
+    compile_planned(p, device, plan, signature, stage).map_err(CodegenError::backend("mlir", &p.name))
+}
+
+/// [`compile`] once the plan is made.
+fn compile_planned(
+    p: &Program,
+    device: Device,
+    plan: NativePlan,
+    signature: Arc<Signature>,
+    stage: &mut dyn FnMut(&'static str),
+) -> Result<NativeFunction, String> {
     if device == Device::Gpu {
         return Err("internal error: GPU kernels are compiled to PTX (`ptx`), not for the host".to_string());
     }
-    let slots = Slots::new(p);
-    let plan = slots.plan(p)?;
     let count = p.function_count();
     let parts = nax_back_native::per_thread(count);
     let symbols: Vec<(&str, usize)> = LIBM.iter().filter_map(|&name| Some((name, nax_runtime::libm::address(name)? as usize))).collect();

@@ -19,6 +19,25 @@ pub use microkernel::lower_microkernel;
 pub use nax_runtime::libm::NAMES as LIBM;
 pub use plan::Slots;
 
+/// Why code generation failed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CodegenError {
+    /// A kernel does not have the form its schedule needs (a bug of nax).
+    #[error("internal error: kernel {kernel} of `{function}` does not have the form its schedule needs")]
+    Plan { function: String, kernel: usize },
+    /// The code generator, its engine or its target failed on `function`'s kernels.
+    #[error("{what}")]
+    Backend { backend: &'static str, function: String, what: String },
+}
+
+impl CodegenError {
+    /// A failure of `backend` on the kernels of `function`.
+    pub fn backend(backend: &'static str, function: &str) -> impl FnOnce(String) -> CodegenError {
+        let function = function.to_string();
+        move |what| CodegenError::Backend { backend, function, what }
+    }
+}
+
 /// Functions `0..count` split round-robin into one part per thread of the
 /// current rayon pool (at most `count` parts, at least one): what a back
 /// end builds and compiles in parallel, one module per part.

@@ -55,14 +55,14 @@ impl Slots {
     }
 
     /// The plan the driver runs the program's compiled kernels by.
-    pub fn plan(&self, p: &Program) -> Result<NativePlan, String> {
+    pub fn plan(&self, p: &Program) -> Result<NativePlan, crate::CodegenError> {
         let buffers =
             p.buffers.iter().map(|b| BufferPlan { dtype: b.dtype, shape: b.shape.iter().map(|&s| self.size(p, s)).collect(), kind: b.kind.clone() }).collect();
         let kernels = p
             .kernels
             .iter()
             .enumerate()
-            .map(|(i, k)| self.kernel(p, k).ok_or_else(|| format!("internal error: kernel {i} of `{}` does not have the form its schedule needs", p.name)))
+            .map(|(i, k)| self.kernel(p, k).ok_or_else(|| crate::CodegenError::Plan { function: p.name.clone(), kernel: i }))
             .collect::<Result<_, _>>()?;
         let microkernels = p.products.iter().map(|k| k.micro).collect();
         Ok(NativePlan { slots: self.slots.clone(), buffers, kernels, microkernels, result: p.result })

@@ -12,7 +12,7 @@
 mod c;
 mod manifest;
 
-use crate::error::Error;
+use crate::error::{Error, StageError};
 use crate::pipeline::{self, Backend, Cpu};
 use crate::timings::Timings;
 use nax_front::CheckedModule;
@@ -57,7 +57,7 @@ pub fn library_name(out: &Path) -> Result<String, String> {
 pub fn build_library(module: &CheckedModule, out: &Path, options: &LibraryOptions, timings: &mut Timings) -> Result<(), Error> {
     let name = library_name(out).map_err(|message| Error::Link { message })?;
     let target = Backend::Llvm.target(options.cpu);
-    let cpu = options.cpu.features().map_err(Error::stage("codegen"))?;
+    let cpu = options.cpu.features().map_err(nax_back_native::CodegenError::backend("llvm", &options.source_name)).map_err(Error::stage("codegen"))?;
     let mut programs = Vec::with_capacity(module.functions.len());
     let mut stored = Vec::with_capacity(module.functions.len());
     for (i, f) in module.functions.iter().enumerate() {
@@ -81,9 +81,9 @@ pub fn build_library(module: &CheckedModule, out: &Path, options: &LibraryOption
         .collect();
     let signatures: Vec<nax_runtime::Signature> = stored.iter().map(|s| s.signature.clone()).collect();
     let plans =
-        serde_json::to_vec(&stored).map_err(|e| Error::Compile { stage: "link", message: format!("internal error: the plans do not serialise: {e}") })?;
+        serde_json::to_vec(&stored).map_err(|e| Error::Compile { stage: "link", error: StageError::Serialise { what: "plans", message: e.to_string() } })?;
     let manifest = serde_json::to_vec(&manifest::manifest(&signatures, &cpu))
-        .map_err(|e| Error::Compile { stage: "link", message: format!("internal error: the manifest does not serialise: {e}") })?;
+        .map_err(|e| Error::Compile { stage: "link", error: StageError::Serialise { what: "manifest", message: e.to_string() } })?;
     let header = c::header(&name, &options.source_name, &functions, &cpu);
     let weights_len = match &options.embedded_weights {
         Some(w) => Some(std::fs::metadata(w).map_err(|e| Error::Link { message: format!("cannot read the weights to embed, `{}`: {e}", w.display()) })?.len()),
