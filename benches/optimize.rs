@@ -24,7 +24,7 @@ fn chain(n: usize) -> String {
 fn graph(source: &str, function: &str) -> nax_ir::Graph {
     let checked = nax_front::check_source(source);
     assert!(!checked.has_errors(), "{:?}", checked.diagnostics);
-    nax_ir::lower(&checked.module, function).expect("lower")
+    nax_lower::lower(&checked.module, function).expect("lower")
 }
 
 fn optimize(c: &mut Criterion) {

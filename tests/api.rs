@@ -371,6 +371,25 @@ fn the_runtime_depends_on_no_compiler_crate() {
     }
 }
 
+/// After the lowering, no stage links the checker: the IR, the optimizer,
+/// kernel formation and every back end work from the IR's own types and
+/// the runtime's size table.
+#[test]
+fn the_stages_after_the_lowering_do_not_link_the_checker() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    for stage in ["nax-ir", "nax-passes", "nax-kernel", "nax-back-native", "nax-back-llvm", "nax-back-mlir", "nax-back-cranelift", "nax-back-interp"] {
+        let out = std::process::Command::new(&cargo)
+            .args(["tree", "-p", stage, "-e", "normal,build", "--prefix", "none", "--offline"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("run cargo tree");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let tree = String::from_utf8_lossy(&out.stdout);
+        assert!(tree.starts_with(&format!("{stage} ")), "{tree}");
+        assert!(!tree.lines().any(|l| l.starts_with("nax-front ")), "{stage} links nax-front:\n{tree}");
+    }
+}
+
 #[test]
 fn a_call_checked_for_one_function_is_refused_by_another() {
     let p = program(&Engine::new());

@@ -15,7 +15,7 @@ fn round_trip_all(source: &str, what: &str) -> usize {
     let checked = check_source(source);
     let mut count = 0;
     for f in checked.module.functions.iter().filter(|f| f.ok) {
-        let g = nax_ir::lower(&checked.module, &f.name).unwrap_or_else(|e| panic!("{what}: {}: {e}", f.name));
+        let g = nax_lower::lower(&checked.module, &f.name).unwrap_or_else(|e| panic!("{what}: {}: {e}", f.name));
         let problems = nax_ir::verify(&g);
         assert!(problems.is_empty(), "{what}: {}: {problems:?}\n{}", f.name, nax_ir::text::print(&g));
         let text = nax_ir::text::print(&g);
@@ -47,7 +47,7 @@ fn every_checked_function_lowers_verifies_and_round_trips() {
 
 #[test]
 fn text_form_errors_name_the_line() {
-    let err = nax_ir::text::parse("graph f\nmodule_symbols 0\n%0 = frobnicate : f32 plain [] norange\n").unwrap_err();
+    let err = nax_ir::text::parse("graph f\nsym $0 \"n\" free\n%0 = frobnicate : f32 plain [] norange\n").unwrap_err();
     assert_eq!(err.line, 3);
     assert!(err.message.contains("frobnicate"), "{err}");
 }
@@ -107,8 +107,8 @@ fn inlining_is_bounded_and_stack_safe() {
     }
     let checked = check_source(&doubling);
     assert!(!checked.has_errors());
-    let err = nax_ir::lower(&checked.module, "f39").unwrap_err();
-    assert!(matches!(&err, nax_ir::LowerError::TooLarge { function, .. } if function == "f39"), "{err}");
+    let err = nax_lower::lower(&checked.module, "f39").unwrap_err();
+    assert!(matches!(&err, nax_lower::LowerError::TooLarge { function, .. } if function == "f39"), "{err}");
     // A chain of 2,000 calls inlines without overflowing the stack.
     let mut chain = String::from("dim n = 4\ndef f0(x: [n]) -> [n] {\n    return x * 2.0\n}\n");
     for i in 1..2000 {
@@ -116,7 +116,7 @@ fn inlining_is_bounded_and_stack_safe() {
     }
     let checked = check_source(&chain);
     assert!(!checked.has_errors());
-    let g = nax_ir::lower(&checked.module, "f1999").expect("lowers");
+    let g = nax_lower::lower(&checked.module, "f1999").expect("lowers");
     assert!(nax_ir::verify(&g).is_empty());
 }
 
@@ -136,7 +136,7 @@ fn every_graph_forms_kernels_that_verify() {
     for (what, source) in sources {
         let checked = check_source(&source);
         for f in checked.module.functions.iter().filter(|f| f.ok) {
-            let g = nax_ir::lower(&checked.module, &f.name).expect("lower");
+            let g = nax_lower::lower(&checked.module, &f.name).expect("lower");
             // For a CPU and for a GPU (flat parallel loops, no library products).
             for target in [nax_kernel::Target::GENERIC, nax_kernel::Target::CUDA] {
                 let p = nax_kernel::form(&g, &target).unwrap_or_else(|e| panic!("{what}: {}: {e}", f.name));

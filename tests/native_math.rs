@@ -49,7 +49,7 @@ fn run(backend: Backend, function: &str, x: &[f32]) -> Vec<f32> {
     let source = format!("dim n = {}\ndef f(x: [n]) -> [n] {{\n    return {function}(x)\n}}\n", x.len());
     let checked = nax_front::check_source(&source);
     assert!(!checked.has_errors(), "{function}: {:?}", checked.diagnostics);
-    let graph = nax_ir::lower(&checked.module, "f").expect("lower");
+    let graph = nax_lower::lower(&checked.module, "f").expect("lower");
     let t = HostTensor::new(TensorData::F32(x.to_vec()), vec![x.len()], vec![Some("n".into())]).expect("tensor");
     let out = run_on(backend, &graph, &[nax_runtime::Value::Tensor(t)], &HashMap::new()).unwrap_or_else(|e| panic!("{function} on {}: {e}", backend.name()));
     assert_eq!(out.dtype(), DType::F32);
@@ -118,7 +118,7 @@ fn run64(backend: Backend, body: &str, x: &[f64], y: &[f64]) -> Vec<f64> {
     let source = format!("dim n = {}\ndef f(x: f64[n], y: f64[n]) -> f64[n] {{\n    return {body}\n}}\n", x.len());
     let checked = nax_front::check_source(&source);
     assert!(!checked.has_errors(), "{body}: {:?}", checked.diagnostics);
-    let graph = nax_ir::lower(&checked.module, "f").expect("lower");
+    let graph = nax_lower::lower(&checked.module, "f").expect("lower");
     let tensor = |v: &[f64]| nax_runtime::Value::Tensor(HostTensor::new(TensorData::F64(v.to_vec()), vec![v.len()], vec![Some("n".into())]).expect("tensor"));
     let out = run_on(backend, &graph, &[tensor(x), tensor(y)], &HashMap::new()).unwrap_or_else(|e| panic!("{body} on {}: {e}", backend.name()));
     out.to_f64_vec()

@@ -90,6 +90,19 @@ impl SizeTable {
         }
     }
 
+    /// The constant a size is known to have, if any.
+    pub fn constant(&self, size: Size) -> Option<u64> {
+        match self.resolve(size) {
+            Size::Const(c) => Some(c),
+            Size::Sym(_) => None,
+        }
+    }
+
+    /// Whether two sizes are known to be equal: one constant, or one class.
+    pub fn same(&self, a: Size, b: Size) -> bool {
+        self.resolve(a) == self.resolve(b)
+    }
+
     /// How a size is printed: its constant or its class's name.
     pub fn display(&self, size: Size) -> String {
         match self.resolve(size) {

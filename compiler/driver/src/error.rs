@@ -59,7 +59,7 @@ pub enum Error {
 pub enum StageError {
     /// Lowering the checked program to a graph.
     #[error(transparent)]
-    Lower(#[from] nax_ir::LowerError),
+    Lower(#[from] nax_lower::LowerError),
     /// Rewriting the graph.
     #[error(transparent)]
     Optimize(#[from] nax_passes::OptimizeError),

@@ -109,7 +109,7 @@ impl Lowered {
 /// (when `optimize`) and verified again. Records `lower` and `rewrite`.
 pub fn lower(module: &CheckedModule, name: &str, optimize: bool, timings: &mut Timings) -> Result<Lowered, Error> {
     function(module, name)?;
-    let lowered = nax_ir::lower(module, name).map_err(Error::stage("lower"))?;
+    let lowered = nax_lower::lower(module, name).map_err(Error::stage("lower"))?;
     verify_graph(&lowered, "graph")?;
     timings.mark("lower");
     let rewritten = if optimize {

@@ -6,12 +6,11 @@
 //! (reshapes that keep row-major order), selections, reductions and
 //! contractions are nodes of their own.
 
-use nax_front::check::range::Range;
-use nax_front::check::sizes::Symbols;
-use nax_front::check::types::TensorType;
 use nax_ops::{AlongAxis, Constructor, Elementwise, Reduction};
 use nax_ops::{BinaryOp, UnaryOp};
 use nax_runtime::HostType;
+use nax_runtime::{DType, SizeTable};
+use nax_values::{Range, TensorType};
 use petgraph::graph::{DiGraph, NodeIndex};
 
 /// A value's type in the graph: a host scalar (with its range, if any)
@@ -147,7 +146,7 @@ pub struct Graph {
     pub inputs: Vec<NodeIndex>,
     pub output: NodeIndex,
     /// The sizes every type refers to, with the call-boundary checks.
-    pub symbols: Symbols,
+    pub symbols: SizeTable,
     /// Sizes given by host int parameters: the size and the input's index.
     pub size_arguments: Vec<(nax_runtime::Size, usize)>,
 }
@@ -216,5 +215,15 @@ impl Graph {
             self.graph.add_edge(o, n, i);
         }
         n
+    }
+}
+
+/// The dtype a value computes in (host scalars: f64 for floats, i64 for ints).
+pub fn value_dtype(ty: &Type) -> DType {
+    match ty {
+        Type::Tensor(t) => t.dtype,
+        Type::Host(nax_runtime::HostType::Float, _) => DType::F64,
+        Type::Host(nax_runtime::HostType::Int, _) => DType::I64,
+        Type::Host(nax_runtime::HostType::Bool, _) => DType::Bool,
     }
 }

@@ -1,17 +1,18 @@
-//! The named-axis IR: a graph per function, lowered from the checked
-//! program, with a verifier and a text form that prints and parses back.
+//! The named-axis IR: a graph per function (lowered from the checked
+//! program by `nax-lower`), with a verifier and a text form that prints
+//! and parses back. The IR owns its vocabulary: value types from
+//! `nax-values`, sizes in the runtime's frozen `SizeTable`; it links no
+//! checker.
 //!
 //! Architecture invariant: every value in a graph carries its resolved axes
 //! (names; sizes as constants or symbols of the graph's table), dtype, kind
 //! and range, and the verifier accepts every graph the lowering produces.
 
 mod graph;
-mod lower;
 mod signature;
 pub mod text;
 mod verify;
 
-pub use graph::{Graph, Literal, MapFn, Node, Op, Type};
-pub use lower::{LowerError, lower, value_dtype};
+pub use graph::{Graph, Literal, MapFn, Node, Op, Type, value_dtype};
 pub use signature::signature;
 pub use verify::verify;

@@ -4,8 +4,8 @@
 //! the size table the call-boundary check solves.
 
 use crate::graph::Type;
+use crate::graph::value_dtype;
 use crate::graph::{Graph, Op};
-use crate::lower::value_dtype;
 use nax_runtime::{AxisSpec, Param, ParamType, Scalar, Signature, TensorSpec, WeightSpec};
 use std::collections::HashSet;
 
@@ -57,7 +57,7 @@ pub fn signature(g: &Graph, defaults: &[Option<Scalar>]) -> Signature {
         weights,
         result: tensor_spec(&g.graph[g.output].ty),
         values,
-        sizes: g.symbols.table(),
+        sizes: g.symbols.clone(),
         size_arguments: g.size_arguments.clone(),
     }
 }

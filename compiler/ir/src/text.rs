@@ -4,7 +4,6 @@
 //!
 //! ```text
 //! graph f
-//! module_symbols 1
 //! sym $0 "V" free
 //! sym $1 "b" free = $0
 //! %0 = input 0 "x" : f32 plain [b:$1 D:512] range -inf inf
@@ -15,14 +14,13 @@
 
 use crate::graph::Type;
 use crate::graph::{Graph, Literal, MapFn, Node, Op};
-use nax_front::check::range::Range;
-use nax_front::check::sizes::Symbols;
-use nax_front::check::types::{Axis, Kind, TensorType};
 use nax_ops::{AlongAxis, Constructor, Elementwise, Reduction};
 use nax_ops::{BinaryOp, UnaryOp};
 use nax_runtime::DType;
 use nax_runtime::HostType;
 use nax_runtime::{Size, SymDef, SymId};
+use nax_runtime::{SizeTable, Symbol};
+use nax_values::{Axis, Kind, Range, TensorType};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::fmt::Write;
 
@@ -131,10 +129,11 @@ fn list(v: &[usize]) -> String {
     format!("[{}]", v.iter().map(usize::to_string).collect::<Vec<_>>().join(" "))
 }
 
-/// Prints a symbol table: `module_symbols N`, then one `sym` line per symbol.
-pub fn print_symbols(symbols: &Symbols, out: &mut String) {
-    let _ = writeln!(out, "module_symbols {}", symbols.module_symbols());
-    for (id, s) in symbols.all() {
+/// Prints a size table: one `sym` line per symbol, with its definition and
+/// then ` = $C` (the class it was required equal to, when it is not its
+/// class's representative) or ` = N` (the constant its class has).
+pub fn print_symbols(symbols: &SizeTable, out: &mut String) {
+    for (i, s) in symbols.symbols.iter().enumerate() {
         let def = match s.def {
             SymDef::Free => "free".to_string(),
             SymDef::Mul(a, b) => format!("mul {} {}", size_text(a), size_text(b)),
@@ -143,9 +142,8 @@ pub fn print_symbols(symbols: &Symbols, out: &mut String) {
             SymDef::Sub(a, b) => format!("sub {} {}", size_text(a), size_text(b)),
             SymDef::CeilDiv(a, b) => format!("ceildiv {} {}", size_text(a), size_text(b)),
         };
-        let class = symbols.class_of(id);
-        let link = if class != id { format!(" = ${}", class.0) } else { symbols.learnt_value(id).map_or(String::new(), |v| format!(" = {v}")) };
-        let _ = writeln!(out, "sym ${} {:?} {def}{link}", id.0, s.name);
+        let link = if s.class.0 as usize != i { format!(" = ${}", s.class.0) } else { s.value.map_or(String::new(), |v| format!(" = {v}")) };
+        let _ = writeln!(out, "sym ${i} {:?} {def}{link}", s.name);
     }
 }
 
@@ -356,9 +354,8 @@ fn operand_with_list(w: &mut Words) -> Result<(NodeIndex, Vec<usize>), ParseErro
 /// by host int parameters.
 #[derive(Default)]
 pub struct Header {
-    pub symbols: Symbols,
+    pub symbols: SizeTable,
     pub size_arguments: Vec<(Size, usize)>,
-    module_symbols: usize,
 }
 
 impl Header {
@@ -366,13 +363,6 @@ impl Header {
     pub fn line(&mut self, line: &str, line_no: usize) -> Result<bool, ParseError> {
         let mut w = Words { words: split_words(line), pos: 0, line: line_no };
         match w.words.first().copied() {
-            Some("module_symbols") => {
-                w.next()?;
-                self.module_symbols = w.number()?;
-                if self.module_symbols == 0 {
-                    self.symbols.mark_shared();
-                }
-            }
             Some("sym") => {
                 w.next()?;
                 let id = w.next()?;
@@ -392,19 +382,25 @@ impl Header {
                         other => return Err(w.err(format!("unknown symbol definition `{other}`"))),
                     }
                 };
-                let new = self.symbols.define(&name, def);
-                if format!("${}", new.0) != id {
+                let new = self.symbols.symbols.len();
+                if format!("${new}") != id {
                     return Err(w.err(format!("symbol {id} out of order")));
                 }
+                let mut symbol = Symbol { name, def, class: SymId(new as u32), value: None };
                 if !w.done() {
                     w.expect("=")?;
                     let target = w.next()?;
-                    let target = parse_size(&mut w, target)?;
-                    self.symbols.unify(Size::Sym(new), target);
+                    match parse_size(&mut w, target)? {
+                        Size::Const(v) => symbol.value = Some(v),
+                        Size::Sym(c) => {
+                            let Some(class) = self.symbols.symbols.get(c.0 as usize) else {
+                                return Err(w.err(format!("symbol {id} joins ${}, which is not defined before it", c.0)));
+                            };
+                            (symbol.class, symbol.value) = (class.class, class.value);
+                        }
+                    }
                 }
-                if self.symbols.all().count() == self.module_symbols {
-                    self.symbols.mark_shared();
-                }
+                self.symbols.symbols.push(symbol);
             }
             Some("size_argument") => {
                 w.next()?;
@@ -452,7 +448,7 @@ pub fn parse(text: &str) -> Result<Graph, ParseError> {
         graph: DiGraph::new(),
         inputs: Vec::new(),
         output: NodeIndex::new(0),
-        symbols: Symbols::default(),
+        symbols: SizeTable::default(),
         size_arguments: Vec::new(),
     };
     let mut header = Header::default();

@@ -5,9 +5,9 @@
 
 use crate::graph::Type;
 use crate::graph::{Graph, Op};
-use nax_front::check::types::TensorType;
 use nax_runtime::Size;
 use nax_runtime::algebra::Algebra;
+use nax_values::TensorType;
 use petgraph::graph::NodeIndex;
 
 /// Every problem found, as `%N: message`; empty when the graph is well formed.
@@ -17,8 +17,7 @@ pub fn verify(g: &Graph) -> Vec<String> {
         errors.push("the graph has a cycle".to_string());
         return errors;
     }
-    let table = g.symbols.table();
-    let algebra = Algebra::new(&table);
+    let algebra = Algebra::new(&g.symbols);
     for n in g.graph.node_indices() {
         if let Err(message) = check_node(g, &algebra, n) {
             errors.push(format!("%{}: {message}", n.index()));

@@ -6,11 +6,11 @@
 //! a broadcast). Loop structure is decided here, once; LLVM, Cranelift, MLIR
 //! and CUDA lower from it without re-deriving it.
 
-use nax_front::check::sizes::Symbols;
 use nax_ir::{Literal, MapFn};
 use nax_ops::{AlongAxis, Constructor, Reduction};
 use nax_runtime::DType;
 use nax_runtime::Size;
+use nax_runtime::SizeTable;
 
 pub use crate::target::ProductKernel;
 
@@ -379,7 +379,7 @@ impl Schedule {
     /// along an axis that is neither the first loop (the parallel one) nor
     /// the last (the columns), with at least two positions (the output's
     /// first two hold the maximum and the sum).
-    pub fn takes_columns(symbols: &Symbols, dtype: DType, loops: &[Loop], func: AlongAxis, axis: usize) -> bool {
+    pub fn takes_columns(symbols: &SizeTable, dtype: DType, loops: &[Loop], func: AlongAxis, axis: usize) -> bool {
         matches!(func, AlongAxis::Softmax | AlongAxis::LogSoftmax)
             && matches!(dtype, DType::F32 | DType::F64)
             && axis > 0
@@ -443,7 +443,7 @@ pub struct Program {
     pub kernels: Vec<Kernel>,
     /// The buffer holding the result.
     pub result: usize,
-    pub symbols: Symbols,
+    pub symbols: SizeTable,
     /// Sizes given by host int parameters (see the graph's).
     pub size_arguments: Vec<(Size, usize)>,
     /// The matrix-product microkernels of the kernels' products, one per

@@ -3,7 +3,6 @@
 //!
 //! ```text
 //! program f
-//! module_symbols 0
 //! buffer %0 f32[4 3] input 0
 //! buffer %1 f32[1 3] input 1
 //! buffer %2 f32[4 3] temporary

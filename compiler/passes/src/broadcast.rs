@@ -7,12 +7,12 @@
 
 use crate::language::{EG, ENode, Types, absorb_operands, add, as_type, is_identity, node_type, rule, tensor_of, unary_nodes, with_axes};
 use egg::{Id, Rewrite};
-use nax_front::check::range::Range;
 use nax_ir::Type;
 use nax_ir::{Literal, MapFn, Op};
 use nax_ops::BinaryOp;
 use nax_ops::Reduction;
 use nax_runtime::HostType;
+use nax_values::Range;
 
 fn is_expand(op: &Op) -> bool {
     matches!(op, Op::Expand { .. })
@@ -202,7 +202,7 @@ mod tests {
     // identity-expand: expand(x, [0 1]) of x's own sizes => x
     #[test]
     fn identity_expand() {
-        let text = "graph f\nmodule_symbols 0\n%0 = input 0 \"x\" : f32 plain [a:4 b:5] range -inf inf\n%1 = expand [0 1] %0 : f32 plain [a:4 b:5] range -inf inf\ninputs %0\noutput %1\n";
+        let text = "graph f\n%0 = input 0 \"x\" : f32 plain [a:4 b:5] range -inf inf\n%1 = expand [0 1] %0 : f32 plain [a:4 b:5] range -inf inf\ninputs %0\noutput %1\n";
         assert_eq!(crate::testing::optimized_text(text), "x");
     }
 }

@@ -10,10 +10,10 @@
 
 use crate::language::{EG, ENode, Types, add, node_type, nodes_of, plain, rule, tensor_of};
 use egg::{Id, Rewrite};
-use nax_front::check::types::Axis;
 use nax_ir::Op;
 use nax_ir::Type;
 use nax_ops::Reduction;
+use nax_values::Axis;
 use std::collections::BTreeMap;
 
 /// Operands beyond which a contraction is left in its written order (the

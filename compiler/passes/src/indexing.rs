@@ -10,9 +10,9 @@
 use crate::language::{EG, ENode, Types, add, node_type, nodes_of, rule, tensor_of, type_of, unary_nodes, with_axes};
 use crate::permute::{permutation, reduction_through, then_permute};
 use egg::{Id, Rewrite};
-use nax_front::check::types::TensorType;
 use nax_ir::{Op, Type};
 use nax_runtime::Size;
+use nax_values::TensorType;
 
 /// `t` with axis `axis` resized to `size`.
 fn resized(t: &TensorType, axis: usize, size: Size) -> Type {

@@ -15,12 +15,12 @@
 //! matching e-node to the classes equal to it.
 
 use egg::{Analysis, Applier, CostFunction, DidMerge, EGraph, Id, Language, PatternAst, RecExpr, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
-use nax_front::check::range::Range;
-use nax_front::check::sizes::Symbols;
-use nax_front::check::types::{Kind, TensorType};
 use nax_ir::Type;
 use nax_ir::{Graph, Op};
 use nax_runtime::Size;
+use nax_runtime::SizeTable;
+use nax_values::Range;
+use nax_values::{Kind, TensorType};
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 
@@ -62,12 +62,12 @@ pub struct Types {
     types: Vec<Type>,
     /// The types of each hash (see [`type_hash`]).
     type_ids: HashMap<u64, Vec<u32>>,
-    pub symbols: Symbols,
+    pub symbols: SizeTable,
     pub contradiction: Option<String>,
 }
 
 impl Types {
-    pub fn new(symbols: Symbols) -> Types {
+    pub fn new(symbols: SizeTable) -> Types {
         Types { symbols, ..Types::default() }
     }
 
@@ -231,12 +231,12 @@ pub fn as_type(eg: &mut EG, x: Id, ty: &Type) -> Id {
 }
 
 /// A tensor type with other axes (kind and range kept unless given).
-pub fn with_axes(t: &TensorType, axes: Vec<nax_front::check::types::Axis>) -> Type {
+pub fn with_axes(t: &TensorType, axes: Vec<nax_values::Axis>) -> Type {
     Type::Tensor(TensorType { axes, ..t.clone() })
 }
 
 /// A plain tensor type with a full range (a value a rule computes on the way).
-pub fn plain(t: &TensorType, axes: Vec<nax_front::check::types::Axis>) -> Type {
+pub fn plain(t: &TensorType, axes: Vec<nax_values::Axis>) -> Type {
     Type::Tensor(TensorType { axes, kind: Kind::Plain, range: t.range.map(|_| Range::FULL), dtype: t.dtype })
 }
 
@@ -296,12 +296,12 @@ impl Applier<ENode, Types> for NodeRule {
 }
 
 /// A size's extent for the cost model (symbolic sizes count as 64).
-pub fn extent(symbols: &Symbols, s: Size) -> f64 {
+pub fn extent(symbols: &SizeTable, s: Size) -> f64 {
     symbols.constant(s).map_or(64.0, |c| c as f64)
 }
 
 /// The elements of a value.
-fn elements(symbols: &Symbols, ty: &Type) -> f64 {
+fn elements(symbols: &SizeTable, ty: &Type) -> f64 {
     match ty {
         Type::Tensor(t) => t.axes.iter().map(|a| extent(symbols, a.size)).product(),
         _ => 1.0,
@@ -444,8 +444,8 @@ pub fn to_graph(g: &Graph, expr: &RecExpr<ENode>, types: &Types) -> Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nax_front::check::types::Axis;
     use nax_runtime::DType;
+    use nax_values::Axis;
 
     fn tensor(dtype: DType, sizes: &[u64]) -> Type {
         let axes = sizes.iter().map(|&s| Axis::unnamed(Size::Const(s))).collect();

@@ -147,7 +147,7 @@ pub(crate) mod testing {
     pub fn optimized(source: &str) -> String {
         let checked = nax_front::check_source(source);
         assert!(!checked.has_errors(), "{:?}", checked.diagnostics);
-        let g = nax_ir::lower(&checked.module, "f").expect("lower");
+        let g = nax_lower::lower(&checked.module, "f").expect("lower");
         rewritten(&g)
     }
 

@@ -70,7 +70,7 @@ mod tests {
     // identity-view: rename(x) to x's own type => x
     #[test]
     fn a_rename_to_the_same_type_is_the_value() {
-        let text = "graph f\nmodule_symbols 0\n%0 = input 0 \"x\" : f32 plain [a:4] range -inf inf\n%1 = rename %0 : f32 plain [a:4] range -inf inf\ninputs %0\noutput %1\n";
+        let text = "graph f\n%0 = input 0 \"x\" : f32 plain [a:4] range -inf inf\n%1 = rename %0 : f32 plain [a:4] range -inf inf\ninputs %0\noutput %1\n";
         assert_eq!(crate::testing::optimized_text(text), "x");
     }
 }

@@ -869,7 +869,7 @@ mod tests {
     fn graph(source: &str) -> Graph {
         let checked = nax_front::check_source(source);
         assert!(!checked.has_errors(), "{:?}", checked.diagnostics);
-        nax_ir::lower(&checked.module, "f").expect("lowers")
+        nax_lower::lower(&checked.module, "f").expect("lowers")
     }
 
     /// The peak counts each value from its node to its last use: the

@@ -370,7 +370,7 @@ impl FnChecker<'_> {
             (Type::Host(x, r), Type::Host(y, _)) => {
                 Type::Host(if *x == HostType::Float || *y == HostType::Float { HostType::Float } else { HostType::Int }, *r)
             }
-            _ => Type::Tensor(tensor_with_axes(Vec::new()).with_dtype(Self::arith_dtype(a, b))),
+            _ => Type::Tensor(TensorType { dtype: Self::arith_dtype(a, b), ..tensor_with_axes(Vec::new()) }),
         }
     }
 
@@ -537,12 +537,6 @@ impl FnChecker<'_> {
         };
         t.range = if t.dtype == DType::Bool { None } else { fill };
         (TExprKind::Construct { func, value: value.map(Box::new) }, Type::Tensor(t))
-    }
-}
-
-impl TensorType {
-    fn with_dtype(self, dtype: DType) -> TensorType {
-        TensorType { dtype, ..self }
     }
 }
 

@@ -17,7 +17,7 @@ mod calls;
 mod expr;
 mod indexing;
 mod patterns;
-pub mod range;
+pub use nax_values::range;
 pub mod sizes;
 mod stmts;
 pub mod types;

@@ -1,4 +1,7 @@
 //! Lowering: from one checked function to a [`Graph`], inlining calls.
+//! This is the one stage that reads the checker's program and its mutable
+//! size table ([`Symbols`]); the graph leaves with the frozen
+//! [`nax_runtime::SizeTable`], the only size table of every later stage.
 //!
 //! The lowering reads only the checked program: every alignment the checker
 //! chose becomes explicit here. Elementwise operands get index maps;
@@ -7,9 +10,10 @@
 //! become one contraction node with axis labels; a call's callee is lowered
 //! in place with its symbols imported into the graph's table.
 
-use crate::graph::{Graph, Literal, MapFn, Op, Type};
+use nax_front::check::sizes::Symbols;
 use nax_front::check::types::{Axis, Kind, TensorType, Type as Checked, arith_dtype};
 use nax_front::checked::{CheckedFn, CheckedModule, Elem, IndexEntry, PatternOp, ResolvedPattern, TExpr, TExprKind, TStmt};
+use nax_ir::{Graph, Literal, MapFn, Op, Type, value_dtype};
 use nax_ops::BinaryOp;
 use nax_runtime::DType;
 use nax_runtime::{Size, SymDef};
@@ -67,9 +71,10 @@ fn lower_function(module: &CheckedModule, name: &str) -> Result<Graph, LowerErro
             graph: DiGraph::new(),
             inputs: Vec::new(),
             output: NodeIndex::new(0),
-            symbols: f.symbols.clone(),
+            symbols: Default::default(),
             size_arguments: f.size_arguments.clone(),
         },
+        symbols: f.symbols.clone(),
         weights: HashMap::new(),
     };
     let mut inputs = Vec::with_capacity(f.params);
@@ -80,12 +85,16 @@ fn lower_function(module: &CheckedModule, name: &str) -> Result<Graph, LowerErro
     let identity: Vec<Size> = Vec::new();
     l.g.output = l.function(f, inputs, &identity)?;
     l.g.remove_dead_nodes();
+    l.g.symbols = l.symbols.table();
     Ok(l.g)
 }
 
 struct Lowerer<'m> {
     module: &'m CheckedModule,
     g: Graph,
+    /// The graph's sizes while it is built: the function's table, with each
+    /// inlined callee's imported and unified; frozen into `g.symbols` at the end.
+    symbols: Symbols,
     weights: HashMap<String, NodeIndex>,
 }
 
@@ -279,7 +288,7 @@ impl Lowerer<'_> {
             TExprKind::Call { function, args } => {
                 let xs = operands(self, args)?;
                 let callee = &self.module.functions[*function];
-                let callee_map = self.g.symbols.import(&callee.symbols);
+                let callee_map = self.symbols.import(&callee.symbols);
                 let mut params = Vec::with_capacity(xs.len());
                 for (b, &x) in callee.bindings[..callee.params].iter().zip(&xs) {
                     let want = map_type(&b.ty, &callee_map)?;
@@ -292,10 +301,10 @@ impl Lowerer<'_> {
                     let Some(&x) = xs.get(i) else { continue };
                     match self.int_size(x) {
                         Some(value) => {
-                            self.g.symbols.unify(size, value);
+                            self.symbols.unify(size, value);
                         }
                         None => {
-                            return Err(LowerError::UnsizedKeyword { callee: callee.name.clone(), size: self.g.symbols.display(size) });
+                            return Err(LowerError::UnsizedKeyword { callee: callee.name.clone(), size: self.symbols.display(size) });
                         }
                     }
                 }
@@ -320,7 +329,7 @@ impl Lowerer<'_> {
                 if let Some(&(size, _)) = self.g.size_arguments.iter().find(|&&(_, i)| i == index) {
                     return Some(size);
                 }
-                let size = Size::Sym(self.g.symbols.fresh(&name, Default::default()));
+                let size = Size::Sym(self.symbols.fresh(&name, Default::default()));
                 self.g.size_arguments.push((size, index));
                 Some(size)
             }
@@ -330,8 +339,8 @@ impl Lowerer<'_> {
             Op::Map { func: MapFn::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul)), .. } if operands.len() == 2 => {
                 let (a, b) = (self.int_size(operands[0])?, self.int_size(operands[1])?);
                 match op {
-                    BinaryOp::Mul => self.g.symbols.mul(a, b, Default::default()),
-                    _ => self.g.symbols.add_sub(a, b, op == BinaryOp::Sub, Default::default()),
+                    BinaryOp::Mul => self.symbols.mul(a, b, Default::default()),
+                    _ => self.symbols.add_sub(a, b, op == BinaryOp::Sub, Default::default()),
                 }
             }
             _ => None,
@@ -354,9 +363,9 @@ impl Lowerer<'_> {
     /// callee derives, `r*m` with a fresh `r`; inlined, it meets the
     /// callee's `r*n`, and `r` is the callee's `r`).
     fn unify_sizes(&mut self, a: Size, b: Size) {
-        self.g.symbols.unify(a, b);
+        self.symbols.unify(a, b);
         let def = |l: &Self, s: Size| match s {
-            Size::Sym(id) => l.g.symbols.data(id).map(|d| d.def.clone()),
+            Size::Sym(id) => l.symbols.data(id).map(|d| d.def.clone()),
             Size::Const(_) => None,
         };
         let (Some(x), Some(y)) = (def(self, a), def(self, b)) else { return };
@@ -367,11 +376,11 @@ impl Lowerer<'_> {
             _ => Vec::new(),
         };
         for (p1, p2, q1, q2) in pairs {
-            if self.g.symbols.same(p1, p2) {
+            if self.symbols.same(p1, p2) {
                 self.unify_sizes(q1, q2);
                 return;
             }
-            if self.g.symbols.same(q1, q2) {
+            if self.symbols.same(q1, q2) {
                 self.unify_sizes(p1, p2);
                 return;
             }
@@ -397,7 +406,7 @@ impl Lowerer<'_> {
     }
 
     fn is_one(&self, s: Size) -> bool {
-        self.g.symbols.constant(s) == Some(1)
+        self.symbols.constant(s) == Some(1)
     }
 
     /// For each output elementary axis, the input elementary axis it is (`None`: a new axis).
@@ -410,8 +419,8 @@ impl Lowerer<'_> {
                     Some(n) => input.iter().position(|e| e.name.as_ref() == Some(n)),
                     None if self.is_one(o.size) => None,
                     None => {
-                        let v = self.g.symbols.constant(o.size);
-                        (0..input.len()).find(|&i| !used[i] && input[i].name.is_none() && self.g.symbols.constant(input[i].size) == v)
+                        let v = self.symbols.constant(o.size);
+                        (0..input.len()).find(|&i| !used[i] && input[i].name.is_none() && self.symbols.constant(input[i].size) == v)
                     }
                 };
                 if let Some(i) = found {
@@ -527,7 +536,7 @@ impl Lowerer<'_> {
             if let IndexEntry::Element { axis, index } = e {
                 let index = map_size(*index, map);
                 let size = axes[*axis].size;
-                let (at, count) = match (self.g.symbols.constant(index), self.g.symbols.constant(size)) {
+                let (at, count) = match (self.symbols.constant(index), self.symbols.constant(size)) {
                     (Some(i), Some(n)) => (i as usize, n as usize),
                     _ => {
                         let mut one = axes.clone();
@@ -544,7 +553,7 @@ impl Lowerer<'_> {
                 let size = axes[*axis].size;
                 axes.remove(*axis);
                 let literal = self.literal_int(value);
-                let n = self.g.symbols.constant(size).and_then(|n| i64::try_from(n).ok());
+                let n = self.symbols.constant(size).and_then(|n| i64::try_from(n).ok());
                 if let (Some(v), Some(n)) = (literal, n)
                     && (-n..n).contains(&v)
                 {
@@ -575,7 +584,7 @@ impl Lowerer<'_> {
         loop {
             match &self.g.graph[n].op {
                 Op::Literal(Literal::Int(v)) => return Some(*v),
-                Op::SizeValue(s) => return self.g.symbols.constant(*s).and_then(|c| i64::try_from(c).ok()),
+                Op::SizeValue(s) => return self.symbols.constant(*s).and_then(|c| i64::try_from(c).ok()),
                 Op::Rename => n = *self.g.operands(n).first()?,
                 _ => return None,
             }
@@ -612,16 +621,6 @@ impl Lowerer<'_> {
             out.push(self.finish(perm, ty.clone()));
         }
         Ok(out)
-    }
-}
-
-/// The dtype a value computes in (host scalars: f64 for floats, i64 for ints).
-pub fn value_dtype(ty: &Type) -> DType {
-    match ty {
-        Type::Tensor(t) => t.dtype,
-        Type::Host(nax_runtime::HostType::Float, _) => DType::F64,
-        Type::Host(nax_runtime::HostType::Int, _) => DType::I64,
-        Type::Host(nax_runtime::HostType::Bool, _) => DType::Bool,
     }
 }
 
