@@ -18,7 +18,13 @@
 //! axis name, so elementwise operands always line up by name. Names live in disjoint
 //! families so they never clash: dims `d0..`, weights `w0..`, functions `f0..`, tensor
 //! parameters `x0..`, the float parameter `k0`, symbolic parameter axes `p0..`, axes that
-//! patterns introduce `r0..`, and local values `v0..`.
+//! patterns introduce `rF_0..` (F: the function's number, so that a callee's derived axes
+//! reach its callers under names of their own), and local values `v0..`.
+//!
+//! Calls carry derived sizes across functions: a function may return axes its body
+//! derived (a split's part, a group's solved part, a slice's length, a concatenation's sum,
+//! a keyword size, an `as` name), which enter the caller's scope; a function with symbolic
+//! parameters may split them in two at run time, and then asks its callers for an even size.
 
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
@@ -270,6 +276,10 @@ struct Sig {
     /// Whether a trailing `k0: float` parameter follows the tensors.
     scalar: bool,
     result: Vec<String>,
+    /// The result's axes that the body derived, with their sizes when known while compiling.
+    derived: Vec<(String, Option<u64>)>,
+    /// The symbolic parameter axes whose size must be even (the body splits them in two).
+    even: Vec<String>,
     /// 1 + the deepest call in the body (0 without calls).
     depth: usize,
 }
@@ -345,6 +355,10 @@ struct Body<'m> {
     text: String,
     next_val: usize,
     next_axis: usize,
+    /// The function's number, which its derived axes' names carry.
+    function: usize,
+    /// Symbolic parameter axes that must be even (split in two at run time).
+    even: Vec<String>,
     calls: usize,
     depth: usize,
 }
@@ -362,7 +376,7 @@ impl Body<'_> {
 
     /// A new axis name, entered into scope with `size`.
     fn fresh_axis(&mut self, size: Option<u64>) -> String {
-        let name = format!("r{}", self.next_axis);
+        let name = format!("r{}_{}", self.function, self.next_axis);
         self.next_axis += 1;
         self.sizes.push((name.clone(), size));
         name
@@ -668,18 +682,26 @@ impl Body<'_> {
         let mut map: Vec<(String, String)> = Vec::new();
         let mut args = Vec::new();
         for p in &sig.params {
+            // An even parameter takes an axis of even size, or a symbolic parameter of this
+            // function's own, which then must be even too.
+            let even_ok = |q: &String, a: &String| !sig.even.contains(q) || self.size(a).map_or(a.starts_with('p'), |n| n % 2 == 0);
             let cands: Vec<&Val> = self
                 .vals
                 .iter()
                 .filter(|v| v.real && v.axes.len() == p.len())
                 .filter(|v| {
-                    p.iter().zip(&v.axes).all(|(q, a)| if m.is_dim(q) { q == a } else { (a == q || !p.contains(a)) && lookup(&map, q).is_none_or(|b| &b == a) })
+                    p.iter()
+                        .zip(&v.axes)
+                        .all(|(q, a)| even_ok(q, a) && if m.is_dim(q) { q == a } else { (a == q || !p.contains(a)) && lookup(&map, q).is_none_or(|b| &b == a) })
                 })
                 .collect();
             if let Some(v) = cands.choose(rng) {
                 for (q, a) in p.iter().zip(&v.axes) {
                     if !m.is_dim(q) && lookup(&map, q).is_none() {
                         map.push((q.clone(), a.clone()));
+                    }
+                    if sig.even.contains(q) && self.size(a).is_none() && !self.even.contains(a) {
+                        self.even.push(a.clone());
                     }
                 }
                 args.push(v.name.clone());
@@ -695,9 +717,12 @@ impl Body<'_> {
             args.push(pick(rng, LITERALS).to_string());
         }
         let axes: Vec<String> = sig.result.iter().map(|q| lookup(&map, q).unwrap_or_else(|| q.clone())).collect();
-        if !distinct(&axes) {
+        // The callee's derived axes enter this scope: not twice (a second call would
+        // require its sizes equal to the first's).
+        if !distinct(&axes) || sig.derived.iter().any(|(d, _)| self.sizes.iter().any(|(n, _)| n == d)) {
             return None;
         }
+        self.sizes.extend(sig.derived.iter().cloned());
         self.calls += 1;
         self.depth = self.depth.max(sig.depth + 1);
         Some(Expr { text: format!("{}({})", sig.name, args.join(", ")), axes, real: true, atomic: true })
@@ -802,17 +827,31 @@ impl Body<'_> {
     fn split(&mut self, rng: &mut SmallRng) -> bool {
         let mark = self.sizes.len();
         let fit = self.operand(rng, 1).and_then(|x| {
-            let axes: Vec<(usize, u64)> =
-                x.axes.iter().enumerate().filter_map(|(i, a)| self.size(a).filter(|s| s % 2 == 0 || s % 3 == 0).map(|s| (i, s))).collect();
+            let axes: Vec<(usize, Option<u64>)> = x
+                .axes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, a)| match self.size(a) {
+                    Some(s) => (s % 2 == 0 || s % 3 == 0).then_some((i, Some(s))),
+                    // A symbolic parameter axis, split in two at run time.
+                    None => a.starts_with('p').then_some((i, None)),
+                })
+                .collect();
             let &(i, s) = axes.choose(rng)?;
-            let counts: Vec<u64> = [2, 3, 4].into_iter().filter(|k| s % k == 0).collect();
+            let counts: Vec<u64> = match s {
+                Some(s) => [2, 3, 4].into_iter().filter(|k| s % k == 0).collect(),
+                None => vec![2],
+            };
             Some((x, i, s, *counts.choose(rng)?))
         });
         let Some((x, i, s, k)) = fit else {
             self.sizes.truncate(mark);
             return false;
         };
-        let h = self.fresh_axis(Some(s / k));
+        if s.is_none() && !self.even.contains(&x.axes[i]) {
+            self.even.push(x.axes[i].clone());
+        }
+        let h = self.fresh_axis(s.map(|s| s / k));
         let mut lhs = x.axes.clone();
         lhs[i] = match rng.random_range(0..3) {
             0 => format!("{k}{h}"),
@@ -869,6 +908,8 @@ fn add_function(rng: &mut SmallRng, m: &mut Module, nstmts: usize) {
         text: String::new(),
         next_val: 0,
         next_axis: 0,
+        function: m.sigs.len(),
+        even: Vec::new(),
         calls: 0,
         depth: 0,
     };
@@ -890,7 +931,9 @@ fn add_function(rng: &mut SmallRng, m: &mut Module, nstmts: usize) {
     for _ in 0..nstmts {
         body.statement(rng);
     }
-    let allowed = |n: &String| m.is_dim(n) || params.iter().any(|p| p.contains(n));
+    // A result axis is a dim, a parameter's axis, or one the body derived (`rF_N`).
+    let own = format!("r{}_", body.function);
+    let allowed = |n: &String| m.is_dim(n) || params.iter().any(|p| p.contains(n)) || n.starts_with(&own);
     let ret = body.vals.iter().rev().find(|v| v.axes.iter().all(allowed)).cloned().unwrap_or_else(|| Val {
         name: "x0".into(),
         axes: params.first().cloned().unwrap_or_default(),
@@ -912,9 +955,10 @@ fn add_function(rng: &mut SmallRng, m: &mut Module, nstmts: usize) {
         sig_params.push(if rng.random_bool(0.5) { "k0: float = 1.0".into() } else { "k0: float".into() });
     }
     let name = format!("f{}", m.sigs.len());
-    let (text, depth, scalar) = (body.text, body.depth, body.scalar);
+    let derived: Vec<(String, Option<u64>)> = result.iter().filter(|n| n.starts_with(&own)).map(|n| (n.clone(), body.size(n))).collect();
+    let (text, depth, scalar, even) = (body.text, body.depth, body.scalar, body.even);
     m.text += &format!("\ndef {name}({}) -> [{}] {{\n{text}    return {ret_name}\n}}\n", sig_params.join(", "), join(&result));
-    m.sigs.push(Sig { name, params, scalar, result, depth });
+    m.sigs.push(Sig { name, params, scalar, result, derived, even, depth });
 }
 
 /// A random well-formed nax module with random shapes that must check with no error.

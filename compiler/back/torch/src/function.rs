@@ -75,11 +75,14 @@ impl<'a> FnEmitter<'a> {
         }
         let signature = e.signature()?;
         let mut body = Vec::with_capacity(f.body.len());
+        // The sizes the code refers to up to each statement.
+        let mut used = Vec::with_capacity(f.body.len());
         for stmt in &f.body {
             body.push(e.statement(stmt)?);
+            used.push(e.needed.clone());
         }
         let (sizes, unresolved) = e.size_plan();
-        let (body, unresolved) = e.bind_from_values(body, unresolved)?;
+        let (body, unresolved) = e.bind_from_values(body, &used, unresolved)?;
         let mut text = signature;
         text.push_str(&format!("{INDENT}\"\"\"{}\"\"\"\n", f.signature().replace('\\', "\\\\").replace('"', "'")));
         if e.needs_dev {
@@ -164,17 +167,22 @@ impl<'a> FnEmitter<'a> {
     /// Binds the sizes the parameters and weights do not give (a size a
     /// callee derives from a keyword, used by the caller) from the shape of
     /// the first value that has them, right after the statement that binds
-    /// it; gives the body and what is still unresolved.
-    fn bind_from_values(&mut self, body: Vec<String>, unresolved: Vec<SymId>) -> Result<(Vec<String>, Vec<SymId>), EmitError> {
+    /// it, when no statement up to that one refers to the size (`used`:
+    /// the sizes referred to up to each statement); gives the body and
+    /// what is still unresolved.
+    fn bind_from_values(&mut self, body: Vec<String>, used: &[BTreeSet<u32>], unresolved: Vec<SymId>) -> Result<(Vec<String>, Vec<SymId>), EmitError> {
         let mut unresolved = unresolved;
         let mut out = Vec::with_capacity(body.len());
-        for (stmt, line) in self.f.body.iter().zip(body) {
+        for ((stmt, line), used) in self.f.body.iter().zip(body).zip(used) {
             out.push(line);
             let TStmt::Assign { targets, .. } = stmt else { continue };
             for &t in targets {
                 let Some(Type::Tensor(ty)) = self.f.bindings.get(t).map(|b| &b.ty) else { continue };
                 for (k, axis) in ty.axes.iter().enumerate() {
                     let Size::Sym(root) = self.f.symbols.resolve(axis.size) else { continue };
+                    if used.contains(&root.0) {
+                        continue;
+                    }
                     if let Some(at) = unresolved.iter().position(|&r| r == root) {
                         unresolved.remove(at);
                         let var = self.size_var(root.0);
