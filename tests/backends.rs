@@ -386,7 +386,13 @@ pub(crate) fn pool() -> &'static ThreadPool {
 /// Compiles `g` with `backend` through the pipeline and calls it on `args`
 /// through the runtime's call boundary.
 pub fn run_on(backend: Backend, g: &nax_ir::Graph, args: &[Value], weights: &HashMap<String, HostTensor>) -> Result<HostTensor, String> {
-    let f = nax::pipeline::compile_graph(g.clone(), &[], backend, &mut nax::Timings::start()).map_err(|e| e.to_string())?;
+    run_with(backend, false, g, args, weights)
+}
+
+/// [`run_on`], with every load and store bounds-checked when `check_bounds` (`--check-bounds`).
+pub fn run_with(backend: Backend, check_bounds: bool, g: &nax_ir::Graph, args: &[Value], weights: &HashMap<String, HostTensor>) -> Result<HostTensor, String> {
+    let target = nax::pipeline::Target { check_bounds, ..backend.target(nax::pipeline::Cpu::Native) };
+    let f = nax::pipeline::compile_graph_for(g.clone(), &[], backend, &target, &mut nax::Timings::start()).map_err(|e| e.to_string())?;
     let call = f.signature().check(args.iter().map(Value::arg).collect(), weights).map_err(|e| e.to_string())?;
     f.run(&call, pool()).map_err(|e| e.to_string())
 }
@@ -421,14 +427,21 @@ fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, solved: &[Option<u6
 /// The back ends under test (the interpreter, first, is also the
 /// reference), the CUDA target's kernels emulated on the CPU, and, on a
 /// machine with NVIDIA's driver, the same kernels on its GPU (a line says
-/// when that is skipped).
-fn backends() -> Vec<Backend> {
+/// when that is skipped); then the CPU back ends and the emulation with
+/// bounds-checked kernels (`true`).
+fn backends() -> Vec<(Backend, bool)> {
     let mut all = vec![Backend::Interp, Backend::Llvm, Backend::Mlir, Backend::Cranelift, Backend::CudaEmulation];
     match nax_runtime::cuda::driver() {
         Ok(()) => all.push(Backend::Cuda),
         Err(e) => println!("skipped the GPU back end: {e}"),
     }
-    all
+    let checked = [Backend::Llvm, Backend::Mlir, Backend::Cranelift, Backend::CudaEmulation].map(|b| (b, true));
+    all.into_iter().map(|b| (b, false)).chain(checked).collect()
+}
+
+/// How a run's back end is named in a failure: ` --check-bounds` when checked.
+fn checked_label(check_bounds: bool) -> &'static str {
+    if check_bounds { " --check-bounds" } else { "" }
 }
 
 /// The back ends that compile to machine code.
@@ -537,22 +550,24 @@ pub(crate) fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
         let Some((checked, graph, rewritten, args, weights)) = prepare(&case, &mut rng, generated) else { continue };
         let mut reference = None;
         // The interpreter runs the graph as lowered; the native back ends run
-        // it rewritten by the optimizer, so every case also tests the rewriting.
-        for &backend in &all {
+        // it rewritten by the optimizer, so every case also tests the
+        // rewriting; the CPU back ends again with every load and store
+        // bounds-checked (`--check-bounds`).
+        for &(backend, check_bounds) in &all {
             let g = if backend == Backend::Interp { &graph } else { &rewritten };
-            let out = match run_on(backend, g, &args, &weights) {
+            let out = match run_with(backend, check_bounds, g, &args, &weights) {
                 Ok(out) => out,
                 Err(e) if unknowable(&e, generated) => {
                     println!("{}: skipped ({e})", case.name);
                     break;
                 }
-                Err(e) => panic!("{}: {}: {e}\n{}", case.name, backend.name(), case.source),
+                Err(e) => panic!("{}: {}{}: {e}\n{}", case.name, backend.name(), checked_label(check_bounds), case.source),
             };
             match &reference {
                 None => reference = Some(out),
                 Some(r) => {
-                    if let Err(e) = compare(&format!("{} on {}", case.name, backend.name()), &out, r, 0) {
-                        failures.push(e);
+                    if let Err(e) = compare(&format!("{} on {}{}", case.name, backend.name(), checked_label(check_bounds)), &out, r, longest_sum(&graph)) {
+                        failures.push(format!("{e}\n{}", case.source));
                     }
                 }
             }
@@ -783,14 +798,14 @@ fn indices_outside_their_axis_fail_the_call_on_every_backend() {
         (&[1.0], -5, "index -1 is outside axis 'V' of size 4"),
         (&[1.0], 4, "index 4 is outside axis 'V' of size 4"),
     ];
-    for backend in backends() {
+    for (backend, check_bounds) in backends() {
         for (values, l, message) in cases {
             let args = [Value::Tensor(w.clone()), Value::Tensor(ids(values)), Value::Scalar(Scalar::Int(l))];
-            let e = run_on(backend, &graph, &args, &HashMap::new()).expect_err("an index outside the axis");
-            assert!(e.contains(message), "{}: {e}", backend.name());
+            let e = run_with(backend, check_bounds, &graph, &args, &HashMap::new()).expect_err("an index outside the axis");
+            assert!(e.contains(message), "{}{}: {e}", backend.name(), checked_label(check_bounds));
         }
         let args = [Value::Tensor(w.clone()), Value::Tensor(ids(&[3.0, 0.0])), Value::Scalar(Scalar::Int(-4))];
-        run_on(backend, &graph, &args, &HashMap::new()).unwrap();
+        run_with(backend, check_bounds, &graph, &args, &HashMap::new()).unwrap();
     }
 }
 
@@ -800,10 +815,10 @@ fn an_empty_sum_is_positive_zero_everywhere() {
     let checked = nax_front::check_source(source);
     let graph = nax::pipeline::lower(&checked.module, "f", true, &mut nax::Timings::start()).unwrap().lowered;
     let x = HostTensor::from_f64(DType::F32, vec![3, 0], vec![Some("n".into()), Some("m".into())], &[]).unwrap();
-    for backend in backends() {
-        let out = run_on(backend, &graph, &[Value::Tensor(x.clone())], &HashMap::new()).unwrap();
+    for (backend, check_bounds) in backends() {
+        let out = run_with(backend, check_bounds, &graph, &[Value::Tensor(x.clone())], &HashMap::new()).unwrap();
         for v in out.to_f64_vec() {
-            assert!(v == 0.0 && v.is_sign_positive(), "{}: {v:?}", backend.name());
+            assert!(v == 0.0 && v.is_sign_positive(), "{}{}: {v:?}", backend.name(), checked_label(check_bounds));
         }
     }
 }

@@ -189,6 +189,7 @@ fn export(dir: &Path, name: &str, graph: &nax_ir::Graph, args: &[Value], weights
             BufferKind::Temporary => ("temporary", serde_json::Value::Null, None),
             BufferKind::Alias(j) => ("alias", (*j).into(), None),
             BufferKind::Tile => panic!("{name}: attention tiles are not formed for a GPU"),
+            BufferKind::Fault => panic!("{name}: bounds-checked kernels are not exported for a GPU"),
         };
         let mut entry =
             serde_json::json!({"dtype": buffer.dtype.as_str(), "elements": shape.iter().product::<u64>(), "shape": shape, "kind": kind, "source": source});

@@ -99,5 +99,6 @@ def compile(
     weights: Union[None, str, "os.PathLike[str]", Mapping[str, ArrayLike]] = None,
     threads: int = 0,
     optimize: bool = True,
+    check_bounds: bool = False,
 ) -> Module: ...
 def load(path: Union[str, "os.PathLike[str]"], weights: Union[None, str, "os.PathLike[str]"] = None, threads: int = 0) -> Library: ...

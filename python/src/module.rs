@@ -73,11 +73,13 @@ fn weights(program: nax::Program, weights: &Bound<'_, PyAny>) -> PyResult<nax::P
 /// this machine's NVIDIA GPU, the host tensors copied there and back);
 /// `weights` a safetensors file or a dict from weight name to tensor;
 /// `threads` the threads each call runs on (0: one per core);
-/// `optimize=False` skips the graph rewriting.
+/// `optimize=False` skips the graph rewriting; `check_bounds=True`
+/// compiles every load and store with a bounds check (an access outside a
+/// buffer fails the call: slower, for finding bugs of nax).
 /// A program that does not check raises `nax.CompileError`; functions
 /// compile when first used.
 #[pyfunction]
-#[pyo3(signature = (source, backend = "llvm", weights = None, threads = 0, optimize = true))]
+#[pyo3(signature = (source, backend = "llvm", weights = None, threads = 0, optimize = true, check_bounds = false))]
 pub fn compile(
     py: Python<'_>,
     source: &Bound<'_, PyAny>,
@@ -85,9 +87,10 @@ pub fn compile(
     weights: Option<&Bound<'_, PyAny>>,
     threads: usize,
     optimize: bool,
+    check_bounds: bool,
 ) -> PyResult<Module> {
     crate::errors::guard(|| {
-        let mut engine = Engine::new().backend(self::backend(backend)?).optimize(optimize);
+        let mut engine = Engine::new().backend(self::backend(backend)?).optimize(optimize).check_bounds(check_bounds);
         if threads > 0 {
             engine = engine.threads(threads);
         }

@@ -210,7 +210,14 @@ impl<'p> Sizes<'p> {
                     .ok_or_else(|| RuntimeError::UnknownSize { size: table.display(crate::sizes::Size::Sym(id)) })
             })
             .collect::<Result<Vec<i64>, RuntimeError>>()?;
-        Ok(Sizes { plan, slots })
+        let mut sizes = Sizes { plan, slots };
+        // Bounds-checked kernels read each buffer's length after the slots
+        // (a tile's scratch, which they do not check, as the largest length).
+        if plan.fault_buffer().is_some() {
+            let lengths: Vec<i64> = sizes.memory(call)?.into_iter().map(|l| l.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX))).collect();
+            sizes.slots.extend(lengths);
+        }
+        Ok(sizes)
     }
 
     /// The loop extents of each kernel that has something to write (no
@@ -273,7 +280,7 @@ impl<'p> Sizes<'p> {
             memory.push(match &buffer.kind {
                 BufferKind::Input(i) => Some(call.tensor(*i).map_or(1, |t| t.len())),
                 BufferKind::Weight(name) => call.weight(name).map(|t| t.len()),
-                BufferKind::Temporary => Some(self.elements(b)?),
+                BufferKind::Temporary | BufferKind::Fault => Some(self.elements(b)?),
                 BufferKind::Alias(a) => memory.get(*a).copied().flatten(),
                 BufferKind::Tile => None,
             });
@@ -532,7 +539,7 @@ impl NativeFunction {
                     (None, Some(d)) => d.as_mut_ptr(),
                     (None, None) => return Err(RuntimeError::Internal("the result has no storage".into())),
                 },
-                BufferKind::Temporary => {
+                BufferKind::Temporary | BufferKind::Fault => {
                     let bytes = sizes
                         .elements(b)?
                         .checked_mul(buffer.dtype.size_bytes())
@@ -546,6 +553,9 @@ impl NativeFunction {
                             v
                         }
                     };
+                    if buffer.kind == BufferKind::Fault {
+                        v.fill(0);
+                    }
                     let ptr = v.as_mut_ptr().cast::<u8>();
                     storage.push(v);
                     ptr
@@ -576,6 +586,17 @@ impl NativeFunction {
             }
             if let (Some(p), Some(t)) = (profile.as_mut(), started) {
                 p[index] += t.elapsed().as_secs_f64();
+            }
+            if let Some(fault) = p.fault_buffer() {
+                // SAFETY: the fault record is a zeroed buffer of FAULT_WORDS
+                // i64 words this call allocated, which the kernels have
+                // finished writing (they ran to completion above).
+                let words = unsafe { std::slice::from_raw_parts(table.0[fault].cast::<i64>(), crate::plan::FAULT_WORDS) };
+                if words[0] != 0 {
+                    let buffer = usize::try_from(words[2]).unwrap_or(usize::MAX);
+                    let len = sizes.memory(call)?.get(buffer).copied().flatten().unwrap_or(0);
+                    return Err(RuntimeError::OutOfBounds { kernel: usize::try_from(words[1]).unwrap_or(usize::MAX), buffer, offset: words[3], len });
+                }
             }
         }
         if let Some(p) = profile {

@@ -292,6 +292,25 @@ pub enum RuntimeError {
     #[error("{0}")]
     Call(Box<crate::call::CallError>),
 
+    /// What this device or build cannot do (named in the message).
+    #[error("{0}")]
+    Unsupported(String),
+
+    /// A kernel compiled with bounds checks (`--check-bounds`) met an
+    /// access outside its buffer, and made none: a bug of nax, which the
+    /// call reports instead of reading or writing outside the buffer.
+    #[error("kernel k{kernel} would access buffer {buffer} at offset {offset} of {len} (a bounds check failed: a bug of nax)")]
+    OutOfBounds {
+        /// The kernel.
+        kernel: usize,
+        /// The buffer.
+        buffer: usize,
+        /// The element offset it computed.
+        offset: i64,
+        /// The buffer's length in elements.
+        len: usize,
+    },
+
     /// An index a call computed or was given lies outside the axis it
     /// indexes (`take`'s indices): the call fails before any read.
     #[error("{op}: index {index} is outside {axis} of size {size}")]

@@ -49,6 +49,13 @@ pub enum BufferKind {
     /// Scratch of one tile of an attention kernel, which the driver gives
     /// each tile's task.
     Tile,
+    /// The fault record of a function compiled with bounds checks
+    /// (`--check-bounds`): four `i64` words, zeroed at each call, which a
+    /// kernel sets on an access outside its buffer (1, the kernel, the
+    /// buffer, the offset) instead of making it. Its kernels read each
+    /// buffer's length in elements from the size slots after the plan's
+    /// (slot `slots.len() + b` for buffer `b`).
+    Fault,
 }
 
 /// One buffer: a value in memory, row-major and contiguous.
@@ -321,7 +328,15 @@ pub struct NativePlan {
     pub result: usize,
 }
 
+/// The words of a [`BufferKind::Fault`] record.
+pub const FAULT_WORDS: usize = 4;
+
 impl NativePlan {
+    /// The fault record of a plan compiled with bounds checks.
+    pub fn fault_buffer(&self) -> Option<usize> {
+        self.buffers.iter().position(|b| b.kind == BufferKind::Fault)
+    }
+
     /// Checks that every index in the plan points where it must: buffers,
     /// loops, slots and inputs in range, one index per operand axis,
     /// aliases to earlier buffers, tile buffers where attention uses them.
@@ -343,6 +358,9 @@ impl NativePlan {
                 return bad(format!("buffer {b} has a size slot out of range"));
             }
             match buffer.kind {
+                BufferKind::Fault if buffer.dtype != DType::I64 || buffer.shape != [SizeRef::Const(FAULT_WORDS as u64)] => {
+                    return bad(format!("buffer {b} is a fault record of another shape"));
+                }
                 BufferKind::Input(i) if i >= inputs => return bad(format!("buffer {b} is input {i} of {inputs}")),
                 BufferKind::Alias(a) if a >= b => return bad(format!("buffer {b} aliases a later buffer {a}")),
                 _ => {}

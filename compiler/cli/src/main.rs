@@ -70,6 +70,11 @@ enum Command {
         /// Optimization level: 0 skips the graph rewriting (egg), 1 runs it.
         #[arg(short = 'O', default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
         opt_level: u8,
+        /// Check every load and store of every kernel against its buffer
+        /// while the call runs: an access outside fails the call (slower;
+        /// for finding bugs of nax; CPU back ends).
+        #[arg(long)]
+        check_bounds: bool,
     },
     /// Compile ahead of time and write what --emit names.
     Build {
@@ -104,6 +109,9 @@ enum Command {
         /// Optimization level: 0 skips the graph rewriting (egg), 1 runs it.
         #[arg(short = 'O', default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
         opt_level: u8,
+        /// Compile every load and store with a bounds check (see `nax run --check-bounds`).
+        #[arg(long)]
+        check_bounds: bool,
     },
     /// Print the long explanation of an error code, with an example.
     Explain {
@@ -151,8 +159,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check { file, format, types } => check(&file, format, types),
-        Command::Run { file, function, inputs, weights, args, out, backend: name, timings, opt_level, target } => {
-            let req = run::RunRequest { file, function, inputs, weights, args, out, optimize: opt_level > 0 };
+        Command::Run { file, function, inputs, weights, args, out, backend: name, timings, opt_level, target, check_bounds } => {
+            let req = run::RunRequest { file, function, inputs, weights, args, out, optimize: opt_level > 0, check_bounds };
             // On a GPU, the kernels are PTX made through MLIR, whatever CPU back end `--backend` names.
             let backend = match target {
                 Target::Cpu => backend(name),
@@ -160,7 +168,7 @@ fn main() -> ExitCode {
             };
             run_command(&req, backend, timings)
         }
-        Command::Build { file, emit, out, backend, target, cpu, weights, embed_weights, timings, opt_level } => {
+        Command::Build { file, emit, out, backend, target, cpu, weights, embed_weights, timings, opt_level, check_bounds } => {
             let Some(cpu) = pipeline::Cpu::parse(&cpu) else {
                 let names: Vec<&str> = pipeline::NAMED_CPUS.iter().map(|c| c.name).collect();
                 eprintln!("error: --cpu {cpu}: not a CPU nax knows; give native, generic or one of: {}", names.join(", "));
@@ -174,7 +182,7 @@ fn main() -> ExitCode {
                 }
                 (_, false) => None,
             };
-            build(&file, &out, backend, timings, Options { emit, optimize: opt_level > 0, cpu, device: target, embedded_weights: embedded })
+            build(&file, &out, backend, timings, Options { emit, optimize: opt_level > 0, cpu, device: target, embedded_weights: embedded, check_bounds })
         }
         Command::Explain { code } => explain(&code),
     }
@@ -227,16 +235,19 @@ struct Options {
     device: Target,
     /// `--weights` with `--embed-weights`.
     embedded_weights: Option<PathBuf>,
+    /// `--check-bounds`.
+    check_bounds: bool,
 }
 
 impl Options {
     /// The machine kernels are formed for: the GPU of `--target cuda`, or
     /// the LLVM back end's view of `--cpu`.
     fn target(&self) -> nax_kernel::Target {
-        match self.device {
+        let target = match self.device {
             Target::Cuda => nax_kernel::Target::CUDA,
             Target::Cpu => Backend::Llvm.target(self.cpu),
-        }
+        };
+        nax_kernel::Target { check_bounds: self.check_bounds, ..target }
     }
 }
 
@@ -347,6 +358,7 @@ fn build(path: &Path, out: &Path, name: BackendName, show_timings: bool, options
         let library = nax::aot::LibraryOptions {
             cpu: options.cpu,
             optimize: options.optimize,
+            check_bounds: options.check_bounds,
             embedded_weights: options.embedded_weights.clone(),
             source_name: path.display().to_string(),
         };

@@ -20,6 +20,8 @@ pub struct RunRequest {
     pub out: PathBuf,
     /// Whether the graph is rewritten by the optimizer (`-O1`).
     pub optimize: bool,
+    /// Whether every load and store is bounds-checked (`--check-bounds`).
+    pub check_bounds: bool,
 }
 
 /// Why a run failed: the checker's diagnostics (printed as rendered), or
@@ -46,7 +48,7 @@ pub fn run(req: &RunRequest, source: &str, backend: Backend, timings: &mut Timin
 
 /// Runs the request's function of a module that checked.
 fn run_checked(req: &RunRequest, module: &nax_front::CheckedModule, backend: Backend, timings: &mut Timings) -> Result<(), String> {
-    let function = pipeline::compile_function(module, &req.function, backend, req.optimize, timings).map_err(|e| e.to_string())?;
+    let function = pipeline::compile_function(module, &req.function, backend, req.optimize, req.check_bounds, timings).map_err(|e| e.to_string())?;
     let signature = function.signature();
     let mut inputs: HashMap<String, HostTensor> = match &req.inputs {
         Some(p) => nax::read_tensors(p).map_err(|e| e.to_string())?.into_iter().collect(),

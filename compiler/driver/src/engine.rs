@@ -36,6 +36,7 @@ struct Options {
     backend: Backend,
     threads: usize,
     optimize: bool,
+    check_bounds: bool,
 }
 
 /// Compiles programs: the back end, the threads each program's calls run
@@ -57,7 +58,7 @@ impl Engine {
     /// LLVM for the host CPU, one thread per available core, optimised.
     pub fn new() -> Engine {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Engine { options: Options { backend: Backend::Llvm, threads, optimize: true }, cache: Mutex::new(HashMap::new()) }
+        Engine { options: Options { backend: Backend::Llvm, threads, optimize: true, check_bounds: false }, cache: Mutex::new(HashMap::new()) }
     }
 
     /// Uses this back end.
@@ -75,6 +76,14 @@ impl Engine {
     /// Rewrites graphs with the optimizer (`-O1`, the default) or not (`-O0`).
     pub fn optimize(mut self, optimize: bool) -> Engine {
         self.options.optimize = optimize;
+        self
+    }
+
+    /// Compiles every load and store with a bounds check (`--check-bounds`):
+    /// an access outside its buffer fails the call instead of being made.
+    /// Slower; for finding bugs of nax. The CPU back ends only.
+    pub fn check_bounds(mut self, check_bounds: bool) -> Engine {
+        self.options.check_bounds = check_bounds;
         self
     }
 
@@ -153,7 +162,10 @@ impl Program {
         // to its host.
         let compiled = cell.get_or_init(|| {
             let mut timings = Timings::start();
-            c.pool.install(|| pipeline::compile_function(&c.module, name, c.options.backend, c.options.optimize, &mut timings)).map(Arc::new).map_err(Arc::new)
+            c.pool
+                .install(|| pipeline::compile_function(&c.module, name, c.options.backend, c.options.optimize, c.options.check_bounds, &mut timings))
+                .map(Arc::new)
+                .map_err(Arc::new)
         });
         match compiled {
             Ok(f) => Ok(Function { program: self.clone(), function: Arc::clone(f) }),

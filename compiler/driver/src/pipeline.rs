@@ -212,9 +212,17 @@ pub fn compile_graph_for(graph: Graph, defaults: &[Option<Scalar>], backend: Bac
 }
 
 /// Lowers, rewrites (when `optimize`) and compiles the module's function
-/// `name`.
-pub fn compile_function(module: &CheckedModule, name: &str, backend: Backend, optimize: bool, timings: &mut Timings) -> Result<Function, Error> {
+/// `name`, with every load and store bounds-checked when `check_bounds`.
+pub fn compile_function(
+    module: &CheckedModule,
+    name: &str,
+    backend: Backend,
+    optimize: bool,
+    check_bounds: bool,
+    timings: &mut Timings,
+) -> Result<Function, Error> {
     let defaults = defaults(function(module, name)?);
     let lowered = lower(module, name, optimize, timings)?;
-    compile_graph(lowered.into_graph(), &defaults, backend, timings)
+    let target = Target { check_bounds, ..backend.target(Cpu::Native) };
+    compile_graph_for(lowered.into_graph(), &defaults, backend, &target, timings)
 }

@@ -461,6 +461,24 @@ pub struct Estimate {
 }
 
 impl Program {
+    /// The fault record of a program formed with bounds checks
+    /// ([`crate::Target::check_bounds`]).
+    pub fn fault_buffer(&self) -> Option<usize> {
+        self.buffers.iter().position(|b| b.kind == BufferKind::Fault)
+    }
+
+    /// The buffers kernel `k`'s code receives, increasing: those it reads
+    /// or writes, and the fault record where there is one.
+    pub fn kernel_buffers(&self, k: &Kernel) -> Vec<usize> {
+        let mut out = k.buffers();
+        if let Some(f) = self.fault_buffer() {
+            out.push(f);
+            out.sort_unstable();
+            out.dedup();
+        }
+        out
+    }
+
     /// The number of functions a native back end compiles for the
     /// program: its kernels, then its microkernels.
     pub fn function_count(&self) -> usize {

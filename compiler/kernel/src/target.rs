@@ -30,6 +30,11 @@ pub struct Target {
     /// and each kernel's output loops one flat parallel loop
     /// ([`crate::Schedule::flat`]), one thread per position.
     pub gpu: bool,
+    /// Every load and store of every kernel is checked against its
+    /// buffer's length at run time (`--check-bounds`): an access outside
+    /// fails the call instead of being made. The program gets a fault
+    /// record ([`crate::BufferKind::Fault`]).
+    pub check_bounds: bool,
 }
 
 /// A microkernel of a program and the blocking its products use.
@@ -42,19 +47,24 @@ pub struct ProductKernel {
 impl Target {
     /// Any x86-64 machine: 16-byte vectors (SSE2), and caches of 32 KiB,
     /// 1 MiB and 32 MiB assumed.
-    pub const GENERIC: Target = Target { vector_bytes: 16, cache_bytes: [32 << 10, 1 << 20, 32 << 20], gpu: false };
+    pub const GENERIC: Target = Target { vector_bytes: 16, cache_bytes: [32 << 10, 1 << 20, 32 << 20], gpu: false, check_bounds: false };
 
     /// An NVIDIA GPU of compute capability 9.0 (H100, H200): one 4-byte
     /// lane per thread, 256 KiB of L1 and shared memory per SM, 50 MiB of
     /// L2.
-    pub const CUDA: Target = Target { vector_bytes: 4, cache_bytes: [256 << 10, 50 << 20, 50 << 20], gpu: true };
+    pub const CUDA: Target = Target { vector_bytes: 4, cache_bytes: [256 << 10, 50 << 20, 50 << 20], gpu: true, check_bounds: false };
 
     /// The machine this process runs on: AVX-512, AVX2 with FMA, or 16-byte
     /// vectors; its caches as Linux reports them (the generic sizes where
     /// it does not).
     pub fn host() -> Target {
         static HOST: std::sync::OnceLock<Target> = std::sync::OnceLock::new();
-        *HOST.get_or_init(|| Target { vector_bytes: host_vector_bytes(), cache_bytes: host_caches().unwrap_or(Target::GENERIC.cache_bytes), gpu: false })
+        *HOST.get_or_init(|| Target {
+            vector_bytes: host_vector_bytes(),
+            cache_bytes: host_caches().unwrap_or(Target::GENERIC.cache_bytes),
+            gpu: false,
+            check_bounds: false,
+        })
     }
 
     /// The same machine seen through vectors of at most `bytes`.

@@ -77,6 +77,7 @@ pub fn print(p: &Program) -> String {
             BufferKind::Temporary => "temporary".to_string(),
             BufferKind::Alias(a) => format!("alias %{a}"),
             BufferKind::Tile => "tile".to_string(),
+            BufferKind::Fault => "fault".to_string(),
         };
         let _ = writeln!(out, "buffer %{i} {}[{}] {kind}", b.dtype.as_str(), shape.join(" "));
     }
@@ -326,6 +327,7 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                     "temporary" => BufferKind::Temporary,
                     "alias" => BufferKind::Alias(c.reference()?),
                     "tile" => BufferKind::Tile,
+                    "fault" => BufferKind::Fault,
                     other => return Err(c.err(format!("unknown buffer kind `{other}`"))),
                 };
                 p.buffers.push(crate::kernel::Buffer { dtype, shape, kind });

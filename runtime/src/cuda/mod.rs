@@ -88,6 +88,9 @@ impl CudaPlan {
         if let Some(b) = self.plan.buffers.iter().position(|b| b.kind == BufferKind::Tile) {
             return bad(format!("buffer {b} is an attention tile"));
         }
+        if self.plan.fault_buffer().is_some() {
+            return Err(RuntimeError::Unsupported("bounds-checked kernels (--check-bounds) run on the CPU; the CUDA device runs them unchecked only".into()));
+        }
         let buffers = self.plan.buffers.len();
         for (i, (k, gpu)) in self.plan.kernels.iter().zip(&self.kernels).enumerate() {
             if !matches!(k.strategy, Strategy::Nest(_)) {

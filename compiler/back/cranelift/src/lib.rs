@@ -55,7 +55,7 @@ fn compile_planned(
         context.func.signature = entry.clone();
         match kernel {
             Some(kernel) => {
-                let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &kernel.buffers());
+                let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &program.kernel_buffers(kernel));
                 nax_back_native::lower_kernel(&mut emitter, program, slots, kernel);
                 emitter.finish();
             }

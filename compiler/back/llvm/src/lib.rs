@@ -237,7 +237,7 @@ fn add_kernels<'ctx>(
     for &i in which {
         let kernel = p.kernels.get(i);
         let used = match kernel {
-            Some(k) => k.buffers(),
+            Some(k) => p.kernel_buffers(k),
             // A microkernel's A panel, B panel, C and scratch tile.
             None => vec![0, 1, 2, 3],
         };

@@ -130,7 +130,7 @@ fn part_text(parts: &[(&Program, &[usize])], device: Device) -> Result<String, S
         for &i in which {
             let kernel = p.kernels.get(i);
             let used = match kernel {
-                Some(k) => k.buffers(),
+                Some(k) => p.kernel_buffers(k),
                 // A microkernel's A panel, B panel, C and scratch tile.
                 None => vec![0, 1, 2, 3],
             };
@@ -228,7 +228,7 @@ pub fn ptx(programs: &[Program]) -> Result<String, String> {
 pub fn cuda(p: &Program) -> Result<CudaPlan, CodegenError> {
     let plan = Slots::new(p).plan(p)?;
     let ptx = ptx(std::slice::from_ref(p)).map_err(CodegenError::backend("mlir", &p.name))?;
-    let kernels = p.kernels.iter().enumerate().map(|(i, k)| CudaKernel { entry: p.function_name(i), buffers: k.buffers() }).collect();
+    let kernels = p.kernels.iter().enumerate().map(|(i, k)| CudaKernel { entry: p.function_name(i), buffers: p.kernel_buffers(k) }).collect();
     Ok(CudaPlan { plan, ptx, kernels })
 }
 

@@ -6,6 +6,7 @@
 //! plan of a program that the runtime's driver runs the compiled kernels
 //! by (`nax_runtime::NativeFunction`).
 
+mod bounds;
 mod emitter;
 mod lower;
 pub mod math;

@@ -41,8 +41,20 @@ pub fn register_kind(d: DType) -> Kind {
     }
 }
 
-/// Emits the body of one kernel function.
+/// Emits the body of one kernel function; in a program with a fault
+/// record (`--check-bounds`), with every load and store checked.
 pub fn lower_kernel<E: Emitter>(e: &mut E, p: &Program, plan: &Slots, k: &Kernel) {
+    match p.fault_buffer() {
+        Some(fault) => {
+            let kernel = p.kernels.iter().position(|x| std::ptr::eq(x, k)).unwrap_or(usize::MAX);
+            let mut checked = crate::bounds::BoundsChecked { inner: e, fault, lengths: plan.slot_count(), kernel };
+            lower_nest(&mut checked, p, plan, k);
+        }
+        None => lower_nest(e, p, plan, k),
+    }
+}
+
+fn lower_nest<E: Emitter>(e: &mut E, p: &Program, plan: &Slots, k: &Kernel) {
     let mut l = Lowering { e, p, plan, k, index: vec![None; k.loops.len()], strides: HashMap::new(), extents: Vec::new(), rows: Vec::new() };
     l.run();
 }
@@ -96,7 +108,7 @@ impl<E: Emitter> Lowering<'_, E> {
             // The driver runs it through the matrix-product library.
             return;
         }
-        for b in self.k.buffers() {
+        for b in self.p.kernel_buffers(self.k) {
             self.prepare_strides(b);
         }
         self.extents = self.k.loops.iter().map(|l| l.extent).collect::<Vec<_>>().into_iter().map(|s| self.size(s)).collect();

@@ -198,12 +198,21 @@ fn letter<'n>(name: &'n str, letters: &mut Vec<&'n str>) -> Option<char> {
     Some(c)
 }
 
+/// Axes as the elements of a Python tuple: `1,` or `0, 2`.
+fn dims_tuple(dims: &[usize]) -> String {
+    match dims {
+        [one] => format!("{one},"),
+        _ => join(dims),
+    }
+}
+
 /// The letters of einsum equations.
 const LETTERS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
 
 /// Reduces the axes `dims` of `s` (a tensor of dtype `from`) to a tensor of
 /// dtype `to`: `sum` of a Mask counts (int64), `mean` of integers or a Mask
-/// is float32, `max`/`min` are `amax`/`amin`, `prod` goes one axis at a time.
+/// is float32, `max`/`min` are `amax`/`amin` (through `_extremum`, which
+/// gives nax's value over an empty axis), `prod` goes one axis at a time.
 /// With no axis to reduce, only the dtype changes.
 fn reduction(s: &str, r: Reduction, from: DType, dims: &[usize], to: DType) -> String {
     if dims.is_empty() {
@@ -219,8 +228,8 @@ fn reduction(s: &str, r: Reduction, from: DType, dims: &[usize], to: DType) -> S
         Reduction::Sum => (format!("{s}.sum({d}{int32})"), counted),
         Reduction::Mean if from.is_float() => (format!("{s}.mean({d})"), from),
         Reduction::Mean => (format!("{}.mean({d})", cast(s, to)), to),
-        Reduction::Max => (format!("{s}.amax({d})"), from),
-        Reduction::Min => (format!("{s}.amin({d})"), from),
+        Reduction::Max => (format!("_extremum({s}, ({}), True)", dims_tuple(dims)), from),
+        Reduction::Min => (format!("_extremum({s}, ({}), False)", dims_tuple(dims)), from),
         Reduction::Prod => {
             let mut text = s.to_string();
             for k in dims.iter().rev() {

@@ -42,4 +42,20 @@ def _size(actual, expected, what):
 def _host(f, *args):
     """A host scalar function, computed with torch in float64."""
     return f(*[torch.tensor(a, dtype=torch.float64) for a in args]).item()
+
+
+def _extremum(x, dims, largest):
+    """`amax` (or `amin`) over `dims`, with nax's value over an empty axis
+    (where torch raises): -inf (inf) for floats, the dtype's least (greatest)
+    integer for integers, False (True) for masks."""
+    if all(x.shape[d] > 0 for d in dims):
+        return x.amax(dims) if largest else x.amin(dims)
+    shape = [n for i, n in enumerate(x.shape) if i not in dims]
+    if x.dtype == torch.bool:
+        fill = not largest
+    elif x.is_floating_point():
+        fill = -math.inf if largest else math.inf
+    else:
+        fill = torch.iinfo(x.dtype).min if largest else torch.iinfo(x.dtype).max
+    return torch.full(shape, fill, dtype=x.dtype, device=x.device)
 "#;

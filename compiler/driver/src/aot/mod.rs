@@ -16,6 +16,7 @@ use crate::error::{Error, StageError};
 use crate::pipeline::{self, Backend, Cpu};
 use crate::timings::Timings;
 use nax_front::CheckedModule;
+use nax_kernel::Target;
 use nax_runtime::plan::StoredFunction;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -34,6 +35,8 @@ pub struct LibraryOptions {
     pub cpu: Cpu,
     /// Whether the graphs are rewritten (`-O1`).
     pub optimize: bool,
+    /// Whether every load and store is bounds-checked (`--check-bounds`).
+    pub check_bounds: bool,
     /// A safetensors file to embed (`--embed-weights`), read in place by `NAME_open(NULL, ...)`.
     pub embedded_weights: Option<PathBuf>,
     /// The source's name, for the header's first comment.
@@ -56,7 +59,7 @@ pub fn library_name(out: &Path) -> Result<String, String> {
 /// `codegen` and `link`.
 pub fn build_library(module: &CheckedModule, out: &Path, options: &LibraryOptions, timings: &mut Timings) -> Result<(), Error> {
     let name = library_name(out).map_err(|message| Error::Link { message })?;
-    let target = Backend::Llvm.target(options.cpu);
+    let target = Target { check_bounds: options.check_bounds, ..Backend::Llvm.target(options.cpu) };
     let cpu = options.cpu.features().map_err(nax_back_native::CodegenError::backend("llvm", &options.source_name)).map_err(Error::stage("codegen"))?;
     let mut programs = Vec::with_capacity(module.functions.len());
     let mut stored = Vec::with_capacity(module.functions.len());

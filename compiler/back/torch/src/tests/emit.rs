@@ -56,7 +56,7 @@ fn pattern_operations() {
     );
     assert_line(&text, "heads", "return x.reshape((b, n, 2, 4)).permute(0, 2, 1, 3)");
     assert_line(&text, "col", "return x.reshape((n, 1))");
-    assert_line(&text, "red", "return x.amax(1).permute(1, 0)");
+    assert_line(&text, "red", "return _extremum(x, (1,), True).permute(1, 0)");
     assert_line(&text, "rep", "return x.reshape((b, 1, 8)).expand((b, 3, 8))");
     assert_line(&text, "ein", "return torch.einsum('abc,adc->abd', q, k)");
     assert_line(&text, "sp", "u, v = x.reshape((n, 2, 8)).permute(1, 0, 2).unbind(0)");

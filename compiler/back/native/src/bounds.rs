@@ -1,0 +1,158 @@
+//! Bounds-checked kernels (`--check-bounds`): an [`Emitter`] around a back
+//! end's that checks every load and store of a kernel against its buffer's
+//! length, which the driver passes after the plan's size slots. An access
+//! outside the buffer is not made: it reads or writes element 0 instead,
+//! and the kernel records the fault (1, the kernel, the buffer, the
+//! offset) in the program's fault record, which the driver reads after
+//! the kernel and turns into a failed call. Every other operation passes
+//! through unchanged.
+
+use crate::emitter::{Binary, Compare, Emitter, Kind, Unary};
+use nax_kernel::Role;
+
+/// A back end's emitter whose loads and stores are bounds-checked.
+pub struct BoundsChecked<'e, E: Emitter> {
+    pub inner: &'e mut E,
+    /// The fault record's buffer.
+    pub fault: usize,
+    /// The size slot of buffer 0's length (buffer `b`'s is `lengths + b`).
+    pub lengths: usize,
+    /// The kernel's number, for the record.
+    pub kernel: usize,
+}
+
+impl<E: Emitter> BoundsChecked<'_, E> {
+    /// `index` when `lanes` elements from it lie inside `buffer`, else 0
+    /// (the fault recorded).
+    fn checked(&mut self, buffer: usize, index: E::Value, lanes: u32) -> E::Value {
+        if buffer == self.fault {
+            return index;
+        }
+        let e = &mut *self.inner;
+        let len = e.size(self.lengths + buffer);
+        let (zero, one) = (e.int(Kind::I64, 0), e.int(Kind::I64, 1));
+        let last = if lanes > 1 {
+            let extra = e.int(Kind::I64, i64::from(lanes) - 1);
+            e.binary(Binary::Add, Kind::I64, index, extra)
+        } else {
+            index
+        };
+        let from_start = e.compare(Compare::Ge, Kind::I64, index, zero);
+        let before_end = e.compare(Compare::Lt, Kind::I64, last, len);
+        let first = e.select(Kind::I64, from_start, one, zero);
+        let inside = e.select(Kind::I64, before_end, first, zero);
+        let ok = e.compare(Compare::Eq, Kind::I64, inside, one);
+        let safe = e.select(Kind::I64, ok, index, zero);
+        // Runs once when the access is outside: the fault's record.
+        let outside = e.binary(Binary::Sub, Kind::I64, one, inside);
+        let (l, _) = e.begin_loop(zero, outside, 1);
+        let words = [one, e.int(Kind::I64, self.kernel as i64), e.int(Kind::I64, buffer as i64), index];
+        for (w, value) in words.into_iter().enumerate() {
+            let at = e.int(Kind::I64, w as i64);
+            e.store(Kind::I64, self.fault, at, value);
+        }
+        e.end_loop(l);
+        safe
+    }
+}
+
+impl<E: Emitter> Emitter for BoundsChecked<'_, E> {
+    type Value = E::Value;
+    type Var = E::Var;
+    type Loop = E::Loop;
+
+    fn float(&mut self, kind: Kind, v: f64) -> E::Value {
+        self.inner.float(kind, v)
+    }
+    fn int(&mut self, kind: Kind, v: i64) -> E::Value {
+        self.inner.int(kind, v)
+    }
+    fn binary(&mut self, op: Binary, kind: Kind, a: E::Value, b: E::Value) -> E::Value {
+        self.inner.binary(op, kind, a, b)
+    }
+    fn accumulate(&mut self, op: Binary, kind: Kind, acc: E::Value, term: E::Value) -> E::Value {
+        self.inner.accumulate(op, kind, acc, term)
+    }
+    fn multiply_add(&mut self, kind: Kind, a: E::Value, b: E::Value, c: E::Value) -> E::Value {
+        self.inner.multiply_add(kind, a, b, c)
+    }
+    fn unary(&mut self, op: Unary, kind: Kind, a: E::Value) -> E::Value {
+        self.inner.unary(op, kind, a)
+    }
+    fn compare(&mut self, op: Compare, kind: Kind, a: E::Value, b: E::Value) -> E::Value {
+        self.inner.compare(op, kind, a, b)
+    }
+    fn select(&mut self, kind: Kind, c: E::Value, a: E::Value, b: E::Value) -> E::Value {
+        self.inner.select(kind, c, a, b)
+    }
+    fn convert(&mut self, from: Kind, to: Kind, v: E::Value) -> E::Value {
+        self.inner.convert(from, to, v)
+    }
+    fn bitcast(&mut self, from: Kind, to: Kind, v: E::Value) -> E::Value {
+        self.inner.bitcast(from, to, v)
+    }
+    fn call_libm(&mut self, name: &'static str, args: &[E::Value]) -> E::Value {
+        self.inner.call_libm(name, args)
+    }
+    fn has_libm(&self) -> bool {
+        self.inner.has_libm()
+    }
+    fn load(&mut self, kind: Kind, buffer: usize, index: E::Value) -> E::Value {
+        let index = self.checked(buffer, index, 1);
+        self.inner.load(kind, buffer, index)
+    }
+    fn store(&mut self, kind: Kind, buffer: usize, index: E::Value, value: E::Value) {
+        let index = self.checked(buffer, index, 1);
+        self.inner.store(kind, buffer, index, value)
+    }
+    fn size(&mut self, slot: usize) -> E::Value {
+        self.inner.size(slot)
+    }
+    fn range(&mut self) -> (E::Value, E::Value) {
+        self.inner.range()
+    }
+    fn variable(&mut self, kind: Kind, init: E::Value) -> E::Var {
+        self.inner.variable(kind, init)
+    }
+    fn get(&mut self, var: E::Var) -> E::Value {
+        self.inner.get(var)
+    }
+    fn set(&mut self, var: E::Var, value: E::Value) {
+        self.inner.set(var, value)
+    }
+    fn load_vector(&mut self, kind: Kind, lanes: u32, buffer: usize, index: E::Value) -> E::Value {
+        let index = self.checked(buffer, index, lanes);
+        self.inner.load_vector(kind, lanes, buffer, index)
+    }
+    fn store_vector(&mut self, kind: Kind, lanes: u32, buffer: usize, index: E::Value, value: E::Value) {
+        let index = self.checked(buffer, index, lanes);
+        self.inner.store_vector(kind, lanes, buffer, index, value)
+    }
+    fn splat(&mut self, kind: Kind, lanes: u32, v: E::Value) -> E::Value {
+        self.inner.splat(kind, lanes, v)
+    }
+    fn vector_variable(&mut self, kind: Kind, lanes: u32, init: E::Value) -> E::Var {
+        self.inner.vector_variable(kind, lanes, init)
+    }
+    fn vector_multiply_add(&mut self, kind: Kind, lanes: u32, a: E::Value, b: E::Value, c: E::Value) -> E::Value {
+        self.inner.vector_multiply_add(kind, lanes, a, b, c)
+    }
+    fn vector_add(&mut self, kind: Kind, lanes: u32, a: E::Value, b: E::Value) -> E::Value {
+        self.inner.vector_add(kind, lanes, a, b)
+    }
+    fn shuffle(&mut self, kind: Kind, lanes: u32, a: E::Value, b: E::Value, mask: &[u32]) -> E::Value {
+        self.inner.shuffle(kind, lanes, a, b, mask)
+    }
+    fn prefetch(&mut self, kind: Kind, buffer: usize, index: E::Value, write: bool) {
+        self.inner.prefetch(kind, buffer, index, write)
+    }
+    fn loop_role(&mut self, role: Role) {
+        self.inner.loop_role(role)
+    }
+    fn begin_loop(&mut self, start: E::Value, end: E::Value, step: i64) -> (E::Loop, E::Value) {
+        self.inner.begin_loop(start, end, step)
+    }
+    fn end_loop(&mut self, l: E::Loop) {
+        self.inner.end_loop(l)
+    }
+}
