@@ -210,14 +210,7 @@ impl<'p> Sizes<'p> {
                     .ok_or_else(|| RuntimeError::UnknownSize { size: table.display(crate::sizes::Size::Sym(id)) })
             })
             .collect::<Result<Vec<i64>, RuntimeError>>()?;
-        let mut sizes = Sizes { plan, slots };
-        // Bounds-checked kernels read each buffer's length after the slots
-        // (a tile's scratch, which they do not check, as the largest length).
-        if plan.fault_buffer().is_some() {
-            let lengths: Vec<i64> = sizes.memory(call)?.into_iter().map(|l| l.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX))).collect();
-            sizes.slots.extend(lengths);
-        }
-        Ok(sizes)
+        Ok(Sizes { plan, slots })
     }
 
     /// The loop extents of each kernel that has something to write (no
@@ -501,7 +494,9 @@ impl NativeFunction {
         {
             return Err(RuntimeError::OutputBuffer { expected_dtype: result_dtype, expected_len: result_len, dtype: out.dtype(), len: out.len() });
         }
+        let checking = profiling().map(|_| std::time::Instant::now());
         sizes.check_footprints(&sizes.memory(call)?)?;
+        let checked = checking.map_or(0.0, |t| t.elapsed().as_secs_f64());
         let mut result_data = match (&into, written_by_kernel) {
             (None, true) => Some(room(result_dtype, result_len)?),
             _ => None,
@@ -554,7 +549,11 @@ impl NativeFunction {
                         }
                     };
                     if buffer.kind == BufferKind::Fault {
-                        v.fill(0);
+                        // Zeros, then each buffer's length (a tile's scratch,
+                        // which the kernels do not check, as the largest).
+                        let lengths = sizes.memory(call)?.into_iter().map(|l| l.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX)));
+                        let words = std::iter::repeat_n(0, crate::plan::FAULT_WORDS).chain(lengths);
+                        v.iter_mut().zip(words).for_each(|(w, x)| *w = x as u64);
                     }
                     let ptr = v.as_mut_ptr().cast::<u8>();
                     storage.push(v);
@@ -568,7 +567,12 @@ impl NativeFunction {
             let entry = self.entries[p.kernels.len() + index];
             Micro { entry, shape: p.microkernels[index], blocking }
         };
-        let mut profile = profiling().map(|_| vec![0.0; p.kernels.len()]);
+        // Each kernel's time, then the footprint check's.
+        let mut profile = profiling().map(|_| {
+            let mut times = vec![0.0; p.kernels.len() + 1];
+            times[p.kernels.len()] = checked;
+            times
+        });
         for (index, (kernel, &f)) in p.kernels.iter().zip(&self.entries).enumerate() {
             for check in &kernel.checks {
                 check_indices(sizes, p, check, &table)?;
@@ -643,7 +647,8 @@ fn profiling() -> Option<usize> {
 }
 
 impl NativeFunction {
-    /// Adds a call's kernel times to the profile; prints it every `NAX_PROFILE` calls.
+    /// Adds a call's kernel times (and its footprint check's, last) to the
+    /// profile; prints it every `NAX_PROFILE` calls.
     fn report_profile(&self, sizes: &Sizes<'_>, times: Vec<f64>) {
         let Some(every) = profiling() else { return };
         let Ok(mut kept) = self.profile.lock() else { return };
@@ -659,7 +664,10 @@ impl NativeFunction {
         let sum: f64 = total.iter().sum();
         let mut text = format!("nax profile of `{}`: {:.3} ms per call over {calls} calls\n", self.signature.name, sum / *calls as f64 * 1e3);
         for i in order.into_iter().take(40) {
-            let k = &self.plan.kernels[i];
+            let Some(k) = self.plan.kernels.get(i) else {
+                text += &format!("  {:8.3} ms  {:5.1}%  the footprint check\n", total[i] / *calls as f64 * 1e3, total[i] / sum * 100.0);
+                continue;
+            };
             let kind = match &k.strategy {
                 Strategy::Nest(_) => "nest",
                 Strategy::Gemm(_) => "gemm",

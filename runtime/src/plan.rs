@@ -50,11 +50,11 @@ pub enum BufferKind {
     /// each tile's task.
     Tile,
     /// The fault record of a function compiled with bounds checks
-    /// (`--check-bounds`): four `i64` words, zeroed at each call, which a
-    /// kernel sets on an access outside its buffer (1, the kernel, the
-    /// buffer, the offset) instead of making it. Its kernels read each
-    /// buffer's length in elements from the size slots after the plan's
-    /// (slot `slots.len() + b` for buffer `b`).
+    /// (`--check-bounds`): `i64` words, written by the driver at each
+    /// call: [`FAULT_WORDS`] zeros, which a kernel sets on an access
+    /// outside its buffer (1, the kernel, the buffer, the offset) instead
+    /// of making it, then each buffer's length in elements, which the
+    /// kernels check their accesses against.
     Fault,
 }
 
@@ -328,7 +328,7 @@ pub struct NativePlan {
     pub result: usize,
 }
 
-/// The words of a [`BufferKind::Fault`] record.
+/// The words of a [`BufferKind::Fault`] record before the buffers' lengths.
 pub const FAULT_WORDS: usize = 4;
 
 impl NativePlan {
@@ -358,7 +358,7 @@ impl NativePlan {
                 return bad(format!("buffer {b} has a size slot out of range"));
             }
             match buffer.kind {
-                BufferKind::Fault if buffer.dtype != DType::I64 || buffer.shape != [SizeRef::Const(FAULT_WORDS as u64)] => {
+                BufferKind::Fault if buffer.dtype != DType::I64 || buffer.shape != [SizeRef::Const((FAULT_WORDS + buffers) as u64)] => {
                     return bad(format!("buffer {b} is a fault record of another shape"));
                 }
                 BufferKind::Input(i) if i >= inputs => return bad(format!("buffer {b} is input {i} of {inputs}")),

@@ -232,7 +232,7 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, FormError> {
     }
     f.p.drop_unused_buffers();
     if target.check_bounds {
-        let words = Size::Const(nax_runtime::plan::FAULT_WORDS as u64);
+        let words = Size::Const((nax_runtime::plan::FAULT_WORDS + f.p.buffers.len() + 1) as u64);
         f.p.buffers.push(Buffer { dtype: DType::I64, shape: vec![words], kind: BufferKind::Fault });
     }
     // One microkernel per dtype of the products, in the order kernels first use them.

@@ -1,6 +1,6 @@
 //! Bounds-checked kernels (`--check-bounds`): an [`Emitter`] around a back
 //! end's that checks every load and store of a kernel against its buffer's
-//! length, which the driver passes after the plan's size slots. An access
+//! length, which the driver writes in the program's fault record. An access
 //! outside the buffer is not made: it reads or writes element 0 instead,
 //! and the kernel records the fault (1, the kernel, the buffer, the
 //! offset) in the program's fault record, which the driver reads after
@@ -13,10 +13,9 @@ use nax_kernel::Role;
 /// A back end's emitter whose loads and stores are bounds-checked.
 pub struct BoundsChecked<'e, E: Emitter> {
     pub inner: &'e mut E,
-    /// The fault record's buffer.
+    /// The fault record's buffer (its words after the first
+    /// [`nax_runtime::plan::FAULT_WORDS`] hold each buffer's length).
     pub fault: usize,
-    /// The size slot of buffer 0's length (buffer `b`'s is `lengths + b`).
-    pub lengths: usize,
     /// The kernel's number, for the record.
     pub kernel: usize,
 }
@@ -29,7 +28,8 @@ impl<E: Emitter> BoundsChecked<'_, E> {
             return index;
         }
         let e = &mut *self.inner;
-        let len = e.size(self.lengths + buffer);
+        let len_at = e.int(Kind::I64, (nax_runtime::plan::FAULT_WORDS + buffer) as i64);
+        let len = e.load(Kind::I64, self.fault, len_at);
         let (zero, one) = (e.int(Kind::I64, 0), e.int(Kind::I64, 1));
         let last = if lanes > 1 {
             let extra = e.int(Kind::I64, i64::from(lanes) - 1);

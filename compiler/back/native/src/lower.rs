@@ -47,7 +47,7 @@ pub fn lower_kernel<E: Emitter>(e: &mut E, p: &Program, plan: &Slots, k: &Kernel
     match p.fault_buffer() {
         Some(fault) => {
             let kernel = p.kernels.iter().position(|x| std::ptr::eq(x, k)).unwrap_or(usize::MAX);
-            let mut checked = crate::bounds::BoundsChecked { inner: e, fault, lengths: plan.slot_count(), kernel };
+            let mut checked = crate::bounds::BoundsChecked { inner: e, fault, kernel };
             lower_nest(&mut checked, p, plan, k);
         }
         None => lower_nest(e, p, plan, k),
