@@ -655,7 +655,7 @@ fn rewriting_preserves_meaning() {
         for (what, g, backend) in runs {
             match run(backend, g) {
                 Ok(out) => {
-                    let out = if what.ends_with("rewritten") { denormal_log_probabilities_as(&out, &reference) } else { out };
+                    let out = denormal_log_probabilities_as(&out, &reference);
                     if let Err(e) = compare(&format!("{} on {what}", case.name), &out, &reference, longest_sum(&graph)) {
                         failures.push(format!("{e}\n{}", case.source));
                     }
@@ -678,8 +678,9 @@ const LN_LEAST_NORMAL_F32: f64 = -87.336;
 /// `out` with each element where `reference` is a log of a denormal
 /// probability replaced by the reference's when within 1% of it: there
 /// the graph as lowered computes `log(softmax(x))` through a denormal f32
-/// and the rewritten graph `log_softmax(x)` exactly (algebra.rs), so they
-/// differ by design, not by a bug.
+/// (a few bits, rounded where each back end's fused kernel rounds) and the
+/// rewritten graph `log_softmax(x)` exactly (algebra.rs), so they differ
+/// by design, not by a bug.
 fn denormal_log_probabilities_as(out: &HostTensor, reference: &HostTensor) -> HostTensor {
     if !matches!(out.dtype(), DType::F32) || out.shape() != reference.shape() {
         return out.clone();

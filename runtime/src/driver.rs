@@ -263,6 +263,39 @@ impl<'p> Sizes<'p> {
             .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))
     }
 
+    /// The elements a buffer's memory holds: its own; for an empty buffer
+    /// that a kernel with something to write reads, as many as if each
+    /// empty axis had one position, zeros (a concatenation reads every
+    /// operand at a clamped position: position 0 of an empty axis, any
+    /// position of the others); else none.
+    pub(crate) fn stored_elements(&self, buffer: usize) -> Result<usize, RuntimeError> {
+        if !self.is_empty(buffer) {
+            return self.elements(buffer);
+        }
+        if !self.read_while_running(buffer) {
+            return Ok(0);
+        }
+        self.shape(buffer)
+            .iter()
+            .try_fold(1usize, |acc, &n| acc.checked_mul(n.max(1)))
+            .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))
+    }
+
+    /// Whether a kernel that reads at this call (its output and its loops
+    /// are not empty: the rule of [`Sizes::check_footprints`]) reads
+    /// `buffer`'s memory, through an alias or not (a plan without
+    /// footprints, an older library's, reads every buffer).
+    fn read_while_running(&self, buffer: usize) -> bool {
+        let root = |mut b: usize| {
+            while let Some(BufferKind::Alias(a)) = self.plan.buffers.get(b).map(|x| &x.kind) {
+                b = *a;
+            }
+            b
+        };
+        let reads = |k: &&KernelPlan| !self.is_empty(k.output) && k.loops.iter().all(|&l| self.value(l) > 0);
+        self.plan.kernels.iter().filter(reads).any(|k| k.footprint.is_empty() || k.footprint.iter().any(|a| root(a.buffer) == buffer))
+    }
+
     /// The elements each buffer's memory holds at this call: an argument's
     /// or a weight's as given (a host scalar is one), a temporary's as its
     /// shape says, an alias its buffer's; `None` for a tile's scratch,
@@ -271,6 +304,7 @@ impl<'p> Sizes<'p> {
         let mut memory: Vec<Option<usize>> = Vec::with_capacity(self.plan.buffers.len());
         for (b, buffer) in self.plan.buffers.iter().enumerate() {
             memory.push(match &buffer.kind {
+                BufferKind::Input(_) | BufferKind::Weight(_) | BufferKind::Temporary if self.is_empty(b) => Some(self.stored_elements(b)?),
                 BufferKind::Input(i) => Some(call.tensor(*i).map_or(1, |t| t.len())),
                 BufferKind::Weight(name) => call.weight(name).map(|t| t.len()),
                 BufferKind::Temporary | BufferKind::Fault => Some(self.elements(b)?),
@@ -517,9 +551,20 @@ impl NativeFunction {
         for (b, buffer) in p.buffers.iter().enumerate() {
             let ptr = match &buffer.kind {
                 // An empty argument's pointer may dangle; a kernel may still
-                // read element 0 of it (a concatenation evaluates every
-                // operand's clamped position), so it reads zeros instead.
-                BufferKind::Input(_) | BufferKind::Weight(_) if sizes.elements(b)? == 0 => EMPTY.0.as_ptr() as *mut u8,
+                // read it (a concatenation evaluates every operand's clamped
+                // position), so it reads zeros of its own instead.
+                BufferKind::Input(_) | BufferKind::Weight(_) if sizes.is_empty(b) => {
+                    let words = sizes
+                        .stored_elements(b)?
+                        .checked_mul(buffer.dtype.size_bytes())
+                        .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))?
+                        .div_ceil(8);
+                    let mut v = fresh::<u64>(words)?;
+                    v.resize(words, 0);
+                    let ptr = v.as_mut_ptr().cast::<u8>();
+                    storage.push(v);
+                    ptr
+                }
                 BufferKind::Input(i) => match (call.tensor(*i), scalar_of[b]) {
                     (Some(t), _) => t.as_ptr() as *mut u8,
                     (None, Some(s)) => (&mut scalars[s] as *mut u64).cast::<u8>(),
@@ -536,7 +581,7 @@ impl NativeFunction {
                 },
                 BufferKind::Temporary | BufferKind::Fault => {
                     let bytes = sizes
-                        .elements(b)?
+                        .stored_elements(b)?
                         .checked_mul(buffer.dtype.size_bytes())
                         .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))?;
                     let words = bytes.div_ceil(8).max(1);
@@ -663,11 +708,9 @@ impl NativeFunction {
         order.sort_by(|&a, &b| total[b].total_cmp(&total[a]));
         let sum: f64 = total.iter().sum();
         let mut text = format!("nax profile of `{}`: {:.3} ms per call over {calls} calls\n", self.signature.name, sum / *calls as f64 * 1e3);
-        for i in order.into_iter().take(40) {
-            let Some(k) = self.plan.kernels.get(i) else {
-                text += &format!("  {:8.3} ms  {:5.1}%  the footprint check\n", total[i] / *calls as f64 * 1e3, total[i] / sum * 100.0);
-                continue;
-            };
+        let check = self.plan.kernels.len();
+        for i in order.into_iter().filter(|&i| i != check).take(40) {
+            let k = &self.plan.kernels[i];
             let kind = match &k.strategy {
                 Strategy::Nest(_) => "nest",
                 Strategy::Gemm(_) => "gemm",
@@ -682,17 +725,14 @@ impl NativeFunction {
                 extents.join(" ")
             );
         }
+        if let Some(&t) = total.get(check) {
+            text += &format!("  {:8.4} ms  {:6.3}%  the footprint check\n", t / *calls as f64 * 1e3, t / sum * 100.0);
+        }
         eprint!("{text}");
         *calls = 0;
         total.iter_mut().for_each(|t| *t = 0.0);
     }
 }
-
-/// What an empty argument's buffer points to: zeros, never written (the
-/// driver runs no kernel whose output is empty).
-#[repr(align(64))]
-struct Empty([u8; 64]);
-static EMPTY: Empty = Empty([0; 64]);
 
 /// Checks that every index in a buffer of `take`'s indices lies in its
 /// axis, before any kernel reads the gather.

@@ -1,8 +1,9 @@
 //! The CUDA device's executor: a [`CudaPlan`] loaded on GPU 0 (its PTX
 //! JIT-compiled by the driver, whose error log a failure carries), and
 //! each call run there: every buffer in device memory (aliases share their
-//! source's; temporaries start zeroed; an empty buffer is 8 zero bytes,
-//! since a kernel may read element 0 of an empty operand), the arguments,
+//! source's; temporaries start zeroed; an empty buffer holds zeros as if
+//! each empty axis had one position, since a concatenation reads every
+//! operand at a clamped position), the arguments,
 //! weights and size slots copied in, `take`'s index checks run on the host
 //! before the kernel that reads the indices (indices computed on the GPU
 //! are copied back for them), each kernel launched with one thread per
@@ -146,8 +147,10 @@ impl CudaFunction {
                 memory.push(None);
                 continue;
             }
-            let bytes =
-                sizes.elements(b)?.checked_mul(buffer.dtype.size_bytes()).ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))?;
+            let bytes = sizes
+                .stored_elements(b)?
+                .checked_mul(buffer.dtype.size_bytes())
+                .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))?;
             let slice = match self.host_bytes(call, b, scalars)? {
                 Some(host) if !host.is_empty() => stream.clone_htod(host).map_err(failed("copying an argument to the GPU"))?,
                 _ => stream.alloc_zeros::<u8>(bytes.max(8)).map_err(failed(&format!("allocating {bytes} bytes on the GPU")))?,
