@@ -6,8 +6,9 @@
 //! what a polynomial cannot take apart (`a / b` rounded up, an exact
 //! division by a sum). Products, sums and differences multiply out; an
 //! exact division by a monomial (`d / 2`, `n / h`) is a product with
-//! negative exponents. A derived size stands for its definition (the first
-//! defined member of its class), so `2 * (d / 2)` and `d` have one form.
+//! negative exponents. A derived size stands for its own definition, a
+//! free one for its class's first definition (or the class's atom, when
+//! none has one), so `2 * (d / 2)` and `d` have one form.
 //! Two sizes whose forms are equal are equal at every call the boundary
 //! admits (it checks divisions exact, differences non-negative and every
 //! class agreed); sizes whose forms differ may still be equal, and are

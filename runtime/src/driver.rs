@@ -286,14 +286,15 @@ impl<'p> Sizes<'p> {
     /// `buffer`'s memory, through an alias or not (a plan without
     /// footprints, an older library's, reads every buffer).
     fn read_while_running(&self, buffer: usize) -> bool {
-        let root = |mut b: usize| {
-            while let Some(BufferKind::Alias(a)) = self.plan.buffers.get(b).map(|x| &x.kind) {
-                b = *a;
-            }
-            b
-        };
         let reads = |k: &&KernelPlan| !self.is_empty(k.output) && k.loops.iter().all(|&l| self.value(l) > 0);
-        self.plan.kernels.iter().filter(reads).any(|k| k.footprint.is_empty() || k.footprint.iter().any(|a| root(a.buffer) == buffer))
+        self.plan.kernels.iter().filter(reads).any(|k| k.footprint.is_empty() || k.footprint.iter().any(|a| self.plan.alias_root(a.buffer) == buffer))
+    }
+
+    /// The bytes of [`Sizes::stored_elements`].
+    pub(crate) fn stored_bytes(&self, buffer: usize) -> Result<usize, RuntimeError> {
+        self.stored_elements(buffer)?
+            .checked_mul(self.plan.buffers[buffer].dtype.size_bytes())
+            .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))
     }
 
     /// The elements each buffer's memory holds at this call: an argument's
@@ -358,10 +359,11 @@ impl<'p> Sizes<'p> {
         }
         // The result is read whole (copied out when it is an argument or a weight).
         let result = self.plan.result;
+        let read = self.elements(result)?;
         if let Some(len) = memory.get(result).copied().flatten()
-            && self.elements(result)? > len
+            && read > len
         {
-            return Err(RuntimeError::Internal(format!("the result would read buffer {result} to element {} of {len}", self.elements(result)?)));
+            return Err(RuntimeError::Internal(format!("the result would read buffer {result} to element {read} of {len}")));
         }
         Ok(())
     }
@@ -399,12 +401,8 @@ impl NativeFunction {
     /// The buffer the result lives in (through reshapes), and whether a
     /// kernel writes it (else it is an argument or a weight).
     fn result_root(&self) -> (usize, bool) {
-        let p = &self.plan;
-        let mut root = p.result;
-        while let BufferKind::Alias(a) = p.buffers[root].kind {
-            root = a;
-        }
-        (root, p.buffers[root].kind == BufferKind::Temporary)
+        let root = self.plan.alias_root(self.plan.result);
+        (root, self.plan.buffers[root].kind == BufferKind::Temporary)
     }
 }
 
@@ -529,8 +527,10 @@ impl NativeFunction {
             return Err(RuntimeError::OutputBuffer { expected_dtype: result_dtype, expected_len: result_len, dtype: out.dtype(), len: out.len() });
         }
         let checking = profiling().map(|_| std::time::Instant::now());
-        sizes.check_footprints(&sizes.memory(call)?)?;
+        let memory = sizes.memory(call)?;
+        sizes.check_footprints(&memory)?;
         let checked = checking.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        let fault = p.fault_buffer();
         let mut result_data = match (&into, written_by_kernel) {
             (None, true) => Some(room(result_dtype, result_len)?),
             _ => None,
@@ -554,11 +554,7 @@ impl NativeFunction {
                 // read it (a concatenation evaluates every operand's clamped
                 // position), so it reads zeros of its own instead.
                 BufferKind::Input(_) | BufferKind::Weight(_) if sizes.is_empty(b) => {
-                    let words = sizes
-                        .stored_elements(b)?
-                        .checked_mul(buffer.dtype.size_bytes())
-                        .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))?
-                        .div_ceil(8);
+                    let words = sizes.stored_bytes(b)?.div_ceil(8);
                     let mut v = fresh::<u64>(words)?;
                     v.resize(words, 0);
                     let ptr = v.as_mut_ptr().cast::<u8>();
@@ -580,11 +576,7 @@ impl NativeFunction {
                     (None, None) => return Err(RuntimeError::Internal("the result has no storage".into())),
                 },
                 BufferKind::Temporary | BufferKind::Fault => {
-                    let bytes = sizes
-                        .stored_elements(b)?
-                        .checked_mul(buffer.dtype.size_bytes())
-                        .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))?;
-                    let words = bytes.div_ceil(8).max(1);
+                    let words = sizes.stored_bytes(b)?.div_ceil(8).max(1);
                     let mut v = match pool.iter().position(|v| v.len() >= words) {
                         Some(i) => pool.swap_remove(i),
                         None => {
@@ -596,7 +588,7 @@ impl NativeFunction {
                     if buffer.kind == BufferKind::Fault {
                         // Zeros, then each buffer's length (a tile's scratch,
                         // which the kernels do not check, as the largest).
-                        let lengths = sizes.memory(call)?.into_iter().map(|l| l.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX)));
+                        let lengths = memory.iter().map(|l| l.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX)));
                         let words = std::iter::repeat_n(0, crate::plan::FAULT_WORDS).chain(lengths);
                         v.iter_mut().zip(words).for_each(|(w, x)| *w = x as u64);
                     }
@@ -636,14 +628,14 @@ impl NativeFunction {
             if let (Some(p), Some(t)) = (profile.as_mut(), started) {
                 p[index] += t.elapsed().as_secs_f64();
             }
-            if let Some(fault) = p.fault_buffer() {
+            if let Some(fault) = fault {
                 // SAFETY: the fault record is a zeroed buffer of FAULT_WORDS
                 // i64 words this call allocated, which the kernels have
                 // finished writing (they ran to completion above).
                 let words = unsafe { std::slice::from_raw_parts(table.0[fault].cast::<i64>(), crate::plan::FAULT_WORDS) };
                 if words[0] != 0 {
                     let buffer = usize::try_from(words[2]).unwrap_or(usize::MAX);
-                    let len = sizes.memory(call)?.get(buffer).copied().flatten().unwrap_or(0);
+                    let len = memory.get(buffer).copied().flatten().unwrap_or(0);
                     return Err(RuntimeError::OutOfBounds { kernel: usize::try_from(words[1]).unwrap_or(usize::MAX), buffer, offset: words[3], len });
                 }
             }

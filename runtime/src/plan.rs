@@ -332,6 +332,15 @@ pub struct NativePlan {
 pub const FAULT_WORDS: usize = 4;
 
 impl NativePlan {
+    /// The buffer whose memory `buffer` is, through aliases (a validated
+    /// plan's aliases name earlier buffers).
+    pub fn alias_root(&self, mut buffer: usize) -> usize {
+        while let Some(BufferKind::Alias(a)) = self.buffers.get(buffer).map(|b| &b.kind) {
+            buffer = *a;
+        }
+        buffer
+    }
+
     /// The fault record of a plan compiled with bounds checks.
     pub fn fault_buffer(&self) -> Option<usize> {
         self.buffers.iter().position(|b| b.kind == BufferKind::Fault)

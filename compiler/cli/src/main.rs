@@ -310,7 +310,7 @@ fn emitted(module: &nax_front::CheckedModule, options: &Options, timings: &mut T
                 .iter()
                 .map(|f| pipeline::lower(module, f, optimize, timings).and_then(|l| pipeline::kernels(l.graph(), &target)))
                 .collect::<Result<Vec<_>, _>>()?;
-            let failed = |message| nax::Error::Compile { stage: "codegen", error: nax_back_native::CodegenError::backend("mlir", "")(message).into() };
+            let failed = |e: nax_back_native::CodegenError| nax::Error::Compile { stage: "codegen", error: e.into() };
             match (emit, options.device) {
                 (Emit::Mlir, Target::Cpu) => return nax_back_mlir::emit(&programs, nax_back_mlir::Device::Cpu).map(String::into_bytes).map_err(failed),
                 (Emit::Mlir, Target::Cuda) => return nax_back_mlir::emit(&programs, nax_back_mlir::Device::Gpu).map(String::into_bytes).map_err(failed),
@@ -318,7 +318,7 @@ fn emitted(module: &nax_front::CheckedModule, options: &Options, timings: &mut T
                 _ => {}
             }
             let artifact = if emit == Emit::Obj { nax_back_llvm::Artifact::Object } else { nax_back_llvm::Artifact::Ir };
-            nax_back_llvm::emit(&programs, artifact, options.cpu).map_err(|e| nax::Error::Compile { stage: "codegen", error: e.into() })?
+            nax_back_llvm::emit(&programs, artifact, options.cpu).map_err(failed)?
         }
     })
 }

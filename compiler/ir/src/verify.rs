@@ -1,6 +1,7 @@
 //! The verifier: checks every node's operands against its operation and its
 //! type, proving sizes equal in the size algebra ([`Algebra`]: normal
-//! forms, so a split's `2 * (d / 2)` is `d` whatever symbols name them). Run after lowering and after any pass; a graph that fails is a
+//! forms, so a split's `2 * (d / 2)` is `d` whatever symbols name them).
+//! Run after lowering and after any pass; a graph that fails is a
 //! compiler bug, reported with the node and what is wrong.
 
 use crate::graph::Type;
@@ -47,7 +48,7 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
     let node = &g.graph[n];
     let ops = g.operands(n);
     let ty = |i: usize| &g.graph[ops[i]].ty;
-    let same = |a: Size, b: Size| g.symbols.same(a, b) || algebra.equal(a, b);
+    let same = |a: Size, b: Size| algebra.equal(a, b);
     let is_one = |s: Size| g.symbols.constant(s) == Some(1);
     let count = |want: usize| if ops.len() == want { Ok(()) } else { Err(format!("expects {want} operands, has {}", ops.len())) };
     let out = sizes(&node.ty);

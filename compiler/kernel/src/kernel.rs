@@ -188,30 +188,36 @@ impl Expr {
     /// (`None`: a position a gather computes while the kernel runs), in
     /// order: the accesses of the runtime's footprint check.
     pub fn reads(&self) -> Vec<(usize, Vec<Option<Index>>)> {
-        let mut out = Vec::new();
-        let mut stack = vec![self];
-        while let Some(e) = stack.pop() {
-            match e {
-                Expr::Load { buffer, index } => out.push((*buffer, index.iter().copied().map(Some).collect())),
+        self.memory_reads()
+            .into_iter()
+            .filter_map(|e| match e {
                 Expr::Gather { buffer, index, computed } => {
-                    let axes = index.iter().enumerate().map(|(a, &i)| (!computed.iter().any(|(c, _)| *c == a)).then_some(i)).collect();
-                    out.push((*buffer, axes));
-                    stack.extend(computed.iter().map(|(_, e)| e));
+                    Some((*buffer, index.iter().enumerate().map(|(a, &i)| (!computed.iter().any(|(c, _)| *c == a)).then_some(i)).collect()))
                 }
-                Expr::Apply { args, .. } => stack.extend(args),
-                _ => {}
-            }
-        }
-        out
+                Expr::Load { buffer, index } => Some((*buffer, index.iter().copied().map(Some).collect())),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Every load of the expression, with its indices, in order.
     pub fn loads(&self) -> Vec<(usize, &[Index])> {
-        fn visit<'e>(e: &'e Expr, out: &mut Vec<(usize, &'e [Index])>) {
+        self.memory_reads()
+            .into_iter()
+            .filter_map(|e| match e {
+                Expr::Load { buffer, index } | Expr::Gather { buffer, index, .. } => Some((*buffer, index.as_slice())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The loads and gathers of the expression, outermost first, in order.
+    fn memory_reads(&self) -> Vec<&Expr> {
+        fn visit<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
             match e {
-                Expr::Load { buffer, index } => out.push((*buffer, index)),
-                Expr::Gather { buffer, index, computed } => {
-                    out.push((*buffer, index));
+                Expr::Load { .. } => out.push(e),
+                Expr::Gather { computed, .. } => {
+                    out.push(e);
                     computed.iter().for_each(|(_, e)| visit(e, out));
                 }
                 Expr::Apply { args, .. } => args.iter().for_each(|a| visit(a, out)),

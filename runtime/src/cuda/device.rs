@@ -112,11 +112,8 @@ fn bytes_of<'a>(view: &TensorView<'a>) -> Result<&'a [u8], RuntimeError> {
 
 impl CudaFunction {
     /// The buffer whose memory buffer `b` is (through aliases).
-    fn root(&self, mut b: usize) -> usize {
-        while let BufferKind::Alias(a) = self.plan.plan.buffers[b].kind {
-            b = a;
-        }
-        b
+    fn root(&self, b: usize) -> usize {
+        self.plan.plan.alias_root(b)
     }
 
     /// The host bytes of an input or weight buffer (`None` for one a kernel writes).
@@ -147,10 +144,7 @@ impl CudaFunction {
                 memory.push(None);
                 continue;
             }
-            let bytes = sizes
-                .stored_elements(b)?
-                .checked_mul(buffer.dtype.size_bytes())
-                .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))?;
+            let bytes = sizes.stored_bytes(b)?;
             let slice = match self.host_bytes(call, b, scalars)? {
                 Some(host) if !host.is_empty() => stream.clone_htod(host).map_err(failed("copying an argument to the GPU"))?,
                 _ => stream.alloc_zeros::<u8>(bytes.max(8)).map_err(failed(&format!("allocating {bytes} bytes on the GPU")))?,

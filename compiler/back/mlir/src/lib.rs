@@ -197,7 +197,12 @@ fn entry(name: &str, used: &[usize]) -> String {
 /// The MLIR module of some programs' kernels for `device` before
 /// lowering, as MLIR prints it after parsing and verifying it (`nax build
 /// --emit mlir`).
-pub fn emit(programs: &[Program], device: Device) -> Result<String, String> {
+pub fn emit(programs: &[Program], device: Device) -> Result<String, CodegenError> {
+    emit_text(programs, device).map_err(CodegenError::backend("mlir", first_name(programs)))
+}
+
+/// [`emit`]'s work.
+fn emit_text(programs: &[Program], device: Device) -> Result<String, String> {
     let session = Session::new()?;
     let dialect = session.dialect()?;
     let module = session.parse(&dialect, &module_text(programs, device)?)?;
@@ -214,7 +219,17 @@ const TO_PTX: &str = "builtin.module(nvvm-attach-target{chip=sm_90 O=3},gpu.modu
 /// parameters are the kernel's buffers (in increasing order), the size
 /// slots and the range `begin, end` of its parallel loop (thread `t`
 /// computes position `begin + t`).
-pub fn ptx(programs: &[Program]) -> Result<String, String> {
+pub fn ptx(programs: &[Program]) -> Result<String, CodegenError> {
+    ptx_text(programs).map_err(CodegenError::backend("mlir", first_name(programs)))
+}
+
+/// The name errors give for some programs: the first's.
+fn first_name(programs: &[Program]) -> &str {
+    programs.first().map_or("", |p| p.name.as_str())
+}
+
+/// [`ptx`]'s work.
+fn ptx_text(programs: &[Program]) -> Result<String, String> {
     let session = Session::new()?;
     let dialect = session.dialect()?;
     let mut module = session.parse(&dialect, &module_text(programs, Device::Gpu)?)?;
@@ -227,7 +242,7 @@ pub fn ptx(programs: &[Program]) -> Result<String, String> {
 /// kernel's entry and buffers, in the order of its parameters.
 pub fn cuda(p: &Program) -> Result<CudaPlan, CodegenError> {
     let plan = Slots::new(p).plan(p)?;
-    let ptx = ptx(std::slice::from_ref(p)).map_err(CodegenError::backend("mlir", &p.name))?;
+    let ptx = ptx(std::slice::from_ref(p))?;
     let kernels = p.kernels.iter().enumerate().map(|(i, k)| CudaKernel { entry: p.function_name(i), buffers: p.kernel_buffers(k) }).collect();
     Ok(CudaPlan { plan, ptx, kernels })
 }

@@ -39,12 +39,11 @@ impl<E: Emitter> BoundsChecked<'_, E> {
         };
         let from_start = e.compare(Compare::Ge, Kind::I64, index, zero);
         let before_end = e.compare(Compare::Lt, Kind::I64, last, len);
-        let first = e.select(Kind::I64, from_start, one, zero);
-        let inside = e.select(Kind::I64, before_end, first, zero);
-        let ok = e.compare(Compare::Eq, Kind::I64, inside, one);
-        let safe = e.select(Kind::I64, ok, index, zero);
+        let inside = e.binary(Binary::And, Kind::Bool, from_start, before_end);
+        let safe = e.select(Kind::I64, inside, index, zero);
         // Runs once when the access is outside: the fault's record.
-        let outside = e.binary(Binary::Sub, Kind::I64, one, inside);
+        let inside_count = e.convert(Kind::Bool, Kind::I64, inside);
+        let outside = e.binary(Binary::Sub, Kind::I64, one, inside_count);
         let (l, _) = e.begin_loop(zero, outside, 1);
         let words = [one, e.int(Kind::I64, self.kernel as i64), e.int(Kind::I64, buffer as i64), index];
         for (w, value) in words.into_iter().enumerate() {
