@@ -531,6 +531,7 @@ fn file_cases(path: &Path) -> Vec<Case> {
             function: f.name.clone(),
             sizes: vec![("b", 1), ("n", 3)],
             special_values: false,
+            ints: Vec::new(),
         })
         .collect()
 }
@@ -629,7 +630,14 @@ fn host_scalars_masks_and_empty_axes_agree_with_the_interpreter() {
     let mut rng = SmallRng::seed_from_u64(3);
     let mut failures = Vec::new();
     for (function, n) in [("scaled", 4), ("scaled", 0), ("masked", 5), ("masked", 0), ("positive", 3), ("count", 4), ("count", 0), ("total", 0), ("total", 6)] {
-        let case = Case { name: format!("{function} n={n}"), source: KINDS.into(), function: function.into(), sizes: vec![("n", n)], special_values: false };
+        let case = Case {
+            name: format!("{function} n={n}"),
+            source: KINDS.into(),
+            function: function.into(),
+            sizes: vec![("n", n)],
+            special_values: false,
+            ints: Vec::new(),
+        };
         let Some((checked, lowered, _, mut args, weights)) = prepare(&case, &mut rng, false) else { panic!("{}", case.name) };
         if function == "scaled" {
             args[1] = Value::Scalar(Scalar::Float(-1.5));

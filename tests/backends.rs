@@ -26,10 +26,12 @@ pub(crate) struct Case {
     pub function: String,
     pub sizes: Vec<(&'static str, u64)>,
     pub special_values: bool,
+    /// The values of `int` parameters by name (3 for any other).
+    pub ints: Vec<(&'static str, i64)>,
 }
 
 pub(crate) fn case(name: &str, source: &str) -> Case {
-    Case { name: name.into(), source: source.into(), function: "f".into(), sizes: Vec::new(), special_values: false }
+    Case { name: name.into(), source: source.into(), function: "f".into(), sizes: Vec::new(), special_values: false, ints: Vec::new() }
 }
 
 /// A model file with its large dims scaled down, so the interpreter runs it quickly.
@@ -50,7 +52,7 @@ fn reduced(path: &Path, function: &str) -> Case {
         .collect::<Vec<_>>()
         .join("\n");
     let name = format!("model_{}", path.file_stem().unwrap_or_default().to_string_lossy());
-    Case { name, source, function: function.into(), sizes: vec![("b", 2), ("n", 3)], special_values: false }
+    Case { name, source, function: function.into(), sizes: vec![("b", 2), ("n", 3)], special_values: false, ints: Vec::new() }
 }
 
 /// The cases: every operator and built-in, every pattern operation, both
@@ -417,7 +419,7 @@ fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, solved: &[Option<u6
                 HostTensor::from_f64(t.dtype, shape, names, &values).map(Value::Tensor).map_err(|e| e.to_string())
             }
             Type::Host(HostType::Float, _) => Ok(Value::Scalar(Scalar::Float(0.75))),
-            Type::Host(HostType::Int, _) => Ok(Value::Scalar(Scalar::Int(3))),
+            Type::Host(HostType::Int, _) => Ok(Value::Scalar(Scalar::Int(case.ints.iter().find(|(n, _)| *n == b.name).map_or(3, |&(_, v)| v)))),
             Type::Host(HostType::Bool, _) => Ok(Value::Scalar(Scalar::Bool(true))),
             Type::Error => Err("a parameter did not check".into()),
         })
@@ -495,7 +497,7 @@ fn generated_programs_agree() {
             let source = crate::generate::well_formed_program(&mut rng);
             let checked = nax_front::check_source(&source);
             let function = checked.module.functions.iter().max_by_key(|f| f.span.start).map(|f| f.name.clone()).unwrap_or_default();
-            Case { name: format!("generated_{i}"), source, function, sizes: Vec::new(), special_values: false }
+            Case { name: format!("generated_{i}"), source, function, sizes: Vec::new(), special_values: false, ints: Vec::new() }
         })
         .collect();
     let failures = run_cases(cases, "generated");
@@ -638,7 +640,7 @@ fn rewriting_preserves_meaning() {
         let source = crate::generate::well_formed_program(&mut rng);
         let checked = nax_front::check_source(&source);
         let function = checked.module.functions.iter().max_by_key(|f| f.span.start).map(|f| f.name.clone()).unwrap_or_default();
-        let case = Case { name: format!("rewrite_{i}"), source, function, sizes: Vec::new(), special_values: false };
+        let case = Case { name: format!("rewrite_{i}"), source, function, sizes: Vec::new(), special_values: false, ints: Vec::new() };
         let Some((_, graph, rewritten, args, weights)) = prepare(&case, &mut data_rng, true) else { continue };
         let changed = nax_ir::text::print(&rewritten) != nax_ir::text::print(&graph);
         let run = |backend: Backend, g: &nax_ir::Graph| run_on(backend, g, &args, &weights);

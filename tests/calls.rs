@@ -13,7 +13,7 @@ use rand::rngs::SmallRng;
 
 /// A case running `g`, with the given run-time sizes (4 for any other).
 fn call_case(name: &str, source: &str, sizes: Vec<(&'static str, u64)>) -> Case {
-    Case { name: name.into(), source: source.into(), function: "g".into(), sizes, special_values: false }
+    Case { name: name.into(), source: source.into(), function: "g".into(), sizes, special_values: false, ints: Vec::new() }
 }
 
 /// The programs of issue 25 and one per derived-size form through a call.
@@ -95,6 +95,27 @@ pub(crate) fn cases() -> Vec<Case> {
             vec![("p", 3), ("q", 5)],
         ),
     ]
+    .into_iter()
+    .chain(int_slice_bound_cases())
+    .collect()
+}
+
+/// `int` parameters as slice bounds (LANGUAGE.md section 13): positions
+/// counted from the end when negative, clipped to the axis, an empty slice
+/// when the stop comes before the start, as Python's; in the function
+/// itself, through a call that passes the caller's parameters, and through
+/// one that passes a negative literal, with a step and on a run-time axis.
+fn int_slice_bound_cases() -> Vec<Case> {
+    let source = "def window(x: [n d], i: int, j: int) -> [w d] { return x[n = i:j as w] }\n\
+                  def tail(x: [n d], i: int) -> [m d] { return x[n = i::2 as m] * 2.0 }\n\
+                  def trim(x: [n d], i: int, j: int) -> [k d] { return window(x, i, j) as [k d] }\n\
+                  def g(x: [t d], a: int, b: int) -> [u d] {\n    y = window(x, a, b) + x[t = a:b as w]\n    return tail(trim(y, 0, -1), a) as [u d]\n}\n";
+    let bounds: [(i64, i64); 8] = [(1, 5), (-4, 7), (2, -1), (-30, 3), (3, 30), (5, 2), (0, 0), (7, -8)];
+    bounds
+        .into_iter()
+        .enumerate()
+        .map(|(k, (a, b))| Case { ints: vec![("a", a), ("b", b)], ..call_case(&format!("int_slice_bounds_{k}"), source, vec![("t", 7), ("d", 2)]) })
+        .collect()
 }
 
 /// Every case above on every back end, against the interpreter and PyTorch.
@@ -130,7 +151,14 @@ fn generated_programs_with_calls_agree_on_every_backend() {
             continue;
         }
         derived += usize::from(source.lines().any(|l| l.starts_with("def ") && l.contains("-> [") && l.rsplit("-> [").next().is_some_and(|r| r.contains('r'))));
-        cases.push(Case { name: format!("generated_call_{}", cases.len()), source, function: last.name.clone(), sizes: Vec::new(), special_values: false });
+        cases.push(Case {
+            name: format!("generated_call_{}", cases.len()),
+            source,
+            function: last.name.clone(),
+            sizes: Vec::new(),
+            special_values: false,
+            ints: Vec::new(),
+        });
     }
     println!("{} generated programs with calls ({derived} with a function returning derived axes)", cases.len());
     // NAX_CASE=generated_call_N runs one of them.

@@ -178,15 +178,18 @@ impl<'t> Algebra<'t> {
         // While a definition is being expanded its class stands for itself
         // (a cycle of definitions through classes).
         self.memo.borrow_mut().insert(key, Some(Normal::atom(Atom::Free(class))));
-        let form = self.definition(def);
+        let form = self.definition(def, class);
         self.memo.borrow_mut().insert(key, form.clone());
         form
     }
 
-    fn definition(&self, def: &SymDef) -> Option<Normal> {
+    /// The normal form of `def`, the definition of a member of `class`.
+    fn definition(&self, def: &SymDef, class: SymId) -> Option<Normal> {
         let pair = |a: Size, b: Size| Some((self.normal(a)?, self.normal(b)?));
         match *def {
             SymDef::Free => None,
+            // A clipped position or difference is no polynomial: its class is an atom.
+            SymDef::Signed | SymDef::Position(..) | SymDef::Gap(..) => Some(Normal::atom(Atom::Free(class))),
             SymDef::Mul(a, b) => pair(a, b).and_then(|(x, y)| x.mul(&y)),
             SymDef::Add(a, b) => pair(a, b).and_then(|(x, y)| x.add(&y, 1)),
             SymDef::Sub(a, b) => pair(a, b).and_then(|(x, y)| x.add(&y, -1)),

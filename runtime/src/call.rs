@@ -11,7 +11,7 @@ use crate::dtype::DType;
 use crate::error::RuntimeError;
 use crate::memory::{self, Limit, Peak, SMALL_PEAK};
 use crate::signature::{HostType, ParamType, Scalar, Signature, TensorSpec};
-use crate::sizes::{Size, SizeError};
+use crate::sizes::{Size, SizeError, SymDef};
 use crate::tensor::HostTensor;
 use crate::threads::ThreadPool;
 use crate::view::TensorView;
@@ -499,8 +499,10 @@ impl Signature {
         }
         for &(size, index) in &self.size_arguments {
             let name = self.params.get(index).map_or_else(|| format!("#{index}"), |p| p.name.clone());
+            // A slice bound may be of either sign; a size must be positive.
+            let signed = matches!(size, Size::Sym(id) if self.sizes.symbols.get(id.0 as usize).is_some_and(|s| s.def == SymDef::Signed));
             match bound.get(index) {
-                Some(Bound::Scalar(Scalar::Int(v))) if *v > 0 => given.push((size, *v as u64, SizeSource::SizeParameter(name))),
+                Some(Bound::Scalar(Scalar::Int(v))) if *v > 0 || signed => given.push((size, *v as u64, SizeSource::SizeParameter(name))),
                 Some(Bound::Scalar(Scalar::Int(v))) => {
                     return Err(CallError::NonPositiveSize { name, size: self.sizes.display(size), value: *v }.into());
                 }

@@ -45,6 +45,41 @@ pub enum SymDef {
     Sub(Size, Size),
     /// `a / b` rounded up (`b` not 0): the length of a slice with a step.
     CeilDiv(Size, Size),
+    /// Bound from an `int` argument of either sign (a run-time slice
+    /// bound), held as its two's complement; never an axis's size, only
+    /// the first operand of a [`SymDef::Position`].
+    Signed,
+    /// Where bound `a` (a [`SymDef::Signed`] value, or a constant in two's
+    /// complement) lands on an axis of size `b`, as Python clips a slice
+    /// bound: `a` counts from the end when negative, and the position is
+    /// held to `[0, b]`.
+    Position(Size, Size),
+    /// `a - b`, or 0 when `b` passes `a`: the length of a slice whose
+    /// bounds are run-time `int`s (Python's empty slice).
+    Gap(Size, Size),
+}
+
+impl SymDef {
+    /// The sizes a derived symbol is computed from (none for a free or signed one).
+    pub fn operands(&self) -> Option<(Size, Size)> {
+        match *self {
+            SymDef::Free | SymDef::Signed => None,
+            SymDef::Mul(a, b)
+            | SymDef::Div(a, b)
+            | SymDef::Add(a, b)
+            | SymDef::Sub(a, b)
+            | SymDef::CeilDiv(a, b)
+            | SymDef::Position(a, b)
+            | SymDef::Gap(a, b) => Some((a, b)),
+        }
+    }
+}
+
+/// Where a slice bound `bound` (two's complement) lands on an axis of
+/// `size` positions, clipped as Python clips it.
+pub fn clipped_position(bound: u64, size: u64) -> u64 {
+    let bound = bound as i64;
+    if bound < 0 { size.saturating_sub(bound.unsigned_abs()) } else { (bound as u64).min(size) }
 }
 
 /// One symbol of a table.
@@ -151,10 +186,7 @@ impl SizeTable {
         loop {
             let mut changed = false;
             for (i, s) in self.symbols.iter().enumerate() {
-                let (a, b) = match s.def {
-                    SymDef::Free => continue,
-                    SymDef::Mul(a, b) | SymDef::Div(a, b) | SymDef::Add(a, b) | SymDef::Sub(a, b) | SymDef::CeilDiv(a, b) => (a, b),
-                };
+                let Some((a, b)) = s.def.operands() else { continue };
                 let (Some(x), Some(y)) = (value_of(&class, a), value_of(&class, b)) else { continue };
                 let id = SymId(i as u32);
                 let fail = |why: String| SizeError { message: format!("`{}`: {why}", s.name), symbol: Some(id) };
@@ -166,7 +198,9 @@ impl SizeTable {
                     SymDef::Sub(..) => x.checked_sub(y).ok_or_else(|| fail(format!("{x} - {y} is negative")))?,
                     SymDef::CeilDiv(..) if y == 0 => return Err(fail(format!("{x} / {y} divides by zero"))),
                     SymDef::CeilDiv(..) => x.div_ceil(y),
-                    SymDef::Free => continue,
+                    SymDef::Position(..) => clipped_position(x, y),
+                    SymDef::Gap(..) => x.saturating_sub(y),
+                    SymDef::Free | SymDef::Signed => continue,
                 };
                 if class.get(&s.class) != Some(&v) {
                     set(&mut class, s.class, v).map_err(|old| fail(format!("is {v} but must equal {old}")))?;
@@ -214,6 +248,34 @@ mod tests {
         let t = SizeTable { symbols: vec![symbol("a", SymDef::Free, 0), symbol("b", SymDef::Free, 1), symbol("a*b", SymDef::Mul(a, b), 2)] };
         let e = t.solve(&[(a, u64::MAX), (b, 2)]).unwrap_err();
         assert!(e.message.contains("overflows"), "{e}");
+    }
+
+    /// `i` and `j` signed, `n` free: `n[i:j]` has `gap(position(j, n), position(i, n))` elements.
+    #[test]
+    fn run_time_slice_bounds_are_clipped_as_python_clips_them() {
+        let (i, j, n) = (Size::Sym(SymId(0)), Size::Sym(SymId(1)), Size::Sym(SymId(2)));
+        let (start, stop) = (Size::Sym(SymId(3)), Size::Sym(SymId(4)));
+        let t = SizeTable {
+            symbols: vec![
+                symbol("i", SymDef::Signed, 0),
+                symbol("j", SymDef::Signed, 1),
+                symbol("n", SymDef::Free, 2),
+                symbol("start", SymDef::Position(i, n), 3),
+                symbol("stop", SymDef::Position(j, n), 4),
+                symbol("len", SymDef::Gap(stop, start), 5),
+            ],
+        };
+        let slice = |a: i64, b: i64| {
+            let v = t.solve(&[(i, a as u64), (j, b as u64), (n, 10)]).unwrap();
+            (v[3].unwrap(), v[5].unwrap())
+        };
+        let python = |a: i64, b: i64| {
+            let clip = |x: i64| if x < 0 { (10 + x).max(0) } else { x.min(10) } as u64;
+            (clip(a), clip(b).saturating_sub(clip(a)))
+        };
+        for (a, b) in [(2, 5), (-3, 10), (-30, 4), (8, 20), (7, 2), (0, -1), (12, 14), (i64::MIN, i64::MAX)] {
+            assert_eq!(slice(a, b), python(a, b), "[{a}:{b}]");
+        }
     }
 
     #[test]

@@ -141,6 +141,9 @@ pub fn print_symbols(symbols: &SizeTable, out: &mut String) {
             SymDef::Add(a, b) => format!("add {} {}", size_text(a), size_text(b)),
             SymDef::Sub(a, b) => format!("sub {} {}", size_text(a), size_text(b)),
             SymDef::CeilDiv(a, b) => format!("ceildiv {} {}", size_text(a), size_text(b)),
+            SymDef::Signed => "signed".to_string(),
+            SymDef::Position(a, b) => format!("position {} {}", size_text(a), size_text(b)),
+            SymDef::Gap(a, b) => format!("gap {} {}", size_text(a), size_text(b)),
         };
         let link = if s.class.0 as usize != i { format!(" = ${}", s.class.0) } else { s.value.map_or(String::new(), |v| format!(" = {v}")) };
         let _ = writeln!(out, "sym ${i} {:?} {def}{link}", s.name);
@@ -370,6 +373,8 @@ impl Header {
                 let kind = w.next()?;
                 let def = if kind == "free" {
                     SymDef::Free
+                } else if kind == "signed" {
+                    SymDef::Signed
                 } else {
                     let (a, b) = (w.next()?, w.next()?);
                     let (a, b) = (parse_size(&mut w, a)?, parse_size(&mut w, b)?);
@@ -379,6 +384,8 @@ impl Header {
                         "add" => SymDef::Add(a, b),
                         "sub" => SymDef::Sub(a, b),
                         "ceildiv" => SymDef::CeilDiv(a, b),
+                        "position" => SymDef::Position(a, b),
+                        "gap" => SymDef::Gap(a, b),
                         other => return Err(w.err(format!("unknown symbol definition `{other}`"))),
                     }
                 };

@@ -14,7 +14,7 @@ use nax_front::check::sizes::Symbols;
 use nax_front::check::types::{Axis, Kind, TensorType, Type as Checked, arith_dtype};
 use nax_front::checked::{CheckedFn, CheckedModule, Elem, IndexEntry, PatternOp, ResolvedPattern, TExpr, TExprKind, TStmt};
 use nax_ir::{Graph, Literal, MapFn, Op, Type, value_dtype};
-use nax_ops::BinaryOp;
+use nax_ops::{BinaryOp, UnaryOp};
 use nax_runtime::DType;
 use nax_runtime::{Size, SymDef};
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -297,9 +297,10 @@ impl Lowerer<'_> {
                     params.push(if &want == self.ty(x) { x } else { self.g.add(Op::Rename, want, &[x]) });
                 }
                 for &(size, i) in &callee.size_arguments {
+                    let signed = matches!(size, Size::Sym(id) if callee.symbols.data(id).is_some_and(|d| d.def == SymDef::Signed));
                     let size = map_size(size, &callee_map);
                     let Some(&x) = xs.get(i) else { continue };
-                    match self.int_size(x) {
+                    match if signed { self.int_bound(x) } else { self.int_size(x) } {
                         Some(value) => {
                             self.symbols.unify(size, value);
                         }
@@ -326,7 +327,8 @@ impl Lowerer<'_> {
         let operands = self.g.operands(n);
         match self.g.graph[n].op.clone() {
             Op::Input { index, name } => {
-                if let Some(&(size, _)) = self.g.size_arguments.iter().find(|&&(_, i)| i == index) {
+                let positive = |l: &Self, size: Size| matches!(size, Size::Sym(id) if l.symbols.data(id).is_some_and(|d| d.def == SymDef::Free));
+                if let Some(&(size, _)) = self.g.size_arguments.iter().find(|&&(size, i)| i == index && positive(self, size)) {
                     return Some(size);
                 }
                 let size = Size::Sym(self.symbols.fresh(&name, Default::default()));
@@ -343,6 +345,33 @@ impl Lowerer<'_> {
                     _ => self.symbols.add_sub(a, b, op == BinaryOp::Sub, Default::default()),
                 }
             }
+            _ => None,
+        }
+    }
+
+    /// The signed size an `int` value gives (a slice bound passed by a
+    /// caller): a parameter (a signed size bound from it at the call, one
+    /// per parameter), a size, or a literal of either sign (in two's
+    /// complement).
+    /// `None` for anything else.
+    fn int_bound(&mut self, n: NodeIndex) -> Option<Size> {
+        match self.g.graph[n].op.clone() {
+            Op::Input { index, name } => {
+                let signed = |l: &Self, size: Size| matches!(size, Size::Sym(id) if l.symbols.data(id).is_some_and(|d| d.def == SymDef::Signed));
+                if let Some(&(size, _)) = self.g.size_arguments.iter().find(|&&(size, i)| i == index && signed(self, size)) {
+                    return Some(size);
+                }
+                let size = Size::Sym(self.symbols.signed(&name, Default::default()));
+                self.g.size_arguments.push((size, index));
+                Some(size)
+            }
+            Op::Literal(Literal::Int(v)) => Some(Size::Const(v as u64)),
+            Op::SizeValue(s) => Some(s),
+            Op::Rename => self.int_bound(*self.g.operands(n).first()?),
+            Op::Map { func: MapFn::Unary(UnaryOp::Neg), .. } => match self.int_bound(*self.g.operands(n).first()?)? {
+                Size::Const(c) => Some(Size::Const((c as i64).wrapping_neg() as u64)),
+                Size::Sym(_) => None,
+            },
             _ => None,
         }
     }

@@ -33,6 +33,11 @@ def _sub(a, b, what):
     return a - b
 
 
+def _position(bound, size):
+    """Where a slice bound lands on an axis, clipped as Python clips it."""
+    return max(size + bound, 0) if bound < 0 else min(bound, size)
+
+
 def _size(actual, expected, what):
     """Checks a size at the call boundary."""
     if actual != expected:

@@ -126,7 +126,7 @@ impl FnEmitter<'_> {
         }
         // Derived sizes, each once its operands are known.
         let derived: Vec<(SymId, SymDef, String)> =
-            syms.all().filter(|(_, d)| d.def != SymDef::Free).map(|(id, d)| (id, d.def.clone(), d.name.clone())).collect();
+            syms.all().filter(|(_, d)| d.def.operands().is_some()).map(|(id, d)| (id, d.def.clone(), d.name.clone())).collect();
         let mut done = vec![false; derived.len()];
         let known = |defined: &HashSet<u32>, s: Size| match resolve(s) {
             Size::Const(_) => true,
@@ -253,19 +253,22 @@ impl FnEmitter<'_> {
                     SymDef::Div(..) => format!("_div({x}, {y}, {})", string_literal(name)),
                     SymDef::Sub(..) => format!("_sub({x}, {y}, {})", string_literal(name)),
                     SymDef::CeilDiv(..) => format!("-(-{x} // {y})"),
-                    SymDef::Free => name.clone(),
+                    // A constant bound is held in two's complement.
+                    SymDef::Position(a, _) => match self.f.symbols.resolve(*a) {
+                        Size::Const(c) => format!("_position({}, {y})", c as i64),
+                        Size::Sym(_) => format!("_position({x}, {y})"),
+                    },
+                    SymDef::Gap(..) => format!("max({x} - {y}, 0)"),
+                    SymDef::Free | SymDef::Signed => name.clone(),
                 }
             }
         }
     }
 }
 
-/// The operands of a derived size (a free symbol has none: `1` and `1`).
+/// The operands of a derived size (a free or signed symbol has none: `1` and `1`).
 fn operands(def: &SymDef) -> (Size, Size) {
-    match def {
-        SymDef::Mul(a, b) | SymDef::Div(a, b) | SymDef::Add(a, b) | SymDef::Sub(a, b) | SymDef::CeilDiv(a, b) => (*a, *b),
-        SymDef::Free => (Size::Const(1), Size::Const(1)),
-    }
+    def.operands().unwrap_or((Size::Const(1), Size::Const(1)))
 }
 
 /// `num / den` times the product of each size class to its power.

@@ -274,6 +274,15 @@ impl Instance<'_> {
                     Some(_) if (id.0 as usize) < to.module_symbols() => Size::Sym(id),
                     Some(d) => match d.def {
                         SymDef::Free => Size::Sym(to.fresh(&d.name, origin)),
+                        SymDef::Signed => Size::Sym(to.signed(&d.name, origin)),
+                        SymDef::Position(a, b) => {
+                            let (x, y) = (self.size(a, to, origin), self.size(b, to, origin));
+                            to.position(x, y, origin)
+                        }
+                        SymDef::Gap(a, b) => {
+                            let (x, y) = (self.size(a, to, origin), self.size(b, to, origin));
+                            to.gap(x, y, origin)
+                        }
                         SymDef::Mul(a, b) => {
                             let (x, y) = (self.size(a, to, origin), self.size(b, to, origin));
                             to.mul(x, y, origin).unwrap_or_else(|| Size::Sym(to.fresh(&d.name, origin)))

@@ -3,17 +3,21 @@
 //! `argmax`/`argmin` (E0414 for an index, bound or step outside its axis,
 //! E0415 for ids that are not integers).
 //!
-//! Bounds are integer literals or sizes. On an axis whose size is known when
-//! compiling they are checked here; on a run-time axis each requirement
-//! (`n >= 5`, `n - 3 >= 0`, a slice's stop not before its start) becomes a
-//! derived size the call boundary evaluates, so a bad call is refused
-//! before any kernel runs.
+//! Bounds are integer literals, sizes or `int` parameters. On an axis whose
+//! size is known when compiling literals and sizes are checked here; on a
+//! run-time axis each requirement (`n >= 5`, `n - 3 >= 0`, a slice's stop
+//! not before its start) becomes a derived size the call boundary
+//! evaluates, so a bad call is refused before any kernel runs. An `int`
+//! parameter as a slice bound is a signed size the call gives: it counts
+//! from the end when negative and is clipped to the axis, and a stop before
+//! the start gives an empty slice, as in Python (`SymDef::Position`,
+//! `SymDef::Gap`).
 
 use super::FnChecker;
 use super::builtins::error_expr;
 use super::patterns::reduction_type;
 use super::range::Range;
-use super::sizes::Size;
+use super::sizes::{Size, SymDef};
 use super::types::{Axis, DType, Kind, TensorType, Type, describe_axes};
 use crate::checked::{IndexEntry, Reduction, TExpr, TExprKind};
 use crate::diagnostics::{Code, Diagnostic, Span};
@@ -152,22 +156,29 @@ impl FnChecker<'_> {
                         }
                     },
                 };
+                let mut bounds = [None, None];
+                for (b, e) in bounds.iter_mut().zip([start, stop]) {
+                    if let Some(e) = e {
+                        *b = Some((self.bound(e)?, e.span));
+                    }
+                }
+                let int_bounds = bounds.iter().any(|b| matches!(b, Some((Bound::Value(_), _))));
+                let [start, stop] = bounds;
                 let start = match start {
                     None => Size::Const(0),
-                    Some(e) => {
-                        let b = self.bound(e)?;
-                        self.position(b, size, false, e.span, &entry.axis.name)?
-                    }
+                    Some((b, span)) => self.position(b, size, false, span, &entry.axis.name)?,
                 };
                 let stop = match stop {
                     None => size,
-                    Some(e) => {
-                        let b = self.bound(e)?;
-                        self.position(b, size, false, e.span, &entry.axis.name)?
-                    }
+                    Some((b, span)) => self.position(b, size, false, span, &entry.axis.name)?,
                 };
                 let len = match (self.syms.constant(start), self.syms.constant(stop)) {
                     (Some(a), Some(b)) => Size::Const(b.saturating_sub(a).div_ceil(step_value)),
+                    // Python's empty slice when an `int` bound's stop comes before its start.
+                    _ if int_bounds => {
+                        let gap = self.syms.gap(stop, start, entry.span);
+                        self.syms.ceil_div(gap, Size::Const(step_value), entry.span)
+                    }
                     // On a run-time axis the stop must not come before the start (checked at the call).
                     _ => {
                         let diff = self.syms.add_sub(stop, start, true, entry.span)?;
@@ -211,13 +222,19 @@ impl FnChecker<'_> {
     /// bound in `[-size, size]` (E0414 when known here, a check at the call otherwise).
     fn position(&mut self, bound: Bound, size: Size, element: bool, span: Span, axis: &str) -> Option<Size> {
         if let Bound::Value(v) = bound {
-            // A slice's length depends on its bounds: they must be known when compiling or be sizes.
-            self.report(
-                Diagnostic::new(Code::E0202, v.span, "a slice bound must be an integer literal or a size")
-                    .primary("an `int` value known only at the call")
-                    .note("an element's index may be an `int` (`w[L = i]`); a slice's bounds fix its length, so they must be sizes"),
-            );
-            return None;
+            // A slice's length depends on its bounds: an `int` parameter
+            // gives them at the call, clipped to the axis as Python does.
+            let TExprKind::Local(i) = v.kind else { return None };
+            if i >= self.params {
+                self.report(
+                    Diagnostic::new(Code::E0202, v.span, "a run-time slice bound must be an `int` parameter of the function")
+                        .primary("an `int` computed in the body")
+                        .note("a slice's bounds fix its length, which the call boundary computes from the arguments"),
+                );
+                return None;
+            }
+            let raw = self.signed_argument(i);
+            return Some(self.syms.position(raw, size, span));
         }
         let known = |s: &Self, b: Size| s.syms.constant(b);
         let outside = |s: &mut Self, shown: String| {
@@ -255,6 +272,18 @@ impl FnChecker<'_> {
                 Some(if from_end { room } else { value })
             }
         }
+    }
+
+    /// The signed size `int` parameter `i` gives at the call (one per parameter).
+    fn signed_argument(&mut self, i: usize) -> Size {
+        let signed = |s: &Self, size: Size| matches!(size, Size::Sym(id) if s.syms.data(id).is_some_and(|d| d.def == SymDef::Signed));
+        if let Some(&(size, _)) = self.size_arguments.iter().find(|&&(size, p)| p == i && signed(self, size)) {
+            return size;
+        }
+        let binding = &self.bindings[i];
+        let size = Size::Sym(self.syms.signed(&binding.name, binding.span));
+        self.size_arguments.push((size, i));
+        size
     }
 
     /// `concat(a, b, ...: n, m, ... -> k)`.

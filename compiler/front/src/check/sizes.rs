@@ -16,7 +16,7 @@
 use crate::diagnostics::Span;
 use std::collections::HashMap;
 
-pub use nax_runtime::{MAX_SIZE, Size, SymDef, SymId};
+pub use nax_runtime::{MAX_SIZE, Size, SymDef, SymId, clipped_position};
 
 /// One symbol of a table.
 #[derive(Clone, Debug)]
@@ -94,6 +94,9 @@ impl Symbols {
                 SymDef::Add(a, b) => SymDef::Add(remap(a), remap(b)),
                 SymDef::Sub(a, b) => SymDef::Sub(remap(a), remap(b)),
                 SymDef::CeilDiv(a, b) => SymDef::CeilDiv(remap(a), remap(b)),
+                SymDef::Signed => SymDef::Signed,
+                SymDef::Position(a, b) => SymDef::Position(remap(a), remap(b)),
+                SymDef::Gap(a, b) => SymDef::Gap(remap(a), remap(b)),
             };
             let id = self.push(s.name.clone(), def, s.origin);
             self.syms[id.0 as usize].value = s.value;
@@ -161,7 +164,9 @@ impl Symbols {
             _ => None,
         };
         match data.def {
-            SymDef::Free => None,
+            SymDef::Free | SymDef::Signed => None,
+            SymDef::Position(a, b) => pair(a, b).map(|(x, y)| clipped_position(x, y)),
+            SymDef::Gap(a, b) => pair(a, b).map(|(x, y)| x.saturating_sub(y)),
             SymDef::Mul(a, b) => pair(a, b).and_then(|(x, y)| x.checked_mul(y)),
             SymDef::Div(a, b) => pair(a, b).and_then(|(x, y)| (y != 0 && x % y == 0).then(|| x / y)),
             SymDef::Add(a, b) => pair(a, b).and_then(|(x, y)| x.checked_add(y)),
@@ -268,6 +273,35 @@ impl Symbols {
             (x, y) => {
                 let name = format!("ceil({}/{})", self.operand_name(x), self.operand_name(y));
                 self.derived(4, x, y, name, SymDef::CeilDiv(x, y), origin)
+            }
+        }
+    }
+
+    /// A new symbol bound from an `int` argument of either sign (a run-time slice bound).
+    pub fn signed(&mut self, name: &str, origin: Span) -> SymId {
+        self.push(name.to_string(), SymDef::Signed, origin)
+    }
+
+    /// Where bound `a` (signed) lands on an axis of size `n`, clipped as Python clips it.
+    pub fn position(&mut self, a: Size, n: Size, origin: Span) -> Size {
+        match (self.resolve(a), self.resolve(n)) {
+            (Size::Const(x), Size::Const(y)) => Size::Const(clipped_position(x, y)),
+            (x, y) => {
+                let name = format!("pos({},{})", self.display(x), self.display(y));
+                self.derived(5, x, y, name, SymDef::Position(x, y), origin)
+            }
+        }
+    }
+
+    /// `a - b`, or 0 when `b` passes `a` (the length of a slice with run-time bounds).
+    pub fn gap(&mut self, a: Size, b: Size, origin: Span) -> Size {
+        match (self.resolve(a), self.resolve(b)) {
+            (Size::Const(x), Size::Const(y)) => Size::Const(x.saturating_sub(y)),
+            (x, Size::Const(0)) => x,
+            (x, y) if x == y => Size::Const(0),
+            (x, y) => {
+                let name = format!("gap({},{})", self.display(x), self.display(y));
+                self.derived(6, x, y, name, SymDef::Gap(x, y), origin)
             }
         }
     }
