@@ -49,6 +49,8 @@ functions!(
     tanh(x),
     /// The error function.
     erf(x),
+    /// The complementary error function, `1 - erf(x)` without its cancellation.
+    erfc(x),
     /// `x^y`.
     pow(x, y),
 );

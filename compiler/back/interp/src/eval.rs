@@ -353,8 +353,14 @@ fn as_f(s: Scalar) -> f64 {
     }
 }
 
+/// `1 / (1 + e^-x)`, as `e^x / (1 + e^x)` for negative x (no overflow).
 fn sigmoid(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
+    if x < 0.0 {
+        let e = x.exp();
+        e / (1.0 + e)
+    } else {
+        1.0 / (1.0 + (-x).exp())
+    }
 }
 
 /// torch's maximum/minimum/clamp propagate nan.
@@ -443,13 +449,16 @@ fn unary(f: Elementwise, x: f64) -> f64 {
                 x.max(0.0)
             }
         }
-        E::Gelu => 0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)),
+        // Through erfc: `1 + erf` cancels for negative x.
+        E::Gelu if x == f64::NEG_INFINITY => -0.0,
+        E::Gelu => 0.5 * x * libm::erfc(-x / std::f64::consts::SQRT_2),
+        E::Silu if x == f64::NEG_INFINITY => -0.0,
         E::Silu => x * sigmoid(x),
         E::Softplus => {
-            if x > 20.0 {
+            if x == f64::INFINITY {
                 x
             } else {
-                x.exp().ln_1p()
+                x.max(0.0) + (-x.abs()).exp().ln_1p()
             }
         }
         _ => f64::NAN,

@@ -10,6 +10,7 @@
 //! (`tests/native_math.rs`).
 
 use crate::emitter::{Binary, Compare, Emitter, Kind, Unary};
+use crate::wide::{LN2_HI, LN2_LO};
 use nax_ops::Elementwise;
 
 /// Horner's rule: `c[0] + x*(c[1] + x*(...))`.
@@ -305,63 +306,251 @@ pub fn erf<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     e.select(k, x_nan, x, r)
 }
 
-/// erf(x) for f32 as one rational function of x (Eigen's and XLA's
-/// `erf` for floats): x clamped to [-4, 4] (where erf is +-1 in f32), an
-/// odd numerator of degree 13 over an even denominator of degree 8.
-/// Absolute error about 1e-7; no exponential, one division.
-fn erf_rational<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
-    let xc = clamp(e, k, x, -4.0, 4.0);
-    let x2 = mul(e, k, xc, xc);
-    let p = poly(
-        e,
-        k,
-        x2,
-        &[
-            -1.60960333262415e-02,
-            -2.95459980854025e-03,
-            -7.34990630326855e-04,
-            -5.69250639462346e-05,
-            -2.10102402082508e-06,
-            2.77068142495902e-08,
-            -2.72614225801306e-10,
-        ],
-    );
-    let p = mul(e, k, xc, p);
-    let q = poly(e, k, x2, &[-1.42647390514189e-02, -7.37332916720468e-03, -1.68282697438203e-03, -2.13374055278905e-04, -1.45660718464996e-05]);
-    div(e, k, p, q)
-}
-
-/// gelu, `x/2 (1 + erf(s))` with `s = x/sqrt 2`. f32 uses the rational
-/// erf (absolute error about 1e-7 in the factor, as PyTorch's vectorised
-/// CPU gelu has; gelu is memory-bound only if its math is this cheap), and
-/// a factor of exactly 0 below s = -4, where gelu is under 5e-8 in size.
-fn gelu<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
-    let c = f(e, k, std::f64::consts::FRAC_1_SQRT_2);
-    let s = mul(e, k, x, c);
-    let h = f(e, k, 0.5);
-    let hx = mul(e, k, h, x);
+/// `e^a` as a value and a power of two (`e^a = value * scale`), so that a
+/// product with `e^a` rounds once, even where `e^a` alone would be
+/// subnormal (the tails of sigmoid, silu and gelu). Below a threshold
+/// (-80 in f32, -700 in f64) `a` is shifted up by `m ln 2` (m = 100 or
+/// 600; its leading part is a multiple of 2^-12, so the shift is exact, and
+/// `e^` the remainder is a constant factor) and the scale is `2^-m`;
+/// elsewhere the scale is 1.
+fn exp_scaled<E: Emitter>(e: &mut E, k: Kind, a: E::Value) -> (E::Value, E::Value) {
+    let (threshold, m) = if k == Kind::F64 { (-700.0, 600) } else { (-80.0, 100) };
+    // m ln 2 = shift_hi + shift_lo, from ln 2 in two parts (the first of 32
+    // bits, so its product with m is exact).
+    let product = f64::from(m) * LN2_HI;
+    let shift_hi = (product * 4096.0).round() / 4096.0;
+    let shift_lo = (product - shift_hi) + f64::from(m) * LN2_LO;
+    let limit = f(e, k, threshold);
+    let tail = e.compare(Compare::Lt, k, a, limit);
+    let hi = f(e, k, shift_hi);
+    let shifted = add(e, k, a, hi);
+    let argument = e.select(k, tail, shifted, a);
+    let value = exp(e, k, argument);
+    let correction = f(e, k, shift_lo.exp_m1() + 1.0);
+    let corrected = mul(e, k, value, correction);
+    let value = e.select(k, tail, corrected, value);
+    let small = f(e, k, (-f64::from(m)).exp2());
     let one = f(e, k, 1.0);
-    if k == Kind::F64 {
-        let er = erf(e, k, s);
-        let factor = add(e, k, one, er);
-        return mul(e, k, hx, factor);
-    }
-    let er = erf_rational(e, k, s);
-    let factor = add(e, k, one, er);
-    let limit = f(e, k, -4.0);
-    let far = e.compare(Compare::Lt, k, s, limit);
-    let zero = f(e, k, 0.0);
-    let factor = e.select(k, far, zero, factor);
-    mul(e, k, hx, factor)
+    let scale = e.select(k, tail, small, one);
+    (value, scale)
 }
 
-/// 1 / (1 + e^-x).
-pub fn sigmoid<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
-    let nx = e.unary(Unary::Neg, k, x);
-    let ex = exp(e, k, nx);
+/// For sigmoid and silu: `d = 1 + e^-|x|`, and `e^-|x|` as a value and a scale.
+fn sigmoid_parts<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> (E::Value, E::Value, E::Value) {
+    let a = e.unary(Unary::Abs, k, x);
+    let a = e.unary(Unary::Neg, k, a);
+    let (v, scale) = exp_scaled(e, k, a);
+    let ex = mul(e, k, v, scale);
     let one = f(e, k, 1.0);
     let d = add(e, k, one, ex);
-    div(e, k, one, d)
+    (d, v, scale)
+}
+
+/// sigmoid, `1 / (1 + e^-x)` for x >= 0 and `e^x / (1 + e^x)` for x < 0
+/// (no overflow, no cancellation), with `e^x` scaled so that tiny results
+/// round once: 0 at -inf, 1 at +inf, nan kept.
+pub fn sigmoid<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
+    let (d, v, scale) = sigmoid_parts(e, k, x);
+    let one = f(e, k, 1.0);
+    let high = div(e, k, one, d);
+    let low = div(e, k, v, d);
+    let low = mul(e, k, low, scale);
+    let zero = f(e, k, 0.0);
+    let negative = e.compare(Compare::Lt, k, x, zero);
+    e.select(k, negative, low, high)
+}
+
+/// silu, `x sigmoid(x)`: `x / (1 + e^-x)` for x >= 0, `(x / (1 + e^x)) e^x`
+/// for x < 0 with the product rounded once; -0 where the true value is
+/// far below the smallest subnormal (-inf included).
+fn silu<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
+    let (d, v, scale) = sigmoid_parts(e, k, x);
+    let q = div(e, k, x, d);
+    let low = mul(e, k, q, v);
+    let low = mul(e, k, low, scale);
+    let zero = f(e, k, 0.0);
+    let negative = e.compare(Compare::Lt, k, x, zero);
+    let r = e.select(k, negative, low, q);
+    let vanishing = f(e, k, if k == Kind::F64 { -800.0 } else { -120.0 });
+    let gone = e.compare(Compare::Lt, k, x, vanishing);
+    let minus_zero = f(e, k, -0.0);
+    e.select(k, gone, minus_zero, r)
+}
+
+/// softplus, `max(x, 0) + log1p(e^-|x|)`: no overflow for large x, the
+/// small correction kept where x dominates, `e^x` itself for very
+/// negative x.
+fn softplus<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
+    let a = e.unary(Unary::Abs, k, x);
+    let a = e.unary(Unary::Neg, k, a);
+    let ex = exp(e, k, a);
+    let l = log1p(e, k, ex);
+    let zero = f(e, k, 0.0);
+    let positive = e.compare(Compare::Gt, k, x, zero);
+    let base = e.select(k, positive, x, zero);
+    let r = add(e, k, base, l);
+    // +inf: inf + 0; nan is kept by the sum.
+    where_equal(e, k, x, f64::INFINITY, x, r)
+}
+
+/// `a * b` exactly, as the rounded product and its error, by Dekker's
+/// product over Veltkamp's splitting (no fused multiply-add needed; `a`
+/// and `b` below 2^996 in magnitude).
+fn two_product<E: Emitter>(e: &mut E, k: Kind, a: E::Value, b: E::Value) -> (E::Value, E::Value) {
+    let split = |e: &mut E, v: E::Value| {
+        let factor = f(e, k, if k == Kind::F64 { 134_217_729.0 } else { 4097.0 });
+        let c = mul(e, k, factor, v);
+        let d = sub(e, k, c, v);
+        let high = sub(e, k, c, d);
+        let low = sub(e, k, v, high);
+        (high, low)
+    };
+    let p = mul(e, k, a, b);
+    let (ah, al) = split(e, a);
+    let (bh, bl) = split(e, b);
+    let hh = mul(e, k, ah, bh);
+    let r = sub(e, k, hh, p);
+    let hl = mul(e, k, ah, bl);
+    let r = add(e, k, r, hl);
+    let lh = mul(e, k, al, bh);
+    let r = add(e, k, r, lh);
+    let ll = mul(e, k, al, bl);
+    (p, add(e, k, r, ll))
+}
+
+/// The coefficients, in `t = 1 / (1 + z/2)`, of a polynomial within
+/// 8.2e-10 of `log(erfc(z) e^(z^2) / t)` for `t` in [0.1, 1] (`z` in [0,
+/// 18]): a Chebyshev fit of degree 12 (by mpmath), of the form of Numerical
+/// Recipes' `erfcc` (whose degree 9 is within 1.2e-7).
+const ERFC_FIT: [f64; 13] = [
+    -1.2655094684508275,
+    0.999887687679113,
+    0.37706226393636316,
+    0.06156953642584523,
+    0.061356319197656106,
+    -0.8182293796601171,
+    2.0505780514441274,
+    -4.707236116666478,
+    7.279772701638459,
+    -6.837567186145931,
+    3.8305125547121426,
+    -1.1921046836304185,
+    0.15990771936678985,
+];
+
+/// gelu, `x/2 erfc(-x/sqrt 2)`: no cancellation at either end, so the
+/// sign is always right and the negative tail keeps its relative accuracy
+/// down to the subnormals. f32: `erfc(z)` for `z = |x|/sqrt 2 >= 0` is
+/// `t e^(P(t) - z^2)` ([`ERFC_FIT`]), `t`, `P` and the exponent computed in
+/// f64 (vector lanes of doubles: no cancellation, no error from `z^2`), the
+/// exponent then split into two f32s for `e^hi (1 + lo)`, the exponential
+/// scaled so that the final product rounds once; for x > 0, `x - x/2
+/// erfc(z)`. -0 below -20 (-inf included), x itself above 10 (where the
+/// factor is 1 in f32), nan kept.
+fn gelu<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
+    if k == Kind::F64 {
+        return gelu64(e, x);
+    }
+    let w = Kind::F64;
+    let a = e.unary(Unary::Abs, k, x);
+    let a64 = e.convert(k, w, a);
+    let c = f(e, w, std::f64::consts::FRAC_1_SQRT_2);
+    let z = mul(e, w, a64, c);
+    let half = f(e, w, 0.5);
+    let one = f(e, w, 1.0);
+    let d = e.multiply_add(w, z, half, one);
+    let t = div(e, w, one, d);
+    let p = poly(e, w, t, &ERFC_FIT);
+    let z2 = mul(e, w, z, z);
+    let exponent = sub(e, w, p, z2);
+    let hi = e.convert(w, k, exponent);
+    let hi64 = e.convert(k, w, hi);
+    let lo = sub(e, w, exponent, hi64);
+    let lo = e.convert(w, k, lo);
+    let (v, scale) = exp_scaled(e, k, hi);
+    // |x|/2 t, then e^hi (1 + lo), the scale last.
+    let m = mul(e, w, half, a64);
+    let m = mul(e, w, m, t);
+    let m = e.convert(w, k, m);
+    let one32 = f(e, k, 1.0);
+    let correction = add(e, k, one32, lo);
+    let v = mul(e, k, v, correction);
+    let tail = mul(e, k, m, v);
+    let tail = mul(e, k, tail, scale);
+    let low = e.unary(Unary::Neg, k, tail);
+    let high = sub(e, k, x, tail);
+    let zero = f(e, k, 0.0);
+    let negative = e.compare(Compare::Lt, k, x, zero);
+    let r = e.select(k, negative, low, high);
+    let far = f(e, k, -20.0);
+    let gone = e.compare(Compare::Lt, k, x, far);
+    let minus_zero = f(e, k, -0.0);
+    let r = e.select(k, gone, minus_zero, r);
+    let near_one = f(e, k, 10.0);
+    let whole = e.compare(Compare::Gt, k, x, near_one);
+    e.select(k, whole, x, r)
+}
+
+/// `1/sqrt 2` minus its f64 value.
+const FRAC_1_SQRT_2_LO: f64 = -4.833_646_656_726_457e-17;
+
+/// f64 gelu, `x/2 erfc(z)` with `z = -x/sqrt 2` carried in two floats:
+/// the C library's `erfc` at the leading part, corrected to first order
+/// for the trailing one (`d/dz log erfc(z) = -r(z)`, `r(z) = 2/sqrt(pi)
+/// e^(-z^2) / erfc(z)`). Beyond z = 26, where erfc nears the subnormals,
+/// erfc is its asymptotic series `e^(-z^2) / (z sqrt(pi)) sum (-1)^k
+/// (2k-1)!! / (2z^2)^k` (eight terms: under 1e-18 relative), `e^(-z^2)`
+/// from `z^2` in two floats and scaled, so that the final product rounds
+/// once, and `r` is `2z + 1/z`. -0 below -40, x above 40, nan kept.
+fn gelu64<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
+    let k = Kind::F64;
+    let c = f(e, k, -std::f64::consts::FRAC_1_SQRT_2);
+    let (zh, zl) = two_product(e, k, x, c);
+    let c_lo = f(e, k, -FRAC_1_SQRT_2_LO);
+    let zl = e.multiply_add(k, x, c_lo, zl);
+    let one = f(e, k, 1.0);
+    // Near: the C library's erfc, and r from it.
+    let near_erfc = libm(e, k, "erfc", &[zh]);
+    let (z2, z2_lo) = two_product(e, k, zh, zh);
+    let nz2 = e.unary(Unary::Neg, k, z2);
+    let gauss = exp(e, k, nz2);
+    let two_over_root_pi = f(e, k, std::f64::consts::FRAC_2_SQRT_PI);
+    let r = mul(e, k, two_over_root_pi, gauss);
+    let near_r = div(e, k, r, near_erfc);
+    // Far: the asymptotic series over a scaled e^(-z^2).
+    let (v, far_scale) = exp_scaled(e, k, nz2);
+    let low_part = sub(e, k, one, z2_lo);
+    let v = mul(e, k, v, low_part);
+    let two_z2 = add(e, k, z2, z2);
+    let u = div(e, k, one, two_z2);
+    let series = poly(e, k, u, &[1.0, -1.0, 3.0, -15.0, 105.0, -945.0, 10395.0, -135135.0, 2027025.0]);
+    let root_pi = f(e, k, std::f64::consts::PI.sqrt());
+    let denominator = mul(e, k, zh, root_pi);
+    let far_erfc = mul(e, k, v, series);
+    let far_erfc = div(e, k, far_erfc, denominator);
+    let two_z = add(e, k, zh, zh);
+    let inv = div(e, k, one, zh);
+    let far_r = add(e, k, two_z, inv);
+    let limit = f(e, k, 26.0);
+    let far = e.compare(Compare::Gt, k, zh, limit);
+    let erfc = e.select(k, far, far_erfc, near_erfc);
+    let r = e.select(k, far, far_r, near_r);
+    let scale = e.select(k, far, far_scale, one);
+    let shift = mul(e, k, zl, r);
+    let correction = sub(e, k, one, shift);
+    let factor = mul(e, k, erfc, correction);
+    let half = f(e, k, 0.5);
+    let hx = mul(e, k, half, x);
+    let g = mul(e, k, hx, factor);
+    let g = mul(e, k, g, scale);
+    // Beyond |x| = 40 gelu is -0 or x (and the splitting of x could overflow).
+    let low = f(e, k, -40.0);
+    let below = e.compare(Compare::Lt, k, x, low);
+    let minus_zero = f(e, k, -0.0);
+    let g = e.select(k, below, minus_zero, g);
+    let high = f(e, k, 40.0);
+    let above = e.compare(Compare::Gt, k, x, high);
+    e.select(k, above, x, g)
 }
 
 /// A float elementwise built-in of one or two float operands of kind `k`.
@@ -405,17 +594,8 @@ pub fn elementwise<E: Emitter>(e: &mut E, func: Elementwise, k: Kind, v: &[E::Va
             e.select(k, neg, zero, x)
         }
         F::Gelu => gelu(e, k, x),
-        F::Silu => {
-            let s = sigmoid(e, k, x);
-            mul(e, k, x, s)
-        }
-        F::Softplus => {
-            let ex = exp(e, k, x);
-            let l = log1p(e, k, ex);
-            let limit = f(e, k, 20.0);
-            let big = e.compare(Compare::Gt, k, x, limit);
-            e.select(k, big, x, l)
-        }
+        F::Silu => silu(e, k, x),
+        F::Softplus => softplus(e, k, x),
         F::Pow => libm(e, k, "pow", &[x, v[1]]),
         F::Maximum => e.binary(Binary::Max, k, x, v[1]),
         F::Minimum => e.binary(Binary::Min, k, x, v[1]),

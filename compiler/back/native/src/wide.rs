@@ -1,5 +1,5 @@
 //! nax's own f64 math, for targets without a C math library (GPUs): the
-//! functions of [`crate::LIBM`] (`exp`, `log`, `sin`, `cos`, `tanh`, `erf`,
+//! functions of [`crate::LIBM`] (`exp`, `log`, `sin`, `cos`, `tanh`, `erf`, `erfc`,
 //! `pow`; `log1p` and `expm1` are [`crate::math`]'s formulas over these)
 //! written once against the emitter, branch free, from f64 arithmetic and
 //! bit manipulation, with no external symbol.
@@ -53,8 +53,8 @@ fn poly<E: Emitter>(e: &mut E, x: E::Value, k: &[f64]) -> E::Value {
 
 /// ln 2 in two parts (fdlibm's): the first has 32 significant bits, so
 /// its product with an exponent is exact.
-const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
-const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
+pub(crate) const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
+pub(crate) const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
 
 /// pi/2 in four parts (fdlibm's), the first three of 33 significant bits.
 const PIO2: [f64; 4] = [
@@ -216,7 +216,39 @@ fn signed_like<E: Emitter>(e: &mut E, x: E::Value, r: E::Value) -> E::Value {
 /// `1 - erfc(|x|)` with erfc by its continued fraction (40 levels), then
 /// the sign of x; ±1 beyond 6, x itself at ±0 and nan.
 pub fn erf<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
-    let a = abs_capped(e, x, 6.0);
+    let (series, erfc, a) = erf_parts(e, x, 6.0);
+    let one = c(e, 1.0);
+    let tail = op(e, Binary::Sub, one, erfc);
+    let near = test(e, Compare::Lt, a, 2.5);
+    let r = pick(e, near, series, tail);
+    let r = signed_like(e, x, r);
+    let keep = test(e, Compare::Eq, x, 0.0);
+    let x_nan = e.compare(Compare::Ne, K, x, x);
+    let keep = e.binary(Binary::Or, Kind::Bool, keep, x_nan);
+    pick(e, keep, x, r)
+}
+
+/// erfc: `1 - erf(x)` below |x| = 2.5 (its series; up to about 1e-12
+/// relative near 2.5, where erfc is 4e-4), the continued fraction above
+/// (to 27, where erfc is 0 in f64), and `2 - erfc(|x|)` for negative x.
+pub fn erfc<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
+    let (series, erfc, a) = erf_parts(e, x, 27.0);
+    let one = c(e, 1.0);
+    let near_value = op(e, Binary::Sub, one, series);
+    let near = test(e, Compare::Lt, a, 2.5);
+    let r = pick(e, near, near_value, erfc);
+    let two = c(e, 2.0);
+    let reflected = op(e, Binary::Sub, two, r);
+    let negative = test(e, Compare::Lt, x, 0.0);
+    let r = pick(e, negative, reflected, r);
+    let x_nan = e.compare(Compare::Ne, K, x, x);
+    pick(e, x_nan, x, r)
+}
+
+/// For erf and erfc at `a = min(|x|, cap)`: erf's series (good below
+/// 2.5), erfc's continued fraction (good above), and `a`.
+fn erf_parts<E: Emitter>(e: &mut E, x: E::Value, cap: f64) -> (E::Value, E::Value, E::Value) {
+    let a = abs_capped(e, x, cap);
     let a2 = op(e, Binary::Mul, a, a);
     let minus_a2 = e.unary(Unary::Neg, K, a2);
     let gauss = exp(e, minus_a2);
@@ -245,15 +277,7 @@ pub fn erf<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
     let root_pi = c(e, std::f64::consts::PI.sqrt());
     let denominator = op(e, Binary::Mul, root_pi, cf);
     let erfc = op(e, Binary::Div, gauss, denominator);
-    let one = c(e, 1.0);
-    let tail = op(e, Binary::Sub, one, erfc);
-    let near = test(e, Compare::Lt, a, 2.5);
-    let r = pick(e, near, series, tail);
-    let r = signed_like(e, x, r);
-    let keep = test(e, Compare::Eq, x, 0.0);
-    let x_nan = e.compare(Compare::Ne, K, x, x);
-    let keep = e.binary(Binary::Or, Kind::Bool, keep, x_nan);
-    pick(e, keep, x, r)
+    (series, erfc, a)
 }
 
 /// sin and cos: x = k pi/2 + r with pi/2 in three parts (fused
@@ -302,7 +326,7 @@ fn sin_cos<E: Emitter>(e: &mut E, x: E::Value, cosine: bool) -> E::Value {
 }
 
 /// x^y as C's `pow`: `exp(y log|x|)`, negative for a negative x (or -0)
-/// and an odd integer y; nan for a negative x and a finite non-integer y;
+/// and an odd integer y; nan for a finite negative x and a finite non-integer y;
 /// 1 where y is 0 or x is 1 (nan included); the infinite cases of C
 /// (|x| = 1 with y = ±inf gives 1).
 pub fn pow<E: Emitter>(e: &mut E, x: E::Value, y: E::Value) -> E::Value {
@@ -326,8 +350,11 @@ pub fn pow<E: Emitter>(e: &mut E, x: E::Value, y: E::Value) -> E::Value {
     let flip = e.binary(Binary::And, Kind::Bool, negative, odd);
     let nm = e.unary(Unary::Neg, K, magnitude);
     let r = pick(e, flip, nm, magnitude);
-    // A negative x (not -0) and a finite non-integer y.
+    // A finite negative x (not -0) and a finite non-integer y (-inf to
+    // such a power is +inf or +0, as the magnitude is).
     let below = test(e, Compare::Lt, x, 0.0);
+    let finite_x = test(e, Compare::Gt, x, f64::NEG_INFINITY);
+    let below = e.binary(Binary::And, Kind::Bool, below, finite_x);
     let ay = e.unary(Unary::Abs, K, y);
     let finite_y = test(e, Compare::Lt, ay, f64::INFINITY);
     let fraction = e.unary(Unary::Not, Kind::Bool, integer);
@@ -362,6 +389,7 @@ pub fn call<E: Emitter>(e: &mut E, name: &str, args: &[E::Value]) -> Option<E::V
         ("cos", []) => sin_cos(e, x, true),
         ("tanh", []) => tanh(e, x),
         ("erf", []) => erf(e, x),
+        ("erfc", []) => erfc(e, x),
         ("pow", &[y]) => pow(e, x, y),
         _ => return None,
     })
