@@ -34,6 +34,7 @@ mod footprint;
 mod generate;
 mod gpt2;
 mod graph;
+mod long_sums;
 mod native_math;
 mod products;
 mod robustness;

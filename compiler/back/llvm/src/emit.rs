@@ -257,6 +257,13 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
         self.intrinsic("llvm.fmuladd", &[t], &[a, b, c], kind)
     }
 
+    fn exact_product(&mut self, kind: Kind, a: Self::Value, b: Self::Value) -> (Self::Value, Self::Value) {
+        let t = self.ty(kind);
+        let p = self.binary(Binary::Mul, kind, a, b);
+        let np = self.unary(Unary::Neg, kind, p);
+        (p, self.intrinsic("llvm.fma", &[t], &[a, b, np], kind))
+    }
+
     fn accumulate(&mut self, op: Binary, kind: Kind, acc: Self::Value, term: Self::Value) -> Self::Value {
         let r = self.binary(op, kind, acc, term);
         if kind.is_float()

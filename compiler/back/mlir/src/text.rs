@@ -360,6 +360,13 @@ impl Emitter for KernelText {
         self.op(ty, format_args!("llvm.intr.fmuladd(%v{}, %v{}, %v{}) : ({ty}, {ty}, {ty}) -> {ty}", a.0, b.0, c.0))
     }
 
+    fn exact_product(&mut self, kind: Kind, a: Value, b: Value) -> (Value, Value) {
+        let ty = Ty::scalar(kind);
+        let p = self.binary(Binary::Mul, kind, a, b);
+        let np = self.unary(Unary::Neg, kind, p);
+        (p, self.op(ty, format_args!("llvm.intr.fma(%v{}, %v{}, %v{}) : ({ty}, {ty}, {ty}) -> {ty}", a.0, b.0, np.0)))
+    }
+
     fn unary(&mut self, op: Unary, kind: Kind, a: Value) -> Value {
         let ty = Ty::scalar(kind);
         let name = match op {

@@ -75,6 +75,9 @@ impl<E: Emitter> Emitter for BoundsChecked<'_, E> {
     fn multiply_add(&mut self, kind: Kind, a: E::Value, b: E::Value, c: E::Value) -> E::Value {
         self.inner.multiply_add(kind, a, b, c)
     }
+    fn exact_product(&mut self, kind: Kind, a: E::Value, b: E::Value) -> (E::Value, E::Value) {
+        self.inner.exact_product(kind, a, b)
+    }
     fn unary(&mut self, op: Unary, kind: Kind, a: E::Value) -> E::Value {
         self.inner.unary(op, kind, a)
     }

@@ -124,6 +124,15 @@ pub trait Emitter {
         let m = self.binary(Binary::Mul, kind, a, b);
         self.binary(Binary::Add, kind, m, c)
     }
+    /// `a * b` exactly, as the rounded product and its error: by a fused
+    /// multiply-add where the back end guarantees one, else by Dekker's
+    /// product ([`crate::math::dekker_product`]).
+    fn exact_product(&mut self, kind: Kind, a: Self::Value, b: Self::Value) -> (Self::Value, Self::Value)
+    where
+        Self: Sized,
+    {
+        crate::math::dekker_product(self, kind, a, b)
+    }
     fn unary(&mut self, op: Unary, kind: Kind, a: Self::Value) -> Self::Value;
     /// A `Bool`.
     fn compare(&mut self, op: Compare, kind: Kind, a: Self::Value, b: Self::Value) -> Self::Value;

@@ -18,6 +18,13 @@ use nax_runtime::DType;
 use nax_runtime::plan::SizeRef;
 use std::collections::HashMap;
 
+/// The positions of a reduction's last loop an f32 sum adds in f32 before
+/// it adds their sum to its f64 total ([`Lowering::sum_in_blocks`]): long
+/// enough that the total's cost vanishes, short enough that each lane's
+/// share of a block (64 terms over 64 lanes) keeps the f32 partial sums
+/// accurate.
+const SUM_BLOCK: i64 = 4096;
+
 /// The kind a buffer's elements have in memory.
 pub fn memory_kind(d: DType) -> Kind {
     match d {
@@ -217,14 +224,23 @@ impl<E: Emitter> Lowering<'_, E> {
     /// never run, and an outer loop of 2^40 positions around an empty one
     /// (a reduction over `[2^40, 0]`) would only spin.
     fn open(&mut self, loops: &[usize]) -> Vec<E::Loop> {
+        self.open_around(loops, &[])
+    }
+
+    /// [`Self::open`], for loops that others (`within`, opened later,
+    /// not by this call) will run inside: the outermost runs no times
+    /// when one of those is empty, too.
+    fn open_around(&mut self, loops: &[usize], within: &[usize]) -> Vec<E::Loop> {
         let flat = self.k.schedule.flat;
         if flat >= 2 && loops.len() >= flat && loops[..flat].iter().copied().eq(0..flat) {
-            return self.open_flat(flat, &loops[flat..]);
+            let rest: Vec<usize> = loops[flat..].iter().chain(within).copied().collect();
+            return self.open_flat(flat, &rest);
         }
-        let shortest = match loops {
-            [_, inner @ ..] if !inner.is_empty() => {
-                let first = self.extents[inner[0]];
-                Some(inner[1..].iter().fold(first, |m, &i| self.e.binary(Binary::Min, Kind::I64, m, self.extents[i])))
+        let inner: Vec<usize> = loops.iter().skip(1).chain(within).copied().collect();
+        let shortest = match (loops, inner.split_first()) {
+            ([_, ..], Some((&first, rest))) => {
+                let first = self.extents[first];
+                Some(rest.iter().fold(first, |m, &i| self.e.binary(Binary::Min, Kind::I64, m, self.extents[i])))
             }
             _ => None,
         };
@@ -539,6 +555,13 @@ impl<E: Emitter> Lowering<'_, E> {
     /// of `dtype`; gives the result.
     fn reduce(&mut self, op: Reduction, dtype: DType, value: &Expr, inner: &[usize]) -> (E::Value, Kind) {
         let (acc_kind, init) = self.accumulator(op, dtype, value);
+        // Blocks where the terms may outnumber a block (not over a row of
+        // 1024, say: that would only add a loop).
+        let terms: Option<u64> = inner.iter().try_fold(1u64, |n, &i| self.p.symbols.constant(self.k.loops[i].extent).and_then(|c| n.checked_mul(c)));
+        let long = terms.is_none_or(|n| n > SUM_BLOCK as u64);
+        if acc_kind == Kind::F32 && matches!(op, Reduction::Sum | Reduction::Mean) && long {
+            return self.sum_in_blocks(op, value, inner);
+        }
         let acc = self.e.variable(acc_kind, init);
         let open = self.open(inner);
         let (x, kind) = self.eval(value);
@@ -553,6 +576,47 @@ impl<E: Emitter> Lowering<'_, E> {
             result = self.e.binary(Binary::Div, acc_kind, result, count);
         }
         (result, acc_kind)
+    }
+
+    /// An f32 sum (or mean) over the loops `inner` whose error does not
+    /// grow with their extent: the last loop runs in blocks of
+    /// [`SUM_BLOCK`] positions, each block summed in f32 (in vector lanes,
+    /// as any sum) and added to an f64 total; gives the total (f64). A sum
+    /// of 1.5e9 ones is exact, where one f32 accumulator per lane stops
+    /// at 2^24.
+    fn sum_in_blocks(&mut self, op: Reduction, value: &Expr, inner: &[usize]) -> (E::Value, Kind) {
+        let Some((&last, outer)) = inner.split_last() else { unreachable!("a reduction over no loops is a map") };
+        let zero64 = self.e.float(Kind::F64, 0.0);
+        let total = self.e.variable(Kind::F64, zero64);
+        let open = self.open_around(outer, &[last]);
+        let (start, end) = self.bounds(last);
+        self.e.loop_role(self.k.loops[last].role);
+        let (blocks, first) = self.e.begin_loop(start, end, SUM_BLOCK);
+        let edge = self.e.int(Kind::I64, SUM_BLOCK);
+        let past = self.e.binary(Binary::Add, Kind::I64, first, edge);
+        let stop = self.e.binary(Binary::Min, Kind::I64, past, end);
+        let zero = self.e.float(Kind::F32, 0.0);
+        let block = self.e.variable(Kind::F32, zero);
+        let positions = self.open_from(last, first, stop);
+        let (x, kind) = self.eval(value);
+        let x = self.e.convert(kind, Kind::F32, x);
+        let a = self.e.get(block);
+        let combined = self.e.accumulate(Binary::Add, Kind::F32, a, x);
+        self.e.set(block, combined);
+        self.e.end_loop(positions);
+        let partial = self.e.get(block);
+        let partial = self.e.convert(Kind::F32, Kind::F64, partial);
+        let t = self.e.get(total);
+        let t = self.e.binary(Binary::Add, Kind::F64, t, partial);
+        self.e.set(total, t);
+        self.e.end_loop(blocks);
+        self.close(open);
+        let mut result = self.e.get(total);
+        if op == Reduction::Mean {
+            let count = self.count(Kind::F64, inner);
+            result = self.e.binary(Binary::Div, Kind::F64, result, count);
+        }
+        (result, Kind::F64)
     }
 
     /// softmax, log_softmax (in place of the axis) and logsumexp (over a
