@@ -1,12 +1,15 @@
 //! Math written once against the emitter, branch-free so that loops using
 //! it vectorise: f32 approximations of `exp`, `log`, `log1p`, `expm1`,
-//! `tanh`, `erf` (through `erfc`) and the functions built from them
-//! (`sigmoid`, `gelu`, `silu`, `softplus`), half-float conversions with integer operations,
-//! and integer powers. f64, and `sin`, `cos` and `pow` at any width, call
-//! the C math library (`crate::LIBM`) for full accuracy (those loops stay
-//! scalar), or, on a target without one (a GPU), nax's own f64 math
-//! ([`crate::wide`]). The accuracy of every approximation over the whole
-//! f32 range, inf and nan included, is measured by a test of the suite
+//! `tanh`, `erf` (through `erfc`); the activations from their stable
+//! forms in f32 and f64 (`sigmoid` and `silu` through `e^x / (1 + e^x)`
+//! for negative x, `softplus` as `max(x, 0) + log1p(e^-|x|)`, `gelu`
+//! through `erfc`), their exponentials scaled so that results near the
+//! subnormals round once ([`exp_scaled`]); half-float conversions with
+//! integer operations, and integer powers. f64, and `sin`, `cos` and `pow`
+//! at any width, call the C math library (`crate::LIBM`) for full accuracy
+//! (those loops stay scalar), or, on a target without one (a GPU), nax's
+//! own f64 math ([`crate::wide`]). Every function's error in ulps against
+//! CORE-MATH, over the whole range, is asserted by the suite's ulp harness
 //! (`tests/native_math.rs`).
 
 use crate::emitter::{Binary, Compare, Emitter, Kind, Unary};
