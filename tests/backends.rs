@@ -93,6 +93,12 @@ pub(crate) fn cases() -> Vec<Case> {
             "ellipsis_patterns",
             "dim b = 2\ndim h = 3\ndim n = 5\ndim d = 4\ndef f(x: [b h n d], y: [b h n d], v: [b n]) -> [b d n h] {\n    t = rearrange(x, b ... d -> b d ...)\n    s = reduce(y, b ... -> b, \"max\")\n    m = reduce(x, ... n d -> ... d, mean)\n    e = einsum(x, y: ... n d, ... n d -> ... n)\n    r = repeat(v, ... -> ... u, u=3)\n    p, q = split(x, ... (2 c) -> ... c)\n    return rearrange(t, b d h n -> b d n h) + s + m + einsum(e, r: b h n, b n u -> b n h) + sum(p * q, c)\n}\n",
         ),
+        // einops' `...` over unnamed axes (by position; in einsum from the
+        // right, the shorter operand's axes missing), and in output groups.
+        case(
+            "ellipsis_over_unnamed_axes_and_in_groups",
+            "dim b = 2\ndef f(x: [2 3 4], a: [5 2 3], c: [5 3 4], d: [3 4], y: [b 3 4], z: [b 2 3]) -> [b 12] {\n    i = rearrange(x, ... -> ...)\n    s = reduce(i, ... -> , sum)\n    g = rearrange(x, ... -> (...))\n    e = einsum(a, c: ... i j, ... j k -> ... i k)\n    e2 = einsum(a, d: ... i j, ... j k -> ... i k)\n    h = rearrange(y, b ... -> (b ...))\n    m = rearrange(z, b ... -> ... b)\n    q = rearrange(z, b ... -> b (...) ())\n    t = reduce(e, ... -> , sum) + reduce(e2 * 0.5, ... -> , max) + reduce(g, ... -> , min) + reduce(h, ... -> , sum) + reduce(m * m, ... -> , sum)\n    return rearrange(y, b ... -> b (...)) * s + t + reduce(q, b r () -> b, sum)\n}\n",
+        ),
         case(
             "unit_axes",
             "dim a = 3\ndim b = 5\ndef f(x: [a b], y: [a () b]) -> [a () b] {\n    u = rearrange(x, a b -> a () b)\n    v = rearrange(y, a () b -> b a)\n    return u * 2.0 + rearrange(v, b a -> a () b) + reduce(y, a () b -> a () b, sum)\n}\n",

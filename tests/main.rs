@@ -26,6 +26,7 @@ mod cli;
 mod conformance;
 mod cuda;
 mod diagnostics;
+mod einops;
 mod examples;
 mod exec;
 mod explain;

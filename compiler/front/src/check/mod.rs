@@ -324,6 +324,14 @@ fn resolve_type_entry(entry: &AxisEntry, scope: &mut SizeScope, syms: &mut Symbo
             None
         }
         AxisEntry::Number(n, span) => literal_size(*n, *span, diags).map(Axis::unnamed),
+        AxisEntry::Group { ellipses, .. } if !ellipses.is_empty() => {
+            diags.push(
+                Diagnostic::new(Code::E0407, ellipses[0].1, "`...` stands only in patterns, not in a type")
+                    .primary("an ellipsis in a type")
+                    .note("write the group's axes, `(n d)`, or its size"),
+            );
+            None
+        }
         AxisEntry::Group { parts, span, .. } => {
             let mut known = Size::Const(1);
             let mut unknown: Vec<&ast::Ident> = Vec::new();
@@ -374,8 +382,11 @@ pub(crate) fn entry_text(e: &AxisEntry) -> String {
     match e {
         AxisEntry::Name(i) => i.name.clone(),
         AxisEntry::Number(n, _) => n.to_string(),
-        AxisEntry::Group { parts, .. } => {
-            let t: Vec<String> = parts.iter().map(entry_text).collect();
+        AxisEntry::Group { parts, ellipses, .. } => {
+            let mut t: Vec<String> = parts.iter().map(entry_text).collect();
+            for &(at, _) in ellipses.iter().rev() {
+                t.insert(at.min(t.len()), "...".to_string());
+            }
             format!("({})", t.join(" "))
         }
     }

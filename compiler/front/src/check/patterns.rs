@@ -28,6 +28,33 @@ enum Op {
     Split,
 }
 
+/// The prefix of the names an ellipsis gives the unnamed axes it stands
+/// for: `…` is no identifier, so no source can write or clash with them.
+const HIDDEN: &str = "\u{2026}";
+
+/// Where an ellipsis stands inside one of a side's groups, if one does.
+fn grouped_ellipsis(side: &ast::PatternSide) -> Option<Span> {
+    side.entries.iter().find_map(|e| match e {
+        AxisEntry::Group { ellipses, .. } => ellipses.first().map(|e| e.1),
+        _ => None,
+    })
+}
+
+/// A pattern's result with the axes an ellipsis named ([`HIDDEN`]) unnamed again.
+fn unname_hidden(ty: Type) -> Type {
+    match ty {
+        Type::Tensor(mut t) => {
+            for axis in &mut t.axes {
+                if axis.name.as_deref().is_some_and(|n| n.starts_with(HIDDEN)) {
+                    axis.name = None;
+                }
+            }
+            Type::Tensor(t)
+        }
+        other => other,
+    }
+}
+
 /// Every name of a side, groups included, in order.
 fn side_names(side: &PatternSide) -> Vec<&ast::Ident> {
     let mut out = Vec::new();
@@ -138,7 +165,7 @@ impl FnChecker<'_> {
             return fail(operands);
         }
         match self.pattern(op, reduction, pattern, call, &operands, span) {
-            Some((pop, resolved, ty)) => TExpr { kind: TExprKind::Pattern { op: pop, args: operands, pattern: resolved }, ty, span },
+            Some((pop, resolved, ty)) => TExpr { kind: TExprKind::Pattern { op: pop, args: operands, pattern: resolved }, ty: unname_hidden(ty), span },
             None => fail(operands),
         }
     }
@@ -158,7 +185,7 @@ impl FnChecker<'_> {
         let split = self.pattern_form(op, pattern, operands.len())?;
         let tensors: Vec<TensorType> = operands.iter().filter_map(|o| Self::as_tensor(&o.ty)).collect();
         let expanded;
-        let pattern = if pattern.inputs.iter().chain([&pattern.output]).any(|s| !s.ellipses.is_empty()) {
+        let pattern = if pattern.inputs.iter().chain([&pattern.output]).any(|s| !s.ellipses.is_empty() || grouped_ellipsis(s).is_some()) {
             expanded = self.expand_ellipses(op, pattern, &tensors, operands)?;
             &expanded
         } else {
@@ -432,25 +459,49 @@ impl FnChecker<'_> {
     /// the operand's axes that the side does not list, in their order (the
     /// entries before `...` bind the first axes, those after it the last);
     /// on the output side, every input's, in order of first appearance (in
-    /// `einsum` they line up by name). `...` may stand once per side, on
-    /// every side or on none, or on `reduce`'s input alone (its axes are
-    /// then reduced): else E0407; a side listing more entries than its
-    /// operand has axes is E0403. Decision: the axes an ellipsis stands
-    /// for must be named (E0407 otherwise: the output could not name them
-    /// back); `...` inside a group is a syntax error.
+    /// `einsum` they line up by name), in place of the `...` or inside the
+    /// output's group that holds it (`(...)`, `(h ...)`: no axes make it
+    /// `()`). An unnamed axis gets a name no source can write ([`HIDDEN`],
+    /// the pattern's offset, and its place among the ellipsis's unnamed
+    /// axes counted from the right, so that `einsum`'s line up from the
+    /// right, as section 5's broadcasting does); the result's axes of those names are unnamed
+    /// again ([`unname_hidden`]). `...` may stand once per side, on every
+    /// side or on none, or on `reduce`'s input alone (its axes are then
+    /// reduced): else E0407, as is `...` in a group on an input side; a side
+    /// listing more entries than its operand has axes is E0403.
     fn expand_ellipses(&mut self, op: Op, pattern: &ast::Pattern, tensors: &[TensorType], operands: &[TExpr]) -> Option<ast::Pattern> {
         let malformed_here = |span, message: String| malformed(span, message, "misplaced `...`");
+        for side in &pattern.inputs {
+            if let Some(span) = grouped_ellipsis(side) {
+                self.report(
+                    malformed_here(span, "`...` may stand in a group only on the output side: an input group splits one axis".into())
+                        .note("name the parts of the axis, `(h w)`, or move `...` out of the group"),
+                );
+                return None;
+            }
+        }
         for side in pattern.inputs.iter().chain([&pattern.output]) {
-            if let Some(&(_, span)) = side.ellipses.get(1) {
+            let mut all: Vec<Span> = side.ellipses.iter().map(|e| e.1).collect();
+            for entry in &side.entries {
+                if let AxisEntry::Group { ellipses, .. } = entry {
+                    all.extend(ellipses.iter().map(|e| e.1));
+                }
+            }
+            if let Some(&span) = all.get(1) {
                 self.report(malformed_here(span, "`...` may appear only once per side of a pattern".into()));
                 return None;
             }
         }
         let on_inputs = pattern.inputs.iter().filter(|s| !s.ellipses.is_empty()).count();
-        let on_output = !pattern.output.ellipses.is_empty();
+        let on_output = !pattern.output.ellipses.is_empty() || grouped_ellipsis(&pattern.output).is_some();
         let input_only = op == Op::Reduce && !on_output;
         if on_inputs != pattern.inputs.len() || !(on_output || input_only) || tensors.len() != pattern.inputs.len() {
-            let span = pattern.inputs.iter().chain([&pattern.output]).find_map(|s| s.ellipses.first()).map_or(pattern.span, |e| e.1);
+            let span = pattern
+                .inputs
+                .iter()
+                .chain([&pattern.output])
+                .find_map(|s| s.ellipses.first().map(|e| e.1).or_else(|| grouped_ellipsis(s)))
+                .unwrap_or(pattern.span);
             let message = if op == Op::Reduce {
                 "`...` must stand on every side of the pattern or on none, or on reduce's input side alone"
             } else {
@@ -467,29 +518,46 @@ impl FnChecker<'_> {
                 self.report_rank(side.span, side, t, o.span, "more entries than axes");
                 return None;
             };
+            let covered = &t.axes[at..at + count];
+            let unnamed = covered.iter().filter(|a| a.name.is_none()).count();
+            let mut seen_unnamed = 0;
             let mut names = Vec::with_capacity(count);
-            for (p, axis) in t.axes.iter().enumerate().skip(at).take(count) {
-                let Some(name) = &axis.name else {
-                    let message = format!(
-                        "`...` stands for axis {} of the operand {}, which has no name; name it first (`x as [...]`)",
-                        p + 1,
-                        describe_axes(&t.axes, &self.syms)
-                    );
-                    self.report(malformed_here(span, message).label(o.span, "the operand"));
-                    return None;
+            for axis in covered {
+                let name = match &axis.name {
+                    Some(name) => name.clone(),
+                    None => {
+                        seen_unnamed += 1;
+                        // Unique to this pattern (pattern names bind sizes of the body).
+                        format!("{HIDDEN}{}.{}", pattern.span.start, unnamed - seen_unnamed)
+                    }
                 };
                 names.push(AxisEntry::Name(ast::Ident { name: name.clone(), span }));
-                if !union.contains(name) {
-                    union.push(name.clone());
+                if !union.contains(&name) {
+                    union.push(name);
                 }
             }
             side.entries.splice(at..at, names);
             side.ellipses.clear();
         }
+        // The unnamed axes in one run, the leftmost (the highest count from the right) first.
+        if let Some(first) = union.iter().position(|n| n.starts_with(HIDDEN)) {
+            let mut hidden: Vec<String> = union.iter().filter(|n| n.starts_with(HIDDEN)).cloned().collect();
+            hidden.sort_by_key(|n| std::cmp::Reverse(n.rsplit('.').next().and_then(|k| k.parse::<usize>().ok()).unwrap_or(0)));
+            union.retain(|n| !n.starts_with(HIDDEN));
+            union.splice(first..first, hidden);
+        }
+        let names = |span| union.iter().map(move |n| AxisEntry::Name(ast::Ident { name: n.clone(), span })).collect::<Vec<_>>();
         if let Some(&(at, span)) = expanded.output.ellipses.first() {
-            let names = union.iter().map(|n| AxisEntry::Name(ast::Ident { name: n.clone(), span }));
-            expanded.output.entries.splice(at..at, names);
+            expanded.output.entries.splice(at..at, names(span));
             expanded.output.ellipses.clear();
+        }
+        for entry in &mut expanded.output.entries {
+            if let AxisEntry::Group { parts, ellipses, .. } = entry
+                && let Some(&(at, span)) = ellipses.first()
+            {
+                parts.splice(at..at, names(span));
+                ellipses.clear();
+            }
         }
         Some(expanded)
     }

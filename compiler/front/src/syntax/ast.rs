@@ -123,10 +123,13 @@ pub enum AxisEntry {
     Name(Ident),
     Number(u64, Span),
     /// `(gh 16)`, or the grouped size `16gh` (then `shorthand` is true).
+    /// On a pattern's output side a group may hold an ellipsis, `(h ...)`:
+    /// where it stood (the number of parts before it) and its span.
     Group {
         parts: Vec<AxisEntry>,
         span: Span,
         shorthand: bool,
+        ellipses: Vec<(usize, Span)>,
     },
 }
 

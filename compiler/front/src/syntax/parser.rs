@@ -488,18 +488,27 @@ impl Parser<'_> {
                 let digits = n.to_string().len();
                 let number_span = Span::new(span.start, (span.start + digits).min(span.end));
                 let name_span = Span::new(number_span.end, span.end);
-                Ok(AxisEntry::Group { parts: vec![AxisEntry::Name(Ident { name, span: name_span }), AxisEntry::Number(n, number_span)], span, shorthand: true })
+                Ok(AxisEntry::Group {
+                    parts: vec![AxisEntry::Name(Ident { name, span: name_span }), AxisEntry::Number(n, number_span)],
+                    span,
+                    shorthand: true,
+                    ellipses: Vec::new(),
+                })
             }
             TokenKind::LParen => {
                 self.enter()?;
                 let open = self.bump().span;
-                let mut parts = Vec::new();
+                let (mut parts, mut ellipses) = (Vec::new(), Vec::new());
                 while !self.at(&TokenKind::RParen) {
-                    parts.push(with_stack(|| self.axis_entry("an axis, or `)`"))?);
+                    if self.at(&TokenKind::Ellipsis) {
+                        ellipses.push((parts.len(), self.bump().span));
+                        continue;
+                    }
+                    parts.push(with_stack(|| self.axis_entry("an axis, `...` or `)`"))?);
                 }
                 let close = self.bump().span;
                 self.depth -= 1;
-                Ok(AxisEntry::Group { parts, span: open.to(close), shorthand: false })
+                Ok(AxisEntry::Group { parts, span: open.to(close), shorthand: false, ellipses })
             }
             _ => Err(self.error_here(expected)),
         }
