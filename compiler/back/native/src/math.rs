@@ -4,7 +4,7 @@
 //! forms in f32 and f64 (`sigmoid` and `silu` through `e^x / (1 + e^x)`
 //! for negative x, `softplus` as `max(x, 0) + log1p(e^-|x|)`, `gelu`
 //! through `erfc`), their exponentials scaled so that results near the
-//! subnormals round once ([`exp_scaled`]); half-float conversions with
+//! subnormals round once ([`exp_parts`]); half-float conversions with
 //! integer operations, and integer powers. f64, and `sin`, `cos` and `pow`
 //! at any width, call the C math library (`crate::LIBM`) for full accuracy
 //! (those loops stay scalar), or, on a target without one (a GPU), nax's
@@ -89,13 +89,50 @@ fn clamp<E: Emitter>(e: &mut E, k: Kind, x: E::Value, lo: f64, hi: f64) -> E::Va
 
 /// e^x. f32: Cody-Waite reduction to |r| <= ln2/2, a degree-6 polynomial
 /// (Cephes `expf`), and scaling by 2^n in two steps so that subnormal
-/// results are right.
+/// results are right ([`exp_parts`]); f64: the C library's.
 pub fn exp<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     if k == Kind::F64 {
         return libm(e, k, "exp", &[x]);
     }
-    // nan is restored at the end.
-    let xc = clamp(e, k, x, -104.0, 89.0);
+    let (p, s1, s2) = exp_parts(e, k, x);
+    let p = mul(e, k, p, s1);
+    let p = mul(e, k, p, s2);
+    let nan = is_nan(e, k, x);
+    e.select(k, nan, x, p)
+}
+
+/// e^x as three factors, `e^x = (value * s1) * s2`, so that a factor
+/// applied to `value` first is rounded once, at the end, even where e^x
+/// alone would be subnormal (the tails of sigmoid, silu and gelu). f32:
+/// `value` is Cody-Waite's `e^r` in [0.7, 1.5) and `s1`, `s2` powers of two
+/// (x held to [-150, 89]: below, every product is 0; nan gives a nan
+/// `value`). f64: the C library's e^x and two ones, or below -700
+/// `e^(x + m ln 2)` (m = 600; the leading part of `m ln 2` a multiple of
+/// 2^-12, so the shift is exact, and `e^` the remainder a constant factor)
+/// and `2^-m`.
+fn exp_parts<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> (E::Value, E::Value, E::Value) {
+    let one = f(e, k, 1.0);
+    if k == Kind::F64 {
+        let m = 600;
+        // m ln 2 = shift_hi + shift_lo, from ln 2 in two parts (the first of
+        // 32 bits, so its product with m is exact).
+        let product = f64::from(m) * LN2_HI;
+        let shift_hi = (product * 4096.0).round() / 4096.0;
+        let shift_lo = (product - shift_hi) + f64::from(m) * LN2_LO;
+        let limit = f(e, k, -700.0);
+        let tail = e.compare(Compare::Lt, k, x, limit);
+        let hi = f(e, k, shift_hi);
+        let shifted = add(e, k, x, hi);
+        let argument = e.select(k, tail, shifted, x);
+        let value = libm(e, k, "exp", &[argument]);
+        let correction = f(e, k, shift_lo.exp_m1() + 1.0);
+        let corrected = mul(e, k, value, correction);
+        let value = e.select(k, tail, corrected, value);
+        let small = f(e, k, (-f64::from(m)).exp2());
+        let scale = e.select(k, tail, small, one);
+        return (value, scale, one);
+    }
+    let xc = clamp(e, k, x, -150.0, 89.0);
     // n = round(x log2 e) by the 1.5 * 2^23 trick: its low bits are n.
     let log2e = f(e, k, std::f64::consts::LOG2_E);
     let magic = f(e, k, 12582912.0);
@@ -108,7 +145,6 @@ pub fn exp<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     let p = poly(e, k, r, &[5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4]);
     let r2 = mul(e, k, r, r);
     let p = e.multiply_add(k, p, r2, r);
-    let one = f(e, k, 1.0);
     let p = add(e, k, p, one);
     let bits = e.bitcast(Kind::F32, Kind::I32, shifted);
     let magic_bits = e.int(Kind::I32, 12582912.0f32.to_bits() as i64);
@@ -116,12 +152,7 @@ pub fn exp<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     let one_i = e.int(Kind::I32, 1);
     let n1 = e.binary(Binary::ShrS, Kind::I32, ni, one_i);
     let n2 = e.binary(Binary::Sub, Kind::I32, ni, n1);
-    let s1 = pow2(e, n1);
-    let s2 = pow2(e, n2);
-    let p = mul(e, k, p, s1);
-    let p = mul(e, k, p, s2);
-    let nan = is_nan(e, k, x);
-    e.select(k, nan, x, p)
+    (p, pow2(e, n1), pow2(e, n2))
 }
 
 /// The natural logarithm. f32: the exponent from the bits, the mantissa
@@ -309,68 +340,46 @@ pub fn erf<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     e.select(k, x_nan, x, r)
 }
 
-/// `e^a` as a value and a power of two (`e^a = value * scale`), so that a
-/// product with `e^a` rounds once, even where `e^a` alone would be
-/// subnormal (the tails of sigmoid, silu and gelu). Below a threshold
-/// (-80 in f32, -700 in f64) `a` is shifted up by `m ln 2` (m = 100 or
-/// 600; its leading part is a multiple of 2^-12, so the shift is exact, and
-/// `e^` the remainder is a constant factor) and the scale is `2^-m`;
-/// elsewhere the scale is 1.
-fn exp_scaled<E: Emitter>(e: &mut E, k: Kind, a: E::Value) -> (E::Value, E::Value) {
-    let (threshold, m) = if k == Kind::F64 { (-700.0, 600) } else { (-80.0, 100) };
-    // m ln 2 = shift_hi + shift_lo, from ln 2 in two parts (the first of 32
-    // bits, so its product with m is exact).
-    let product = f64::from(m) * LN2_HI;
-    let shift_hi = (product * 4096.0).round() / 4096.0;
-    let shift_lo = (product - shift_hi) + f64::from(m) * LN2_LO;
-    let limit = f(e, k, threshold);
-    let tail = e.compare(Compare::Lt, k, a, limit);
-    let hi = f(e, k, shift_hi);
-    let shifted = add(e, k, a, hi);
-    let argument = e.select(k, tail, shifted, a);
-    let value = exp(e, k, argument);
-    let correction = f(e, k, shift_lo.exp_m1() + 1.0);
-    let corrected = mul(e, k, value, correction);
-    let value = e.select(k, tail, corrected, value);
-    let small = f(e, k, (-f64::from(m)).exp2());
-    let one = f(e, k, 1.0);
-    let scale = e.select(k, tail, small, one);
-    (value, scale)
-}
-
-/// For sigmoid and silu: `d = 1 + e^-|x|`, and `e^-|x|` as a value and a scale.
-fn sigmoid_parts<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> (E::Value, E::Value, E::Value) {
+/// For sigmoid and silu: `d = 1 + e^-|x|`, and `e^-|x|` in [`exp_parts`].
+fn sigmoid_parts<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> (E::Value, [E::Value; 3]) {
     let a = e.unary(Unary::Abs, k, x);
     let a = e.unary(Unary::Neg, k, a);
-    let (v, scale) = exp_scaled(e, k, a);
-    let ex = mul(e, k, v, scale);
+    let (p, s1, s2) = exp_parts(e, k, a);
+    let ex = mul(e, k, p, s1);
+    let ex = mul(e, k, ex, s2);
     let one = f(e, k, 1.0);
     let d = add(e, k, one, ex);
-    (d, v, scale)
+    (d, [p, s1, s2])
+}
+
+/// `factor e^a` for `e^a` in [`exp_parts`]: rounded once, at the end.
+fn times_exp<E: Emitter>(e: &mut E, k: Kind, factor: E::Value, [p, s1, s2]: [E::Value; 3]) -> E::Value {
+    let v = mul(e, k, factor, p);
+    let v = mul(e, k, v, s1);
+    mul(e, k, v, s2)
 }
 
 /// sigmoid, `1 / (1 + e^-x)` for x >= 0 and `e^x / (1 + e^x)` for x < 0
-/// (no overflow, no cancellation), with `e^x` scaled so that tiny results
-/// round once: 0 at -inf, 1 at +inf, nan kept.
+/// (no overflow, no cancellation), the tiny results rounded once: 0 at
+/// -inf, 1 at +inf, nan kept.
 pub fn sigmoid<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
-    let (d, v, scale) = sigmoid_parts(e, k, x);
+    let (d, [p, s1, s2]) = sigmoid_parts(e, k, x);
     let one = f(e, k, 1.0);
     let high = div(e, k, one, d);
-    let low = div(e, k, v, d);
-    let low = mul(e, k, low, scale);
+    let low = div(e, k, p, d);
+    let low = times_exp(e, k, one, [low, s1, s2]);
     let zero = f(e, k, 0.0);
     let negative = e.compare(Compare::Lt, k, x, zero);
     e.select(k, negative, low, high)
 }
 
 /// silu, `x sigmoid(x)`: `x / (1 + e^-x)` for x >= 0, `(x / (1 + e^x)) e^x`
-/// for x < 0 with the product rounded once; -0 where the true value is
-/// far below the smallest subnormal (-inf included).
+/// for x < 0 rounded once; -0 where the true value is far below the
+/// smallest subnormal (-inf included).
 fn silu<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
-    let (d, v, scale) = sigmoid_parts(e, k, x);
+    let (d, parts) = sigmoid_parts(e, k, x);
     let q = div(e, k, x, d);
-    let low = mul(e, k, q, v);
-    let low = mul(e, k, low, scale);
+    let low = times_exp(e, k, q, parts);
     let zero = f(e, k, 0.0);
     let negative = e.compare(Compare::Lt, k, x, zero);
     let r = e.select(k, negative, low, q);
@@ -435,14 +444,18 @@ const ERFCX_DENOMINATOR: [f64; 7] =
 /// P(z)/Q(z)` ([`ERFCX_NUMERATOR`]), `x^2` in two floats (Dekker's
 /// product: halving it is exact), so the exponent has no error but the
 /// exponential's, which is scaled so that the final product rounds once;
-/// `-|x|/2 erfc(z)` for x < 0, `x - x/2 erfc(z)` above. All in f32 vector
-/// lanes, about as cheap as `1 + erf`. -0 below -20 (-inf included), x
-/// itself above 10 (where the factor is 1 in f32), nan kept.
+/// `-|x|/2 erfc(z)` for x < 0, `x - x/2 erfc(z)` above, all in f32 vector
+/// lanes; |x| is held to 20, where the tail is 0 in f32: -0 at -inf, +inf
+/// at +inf, nan kept.
 fn gelu<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     if k == Kind::F64 {
         return gelu64(e, x);
     }
+    // |x| held to 20: beyond, the tail is 0 (and x - 0 is x, -0 is -0, even at ±inf).
     let a = e.unary(Unary::Abs, k, x);
+    let limit = f(e, k, 20.0);
+    let over = e.compare(Compare::Gt, k, a, limit);
+    let a = e.select(k, over, limit, a);
     let c = f(e, k, std::f64::consts::FRAC_1_SQRT_2);
     let z = mul(e, k, a, c);
     let numerator = poly(e, k, z, &ERFCX_NUMERATOR);
@@ -453,28 +466,20 @@ fn gelu<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     let minus_half = f(e, k, -0.5);
     let hi = mul(e, k, square, minus_half);
     let lo = mul(e, k, square_lo, minus_half);
-    let (v, scale) = exp_scaled(e, k, hi);
+    // |x|/2 P/Q (1 + lo) e^hi, rounded once.
     let one = f(e, k, 1.0);
     let correction = add(e, k, one, lo);
-    let v = mul(e, k, v, correction);
-    // |x|/2 erfc(z), the scale last.
     let half = f(e, k, 0.5);
     let m = mul(e, k, half, a);
     let m = mul(e, k, m, ratio);
-    let tail = mul(e, k, m, v);
-    let tail = mul(e, k, tail, scale);
+    let m = mul(e, k, m, correction);
+    let (p, s1, s2) = exp_parts(e, k, hi);
+    let tail = times_exp(e, k, m, [p, s1, s2]);
     let low = e.unary(Unary::Neg, k, tail);
     let high = sub(e, k, x, tail);
     let zero = f(e, k, 0.0);
     let negative = e.compare(Compare::Lt, k, x, zero);
-    let r = e.select(k, negative, low, high);
-    let far = f(e, k, -20.0);
-    let gone = e.compare(Compare::Lt, k, x, far);
-    let minus_zero = f(e, k, -0.0);
-    let r = e.select(k, gone, minus_zero, r);
-    let near_one = f(e, k, 10.0);
-    let whole = e.compare(Compare::Gt, k, x, near_one);
-    e.select(k, whole, x, r)
+    e.select(k, negative, low, high)
 }
 
 /// `1/sqrt 2` minus its f64 value.
@@ -504,7 +509,7 @@ fn gelu64<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
     let r = mul(e, k, two_over_root_pi, gauss);
     let near_r = div(e, k, r, near_erfc);
     // Far: the asymptotic series over a scaled e^(-z^2).
-    let (v, far_scale) = exp_scaled(e, k, nz2);
+    let (v, far_scale, _) = exp_parts(e, k, nz2);
     let low_part = sub(e, k, one, z2_lo);
     let v = mul(e, k, v, low_part);
     let two_z2 = add(e, k, z2, z2);
