@@ -93,6 +93,14 @@ pub(crate) fn cases() -> Vec<Case> {
             "ellipsis_patterns",
             "dim b = 2\ndim h = 3\ndim n = 5\ndim d = 4\ndef f(x: [b h n d], y: [b h n d], v: [b n]) -> [b d n h] {\n    t = rearrange(x, b ... d -> b d ...)\n    s = reduce(y, b ... -> b, \"max\")\n    m = reduce(x, ... n d -> ... d, mean)\n    e = einsum(x, y: ... n d, ... n d -> ... n)\n    r = repeat(v, ... -> ... u, u=3)\n    p, q = split(x, ... (2 c) -> ... c)\n    return rearrange(t, b d h n -> b d n h) + s + m + einsum(e, r: b h n, b n u -> b n h) + sum(p * q, c)\n}\n",
         ),
+        // A softmax over a middle axis of an f64 value (a cumsum's) into an
+        // f32 result: its kernel kept f64 running sums in the f32 output, past
+        // its end (seed 13's generated program 158 corrupted the heap;
+        // `--check-bounds` now sees accesses of another width by their bytes).
+        case(
+            "softmax_mid_of_an_f64_value",
+            "dim b = 5\ndim n = 20\ndim m = 42\ndef f(x: [b n m]) -> [b n m] {\n    return log(softmax(cumsum(x, m), n)) + log_softmax(cumsum(x, m), n)\n}\n",
+        ),
         // einops' `...` over unnamed axes (by position; in einsum from the
         // right, the shorter operand's axes missing), and in output groups.
         case(
@@ -444,7 +452,15 @@ fn backends() -> Vec<(Backend, bool)> {
         Err(e) => println!("skipped the GPU back end: {e}"),
     }
     let checked = [Backend::Llvm, Backend::Mlir, Backend::Cranelift, Backend::CudaEmulation].map(|b| (b, true));
-    all.into_iter().map(|b| (b, false)).chain(checked).collect()
+    // NAX_BACKENDS=name,name (a `--check-bounds` suffix for the checked runs)
+    // keeps those beside the interpreter, the reference (to find one that
+    // crashes the process).
+    let only: Option<Vec<String>> = std::env::var("NAX_BACKENDS").ok().map(|v| v.split(',').map(str::to_string).collect());
+    all.into_iter()
+        .map(|b| (b, false))
+        .chain(checked)
+        .filter(|&(b, c)| b == Backend::Interp || only.as_ref().is_none_or(|o| o.contains(&format!("{}{}", b.name(), checked_label(c)))))
+        .collect()
 }
 
 /// How a run's back end is named in a failure: ` --check-bounds` when checked.
@@ -600,7 +616,13 @@ pub(crate) fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
     let mut torch_jobs = Vec::new();
     let generated = label.starts_with("generated");
     let all = backends();
+    // NAX_TRACE_CASES=1 names each case as it starts, with its source (to
+    // find one that crashes the process).
+    let trace = std::env::var_os("NAX_TRACE_CASES").is_some();
     for case in cases {
+        if trace {
+            eprintln!("{}: starting\n{}", case.name, case.source);
+        }
         let Some((checked, graph, rewritten, args, weights)) = prepare(&case, &mut rng, generated) else { continue };
         let mut reference = None;
         let mut spread = Vec::new();

@@ -586,9 +586,12 @@ impl NativeFunction {
                         }
                     };
                     if buffer.kind == BufferKind::Fault {
-                        // Zeros, then each buffer's length (a tile's scratch,
-                        // which the kernels do not check, as the largest).
-                        let lengths = memory.iter().map(|l| l.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX)));
+                        // Zeros, then each buffer's length in bytes (a tile's
+                        // scratch, which the kernels do not check, as the largest).
+                        let bytes = |(b, l): (usize, &Option<usize>)| {
+                            l.and_then(|l| l.checked_mul(self.plan.buffers[b].dtype.size_bytes())).map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX))
+                        };
+                        let lengths = memory.iter().enumerate().map(bytes);
                         let words = std::iter::repeat_n(0, crate::plan::FAULT_WORDS).chain(lengths);
                         v.iter_mut().zip(words).for_each(|(w, x)| *w = x as u64);
                     }
@@ -635,7 +638,8 @@ impl NativeFunction {
                 let words = unsafe { std::slice::from_raw_parts(table.0[fault].cast::<i64>(), crate::plan::FAULT_WORDS) };
                 if words[0] != 0 {
                     let buffer = usize::try_from(words[2]).unwrap_or(usize::MAX);
-                    let len = memory.get(buffer).copied().flatten().unwrap_or(0);
+                    let bytes = self.plan.buffers.get(buffer).map_or(1, |b| b.dtype.size_bytes());
+                    let len = memory.get(buffer).copied().flatten().map_or(0, |l| l.saturating_mul(bytes));
                     return Err(RuntimeError::OutOfBounds { kernel: usize::try_from(words[1]).unwrap_or(usize::MAX), buffer, offset: words[3], len });
                 }
             }

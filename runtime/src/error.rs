@@ -299,15 +299,15 @@ pub enum RuntimeError {
     /// A kernel compiled with bounds checks (`--check-bounds`) met an
     /// access outside its buffer, and made none: a bug of nax, which the
     /// call reports instead of reading or writing outside the buffer.
-    #[error("kernel k{kernel} would access buffer {buffer} at offset {offset} of {len} (a bounds check failed: a bug of nax)")]
+    #[error("kernel k{kernel} would access buffer {buffer} at byte {offset} of its {len} (a bounds check failed: a bug of nax)")]
     OutOfBounds {
         /// The kernel.
         kernel: usize,
         /// The buffer.
         buffer: usize,
-        /// The element offset it computed.
+        /// The byte offset it computed (of the access's first element).
         offset: i64,
-        /// The buffer's length in elements.
+        /// The buffer's length in bytes.
         len: usize,
     },
 

@@ -53,8 +53,9 @@ pub enum BufferKind {
     /// (`--check-bounds`): `i64` words, written by the driver at each
     /// call: [`FAULT_WORDS`] zeros, which a kernel sets on an access
     /// outside its buffer (1, the kernel, the buffer, the offset) instead
-    /// of making it, then each buffer's length in elements, which the
-    /// kernels check their accesses against.
+    /// of making it, then each buffer's length in bytes, which the kernels
+    /// check their accesses against (an access of another width than the
+    /// buffer's elements by the bytes it touches).
     Fault,
 }
 

@@ -1,8 +1,8 @@
 //! Bounds-checked kernels (`--check-bounds`): an [`Emitter`] around a back
 //! end's that checks every load and store of a kernel against its buffer's
-//! length, which the driver writes in the program's fault record. An access
+//! length in bytes, which the driver writes in the program's fault record. An access
 //! outside the buffer is not made: it reads or writes element 0 instead,
-//! and the kernel records the fault (1, the kernel, the buffer, the
+//! and the kernel records the fault (1, the kernel, the buffer, the byte
 //! offset) in the program's fault record, which the driver reads after
 //! the kernel and turns into a failed call. Every other operation passes
 //! through unchanged.
@@ -21,15 +21,20 @@ pub struct BoundsChecked<'e, E: Emitter> {
 }
 
 impl<E: Emitter> BoundsChecked<'_, E> {
-    /// `index` when `lanes` elements from it lie inside `buffer`, else 0
-    /// (the fault recorded).
-    fn checked(&mut self, buffer: usize, index: E::Value, lanes: u32) -> E::Value {
+    /// `index` when `lanes` elements of `kind` from it lie inside `buffer`
+    /// (its length is in bytes, so an access of another width than the
+    /// buffer's elements is checked by what it touches), else 0 (the fault
+    /// recorded).
+    fn checked(&mut self, buffer: usize, kind: Kind, index: E::Value, lanes: u32) -> E::Value {
         if buffer == self.fault {
             return index;
         }
         let e = &mut *self.inner;
         let len_at = e.int(Kind::I64, (nax_runtime::plan::FAULT_WORDS + buffer) as i64);
-        let len = e.load(Kind::I64, self.fault, len_at);
+        let bytes = e.load(Kind::I64, self.fault, len_at);
+        // Whole elements of `kind` in the buffer: its bytes over 1, 2, 4 or 8.
+        let shift = e.int(Kind::I64, i64::from(kind.width().div_ceil(8).trailing_zeros()));
+        let len = e.binary(Binary::ShrU, Kind::I64, bytes, shift);
         let (zero, one) = (e.int(Kind::I64, 0), e.int(Kind::I64, 1));
         let last = if lanes > 1 {
             let extra = e.int(Kind::I64, i64::from(lanes) - 1);
@@ -45,7 +50,8 @@ impl<E: Emitter> BoundsChecked<'_, E> {
         let inside_count = e.convert(Kind::Bool, Kind::I64, inside);
         let outside = e.binary(Binary::Sub, Kind::I64, one, inside_count);
         let (l, _) = e.begin_loop(zero, outside, 1);
-        let words = [one, e.int(Kind::I64, self.kernel as i64), e.int(Kind::I64, buffer as i64), index];
+        let byte = e.binary(Binary::Shl, Kind::I64, index, shift);
+        let words = [one, e.int(Kind::I64, self.kernel as i64), e.int(Kind::I64, buffer as i64), byte];
         for (w, value) in words.into_iter().enumerate() {
             let at = e.int(Kind::I64, w as i64);
             e.store(Kind::I64, self.fault, at, value);
@@ -100,11 +106,11 @@ impl<E: Emitter> Emitter for BoundsChecked<'_, E> {
         self.inner.has_libm()
     }
     fn load(&mut self, kind: Kind, buffer: usize, index: E::Value) -> E::Value {
-        let index = self.checked(buffer, index, 1);
+        let index = self.checked(buffer, kind, index, 1);
         self.inner.load(kind, buffer, index)
     }
     fn store(&mut self, kind: Kind, buffer: usize, index: E::Value, value: E::Value) {
-        let index = self.checked(buffer, index, 1);
+        let index = self.checked(buffer, kind, index, 1);
         self.inner.store(kind, buffer, index, value)
     }
     fn size(&mut self, slot: usize) -> E::Value {
@@ -123,11 +129,11 @@ impl<E: Emitter> Emitter for BoundsChecked<'_, E> {
         self.inner.set(var, value)
     }
     fn load_vector(&mut self, kind: Kind, lanes: u32, buffer: usize, index: E::Value) -> E::Value {
-        let index = self.checked(buffer, index, lanes);
+        let index = self.checked(buffer, kind, index, lanes);
         self.inner.load_vector(kind, lanes, buffer, index)
     }
     fn store_vector(&mut self, kind: Kind, lanes: u32, buffer: usize, index: E::Value, value: E::Value) {
-        let index = self.checked(buffer, index, lanes);
+        let index = self.checked(buffer, kind, index, lanes);
         self.inner.store_vector(kind, lanes, buffer, index, value)
     }
     fn splat(&mut self, kind: Kind, lanes: u32, v: E::Value) -> E::Value {

@@ -706,7 +706,10 @@ impl<E: Emitter> Lowering<'_, E> {
         let out = self.k.output;
         let outer: Vec<usize> = (0..last).filter(|&i| i != axis).collect();
         let open = self.open(&outer);
-        let kind = if self.kind_of(value) == Kind::F64 { Kind::F64 } else { Kind::F32 };
+        // The output holds the running maximum and sum: its own kind (an f64
+        // value into an f32 output is computed in f32; stored as f64 it
+        // wrote past the output's end).
+        let kind = memory_kind(self.p.buffers[out].dtype);
         let (start, end) = self.bounds(last);
         let (block, first) = self.e.begin_loop(start, end, width);
         let edge = self.e.int(Kind::I64, width);
