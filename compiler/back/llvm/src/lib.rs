@@ -270,7 +270,7 @@ fn add_kernels<'ctx>(
             error: None,
         };
         match kernel {
-            Some(k) => lower_kernel(&mut e, p, plan, k),
+            Some(k) => lower_kernel(&mut e, p, plan, k).map_err(|e| e.to_string())?,
             None => {
                 let product = p.products.get(i - p.kernels.len()).ok_or("internal error: no such microkernel")?;
                 lower_microkernel(&mut e, &product.micro);

@@ -136,7 +136,7 @@ fn part_text(parts: &[(&Program, &[usize])], device: Device) -> Result<String, S
             };
             let mut e = KernelText::new(&used, device, kernel.is_some_and(|k| k.parallel_loop()));
             match kernel {
-                Some(k) => lower_kernel(&mut e, p, &slots, k),
+                Some(k) => lower_kernel(&mut e, p, &slots, k).map_err(|e| e.to_string())?,
                 None => {
                     let product = p.products.get(i - p.kernels.len()).ok_or("internal error: no such microkernel")?;
                     lower_microkernel(&mut e, &product.micro);

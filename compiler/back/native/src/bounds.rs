@@ -1,37 +1,62 @@
-//! Bounds-checked kernels (`--check-bounds`): an [`Emitter`] around a back
-//! end's that checks every load and store of a kernel against its buffer's
-//! length in bytes, which the driver writes in the program's fault record. An access
-//! outside the buffer is not made: it reads or writes element 0 instead,
-//! and the kernel records the fault (1, the kernel, the buffer, the byte
-//! offset) in the program's fault record, which the driver reads after
-//! the kernel and turns into a failed call. Every other operation passes
+//! Every kernel's loads and stores pass through [`Checked`], an
+//! [`Emitter`] around a back end's. While the kernel is compiled it checks
+//! that each access is of its buffer's element kind (a store of f64 into an
+//! f32 buffer would reach twice as far as its offsets say): otherwise the
+//! kernel does not compile ([`Mismatch`], an internal error). In a
+//! bounds-checked program (`--check-bounds`, which has a fault record) it
+//! also checks each access while the kernel runs, against its buffer's
+//! length in bytes, which the driver writes in the program's fault record:
+//! an access outside the buffer is not made (it reads or writes element 0
+//! instead), and the kernel records the fault (1, the kernel, the buffer,
+//! the byte offset) in the record, which the driver reads after the
+//! kernel and turns into a failed call. Every other operation passes
 //! through unchanged.
 
 use crate::emitter::{Binary, Compare, Emitter, Kind, Unary};
 use nax_kernel::Role;
 
-/// A back end's emitter whose loads and stores are bounds-checked.
-pub struct BoundsChecked<'e, E: Emitter> {
-    pub inner: &'e mut E,
-    /// The fault record's buffer (its words after the first
-    /// [`nax_runtime::plan::FAULT_WORDS`] hold each buffer's length).
-    pub fault: usize,
-    /// The kernel's number, for the record.
-    pub kernel: usize,
+/// A kernel's access of another kind than its buffer's elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    /// The buffer.
+    pub buffer: usize,
+    /// Its elements' kind in memory.
+    pub expected: Kind,
+    /// The kind accessed.
+    pub accessed: Kind,
 }
 
-impl<E: Emitter> BoundsChecked<'_, E> {
+/// A back end's emitter whose loads and stores are checked.
+pub struct Checked<'e, E: Emitter> {
+    pub inner: &'e mut E,
+    /// Each buffer's element kind in memory.
+    pub kinds: Vec<Kind>,
+    /// The fault record's buffer, in a bounds-checked program (its words
+    /// after the first [`nax_runtime::plan::FAULT_WORDS`] hold each
+    /// buffer's length in bytes).
+    pub fault: Option<usize>,
+    /// The kernel's number, for the record.
+    pub kernel: usize,
+    /// The first access of the wrong kind.
+    pub mismatch: Option<Mismatch>,
+}
+
+impl<E: Emitter> Checked<'_, E> {
     /// `index` when `lanes` elements of `kind` from it lie inside `buffer`
-    /// (its length is in bytes, so an access of another width than the
-    /// buffer's elements is checked by what it touches), else 0 (the fault
-    /// recorded).
+    /// (its length is in bytes), else 0 (the fault recorded); `index`
+    /// itself in a program without bounds checks. Notes an access of
+    /// another kind than the buffer's.
     fn checked(&mut self, buffer: usize, kind: Kind, index: E::Value, lanes: u32) -> E::Value {
-        if buffer == self.fault {
-            return index;
+        if let Some(&expected) = self.kinds.get(buffer)
+            && expected != kind
+            && self.mismatch.is_none()
+        {
+            self.mismatch = Some(Mismatch { buffer, expected, accessed: kind });
         }
+        let Some(fault) = self.fault.filter(|&f| f != buffer) else { return index };
         let e = &mut *self.inner;
         let len_at = e.int(Kind::I64, (nax_runtime::plan::FAULT_WORDS + buffer) as i64);
-        let bytes = e.load(Kind::I64, self.fault, len_at);
+        let bytes = e.load(Kind::I64, fault, len_at);
         // Whole elements of `kind` in the buffer: its bytes over 1, 2, 4 or 8.
         let shift = e.int(Kind::I64, i64::from(kind.width().div_ceil(8).trailing_zeros()));
         let len = e.binary(Binary::ShrU, Kind::I64, bytes, shift);
@@ -54,14 +79,14 @@ impl<E: Emitter> BoundsChecked<'_, E> {
         let words = [one, e.int(Kind::I64, self.kernel as i64), e.int(Kind::I64, buffer as i64), byte];
         for (w, value) in words.into_iter().enumerate() {
             let at = e.int(Kind::I64, w as i64);
-            e.store(Kind::I64, self.fault, at, value);
+            e.store(Kind::I64, fault, at, value);
         }
         e.end_loop(l);
         safe
     }
 }
 
-impl<E: Emitter> Emitter for BoundsChecked<'_, E> {
+impl<E: Emitter> Emitter for Checked<'_, E> {
     type Value = E::Value;
     type Var = E::Var;
     type Loop = E::Loop;

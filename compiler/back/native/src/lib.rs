@@ -26,6 +26,10 @@ pub enum CodegenError {
     /// A kernel does not have the form its schedule needs (a bug of nax).
     #[error("internal error: kernel {kernel} of `{function}` does not have the form its schedule needs")]
     Plan { function: String, kernel: usize },
+    /// A kernel would access a buffer as elements of another kind than its
+    /// own (a bug of nax: its offsets would not measure what it touches).
+    #[error("internal error: kernel {kernel} of `{function}` would access buffer {buffer} of {expected} elements as {accessed}")]
+    Access { function: String, kernel: usize, buffer: usize, expected: String, accessed: String },
     /// The code generator, its engine or its target failed on `function`'s kernels.
     #[error("{what}")]
     Backend { backend: &'static str, function: String, what: String },

@@ -48,16 +48,24 @@ pub fn register_kind(d: DType) -> Kind {
     }
 }
 
-/// Emits the body of one kernel function; in a program with a fault
-/// record (`--check-bounds`), with every load and store checked.
-pub fn lower_kernel<E: Emitter>(e: &mut E, p: &Program, plan: &Slots, k: &Kernel) {
-    match p.fault_buffer() {
-        Some(fault) => {
-            let kernel = p.kernels.iter().position(|x| std::ptr::eq(x, k)).unwrap_or(usize::MAX);
-            let mut checked = crate::bounds::BoundsChecked { inner: e, fault, kernel };
-            lower_nest(&mut checked, p, plan, k);
-        }
-        None => lower_nest(e, p, plan, k),
+/// Emits the body of one kernel function, every load and store of its
+/// buffer's element kind (else [`crate::CodegenError::Access`]: a bug of
+/// nax) and, in a program with a fault record (`--check-bounds`), checked
+/// while it runs ([`crate::bounds::Checked`]).
+pub fn lower_kernel<E: Emitter>(e: &mut E, p: &Program, plan: &Slots, k: &Kernel) -> Result<(), crate::CodegenError> {
+    let kernel = p.kernels.iter().position(|x| std::ptr::eq(x, k)).unwrap_or(usize::MAX);
+    let kinds = p.buffers.iter().map(|b| memory_kind(b.dtype)).collect();
+    let mut checked = crate::bounds::Checked { inner: e, kinds, fault: p.fault_buffer(), kernel, mismatch: None };
+    lower_nest(&mut checked, p, plan, k);
+    match checked.mismatch {
+        None => Ok(()),
+        Some(m) => Err(crate::CodegenError::Access {
+            function: p.name.clone(),
+            kernel,
+            buffer: m.buffer,
+            expected: format!("{:?}", m.expected),
+            accessed: format!("{:?}", m.accessed),
+        }),
     }
 }
 
