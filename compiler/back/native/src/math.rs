@@ -133,6 +133,12 @@ fn exp_parts<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> (E::Value, E::Value
         return (value, scale, one);
     }
     let xc = clamp(e, k, x, -150.0, 89.0);
+    exp_parts_within(e, k, xc)
+}
+
+/// [`exp_parts`] in f32 for an `x` known to lie in [-150, 89] (or nan).
+fn exp_parts_within<E: Emitter>(e: &mut E, k: Kind, xc: E::Value) -> (E::Value, E::Value, E::Value) {
+    let one = f(e, k, 1.0);
     // n = round(x log2 e) by the 1.5 * 2^23 trick: its low bits are n.
     let log2e = f(e, k, std::f64::consts::LOG2_E);
     let magic = f(e, k, 12582912.0);
@@ -445,35 +451,34 @@ const ERFCX_DENOMINATOR: [f64; 7] =
 /// product: halving it is exact), so the exponent has no error but the
 /// exponential's, which is scaled so that the final product rounds once;
 /// `-|x|/2 erfc(z)` for x < 0, `x - x/2 erfc(z)` above, all in f32 vector
-/// lanes; |x| is held to 20, where the tail is 0 in f32: -0 at -inf, +inf
+/// lanes; |x| is held to 17, where the tail is 0 in f32: -0 at -inf, +inf
 /// at +inf, nan kept.
 fn gelu<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     if k == Kind::F64 {
         return gelu64(e, x);
     }
-    // |x| held to 20: beyond, the tail is 0 (and x - 0 is x, -0 is -0, even at ±inf).
+    // |x| held to 17: beyond, the tail is 0 (and x - 0 is x, -0 is -0, even
+    // at ±inf), and the exponent -x^2/2 stays above -150, as
+    // `exp_parts_within` needs.
     let a = e.unary(Unary::Abs, k, x);
-    let limit = f(e, k, 20.0);
+    let limit = f(e, k, 17.0);
     let over = e.compare(Compare::Gt, k, a, limit);
     let a = e.select(k, over, limit, a);
     let c = f(e, k, std::f64::consts::FRAC_1_SQRT_2);
     let z = mul(e, k, a, c);
-    let numerator = poly(e, k, z, &ERFCX_NUMERATOR);
+    // P/2 (halving the coefficients is exact), over Q.
+    let halved = ERFCX_NUMERATOR.map(|c| c / 2.0);
+    let numerator = poly(e, k, z, &halved);
     let denominator = poly(e, k, z, &ERFCX_DENOMINATOR);
     let ratio = div(e, k, numerator, denominator);
-    // -x^2/2 = hi + lo, exactly.
-    let (square, square_lo) = e.exact_product(k, a, a);
+    // -x^2/2 = hi + lo, exactly (halving -|x| is exact).
     let minus_half = f(e, k, -0.5);
-    let hi = mul(e, k, square, minus_half);
-    let lo = mul(e, k, square_lo, minus_half);
-    // |x|/2 P/Q (1 + lo) e^hi, rounded once.
-    let one = f(e, k, 1.0);
-    let correction = add(e, k, one, lo);
-    let half = f(e, k, 0.5);
-    let m = mul(e, k, half, a);
-    let m = mul(e, k, m, ratio);
-    let m = mul(e, k, m, correction);
-    let (p, s1, s2) = exp_parts(e, k, hi);
+    let minus_half_a = mul(e, k, a, minus_half);
+    let (hi, lo) = e.exact_product(k, minus_half_a, a);
+    // |x| P/(2Q) (1 + lo) e^hi, rounded once.
+    let m = mul(e, k, a, ratio);
+    let m = e.multiply_add(k, m, lo, m);
+    let (p, s1, s2) = exp_parts_within(e, k, hi);
     let tail = times_exp(e, k, m, [p, s1, s2]);
     let low = e.unary(Unary::Neg, k, tail);
     let high = sub(e, k, x, tail);
