@@ -451,8 +451,10 @@ pub fn sigmoid<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     let (d, [p, s1, s2]) = sigmoid_parts(e, k, x);
     let one = f(e, k, 1.0);
     let high = div(e, k, one, d);
+    // e^-|x| / d, the powers of two last.
     let low = div(e, k, p, d);
-    let low = times_exp(e, k, one, [low, s1, s2]);
+    let low = mul(e, k, low, s1);
+    let low = mul(e, k, low, s2);
     let zero = f(e, k, 0.0);
     let negative = e.compare(Compare::Lt, k, x, zero);
     e.select(k, negative, low, high)
