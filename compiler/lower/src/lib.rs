@@ -297,7 +297,7 @@ impl Lowerer<'_> {
                     params.push(if &want == self.ty(x) { x } else { self.g.add(Op::Rename, want, &[x]) });
                 }
                 for &(size, i) in &callee.size_arguments {
-                    let signed = matches!(size, Size::Sym(id) if callee.symbols.data(id).is_some_and(|d| d.def == SymDef::Signed));
+                    let signed = callee.symbols.defined_as(size, &SymDef::Signed);
                     let size = map_size(size, &callee_map);
                     let Some(&x) = xs.get(i) else { continue };
                     match if signed { self.int_bound(x) } else { self.int_size(x) } {
@@ -326,15 +326,7 @@ impl Lowerer<'_> {
     fn int_size(&mut self, n: NodeIndex) -> Option<Size> {
         let operands = self.g.operands(n);
         match self.g.graph[n].op.clone() {
-            Op::Input { index, name } => {
-                let positive = |l: &Self, size: Size| matches!(size, Size::Sym(id) if l.symbols.data(id).is_some_and(|d| d.def == SymDef::Free));
-                if let Some(&(size, _)) = self.g.size_arguments.iter().find(|&&(size, i)| i == index && positive(self, size)) {
-                    return Some(size);
-                }
-                let size = Size::Sym(self.symbols.fresh(&name, Default::default()));
-                self.g.size_arguments.push((size, index));
-                Some(size)
-            }
+            Op::Input { index, name } => Some(self.size_argument(index, &name, SymDef::Free)),
             Op::Literal(Literal::Int(v)) => u64::try_from(v).ok().map(Size::Const),
             Op::SizeValue(s) => Some(s),
             Op::Rename => self.int_size(*operands.first()?),
@@ -356,15 +348,7 @@ impl Lowerer<'_> {
     /// `None` for anything else.
     fn int_bound(&mut self, n: NodeIndex) -> Option<Size> {
         match self.g.graph[n].op.clone() {
-            Op::Input { index, name } => {
-                let signed = |l: &Self, size: Size| matches!(size, Size::Sym(id) if l.symbols.data(id).is_some_and(|d| d.def == SymDef::Signed));
-                if let Some(&(size, _)) = self.g.size_arguments.iter().find(|&&(size, i)| i == index && signed(self, size)) {
-                    return Some(size);
-                }
-                let size = Size::Sym(self.symbols.signed(&name, Default::default()));
-                self.g.size_arguments.push((size, index));
-                Some(size)
-            }
+            Op::Input { index, name } => Some(self.size_argument(index, &name, SymDef::Signed)),
             Op::Literal(Literal::Int(v)) => Some(Size::Const(v as u64)),
             Op::SizeValue(s) => Some(s),
             Op::Rename => self.int_bound(*self.g.operands(n).first()?),
@@ -374,6 +358,18 @@ impl Lowerer<'_> {
             },
             _ => None,
         }
+    }
+
+    /// The size `int` parameter `index` gives at the call, of definition
+    /// `def` (free: a positive size; signed: a slice bound): one per
+    /// parameter and definition.
+    fn size_argument(&mut self, index: usize, name: &str, def: SymDef) -> Size {
+        if let Some(&(size, _)) = self.g.size_arguments.iter().find(|&&(size, i)| i == index && self.symbols.defined_as(size, &def)) {
+            return size;
+        }
+        let size = Size::Sym(self.symbols.define(name, def.clone()));
+        self.g.size_arguments.push((size, index));
+        size
     }
 
     /// Requires two tensor types' sizes to be equal, axis by axis (an inlined

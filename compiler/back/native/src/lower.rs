@@ -344,6 +344,17 @@ impl<E: Emitter> Lowering<'_, E> {
         h
     }
 
+    /// Opens a loop over the blocks of `width` positions of loop `i`; gives
+    /// it, the current block's first position and the position past its
+    /// last (the loop's end, for the last block).
+    fn open_blocks(&mut self, i: usize, width: i64) -> (E::Loop, E::Value, E::Value) {
+        let (start, end) = self.bounds(i);
+        let (block, first) = self.e.begin_loop(start, end, width);
+        let edge = self.e.int(Kind::I64, width);
+        let past = self.e.binary(Binary::Add, Kind::I64, first, edge);
+        (block, first, self.e.binary(Binary::Min, Kind::I64, past, end))
+    }
+
     /// Opens the loops over the tiles of two loops, of edges `edges`;
     /// gives them and each loop's span in the current tile.
     fn open_tiles(&mut self, pair: &[usize], edges: [i64; 2]) -> (Vec<E::Loop>, [Span<E::Value>; 2]) {
@@ -597,12 +608,8 @@ impl<E: Emitter> Lowering<'_, E> {
         let zero64 = self.e.float(Kind::F64, 0.0);
         let total = self.e.variable(Kind::F64, zero64);
         let open = self.open_around(outer, &[last]);
-        let (start, end) = self.bounds(last);
         self.e.loop_role(self.k.loops[last].role);
-        let (blocks, first) = self.e.begin_loop(start, end, SUM_BLOCK);
-        let edge = self.e.int(Kind::I64, SUM_BLOCK);
-        let past = self.e.binary(Binary::Add, Kind::I64, first, edge);
-        let stop = self.e.binary(Binary::Min, Kind::I64, past, end);
+        let (blocks, first, stop) = self.open_blocks(last, SUM_BLOCK);
         let zero = self.e.float(Kind::F32, 0.0);
         let block = self.e.variable(Kind::F32, zero);
         let positions = self.open_from(last, first, stop);
@@ -718,11 +725,7 @@ impl<E: Emitter> Lowering<'_, E> {
         // value into an f32 output is computed in f32; stored as f64 it
         // wrote past the output's end).
         let kind = memory_kind(self.p.buffers[out].dtype);
-        let (start, end) = self.bounds(last);
-        let (block, first) = self.e.begin_loop(start, end, width);
-        let edge = self.e.int(Kind::I64, width);
-        let past = self.e.binary(Binary::Add, Kind::I64, first, edge);
-        let stop = self.e.binary(Binary::Min, Kind::I64, past, end);
+        let (block, first, stop) = self.open_blocks(last, width);
         // The output's element at position `at` along the axis, in the current column.
         let slot = |l: &mut Self, at: usize| {
             let index: Vec<Index> = (0..=last).map(|i| if i == axis { Index::Const(at) } else { Index::Loop(i) }).collect();

@@ -111,8 +111,8 @@ pub fn exp<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
 /// 2^-12, so the shift is exact, and `e^` the remainder a constant factor)
 /// and `2^-m`.
 fn exp_parts<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> (E::Value, E::Value, E::Value) {
-    let one = f(e, k, 1.0);
     if k == Kind::F64 {
+        let one = f(e, k, 1.0);
         let m = 600;
         // m ln 2 = shift_hi + shift_lo, from ln 2 in two parts (the first of
         // 32 bits, so its product with m is exact).
@@ -138,27 +138,49 @@ fn exp_parts<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> (E::Value, E::Value
 
 /// [`exp_parts`] in f32 for an `x` known to lie in [-150, 89] (or nan).
 fn exp_parts_within<E: Emitter>(e: &mut E, k: Kind, xc: E::Value) -> (E::Value, E::Value, E::Value) {
+    let (r, shifted) = reduce_ln2(e, xc);
+    let p = expm1_reduced(e, r);
     let one = f(e, k, 1.0);
-    // n = round(x log2 e) by the 1.5 * 2^23 trick: its low bits are n.
+    let p = add(e, k, p, one);
+    let (_, s1, s2) = powers_of_two(e, shifted);
+    (p, s1, s2)
+}
+
+/// `e^r - 1` for [`reduce_ln2`]'s `r`: `r + r^2 P(r)` with Cephes' `expf`
+/// polynomial (no cancellation near 0).
+fn expm1_reduced<E: Emitter>(e: &mut E, r: E::Value) -> E::Value {
+    let k = Kind::F32;
+    let p = poly(e, k, r, &[5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4]);
+    let r2 = mul(e, k, r, r);
+    e.multiply_add(k, p, r2, r)
+}
+
+/// Cody-Waite's reduction of an f32 `x` (in [-150, 89]): `x = n ln 2 + r`
+/// with |r| <= ln2/2, n = round(x log2 e) by the 1.5 * 2^23 trick; gives
+/// `r`, and `n` as the low bits of the shifted float
+/// ([`powers_of_two`] reads them).
+fn reduce_ln2<E: Emitter>(e: &mut E, x: E::Value) -> (E::Value, E::Value) {
+    let k = Kind::F32;
     let log2e = f(e, k, std::f64::consts::LOG2_E);
     let magic = f(e, k, 12582912.0);
-    let shifted = e.multiply_add(k, xc, log2e, magic);
+    let shifted = e.multiply_add(k, x, log2e, magic);
     let n = sub(e, k, shifted, magic);
     let c1 = f(e, k, -0.693359375);
     let c2 = f(e, k, 2.12194440e-4);
-    let r = e.multiply_add(k, n, c1, xc);
-    let r = e.multiply_add(k, n, c2, r);
-    let p = poly(e, k, r, &[5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4]);
-    let r2 = mul(e, k, r, r);
-    let p = e.multiply_add(k, p, r2, r);
-    let p = add(e, k, p, one);
+    let r = e.multiply_add(k, n, c1, x);
+    (e.multiply_add(k, n, c2, r), shifted)
+}
+
+/// [`reduce_ln2`]'s `n` (an I32), and `2^n` as two normal f32 powers of two,
+/// `2^(n >> 1)` and `2^(n - (n >> 1))`.
+fn powers_of_two<E: Emitter>(e: &mut E, shifted: E::Value) -> (E::Value, E::Value, E::Value) {
     let bits = e.bitcast(Kind::F32, Kind::I32, shifted);
     let magic_bits = e.int(Kind::I32, 12582912.0f32.to_bits() as i64);
-    let ni = e.binary(Binary::Sub, Kind::I32, bits, magic_bits);
-    let one_i = e.int(Kind::I32, 1);
-    let n1 = e.binary(Binary::ShrS, Kind::I32, ni, one_i);
-    let n2 = e.binary(Binary::Sub, Kind::I32, ni, n1);
-    (p, pow2(e, n1), pow2(e, n2))
+    let n = e.binary(Binary::Sub, Kind::I32, bits, magic_bits);
+    let one = e.int(Kind::I32, 1);
+    let n1 = e.binary(Binary::ShrS, Kind::I32, n, one);
+    let n2 = e.binary(Binary::Sub, Kind::I32, n, n1);
+    (n, pow2(e, n1), pow2(e, n2))
 }
 
 /// The natural logarithm. f32: the exponent from the bits, the mantissa
@@ -279,43 +301,17 @@ pub fn expm1<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
 }
 
 /// f32 e^x - 1 as fdlibm computes it: x = n ln 2 + r (Cody-Waite, |r| <=
-/// ln2/2), `e^r - 1` by its Taylor series to r^10 (`r + r^2 P(r)`, no
-/// cancellation), then `2^n (e^r - 1) + (2^n - 1)` in one fused
+/// ln2/2), `e^r - 1` as `exp` computes it ([`expm1_reduced`]), then `2^n (e^r - 1) + (2^n - 1)` in one fused
 /// multiply-add (`2^n - 1` is exact for the n that matter): within 1 ulp.
 /// -1 below -88 (-inf included), +inf above 88.72, nan kept.
 fn expm1_f32<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
     let k = Kind::F32;
     let xc = clamp(e, k, x, -88.0, 88.75);
-    let log2e = f(e, k, std::f64::consts::LOG2_E);
-    let magic = f(e, k, 12582912.0);
-    let shifted = e.multiply_add(k, xc, log2e, magic);
-    let n = sub(e, k, shifted, magic);
-    let c1 = f(e, k, -0.693359375);
-    let c2 = f(e, k, 2.12194440e-4);
-    let r = e.multiply_add(k, n, c1, xc);
-    let r = e.multiply_add(k, n, c2, r);
-    // e^r - 1 = r + r^2 (1/2 + r/6 + r^2/24 + ... + r^8/10!).
-    let mut factorial = 2.0;
-    let coefficients: Vec<f64> = (2..=10)
-        .map(|i| {
-            let c = 1.0 / factorial;
-            factorial *= f64::from(i + 1);
-            c
-        })
-        .collect();
-    let p = poly(e, k, r, &coefficients);
-    let r2 = mul(e, k, r, r);
-    let em1 = e.multiply_add(k, r2, p, r);
+    let (r, shifted) = reduce_ln2(e, xc);
+    let em1 = expm1_reduced(e, r);
     // 2^n (e^r - 1) + (2^n - 1); 2^n is a normal float for n in [-127, 128)
     // (n = 128, at x near 88.72, in two halves).
-    let bits = e.bitcast(Kind::F32, Kind::I32, shifted);
-    let magic_bits = e.int(Kind::I32, 12582912.0f32.to_bits() as i64);
-    let ni = e.binary(Binary::Sub, Kind::I32, bits, magic_bits);
-    let one_i = e.int(Kind::I32, 1);
-    let n1 = e.binary(Binary::ShrS, Kind::I32, ni, one_i);
-    let n2 = e.binary(Binary::Sub, Kind::I32, ni, n1);
-    let s1 = pow2(e, n1);
-    let s2 = pow2(e, n2);
+    let (ni, s1, s2) = powers_of_two(e, shifted);
     let scale = mul(e, k, s1, s2);
     let one = f(e, k, 1.0);
     let scale_m1 = sub(e, k, scale, one);

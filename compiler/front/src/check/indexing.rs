@@ -276,8 +276,7 @@ impl FnChecker<'_> {
 
     /// The signed size `int` parameter `i` gives at the call (one per parameter).
     fn signed_argument(&mut self, i: usize) -> Size {
-        let signed = |s: &Self, size: Size| matches!(size, Size::Sym(id) if s.syms.data(id).is_some_and(|d| d.def == SymDef::Signed));
-        if let Some(&(size, _)) = self.size_arguments.iter().find(|&&(size, p)| p == i && signed(self, size)) {
+        if let Some(&(size, _)) = self.size_arguments.iter().find(|&&(size, p)| p == i && self.syms.defined_as(size, &SymDef::Signed)) {
             return size;
         }
         let binding = &self.bindings[i];

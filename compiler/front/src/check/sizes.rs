@@ -105,6 +105,11 @@ impl Symbols {
         map
     }
 
+    /// Whether `size` is a symbol of definition `def` (itself, not its class).
+    pub fn defined_as(&self, size: Size, def: &SymDef) -> bool {
+        matches!(size, Size::Sym(id) if self.data(id).is_some_and(|d| d.def == *def))
+    }
+
     /// Adds a symbol with a definition, as the IR's text form reads it back.
     pub fn define(&mut self, name: &str, def: SymDef) -> SymId {
         self.push(name.to_string(), def, Span::default())
