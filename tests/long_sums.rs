@@ -56,3 +56,25 @@ fn a_mean_and_a_variance_over_two_to_the_thirty_terms_are_accurate() {
         assert!((v - variance).abs() <= 1e-6 * variance, "variance on {}: {v}, expected {variance}", backend.name());
     }
 }
+
+/// A sum along a middle axis, of a tensor in memory (the kernel adds
+/// whole rows into the output, in place): 2^22 rows of 16 f16 values
+/// `1 + 2^-10`, whose running sum in one f32 accumulator loses the 2^-10
+/// once past 2^14 (0.1% low).
+#[test]
+fn a_sum_over_a_long_outer_axis_is_accurate() {
+    let (rows, columns) = (1usize << 22, 16);
+    let source = "def f(x: f16[b n m]) -> [b m] {\n    return sum(float(x), n)\n}\n";
+    let checked = nax_front::check_source(source);
+    assert!(!checked.has_errors(), "{:?}", checked.diagnostics);
+    let graph = nax_lower::lower(&checked.module, "f").expect("lower");
+    let term = half::f16::from_f64(1.0 + 1.0 / 1024.0);
+    let x = HostTensor::new(TensorData::F16(vec![term; rows * columns]), vec![1, rows, columns], vec![None, None, None]).expect("tensor");
+    let exact = rows as f64 * (1.0 + 1.0 / 1024.0);
+    for backend in backends() {
+        let out = run_on(backend, &graph, &[Value::Tensor(x.clone())], &HashMap::new()).unwrap_or_else(|e| panic!("{}: {e}", backend.name()));
+        for got in out.to_f64_vec() {
+            assert!((got - exact).abs() <= 1e-6 * exact, "{}: {got}, expected {exact}", backend.name());
+        }
+    }
+}

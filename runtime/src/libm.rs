@@ -45,8 +45,6 @@ functions!(
     sin(x),
     /// The cosine.
     cos(x),
-    /// The hyperbolic tangent.
-    tanh(x),
     /// The error function.
     erf(x),
     /// The complementary error function, `1 - erf(x)` without its cancellation.

@@ -39,6 +39,11 @@ const TILE: (u64, u64) = (128, 128);
 /// most 1024.
 const COLUMNS: (u64, u64) = (64, 1024);
 
+/// The most terms an f32 sum accumulates in the output's memory, in f32
+/// (see [`Former::reduce_kernel`]): 4096 keeps the error of the running
+/// sums near a few ulps.
+const IN_MEMORY_F32_TERMS: u64 = 4096;
+
 /// What a graph node became.
 #[derive(Clone)]
 enum Value {
@@ -485,6 +490,35 @@ impl Former<'_> {
         Value::Buffer(b)
     }
 
+    /// A reduction's kernel. Where the schedule accumulates an f32 sum or
+    /// mean in the output's memory (rows along a middle axis added in
+    /// place) over more than [`IN_MEMORY_F32_TERMS`] terms (or a number
+    /// unknown until the call), the accumulation runs in an f64 scratch
+    /// of the output's shape, which a second kernel rounds to f32: an f32
+    /// accumulator in memory loses whole terms once its sum is 2^24 times
+    /// theirs (2^22 rows of `1 + 2^-10` summed 0.1% low), and a register
+    /// reduction's blocks ([`Schedule`]'s default order) cannot span
+    /// the output's rows.
+    fn reduce_kernel(&mut self, n: NodeIndex, loops: Vec<Loop>, op: Reduction, value: Expr) -> Value {
+        let rank = shape(&self.g.graph[n].ty).len();
+        let terms: Option<u64> = loops[rank..].iter().try_fold(1u64, |count, l| self.p.symbols.constant(l.extent).and_then(|c| count.checked_mul(c)));
+        let long = terms.is_none_or(|t| t > IN_MEMORY_F32_TERMS);
+        let v = self.kernel(n, loops, Body::Reduce { op, value });
+        let Value::Buffer(out) = v else { return v };
+        let in_memory = self.p.kernels.last().is_some_and(|k| !k.schedule.order.is_empty());
+        if !(long && in_memory && self.p.buffers[out].dtype == DType::F32 && matches!(op, Reduction::Sum | Reduction::Mean)) {
+            return v;
+        }
+        let Some(Kernel { loops, body, checks, .. }) = self.p.kernels.pop() else { return v };
+        self.checks = checks;
+        let wide = self.scratch(DType::F64, self.p.buffers[out].shape.clone(), loops, body);
+        let loops = self.output_loops(&self.p.buffers[out].shape.clone());
+        let body = Body::Store(Expr::Load { buffer: wide, index: (0..rank).map(Index::Loop).collect() });
+        let schedule = self.schedule(out, &loops, &body);
+        self.p.kernels.push(Kernel { output: out, loops, rows: Vec::new(), body, schedule, checks: Vec::new() });
+        v
+    }
+
     /// Whether axis `axis` of a shape has a stride: some later axis is not of size 1.
     fn is_strided_axis(&self, sizes: &[Size], axis: usize) -> bool {
         sizes[axis + 1..].iter().any(|&s| !self.is_one(s))
@@ -736,7 +770,7 @@ impl Former<'_> {
                 let order: Vec<usize> = kept.iter().chain(axes).copied().collect();
                 let at: Vec<Index> = (0..input.len()).map(|a| Index::Loop(order.iter().position(|&x| x == a).unwrap_or(0))).collect();
                 let value = self.read(ops[0], &at, &loops);
-                self.kernel(n, loops, Body::Reduce { op: *op, value })
+                self.reduce_kernel(n, loops, *op, value)
             }
             Op::Along { func, axis } if self.is_strided_axis(&shape(&self.g.graph[ops[0]].ty), *axis) => {
                 // One kernel in column blocks (see `schedule`) where it can run so; else three kernels.

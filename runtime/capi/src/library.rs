@@ -161,7 +161,6 @@ libm_exports!(
     nax_libm_expm1 => expm1(x),
     nax_libm_sin => sin(x),
     nax_libm_cos => cos(x),
-    nax_libm_tanh => tanh(x),
     nax_libm_erf => erf(x),
     nax_libm_erfc => erfc(x),
     nax_libm_pow => pow(x, y),

@@ -211,6 +211,20 @@ impl Emitter for KernelEmitter<'_> {
         }
     }
 
+    fn multiply_add(&mut self, kind: Kind, a: Value, b: Value, c: Value) -> Value {
+        self.vector_multiply_add(kind, 1, a, b, c)
+    }
+
+    /// By a fused multiply-add where the host has one, else Dekker's product.
+    fn exact_product(&mut self, kind: Kind, a: Value, b: Value) -> (Value, Value) {
+        if !self.fma {
+            return nax_back_native::math::dekker_product(self, kind, a, b);
+        }
+        let p = self.builder.ins().fmul(a, b);
+        let np = self.builder.ins().fneg(p);
+        (p, self.builder.ins().fma(a, b, np))
+    }
+
     fn unary(&mut self, op: Unary, kind: Kind, a: Value) -> Value {
         let ins = self.builder.ins();
         match op {

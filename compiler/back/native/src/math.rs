@@ -4,9 +4,10 @@
 //! forms in f32 and f64 (`sigmoid` and `silu` through `e^x / (1 + e^x)`
 //! for negative x, `softplus` as `max(x, 0) + log1p(e^-|x|)`, `gelu`
 //! through `erfc`), their exponentials scaled so that results near the
-//! subnormals round once ([`exp_parts`]); half-float conversions with
-//! integer operations, and integer powers. f64, and `sin`, `cos` and `pow`
-//! at any width, call the C math library (`crate::LIBM`) for full accuracy
+//! subnormals round once ([`exp_parts`]); f64 `tanh` from the C library's
+//! `exp` in two-float arithmetic; half-float conversions with integer
+//! operations, and integer powers. The other f64 functions, and `sin`,
+//! `cos` and `pow` at any width, call the C math library (`crate::LIBM`) for full accuracy
 //! (those loops stay scalar), or, on a target without one (a GPU), nax's
 //! own f64 math ([`crate::wide`]). Every function's error in ulps against
 //! CORE-MATH, over the whole range, is asserted by the suite's ulp harness
@@ -133,11 +134,6 @@ fn exp_parts<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> (E::Value, E::Value
         return (value, scale, one);
     }
     let xc = clamp(e, k, x, -150.0, 89.0);
-    exp_parts_within(e, k, xc)
-}
-
-/// [`exp_parts`] in f32 for an `x` known to lie in [-150, 89] (or nan).
-fn exp_parts_within<E: Emitter>(e: &mut E, k: Kind, xc: E::Value) -> (E::Value, E::Value, E::Value) {
     let (r, shifted) = reduce_ln2(e, xc);
     let p = expm1_reduced(e, r);
     let one = f(e, k, 1.0);
@@ -335,10 +331,11 @@ fn expm1_f32<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
     e.select(k, above, inf, r)
 }
 
-/// tanh: Cephes' `tanhf` polynomial below |x| = 0.625, `1 - 2/(e^(2|x|) + 1)` above.
+/// tanh. f32: Cephes' `tanhf` polynomial below |x| = 0.625, `1 - 2/(e^(2|x|)
+/// + 1)` above. f64 ([`tanh64`]).
 pub fn tanh<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     if k == Kind::F64 {
-        return libm(e, k, "tanh", &[x]);
+        return tanh64(e, x);
     }
     let z = mul(e, k, x, x);
     let p = poly(e, k, z, &[-3.33332819422e-1, 1.33314422036e-1, -5.37397155531e-2, 2.06390887954e-2, -5.70498872745e-3]);
@@ -353,13 +350,60 @@ pub fn tanh<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     let two = f(e, k, 2.0);
     let q = div(e, k, two, d);
     let t = sub(e, k, one, q);
+    with_sign_of(e, k, x, a, small_value, t)
+}
+
+/// `small` where |x| < 0.625, else `large` (computed from |x|) with the sign of x.
+fn with_sign_of<E: Emitter>(e: &mut E, k: Kind, x: E::Value, a: E::Value, small: E::Value, large: E::Value) -> E::Value {
     let zero = f(e, k, 0.0);
     let negative = e.compare(Compare::Lt, k, x, zero);
-    let nt = e.unary(Unary::Neg, k, t);
-    let large_value = e.select(k, negative, nt, t);
+    let negated = e.unary(Unary::Neg, k, large);
+    let large = e.select(k, negative, negated, large);
     let limit = f(e, k, 0.625);
-    let small = e.compare(Compare::Lt, k, a, limit);
-    e.select(k, small, small_value, large_value)
+    let is_small = e.compare(Compare::Lt, k, a, limit);
+    e.select(k, is_small, small, large)
+}
+
+/// f64 tanh within 1 ulp (the C library's is within 2): below |x| = 0.625
+/// Cephes' `x + x^3 P(x^2)/Q(x^2)` (the correction under a tenth of the
+/// result, so its error hardly counts), above `(1 - E)/(1 + E)` for `E =
+/// e^(-2|x|)`, the C library's (correctly rounded but for rare cases),
+/// numerator and denominator each in two floats and divided with the
+/// remainder of the quotient, so that E's error (times `2E/(1 - E^2)`,
+/// under 0.63) and one rounding are all: 1 at ±inf, nan kept.
+fn tanh64<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
+    let k = Kind::F64;
+    let z = mul(e, k, x, x);
+    let p = poly(e, k, z, &[-1614.6876844170845, -99.28772310019185, -0.9643991794250523]);
+    let q = poly(e, k, z, &[4844.063053251255, 2235.4883906010045, 112.81167849163293, 1.0]);
+    let ratio = div(e, k, p, q);
+    let cube = mul(e, k, x, z);
+    let small_value = e.multiply_add(k, cube, ratio, x);
+    let a = e.unary(Unary::Abs, k, x);
+    let minus_two_a = f(e, k, -2.0);
+    let minus_two_a = mul(e, k, a, minus_two_a);
+    let big_e = exp(e, k, minus_two_a);
+    // 1 - E and 1 + E exactly, as a float and its error (E < 1).
+    let one = f(e, k, 1.0);
+    let numerator = sub(e, k, one, big_e);
+    let rest = sub(e, k, one, numerator);
+    let numerator_lo = sub(e, k, rest, big_e);
+    let denominator = add(e, k, one, big_e);
+    let rest = sub(e, k, denominator, one);
+    let denominator_lo = sub(e, k, big_e, rest);
+    // q = n/d, and (n - q d + n_lo - q d_lo) / d its correction, q d exactly.
+    let quotient = div(e, k, numerator, denominator);
+    let (product, product_lo) = e.exact_product(k, quotient, denominator);
+    let remainder = sub(e, k, numerator, product);
+    let remainder = sub(e, k, remainder, product_lo);
+    let remainder = add(e, k, remainder, numerator_lo);
+    let minus_quotient = e.unary(Unary::Neg, k, quotient);
+    let remainder = e.multiply_add(k, minus_quotient, denominator_lo, remainder);
+    let correction = div(e, k, remainder, denominator);
+    let large_value = add(e, k, quotient, correction);
+    let r = with_sign_of(e, k, x, a, small_value, large_value);
+    let x_nan = is_nan(e, k, x);
+    e.select(k, x_nan, x, r)
 }
 
 /// erfc(z) for z >= 0 (or nan): Numerical Recipes' `erfcc`, a Chebyshev
@@ -491,7 +535,7 @@ fn softplus<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
 /// `a * b` exactly, as the rounded product and its error, by Dekker's
 /// product over Veltkamp's splitting (no fused multiply-add needed; `a`
 /// and `b` below 2^996 in magnitude, 2^115 in f32).
-pub(crate) fn dekker_product<E: Emitter>(e: &mut E, k: Kind, a: E::Value, b: E::Value) -> (E::Value, E::Value) {
+pub fn dekker_product<E: Emitter>(e: &mut E, k: Kind, a: E::Value, b: E::Value) -> (E::Value, E::Value) {
     let split = |e: &mut E, v: E::Value| {
         let factor = f(e, k, if k == Kind::F64 { 134_217_729.0 } else { 4097.0 });
         let c = mul(e, k, factor, v);
@@ -513,50 +557,75 @@ pub(crate) fn dekker_product<E: Emitter>(e: &mut E, k: Kind, a: E::Value, b: E::
     (p, add(e, k, r, ll))
 }
 
-/// `erfc(z) e^(z^2)` for `z` in [0, 10.7] as `P(z) / Q(z)`, within 1.7e-10
-/// relative: a rational fit (degrees 5 and 6, every coefficient positive,
-/// so that f32 evaluation rounds gently; by iterated least squares on
-/// mpmath's values). The numerator's coefficients, then the denominator's.
-const ERFCX_NUMERATOR: [f64; 6] = [0.9999999998318633, 1.4462732607904965, 1.0160934288140016, 0.41180243276289596, 0.09589012953856763, 0.01048188209072564];
-const ERFCX_DENOMINATOR: [f64; 7] =
-    [1.0, 2.5746524083602362, 2.9212779568971907, 1.885708907541872, 0.7392094598991864, 0.16995994370113887, 0.01857867032248633];
+/// `a/2 erfc(a/sqrt 2) e^(a^2/2) = t K(t)` for `a` in [0, 17] and `t = a /
+/// (a + 2)`: `K`'s coefficients, a polynomial fit (degree 11, within 3.2e-9
+/// relative; by iterated least squares on mpmath's values). In `t`, which
+/// stays in [0, 0.9), the polynomial rounds gently (its terms sum to under
+/// 8 times its value), and the result depends on `t` no more than in
+/// proportion (where the error of `t`, about an ulp, goes).
+const GELU_TAIL: [f64; 12] = [
+    1.00000000309726,
+    -0.5957700843516329,
+    -0.19148851801783842,
+    0.08399173829054561,
+    0.11672763650448104,
+    -0.023080485321582616,
+    0.24444482191857222,
+    -0.6582718237907196,
+    1.0138204368436585,
+    -1.0598966843591422,
+    0.6070774563743615,
+    -0.13861245576751227,
+];
 
 /// gelu, `x/2 erfc(-x/sqrt 2)`: no cancellation at either end, so the
 /// sign is always right and the negative tail keeps its relative accuracy
-/// down to the subnormals. f32: `erfc(z)` for `z = |x|/sqrt 2` is `e^(-x^2/2)
-/// P(z)/Q(z)` ([`ERFCX_NUMERATOR`]), `x^2` in two floats (Dekker's
-/// product: halving it is exact), so the exponent has no error but the
-/// exponential's, which is scaled so that the final product rounds once;
-/// `-|x|/2 erfc(z)` for x < 0, `x - x/2 erfc(z)` above, all in f32 vector
-/// lanes; |x| is held to 17, where the tail is 0 in f32: -0 at -inf, +inf
-/// at +inf, nan kept.
+/// down to the subnormals. f32: the tail `|x|/2 erfc(|x|/sqrt 2)` is
+/// `q e^(-x^2/2)`, `q = t K(t)` ([`GELU_TAIL`]) and `-x^2/2 = hi + lo` in
+/// two floats (Dekker's product: halving is exact), `e^(hi + lo)` as `2^n
+/// (1 + s)`, `s = e^r - 1 + lo + lo (e^r - 1)`, so the tail is `(q + q s)
+/// 2^n`, rounded once (2^n in two normal factors), in f32 lanes
+/// throughout (within 3 ulps; a quotient of two polynomials in |x|, up to
+/// 17, rounds to 7 in f32, and evaluated in f64 costs twice the time):
+/// `-tail` for x < 0, `x - tail` above. |x| is held to 17, where the tail
+/// is 0 in f32: -0 at -inf, +inf at +inf, nan kept.
 fn gelu<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     if k == Kind::F64 {
         return gelu64(e, x);
     }
     // |x| held to 17: beyond, the tail is 0 (and x - 0 is x, -0 is -0, even
     // at ±inf), and the exponent -x^2/2 stays above -150, as
-    // `exp_parts_within` needs.
+    // `reduce_ln2` needs.
     let a = e.unary(Unary::Abs, k, x);
     let limit = f(e, k, 17.0);
     let over = e.compare(Compare::Gt, k, a, limit);
     let a = e.select(k, over, limit, a);
-    let c = f(e, k, std::f64::consts::FRAC_1_SQRT_2);
-    let z = mul(e, k, a, c);
-    // P/2 (halving the coefficients is exact), over Q.
-    let halved = ERFCX_NUMERATOR.map(|c| c / 2.0);
-    let numerator = poly(e, k, z, &halved);
-    let denominator = poly(e, k, z, &ERFCX_DENOMINATOR);
-    let ratio = div(e, k, numerator, denominator);
-    // -x^2/2 = hi + lo, exactly (halving -|x| is exact).
+    // q = t K(t), t = |x| / (|x| + 2).
+    let two = f(e, k, 2.0);
+    let shifted_a = add(e, k, a, two);
+    let t = div(e, k, a, shifted_a);
+    let kt = poly(e, k, t, &GELU_TAIL);
+    let q = mul(e, k, t, kt);
+    // -x^2/2 = hi + lo, exactly.
     let minus_half = f(e, k, -0.5);
     let minus_half_a = mul(e, k, a, minus_half);
     let (hi, lo) = e.exact_product(k, minus_half_a, a);
-    // |x| P/(2Q) (1 + lo) e^hi, rounded once.
-    let m = mul(e, k, a, ratio);
-    let m = e.multiply_add(k, m, lo, m);
-    let (p, s1, s2) = exp_parts_within(e, k, hi);
-    let tail = times_exp(e, k, m, [p, s1, s2]);
+    let (r, shifted) = reduce_ln2(e, hi);
+    let em1 = expm1_reduced(e, r);
+    let sum = add(e, k, em1, lo);
+    let s = e.multiply_add(k, lo, em1, sum);
+    let tail = e.multiply_add(k, q, s, q);
+    // 2^n as 2^(n + 100) 2^-100: n >= -209 here, so the first is normal
+    // (from n's bits) and the product exact; the second rounds once.
+    let bits = e.bitcast(Kind::F32, Kind::I32, shifted);
+    let bias = e.int(Kind::I32, i64::from(12582912.0f32.to_bits()) - 227);
+    let biased = e.binary(Binary::Sub, Kind::I32, bits, bias);
+    let twenty_three = e.int(Kind::I32, 23);
+    let scale = e.binary(Binary::Shl, Kind::I32, biased, twenty_three);
+    let scale = e.bitcast(Kind::I32, Kind::F32, scale);
+    let tail = mul(e, k, tail, scale);
+    let tiny = f(e, k, (-100f64).exp2());
+    let tail = mul(e, k, tail, tiny);
     let low = e.unary(Unary::Neg, k, tail);
     let high = sub(e, k, x, tail);
     let zero = f(e, k, 0.0);

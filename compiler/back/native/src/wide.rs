@@ -1,6 +1,6 @@
 //! nax's own f64 math, for targets without a C math library (GPUs): the
-//! functions of [`crate::LIBM`] (`exp`, `log`, `sin`, `cos`, `tanh`, `erf`, `erfc`,
-//! `pow`; `log1p` and `expm1` are [`crate::math`]'s formulas over these)
+//! functions of [`crate::LIBM`] (`exp`, `log`, `sin`, `cos`, `erf`, `erfc`,
+//! `pow`; `log1p`, `expm1` and `tanh` are [`crate::math`]'s formulas over these)
 //! written once against the emitter, branch free, from f64 arithmetic and
 //! bit manipulation, with no external symbol.
 //! [`crate::math`] calls them where the emitter has no C library
@@ -11,7 +11,7 @@
 //! over a sweep of the f64 range on the CUDA target's CPU emulation):
 //! `exp` and `log` a few ulps (Cody-Waite reduction, Taylor and `atanh`
 //! series with fused multiply-adds); `log1p`, `expm1` and `tanh` through
-//! them with Goldberg's and Kahan's corrections (in [`crate::math`]); `erf` a series of positive
+//! them (Goldberg's and Kahan's corrections, a two-float quotient, in [`crate::math`]); `erf` a series of positive
 //! terms below 2.5 and a continued fraction for `erfc` above; `sin` and
 //! `cos` a three-part reduction by pi/2 (accurate while |x| < 2^50; beyond,
 //! where a float's spacing is larger than pi, the result is still in
@@ -180,20 +180,6 @@ pub fn log<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
     let y = pick(e, negative, nan, y);
     let x_nan = e.compare(Compare::Ne, K, x, x);
     pick(e, x_nan, x, y)
-}
-
-/// tanh: `t / (t + 2)` with `t = expm1(2|x|)` (|x| capped at 20, where
-/// tanh is 1 in f64), the sign of x, and x itself at ±0.
-pub fn tanh<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
-    let a = abs_capped(e, x, 20.0);
-    let a2 = op(e, Binary::Add, a, a);
-    let t = crate::math::expm1(e, K, a2);
-    let two = c(e, 2.0);
-    let d = op(e, Binary::Add, t, two);
-    let r = op(e, Binary::Div, t, d);
-    let r = signed_like(e, x, r);
-    let zero = test(e, Compare::Eq, x, 0.0);
-    pick(e, zero, x, r)
 }
 
 /// min(|x|, cap), nan kept.
@@ -387,7 +373,6 @@ pub fn call<E: Emitter>(e: &mut E, name: &str, args: &[E::Value]) -> Option<E::V
         ("log", []) => log(e, x),
         ("sin", []) => sin_cos(e, x, false),
         ("cos", []) => sin_cos(e, x, true),
-        ("tanh", []) => tanh(e, x),
         ("erf", []) => erf(e, x),
         ("erfc", []) => erfc(e, x),
         ("pow", &[y]) => pow(e, x, y),
