@@ -529,14 +529,41 @@ impl Lowerer<'_> {
                     p.inputs.iter().map(|side| side.iter().flatten().map(|e| label(e.name.as_deref().unwrap_or("_"))).collect()).collect();
                 let named_out: Vec<&Elem> = out_elems.iter().filter(|e| e.name.is_some()).collect();
                 let output: Vec<usize> = named_out.iter().map(|e| label(e.name.as_deref().unwrap_or("_"))).collect();
+                let (ins, operands) = self.sum_lone_labels(ins, &output, xs);
                 let base = tensor(&ty).cloned().ok_or_else(|| internal("einsum of host scalars"))?;
                 let axes = named_out.iter().map(|e| Axis { name: e.name.clone(), size: e.size }).collect();
                 let cty = Type::Tensor(TensorType { axes, ..base });
-                let c = self.g.add(Op::Contract { labels: ins, output }, cty, xs);
+                let c = self.g.add(Op::Contract { labels: ins, output }, cty, &operands);
                 Ok(self.finish(c, ty))
             }
             PatternOp::Split { .. } => Err(internal("split must bind its results to names")),
         }
+    }
+
+    /// An einsum's operands with each label that only one of several
+    /// carries, once, and the output does not, summed out of it first (as
+    /// `torch.einsum` and numpy's optimised einsum do): fewer products,
+    /// and the infinities PyTorch gives (an infinite operand times the sum
+    /// of a row of mixed signs is infinite, where the sum of the products
+    /// is nan). Gives the operands' labels and the operands.
+    fn sum_lone_labels(&mut self, mut ins: Vec<Vec<usize>>, output: &[usize], xs: &[NodeIndex]) -> (Vec<Vec<usize>>, Vec<NodeIndex>) {
+        let mut operands = xs.to_vec();
+        if ins.len() < 2 {
+            return (ins, operands);
+        }
+        for i in 0..ins.len() {
+            let carriers = |l: usize| ins.iter().map(|side| side.iter().filter(|&&m| m == l).count()).sum::<usize>();
+            let alone: Vec<usize> = (0..ins[i].len()).filter(|&a| !output.contains(&ins[i][a]) && carriers(ins[i][a]) == 1).collect();
+            let Type::Tensor(t) = self.g.graph[operands[i]].ty.clone() else { continue };
+            if alone.is_empty() || t.axes.len() != ins[i].len() {
+                continue;
+            }
+            let axes = t.axes.iter().enumerate().filter(|(a, _)| !alone.contains(a)).map(|(_, axis)| axis.clone()).collect();
+            let rty = Type::Tensor(TensorType { axes, kind: Kind::Plain, range: t.range.map(|_| nax_values::Range::FULL), dtype: t.dtype });
+            operands[i] = self.g.add(Op::Reduce { op: nax_ops::Reduction::Sum, axes: alone.clone() }, rty, &[operands[i]]);
+            ins[i] = ins[i].iter().enumerate().filter(|(a, _)| !alone.contains(a)).map(|(_, &l)| l).collect();
+        }
+        (ins, operands)
     }
 
     /// `x[...]`: the slices first (each keeps its axis), then the elements,
