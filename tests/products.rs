@@ -64,3 +64,66 @@ fn products_agree_with_the_interpreter_across_blocking_edges() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A product whose B is a weight packs it at the first call and never
+/// again (the store's count of packings stays), and the packed panels give
+/// the interpreter's values at every call: split by rows (the parts share
+/// B) and by columns (each part reads its own blocks of the panels, which
+/// the split makes whole blocks), a transposed bf16 weight (a tied output
+/// head), batches with an epilogue, on 2 threads, for the host's blocking
+/// and tiny caches'. Where the product packs no B (a result transposed
+/// through strides turns the weight into A; a product of one row reads B
+/// where it lies), nothing is packed.
+#[test]
+fn weights_are_packed_once_and_read_packed_at_every_call() {
+    let cases = [
+        ("by_rows", "dim n = 130\ndim k = 150\ndim m = 100\nparam w: [k m]\ndef f(x: [n k]) -> [n m] {\n    return x @ w\n}\n", true),
+        ("by_columns", "dim n = 37\ndim k = 150\ndim m = 700\nparam w: [k m]\ndef f(x: [n k]) -> [n m] {\n    return x @ w\n}\n", true),
+        (
+            "transposed_bf16_head",
+            "dim n = 37\ndim k = 150\ndim m = 500\nparam w: bf16[m k]\ndef f(x: bf16[n k]) -> bf16[n m] {\n    return x @ rearrange(w, m k -> k m)\n}\n",
+            true,
+        ),
+        (
+            "batches_with_an_epilogue",
+            "dim n = 37\ndim k = 150\ndim m = 100\nparam w: [k m]\nparam c: [m]\ndef f(x: [2 n k], r: [2 n m]) -> [2 n m] {\n    return gelu(x @ w + c) + r\n}\n",
+            true,
+        ),
+        (
+            "result_transposed",
+            "dim n = 37\ndim k = 150\ndim m = 100\nparam w: [k m]\ndef f(x: [n k]) -> [m n] {\n    return einsum(x, w: n k, k m -> m n)\n}\n",
+            false,
+        ),
+        ("one_row", "dim k = 150\ndim m = 100\nparam w: [k m]\ndef f(x: [1 k]) -> [1 m] {\n    return x @ w\n}\n", false),
+    ];
+    let host = Target::host();
+    let tiny_caches = Target { cache_bytes: [1 << 10, 8 << 10, 64 << 10], ..host };
+    let two = nax_runtime::ThreadPool::new(2).expect("a pool of 2 threads");
+    let mut rng = SmallRng::seed_from_u64(29);
+    let mut failures = Vec::new();
+    for (name, source, packs) in cases {
+        let Some((_, graph, rewritten, args, weights)) = prepare(&case(name, source), &mut rng, false) else { unreachable!("the cases' sizes are constants") };
+        let want = crate::backends::run_on(Backend::Interp, &graph, &args, &weights).unwrap_or_else(|e| panic!("{name}: interp: {e}"));
+        for backend in [Backend::Llvm, Backend::Mlir, Backend::Cranelift] {
+            for (machine, what) in [(host, "host"), (tiny_caches, "tiny caches")] {
+                let target = backend.narrow(machine);
+                let f = pipeline::compile_graph_for(rewritten.clone(), &[], backend, &target, &mut nax::Timings::start()).unwrap();
+                let bound = nax_runtime::BoundWeights::new(weights.clone());
+                let mut packings = Vec::new();
+                for call in 0..3 {
+                    let checked = f.signature().check(args.iter().map(nax_runtime::Value::arg).collect(), &bound).unwrap();
+                    let got = f.run(&checked, &two).unwrap_or_else(|e| panic!("{name}: {}: {e}", backend.name()));
+                    if let Err(e) = compare(&format!("{name} on {} ({what}), call {call}", backend.name()), &got, &want, 150) {
+                        failures.push(e);
+                    }
+                    packings.push(bound.packed_weights().packings());
+                }
+                let expected = if packs { packings[0] > 0 } else { packings[0] == 0 };
+                if !expected || packings.iter().any(|&p| p != packings[0]) {
+                    failures.push(format!("{name} on {} ({what}): packings after each call {packings:?}", backend.name()));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

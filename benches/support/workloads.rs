@@ -19,7 +19,7 @@ use nax::pipeline::{self, Backend};
 use nax_front::check::sizes::{Size, Symbols};
 use nax_front::check::types::{TensorType, Type};
 use nax_ir::Graph;
-use nax_runtime::{Arg, CheckedCall, Function, HostTensor, TensorData, ThreadPool};
+use nax_runtime::{Arg, BoundWeights, CheckedCall, Function, HostTensor, TensorData, ThreadPool};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
@@ -141,15 +141,16 @@ impl Workload {
     /// A compiled function ready to call on the seeded arguments and weights.
     pub fn program(&self, f: Function) -> Program {
         let (args, weights) = arguments(&self.source, &self.function, &self.sizes, self.weight_scale);
-        Program { f, args, weights }
+        Program { f, args, weights: BoundWeights::new(weights) }
     }
 }
 
-/// A workload's compiled function with its arguments and weights.
+/// A workload's compiled function with its arguments and weights (bound
+/// as a user's program binds them: their packed panels kept between calls).
 pub struct Program {
     f: Function,
     args: Vec<HostTensor>,
-    weights: HashMap<String, HostTensor>,
+    weights: BoundWeights,
 }
 
 impl Program {

@@ -10,6 +10,7 @@ use crate::binding::bind;
 use crate::dtype::DType;
 use crate::error::RuntimeError;
 use crate::memory::{self, Limit, Peak, SMALL_PEAK};
+use crate::packed::PackedWeights;
 use crate::signature::{HostType, ParamType, Scalar, Signature, TensorSpec};
 use crate::sizes::{Size, SizeError, SymDef};
 use crate::tensor::HostTensor;
@@ -314,6 +315,13 @@ enum Bound<'a> {
 pub trait Weights: Sync {
     /// The weight `name`, or `None` when there is none of that name.
     fn weight(&self, name: &str) -> Option<TensorView<'_>>;
+
+    /// Where the matrix products keep the weights they pack, packed once
+    /// for as long as these weights are bound (see [`PackedWeights`]);
+    /// `None`, the default, packs them at every call.
+    fn packed(&self) -> Option<&PackedWeights> {
+        None
+    }
 }
 
 impl Weights for HashMap<String, HostTensor> {
@@ -385,6 +393,11 @@ impl CheckedCall<'_> {
     /// A weight, bound in its declared axis order and contiguous.
     pub fn weight(&self, name: &str) -> Option<TensorView<'_>> {
         self.weights.weight(name)
+    }
+
+    /// The weights' packed panels (see [`Weights::packed`]).
+    pub(crate) fn packed_weights(&self) -> Option<&PackedWeights> {
+        self.weights.packed()
     }
 
     /// The value of every size symbol at this call (`None` for those

@@ -14,6 +14,7 @@ use crate::dtype::DType;
 use crate::error::RuntimeError;
 use crate::gemm::{Micro, Product, Strided, multiply, with_scratch};
 use crate::memory::Peak;
+use crate::packed::{PackKey, PackedWeights};
 use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, IndexCheck, KernelPlan, NativePlan, Nest, Operand, Reach, SizeRef, Strategy};
 use crate::signature::Signature;
 use crate::tensor::{HostTensor, TensorData};
@@ -625,7 +626,7 @@ impl NativeFunction {
             let started = profile.is_some().then(std::time::Instant::now);
             match &kernel.strategy {
                 Strategy::Nest(n) => run_nest(sizes, kernel, n, f, &table, threads),
-                Strategy::Gemm(g) => run_gemm(sizes, kernel, g, (f, micro(g.microkernel, g.blocking)), &table, threads),
+                Strategy::Gemm(g) => run_gemm(sizes, kernel, g, (f, micro(g.microkernel, g.blocking)), &table, threads, call.packed_weights()),
                 Strategy::Attention(a) => run_attention(sizes, kernel, a, (f, micro(a.microkernel, a.blocking)), &table, threads),
             }
             if let (Some(p), Some(t)) = (profile.as_mut(), started) {
@@ -782,7 +783,11 @@ fn run_nest(sizes: &Sizes<'_>, kernel: &KernelPlan, nest: &Nest, f: KernelFn, ta
 /// loops, the batch split across threads when it has enough positions,
 /// else each product; with an epilogue, the kernel's compiled function
 /// runs over each tile of the output as soon as its products are done.
-fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, entries: (KernelFn, Micro), table: &Table, threads: usize) {
+///
+/// Where B is a weight (or a reshape of one) and the call's weights keep
+/// packed panels ([`crate::Weights::packed`]), B is packed at the first
+/// call and read from there after.
+fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, entries: (KernelFn, Micro), table: &Table, threads: usize, store: Option<&PackedWeights>) {
     let (epilogue_fn, micro) = entries;
     let p = sizes.plan;
     let extents = sizes.extents(kernel);
@@ -814,6 +819,7 @@ fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, entries: (Kern
     let size = dtype.size_bytes();
     let (out_ptr, a_ptr, b_ptr) = (table.0[kernel.output] as usize, table.0[g.a.buffer] as usize, table.0[g.b.buffer] as usize);
     let base = sizes.slots.len();
+    let weight = store.and_then(|store| p.weight_behind(g.b.buffer).map(|name| (store, name)));
     let product = |position: usize, threads: usize| {
         let (mut oo, mut oa, mut ob) = (bo, ba, bb);
         let mut slots = sizes.slots.clone();
@@ -857,11 +863,27 @@ fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, entries: (Kern
             })
         };
         let epilogue: Option<crate::gemm::Epilogue<'_>> = if g.epilogue { Some(&tile) } else { None };
+        let packed = weight.and_then(|(store, name)| {
+            let block_cols = crate::gemm::packed_b_block_cols(&product, &micro, threads, PARALLEL_WORK)?;
+            let key = PackKey {
+                weight: name.to_string(),
+                offset: ob,
+                steps: (sb[g.inner], along(&sb, g.cols)),
+                depth: k,
+                cols: n,
+                dtype,
+                microkernel: micro.entry as usize,
+                block_cols,
+            };
+            // SAFETY: as for the product below, for its B.
+            store.get_or_pack(key, || unsafe { crate::gemm::pack_b(product, dtype, &micro, threads, PARALLEL_WORK) })
+        });
         // SAFETY: the offsets and steps stay inside the buffers (the plan
         // validated; the kernel verified against the program); the output
         // aliases neither operand; the microkernel is the plan's, of the
-        // output's dtype (validated).
-        unsafe { multiply(product, dtype, &micro, threads, PARALLEL_WORK, epilogue) };
+        // output's dtype (validated); a packed B is this product's, packed
+        // with the same microkernel, threads and work.
+        unsafe { multiply(product, dtype, &micro, threads, PARALLEL_WORK, epilogue, packed.as_deref()) };
     };
     if threads > 1 && batch >= threads {
         (0..batch).into_par_iter().for_each(|position| product(position, 1));
@@ -953,7 +975,7 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
                     c: scores_at,
                     accumulate: false,
                 };
-                multiply(qk, DType::F32, &micro, 1, usize::MAX, None);
+                multiply(qk, DType::F32, &micro, 1, usize::MAX, None, None);
                 tile(buffers.as_ptr(), slots.as_ptr(), 0, 0);
                 if stats[2 * tile_rows] == f32::NEG_INFINITY {
                     continue;
@@ -967,7 +989,7 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
                     c: f32_matrix(acc.as_mut_ptr() as usize, 0, width as isize, 1),
                     accumulate: true,
                 };
-                multiply(pv, DType::F32, &micro, 1, usize::MAX, None);
+                multiply(pv, DType::F32, &micro, 1, usize::MAX, None, None);
             }
         }
         let out = out_ptr as *mut f32;

@@ -141,16 +141,154 @@ pub(crate) fn with_scratch<R>(key: &'static std::thread::LocalKey<RefCell<Vec<u6
 /// Every element the product's shape and steps reach must be inside its
 /// matrix's allocation; C must not overlap A or B; `micro.entry` must be a
 /// microkernel of `micro.shape` for elements of `dtype`.
-pub(crate) unsafe fn multiply(p: Product, dtype: DType, micro: &Micro, threads: usize, work: usize, epilogue: Option<Epilogue<'_>>) {
+/// `packed_b`, when given, is this product's B packed by [`pack_b`] with
+/// the same microkernel, `threads` and `work` (a weight's, packed once):
+/// the product reads it instead of packing B.
+pub(crate) unsafe fn multiply(
+    p: Product,
+    dtype: DType,
+    micro: &Micro,
+    threads: usize,
+    work: usize,
+    epilogue: Option<Epilogue<'_>>,
+    packed_b: Option<&PackedB>,
+) {
     // SAFETY: as the caller promised: the matrices hold `dtype` elements;
     // the microkernel computes in their wide type.
     unsafe {
         match dtype {
-            DType::F64 => multiply_as::<f64>(p, micro, threads, work, epilogue),
-            DType::F16 => multiply_as::<half::f16>(p, micro, threads, work, epilogue),
-            DType::BF16 => multiply_as::<half::bf16>(p, micro, threads, work, epilogue),
-            _ => multiply_as::<f32>(p, micro, threads, work, epilogue),
+            DType::F64 => multiply_as::<f64>(p, micro, threads, work, epilogue, packed_b),
+            DType::F16 => multiply_as::<half::f16>(p, micro, threads, work, epilogue, packed_b),
+            DType::BF16 => multiply_as::<half::bf16>(p, micro, threads, work, epilogue, packed_b),
+            _ => multiply_as::<f32>(p, micro, threads, work, epilogue, packed_b),
         }
+    }
+}
+
+/// All of a product's B packed, block after block as [`Blocks::b_offset`]
+/// places them for [`Split`]'s `nc`: what a product whose B is a weight
+/// reads at every call, packed once ([`pack_b`]).
+pub struct PackedB {
+    words: Vec<u64>,
+    /// The columns of B's blocks.
+    nc: usize,
+    /// The packed elements (wide), from [`PackedB::address`].
+    len: usize,
+}
+
+impl PackedB {
+    /// The address of the first packed element (a cache line's).
+    fn address(&self) -> usize {
+        (self.words.as_ptr() as usize).div_ceil(LINE) * LINE
+    }
+
+    /// Its size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.words.len() * 8
+    }
+}
+
+/// B of `p` packed as [`multiply`] with the same microkernel, `threads` and
+/// `work` reads it; `None` where that product packs no B (at most
+/// [`UNPACKED_ROWS`] rows, no depth, or a C whose rows are contiguous,
+/// which turns B into the transposed product's A).
+///
+/// # Safety
+/// As [`multiply`], for B.
+pub(crate) unsafe fn pack_b(p: Product, dtype: DType, micro: &Micro, threads: usize, work: usize) -> Option<PackedB> {
+    // SAFETY: as the caller promised.
+    unsafe {
+        match dtype {
+            DType::F64 => pack_b_as::<f64>(p, micro, threads, work),
+            DType::F16 => pack_b_as::<half::f16>(p, micro, threads, work),
+            DType::BF16 => pack_b_as::<half::bf16>(p, micro, threads, work),
+            _ => pack_b_as::<f32>(p, micro, threads, work),
+        }
+    }
+}
+
+/// [`pack_b`] for `T` matrices.
+///
+/// # Safety
+/// As [`pack_b`].
+unsafe fn pack_b_as<T: Element>(p: Product, micro: &Micro, threads: usize, work: usize) -> Option<PackedB> {
+    if packs_no_b(&p) {
+        return None;
+    }
+    let split = Split::of(&p, micro, threads, work);
+    let blocks = Blocks::new(&p, micro, split.nc);
+    let len = blocks.packed_b_len(&p);
+    let mut words = vec![0u64; (len * std::mem::size_of::<T::Wide>()).div_ceil(8) + LINE / 8];
+    let address = (words.as_mut_ptr() as usize).div_ceil(LINE) * LINE;
+    // SAFETY: B as the caller promised; the buffer holds `len` wide elements past `address`.
+    unsafe { pack_whole_b::<T>(&p, &blocks, address) };
+    Some(PackedB { words, nc: split.nc, len })
+}
+
+/// The columns of the blocks [`pack_b`] would pack `p`'s B in (what a
+/// store of packed weights keys them by); `None` where it packs none.
+pub(crate) fn packed_b_block_cols(p: &Product, micro: &Micro, threads: usize, work: usize) -> Option<usize> {
+    (!packs_no_b(p)).then(|| Split::of(p, micro, threads, work).nc)
+}
+
+/// Whether [`multiply`] runs `p` without packing B (see [`pack_b`]).
+fn packs_no_b(p: &Product) -> bool {
+    p.m == 0 || p.n == 0 || p.k == 0 || (p.m <= UNPACKED_ROWS && (p.b.col_step == 1 || p.b.row_step == 1)) || (p.c.col_step != 1 && p.c.row_step == 1)
+}
+
+/// Packs all of `p`'s B at `packed` (block after block, see
+/// [`Blocks::b_offset`]), one task per panel.
+///
+/// # Safety
+/// B as [`multiply`]'s caller promised; `packed` holds
+/// `blocks.packed_b_len(p)` wide elements.
+unsafe fn pack_whole_b<T: Element>(p: &Product, blocks: &Blocks, packed: usize) {
+    let nr = blocks.nr;
+    let mut panels = Vec::new();
+    for jc in (0..p.n).step_by(blocks.nc) {
+        let ncb = blocks.nc.min(p.n - jc);
+        for pc in (0..p.k).step_by(blocks.kc) {
+            let kcb = blocks.kc.min(p.k - pc);
+            for first in (0..ncb).step_by(nr) {
+                panels.push((blocks.b_offset(p, jc, pc) + first * kcb, jc + first, nr.min(ncb - first), pc, kcb));
+            }
+        }
+    }
+    panels.par_iter().with_min_len(4).for_each(|&(offset, first, count, pc, kcb)| {
+        // SAFETY: the panel is inside B; it lands inside the packed
+        // buffer, which holds `packed_b_len` wide elements.
+        unsafe { pack::<T>(p.b.transposed(), first, count, pc, kcb, nr, (packed as *mut T::Wide).add(offset)) };
+    });
+}
+
+/// How a packed product splits across threads and blocks its columns,
+/// decided once for its shape, the microkernel and the thread count: by
+/// rows or by columns, whichever is longer, in `parts` chunks of `chunk`
+/// rows or columns (whole tiles), B in blocks of `nc` columns. Split by
+/// columns, each part's chunk is whole blocks, so that a B packed before
+/// the call ([`PackedB`]) has the blocks each part reads.
+#[derive(Clone, Copy, Debug)]
+struct Split {
+    parts: usize,
+    by_rows: bool,
+    chunk: usize,
+    nc: usize,
+}
+
+impl Split {
+    fn of(p: &Product, micro: &Micro, threads: usize, work: usize) -> Split {
+        let (mr, nr) = (micro.shape.rows as usize, micro.shape.cols as usize);
+        let parts = if threads > 1 && p.m.saturating_mul(p.n).saturating_mul(p.k.max(1)) >= work { threads } else { 1 };
+        let widest = (micro.blocking.cols as usize).min(p.n.div_ceil(nr) * nr).max(nr);
+        let by_rows = p.m.div_ceil(mr) >= p.n.div_ceil(nr);
+        if parts == 1 || by_rows {
+            let chunk = p.m.div_ceil(parts).div_ceil(mr) * mr;
+            return Split { parts, by_rows: true, chunk, nc: widest };
+        }
+        let chunk = p.n.div_ceil(parts).div_ceil(nr) * nr;
+        let blocks = chunk.div_ceil(widest);
+        let nc = chunk.div_ceil(blocks).div_ceil(nr) * nr;
+        Split { parts, by_rows: false, chunk: nc * blocks, nc }
     }
 }
 
@@ -159,11 +297,12 @@ pub(crate) unsafe fn multiply(p: Product, dtype: DType, micro: &Micro, threads: 
 pub(crate) const SHARED_B_BYTES: usize = 64 << 20;
 
 /// [`multiply`] for `T` matrices. Split by rows, the parts share B: its
-/// blocks are packed once, in parallel, before the parts run.
+/// blocks are packed once, in parallel, before the parts run (or read
+/// from `packed_b`, which split by columns serves each part too).
 ///
 /// # Safety
 /// As [`multiply`].
-unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, work: usize, epilogue: Option<Epilogue<'_>>) {
+unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, work: usize, epilogue: Option<Epilogue<'_>>, packed_b: Option<&PackedB>) {
     if p.m == 0 || p.n == 0 {
         return;
     }
@@ -184,23 +323,24 @@ unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, wor
             if transposed { f(j, cols, i, rows) } else { f(i, rows, j, cols) }
         }
     };
-    let (mr, nr) = (micro.shape.rows as usize, micro.shape.cols as usize);
-    let parts = if threads > 1 && p.m.saturating_mul(p.n).saturating_mul(p.k.max(1)) >= work { threads } else { 1 };
+    let split = Split::of(&p, micro, threads, work);
     let size = std::mem::size_of::<T>();
-    if parts == 1 {
+    let wide_size = std::mem::size_of::<T::Wide>();
+    let blocks = Blocks::new(&p, micro, split.nc);
+    let packed_b = packed_b.filter(|b| !transposed && p.k > 0 && b.nc == split.nc && b.len == blocks.packed_b_len(&p)).map(PackedB::address);
+    if split.parts == 1 {
         // SAFETY: as the caller promised.
-        unsafe { blocked::<T>(p, micro, &finish, None) };
+        unsafe { blocked::<T>(p, micro, &finish, packed_b, split.nc) };
         return;
     }
-    let by_rows = p.m.div_ceil(mr) >= p.n.div_ceil(nr);
-    let (length, unit) = if by_rows { (p.m, mr) } else { (p.n, nr) };
-    let chunk = length.div_ceil(parts).div_ceil(unit) * unit;
+    let length = if split.by_rows { p.m } else { p.n };
     let run_parts = |shared_b: Option<usize>| {
-        (0..length.div_ceil(chunk)).into_par_iter().for_each(|part| {
-            let first = part * chunk;
-            let len = chunk.min(length - first);
+        (0..length.div_ceil(split.chunk)).into_par_iter().for_each(|part| {
+            let first = part * split.chunk;
+            let len = split.chunk.min(length - first);
             let mut q = p;
-            if by_rows {
+            let mut part_b = shared_b;
+            if split.by_rows {
                 q.m = len;
                 q.a.ptr = p.a.at(first, 0, size);
                 q.c.ptr = p.c.at(first, 0, size);
@@ -208,39 +348,32 @@ unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, wor
                 q.n = len;
                 q.b.ptr = p.b.at(0, first, size);
                 q.c.ptr = p.c.at(0, first, size);
+                // The part's columns start a block: its blocks follow the
+                // product's first `first` columns' (`first * k` elements).
+                part_b = shared_b.map(|b| b + first * p.k * wide_size);
             }
             let shifted = |i: usize, rows: usize, j: usize, cols: usize| {
-                if by_rows { finish(i + first, rows, j, cols) } else { finish(i, rows, j + first, cols) }
+                if split.by_rows { finish(i + first, rows, j, cols) } else { finish(i, rows, j + first, cols) }
             };
             // SAFETY: a part is a block of the product's rows or columns;
             // a shared packed B is the whole product's, which a part of
-            // rows multiplies whole.
-            unsafe { blocked::<T>(q, micro, &shifted, shared_b) };
+            // rows multiplies whole and a part of columns reads from its
+            // first block on.
+            unsafe { blocked::<T>(q, micro, &shifted, part_b, split.nc) };
         })
     };
-    let blocks = Blocks::new(&p, micro);
+    if packed_b.is_some() {
+        run_parts(packed_b);
+        return;
+    }
     let packed_len = blocks.packed_b_len(&p);
-    if !by_rows || p.k == 0 || packed_len * std::mem::size_of::<T::Wide>() > SHARED_B_BYTES {
+    if !split.by_rows || p.k == 0 || packed_len * wide_size > SHARED_B_BYTES {
         run_parts(None);
         return;
     }
-    with_scratch(&SHARED_B, packed_len * std::mem::size_of::<T::Wide>(), |packed| {
-        // One task per panel of every block.
-        let mut panels = Vec::new();
-        for jc in (0..p.n).step_by(blocks.nc) {
-            let ncb = blocks.nc.min(p.n - jc);
-            for pc in (0..p.k).step_by(blocks.kc) {
-                let kcb = blocks.kc.min(p.k - pc);
-                for first in (0..ncb).step_by(nr) {
-                    panels.push((blocks.b_offset(&p, jc, pc) + first * kcb, jc + first, nr.min(ncb - first), pc, kcb));
-                }
-            }
-        }
-        panels.par_iter().with_min_len(4).for_each(|&(offset, first, count, pc, kcb)| {
-            // SAFETY: the panel is inside B; it lands inside the packed
-            // buffer, which holds `packed_len` wide elements.
-            unsafe { pack::<T>(p.b.transposed(), first, count, pc, kcb, nr, (packed as *mut T::Wide).add(offset)) };
-        });
+    with_scratch(&SHARED_B, packed_len * wide_size, |packed| {
+        // SAFETY: B as the caller promised; the scratch holds `packed_len` wide elements.
+        unsafe { pack_whole_b::<T>(&p, &blocks, packed) };
         run_parts(Some(packed));
     });
 }
@@ -389,12 +522,14 @@ struct Blocks {
 }
 
 impl Blocks {
-    fn new(p: &Product, micro: &Micro) -> Blocks {
+    /// The blocking of `p` with B in blocks of `nc` columns (whole panels;
+    /// fewer where `p` has fewer).
+    fn new(p: &Product, micro: &Micro, nc: usize) -> Blocks {
         let (mr, nr) = (micro.shape.rows as usize, micro.shape.cols as usize);
         Blocks {
             kc: (micro.blocking.depth as usize).min(p.k.max(1)),
             mc: (micro.blocking.rows as usize).min(p.m.div_ceil(mr) * mr),
-            nc: (micro.blocking.cols as usize).min(p.n.div_ceil(nr) * nr),
+            nc: nc.min(p.n.div_ceil(nr) * nr).max(nr),
             nr,
         }
     }
@@ -487,15 +622,15 @@ impl Element for half::bf16 {
     }
 }
 
-/// The blocked loops of one thread's product of `T` matrices, with B
-/// packed here block by block, or all of it already packed at `shared_b`
-/// (see [`Blocks::b_offset`]). When `T` is narrower than its wide type, the
+/// The blocked loops of one thread's product of `T` matrices, B in blocks
+/// of `nc` columns, packed here block by block, or all of it already
+/// packed at `shared_b` (see [`Blocks::b_offset`]). When `T` is narrower than its wide type, the
 /// microkernel accumulates into a wide copy of C, which each tile is
 /// rounded from after its last depth pass.
 ///
 /// # Safety
 /// As [`multiply`].
-unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize, usize, usize, usize) + Sync), shared_b: Option<usize>) {
+unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize, usize, usize, usize) + Sync), shared_b: Option<usize>, nc: usize) {
     let (size, wide_size) = (std::mem::size_of::<T>(), std::mem::size_of::<T::Wide>());
     let (mr, nr) = (micro.shape.rows as usize, micro.shape.cols as usize);
     if p.k == 0 {
@@ -542,7 +677,7 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
         }
         finish(i, rows, j, cols);
     };
-    let blocks = Blocks::new(&p, micro);
+    let blocks = Blocks::new(&p, micro, nc);
     let (kc, mc, nc) = (blocks.kc, blocks.mc, blocks.nc);
     let (a_len, b_len, tile_len) = (mc * kc, if shared_b.is_some() { 0 } else { kc * nc }, mr * nr);
     // Each region of the scratch starts on a cache line.
@@ -757,7 +892,7 @@ mod tests {
                     };
                     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
                     // SAFETY: the matrices hold every element the steps reach.
-                    pool.install(|| unsafe { multiply(p, DType::F32, &micro(), threads, 0, Some(&count)) });
+                    pool.install(|| unsafe { multiply(p, DType::F32, &micro(), threads, 0, Some(&count), None) });
                     for i in 0..m {
                         for j in 0..n {
                             let want: f32 = (0..k).map(|q| a[i * k + q] * b[q * n + j]).sum();
@@ -794,7 +929,7 @@ mod tests {
                     };
                     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
                     // SAFETY: the matrices hold every element the steps reach.
-                    pool.install(|| unsafe { multiply(p, DType::F32, &micro(), 2, 0, None) });
+                    pool.install(|| unsafe { multiply(p, DType::F32, &micro(), 2, 0, None, None) });
                     for i in 0..m {
                         for j in 0..n {
                             let b_at = |q: usize| if b_transposed { b[j * k + q] } else { b[q * n + j] };

@@ -342,6 +342,14 @@ impl NativePlan {
         buffer
     }
 
+    /// The weight whose memory `buffer` is (itself, or through aliases).
+    pub fn weight_behind(&self, buffer: usize) -> Option<&str> {
+        match &self.buffers.get(self.alias_root(buffer))?.kind {
+            BufferKind::Weight(name) => Some(name),
+            _ => None,
+        }
+    }
+
     /// The fault record of a plan compiled with bounds checks.
     pub fn fault_buffer(&self) -> Option<usize> {
         self.buffers.iter().position(|b| b.kind == BufferKind::Fault)

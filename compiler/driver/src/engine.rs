@@ -24,7 +24,7 @@ use crate::error::Error;
 use crate::pipeline::{self, Backend};
 use crate::timings::Timings;
 use nax_front::CheckedModule;
-use nax_runtime::{Arg, CheckedCall, HostTensor, RuntimeError, Signature, TensorMut, ThreadPool};
+use nax_runtime::{Arg, BoundWeights, CheckedCall, HostTensor, PackedWeights, RuntimeError, Signature, TensorMut, ThreadPool};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -102,7 +102,7 @@ impl Engine {
 
     fn compile_named(&self, file_name: &str, source: &str) -> Result<Program, Error> {
         let key = (source.to_string(), self.options);
-        let program = |compiled| Program { compiled, weights: Arc::new(HashMap::new()) };
+        let program = |compiled| Program { compiled, weights: Arc::new(BoundWeights::default()) };
         let cached = |cache: &HashMap<_, Weak<Compiled>>| cache.get(&key).and_then(Weak::upgrade);
         if let Some(compiled) = cached(&self.cache.lock().unwrap_or_else(|e| e.into_inner())) {
             return Ok(program(compiled));
@@ -141,7 +141,7 @@ struct Compiled {
 #[derive(Clone)]
 pub struct Program {
     compiled: Arc<Compiled>,
-    weights: Arc<HashMap<String, HostTensor>>,
+    weights: Arc<BoundWeights>,
 }
 
 impl Program {
@@ -178,14 +178,20 @@ impl Program {
     /// (named axes are transposed to the declared order); tensors that are
     /// no weight of the module are ignored.
     pub fn with_weights(&self, tensors: impl IntoIterator<Item = (String, HostTensor)>) -> Result<Program, Error> {
-        let mut weights = (*self.weights).clone();
+        let mut weights = self.weights.tensors().clone();
         for (name, t) in tensors {
             let Some(w) = self.compiled.module.weights.iter().find(|w| w.name == name) else { continue };
             let names: Vec<Option<String>> = w.ty.axes.iter().map(|a| a.name.clone()).collect();
             let bound = nax_runtime::bind_owned(&name, &names, t)?;
             weights.insert(name, bound);
         }
-        Ok(Program { compiled: Arc::clone(&self.compiled), weights: Arc::new(weights) })
+        Ok(Program { compiled: Arc::clone(&self.compiled), weights: Arc::new(BoundWeights::new(weights)) })
+    }
+
+    /// The panels the matrix products packed from this binding's weights
+    /// (how many packings, how many bytes): each weight once.
+    pub fn packed_weights(&self) -> &PackedWeights {
+        self.weights.packed_weights()
     }
 
     /// [`Program::with_weights`] with the tensors of a safetensors file.

@@ -7,7 +7,7 @@ use crate::library::Library;
 use crate::status::Failure;
 use crate::tensors::{argument, result};
 use nax_runtime::plan::StoredFunction;
-use nax_runtime::{Arg, Function, HostTensor, KernelFn, NativeFunction, Signature, Size, StoredTensor, TensorView, ThreadPool, Weights};
+use nax_runtime::{Arg, Function, HostTensor, KernelFn, NativeFunction, PackedWeights, Signature, Size, StoredTensor, TensorView, ThreadPool, Weights};
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char};
 use std::path::Path;
@@ -64,8 +64,9 @@ enum Stored {
     InPlace(TensorView<'static>),
 }
 
-/// The model's weights by name.
-struct ModelWeights(HashMap<String, Stored>);
+/// The model's weights by name, and the panels its matrix products packed
+/// from them (each weight once, at the first call that reads it).
+struct ModelWeights(HashMap<String, Stored>, PackedWeights);
 
 impl Stored {
     /// The weight as a view, wherever it is.
@@ -80,6 +81,10 @@ impl Stored {
 impl Weights for ModelWeights {
     fn weight(&self, name: &str) -> Option<TensorView<'_>> {
         self.0.get(name).map(Stored::view)
+    }
+
+    fn packed(&self) -> Option<&PackedWeights> {
+        Some(&self.1)
     }
 }
 
@@ -226,7 +231,7 @@ fn bind_weights(name: &str, library: &'static Library, weights_path: *const c_ch
             signature.name, spec.name
         )));
     } else {
-        return Ok(ModelWeights(HashMap::new()));
+        return Ok(ModelWeights(HashMap::new(), PackedWeights::new()));
     };
     let mut bound = HashMap::new();
     for (signature, spec) in specs {
@@ -245,5 +250,5 @@ fn bind_weights(name: &str, library: &'static Library, weights_path: *const c_ch
         check(signature, spec, view.dtype(), view.shape())?;
         bound.insert(spec.name.clone(), stored);
     }
-    Ok(ModelWeights(bound))
+    Ok(ModelWeights(bound, PackedWeights::new()))
 }
