@@ -43,10 +43,14 @@ pub(crate) struct PackKey {
     pub block_cols: usize,
 }
 
+/// One key's panels: packed once, by the first call that asks (`None`
+/// where the product packs no B).
+type Slot = Arc<OnceLock<Option<Arc<PackedB>>>>;
+
 /// The packed weights of one binding, filled as calls need them.
 #[derive(Default)]
 pub struct PackedWeights {
-    panels: Mutex<HashMap<PackKey, Arc<OnceLock<Option<Arc<PackedB>>>>>>,
+    panels: Mutex<HashMap<PackKey, Slot>>,
     packings: AtomicU64,
     bytes: AtomicU64,
 }
