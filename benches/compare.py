@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """nax against PyTorch eager and torch.compile on every workload of
-bench/WORKLOADS.md (or those --workload names), measured interleaved, in
-rounds, so that a noisy shared machine moves every side of a comparison
-together.
+bench/WORKLOADS.md (or those --workload names), and against ONNX Runtime
+and OpenVINO on the models users deploy, measured interleaved, in rounds,
+so that a noisy shared machine moves every side of a comparison together.
 
     python3 benches/compare.py [--rounds R] [--seconds S] [--workload NAME ...]
                                [--markdown FILE] [--chart PNG] [--json FILE]
@@ -48,7 +48,12 @@ same rounds.
 3. Loads each workload's PyTorch code (`nax build SRC --emit torch`), eager
    and under `torch.compile` (default mode, a cold inductor cache; its
    compile time is the first call's), on inputs of the same shapes, outputs
-   allocated per call, 2 threads (printed) on both sides.
+   allocated per call, 2 threads (printed) on both sides. For the
+   workloads users deploy (DEPLOYED: the GPT-2 rows, `block`, `mlp`),
+   exports that code with its weights to ONNX (`torch.onnx.export`) and
+   loads it in ONNX Runtime (all graph optimizations, 2 intra-op
+   threads) and OpenVINO (CPU, f32 inference precision, the latency hint,
+   2 threads), each checked against PyTorch eager before it is timed.
 4. Runs --rounds rounds (5 unless told). A round measures, for --seconds
    each (0.5 unless told; at least 3 calls), every workload on each side
    (nax, eager, torch.compile), the C triad once and the FMA peak once
@@ -138,6 +143,13 @@ FUNCTIONS = {"gpt2_prefill": "gpt2", "gpt2_decode": "step"}
 # transformers is importable: the row NAME_hf.
 MODELS = ("gpt2_prefill", "gpt2_decode")
 SIDES = ("nax", "eager", "compile")
+# Workloads also measured on the runtimes users deploy with (issue 27):
+# ONNX Runtime (all graph optimizations) and OpenVINO (f32 precision, the
+# latency hint), each on the ONNX model `torch.onnx.export` makes of the
+# workload's PyTorch code (weights as constants), checked against PyTorch
+# eager before timing: the sides "ort" and "openvino".
+DEPLOYED = ("gpt2_prefill", "gpt2_decode", "block", "mlp")
+RUNTIMES = ("ort", "openvino")
 # Workloads also measured through their shared library called from C
 # (benches/aot_worker.c), as the side "so": the row NAME_so.
 LIBRARIES = ("block",)
@@ -176,9 +188,13 @@ VENV = os.path.join(ROOT, "target", "bench-venv")
 
 
 def ensure_packages():
-    """Re-runs this script in target/bench-venv when torch or matplotlib is missing."""
+    """Re-runs this script in target/bench-venv when torch, matplotlib,
+    ONNX Runtime, OpenVINO or onnxscript (torch.onnx's exporter) is missing."""
     try:
         import matplotlib  # noqa: F401
+        import onnxruntime  # noqa: F401
+        import onnxscript  # noqa: F401
+        import openvino  # noqa: F401
         import torch  # noqa: F401
         return
     except ImportError as e:
@@ -195,7 +211,7 @@ def ensure_packages():
     if cpu.returncode != 0:
         print("PyTorch's CPU index is not reachable: installing torch from PyPI", flush=True)
         subprocess.run([python, "-m", "pip", "install", "-q", "torch"], check=True)
-    subprocess.run([python, "-m", "pip", "install", "-q", "matplotlib", "numpy"], check=True)
+    subprocess.run([python, "-m", "pip", "install", "-q", "matplotlib", "numpy", "onnx", "onnxscript", "onnxruntime", "openvino"], check=True)
     os.execv(python, [python] + sys.argv)
 
 
@@ -316,7 +332,7 @@ def limit(binary, seconds):
 def torch_side(nax, torch, tmp, names):
     """Each workload's PyTorch callables, eager and under torch.compile (with
     the compile time: the first call's), on seeded inputs."""
-    sides, compile_s = {}, {}
+    sides, compile_s, inputs = {}, {}, {}
     for name in names:
         shapes, weight_shapes, _, _ = WORKLOADS[name]
         src = os.path.join(tmp, name + ".nax")
@@ -339,7 +355,52 @@ def torch_side(nax, torch, tmp, names):
             "eager": lambda fn=fn, args=args, weights=weights: fn(*args, **weights),
             "compile": lambda fast=fast, args=args, weights=weights: fast(*args, **weights),
         }
-    return sides, compile_s
+        inputs[name] = (fn, args, weights)
+    return sides, compile_s, inputs
+
+
+def runtime_sides(torch, tmp, inputs):
+    """ONNX Runtime and OpenVINO (f32) on the ONNX export of each DEPLOYED
+    workload's PyTorch code: {name: {"ort": .., "openvino": ..}}, each
+    checked against PyTorch eager (within 1e-4 of its largest magnitude)."""
+    import numpy as np
+    import onnxruntime as ort
+    import openvino as ov
+    sides = {}
+    for name, (fn, args, weights) in inputs.items():
+        if name not in DEPLOYED:
+            continue
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                for k, v in weights.items():
+                    self.register_buffer(k, v)
+
+            def forward(self, *xs):
+                return fn(*xs, **{k: getattr(self, k) for k in weights})
+
+        model = Model().eval()
+        want = model(*args).numpy()
+        path = os.path.join(tmp, name + ".onnx")
+        torch.onnx.export(model, tuple(args), path, dynamo=True, external_data=False, optimize=True)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = THREADS, 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        feeds = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+        compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": THREADS, "INFERENCE_PRECISION_HINT": "f32",
+                                                         "PERFORMANCE_HINT": "LATENCY"})
+        request = compiled.create_infer_request()
+        arrays = [a.numpy() for a in args]
+        calls = {"ort": lambda session=session, feeds=feeds: session.run(None, feeds)[0],
+                 "openvino": lambda request=request, arrays=arrays, out=compiled.outputs[0]: request.infer(arrays)[out]}
+        for side, call in calls.items():
+            error = float(np.abs(call() - want).max())
+            if not error <= 1e-4 * float(np.abs(want).max()) + 1e-5:
+                sys.exit(f"error: {name} on {side} differs from PyTorch by {error:g}")
+        sides[name] = calls
+    return sides
 
 
 def transformers_side(torch, names):
@@ -403,7 +464,7 @@ def rounds(opts, names, libraries, workers, sides, limits, models):
                         record["workloads"][item][side] = workers[item].measure(opts.seconds)
                     elif side == "so":
                         record["workloads"][item][side] = workers[item + "_so"].measure(opts.seconds)
-                    elif side in ("hf", "hf_compile"):
+                    elif side in models.get(item, {}):
                         record["workloads"][item][side] = timed(models[item][side], opts.seconds)
                     else:
                         record["workloads"][item][side] = timed(sides[item][side], opts.seconds)
@@ -424,7 +485,8 @@ def spread(values):
 def summarize(raw, names, libraries, models):
     """Medians over rounds, per-round ratios and fractions of the limit;
     the rows NAME_so (the library as nax's side, and its ratio to the JIT)
-    and NAME_hf (transformers' model as the eager and compiled sides)."""
+    and NAME_hf (transformers' model as the eager and compiled sides); the
+    runtimes' sides (ONNX Runtime, OpenVINO) in their workload's row."""
     # A round's bandwidth is its triad's best pass, STREAM's figure: the
     # triad's two threads wait for each other at every pass's end, so a
     # pass that lost a core to the machine's other work is the triad's
@@ -441,7 +503,7 @@ def summarize(raw, names, libraries, models):
         rows = {name: ms}
         if name in libraries:
             rows[name + "_so"] = dict(ms, nax=[r["workloads"][name]["so"]["median_ms"] for r in raw])
-        if name in models:
+        if "hf" in models.get(name, {}):
             rows[name + "_hf"] = dict(ms, eager=[r["workloads"][name]["hf"]["median_ms"] for r in raw],
                                       compile=[r["workloads"][name]["hf_compile"]["median_ms"] for r in raw])
 
@@ -456,6 +518,13 @@ def summarize(raw, names, libraries, models):
                 "of_limit": {s: spread([fraction(t, bw, top) for t, bw, top in zip(times[s], bandwidth, peak)]) for s in SIDES},
                 "limit": "bandwidth" if moved is not None else "peak",
             }
+        runtimes = [r for r in RUNTIMES if r in models.get(name, {})]
+        for r in runtimes:
+            times = [x["workloads"][name][r]["median_ms"] for x in raw]
+            w = summary["workloads"][name]
+            w["ms"][r] = statistics.median(times)
+            w["vs_" + r] = spread([t / n for t, n in zip(times, rows[name]["nax"])])
+            w["of_limit"][r] = spread([fraction(t, bw, top) for t, bw, top in zip(times, bandwidth, peak)])
         if name in libraries:
             summary["workloads"][name + "_so"]["jit_vs_so"] = spread([j / so for j, so in zip(rows[name]["nax"], rows[name + "_so"]["nax"])])
     return summary
@@ -487,10 +556,16 @@ def table(summary, rows, compile_ms, compile_s, header):
     def fraction(s, limit):
         return f"{s['median']:.0%} ({s['min']:.0%}-{s['max']:.0%}) of {'BW' if limit == 'bandwidth' else 'peak'}"
 
+    def runtime(w, r):
+        if r not in w["ms"]:
+            return "- | -"
+        return f"{w['ms'][r]:.2f} | {ratio(w['vs_' + r])}"
+
     lines = [header, ""]
     lines.append("| workload | nax ms | eager ms | torch.compile ms | nax vs eager | nax vs compile "
+                 "| ONNX Runtime ms | nax vs ONNX Runtime | OpenVINO f32 ms | nax vs OpenVINO "
                  "| nax of limit | eager of limit | compile of limit | nax compile llvm ms | cranelift ms | torch.compile s |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         w = summary["workloads"][row]
         ms, of = w["ms"], w["of_limit"]
@@ -503,7 +578,8 @@ def table(summary, rows, compile_ms, compile_s, header):
         else:
             label, llvm, cranelift = name, f"{compile_ms[row]['llvm']:.0f}", f"{compile_ms[row]['cranelift']:.0f}"
         lines.append(f"| {label} | {ms['nax']:.2f} | {ms['eager']:.2f} | {ms['compile']:.2f} | {ratio(w['vs_eager'])} | "
-                     f"{ratio(w['vs_compile'])} | {fraction(of['nax'], w['limit'])} | {fraction(of['eager'], w['limit'])} | "
+                     f"{ratio(w['vs_compile'])} | {runtime(w, 'ort')} | {runtime(w, 'openvino')} | "
+                     f"{fraction(of['nax'], w['limit'])} | {fraction(of['eager'], w['limit'])} | "
                      f"{fraction(of['compile'], w['limit'])} | {llvm} | {cranelift} | {torch_compile_s:.1f} |")
     return "\n".join(lines)
 
@@ -566,9 +642,11 @@ def main():
             import torch
             torch.set_num_threads(THREADS)
             with torch.no_grad():
-                sides, compile_s = torch_side(nax, torch, tmp, names)
+                sides, compile_s, inputs = torch_side(nax, torch, tmp, names)
                 models, model_compile_s = transformers_side(torch, names)
                 compile_s.update(model_compile_s)
+                for name, calls in runtime_sides(torch, tmp, inputs).items():
+                    models.setdefault(name, {}).update(calls)
                 raw = rounds(opts, names, libraries, workers, sides, {"triad": triad_binary, "peak": peak_binary}, models)
         finally:
             for w in workers.values():
@@ -577,13 +655,16 @@ def main():
     summary = summarize(raw, names, libraries, models)
     model, extensions = cpu()
     bw, top = summary["bandwidth"], summary["peak_flops"]
+    import onnxruntime
+    import openvino
     header = (f"CPU: {model} ({', '.join(extensions) or 'none of ' + ', '.join(EXTENSIONS)}). Threads: {THREADS}. "
-              f"PyTorch {torch.__version__}. {opts.rounds} rounds of {opts.seconds:g} s per side. "
+              f"PyTorch {torch.__version__}, ONNX Runtime {onnxruntime.__version__}, OpenVINO {openvino.__version__}. "
+              f"{opts.rounds} rounds of {opts.seconds:g} s per side. "
               f"STREAM triad (C, OpenMP, best pass per round) {bw['median'] / 1e9:.1f} GB/s ({bw['min'] / 1e9:.1f}-{bw['max'] / 1e9:.1f}), "
               f"f32 FMA peak (C, OpenMP, {peak_vector_bytes(raw)}-byte vectors, best pass per round) "
               f"{top['median'] / 1e9:.1f} GFLOP/s ({top['min'] / 1e9:.1f}-{top['max'] / 1e9:.1f}).")
     compile_ms = dict({n: workers[n].compile_ms for n in names}, **{n + "_so": {"llvm": build_ms[n]} for n in libraries})
-    rows = [row for n in names for row in [n] + ([n + "_so"] if n in libraries else []) + ([n + "_hf"] if n in models else [])]
+    rows = [row for n in names for row in [n] + ([n + "_so"] if n in libraries else []) + ([n + "_hf"] if "hf" in models.get(n, {}) else [])]
     text = table(summary, rows, compile_ms, compile_s, header)
     chart(opts.chart, names, summary, opts.rounds)
     print(text)
@@ -596,7 +677,7 @@ def main():
         with open(opts.json, "w") as f:
             compiles = dict({n: {"nax_ms": compile_ms[n], "torch_compile_s": compile_s[n]} for n in names},
                             **{n + "_so": {"nax_build_ms": build_ms[n]} for n in libraries},
-                            **{n + "_hf": {"torch_compile_s": compile_s[n + "_hf"]} for n in models})
+                            **{n + "_hf": {"torch_compile_s": compile_s[n + "_hf"]} for n in models if "hf" in models[n]})
             json.dump({"machine": machine, "compile": compiles, "rounds": raw, "summary": summary}, f, indent=1)
             f.write("\n")
 
