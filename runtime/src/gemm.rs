@@ -402,7 +402,7 @@ unsafe fn unpacked<T: Element>(p: Product, threads: usize, work: usize, finish: 
     let size = std::mem::size_of::<T>();
     // A's rows, widened once for every block.
     // SAFETY: every (i, k) is inside A.
-    let a: Vec<T::Wide> = (0..p.m).flat_map(|i| (0..p.k).map(move |k| unsafe { *(p.a.at(i, k, size) as *const T) }.widen())).collect();
+    let a: Vec<T::Wide> = (0..p.m).flat_map(|i| (0..p.k).map(move |k| unsafe { *(p.a.at(i, k, size) as *const T) }.operand())).collect();
     let block = unpacked_block_for::<T>();
     let run = |j0: usize| {
         // SAFETY: as the caller promised; the block's features are the machine's.
@@ -480,7 +480,7 @@ unsafe fn unpacked_block<T: Element>(p: &Product, a: &[T::Wide], j0: usize) {
             for (i, row) in acc.iter_mut().enumerate().take(p.m) {
                 let (a0, a1, a2, a3) = (a_at(i, k), a_at(i, k + 1), a_at(i, k + 2), a_at(i, k + 3));
                 for j in 0..cols {
-                    row[j] = row[j] + (a0 * b0[j].widen() + a1 * b1[j].widen()) + (a2 * b2[j].widen() + a3 * b3[j].widen());
+                    row[j] = row[j] + (a0 * b0[j].operand() + a1 * b1[j].operand()) + (a2 * b2[j].operand() + a3 * b3[j].operand());
                 }
             }
         }
@@ -489,7 +489,7 @@ unsafe fn unpacked_block<T: Element>(p: &Product, a: &[T::Wide], j0: usize) {
             for (i, row) in acc.iter_mut().enumerate().take(p.m) {
                 let a = a_at(i, k);
                 for (c, &x) in row[..cols].iter_mut().zip(b) {
-                    *c = *c + a * x.widen();
+                    *c = *c + a * x.operand();
                 }
             }
         }
@@ -555,13 +555,45 @@ impl Blocks {
     }
 }
 
+/// The type a microkernel computes in (f32 or f64).
+trait Wide: Copy + Default + Send + Sync + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {
+    /// A subnormal as a zero of its sign, anything else as it is.
+    fn subnormal_as_zero(self) -> Self;
+}
+
+impl Wide for f32 {
+    #[inline(always)]
+    fn subnormal_as_zero(self) -> f32 {
+        if self.abs() < f32::MIN_POSITIVE { 0.0f32.copysign(self) } else { self }
+    }
+}
+
+impl Wide for f64 {
+    #[inline(always)]
+    fn subnormal_as_zero(self) -> f64 {
+        if self.abs() < f64::MIN_POSITIVE { 0.0f64.copysign(self) } else { self }
+    }
+}
+
 /// An element of a product's matrices and the type its microkernel
 /// computes in: the same for f32 and f64; f32 for the half floats,
 /// widened as they are packed and rounded once when the result is written.
 trait Element: Copy + Default + Send + Sync {
-    type Wide: Copy + Default + Send + Sync + std::ops::Add<Output = Self::Wide> + std::ops::Mul<Output = Self::Wide>;
+    type Wide: Wide;
     fn widen(self) -> Self::Wide;
     fn narrow(wide: Self::Wide) -> Self;
+
+    /// The element as a product's operand: widened, a subnormal read as a
+    /// zero of its sign (as BLAS libraries read operands with the CPU's
+    /// denormals-are-zero mode). A multiply-add with a subnormal operand
+    /// takes a microcode assist on x86 cores: an MLP whose first product
+    /// ends in gelu (whose tail reaches the subnormals) ran its second
+    /// product 4x slower. A term it drops is under 2^-126 times the other
+    /// operand.
+    #[inline(always)]
+    fn operand(self) -> Self::Wide {
+        self.widen().subnormal_as_zero()
+    }
 
     /// The dot product of `a` (widened) with `b`, in [`DOT_LANES`] partial sums.
     #[inline(always)]
@@ -570,10 +602,10 @@ trait Element: Copy + Default + Send + Sync {
         let whole = a.len() / DOT_LANES * DOT_LANES;
         for (x, y) in a[..whole].chunks_exact(DOT_LANES).zip(b[..whole].chunks_exact(DOT_LANES)) {
             for l in 0..DOT_LANES {
-                lanes[l] = x[l] * y[l].widen() + lanes[l];
+                lanes[l] = x[l] * y[l].operand() + lanes[l];
             }
         }
-        let tail = a[whole..].iter().zip(&b[whole..]).fold(Self::Wide::default(), |s, (&x, &y)| x * y.widen() + s);
+        let tail = a[whole..].iter().zip(&b[whole..]).fold(Self::Wide::default(), |s, (&x, &y)| x * y.operand() + s);
         lanes.into_iter().fold(tail, |s, l| s + l)
     }
 }
@@ -750,7 +782,7 @@ for_widest_vectors! {
 unsafe fn transpose_tiles<T: Element>(src: *const T, row_step: isize, rows: usize, len: usize, width: usize, dst: *mut T::Wide) {
     // SAFETY (throughout): the positions read and written are inside the
     // matrices, as the caller promised.
-    let at = |r: usize, p: usize| unsafe { *src.offset(r as isize * row_step + p as isize) }.widen();
+    let at = |r: usize, p: usize| unsafe { *src.offset(r as isize * row_step + p as isize) }.operand();
     let (whole_rows, whole_len) = (rows / TILE * TILE, len / TILE * TILE);
     for p0 in (0..whole_len).step_by(TILE) {
         for r0 in (0..whole_rows).step_by(TILE) {
@@ -802,7 +834,7 @@ unsafe fn pack<T: Element>(m: Strided, first: usize, count: usize, depth: usize,
                 // SAFETY: `rows` consecutive elements at depth `depth + p`, inside `m`.
                 let src = unsafe { std::slice::from_raw_parts(m.at(first + start, depth + p, size) as *const T, rows) };
                 for (d, &x) in dst[p * width..p * width + rows].iter_mut().zip(src) {
-                    *d = x.widen();
+                    *d = x.operand();
                 }
             }
             continue;
@@ -820,7 +852,7 @@ unsafe fn pack<T: Element>(m: Strided, first: usize, count: usize, depth: usize,
             let row = m.at(first + start + r, depth, size) as *const T;
             for (p, slot) in dst.iter_mut().skip(r).step_by(width).take(len).enumerate() {
                 // SAFETY: depth position `p` of this row is inside `m`.
-                *slot = unsafe { *row.offset(p as isize * m.col_step) }.widen();
+                *slot = unsafe { *row.offset(p as isize * m.col_step) }.operand();
             }
         }
     }
@@ -961,6 +993,33 @@ mod transposing_pack {
                 for p in 0..len {
                     let want = if r < n { w[r * k + depth + p] } else { 0.0 };
                     assert_eq!(out[(r / width) * width * len + p * width + r % width], want, "{n}x{k}: row {r}, depth {p}");
+                }
+            }
+        }
+    }
+
+    /// Packing reads a subnormal as a zero of its sign, in every layout
+    /// (rows contiguous, depth contiguous, neither), and keeps zeros,
+    /// normals, infinities and nan as they are.
+    #[test]
+    fn packs_subnormals_as_zeros_of_their_sign() {
+        let values = [1e-40f32, -1e-40, f32::MIN_POSITIVE, -f32::MIN_POSITIVE, 0.0, -0.0, 1.5, f32::INFINITY, f32::NAN, -3e-39];
+        let want = |x: f32| if x.is_subnormal() { 0.0f32.copysign(x) } else { x };
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        let (n, k) = (values.len(), 3);
+        let w: Vec<f32> = (0..n * k).map(|i| values[i % n]).collect();
+        for (row_step, col_step) in [(k as isize, 1), (1, n as isize), (2 * k as isize, 2)] {
+            let rows = if row_step == 2 * k as isize { n / 2 } else { n };
+            let m = Strided { ptr: w.as_ptr() as usize, row_step, col_step };
+            let width = 4;
+            let mut out = vec![f32::NAN; rows.div_ceil(width) * width * k];
+            // SAFETY: every (row, depth) the steps reach is inside `w`; `out` holds every panel.
+            unsafe { pack::<f32>(m, 0, rows, 0, k, width, out.as_mut_ptr()) };
+            for r in 0..rows {
+                for p in 0..k {
+                    let x = w[(r as isize * row_step + p as isize * col_step) as usize];
+                    let got = out[(r / width) * width * k + p * width + r % width];
+                    assert!(same(got, want(x)), "steps ({row_step}, {col_step}): row {r}, depth {p}: {got:e} for {x:e}");
                 }
             }
         }
