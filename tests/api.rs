@@ -426,3 +426,46 @@ fn signatures_and_native_plans_round_trip_through_json() {
     }
     assert!(plans >= 10, "{plans}");
 }
+
+/// A program's weight read as a product's B is packed at the first call
+/// and never again for that binding, from any number of threads (the
+/// store's count of packings stays); binding other weights starts a new
+/// store, whose panels are the new weights' (the results follow them).
+#[test]
+fn a_binding_packs_each_weight_once() {
+    let source = "dim t = 64\ndim D = 96\ndim F = 200\nparam w: [D F]\ndef f(x: [t D]) -> [t F] {\n    return x @ w\n}\n";
+    let program = Engine::new().threads(2).compile(source).unwrap();
+    let x = ramp(64 * 96, 0.01, -1.0);
+    let bind = |scale: f32| {
+        let w = HostTensor::new(nax::TensorData::F32(ramp(96 * 200, 0.001 * scale, -0.5)), vec![96, 200], vec![None, None]).unwrap();
+        program.with_weights([("w".to_string(), w)]).unwrap()
+    };
+    let (first, second) = (bind(1.0), bind(2.0));
+    // x @ w in f64, for the weights of `bind(scale)`.
+    let reference = |scale: f32| -> Vec<f64> {
+        let w = ramp(96 * 200, 0.001 * scale, -0.5);
+        let (x, w) = (&x, &w);
+        (0..64).flat_map(|i| (0..200).map(move |j| (0..96).map(|k| f64::from(x[i * 96 + k]) * f64::from(w[k * 200 + j])).sum::<f64>())).collect()
+    };
+    let call = |p: &nax::Program| p.function("f").unwrap().call([("x", TensorView::new(&x, vec![64, 96], names("t D")).unwrap().into())]).unwrap();
+    let want = call(&first);
+    assert_eq!(first.packed_weights().packings(), 1, "the first call packs the weight");
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..10 {
+                    assert_eq!(call(&first), want);
+                }
+            });
+        }
+    });
+    assert_eq!(first.packed_weights().packings(), 1, "later calls pack nothing");
+    let other = call(&second);
+    assert_eq!(second.packed_weights().packings(), 1);
+    assert_ne!(other, want, "a new binding reads its own weights");
+    for (got, scale) in [(&want, 1.0), (&other, 2.0)] {
+        for (g, r) in got.to_f64_vec().iter().zip(reference(scale)) {
+            assert!((g - r).abs() <= 1e-4 * (1.0 + r.abs()), "weights scaled by {scale}: {g} for {r}");
+        }
+    }
+}
