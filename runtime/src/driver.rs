@@ -442,8 +442,9 @@ impl Execute for NativeFunction {
     /// gives its buffer, and the products' and attention tiles' scratch:
     /// per thread, packed panels and a tile; a product of half floats
     /// also accumulates in an f32 copy of its output; attention keeps a
-    /// tile of scores and of outputs per task. The temporaries kept from
-    /// earlier calls are reusable.
+    /// tile of scores and of outputs per task; the weights the products
+    /// will pack into the call's store. The temporaries kept from earlier
+    /// calls are reusable.
     fn peak(&self, call: &CheckedCall<'_>, into: bool) -> Peak {
         let p = &self.plan;
         // A size the call does not give fails the call when it runs.
@@ -482,6 +483,26 @@ impl Execute for NativeFunction {
                 }
             };
             bytes = bytes.saturating_add(extra);
+        }
+        // The weights the products pack into the call's store (each weight
+        // whole and once, widened to the microkernel's type), less what the
+        // store holds already: the first call packs them, and they stay.
+        if let Some(store) = call.packed_weights() {
+            let mut packed: Vec<usize> = p
+                .kernels
+                .iter()
+                .filter_map(|k| match &k.strategy {
+                    Strategy::Gemm(g) => p.weight_behind(g.b.buffer).map(|_| p.alias_root(g.b.buffer)),
+                    _ => None,
+                })
+                .collect();
+            packed.sort_unstable();
+            packed.dedup();
+            let needed = packed.iter().fold(0u128, |total, &w| {
+                let widening = if p.buffers[w].dtype == DType::F64 { 1 } else { 4 / p.buffers[w].dtype.size_bytes() as u128 };
+                total.saturating_add(bytes_of(w).saturating_mul(widening.max(1)))
+            });
+            bytes = bytes.saturating_add(needed.saturating_sub(u128::from(store.bytes())));
         }
         let reusable = self.temporaries.lock().map_or(0, |kept| kept.iter().map(|v| v.len() as u128 * 8).sum());
         Peak { bytes, reusable }
