@@ -385,12 +385,9 @@ fn tanh64<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
     let big_e = exp(e, k, minus_two_a);
     // 1 - E and 1 + E exactly, as a float and its error (E < 1).
     let one = f(e, k, 1.0);
-    let numerator = sub(e, k, one, big_e);
-    let rest = sub(e, k, one, numerator);
-    let numerator_lo = sub(e, k, rest, big_e);
-    let denominator = add(e, k, one, big_e);
-    let rest = sub(e, k, denominator, one);
-    let denominator_lo = sub(e, k, big_e, rest);
+    let minus_e = e.unary(Unary::Neg, k, big_e);
+    let (numerator, numerator_lo) = fast_two_sum(e, k, one, minus_e);
+    let (denominator, denominator_lo) = fast_two_sum(e, k, one, big_e);
     // q = n/d, and (n - q d + n_lo - q d_lo) / d its correction, q d exactly.
     let quotient = div(e, k, numerator, denominator);
     let (product, product_lo) = e.exact_product(k, quotient, denominator);
@@ -530,6 +527,14 @@ fn softplus<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     let r = add(e, k, base, l);
     // +inf: inf + 0; nan is kept by the sum.
     where_equal(e, k, x, f64::INFINITY, x, r)
+}
+
+/// `a + b` exactly, as the rounded sum and its error, for `|a| >= |b|`
+/// (Dekker's fast two-sum).
+fn fast_two_sum<E: Emitter>(e: &mut E, k: Kind, a: E::Value, b: E::Value) -> (E::Value, E::Value) {
+    let sum = add(e, k, a, b);
+    let moved = sub(e, k, sum, a);
+    (sum, sub(e, k, b, moved))
 }
 
 /// `a * b` exactly, as the rounded product and its error, by Dekker's
