@@ -735,10 +735,20 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
                     let mcb = mc.min(p.m - ic);
                     // SAFETY: as above, for A.
                     unsafe { pack::<T>(p.a, ic, mcb, pc, kcb, mr, a_pack as *mut T::Wide) };
+                    let panel_bytes = nr * kcb * wide_size;
+                    let tiles = mcb.div_ceil(mr);
                     for jr in (0..ncb).step_by(nr) {
                         let cols = nr.min(ncb - jr);
-                        for ir in (0..mcb).step_by(mr) {
+                        let next_panel = (jr + nr < ncb).then(|| b_pack + (jr + nr) * kcb * wide_size);
+                        for (tile_index, ir) in (0..mcb).step_by(mr).enumerate() {
                             let rows = mr.min(mcb - ir);
+                            // The next B panel, a share per tile: read from
+                            // memory while this one's tiles compute (a
+                            // weight's packed panels come from DRAM).
+                            if let Some(next) = next_panel {
+                                let share = panel_bytes.div_ceil(tiles).div_ceil(LINE) * LINE;
+                                prefetch(next + tile_index * share, share.min(panel_bytes.saturating_sub(tile_index * share)));
+                            }
                             let buffers = [
                                 (a_pack + ir * kcb * wide_size) as *mut u8,
                                 (b_pack + jr * kcb * wide_size) as *mut u8,
@@ -760,6 +770,19 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
             }
         }
     });
+}
+
+/// Asks for the cache lines of `bytes` bytes at `address` to be brought
+/// into the caches (a hint: no effect on results, none off x86-64).
+#[inline(always)]
+fn prefetch(address: usize, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for line in (address..address + bytes).step_by(LINE) {
+        // SAFETY: a prefetch never faults, whatever the address.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(line as *const i8) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (address, bytes);
 }
 
 /// The edge of a transposing pack's tiles (see [`transpose_tiles`]).
