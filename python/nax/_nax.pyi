@@ -77,6 +77,9 @@ class Module:
 
     @property
     def functions(self) -> list[str]: ...
+    @property
+    def weight_packings(self) -> int:
+        """How many times its products packed a weight (each once per binding)."""
     def __getattr__(self, name: str) -> Function: ...
     def __getitem__(self, name: str) -> Function: ...
 

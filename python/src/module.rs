@@ -145,8 +145,16 @@ impl Module {
         self.function(py, name)
     }
 
+    /// How many times the module's matrix products packed one of its
+    /// weights into their panels: each weight once, at the first call that
+    /// reads it, and never again while these weights are bound.
+    #[getter]
+    fn weight_packings(&self) -> u64 {
+        self.program.packed_weights().packings()
+    }
+
     fn __dir__(&self) -> Vec<String> {
-        self.functions().into_iter().chain(["functions".to_string()]).collect()
+        self.functions().into_iter().chain(["functions".to_string(), "weight_packings".to_string()]).collect()
     }
 
     fn __repr__(&self) -> String {

@@ -93,6 +93,18 @@ def test_weights_from_a_dict_and_from_a_safetensors_file(tmp_path):
         nax.compile(source, weights=str(tmp_path / "none.safetensors"))
 
 
+def test_a_weight_is_packed_once_however_many_calls_read_it():
+    source = "dim t = 64\ndim D = 96\ndim F = 200\nparam w: [D F]\ndef f(x: [t D]) -> [t F] {\n    return x @ w\n}\n"
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((96, 200)).astype(np.float32)
+    x = rng.standard_normal((64, 96)).astype(np.float32)
+    m = nax.compile(source, weights={"w": w}, threads=2)
+    assert m.weight_packings == 0
+    for _ in range(5):
+        np.testing.assert_allclose(np.asarray(m.f(x)), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+    assert m.weight_packings == 1
+
+
 def test_help_explains_compile():
     assert "Compiles a nax program" in nax.compile.__doc__
     assert "nax.compile" in nax.__doc__
