@@ -391,8 +391,9 @@ const UNPACKED_COLS: usize = 512;
 const DOT_LANES: usize = 16;
 
 /// A product of at most [`UNPACKED_ROWS`] rows without packing, in blocks
-/// of [`UNPACKED_COLS`] columns (split across threads when the product is
-/// large enough), each block finished by `finish`. The blocks' loops are
+/// of at most [`UNPACKED_COLS`] columns, as many as a multiple of the
+/// threads (split across them when the product is large enough), each
+/// block finished by `finish`. The blocks' loops are
 /// compiled for the widest vectors the machine has (AVX-512, AVX2 with
 /// FMA, or the baseline), chosen once per product.
 ///
@@ -404,13 +405,20 @@ unsafe fn unpacked<T: Element>(p: Product, threads: usize, work: usize, finish: 
     // SAFETY: every (i, k) is inside A.
     let a: Vec<T::Wide> = (0..p.m).flat_map(|i| (0..p.k).map(move |k| unsafe { *(p.a.at(i, k, size) as *const T) }.operand())).collect();
     let block = unpacked_block_for::<T>();
+    // As many blocks as a multiple of the threads, each at most
+    // UNPACKED_COLS wide, in whole groups of 16 columns: every thread gets
+    // as many columns (768 columns on 2 threads are 2 blocks of 384, not
+    // one of 512 and one of 256, which left a thread idle a third of the time).
+    let parts = if threads > 1 && p.m.saturating_mul(p.n).saturating_mul(p.k) >= work { threads } else { 1 };
+    let blocks = p.n.div_ceil(UNPACKED_COLS).div_ceil(parts) * parts;
+    let width = p.n.div_ceil(blocks).div_ceil(16).saturating_mul(16).min(UNPACKED_COLS);
     let run = |j0: usize| {
         // SAFETY: as the caller promised; the block's features are the machine's.
-        unsafe { block(&p, &a, j0) };
-        finish(0, p.m, j0, UNPACKED_COLS.min(p.n - j0));
+        unsafe { block(&p, &a, j0, width) };
+        finish(0, p.m, j0, width.min(p.n - j0));
     };
-    let starts: Vec<usize> = (0..p.n).step_by(UNPACKED_COLS).collect();
-    if threads > 1 && p.m.saturating_mul(p.n).saturating_mul(p.k) >= work && starts.len() > 1 {
+    let starts: Vec<usize> = (0..p.n).step_by(width).collect();
+    if parts > 1 && starts.len() > 1 {
         starts.into_par_iter().for_each(run);
     } else {
         starts.into_iter().for_each(run);
@@ -454,10 +462,10 @@ macro_rules! for_widest_vectors {
 
 for_widest_vectors! {
     /// [`unpacked_block`] for this machine.
-    fn unpacked_block_for = unpacked_block(p: &Product, a: &[T::Wide], j0: usize)
+    fn unpacked_block_for = unpacked_block(p: &Product, a: &[T::Wide], j0: usize, width: usize)
 }
 
-/// Columns `j0..j0 + UNPACKED_COLS` (or to the end) of an unpacked product
+/// Columns `j0..j0 + width` (at most [`UNPACKED_COLS`], or to the end) of an unpacked product
 /// whose A, widened, is `a` (`m` rows of `k`): four rows of B at a time
 /// accumulated into C's rows when B's columns are contiguous, else dot
 /// products along B's contiguous depth.
@@ -466,9 +474,9 @@ for_widest_vectors! {
 /// As [`multiply`]; `p.m` is at most [`UNPACKED_ROWS`]; B's columns or
 /// its depth are contiguous.
 #[inline(always)]
-unsafe fn unpacked_block<T: Element>(p: &Product, a: &[T::Wide], j0: usize) {
+unsafe fn unpacked_block<T: Element>(p: &Product, a: &[T::Wide], j0: usize, width: usize) {
     let size = std::mem::size_of::<T>();
-    let cols = UNPACKED_COLS.min(p.n - j0);
+    let cols = width.min(UNPACKED_COLS).min(p.n - j0);
     let mut acc = [[T::Wide::default(); UNPACKED_COLS]; UNPACKED_ROWS];
     let a_at = |i: usize, k: usize| a[i * p.k + k];
     // SAFETY (both forms): every element of B read is inside B.
