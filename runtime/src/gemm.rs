@@ -278,7 +278,7 @@ struct Split {
 impl Split {
     fn of(p: &Product, micro: &Micro, threads: usize, work: usize) -> Split {
         let (mr, nr) = (micro.shape.rows as usize, micro.shape.cols as usize);
-        let parts = if threads > 1 && p.m.saturating_mul(p.n).saturating_mul(p.k.max(1)) >= work { threads } else { 1 };
+        let parts = parts(p, threads, work);
         let widest = (micro.blocking.cols as usize).min(p.n.div_ceil(nr) * nr).max(nr);
         let by_rows = p.m.div_ceil(mr) >= p.n.div_ceil(nr);
         if parts == 1 || by_rows {
@@ -290,6 +290,12 @@ impl Split {
         let nc = chunk.div_ceil(blocks).div_ceil(nr) * nr;
         Split { parts, by_rows: false, chunk: nc * blocks, nc }
     }
+}
+
+/// The threads a product of this size splits across: all of them when
+/// its work (`m n k`) reaches `work`, else one.
+fn parts(p: &Product, threads: usize, work: usize) -> usize {
+    if threads > 1 && p.m.saturating_mul(p.n).saturating_mul(p.k.max(1)) >= work { threads } else { 1 }
 }
 
 /// Packed B larger than this is packed by each thread for its own part
@@ -409,7 +415,7 @@ unsafe fn unpacked<T: Element>(p: Product, threads: usize, work: usize, finish: 
     // UNPACKED_COLS wide, in whole groups of 16 columns: every thread gets
     // as many columns (768 columns on 2 threads are 2 blocks of 384, not
     // one of 512 and one of 256, which left a thread idle a third of the time).
-    let parts = if threads > 1 && p.m.saturating_mul(p.n).saturating_mul(p.k) >= work { threads } else { 1 };
+    let parts = parts(&p, threads, work);
     let blocks = p.n.div_ceil(UNPACKED_COLS).div_ceil(parts) * parts;
     let width = p.n.div_ceil(blocks).div_ceil(16).saturating_mul(16).min(UNPACKED_COLS);
     let run = |j0: usize| {
@@ -744,7 +750,8 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
                     // SAFETY: as above, for A.
                     unsafe { pack::<T>(p.a, ic, mcb, pc, kcb, mr, a_pack as *mut T::Wide) };
                     let panel_bytes = nr * kcb * wide_size;
-                    let tiles = mcb.div_ceil(mr);
+                    // Each tile's share of the next panel, whole cache lines.
+                    let share = panel_bytes.div_ceil(mcb.div_ceil(mr)).div_ceil(LINE) * LINE;
                     for jr in (0..ncb).step_by(nr) {
                         let cols = nr.min(ncb - jr);
                         let next_panel = (jr + nr < ncb).then(|| b_pack + (jr + nr) * kcb * wide_size);
@@ -754,7 +761,6 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
                             // memory while this one's tiles compute (a
                             // weight's packed panels come from DRAM).
                             if let Some(next) = next_panel {
-                                let share = panel_bytes.div_ceil(tiles).div_ceil(LINE) * LINE;
                                 prefetch(next + tile_index * share, share.min(panel_bytes.saturating_sub(tile_index * share)));
                             }
                             let buffers = [
