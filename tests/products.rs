@@ -6,8 +6,9 @@
 //! every edge: depth passes, row and column blocks, partial tiles.
 //! Shapes: odd sizes, batches (one per operand and
 //! broadcast), operands and results transposed through strides, f32, f64,
-//! f16 and bf16 (widened to f32 as they are packed), and each kind of epilogue (bias, activation, scale, residual, over
-//! batch loops).
+//! f16 and bf16 (widened to f32 as they are packed, or on the AMX tiles
+//! where the CPU has them: the suite runs again with them off), and each
+//! kind of epilogue (bias, activation, scale, residual, over batch loops).
 
 use crate::backends::{Case, case, compare, pool, prepare};
 use nax::pipeline::{self, Backend, Target};
@@ -36,7 +37,33 @@ fn cases() -> Vec<Case> {
         product("residual", "def f(x: [n k], w: [k m], r: [n m]) -> [n m] {\n    return x @ w + r\n}\n"),
         product("residual_over_batch", "def f(x: [2 n k], w: [k m], r: [2 n m], c: [m]) -> [2 n m] {\n    return relu(x @ w + c) + r\n}\n"),
         product("epilogue_transposed_result", "def f(x: [n k], w: [k m], c: [n]) -> [m n] {\n    return silu(einsum(x, w: n k, k m -> m n) + c)\n}\n"),
+        // Tall enough that a CPU with AMX tiles splits B at the call.
+        case(
+            "tall_bf16",
+            "dim n = 130\ndim k = 150\ndim m = 70\ndef f(x: bf16[n k], w: bf16[k m], c: bf16[m]) -> bf16[n m] {\n    return relu(x @ w + c)\n}\n",
+        ),
+        case(
+            "tall_f16_transposed",
+            "dim n = 130\ndim k = 150\ndim m = 70\ndef f(x: f16[n k], w: f16[m k]) -> f16[m n] {\n    return einsum(x, w: n k, m k -> m n)\n}\n",
+        ),
     ]
+}
+
+/// The products above with the AMX tiles turned off (`NAX_AMX=0`, in a
+/// child process: the choice is made once per process), so that the FMA
+/// path's half floats are checked on a CPU that has the tiles too (and
+/// the tiles' path, by the test above, where it has them).
+#[test]
+fn products_agree_with_the_interpreter_without_the_tiles() {
+    if std::env::var_os("NAX_AMX").is_some() {
+        return;
+    }
+    let status = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["products::products_agree_with_the_interpreter_across_blocking_edges", "--exact", "--quiet"])
+        .env("NAX_AMX", "0")
+        .status()
+        .expect("the test binary runs");
+    assert!(status.success(), "the products disagree on the FMA path (NAX_AMX=0)");
 }
 
 #[test]
@@ -72,8 +99,9 @@ fn products_agree_with_the_interpreter_across_blocking_edges() {
 /// the split makes whole blocks), a transposed bf16 weight (a tied output
 /// head), batches with an epilogue, on 2 threads, for the host's blocking
 /// and tiny caches'. Where the product packs no B (a result transposed
-/// through strides turns the weight into A; a product of one row reads B
-/// where it lies), nothing is packed.
+/// through strides turns the weight into A, except on the AMX tiles, which
+/// write C in any orientation; a product of one row reads B where it
+/// lies), nothing is packed.
 #[test]
 fn weights_are_packed_once_and_read_packed_at_every_call() {
     let cases = [
@@ -92,7 +120,7 @@ fn weights_are_packed_once_and_read_packed_at_every_call() {
         (
             "result_transposed",
             "dim n = 37\ndim k = 150\ndim m = 100\nparam w: [k m]\ndef f(x: [n k]) -> [m n] {\n    return einsum(x, w: n k, k m -> m n)\n}\n",
-            false,
+            nax_runtime::matrix_tiles(),
         ),
         ("one_row", "dim k = 150\ndim m = 100\nparam w: [k m]\ndef f(x: [1 k]) -> [1 m] {\n    return x @ w\n}\n", false),
     ];

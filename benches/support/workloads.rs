@@ -17,7 +17,7 @@
 use nax::Timings;
 use nax::pipeline::{self, Backend};
 use nax_front::check::sizes::{Size, Symbols};
-use nax_front::check::types::{TensorType, Type};
+use nax_front::check::types::{DType, TensorType, Type};
 use nax_ir::Graph;
 use nax_runtime::{Arg, BoundWeights, CheckedCall, Function, HostTensor, TensorData, ThreadPool};
 use std::collections::HashMap;
@@ -63,9 +63,17 @@ pub fn all() -> Vec<Workload> {
     });
     let gpt2 = std::fs::read_to_string(root.join("examples/gpt2/gpt2.nax")).expect("examples/gpt2/gpt2.nax");
     for (name, function, sizes) in [("gpt2_prefill", "gpt2", vec![("b", 1), ("n", 128)]), ("gpt2_decode", "step", vec![("b", 1), ("n", 1), ("c", 127)])] {
-        all.push(Workload { name: name.to_string(), function: function.to_string(), source: gpt2.clone(), sizes, weight_scale: 0.05 });
+        all.push(Workload { name: name.to_string(), function: function.to_string(), source: gpt2.clone(), sizes: sizes.clone(), weight_scale: 0.05 });
+        all.push(Workload { name: format!("{name}_bf16"), function: function.to_string(), source: bf16_variant(&gpt2), sizes, weight_scale: 0.05 });
     }
     all
+}
+
+/// The model of `source` in bf16: every tensor type without a kind (f32)
+/// declared bf16, its parameters, weights, results and renames alike
+/// (positions, `arange(..)`, renamed by `as`, stay integers).
+pub fn bf16_variant(source: &str) -> String {
+    source.replace(": [", ": bf16[").replace("-> [", "-> bf16[").replace(") as [", ") as bf16[").replace("arange(n) as bf16[", "arange(n) as Int[")
 }
 
 /// Source to graph, rewritten by the optimizer, through the pipeline (as `nax run` does).
@@ -101,10 +109,11 @@ fn seeded(symbols: &Symbols, typed: &[(String, &TensorType)], sizes: &[(&str, u6
                 })
                 .collect();
             let count = shape.iter().product::<usize>();
-            let data = if t.dtype.is_int() {
-                TensorData::I64((0..count).map(|_| ((next() + 1.0) * 500.0) as i64).collect())
-            } else {
-                TensorData::F32((0..count).map(|_| next() * scale).collect())
+            let data = match t.dtype {
+                dtype if dtype.is_int() => TensorData::I64((0..count).map(|_| ((next() + 1.0) * 500.0) as i64).collect()),
+                DType::BF16 => TensorData::BF16((0..count).map(|_| half::bf16::from_f32(next() * scale)).collect()),
+                DType::F16 => TensorData::F16((0..count).map(|_| half::f16::from_f32(next() * scale)).collect()),
+                _ => TensorData::F32((0..count).map(|_| next() * scale).collect()),
             };
             let names = t.axes.iter().map(|a| a.name.clone()).collect();
             (name.clone(), HostTensor::new(data, shape, names).expect("tensor"))

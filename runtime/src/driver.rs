@@ -885,7 +885,7 @@ fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, entries: (Kern
         };
         let epilogue: Option<crate::gemm::Epilogue<'_>> = if g.epilogue { Some(&tile) } else { None };
         let packed = weight.and_then(|(store, name)| {
-            let block_cols = crate::gemm::packed_b_block_cols(&product, &micro, threads, PARALLEL_WORK)?;
+            let packing = crate::gemm::packing(&product, dtype, &micro, threads, PARALLEL_WORK)?;
             let key = PackKey {
                 weight: name.to_string(),
                 offset: ob,
@@ -894,7 +894,7 @@ fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, entries: (Kern
                 cols: n,
                 dtype,
                 microkernel: micro.entry as usize,
-                block_cols,
+                packing,
             };
             // SAFETY: as for the product below, for its B.
             store.get_or_pack(key, || unsafe { crate::gemm::pack_b(product, dtype, &micro, threads, PARALLEL_WORK) })

@@ -36,6 +36,15 @@
 //! share B, packed once by all threads before they start (unless it is
 //! very large); split by columns, each packs its own columns of B.
 
+mod amx;
+
+/// Whether products run on this CPU's AMX tiles (bf16 and f16 operands,
+/// and f32 weights split into bf16 parts; see [`amx`]): the CPU has
+/// AMX-BF16, the OS grants the tile state, and `NAX_AMX` is not `0`.
+pub fn matrix_tiles() -> bool {
+    amx::available()
+}
+
 use crate::dtype::DType;
 use crate::plan::{Blocking, Microkernel};
 use rayon::prelude::*;
@@ -165,27 +174,58 @@ pub(crate) unsafe fn multiply(
     }
 }
 
-/// All of a product's B packed, block after block as [`Blocks::b_offset`]
-/// places them for [`Split`]'s `nc`: what a product whose B is a weight
-/// reads at every call, packed once ([`pack_b`]).
-pub struct PackedB {
-    words: Vec<u64>,
-    /// The columns of B's blocks.
-    nc: usize,
-    /// The packed elements (wide), from [`PackedB::address`].
-    len: usize,
+/// All of a product's B packed once (a weight's): panels for the
+/// microkernel, block after block as [`Blocks::b_offset`] places them for
+/// [`Split`]'s `nc`, or split for the AMX tiles ([`amx`]). What a product
+/// whose B is a weight reads at every call ([`pack_b`]).
+pub struct PackedB(Packed);
+
+enum Packed {
+    Panels {
+        words: Vec<u64>,
+        /// The columns of B's blocks.
+        nc: usize,
+        /// The packed elements (wide), from [`PackedB::address`].
+        len: usize,
+    },
+    Tiles(amx::TileB),
 }
 
 impl PackedB {
-    /// The address of the first packed element (a cache line's).
-    fn address(&self) -> usize {
-        (self.words.as_ptr() as usize).div_ceil(LINE) * LINE
-    }
-
     /// Its size in bytes.
     pub fn bytes(&self) -> usize {
-        self.words.len() * 8
+        match &self.0 {
+            Packed::Panels { words, .. } => words.len() * 8,
+            Packed::Tiles(tiles) => tiles.bytes(),
+        }
     }
+
+    /// The address of the first packed element (a cache line's) of panels
+    /// packed for blocks of `nc` columns, `len` elements in all.
+    fn panels(&self, nc: usize, len: usize) -> Option<usize> {
+        match &self.0 {
+            Packed::Panels { words, nc: packed_nc, len: packed_len } if *packed_nc == nc && *packed_len == len => {
+                Some((words.as_ptr() as usize).div_ceil(LINE) * LINE)
+            }
+            _ => None,
+        }
+    }
+
+    fn tiles(&self) -> Option<&amx::TileB> {
+        match &self.0 {
+            Packed::Tiles(tiles) => Some(tiles),
+            Packed::Panels { .. } => None,
+        }
+    }
+}
+
+/// How a product whose B is a weight reads it packed: panels for blocks of
+/// this many columns, or split for the tiles (what a store of packed
+/// weights keys them by, with the weight and the product's geometry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Packing {
+    Panels(usize),
+    Tiles,
 }
 
 /// B of `p` packed as [`multiply`] with the same microkernel, `threads` and
@@ -207,11 +247,18 @@ pub(crate) unsafe fn pack_b(p: Product, dtype: DType, micro: &Micro, threads: us
     }
 }
 
-/// [`pack_b`] for `T` matrices.
+/// [`pack_b`] for `T` matrices: split for the tiles where the product
+/// runs on them and B splits, else in panels.
 ///
 /// # Safety
 /// As [`pack_b`].
 unsafe fn pack_b_as<T: Element>(p: Product, micro: &Micro, threads: usize, work: usize) -> Option<PackedB> {
+    if amx::suits::<T>(&p) {
+        // SAFETY: as the caller promised.
+        if let Some(tiles) = unsafe { amx::pack_b::<T>(&p) } {
+            return Some(PackedB(Packed::Tiles(tiles)));
+        }
+    }
     if packs_no_b(&p) {
         return None;
     }
@@ -222,13 +269,22 @@ unsafe fn pack_b_as<T: Element>(p: Product, micro: &Micro, threads: usize, work:
     let address = (words.as_mut_ptr() as usize).div_ceil(LINE) * LINE;
     // SAFETY: B as the caller promised; the buffer holds `len` wide elements past `address`.
     unsafe { pack_whole_b::<T>(&p, &blocks, address) };
-    Some(PackedB { words, nc: split.nc, len })
+    Some(PackedB(Packed::Panels { words, nc: split.nc, len }))
 }
 
-/// The columns of the blocks [`pack_b`] would pack `p`'s B in (what a
-/// store of packed weights keys them by); `None` where it packs none.
-pub(crate) fn packed_b_block_cols(p: &Product, micro: &Micro, threads: usize, work: usize) -> Option<usize> {
-    (!packs_no_b(p)).then(|| Split::of(p, micro, threads, work).nc)
+/// How [`pack_b`] would pack `p`'s B, of `dtype` elements; `None` where it
+/// packs none.
+pub(crate) fn packing(p: &Product, dtype: DType, micro: &Micro, threads: usize, work: usize) -> Option<Packing> {
+    let tiles = match dtype {
+        DType::F64 => amx::suits::<f64>(p),
+        DType::F16 => amx::suits::<half::f16>(p),
+        DType::BF16 => amx::suits::<half::bf16>(p),
+        _ => amx::suits::<f32>(p),
+    };
+    if tiles {
+        return Some(Packing::Tiles);
+    }
+    (!packs_no_b(p)).then(|| Packing::Panels(Split::of(p, micro, threads, work).nc))
 }
 
 /// Whether [`multiply`] runs `p` without packing B (see [`pack_b`]).
@@ -312,6 +368,13 @@ unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, wor
     if p.m == 0 || p.n == 0 {
         return;
     }
+    if amx::suits::<T>(&p) {
+        let tiles = packed_b.and_then(PackedB::tiles);
+        // SAFETY: as the caller promised; the tiles are available.
+        if (tiles.is_some() || (packed_b.is_none() && amx::packs_at_call::<T>(&p))) && unsafe { amx::multiply::<T>(p, tiles, threads, work, epilogue) } {
+            return;
+        }
+    }
     if p.m <= UNPACKED_ROWS && p.k > 0 && (p.b.col_step == 1 || p.b.row_step == 1) {
         let finish = |i: usize, rows: usize, j: usize, cols: usize| {
             if let Some(f) = epilogue {
@@ -333,7 +396,7 @@ unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, wor
     let size = std::mem::size_of::<T>();
     let wide_size = std::mem::size_of::<T::Wide>();
     let blocks = Blocks::new(&p, micro, split.nc);
-    let packed_b = packed_b.filter(|b| !transposed && p.k > 0 && b.nc == split.nc && b.len == blocks.packed_b_len(&p)).map(PackedB::address);
+    let packed_b = packed_b.filter(|_| !transposed && p.k > 0).and_then(|b| b.panels(split.nc, blocks.packed_b_len(&p)));
     if split.parts == 1 {
         // SAFETY: as the caller promised.
         unsafe { blocked::<T>(p, micro, &finish, packed_b, split.nc) };
@@ -573,12 +636,23 @@ impl Blocks {
 trait Wide: Copy + Default + Send + Sync + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {
     /// A subnormal as a zero of its sign, anything else as it is.
     fn subnormal_as_zero(self) -> Self;
+    /// The f32 nearest (the tiles' operands and sums are f32).
+    fn to_f32(self) -> f32;
+    fn from_f32(x: f32) -> Self;
 }
 
 impl Wide for f32 {
     #[inline(always)]
     fn subnormal_as_zero(self) -> f32 {
         if self.abs() < f32::MIN_POSITIVE { 0.0f32.copysign(self) } else { self }
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> f32 {
+        x
     }
 }
 
@@ -587,6 +661,12 @@ impl Wide for f64 {
     fn subnormal_as_zero(self) -> f64 {
         if self.abs() < f64::MIN_POSITIVE { 0.0f64.copysign(self) } else { self }
     }
+    fn to_f32(self) -> f32 {
+        self as f32
+    }
+    fn from_f32(x: f32) -> f64 {
+        f64::from(x)
+    }
 }
 
 /// An element of a product's matrices and the type its microkernel
@@ -594,6 +674,9 @@ impl Wide for f64 {
 /// widened as they are packed and rounded once when the result is written.
 trait Element: Copy + Default + Send + Sync {
     type Wide: Wide;
+    /// The bf16 parts an element splits into exactly on the AMX tiles
+    /// (see [`amx`]); 0 for elements the tiles do not multiply.
+    const TILE_PARTS: usize;
     fn widen(self) -> Self::Wide;
     fn narrow(wide: Self::Wide) -> Self;
 
@@ -625,6 +708,7 @@ trait Element: Copy + Default + Send + Sync {
 }
 
 impl Element for f32 {
+    const TILE_PARTS: usize = 3;
     type Wide = f32;
     #[inline(always)]
     fn widen(self) -> f32 {
@@ -636,6 +720,7 @@ impl Element for f32 {
 }
 
 impl Element for f64 {
+    const TILE_PARTS: usize = 0;
     type Wide = f64;
     #[inline(always)]
     fn widen(self) -> f64 {
@@ -647,6 +732,7 @@ impl Element for f64 {
 }
 
 impl Element for half::f16 {
+    const TILE_PARTS: usize = 2;
     type Wide = f32;
     #[inline(always)]
     fn widen(self) -> f32 {
@@ -658,6 +744,7 @@ impl Element for half::f16 {
 }
 
 impl Element for half::bf16 {
+    const TILE_PARTS: usize = 1;
     type Wide = f32;
     #[inline(always)]
     fn widen(self) -> f32 {

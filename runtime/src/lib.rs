@@ -52,6 +52,7 @@ pub use driver::{CodeOwner, Execute, KernelFn, NativeFunction};
 pub use dtype::DType;
 pub use error::RuntimeError;
 pub use function::Function;
+pub use gemm::matrix_tiles;
 pub use named::{BinaryOp, NamedTensor, Operand};
 pub use packed::{BoundWeights, PackedWeights};
 pub use plan::NativePlan;

@@ -9,16 +9,18 @@
 //!
 //! The panels of one weight depend on the product's geometry (the part of
 //! the weight it reads, its steps, the depth and columns) and on how the
-//! product blocks its columns (`nc`, decided by the thread count and the
-//! product's shape: two layouts at most per weight and geometry), so the
-//! store keys them by all of these. A binding whose weights change is a
+//! product reads it: panels blocked by columns (`nc`, decided by the
+//! thread count and the product's shape: two layouts at most per weight
+//! and geometry), or split for the AMX tiles where the product has the
+//! rows for them ([`crate::gemm::Packing`]), so the store keys them by all
+//! of these. A binding whose weights change is a
 //! new binding with a new store: nothing packed from old weights is
 //! ever read for new ones.
 //!
 
 use crate::call::Weights;
 use crate::dtype::DType;
-use crate::gemm::PackedB;
+use crate::gemm::{PackedB, Packing};
 use crate::tensor::HostTensor;
 use crate::view::TensorView;
 use std::collections::HashMap;
@@ -38,9 +40,9 @@ pub(crate) struct PackKey {
     pub depth: usize,
     pub cols: usize,
     pub dtype: DType,
-    /// The microkernel (its entry's address) and the columns of B's blocks.
+    /// The microkernel (its entry's address) and how B is packed for it.
     pub microkernel: usize,
-    pub block_cols: usize,
+    pub packing: Packing,
 }
 
 /// One key's panels: packed once, by the first call that asks (`None`

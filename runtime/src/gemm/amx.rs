@@ -1,0 +1,715 @@
+//! Products on AMX tiles (Intel's Advanced Matrix Extensions, Sapphire
+//! Rapids and later): `tdpbf16ps` multiplies a 16 x 32 tile of bf16 by a
+//! 32 x 16 one into 16 x 16 f32 accumulators, sixteen times the work per
+//! cycle of the AVX-512 FMA units.
+//!
+//! **f32-grade results from bf16 tiles.** Each operand element is split
+//! into bf16 parts whose sum is exactly the element ([`parts`]: an f32 is
+//! three parts of 8 significand bits and a sign, an f16 two, a bf16 one),
+//! and the product is the sum of the products of parts `i` of A and `j` of
+//! B with `i + j <= 2` (from 0): six for f32 by f32, dropping the terms
+//! under about 2^-23 of `|a b|`: two units of f32 rounding per product,
+//! not per term of the sum. Each bf16 by bf16 product is exact in
+//! f32, and the terms are ordered smallest first along the depth, so the
+//! accumulators hold the small terms' sum (2^-8 of the result) before the
+//! leading parts' products arrive: the sum's rounding is that of an f32
+//! sum of the leading products. The terms are laid one after another
+//! along the depth of one bf16 product (`K' = terms x K`), which the
+//! microkernel runs as any other.
+//!
+//! Operands the parts cannot represent exactly (infinities, NaNs, values
+//! under 2^-103 whose lowest part would be subnormal, which tiles read as
+//! zero) send the product back to the FMA path; a subnormal is a zero of
+//! its sign, as every product here reads it. Results under the smallest
+//! normal are flushed to zero by the tiles.
+//!
+//! **Layouts.** B (a weight's, packed once; or packed per call for a
+//! product of many rows) is in panels of 32 columns, each 32 depth
+//! positions of a panel two 16 x 32 tiles (pairs of depth positions side
+//! by side, as `tdpbf16ps` reads them). A is split per call into blocks of
+//! 32 rows, each 32 depth positions of a block two 16 x 32 tiles. The
+//! microkernel keeps a 32 x 32 block of C in four tiles over
+//! [`KERNEL_CHUNKS`] chunks of 32 depth positions (B's share, 16 KiB, stays
+//! in the first level), accumulating in a block of f32 scratch; the
+//! depth runs in passes whose split A stays in the second level. Every
+//! tile is 64-byte aligned: a misaligned tile load costs six times as much.
+//!
+//! The tiles are used where the CPU has AMX-BF16 and the OS grants the
+//! process its tile state (Linux's `arch_prctl(ARCH_REQ_XCOMP_PERM)`), and
+//! `NAX_AMX` is not `0`.
+
+use super::{Element, Epilogue, LINE, Product, SCRATCH, Wide, parts as thread_parts, with_scratch};
+use rayon::prelude::*;
+use std::cell::RefCell;
+use std::sync::OnceLock;
+
+/// bf16 elements in one tile (16 rows of 32).
+const TILE: usize = 512;
+/// Depth positions of one tile row (and one chunk of the depth).
+const CHUNK: usize = 32;
+/// Rows or columns of C one microkernel call computes (2 x 2 tiles).
+const BLOCK: usize = 32;
+/// Chunks of the depth per microkernel call.
+const KERNEL_CHUNKS: usize = 8;
+/// Bytes of split A one pass over the depth reads (the second level holds it).
+const PASS_A_BYTES: usize = 3 << 19;
+/// Products of fewer rows stay on the FMA path (a tile has 16 rows).
+const MIN_ROWS: usize = 16;
+/// Products of fewer rows whose B is not packed before the call stay on
+/// the FMA path: packing B's parts is paid back over many rows.
+const PACK_ROWS: usize = 64;
+/// Values under this (2^-103) would have a subnormal lowest part.
+const SMALLEST_SPLIT: f32 = 9.860761e-32;
+/// Magnitudes (bits) from this one round to an infinite bf16.
+const LARGEST_SPLIT: u32 = 0x7f7f_8000;
+
+thread_local! {
+    /// The split A of the products started on this thread.
+    static SPLIT_A: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether products run on AMX tiles here: the CPU has AMX-TILE and
+/// AMX-BF16, the OS granted this process the tile state, and `NAX_AMX` is
+/// not `0`. Decided once.
+pub(crate) fn available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| std::env::var_os("NAX_AMX").is_none_or(|v| v != "0") && cpu_has_amx() && os_grants_tiles())
+}
+
+#[cfg(target_arch = "x86_64")]
+fn cpu_has_amx() -> bool {
+    use std::arch::x86_64::{__cpuid, __cpuid_count};
+    // CPUID leaf 7, sub-leaf 0: EDX bit 22 is AMX-BF16, bit 24 AMX-TILE.
+    #[allow(unused_unsafe)]
+    // SAFETY: CPUID exists on every x86-64 CPU.
+    let (max, features) = unsafe { (__cpuid(0).eax, __cpuid_count(7, 0).edx) };
+    max >= 7 && features & (1 << 22) != 0 && features & (1 << 24) != 0
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn cpu_has_amx() -> bool {
+    false
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn os_grants_tiles() -> bool {
+    const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+    const XFEATURE_XTILEDATA: libc::c_long = 18;
+    // SAFETY: the request only asks the kernel for permission to use the
+    // tile state; it reads and writes no memory of ours.
+    unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0 }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn os_grants_tiles() -> bool {
+    false
+}
+
+/// Whether `p`, of `T` matrices, runs on tiles (when its operands split).
+pub(super) fn suits<T: Element>(p: &Product) -> bool {
+    T::TILE_PARTS > 0 && p.m >= MIN_ROWS && p.n > 0 && p.k > 0 && available()
+}
+
+/// Whether `p` may split its B for the tiles at the call (no B packed
+/// before): enough rows to pay for it, and operands of at most two parts
+/// (an f32 B's three parts cost more to split at every call than its six
+/// terms save over the FMA path; a weight's are split once).
+pub(super) fn packs_at_call<T: Element>(p: &Product) -> bool {
+    p.m >= PACK_ROWS && T::TILE_PARTS < 3
+}
+
+/// Splits `values` into bf16 parts (bits) whose sum is exactly each value:
+/// the value rounded to bf16, the rest rounded to bf16, and the rest of
+/// that (which has at most 8 significant bits: the parts hold 9 bits each
+/// with their signs), into `parts[0]`, `[1]` and `[2]`. False where the
+/// tiles would not multiply a value's parts exactly: not finite, rounding
+/// to an infinite bf16, or under 2^-103 (the last part would be
+/// subnormal). A subnormal is a zero of its sign. Branch-free, so that it
+/// runs in vectors.
+#[inline(always)]
+fn split_values(values: &[f32], parts: &mut [Vec<u16>; 3]) -> bool {
+    let [leading, middle, last] = parts;
+    let round = |bits: u32| (bits + 0x7fff + ((bits >> 16) & 1)) & 0xffff_0000;
+    let mut exact = true;
+    for (((&x, leading), middle), last) in values.iter().zip(leading.iter_mut()).zip(middle.iter_mut()).zip(last.iter_mut()) {
+        let magnitude = x.to_bits() & 0x7fff_ffff;
+        let subnormal = magnitude < f32::MIN_POSITIVE.to_bits();
+        exact &= magnitude < LARGEST_SPLIT && (subnormal || magnitude >= SMALLEST_SPLIT.to_bits());
+        let x = if subnormal { f32::from_bits(x.to_bits() & 0x8000_0000) } else { x };
+        let first = round(x.to_bits());
+        let rest = x - f32::from_bits(first);
+        let second = round(rest.to_bits());
+        let third = (rest - f32::from_bits(second)).to_bits();
+        (*leading, *middle, *last) = ((first >> 16) as u16, (second >> 16) as u16, (third >> 16) as u16);
+    }
+    exact
+}
+
+/// [`split_values`] compiled for AVX-512 (every CPU with AMX has it).
+///
+/// # Safety
+/// The CPU has AVX-512 F, BW and VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn split_values_avx512(values: &[f32], parts: &mut [Vec<u16>; 3]) -> bool {
+    split_values(values, parts)
+}
+
+/// [`split_values`] in the widest vectors this CPU has.
+fn split(values: &[f32], parts: &mut [Vec<u16>; 3]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512bw") && std::arch::is_x86_feature_detected!("avx512vl") {
+        // SAFETY: the CPU has the features.
+        return unsafe { split_values_avx512(values, parts) };
+    }
+    split_values(values, parts)
+}
+
+/// The products of parts the tiles sum: `(i, j)` is part `i` of A times
+/// part `j` of B, for `i + j <= 2`, each operand of `parts` parts; the
+/// leading parts' product `(0, 0)` last.
+fn terms(parts: usize) -> Vec<(usize, usize)> {
+    let mut terms: Vec<(usize, usize)> = (0..parts).flat_map(|i| (0..parts).map(move |j| (i, j))).filter(|&(i, j)| i + j <= 2).collect();
+    terms.sort_by_key(|&(i, j)| std::cmp::Reverse(i + j));
+    terms
+}
+
+/// The parts of an operand's block (of 32 rows of A or 32 columns of B)
+/// one after another, each `chunks` chunks of two tiles.
+fn block_len(parts: usize, chunks: usize) -> usize {
+    parts * chunks * 2 * TILE
+}
+
+/// B split and laid out for the tiles, packed once for a weight: each
+/// panel of 32 columns its parts one after another, each part its chunks
+/// of the depth, each chunk two 16 x 32 tiles of 16 columns (pairs of
+/// depth positions side by side, as `tdpbf16ps` reads them).
+pub(crate) struct TileB {
+    words: Vec<u64>,
+    k: usize,
+    n: usize,
+    parts: usize,
+}
+
+impl TileB {
+    fn address(&self) -> usize {
+        (self.words.as_ptr() as usize).div_ceil(LINE) * LINE
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        self.words.len() * 8
+    }
+
+    /// Whether this is `p`'s B, for `T` matrices.
+    fn fits<T: Element>(&self, p: &Product) -> bool {
+        self.k == p.k && self.n == p.n && self.parts == T::TILE_PARTS
+    }
+}
+
+/// `p`'s B split for the tiles (`None` where an element does not split):
+/// each row of each panel split once, each part written where the tiles
+/// want it.
+///
+/// # Safety
+/// B's elements, `T`s, are inside its allocation.
+pub(super) unsafe fn pack_b<T: Element>(p: &Product) -> Option<TileB> {
+    let parts = T::TILE_PARTS;
+    let chunks = p.k.div_ceil(CHUNK);
+    let panels = p.n.div_ceil(BLOCK);
+    let panel_len = block_len(parts, chunks);
+    let mut words = vec![0u64; (panels * panel_len * 2).div_ceil(8) + LINE / 8];
+    let address = (words.as_mut_ptr() as usize).div_ceil(LINE) * LINE;
+    // SAFETY: the buffer holds `panels * panel_len` bf16s past `address`.
+    let all = unsafe { std::slice::from_raw_parts_mut(address as *mut u16, panels * panel_len) };
+    let size = std::mem::size_of::<T>();
+    let split_all = all.par_chunks_mut(panel_len).enumerate().all(|(panel, out)| {
+        let first = panel * BLOCK;
+        let cols = BLOCK.min(p.n - first);
+        let mut values = vec![0.0f32; cols];
+        let mut row = [vec![0u16; cols], vec![0u16; cols], vec![0u16; cols]];
+        for k in 0..p.k {
+            for (c, value) in values.iter_mut().enumerate() {
+                // SAFETY: (k, first + c) is inside B, as the caller promised.
+                *value = unsafe { *(p.b.at(k, first + c, size) as *const T) }.widen().to_f32();
+            }
+            if !split(&values, &mut row) {
+                return false;
+            }
+            for (j, part) in row[..parts].iter().enumerate() {
+                let at = (j * chunks + k / CHUNK) * 2 * TILE + k % CHUNK / 2 * 32 + k % 2;
+                for (c, &bits) in part.iter().enumerate() {
+                    out[at + c / 16 * TILE + c % 16 * 2] = bits;
+                }
+            }
+        }
+        true
+    });
+    split_all.then_some(TileB { words, k: p.k, n: p.n, parts })
+}
+
+/// Splits `p`'s A for the tiles at `out`: each block of 32 rows its parts
+/// one after another, each part its chunks of the depth, each chunk two
+/// 16 x 32 tiles of 16 rows. False where an element does not split.
+///
+/// # Safety
+/// A's elements, `T`s, are inside its allocation; `out` holds
+/// `p.m.div_ceil(BLOCK)` blocks of [`block_len`], 64-byte aligned.
+unsafe fn split_a<T: Element>(p: &Product, out: usize, threads: usize) -> bool {
+    let (parts, chunks) = (T::TILE_PARTS, p.k.div_ceil(CHUNK));
+    let len = block_len(parts, chunks);
+    let blocks = p.m.div_ceil(BLOCK);
+    // SAFETY: as the caller promised.
+    let all = unsafe { std::slice::from_raw_parts_mut(out as *mut u16, blocks * len) };
+    let size = std::mem::size_of::<T>();
+    let split_block = |(block, out): (usize, &mut [u16])| {
+        out.fill(0);
+        let mut values = vec![0.0f32; p.k];
+        let mut row = [vec![0u16; p.k], vec![0u16; p.k], vec![0u16; p.k]];
+        for r in 0..BLOCK.min(p.m - block * BLOCK) {
+            for (k, value) in values.iter_mut().enumerate() {
+                // SAFETY: (row, k) is inside A, as the caller promised.
+                *value = unsafe { *(p.a.at(block * BLOCK + r, k, size) as *const T) }.widen().to_f32();
+            }
+            if !split(&values, &mut row) {
+                return false;
+            }
+            for (i, part) in row[..parts].iter().enumerate() {
+                for (chunk, run) in part.chunks(CHUNK).enumerate() {
+                    let at = ((i * chunks + chunk) * 2 + r / 16) * TILE + r % 16 * CHUNK;
+                    out[at..at + run.len()].copy_from_slice(run);
+                }
+            }
+        }
+        true
+    };
+    if threads > 1 { all.par_chunks_mut(len).enumerate().all(split_block) } else { all.chunks_mut(len).enumerate().all(split_block) }
+}
+
+/// A microkernel: the sum, over `segments` (the addresses of split A's and
+/// B's first chunks), of `chunks` chunks of the depth of the 32 x 32 block
+/// of C, added to the f32 block at `c` (32 x 32, rows 128 bytes apart) or,
+/// with `load` false, replacing it. One call runs every term that goes to
+/// one block of sums: the accumulators stay in the tiles.
+pub(super) type TileKernel = unsafe fn(segments: &[[usize; 2]], chunks: usize, c: usize, load: bool);
+
+/// The microkernel on the AMX tiles: C in tiles 0 to 3, A's two tiles in 4
+/// and 5, B's in 6 and 7. The tiles must be configured ([`configure`]).
+///
+/// # Safety
+/// Each segment's `a` and `b` hold `chunks` chunks (2 KiB each), `c` a 4
+/// KiB block, all 64-byte aligned; the tiles are configured.
+#[cfg(target_arch = "x86_64")]
+unsafe fn amx_kernel(segments: &[[usize; 2]], chunks: usize, c: usize, load: bool) {
+    if segments.is_empty() || chunks == 0 {
+        return;
+    }
+    // SAFETY: as the caller promised.
+    unsafe {
+        std::arch::asm!(
+            "test {load}, {load}",
+            "jz 3f",
+            "tileloadd tmm0, [{c} + {row}]",
+            "tileloadd tmm1, [{c} + {row} + 64]",
+            "tileloadd tmm2, [{c} + {row} + 2048]",
+            "tileloadd tmm3, [{c} + {row} + 2112]",
+            "jmp 5f",
+            "3:",
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            "5:",
+            "mov {a}, [{segment}]",
+            "mov {b}, [{segment} + 8]",
+            "mov {left}, {chunks}",
+            "4:",
+            "tileloadd tmm4, [{a} + {line}]",
+            "tileloadd tmm6, [{b} + {line}]",
+            "tdpbf16ps tmm0, tmm4, tmm6",
+            "tileloadd tmm7, [{b} + {line} + 1024]",
+            "tdpbf16ps tmm1, tmm4, tmm7",
+            "tileloadd tmm5, [{a} + {line} + 1024]",
+            "tdpbf16ps tmm2, tmm5, tmm6",
+            "tdpbf16ps tmm3, tmm5, tmm7",
+            "add {a}, 2048",
+            "add {b}, 2048",
+            "dec {left}",
+            "jnz 4b",
+            "add {segment}, 16",
+            "dec {segments}",
+            "jnz 5b",
+            "tilestored [{c} + {row}], tmm0",
+            "tilestored [{c} + {row} + 64], tmm1",
+            "tilestored [{c} + {row} + 2048], tmm2",
+            "tilestored [{c} + {row} + 2112], tmm3",
+            load = in(reg) u64::from(load),
+            c = in(reg) c,
+            row = in(reg) 128usize,
+            line = in(reg) 64usize,
+            chunks = in(reg) chunks,
+            segment = inout(reg) segments.as_ptr() => _,
+            segments = inout(reg) segments.len() => _,
+            a = out(reg) _,
+            b = out(reg) _,
+            left = out(reg) _,
+            options(nostack, readonly),
+        );
+    }
+}
+
+/// Loads the tile configuration the microkernel uses: eight tiles of 16
+/// rows of 64 bytes.
+///
+/// # Safety
+/// The OS granted the tile state ([`available`]).
+#[cfg(target_arch = "x86_64")]
+unsafe fn configure() {
+    #[repr(C, align(64))]
+    struct Config([u8; 64]);
+    let mut config = Config([0; 64]);
+    config.0[0] = 1;
+    for tile in 0..8 {
+        config.0[16 + 2 * tile] = 64;
+        config.0[48 + tile] = 16;
+    }
+    // SAFETY: a valid palette-1 configuration, as the caller promised.
+    unsafe { std::arch::asm!("ldtilecfg [{}]", in(reg) config.0.as_ptr(), options(nostack, readonly)) };
+}
+
+/// Returns the tiles to their initial state (cheap to save on a switch).
+///
+/// # Safety
+/// The OS granted the tile state.
+#[cfg(target_arch = "x86_64")]
+unsafe fn release() {
+    // SAFETY: as the caller promised.
+    unsafe { std::arch::asm!("tilerelease", options(nostack, nomem)) };
+}
+
+/// Runs `p` on the tiles with B split in `packed` (or split here), `threads`
+/// parts of whole panels of columns when its work reaches `work`; false
+/// (C untouched) where an operand does not split.
+///
+/// # Safety
+/// As [`super::multiply`]; the tiles are [`available`].
+pub(super) unsafe fn multiply<T: Element>(p: Product, packed: Option<&TileB>, threads: usize, work: usize, epilogue: Option<Epilogue<'_>>) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: as the caller promised.
+        unsafe { multiply_with::<T>(p, packed, threads, work, epilogue, amx_kernel, true) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (p, packed, threads, work, epilogue);
+        false
+    }
+}
+
+/// [`multiply`] with the microkernel `kernel` (`tiles`: the AMX one,
+/// which needs the tile configuration).
+///
+/// # Safety
+/// As [`multiply`]; with `tiles`, the tiles are [`available`].
+pub(super) unsafe fn multiply_with<T: Element>(
+    p: Product,
+    packed: Option<&TileB>,
+    threads: usize,
+    work: usize,
+    epilogue: Option<Epilogue<'_>>,
+    kernel: TileKernel,
+    tiles: bool,
+) -> bool {
+    let own;
+    let b = match packed {
+        Some(b) if b.fits::<T>(&p) => b,
+        Some(_) => return false,
+        None => {
+            // SAFETY: as the caller promised.
+            match unsafe { pack_b::<T>(&p) } {
+                Some(b) => {
+                    own = b;
+                    &own
+                }
+                None => return false,
+            }
+        }
+    };
+    let a_len = p.m.div_ceil(BLOCK) * block_len(T::TILE_PARTS, p.k.div_ceil(CHUNK));
+    with_scratch(&SPLIT_A, a_len * 2, |a| {
+        // SAFETY: the scratch holds the split A, aligned.
+        if !unsafe { split_a::<T>(&p, a, threads) } {
+            return false;
+        }
+        let panels = p.n.div_ceil(BLOCK);
+        let parts = thread_parts(&p, threads, work).min(panels);
+        let chunk = panels.div_ceil(parts);
+        let run = |part: usize| {
+            let first = part * chunk;
+            let count = chunk.min(panels - first);
+            // SAFETY: the split operands are this product's; the part's
+            // panels are inside B and C.
+            unsafe { run_part::<T>(&p, a, b.address(), first, count, epilogue, kernel, tiles) };
+        };
+        if parts > 1 {
+            (0..panels.div_ceil(chunk)).into_par_iter().for_each(run);
+        } else {
+            run(0);
+        }
+        true
+    })
+}
+
+/// One part of a tile product: panels `first..first + count` of C. The
+/// depth runs in passes whose split A stays in the second level; in each,
+/// every panel's every block of 32 rows runs each term over the pass's
+/// chunks, the leading parts' product into one f32 block of scratch and
+/// the smaller terms into another (so that the sum's rounding is that of
+/// the leading products alone, whatever the order of the passes). After
+/// the last pass a panel's blocks are written to C (their sum), then the
+/// epilogue runs over them.
+///
+/// # Safety
+/// `a` and `b` are `p`'s split operands; the panels are `p`'s.
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_part<T: Element>(p: &Product, a: usize, b: usize, first: usize, count: usize, epilogue: Option<Epilogue<'_>>, kernel: TileKernel, tiles: bool) {
+    let parts = T::TILE_PARTS;
+    let terms = terms(parts);
+    let chunks = p.k.div_ceil(CHUNK);
+    let blocks = p.m.div_ceil(BLOCK);
+    let (a_len, b_len) = (block_len(parts, chunks) * 2, block_len(parts, chunks) * 2);
+    let chunk_bytes = 2 * TILE * 2;
+    let pass_chunks = (PASS_A_BYTES / (blocks * parts * chunk_bytes)).max(KERNEL_CHUNKS);
+    let passes = chunks.div_ceil(pass_chunks);
+    // Each block's two sums (leading, smaller), for one panel, or for every
+    // panel when the depth takes passes.
+    let scratch_panels = if passes == 1 { 1 } else { count };
+    let sums_bytes = BLOCK * BLOCK * 4;
+    let size = std::mem::size_of::<T>();
+    with_scratch(&SCRATCH, scratch_panels * blocks * 2 * sums_bytes, |c| {
+        #[cfg(target_arch = "x86_64")]
+        if tiles {
+            // SAFETY: the caller promised the tile state.
+            unsafe { configure() };
+        }
+        for pass in 0..passes {
+            let (start, end) = (pass * pass_chunks, ((pass + 1) * pass_chunks).min(chunks));
+            for panel in 0..count {
+                let c_panel = c + if passes == 1 { 0 } else { panel * blocks * 2 * sums_bytes };
+                let b_panel = b + (first + panel) * b_len;
+                for block in 0..blocks {
+                    let sums = c_panel + block * 2 * sums_bytes;
+                    let segment =
+                        |&(i, j): &(usize, usize)| [a + block * a_len + (i * chunks + start) * chunk_bytes, b_panel + (j * chunks + start) * chunk_bytes];
+                    let smaller: Vec<[usize; 2]> = terms[..terms.len() - 1].iter().map(segment).collect();
+                    // SAFETY: the chunks are inside the split operands; the sums inside the scratch.
+                    unsafe {
+                        kernel(&smaller, end - start, sums + sums_bytes, pass > 0);
+                        kernel(&[segment(&(0, 0))], end - start, sums, pass > 0);
+                    }
+                }
+                if pass + 1 == passes {
+                    let j = (first + panel) * BLOCK;
+                    let cols = BLOCK.min(p.n - j);
+                    for block in 0..blocks {
+                        let i = block * BLOCK;
+                        let rows = BLOCK.min(p.m - i);
+                        let leading = (c_panel + block * 2 * sums_bytes) as *mut f32;
+                        // SAFETY: the block's two sums are inside the scratch.
+                        let (leading, smaller) = unsafe {
+                            (std::slice::from_raw_parts_mut(leading, BLOCK * BLOCK), std::slice::from_raw_parts(leading.add(BLOCK * BLOCK), BLOCK * BLOCK))
+                        };
+                        if terms.len() > 1 {
+                            leading.iter_mut().zip(smaller).for_each(|(sum, &small)| *sum += small);
+                        }
+                        for (r, sums) in leading.chunks_exact(BLOCK).take(rows).enumerate() {
+                            // SAFETY: the row's `cols` elements are inside C.
+                            unsafe { write_row::<T>(p.c.at(i + r, j, size) as *mut T, p.c.col_step, &sums[..cols], p.accumulate) };
+                        }
+                        if let Some(finish) = epilogue {
+                            finish(i, rows, j, cols);
+                        }
+                    }
+                }
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        if tiles {
+            // SAFETY: as above.
+            unsafe { release() };
+        }
+    });
+}
+
+/// Writes `sums` to the row of C at `out` (elements `step` apart), added
+/// to it with `accumulate`; in vectors where the row is contiguous.
+///
+/// # Safety
+/// The row's `sums.len()` elements are inside C.
+#[inline(always)]
+unsafe fn write_row<T: Element>(out: *mut T, step: isize, sums: &[f32], accumulate: bool) {
+    let value = |old: T, sum: f32| T::narrow(T::Wide::from_f32(if accumulate { old.widen().to_f32() + sum } else { sum }));
+    if step == 1 {
+        // SAFETY: as the caller promised.
+        let row = unsafe { std::slice::from_raw_parts_mut(out, sums.len()) };
+        row.iter_mut().zip(sums).for_each(|(out, &sum)| *out = value(*out, sum));
+    } else {
+        for (q, &sum) in sums.iter().enumerate() {
+            // SAFETY: as the caller promised.
+            unsafe {
+                let at = out.offset(q as isize * step);
+                *at = value(*at, sum);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Strided;
+    use super::*;
+
+    /// `tdpbf16ps` in Rust: the layout and blocking checked on any CPU.
+    unsafe fn emulated_kernel(segments: &[[usize; 2]], chunks: usize, c: usize, load: bool) {
+        let bf16 = |bits: u16| f32::from_bits(u32::from(bits) << 16);
+        let c = c as *mut f32;
+        for r in 0..BLOCK {
+            for q in 0..BLOCK {
+                // SAFETY: as the kernel's contract.
+                unsafe {
+                    let mut sum = if load { *c.add(r * BLOCK + q) } else { 0.0 };
+                    for &[a, b] in segments {
+                        let (a, b) = (a as *const u16, b as *const u16);
+                        for chunk in 0..chunks {
+                            let (tile_a, tile_b) = (a.add(chunk * 2 * TILE + r / 16 * TILE), b.add(chunk * 2 * TILE + q / 16 * TILE));
+                            for pair in 0..16 {
+                                for e in 0..2 {
+                                    sum += bf16(*tile_a.add(r % 16 * 32 + pair * 2 + e)) * bf16(*tile_b.add(pair * 32 + q % 16 * 2 + e));
+                                }
+                            }
+                        }
+                    }
+                    *c.add(r * BLOCK + q) = sum;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_parts_of_an_f32_sum_to_it_exactly() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let values: Vec<f32> = (0..100_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                f32::from_bits(state as u32)
+            })
+            .collect();
+        let mut parts = [vec![0u16; 1], vec![0u16; 1], vec![0u16; 1]];
+        let f = |bits: u16| f32::from_bits(u32::from(bits) << 16);
+        for &x in &values {
+            if split(&[x], &mut parts) {
+                let want = if x.abs() < f32::MIN_POSITIVE { 0.0f32.copysign(x) } else { x };
+                let sum = f64::from(f(parts[0][0])) + f64::from(f(parts[1][0])) + f64::from(f(parts[2][0]));
+                assert_eq!(sum, f64::from(want), "{x:e}");
+                assert!(parts.iter().all(|p| f(p[0]) == 0.0 || f(p[0]).abs() >= f32::MIN_POSITIVE), "{x:e}: a subnormal part");
+            } else {
+                assert!(x.abs().to_bits() >= LARGEST_SPLIT || (x.abs() >= f32::MIN_POSITIVE && x.abs() < SMALLEST_SPLIT), "{x:e}");
+            }
+        }
+        let mut all = [vec![0u16; values.len()], vec![0u16; values.len()], vec![0u16; values.len()]];
+        let finite: Vec<f32> = values.iter().map(|x| if x.is_finite() && x.abs() > 1e-30 && x.abs() < 1e38 { *x } else { 1.5 }).collect();
+        assert!(split(&finite, &mut all), "a slice of values that split");
+    }
+
+    #[test]
+    fn terms_run_from_the_smallest_to_the_leading_parts() {
+        assert_eq!(terms(3), [(0, 2), (1, 1), (2, 0), (0, 1), (1, 0), (0, 0)]);
+        assert_eq!(terms(2), [(1, 1), (0, 1), (1, 0), (0, 0)]);
+        assert_eq!(terms(1), [(0, 0)]);
+    }
+
+    /// Products on the emulated tiles against f64 sums: f32-grade for f32
+    /// operands, across block, panel, pass and chunk edges, C strided and
+    /// accumulated, on one and two threads; every block finished once.
+    /// The same on the CPU's tiles where it has them.
+    #[test]
+    fn tile_products_are_f32_grade() {
+        products_are_f32_grade(emulated_kernel, false);
+    }
+
+    #[test]
+    fn products_on_this_cpus_tiles_are_f32_grade() {
+        if !available() {
+            eprintln!("skipped: this CPU or OS gives no AMX tiles (or NAX_AMX=0)");
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        products_are_f32_grade(amx_kernel, true);
+    }
+
+    fn products_are_f32_grade(kernel: TileKernel, tiles: bool) {
+        for (m, n, k) in [(16, 1, 1), (33, 40, 70), (64, 65, 300), (40, 33, 2100), (20, 17, 9000)] {
+            for (accumulate, threads) in [(false, 1), (true, 2)] {
+                let value = |i: usize| ((i * 7919 % 1009) as f32 / 1009.0 - 0.5) * (1.0 + (i % 13) as f32 / 7.0);
+                let a: Vec<f32> = (0..m * k).map(value).collect();
+                let b: Vec<f32> = (0..k * n).map(|i| value(i + 17)).collect();
+                let mut c = vec![0.25f32; 2 * m * n];
+                let p = Product {
+                    m,
+                    n,
+                    k,
+                    a: Strided { ptr: a.as_ptr() as usize, row_step: k as isize, col_step: 1 },
+                    b: Strided { ptr: b.as_ptr() as usize, row_step: n as isize, col_step: 1 },
+                    c: Strided { ptr: c.as_mut_ptr() as usize, row_step: 2 * n as isize, col_step: 1 },
+                    accumulate,
+                };
+                let seen = std::sync::Mutex::new(vec![0u32; m * n]);
+                let count = |i: usize, rows: usize, j: usize, cols: usize| {
+                    let mut s = seen.lock().unwrap();
+                    (i..i + rows).for_each(|r| (j..j + cols).for_each(|q| s[r * n + q] += 1));
+                };
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                // SAFETY: the matrices hold every element the steps reach.
+                let ran = pool.install(|| unsafe { multiply_with::<f32>(p, None, threads, 0, Some(&count), kernel, tiles) });
+                assert!(ran);
+                for i in 0..m {
+                    for j in 0..n {
+                        let exact: f64 = (0..k).map(|q| f64::from(a[i * k + q]) * f64::from(b[q * n + j])).sum::<f64>() + if accumulate { 0.25 } else { 0.0 };
+                        let scale: f64 = (0..k).map(|q| (f64::from(a[i * k + q]) * f64::from(b[q * n + j])).abs()).sum::<f64>() + 0.25;
+                        let got = f64::from(c[i * 2 * n + j]);
+                        // An f32 sum's bound (a rounding per term, of the
+                        // unit 2^-24), a tenth more for the small terms'
+                        // sum, and the dropped terms' two units.
+                        let bound = (1.1 * k as f64 + 4.0) * scale * f64::from(f32::EPSILON) / 2.0;
+                        assert!((got - exact).abs() <= bound, "{m}x{n}x{k} at ({i}, {j}): {got} against {exact}");
+                    }
+                }
+                assert!(seen.into_inner().unwrap().iter().all(|&s| s == 1));
+            }
+        }
+    }
+
+    #[test]
+    fn operands_that_do_not_split_leave_c_to_the_fma_path() {
+        let (m, n, k) = (16, 4, 3);
+        for bad in [f32::INFINITY, f32::NAN, 1e-33, 3.4e38] {
+            let mut a = vec![1.0f32; m * k];
+            a[5] = bad;
+            let b = vec![1.0f32; k * n];
+            let mut c = vec![7.0f32; m * n];
+            let p = Product {
+                m,
+                n,
+                k,
+                a: Strided { ptr: a.as_ptr() as usize, row_step: k as isize, col_step: 1 },
+                b: Strided { ptr: b.as_ptr() as usize, row_step: n as isize, col_step: 1 },
+                c: Strided { ptr: c.as_mut_ptr() as usize, row_step: n as isize, col_step: 1 },
+                accumulate: false,
+            };
+            // SAFETY: the matrices hold every element the steps reach.
+            assert!(!unsafe { multiply_with::<f32>(p, None, 1, 0, None, emulated_kernel, false) });
+            assert!(c.iter().all(|&x| x == 7.0));
+        }
+    }
+}
