@@ -173,6 +173,10 @@ fn build_so_options() {
         (vec!["--emit", "so", "-o", dir.join("libnax_capi.so").to_str().unwrap()], "reserved"),
         (vec!["--emit", "so", "--embed-weights", "-o", lib.to_str().unwrap()], "--weights"),
         (vec!["--emit", "so", "--backend", "cranelift", "-o", lib.to_str().unwrap()], "llvm"),
+        (vec!["--emit", "so", "-o", dir.join("libm.so").to_str().unwrap()], "a system library's"),
+        (vec!["--emit", "so", "-o", dir.join("libpthread.so").to_str().unwrap()], "a system library's"),
+        (vec!["--emit", "so", "-o", dir.join("missing/libgemm.so").to_str().unwrap()], "does not exist"),
+        (vec!["--emit", "graph", "-o", dir.to_str().unwrap()], "is a directory"),
     ] {
         let mut all = vec!["build", gemm];
         all.extend(args);
@@ -249,4 +253,91 @@ fn o0_turns_the_graph_rewriting_off() {
     // One three-operand kernel as written; two matrix-vector products when b and c are contracted first.
     assert_eq!(kernels("-O0"), 1);
     assert_eq!(kernels("-O1"), 2);
+}
+
+/// `CC` is split into words as a shell splits it (`ccache cc`, `cc -O2`);
+/// a CC that writes nothing is named as the reason.
+#[test]
+fn cc_is_split_into_words_and_must_write_the_library() {
+    let dir = tempdir();
+    let gemm = crate::support::root().join("examples/workloads/gemm.nax");
+    let lib = dir.join("libgemm.so");
+    let build = |cc: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_nax"))
+            .args(["build", gemm.to_str().unwrap(), "--emit", "so", "-o", lib.to_str().unwrap()])
+            .env("CC", cc)
+            .output()
+            .expect("run nax")
+    };
+    let out = build("cc -O2");
+    assert_eq!(out.status.code(), Some(0), "CC='cc -O2': {}", String::from_utf8_lossy(&out.stderr));
+    assert!(lib.is_file());
+    let out = build("true");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("wrote no library"), "{err}");
+    let out = build("cc 'unclosed");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("quotes do not close"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `--out` writes a regular file or a new path: a FIFO, a device or a
+/// directory is refused before anything runs and stays what it was; a
+/// symbolic link to a regular file is followed and stays a link.
+#[test]
+fn out_writes_only_regular_files_and_new_paths() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempdir();
+    let source = dir.join("f.nax");
+    std::fs::write(&source, "def f() -> [3] {\n    return arange(3) * 1.5\n}\n").unwrap();
+    let run = |out: &std::path::Path| nax(&["run", source.to_str().unwrap(), "--fn", "f", "--out", out.to_str().unwrap()]);
+    let fifo = dir.join("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for (path, what) in [(fifo.as_path(), "a FIFO"), (std::path::Path::new("/dev/null"), "a character device"), (dir.as_path(), "a directory")] {
+        let out = run(path);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", path.display());
+        assert!(err.contains(what), "{}: {err}", path.display());
+    }
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO stays a FIFO");
+    assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+    let target = dir.join("target.safetensors");
+    std::fs::write(&target, b"old").unwrap();
+    let link = dir.join("link.safetensors");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = run(&link);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link stays a link");
+    assert!(nax::read_tensors(&target).unwrap().iter().any(|(name, _)| name == "out"), "the link's target holds the result");
+    let dangling = dir.join("dangling");
+    std::os::unix::fs::symlink(dir.join("nowhere/x"), &dangling).unwrap();
+    let out = run(&dangling);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A reader that closes the pipe early (`nax check --types | head -1`)
+/// ends the printing quietly: no panic, no "Broken pipe" message.
+#[test]
+fn a_closed_pipe_ends_printing_quietly() {
+    use std::io::Read;
+    let mut source = String::new();
+    for i in 0..3000 {
+        source.push_str(&format!("def f{i}(x: [n]) -> [n] {{\n    return x * 2.0\n}}\n"));
+    }
+    let dir = tempdir();
+    let file = dir.join("many.nax");
+    std::fs::write(&file, source).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nax"))
+        .args(["check", file.to_str().unwrap(), "--types"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The read end is closed here, with most of the output unread.
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{err}");
 }

@@ -107,7 +107,26 @@ fn gpt2_agrees_with_transformers() {
         .with_weights_file(&dir.join("weights.safetensors"))
         .expect("the weights bind");
     run(&program, &reference);
+    bf16_agrees_with_f32(&dir, &program, &reference["prompt"]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same model with bf16 parameters (gpt2.nax's bf16 variant, its
+/// weights rounded to bf16): prefill logits within 2e-2 of the f32 model's
+/// (on the AMX tiles where the CPU has them, else widened to f32).
+fn bf16_agrees_with_f32(dir: &std::path::Path, program: &nax::Program, prompt: &HostTensor) {
+    let source = std::fs::read_to_string(dir.join("gpt2.nax")).unwrap();
+    let weights = nax::read_tensors(&dir.join("weights.safetensors")).unwrap().into_iter().map(|(name, t)| {
+        let data = TensorData::BF16(f32s(&t).into_iter().map(half::bf16::from_f32).collect());
+        (name, HostTensor::new(data, t.shape().to_vec(), t.names().to_vec()).expect("a bf16 weight"))
+    });
+    let bf16 =
+        Engine::new().compile(&crate::variants::bf16_variant(&source)).expect("the bf16 variant checks").with_weights(weights).expect("bf16 weights bind");
+    let want = f32s(&call(&program.function("gpt2").unwrap(), &[("tokens", prompt)]));
+    let got = f32s(&call(&bf16.function("gpt2").unwrap(), &[("tokens", prompt)]));
+    let worst = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0f32, f32::max);
+    println!("bf16 prefill logits: largest difference from f32 {worst:.3e} (matrix tiles: {})", nax_runtime::matrix_tiles());
+    assert!(worst <= 2e-2, "bf16 logits differ from f32's by {worst}");
 }
 
 fn run(program: &nax::Program, reference: &HashMap<String, HostTensor>) {

@@ -41,3 +41,5 @@ mod products;
 mod robustness;
 mod run;
 mod support;
+#[path = "support/variants.rs"]
+mod variants;

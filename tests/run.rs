@@ -205,7 +205,8 @@ fn bad_inputs_are_rejected_with_a_clear_message() {
         "--out",
         "/nonexistent-dir/out.safetensors",
     ]);
-    assert_eq!(unwritable.status.code(), Some(1), "{}", String::from_utf8_lossy(&unwritable.stderr));
+    // A path that cannot be written is an I/O problem, found before the run.
+    assert_eq!(unwritable.status.code(), Some(2), "{}", String::from_utf8_lossy(&unwritable.stderr));
     assert!(String::from_utf8_lossy(&unwritable.stderr).contains("/nonexistent-dir"));
 }
 

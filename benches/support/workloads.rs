@@ -24,6 +24,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
 
+#[path = "../../tests/support/variants.rs"]
+mod variants;
+
 /// The built-in memory-bandwidth workload (`benches/compare.py` has the same source).
 const ELEMENTWISE: &str = "dim n = 4096\ndim m = 4096\n\ndef elementwise(x: [n m], y: [n m]) -> [n m] {\n    return x + y\n}\n";
 
@@ -64,16 +67,9 @@ pub fn all() -> Vec<Workload> {
     let gpt2 = std::fs::read_to_string(root.join("examples/gpt2/gpt2.nax")).expect("examples/gpt2/gpt2.nax");
     for (name, function, sizes) in [("gpt2_prefill", "gpt2", vec![("b", 1), ("n", 128)]), ("gpt2_decode", "step", vec![("b", 1), ("n", 1), ("c", 127)])] {
         all.push(Workload { name: name.to_string(), function: function.to_string(), source: gpt2.clone(), sizes: sizes.clone(), weight_scale: 0.05 });
-        all.push(Workload { name: format!("{name}_bf16"), function: function.to_string(), source: bf16_variant(&gpt2), sizes, weight_scale: 0.05 });
+        all.push(Workload { name: format!("{name}_bf16"), function: function.to_string(), source: variants::bf16_variant(&gpt2), sizes, weight_scale: 0.05 });
     }
     all
-}
-
-/// The model of `source` in bf16: every tensor type without a kind (f32)
-/// declared bf16, its parameters, weights, results and renames alike
-/// (positions, `arange(..)`, renamed by `as`, stay integers).
-pub fn bf16_variant(source: &str) -> String {
-    source.replace(": [", ": bf16[").replace("-> [", "-> bf16[").replace(") as [", ") as bf16[").replace("arange(n) as bf16[", "arange(n) as Int[")
 }
 
 /// Source to graph, rewritten by the optimizer, through the pipeline (as `nax run` does).

@@ -57,7 +57,7 @@ impl Imported {
                 type_name(object)
             )));
         }
-        let managed = dlpark::python::from_dlpack(object.as_borrowed(), None, Some(false))
+        let managed = dlpark::python::from_dlpack(object.as_borrowed(), None, None)
             .map_err(|e| crate::errors::error(format!("{what}: its DLPack export failed: {e}")))?;
         Imported::from_managed(what, managed)
     }

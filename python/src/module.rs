@@ -90,6 +90,9 @@ pub fn compile(
     check_bounds: bool,
 ) -> PyResult<Module> {
     crate::errors::guard(|| {
+        if threads > nax::MAX_THREADS {
+            return Err(error(format!("threads={threads}: give 0 (one per core) or a count from 1 to {}", nax::MAX_THREADS)));
+        }
         let mut engine = Engine::new().backend(self::backend(backend)?).optimize(optimize).check_bounds(check_bounds);
         if threads > 0 {
             engine = engine.threads(threads);
@@ -186,10 +189,15 @@ impl<'py> Held<'py> {
     pub fn new(name: &str, host: Option<HostType>, object: &Bound<'py, PyAny>) -> PyResult<Held<'py>> {
         let what = format!("argument '{name}'");
         if let Some(host) = host {
-            let wrong = |_| error(format!("{what}: the parameter is a host {}, not a {}", host.as_str(), type_name(object)));
+            let wrong = |_: PyErr| error(format!("{what}: the parameter is a host {}, not a {}", host.as_str(), type_name(object)));
+            // An int outside int64 is an int all the same: say so.
+            let out_of_range = |e: PyErr| match object.is_instance_of::<pyo3::types::PyInt>() {
+                true => error(format!("{what}: {object} does not fit a host int (a signed 64-bit integer, from -2**63 to 2**63 - 1)")),
+                false => wrong(e),
+            };
             return Ok(Held::Scalar(match host {
                 HostType::Bool => Scalar::Bool(object.extract::<bool>().map_err(wrong)?),
-                HostType::Int => Scalar::Int(object.extract::<i64>().map_err(wrong)?),
+                HostType::Int => Scalar::Int(object.extract::<i64>().map_err(out_of_range)?),
                 HostType::Float => Scalar::Float(object.extract::<f64>().map_err(wrong)?),
             }));
         }

@@ -485,8 +485,10 @@ impl Execute for NativeFunction {
             bytes = bytes.saturating_add(extra);
         }
         // The weights the products pack into the call's store (each weight
-        // whole and once, widened to the microkernel's type), less what the
-        // store holds already: the first call packs them, and they stay.
+        // whole and once, in its largest packed form here: widened to the
+        // microkernel's type, or split into the AMX tiles' bf16 parts),
+        // less what the store holds already: the first call packs them,
+        // and they stay.
         if let Some(store) = call.packed_weights() {
             let mut packed: Vec<usize> = p
                 .kernels
@@ -499,8 +501,8 @@ impl Execute for NativeFunction {
             packed.sort_unstable();
             packed.dedup();
             let needed = packed.iter().fold(0u128, |total, &w| {
-                let widening = if p.buffers[w].dtype == DType::F64 { 1 } else { 4 / p.buffers[w].dtype.size_bytes() as u128 };
-                total.saturating_add(bytes_of(w).saturating_mul(widening.max(1)))
+                let dtype = p.buffers[w].dtype;
+                total.saturating_add((bytes_of(w) / dtype.size_bytes() as u128).saturating_mul(crate::gemm::packed_bytes_per_element(dtype)))
             });
             bytes = bytes.saturating_add(needed.saturating_sub(u128::from(store.bytes())));
         }

@@ -346,7 +346,7 @@ pub enum RuntimeError {
     ThreadPool {
         /// The threads asked for.
         threads: usize,
-        /// The operating system's reason.
+        /// Why not: too many, or the operating system's reason.
         message: String,
     },
 

@@ -219,6 +219,19 @@ impl PackedB {
     }
 }
 
+/// The most bytes per element of B that a packed weight of `dtype` takes
+/// on this machine: its panels, widened to the microkernel's type, or its
+/// bf16 parts for the AMX tiles.
+pub(crate) fn packed_bytes_per_element(dtype: DType) -> u128 {
+    let (wide, parts): (u128, u128) = match dtype {
+        DType::F64 => (8, 0),
+        DType::F16 => (4, 2),
+        DType::BF16 => (4, 1),
+        _ => (4, 3),
+    };
+    if amx::available() { wide.max(2 * parts) } else { wide }
+}
+
 /// How a product whose B is a weight reads it packed: panels for blocks of
 /// this many columns, or split for the tiles (what a store of packed
 /// weights keys them by, with the weight and the product's geometry).

@@ -60,7 +60,7 @@ pub use safetensors_io::{StoredTensor, read_tensors, read_tensors_in_place, writ
 pub use signature::{AxisSpec, HostType, Param, ParamType, Scalar, Signature, TensorSpec, WeightSpec};
 pub use sizes::{MAX_SIZE, Size, SizeError, SizeTable, SymDef, SymId, Symbol, clipped_position};
 pub use tensor::{HostTensor, TensorData, row_major_strides};
-pub use threads::ThreadPool;
+pub use threads::{MAX_THREADS, ThreadPool};
 pub use view::{Element, TensorMut, TensorView};
 
 /// Helpers shared by the unit tests.

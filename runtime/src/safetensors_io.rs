@@ -17,7 +17,6 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
 
-use half::{bf16, f16};
 use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, View};
 
 use crate::dtype::DType;
@@ -55,7 +54,7 @@ pub fn read_tensors(path: &Path) -> Result<Vec<(String, HostTensor)>, RuntimeErr
     let mut bytes = Vec::new();
     bytes.try_reserve_exact(length as usize).map_err(|_| RuntimeError::Allocation { bytes: length as usize, count: length as usize })?;
     std::io::Read::read_to_end(&mut file, &mut bytes).map_err(read_error)?;
-    parse(&bytes, path, |t| HostTensor::new(decode(t.dtype, t.raw), t.shape, t.names).map_err(|e| format!("tensor '{}': {e}", t.name)))
+    parse(&bytes, path, |t| HostTensor::new(TensorData::from_le_bytes(t.dtype, t.raw), t.shape, t.names).map_err(|e| format!("tensor '{}': {e}", t.name)))
 }
 
 /// The most bytes a header may have (the `safetensors` crate's own cap).
@@ -109,7 +108,7 @@ pub fn read_tensors_in_place<'a>(bytes: &'a [u8], origin: &Path) -> Result<Vec<(
     parse(bytes, origin, |t| {
         match in_place(&t) {
             Some(view) => view.map(StoredTensor::InPlace),
-            None => HostTensor::new(decode(t.dtype, t.raw), t.shape, t.names).map(StoredTensor::Copied),
+            None => HostTensor::new(TensorData::from_le_bytes(t.dtype, t.raw), t.shape, t.names).map(StoredTensor::Copied),
         }
         .map_err(|e| format!("tensor '{}': {e}", t.name))
     })
@@ -214,31 +213,6 @@ fn from_dtype(d: DType) -> Dtype {
         DType::I32 => Dtype::I32,
         DType::I64 => Dtype::I64,
         DType::Bool => Dtype::BOOL,
-    }
-}
-
-/// Decodes little-endian elements; a trailing partial element is dropped
-/// (the caller's element-count check then reports it). Bool bytes other
-/// than 0 read as `true`.
-fn decode(dtype: DType, raw: &[u8]) -> TensorData {
-    /// Decodes each `N`-byte chunk with `from`.
-    fn chunks<const N: usize, T>(raw: &[u8], from: impl Fn([u8; N]) -> T) -> Vec<T> {
-        raw.chunks_exact(N)
-            .map(|c| {
-                let mut a = [0u8; N];
-                a.copy_from_slice(c);
-                from(a)
-            })
-            .collect()
-    }
-    match dtype {
-        DType::F16 => TensorData::F16(chunks(raw, f16::from_le_bytes)),
-        DType::BF16 => TensorData::BF16(chunks(raw, bf16::from_le_bytes)),
-        DType::F32 => TensorData::F32(chunks(raw, f32::from_le_bytes)),
-        DType::F64 => TensorData::F64(chunks(raw, f64::from_le_bytes)),
-        DType::I32 => TensorData::I32(chunks(raw, i32::from_le_bytes)),
-        DType::I64 => TensorData::I64(chunks(raw, i64::from_le_bytes)),
-        DType::Bool => TensorData::Bool(raw.iter().map(|&b| b != 0).collect()),
     }
 }
 

@@ -92,6 +92,31 @@ impl TensorData {
         self.len() == 0
     }
 
+    /// Decodes little-endian elements; a trailing partial element is dropped
+    /// (the caller's element-count check then reports it). Bool bytes other
+    /// than 0 read as `true`.
+    pub fn from_le_bytes(dtype: DType, raw: &[u8]) -> TensorData {
+        /// Decodes each `N`-byte chunk with `from`.
+        fn chunks<const N: usize, T>(raw: &[u8], from: impl Fn([u8; N]) -> T) -> Vec<T> {
+            raw.chunks_exact(N)
+                .map(|c| {
+                    let mut a = [0u8; N];
+                    a.copy_from_slice(c);
+                    from(a)
+                })
+                .collect()
+        }
+        match dtype {
+            DType::F16 => TensorData::F16(chunks(raw, f16::from_le_bytes)),
+            DType::BF16 => TensorData::BF16(chunks(raw, bf16::from_le_bytes)),
+            DType::F32 => TensorData::F32(chunks(raw, f32::from_le_bytes)),
+            DType::F64 => TensorData::F64(chunks(raw, f64::from_le_bytes)),
+            DType::I32 => TensorData::I32(chunks(raw, i32::from_le_bytes)),
+            DType::I64 => TensorData::I64(chunks(raw, i64::from_le_bytes)),
+            DType::Bool => TensorData::Bool(raw.iter().map(|&b| b != 0).collect()),
+        }
+    }
+
     /// The elements converted to `f64` from `values`, in the dtype `dtype`:
     /// see [`HostTensor::from_f64`] for the conversions.
     fn from_f64(dtype: DType, values: &[f64]) -> TensorData {
@@ -284,13 +309,18 @@ pub(crate) fn check_names(names: &[Option<String>], rank: usize) -> Result<(), R
 }
 
 /// The row-major strides of a shape, in elements: the last axis steps by 1,
-/// each other by the product of the sizes after it (saturating).
+/// each other by the product of the sizes after it (saturating). An empty
+/// shape (a size 0) addresses no element: its sizes of 0 count as 1, as
+/// torch lays out empty tensors, and a stride past `isize::MAX` is 0, so
+/// that every stride is a valid `isize` and `int64` (`[0 3 2^63-1]` has
+/// strides `[0 2^63-1 1]`, not an overflow).
 pub fn row_major_strides(shape: &[usize]) -> Vec<usize> {
+    let empty = shape.contains(&0);
     let mut strides = vec![1usize; shape.len()];
     let mut acc = 1usize;
     for (stride, &d) in strides.iter_mut().zip(shape).rev() {
-        *stride = acc;
-        acc = acc.saturating_mul(d);
+        *stride = if empty && acc > isize::MAX as usize { 0 } else { acc };
+        acc = acc.saturating_mul(if empty { d.max(1) } else { d });
     }
     strides
 }
@@ -329,6 +359,15 @@ mod tests {
         assert!(t.is_empty());
         assert!(t.permuted(&[2, 1, 0]).unwrap().is_empty());
         assert!(t.permuted(&[0, 1, 2]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn empty_shapes_have_strides_that_fit_int64() {
+        let huge = i64::MAX as usize;
+        assert_eq!(row_major_strides(&[0, 3, huge]), vec![0, huge, 1]);
+        assert_eq!(row_major_strides(&[2, 0, 5]), vec![5, 5, 1]);
+        assert_eq!(row_major_strides(&[2, 3, 4]), vec![12, 4, 1]);
+        assert!(row_major_strides(&[huge, huge, 0]).iter().all(|&s| s <= huge));
     }
 
     #[test]

@@ -17,10 +17,18 @@ pub struct ThreadPool {
     workers: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
+/// The most worker threads a pool may have: more is surely a mistake, and
+/// would exhaust the process's threads (slowly) before failing.
+pub const MAX_THREADS: usize = 1024;
+
 impl ThreadPool {
     /// A pool of `threads` workers (0: one per available core; 1: the
-    /// calling thread only, no thread is started).
+    /// calling thread only, no thread is started); more than
+    /// [`MAX_THREADS`] is an error, before any thread starts.
     pub fn new(threads: usize) -> Result<ThreadPool, RuntimeError> {
+        if threads > MAX_THREADS {
+            return Err(RuntimeError::ThreadPool { threads, message: format!("give 0 (one per core) or a count from 1 to {MAX_THREADS}") });
+        }
         let workers: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         if threads == 1 {
             return Ok(ThreadPool { pool: None, workers });

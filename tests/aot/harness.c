@@ -29,6 +29,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -263,8 +264,11 @@ int main(int argc, char **argv) {
     int c = lib_call(model, function, args, nargs, NULL);
     int d = lib_open(weights, open_threads, NULL);
     int e = lib_call(model, function, NULL, nargs, &r);
+    /* Counts past the arguments given: refused before any is read. */
+    int f = lib_call(model, function, args, (size_t)1 << 30, &r);
+    int g = lib_call(model, function, args, SIZE_MAX, &r);
     lib_close(NULL);
-    printf("nulls %d %d %d %d %d\n", a, b, c, d, e);
+    printf("nulls %d %d %d %d %d %d %d\n", a, b, c, d, e, f, g);
   }
   status = lib_call(model, function, args, nargs, &r);
   if (status == NAX_OK && threads > 0) {

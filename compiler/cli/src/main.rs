@@ -8,6 +8,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod output;
 mod report;
 mod run;
 
@@ -199,6 +200,14 @@ fn backend(name: BackendName) -> Backend {
 }
 
 fn run_command(req: &run::RunRequest, backend: Backend, show_timings: bool) -> ExitCode {
+    let out = match output::target(&req.out) {
+        Ok(out) => out,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let req = &run::RunRequest { out, ..req.clone() };
     if let Some(message) = run::out_overwrites_an_input(req) {
         eprintln!("error: {message}");
         return ExitCode::from(2);
@@ -331,6 +340,14 @@ fn build(path: &Path, out: &Path, name: BackendName, show_timings: bool, options
         eprintln!("error: {message}");
         return ExitCode::from(2);
     }
+    let out = match output::target(out) {
+        Ok(out) => out,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let out = out.as_path();
     let source = match read_source(path) {
         Ok(s) => s,
         Err(code) => return code,
@@ -399,7 +416,7 @@ fn build(path: &Path, out: &Path, name: BackendName, show_timings: bool, options
     if show_timings {
         eprint!("{}", timings.report(backend.name()));
     }
-    match std::fs::write(out, text) {
+    match output::write(out, &text) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: cannot write `{}`: {e}", out.display());
@@ -446,12 +463,12 @@ fn check(path: &Path, format: Format, types: bool) -> ExitCode {
     };
     let checked = nax_front::check_source(&source);
     match format {
-        Format::Json => println!("{}", report::json(&source, &checked)),
+        Format::Json => output::print(&format!("{}\n", report::json(&source, &checked))),
         Format::Text => {
             let name = path.display().to_string();
             eprint!("{}", nax_front::diagnostics::render_text(&name, &source, &checked.diagnostics));
             if types {
-                print!("{}", report::types_text(&source, &checked));
+                output::print(&report::types_text(&source, &checked));
             }
         }
     }
@@ -461,7 +478,7 @@ fn check(path: &Path, format: Format, types: bool) -> ExitCode {
 fn explain(code: &str) -> ExitCode {
     match Code::parse(code) {
         Some(c) => {
-            print!("{}", c.explanation());
+            output::print(c.explanation());
             ExitCode::SUCCESS
         }
         None => {

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 /// What `nax run` was asked to do.
+#[derive(Clone)]
 pub struct RunRequest {
     pub file: PathBuf,
     pub function: String,

@@ -175,14 +175,36 @@ impl Program {
 
     /// The same program with these weights: each tensor named like a weight
     /// of the module binds to it by the rules of LANGUAGE.md section 12
-    /// (named axes are transposed to the declared order); tensors that are
-    /// no weight of the module are ignored.
+    /// (named axes are transposed to the declared order) and must have the
+    /// weight's dtype, rank and constant sizes (checked here, not at the
+    /// first call); tensors that are no weight of the module are ignored.
     pub fn with_weights(&self, tensors: impl IntoIterator<Item = (String, HostTensor)>) -> Result<Program, Error> {
+        let module = &self.compiled.module;
         let mut weights = self.weights.tensors().clone();
         for (name, t) in tensors {
-            let Some(w) = self.compiled.module.weights.iter().find(|w| w.name == name) else { continue };
+            let Some(w) = module.weights.iter().find(|w| w.name == name) else { continue };
             let names: Vec<Option<String>> = w.ty.axes.iter().map(|a| a.name.clone()).collect();
             let bound = nax_runtime::bind_owned(&name, &names, t)?;
+            let misfit = |problem: String| Error::Weight { name: name.clone(), problem };
+            if bound.dtype() != w.ty.dtype {
+                return Err(misfit(format!("the tensor is {}, the weight is declared {}", bound.dtype().as_str(), w.ty.dtype.as_str())));
+            }
+            if bound.shape().len() != w.ty.axes.len() {
+                return Err(misfit(format!(
+                    "the tensor has rank {} ({:?}), the weight is declared with {} axes",
+                    bound.shape().len(),
+                    bound.shape(),
+                    w.ty.axes.len()
+                )));
+            }
+            for (i, (axis, &given)) in w.ty.axes.iter().zip(bound.shape()).enumerate() {
+                if let nax_front::check::sizes::Size::Const(declared) = module.symbols.resolve(axis.size)
+                    && declared != given as u64
+                {
+                    let which = axis.name.as_ref().map_or_else(|| format!("axis {i}"), |n| format!("axis {i} ('{n}')"));
+                    return Err(misfit(format!("{which} has size {given}, the weight is declared with {declared}")));
+                }
+            }
             weights.insert(name, bound);
         }
         Ok(Program { compiled: Arc::clone(&self.compiled), weights: Arc::new(BoundWeights::new(weights)) })

@@ -45,6 +45,15 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A tensor given as a weight does not fit the weight's declared type
+    /// (its dtype, rank or a constant size), found when it is bound.
+    #[error("weight `{name}`: {problem}")]
+    Weight {
+        /// The weight.
+        name: String,
+        /// What does not fit, with both sides.
+        problem: String,
+    },
     /// The runtime refused a call, a tensor or a file.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),

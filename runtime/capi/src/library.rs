@@ -122,6 +122,17 @@ pub unsafe extern "C" fn nax_capi_call(model: *const Model, function: *const c_c
         }
         // SAFETY: NUL-terminated (the caller's contract).
         let function = unsafe { CStr::from_ptr(function) }.to_str().map_err(|_| Failure::argument("the function name is not UTF-8"))?;
+        // Arguments are named parameters, each at most once: more than the
+        // function has is refused before the list is read or anything allocated.
+        let params = &model.function(function)?.signature().params;
+        if nargs > params.len() {
+            let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+            return Err(Failure::argument(format!(
+                "`{function}` takes {} arguments ({}), but nargs is {nargs}: an argument is repeated or unknown",
+                names.len(),
+                names.join(", ")
+            )));
+        }
         let args: &[NaxArg] = match (args.is_null(), nargs) {
             (_, 0) => &[],
             (true, n) => return Err(Failure::argument(format!("NULL `args` with nargs = {n}"))),

@@ -7,15 +7,13 @@ use crate::library::Library;
 use crate::status::Failure;
 use crate::tensors::{argument, result};
 use nax_runtime::plan::StoredFunction;
-use nax_runtime::{Arg, Function, HostTensor, KernelFn, NativeFunction, PackedWeights, Signature, Size, StoredTensor, TensorView, ThreadPool, Weights};
+use nax_runtime::{
+    Arg, Function, HostTensor, KernelFn, MAX_THREADS, NativeFunction, PackedWeights, Signature, Size, StoredTensor, TensorView, ThreadPool, Weights,
+};
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char};
 use std::path::Path;
 use std::sync::Arc;
-
-/// The most worker threads a model may have (more is surely a mistake,
-/// and would exhaust the process's threads before failing).
-const MAX_THREADS: usize = 1024;
 
 /// How many models are open (the allocator's kept blocks are released
 /// when the last one closes).
@@ -89,6 +87,14 @@ impl Weights for ModelWeights {
 }
 
 impl Model {
+    /// The library's function `name`.
+    pub fn function(&self, name: &str) -> Result<&Function, Failure> {
+        self.functions.iter().find(|f| f.signature().name == name).ok_or_else(|| {
+            let names: Vec<&str> = self.functions.iter().map(|f| f.signature().name.as_str()).collect();
+            Failure::argument(format!("library `{}` has no function `{name}` (it has: {})", self.name, names.join(", ")))
+        })
+    }
+
     /// Opens `library`: checks the CPU, reads the plans, binds the weights
     /// (from `weights_path`, or the embedded ones when it is NULL), starts
     /// the pool.
@@ -152,10 +158,7 @@ impl Model {
     /// # Safety
     /// The arguments' pointers are NULL or valid as ABI.md says.
     pub unsafe fn call(&self, function: &str, args: &[NaxArg]) -> Result<NaxResult, Failure> {
-        let f = self.functions.iter().find(|f| f.signature().name == function).ok_or_else(|| {
-            let names: Vec<&str> = self.functions.iter().map(|f| f.signature().name.as_str()).collect();
-            Failure::argument(format!("library `{}` has no function `{function}` (it has: {})", self.name, names.join(", ")))
-        })?;
+        let f = self.function(function)?;
         let signature = f.signature();
         let context = format!("in `{function}`");
         let mut inputs = Vec::with_capacity(args.len());

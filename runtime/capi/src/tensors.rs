@@ -14,7 +14,9 @@ const MAX_RANK: i32 = 64;
 pub enum Input<'a> {
     /// The caller's memory, not copied.
     View(TensorView<'a>),
-    /// A `bool` tensor, copied once its bytes are checked to be 0 or 1.
+    /// A copy in memory of its own: a tensor whose element 0 is not aligned
+    /// for its dtype, or bools whose span holds other bytes too (each
+    /// element checked to be 0 or 1).
     Copied(HostTensor),
     /// A host scalar.
     Scalar(Scalar),
@@ -84,23 +86,20 @@ unsafe fn scalar(what: &str, h: HostType, dtype: DType, t: &DLTensor, capacity: 
         return Err(format!("{what} is a host {}: pass f64, f32, i64, i32 or bool, not {}", h.as_str(), dtype.as_str()));
     }
     // SAFETY: the caller's contract, as `tensor` states it.
-    let value = match unsafe { tensor(what, dtype, t, std::ptr::null(), capacity) }? {
-        Input::Copied(copy) => match copy.data() {
-            TensorData::Bool(b) if b.len() == 1 => Scalar::Bool(b[0]),
-            _ => return Err(format!("{what}: internal error: a rank-0 bool tensor did not give one bool")),
-        },
+    let data = match unsafe { tensor(what, dtype, t, std::ptr::null(), capacity) }? {
+        Input::Copied(copy) => copy.into_data(),
         Input::View(view) => {
-            let bytes = view.contiguous_bytes().ok_or_else(|| format!("{what}: internal error: a rank-0 tensor is not contiguous"))?;
-            match dtype {
-                DType::F64 => bytes.try_into().map(|b| Scalar::Float(f64::from_ne_bytes(b))),
-                DType::F32 => bytes.try_into().map(|b| Scalar::Float(f64::from(f32::from_ne_bytes(b)))),
-                DType::I64 => bytes.try_into().map(|b| Scalar::Int(i64::from_ne_bytes(b))),
-                DType::I32 => bytes.try_into().map(|b| Scalar::Int(i64::from(i32::from_ne_bytes(b)))),
-                _ => return Err(format!("{what}: internal error: a {} host scalar was not checked", dtype.as_str())),
-            }
-            .map_err(|_| format!("{what}: internal error: a rank-0 tensor is not one element"))?
+            TensorData::from_le_bytes(dtype, view.contiguous_bytes().ok_or_else(|| format!("{what}: internal error: a rank-0 tensor is not contiguous"))?)
         }
-        Input::Scalar(s) => s,
+        Input::Scalar(s) => return Ok(s),
+    };
+    let value = match data {
+        TensorData::F64(v) if v.len() == 1 => Scalar::Float(v[0]),
+        TensorData::F32(v) if v.len() == 1 => Scalar::Float(f64::from(v[0])),
+        TensorData::I64(v) if v.len() == 1 => Scalar::Int(v[0]),
+        TensorData::I32(v) if v.len() == 1 => Scalar::Int(i64::from(v[0])),
+        TensorData::Bool(v) if v.len() == 1 => Scalar::Bool(v[0]),
+        _ => return Err(format!("{what}: internal error: a rank-0 {} tensor is not one element", dtype.as_str())),
     };
     match (h, value) {
         (HostType::Float, Scalar::Float(_) | Scalar::Int(_)) | (HostType::Int, Scalar::Int(_)) | (HostType::Bool, Scalar::Bool(_)) => Ok(value),
@@ -177,15 +176,22 @@ pub unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const
     if start < 0 || end > usize::MAX as i128 || end - start > isize::MAX as i128 {
         return Err(format!("{what}: {}, outside the address space", shown(first_byte, end_byte)));
     }
-    if !(start as usize).is_multiple_of(dtype.size_bytes()) {
-        return Err(format!("{what}: element 0 at data + {} is not aligned to its {}-byte elements", t.byte_offset, dtype.size_bytes()));
-    }
     let len = (hi - lo + 1) as usize;
     let origin = (-lo) as usize;
     let p = start as usize as *const u8;
-    if dtype == DType::Bool {
-        // SAFETY: the addressed bytes are the caller's memory (as below).
-        return unsafe { bools(what, p, origin, shape, &strides, names) };
+    if !(start as usize).is_multiple_of(dtype.size_bytes()) || dtype == DType::Bool {
+        // SAFETY: the span's bytes are the caller's memory (as below).
+        let span = unsafe { std::slice::from_raw_parts(p, len * dtype.size_bytes()) };
+        if dtype == DType::Bool && span.iter().all(|&b| b <= 1) {
+            // Every byte of the span is a bool: read in place, however many
+            // elements a broadcast (a stride of 0) makes of it.
+            // SAFETY: as below, and every byte is 0 or 1.
+            return unsafe { TensorView::from_raw_parts(dtype, p, len, origin, shape, strides, names) }.map(Input::View).map_err(|e| format!("{what}: {e}"));
+        }
+        // An element 0 that is not aligned for its dtype (any `byte_offset`
+        // is allowed), or bools beside other bytes: the elements copied.
+        // SAFETY: the addressed elements are the caller's memory.
+        return unsafe { gathered(what, dtype, p, origin, shape, &strides, names) };
     }
     // SAFETY: the elements from `start` to `end` are the caller's memory
     // (checked against `capacity`, else the caller's contract), aligned
@@ -193,26 +199,35 @@ pub unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const
     unsafe { TensorView::from_raw_parts(dtype, p, len, origin, shape, strides, names) }.map(Input::View).map_err(|e| format!("{what}: {e}"))
 }
 
-/// A `bool` tensor gathered into memory of its own, row-major, each
-/// addressed byte checked to be 0 or 1 (a `bool` with another byte is
+/// A tensor's elements gathered into aligned memory of its own, row-major
+/// (`bool`s each checked to be 0 or 1: a `bool` with another byte is
 /// undefined behaviour in the kernels' and the runtime's code alike).
 ///
 /// # Safety
-/// Every byte at `p + origin + sum(i_k * strides_k)` for indices inside
-/// `shape` is the caller's memory (none is 0-sized here).
-unsafe fn bools(what: &str, p: *const u8, origin: usize, shape: Vec<usize>, strides: &[isize], names: Vec<Option<String>>) -> Result<Input<'static>, String> {
+/// Every element at byte `p + (origin + sum(i_k * strides_k)) * size` for
+/// indices inside `shape` is the caller's memory (none is 0-sized here).
+unsafe fn gathered(
+    what: &str,
+    dtype: DType,
+    p: *const u8,
+    origin: usize,
+    shape: Vec<usize>,
+    strides: &[isize],
+    names: Vec<Option<String>>,
+) -> Result<Input<'static>, String> {
+    let size = dtype.size_bytes();
     let count: usize = shape.iter().product();
-    let mut out: Vec<bool> = Vec::new();
-    out.try_reserve_exact(count).map_err(|_| format!("{what}: no memory for a copy of {count} bools"))?;
+    let mut bytes: Vec<u8> = Vec::new();
+    bytes.try_reserve_exact(count * size).map_err(|_| format!("{what}: no memory for an aligned copy of {count} elements"))?;
     let mut index = vec![0usize; shape.len()];
     let mut offset = origin as isize;
     for _ in 0..count {
         // SAFETY: the offset addresses an element (the caller's contract).
-        let b = unsafe { p.offset(offset).read() };
-        if b > 1 {
-            return Err(format!("{what}: the bool at index {index:?} holds the byte {b}, not 0 or 1"));
+        let element = unsafe { std::slice::from_raw_parts(p.offset(offset * size as isize), size) };
+        if dtype == DType::Bool && element[0] > 1 {
+            return Err(format!("{what}: the bool at index {index:?} holds the byte {}, not 0 or 1", element[0]));
         }
-        out.push(b == 1);
+        bytes.extend_from_slice(element);
         // The next index, last axis fastest, and its offset.
         for k in (0..shape.len()).rev() {
             index[k] += 1;
@@ -224,7 +239,8 @@ unsafe fn bools(what: &str, p: *const u8, origin: usize, shape: Vec<usize>, stri
             index[k] = 0;
         }
     }
-    HostTensor::new(TensorData::Bool(out), shape, names).map(Input::Copied).map_err(|e| format!("{what}: {e}"))
+    // Native order is little-endian on every target nax compiles for.
+    HostTensor::new(TensorData::from_le_bytes(dtype, &bytes), shape, names).map(Input::Copied).map_err(|e| format!("{what}: {e}"))
 }
 
 /// The axis names of `ndim` axes from a NULL-or-names array.
@@ -310,6 +326,56 @@ unsafe extern "C" fn delete(managed: *mut DLManagedTensorVersioned) {
         let ctx = (*managed).manager_ctx.cast::<Owned>();
         if !ctx.is_null() {
             drop(Box::from_raw(ctx));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dlpack::{DLDataType, DLDevice};
+
+    fn described(data: *mut c_void, shape: &mut [i64], strides: &mut [i64], byte_offset: u64, dtype: DLDataType) -> DLTensor {
+        DLTensor {
+            data,
+            device: DLDevice { device_type: 1, device_id: 0 },
+            ndim: shape.len() as i32,
+            dtype,
+            shape: shape.as_mut_ptr(),
+            strides: strides.as_mut_ptr(),
+            byte_offset,
+        }
+    }
+
+    /// A bool broadcast to 2^32 elements by strides of 0 is read in place:
+    /// one byte checked, nothing copied.
+    #[test]
+    fn a_broadcast_bool_is_read_in_place() {
+        let mut byte = 1u8;
+        let (mut shape, mut strides) = ([1i64 << 16, 1 << 16], [0i64, 0]);
+        let t = described((&raw mut byte).cast(), &mut shape, &mut strides, 0, DLDataType { code: 6, bits: 8, lanes: 1 });
+        // SAFETY: every element addressed is `byte`.
+        match unsafe { tensor("mask", DType::Bool, &t, std::ptr::null(), 0) } {
+            Ok(Input::View(v)) => assert_eq!(v.shape(), &[1 << 16, 1 << 16]),
+            Ok(_) => panic!("the broadcast bool was copied"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Element 0 at an odd byte: the f32s are copied to aligned memory.
+    #[test]
+    fn an_unaligned_tensor_is_copied() {
+        let mut bytes = vec![0u8; 1 + 12];
+        for (i, x) in [1.5f32, -2.0, 3.25].iter().enumerate() {
+            bytes[1 + 4 * i..5 + 4 * i].copy_from_slice(&x.to_le_bytes());
+        }
+        let (mut shape, mut strides) = ([3i64], [1i64]);
+        let t = described(bytes.as_mut_ptr().cast(), &mut shape, &mut strides, 1, DLDataType { code: 2, bits: 32, lanes: 1 });
+        // SAFETY: the three elements lie in `bytes`.
+        match unsafe { tensor("x", DType::F32, &t, std::ptr::null(), 13) } {
+            Ok(Input::Copied(c)) => assert_eq!(c.to_f64_vec(), vec![1.5, -2.0, 3.25]),
+            Ok(_) => panic!("an unaligned tensor was read in place"),
+            Err(e) => panic!("{e}"),
         }
     }
 }

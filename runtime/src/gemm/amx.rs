@@ -129,7 +129,7 @@ pub(super) fn packs_at_call<T: Element>(p: &Product) -> bool {
 #[inline(always)]
 fn split_values(values: &[f32], parts: &mut [Vec<u16>; 3]) -> bool {
     let [leading, middle, last] = parts;
-    let round = |bits: u32| (bits + 0x7fff + ((bits >> 16) & 1)) & 0xffff_0000;
+    let round = |bits: u32| bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) & 0xffff_0000;
     let mut exact = true;
     for (((&x, leading), middle), last) in values.iter().zip(leading.iter_mut()).zip(middle.iter_mut()).zip(last.iter_mut()) {
         let magnitude = x.to_bits() & 0x7fff_ffff;

@@ -109,8 +109,17 @@ pub fn valid_library_name(name: &str) -> Result<(), String> {
     if let Some(r) = RESERVED.iter().find(|r| format!("{name}_").starts_with(*r) || name.starts_with(*r)) {
         return Err(format!("the library name `{name}` is reserved: names starting `{r}` are the runtime's"));
     }
+    if SYSTEM_LIBRARIES.contains(&name) {
+        return Err(format!(
+            "the library name `{name}` is a system library's (lib{name}.so): linking with -l{name} would find one or the other; choose another name"
+        ));
+    }
     Ok(())
 }
+
+/// The C and C++ toolchain's own libraries, which `-lNAME` must keep finding.
+const SYSTEM_LIBRARIES: &[&str] =
+    &["c", "m", "pthread", "dl", "rt", "util", "crypt", "resolv", "nsl", "anl", "mvec", "gcc", "gcc_s", "atomic", "quadmath", "gomp", "asan", "ubsan", "z"];
 
 /// The typed entry of each function: `NAME_FN`, or `None` where that name
 /// is taken (an ABI entry, another typed entry, a runtime prefix).

@@ -128,8 +128,13 @@ fn parent(path: &Path) -> &Path {
 /// Compiles the glue and data and links the library with the system's C
 /// compiler (`$CC`, else `cc`), in `dir`.
 fn link(dir: &Path, built: &Path) -> Result<(), Error> {
-    let cc = std::env::var_os("CC").filter(|c| !c.is_empty()).unwrap_or_else(|| "cc".into());
-    let output = Command::new(&cc)
+    let cc = std::env::var("CC").ok().filter(|c| !c.trim().is_empty()).unwrap_or_else(|| "cc".into());
+    // Words as a shell (and so make) splits them: `ccache cc`, `cc -O2`.
+    let words = shlex::split(&cc).filter(|w| !w.is_empty()).ok_or_else(|| Error::Link {
+        message: format!("CC=`{cc}` is not a command: its quotes do not close (it is split into words as a shell splits them)"),
+    })?;
+    let output = Command::new(&words[0])
+        .args(&words[1..])
         .current_dir(dir)
         .args(["-shared", "-fPIC", "-O2", "-std=c99", "-o"])
         .arg(built)
@@ -151,15 +156,15 @@ fn link(dir: &Path, built: &Path) -> Result<(), Error> {
         ])
         .output()
         .map_err(|e| Error::Link {
-            message: format!(
-                "cannot run the C compiler `{}` to link the library ({e}): --emit so needs one (install gcc or clang, or set CC)",
-                cc.to_string_lossy()
-            ),
+            message: format!("cannot run the C compiler `{cc}` to link the library ({e}): --emit so needs one (install gcc or clang, or set CC)"),
         })?;
     if !output.status.success() {
         return Err(Error::Link {
-            message: format!("the C compiler `{}` failed to link the library:\n{}", cc.to_string_lossy(), String::from_utf8_lossy(&output.stderr).trim_end()),
+            message: format!("the C compiler `{cc}` failed to link the library:\n{}", String::from_utf8_lossy(&output.stderr).trim_end()),
         });
+    }
+    if !built.is_file() {
+        return Err(Error::Link { message: format!("the C compiler `{cc}` reported success but wrote no library (is CC a C compiler?)") });
     }
     Ok(())
 }

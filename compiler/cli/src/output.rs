@@ -1,0 +1,69 @@
+//! Where the command line writes: `nax run --out` and `nax build -o` name
+//! a new path in an existing directory or a regular file (a symbolic link
+//! to one is followed, so the link stays a link); a directory, a FIFO, a
+//! device, a socket or a dangling link is refused before any work, naming
+//! what it is. And what it prints: a closed pipe on stdout (`nax check
+//! --types | head -1`) ends the printing quietly.
+
+use std::io::Write;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+/// The file `out` names, to be replaced by the result: `out` itself, or
+/// the regular file a symbolic link `out` leads to; why not, otherwise.
+pub fn target(out: &Path) -> Result<PathBuf, String> {
+    let shown = out.display();
+    let resolved = match std::fs::symlink_metadata(out) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            return match std::fs::metadata(dir) {
+                Ok(meta) if meta.is_dir() => Ok(out.to_path_buf()),
+                Ok(_) => Err(format!("cannot write `{shown}`: `{}` is not a directory", dir.display())),
+                Err(e) => Err(format!("cannot write `{shown}`: the directory `{}` does not exist ({e}); create it first", dir.display())),
+            };
+        }
+        Err(e) => return Err(format!("cannot write `{shown}`: {e}")),
+        Ok(meta) if meta.file_type().is_symlink() => {
+            std::fs::canonicalize(out).map_err(|e| format!("cannot write `{shown}`: it is a symbolic link to nothing that exists ({e})"))?
+        }
+        Ok(_) => out.to_path_buf(),
+    };
+    let meta = std::fs::metadata(&resolved).map_err(|e| format!("cannot write `{shown}`: {e}"))?;
+    let kind = meta.file_type();
+    let what = if kind.is_file() {
+        return Ok(resolved);
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    let through = if resolved != out { format!(" (through the link to `{}`)", resolved.display()) } else { String::new() };
+    Err(format!("`{shown}` is {what}{through}: the output is written to a regular file or a new path"))
+}
+
+/// Prints `text` to stdout; a reader that closed the pipe ends it quietly.
+pub fn print(text: &str) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("error: cannot write to stdout: {e}");
+    }
+}
+
+/// Writes `bytes` to `out` (a [`target`]) atomically: to a temporary file
+/// beside it, renamed over it once complete; an error leaves `out` as it was.
+pub fn write(out: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(out).map(drop).map_err(|e| e.error)
+}
