@@ -57,8 +57,17 @@ impl Imported {
                 type_name(object)
             )));
         }
-        let managed = dlpark::python::from_dlpack(object.as_borrowed(), None, None)
-            .map_err(|e| crate::errors::error(format!("{what}: its DLPack export failed: {e}")))?;
+        let failed = |e: PyErr| crate::errors::error(format!("{what}: its DLPack export failed: {e}"));
+        let managed = match dlpark::python::from_dlpack(object.as_borrowed(), None, None) {
+            Ok(managed) => managed,
+            // A producer from before DLPack 1.0 whose `__dlpack__` takes no
+            // `max_version` (as numpy and torch accept): its legacy capsule.
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyTypeError>(object.py()) && object.hasattr("__dlpack__")? => {
+                let capsule = object.call_method0("__dlpack__").map_err(failed)?;
+                dlpark::python::from_dlpack(capsule.as_borrowed(), None, None).map_err(failed)?
+            }
+            Err(e) => return Err(failed(e)),
+        };
         Imported::from_managed(what, managed)
     }
 
