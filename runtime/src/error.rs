@@ -84,7 +84,8 @@ pub enum RuntimeError {
         path: PathBuf,
         /// The tensor's name in the file.
         tensor: String,
-        /// The metadata value as written in the file.
+        /// The metadata value as written in the file (its first 80
+        /// characters and its length, when longer).
         axes: String,
         /// What is wrong: a count that differs from the rank, a bad name.
         problem: String,

@@ -142,7 +142,7 @@ struct RawTensor<'a> {
 /// (whose error message is wrapped as the file's); sorted by name.
 fn parse<'a, T>(bytes: &'a [u8], path: &Path, make: impl Fn(RawTensor<'a>) -> Result<T, String>) -> Result<Vec<(String, T)>, RuntimeError> {
     let bad_file = |message: String| RuntimeError::Format { path: path.into(), message };
-    let (header_len, metadata) = SafeTensors::read_metadata(bytes).map_err(|e| bad_file(describe(&e, bytes)))?;
+    let (header_len, metadata) = SafeTensors::read_metadata(bytes).map_err(|e| bad_file(repeated_name(bytes).unwrap_or_else(|| describe(&e, bytes))))?;
     let data = header_len.checked_add(8).and_then(|start| bytes.get(start..)).ok_or_else(|| bad_file("the header runs past the end of the file".into()))?;
     let axes_meta = metadata.metadata().as_ref();
 
@@ -187,6 +187,35 @@ fn describe(e: &SafeTensorError, bytes: &[u8]) -> String {
         (SafeTensorError::TensorInvalidInfo, _) => "a tensor's data offsets disagree with its shape and dtype".into(),
         _ => e.to_string(),
     }
+}
+
+/// The first tensor name the header of `bytes` gives twice, in words (a
+/// JSON object may repeat a key, and the safetensors crate then reports
+/// only that the data offsets do not follow); `None` where none repeats
+/// or the header does not parse.
+fn repeated_name(bytes: &[u8]) -> Option<String> {
+    /// The keys of a JSON object, in order, repeats kept.
+    struct Keys;
+    impl<'de> serde::de::Visitor<'de> for Keys {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Vec<String>, M::Error> {
+            let mut keys = Vec::new();
+            while let Some(key) = map.next_key::<String>()? {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                keys.push(key);
+            }
+            Ok(keys)
+        }
+    }
+    let len = usize::try_from(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)).ok()?;
+    let header = bytes.get(8..8usize.checked_add(len)?)?;
+    let keys = serde::Deserializer::deserialize_map(&mut serde_json::Deserializer::from_slice(header), Keys).ok()?;
+    let mut seen = std::collections::HashSet::new();
+    let repeated = keys.into_iter().find(|k| !seen.insert(k.clone()))?;
+    Some(format!("the header names tensor '{repeated}' twice (each tensor of a file has a name of its own)"))
 }
 
 /// The nax dtype of a safetensors dtype, or `None` when nax has none.
@@ -242,7 +271,12 @@ compile_error!("safetensors files are little-endian; writing them from a big-end
 /// Parses a `NAME.axes` value: `rank` names separated by white space, `_`
 /// for an unnamed axis (the empty string for rank 0).
 fn parse_axes(path: &Path, tensor: &str, axes: &str, rank: usize) -> Result<Vec<Option<String>>, RuntimeError> {
-    let bad = |problem: String| RuntimeError::BadAxesMetadata { path: path.into(), tensor: tensor.to_string(), axes: axes.to_string(), problem };
+    // A value longer than any list of names is shown by its start and length.
+    let shown = match axes.char_indices().nth(80) {
+        Some((end, _)) => format!("{}... ({} bytes)", &axes[..end], axes.len()),
+        None => axes.to_string(),
+    };
+    let bad = |problem: String| RuntimeError::BadAxesMetadata { path: path.into(), tensor: tensor.to_string(), axes: shown.clone(), problem };
     let names: Vec<Option<String>> = axes.split_whitespace().map(|n| (n != "_").then(|| n.to_string())).collect();
     if names.len() != rank {
         return Err(bad(format!("names {} axes, but the tensor has rank {rank}", names.len())));
@@ -606,6 +640,23 @@ mod tests {
             assert!(matches!(&e, RuntimeError::BadAxesMetadata { tensor, .. } if tensor == "x"), "{e}");
             assert!(e.to_string().contains("'x.axes'"), "{e}");
         }
+    }
+
+    /// Messages that say what is wrong: a tensor named twice, a NUL inside
+    /// an axis name, a huge `.axes` value shown by its start and length.
+    #[test]
+    fn unclear_files_get_clear_messages() {
+        let h = r#"{"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#;
+        let (_, e, _d) = read_err("twice", &raw_file(h, &[0; 8]));
+        assert!(e.to_string().contains("names tensor 'x' twice"), "{e}");
+        let h = r#"{"__metadata__":{"x.axes":"D\u0000"},"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#;
+        let (_, e, _d) = read_err("nul", &raw_file(h, &[0; 4]));
+        assert!(e.to_string().contains("control characters"), "{e}");
+        let long = "a ".repeat(100_000);
+        let h = format!(r#"{{"__metadata__":{{"x.axes":"{long}"}},"x":{{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}}}"#);
+        let (_, e, _d) = read_err("long", &raw_file(&h, &[0; 4]));
+        let message = e.to_string();
+        assert!(message.len() < 1000 && message.contains("200000 bytes"), "{}", &message[..message.len().min(2000)]);
     }
 
     #[test]

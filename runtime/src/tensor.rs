@@ -294,6 +294,8 @@ fn check_axis_name(name: &str) -> Result<(), RuntimeError> {
         "'_' stands for an unnamed axis; use None"
     } else if name.chars().any(char::is_whitespace) {
         "an axis name cannot contain white space"
+    } else if name.chars().any(char::is_control) {
+        "an axis name cannot contain control characters (a NUL byte, an escape)"
     } else {
         return Ok(());
     };
