@@ -73,3 +73,81 @@ def test_results_with_empty_axes_have_valid_strides():
     t = torch.from_dlpack(r)
     assert tuple(t.shape) == (0, 3, 2**63 - 1)
     assert all(0 <= s <= 2**63 - 1 for s in t.stride())
+
+
+KINDS = {np.float16: "f16", np.float32: "f32", np.float64: "f64", np.int32: "i32", np.int64: "i64"}
+
+
+def test_any_dtype_layout_producer_and_scalar_gives_numpys_result():
+    """A property test (hypothesis, 1,000 examples): every dtype, layout
+    (contiguous, transposed, stepped, reversed, broadcast, offset),
+    producer (numpy, a raw DLPack capsule, a legacy producer, torch) and
+    host scalar gives numpy's result, or a clean error for a scalar the
+    parameter cannot hold."""
+    hypothesis = pytest.importorskip("hypothesis", reason="hypothesis is not installed: the property test is skipped")
+    st = hypothesis.strategies
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    modules = {}
+    for dtype, kind in KINDS.items():
+        host = "float" if np.issubdtype(dtype, np.floating) else "int"
+        modules[dtype] = nax.compile(f"def f(x: {kind}[a b], s: {host}) -> {kind}[a b] {{\n    return x * s\n}}\n")
+
+    def layout(base, how):
+        if how == "transposed":
+            return np.ascontiguousarray(base.T).T
+        if how == "stepped":
+            return np.repeat(np.repeat(base, 2, axis=0), 3, axis=1)[::2, ::3]
+        if how == "reversed":
+            return np.ascontiguousarray(base[::-1, ::-1])[::-1, ::-1]
+        if how == "broadcast":
+            return np.broadcast_to(base[:1], base.shape) if base.shape[0] else base
+        if how == "offset":
+            wide = np.zeros((base.shape[0], base.shape[1] + 1), base.dtype)
+            wide[:, 1:] = base
+            return wide[:, 1:]
+        return base
+
+    def producer(x, how):
+        if how == "capsule":
+            return x.__dlpack__(max_version=(1, 0))
+        if how == "legacy":
+            # numpy exports a read-only array (a broadcast) only as DLPack 1.x.
+            return Legacy(x if x.flags.writeable else x.copy())
+        if how == "torch" and torch is not None and x.dtype != np.float16:
+            return torch.from_numpy(np.array(x))
+        return x
+
+    @hypothesis.given(
+        st.sampled_from(list(KINDS)),
+        st.integers(0, 5),
+        st.integers(0, 5),
+        st.sampled_from(["contiguous", "transposed", "stepped", "reversed", "broadcast", "offset"]),
+        st.sampled_from(["numpy", "capsule", "legacy", "torch"]),
+        st.one_of(st.integers(-1000, 1000), st.integers(2**63, 2**70), st.floats(-4, 4, allow_nan=False)),
+        st.integers(0, 2**32 - 1),
+    )
+    @hypothesis.settings(max_examples=1000, deadline=None)
+    def check(dtype, rows, cols, shape_of, made_by, scalar, seed):
+        rng = np.random.default_rng(seed)
+        base = (rng.standard_normal((rows, cols)) * 8).astype(dtype)
+        x = layout(base, shape_of)
+        m = modules[dtype]
+        floating = np.issubdtype(dtype, np.floating)
+        fits = floating or (isinstance(scalar, int) and scalar < 2**63)
+        if not fits:
+            with pytest.raises(nax.Error):
+                m.f(producer(x, made_by), scalar)
+            return
+        got = m.f(producer(x, made_by), scalar).numpy()
+        assert got.shape == x.shape and got.dtype == dtype
+        if floating:
+            with np.errstate(over="ignore"):
+                want = (x.astype(np.float64) * float(scalar)).astype(dtype)
+            np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=2e-3 if dtype == np.float16 else 1e-6, atol=1e-6)
+        else:
+            np.testing.assert_array_equal(got, x * dtype(scalar))
+
+    check()
