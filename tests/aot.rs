@@ -62,18 +62,18 @@ fn build_text(source: &str, dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
 /// small library (every nax header declares the same types).
 fn harness() -> &'static Path {
     static HARNESS: OnceLock<PathBuf> = OnceLock::new();
-    HARNESS.get_or_init(|| build_harness("harness", &[]).unwrap_or_else(|e| panic!("the C harness does not compile:\n{e}")))
+    HARNESS.get_or_init(|| build_harness("harness", "harness.c", &[]).unwrap_or_else(|e| panic!("the C harness does not compile:\n{e}")))
 }
 
 /// The harness compiled with AddressSanitizer, or why `cc` cannot build it
 /// here (a compiler without libasan).
 fn harness_asan() -> Result<&'static Path, &'static str> {
     static HARNESS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    HARNESS.get_or_init(|| build_harness("harness-asan", &["-fsanitize=address", "-fno-omit-frame-pointer"])).as_deref().map_err(String::as_str)
+    HARNESS.get_or_init(|| build_harness("harness-asan", "harness.c", &["-fsanitize=address", "-fno-omit-frame-pointer"])).as_deref().map_err(String::as_str)
 }
 
 /// Compiles `tests/aot/harness.c` with extra flags into a directory of its own.
-fn build_harness(label: &str, flags: &[&str]) -> Result<PathBuf, String> {
+fn build_harness(label: &str, source: &str, flags: &[&str]) -> Result<PathBuf, String> {
     let dir = std::env::temp_dir().join(format!("nax-aot-{label}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -84,7 +84,7 @@ fn build_harness(label: &str, flags: &[&str]) -> Result<PathBuf, String> {
         .arg(&dir)
         .arg("-DNAX_HEADER=\"tiny.h\"")
         .args(flags)
-        .arg(root().join("tests/aot/harness.c"))
+        .arg(root().join("tests/aot").join(source))
         .arg("-o")
         .arg(&exe)
         .args(["-ldl", "-lpthread"])
@@ -742,6 +742,43 @@ fn tensors_at_any_byte_offset_are_read() {
     let got = call_with(harness(), &lib, "kinds", "scaled", &args, &options);
     assert_eq!(got.status, 0, "{}", got.error);
     assert_eq!(got.result.unwrap().to_f64_vec(), want.result.unwrap().to_f64_vec());
+}
+
+/// The C ABI fuzzed (tests/aot/fuzz.c): 10,000 random calls
+/// (`NAX_FUZZ_CALLS`; `NAX_SEED` picks the draw) of every function of a
+/// library, every descriptor field at random and each tensor's memory
+/// exactly its `capacity`, under AddressSanitizer: no report, every status
+/// one of ABI.md's, none internal.
+#[test]
+fn random_calls_through_the_abi_under_address_sanitizer() {
+    // Where AddressSanitizer is missing the harness does not build either
+    // (that test says so); the fuzzer itself must compile.
+    if harness_asan().is_err() {
+        println!("skipped: cc cannot build with -fsanitize=address here");
+        return;
+    }
+    let exe =
+        build_harness("fuzzer", "fuzz.c", &["-fsanitize=address", "-fno-omit-frame-pointer"]).unwrap_or_else(|e| panic!("the fuzzer does not compile:\n{e}"));
+    let scratch = Scratch::new("fuzz");
+    let lib = build_text(KINDS, &scratch.0, "kinds", &[]);
+    let w = scratch.0.join("w.safetensors");
+    write_weights(&w, &HashMap::from([("w".to_string(), HostTensor::from_f64(DType::F32, vec![3], vec![None], &[1.0, 2.0, 3.0]).unwrap())]));
+    let calls = std::env::var("NAX_FUZZ_CALLS").unwrap_or_else(|_| "10000".into());
+    let seed = std::env::var("NAX_SEED").unwrap_or_else(|_| "1".into());
+    let out = Command::new(&exe)
+        .arg(&lib)
+        .args(["kinds", w.to_str().unwrap(), &calls, &seed, "scaled", "masked", "positive"])
+        .env("ASAN_OPTIONS", "detect_leaks=0")
+        .output()
+        .expect("run the fuzzer");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the fuzzer failed ({:?}):\n{stderr}", out.status);
+    let statuses: Vec<u64> =
+        stdout.lines().find_map(|l| l.strip_prefix("statuses ")).expect("the fuzzer's statuses").split(' ').map(|n| n.parse().unwrap()).collect();
+    println!("{calls} random calls, by status (NAX_OK, ARGUMENT, WEIGHTS, MEMORY, CPU, INTERNAL): {:?}", &statuses[..6]);
+    assert_eq!(statuses.iter().sum::<u64>(), calls.parse::<u64>().unwrap());
+    assert_eq!(statuses[5], 0, "internal errors:\n{stderr}");
+    assert!(statuses[0] > 0 && statuses[1] > 0, "the draw reaches both results and refusals: {statuses:?}");
 }
 
 /// The host-scalar cases through the harness built with AddressSanitizer
