@@ -1,7 +1,7 @@
 //! Checker speed: parse and check generated modules of 5,000, 10,000 and
 //! 20,000 lines (functions using patterns, einsums, matmuls and calls).
 //! The target is under 1 second for 20,000 lines on a 2-core machine; the
-//! README records the measured times.
+//! `docs/src/performance.md` records the measured times.
 //!
 //!     cargo bench --bench check
 

@@ -13,7 +13,7 @@
 //! a formula switches or a result leaves the normal range). Each
 //! function's largest error is asserted against its bound in [`F32`] and
 //! [`F64`], so that any change of a coefficient shows; `-- --nocapture`
-//! prints the table the README gives. nan must be nan exactly where the
+//! prints the table `docs/src/numerics.md` gives. nan must be nan exactly where the
 //! reference is; an infinity counts as the float after the largest (so an
 //! overflow is exact unless its bound allows a neighbour); ±0 are one value.
 //!

@@ -1,4 +1,4 @@
-"""The README's Python example, timed: a layer norm followed by gelu,
+"""The Python example of the book (docs/src/using.md), timed: a layer norm followed by gelu,
 compiled by nax and called on torch tensors, beside the same function in
 torch eager and under torch.compile, on the same inputs, interleaved.
 

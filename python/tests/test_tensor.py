@@ -1,5 +1,5 @@
 """nax.Tensor: names, coordinates, DLPack, and section 12's arithmetic
-(the seed examples of LANGUAGE.md section 12 / docs/named-tensors.md,
+(the seed examples of LANGUAGE.md section 12 / docs/src/named-tensors.md,
 with their values), against xarray where it is installed."""
 
 import numpy as np

@@ -2,7 +2,7 @@
 //! coordinate labels per axis, and its eager pointwise arithmetic and
 //! comparisons, which line operands up by name, by position and by label
 //! as LANGUAGE.md section 12 says. The rules and the examples below are
-//! the user documentation, `docs/named-tensors.md`, included here so that
+//! the user documentation, `docs/src/named-tensors.md`, included here so that
 //! its examples run as doctests.
 //!
 //! The pieces: `named_tensor` (the type and its invariants), `alignment`
@@ -10,7 +10,7 @@
 //! `kernel` (the vectorised, tiled and parallel loops) and `pointwise` (the
 //! ops that tie them together).
 //!
-#![doc = include_str!("../../../docs/named-tensors.md")]
+#![doc = include_str!("../../../docs/src/named-tensors.md")]
 
 mod alignment;
 mod element;

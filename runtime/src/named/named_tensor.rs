@@ -16,7 +16,7 @@ use crate::tensor::HostTensor;
 ///
 /// Pointwise arithmetic and comparisons between named tensors pair axes by
 /// name, broadcast, and join labelled axes by label: see
-/// [`NamedTensor::binary`] and the rules in `docs/named-tensors.md`.
+/// [`NamedTensor::binary`] and the rules in `docs/src/named-tensors.md`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NamedTensor {
     tensor: HostTensor,

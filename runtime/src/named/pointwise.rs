@@ -75,7 +75,7 @@ impl NamedTensor {
     /// `self op rhs`, elementwise, with the axes lined up as LANGUAGE.md
     /// section 12 says: by name for named axes, by position for unnamed
     /// ones, labelled axes joined by label (see
-    /// `docs/named-tensors.md`). The result's dtype is
+    /// `docs/src/named-tensors.md`). The result's dtype is
     /// [`BinaryOp::result_dtype`].
     ///
     /// Errors: an unnamed axis after a named one on operands whose names

@@ -1,0 +1,61 @@
+"""The README's quick start, run as a newcomer would copy it (every shell
+block after the install, in order, in an empty folder, then the Python
+block), and the book's Python example: nothing assumed that the text does
+not create. Needs the `nax` command (`NAX`, as the suite gives it), a C
+compiler, numpy and safetensors."""
+
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def blocks(text, language):
+    return re.findall(r"```" + language + r"\n(.*?)```", text, re.S)
+
+
+def section(text, heading):
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    return text[start : end if end >= 0 else len(text)]
+
+
+def test_the_quick_start_runs_as_written(tmp_path):
+    nax = os.environ.get("NAX") or shutil.which("nax")
+    if not nax:
+        pytest.skip("the nax command is not built (set NAX to it)")
+    if not shutil.which("cc"):
+        pytest.skip("no C compiler: the quick start builds a C program")
+    pytest.importorskip("safetensors", reason="the quick start writes safetensors files with numpy")
+    quick = section((ROOT / "README.md").read_text(), "## Quick start")
+    env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(nax)) + os.pathsep + os.environ["PATH"])
+    if os.path.basename(nax) != "nax":
+        pytest.skip("NAX does not name a command called nax")
+    shell = [b for b in blocks(quick, "sh") if "cargo install" not in b]
+    assert len(shell) >= 3
+    outputs = []
+    for block in shell:
+        run = subprocess.run(["bash", "-euo", "pipefail", "-c", block.replace("python3", sys.executable)], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert run.returncode == 0, f"{block}\n{run.stdout}\n{run.stderr}"
+        outputs.append(run.stdout)
+    # x + relu(x @ w), w = I/2 + 1/8: the first row is [2.75, 4.25, 5.75, 7.25].
+    assert "2.75" in outputs[1] and "y[0] = 2.75 4.25 5.75 7.25" in outputs[2]
+    (python,) = blocks(quick, "python")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        exec(compile(python, "README quick start", "exec"), {})
+    finally:
+        os.chdir(cwd)
+
+
+def test_the_books_python_example_runs():
+    pytest.importorskip("torch", reason="the book's Python example takes torch tensors")
+    (example,) = blocks((ROOT / "docs" / "src" / "using.md").read_text(), "python")
+    exec(compile(example, "docs/src/using.md", "exec"), {})
