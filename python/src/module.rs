@@ -15,6 +15,7 @@ use nax_capi::Input;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A compiled program: its functions as attributes (`m.f(x)`), by
 /// subscript (`m["f"]`), and their names in `m.functions`.
@@ -263,6 +264,21 @@ pub fn bind<'py>(function: &str, params: &[Parameter], args: &Bound<'py, PyTuple
     Ok(held)
 }
 
+/// The work (the most iterations of a loop nest) from which a call runs on
+/// a thread of its own, so that Ctrl-C reaches it: about 10 ms.
+const LONG_CALL_WORK: u128 = 10_000_000;
+
+/// Waits up to 10 ms for `running` to finish; whether it has.
+fn wait_for<T>(running: &std::thread::ScopedJoinHandle<'_, T>) -> bool {
+    for _ in 0..10 {
+        if running.is_finished() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    running.is_finished()
+}
+
 #[pymethods]
 impl Function {
     /// Calls the function: tensors read in place, the GIL released while it runs.
@@ -273,8 +289,30 @@ impl Function {
             let held = bind(&signature.name, &parameters(signature), args, kwargs)?;
             let inputs = held.iter().map(|(name, h)| Ok((name.as_str(), h.input(&format!("argument '{name}'"))?))).collect::<PyResult<Vec<_>>>()?;
             let call: Vec<(&str, Arg<'_>)> = inputs.iter().map(|(name, input)| (*name, input.arg())).collect();
-            let result = py.detach(|| self.function.call(call)).map_err(error)?;
-            Ok(Tensor::from_host(result))
+            let ordered = signature.arguments(call).map_err(|e| error(e.to_string()))?;
+            let interrupt = AtomicBool::new(false);
+            let checked = self.function.check(ordered).map_err(error)?.interruptible(&interrupt);
+            let work = self.function.work(&checked).map_err(error)?;
+            let result = if work < LONG_CALL_WORK {
+                py.detach(|| self.function.run(&checked))
+            } else {
+                // A long call runs on a thread of its own while this one,
+                // the GIL released, looks for signals every few
+                // milliseconds: Ctrl-C stops the call before its next
+                // kernel and raises KeyboardInterrupt.
+                std::thread::scope(|scope| {
+                    let running = scope.spawn(|| self.function.run(&checked));
+                    while !py.detach(|| wait_for(&running)) {
+                        if let Err(signal) = py.check_signals() {
+                            interrupt.store(true, Ordering::Relaxed);
+                            let _ = py.detach(|| running.join());
+                            return Err(signal);
+                        }
+                    }
+                    running.join().map_err(|_| error("internal error: the call's thread panicked"))
+                })?
+            };
+            Ok(Tensor::from_host(result.map_err(error)?))
         })
     }
 

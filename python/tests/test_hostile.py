@@ -151,3 +151,31 @@ def test_any_dtype_layout_producer_and_scalar_gives_numpys_result():
             np.testing.assert_array_equal(got, x * dtype(scalar))
 
     check()
+
+
+def test_ctrl_c_stops_a_long_call_within_a_kernel():
+    """SIGINT during a long call raises KeyboardInterrupt before the call's
+    next kernel, not when the call would have returned; the module still
+    works after."""
+    import os
+    import signal
+    import threading
+
+    n, layers = 1024, 40
+    body = "".join(f"    y{i + 1} = tanh(y{i} @ x)\n" for i in range(layers))
+    m = nax.compile(f"def slow(x: [n n]) -> [n n] {{\n    y0 = x\n{body}    return y{layers}\n}}\n")
+    x = (np.random.default_rng(0).standard_normal((n, n)) / n**0.5).astype(np.float32)
+    started = time.monotonic()
+    m.slow(x)
+    full = time.monotonic() - started
+    if full < 0.4:
+        pytest.skip(f"the call takes {full:.2f} s here, too short to interrupt reliably")
+    timer = threading.Timer(full / 4, lambda: os.kill(os.getpid(), signal.SIGINT))
+    started = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        m.slow(x)
+    took = time.monotonic() - started
+    timer.join()
+    assert took < full * 0.75, f"interrupted after {took:.2f} s of a {full:.2f} s call"
+    assert m.slow(x).numpy().shape == (n, n)

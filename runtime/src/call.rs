@@ -18,6 +18,7 @@ use crate::threads::ThreadPool;
 use crate::view::TensorView;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::AtomicBool;
 
 /// One argument of a call, in parameter order.
 #[derive(Clone, Debug)]
@@ -338,11 +339,27 @@ pub struct CheckedCall<'a> {
     args: Vec<Bound<'a>>,
     weights: &'a dyn Weights,
     sizes: Vec<Option<u64>>,
+    /// Set by the host to stop the call before its next kernel.
+    interrupt: Option<&'a AtomicBool>,
 }
 
 impl fmt::Debug for CheckedCall<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CheckedCall").field("function", &self.signature.name).field("args", &self.args).field("sizes", &self.sizes).finish_non_exhaustive()
+    }
+}
+
+impl<'a> CheckedCall<'a> {
+    /// The same call, stopped before its next kernel once `flag` is set
+    /// (a host's Ctrl-C): the run ends in [`RuntimeError::Interrupted`],
+    /// having written no result, within one kernel's time.
+    pub fn interruptible(self, flag: &'a AtomicBool) -> CheckedCall<'a> {
+        CheckedCall { interrupt: Some(flag), ..self }
+    }
+
+    /// Whether the host asked the call to stop.
+    pub(crate) fn interrupted(&self) -> bool {
+        self.interrupt.is_some_and(|flag| flag.load(std::sync::atomic::Ordering::Relaxed))
     }
 }
 
@@ -551,7 +568,7 @@ impl Signature {
         let sizes = self.sizes.solve(&pairs).map_err(|error| CallError::Sizes { function: self.name.clone(), error })?;
         // Only now, with every size known good and the copies admitted by
         // the memory plan, are strided tensors packed.
-        let mut call = CheckedCall { signature: self, args: bound, weights, sizes };
+        let mut call = CheckedCall { signature: self, args: bound, weights, sizes, interrupt: None };
         let packing = call.args.iter().fold(0u128, |total, b| match b {
             Bound::View(v) if !v.is_contiguous() => total.saturating_add(v.len() as u128 * v.dtype().size_bytes() as u128),
             _ => total,

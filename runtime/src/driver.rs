@@ -638,6 +638,9 @@ impl NativeFunction {
             times
         });
         for (index, (kernel, &f)) in p.kernels.iter().zip(&self.entries).enumerate() {
+            if call.interrupted() {
+                return Err(RuntimeError::Interrupted { kernel: index });
+            }
             for check in &kernel.checks {
                 check_indices(sizes, p, check, &table)?;
             }

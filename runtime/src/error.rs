@@ -342,6 +342,13 @@ pub enum RuntimeError {
         message: String,
     },
 
+    /// The host stopped the call ([`crate::CheckedCall::interruptible`]).
+    #[error("the call was interrupted before kernel k{kernel}; it returns no result")]
+    Interrupted {
+        /// The kernel that did not run.
+        kernel: usize,
+    },
+
     /// A thread pool could not be started.
     #[error("cannot start a pool of {threads} threads: {message}")]
     ThreadPool {

@@ -273,6 +273,12 @@ impl Function {
         Arc::ptr_eq(&self.function, &other.function)
     }
 
+    /// The most iterations any loop nest of this call runs: how long a
+    /// call will take, before it runs.
+    pub fn work(&self, call: &CheckedCall<'_>) -> Result<u128, Error> {
+        Ok(self.function.work(call)?)
+    }
+
     /// Runs a call [`Function::check`] accepted.
     pub fn run(&self, call: &CheckedCall<'_>) -> Result<HostTensor, Error> {
         Ok(self.function.run(call, &self.program.compiled.pool)?)
