@@ -59,3 +59,24 @@ def test_the_books_python_example_runs():
     pytest.importorskip("torch", reason="the book's Python example takes torch tensors")
     (example,) = blocks((ROOT / "docs" / "src" / "using.md").read_text(), "python")
     exec(compile(example, "docs/src/using.md", "exec"), {})
+
+
+def test_the_books_nax_examples_check(tmp_path):
+    """Every ```nax block of the book checks clean with `nax check`; a
+    block tagged with a code (```nax,E0404) gives that error."""
+    nax = os.environ.get("NAX") or shutil.which("nax")
+    if not nax:
+        pytest.skip("the nax command is not built (set NAX to it)")
+    found = 0
+    for page in sorted((ROOT / "docs" / "src").glob("*.md")):
+        for n, (code, source) in enumerate(re.findall(r"```nax(?:,(E\d+))?\n(.*?)```", page.read_text(), re.S)):
+            path = tmp_path / f"{page.stem}_{n}.nax"
+            path.write_text(source)
+            run = subprocess.run([nax, "check", str(path)], capture_output=True, text=True)
+            where = f"{page.name}, example {n + 1}"
+            if code:
+                assert run.returncode == 1 and f"error[{code}]" in run.stderr, f"{where}: expected {code}\n{run.stderr}"
+            else:
+                assert run.returncode == 0 and "warning" not in run.stderr, f"{where}\n{run.stderr}"
+            found += 1
+    assert found >= 9
