@@ -831,6 +831,16 @@ fn bad_input_through_the_abi_gets_its_code_and_message() {
         ("unknown argument", "scaled", with(&|a| a[1].name = "beta".into()), 1, vec!["scaled", "beta"]),
         ("wrong dtype", "scaled", with(&|a| x(a).bits = 64), 1, vec!["scaled", "'x'", "f64"]),
         (
+            "an unaligned broadcast too large to copy",
+            "scaled",
+            with(&|a| {
+                let t = x(a);
+                (t.shape, t.strides, t.byte_offset, t.capacity) = (Some(vec![1 << 40, 3]), Some(vec![0, 0]), 1, 8);
+            }),
+            3,
+            vec!["scaled", "'x'", "no memory"],
+        ),
+        (
             "wrong rank",
             "scaled",
             with(&|a| {

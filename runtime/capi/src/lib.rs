@@ -30,4 +30,4 @@ static ALLOCATOR: LibraryAllocator = LibraryAllocator;
 pub use allocator::LibraryAllocator;
 pub use dlpack::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor, NaxArg, NaxResult, describe, dl_dtype, nax_dtype};
 pub use library::{FunctionCode, LAYOUT_VERSION, Library};
-pub use tensors::{Input, tensor};
+pub use tensors::{Input, Refusal, tensor};

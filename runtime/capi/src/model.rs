@@ -5,7 +5,7 @@
 use crate::dlpack::{NaxArg, NaxResult};
 use crate::library::Library;
 use crate::status::Failure;
-use crate::tensors::{argument, result};
+use crate::tensors::{Refusal, argument, result};
 use nax_runtime::plan::StoredFunction;
 use nax_runtime::{
     Arg, Function, HostTensor, KernelFn, MAX_THREADS, NativeFunction, PackedWeights, Signature, Size, StoredTensor, TensorView, ThreadPool, Weights,
@@ -164,7 +164,10 @@ impl Model {
         let mut inputs = Vec::with_capacity(args.len());
         for (i, a) in args.iter().enumerate() {
             // SAFETY: the caller's contract.
-            inputs.push(unsafe { argument(signature, i, a) }.map_err(|m| Failure::argument(format!("{context}: {m}")))?);
+            inputs.push(unsafe { argument(signature, i, a) }.map_err(|refused| match refused {
+                Refusal::Memory(m) => Failure::memory(format!("{context}: {m}")),
+                Refusal::Invalid(m) => Failure::argument(format!("{context}: {m}")),
+            })?);
         }
         let named: Vec<(&str, Arg<'_>)> = inputs.iter().map(|(name, input)| (*name, input.arg())).collect();
         let out = f.call(named, &self.weights, &self.pool).map_err(|e| Failure::runtime(&context, e))?;

@@ -34,6 +34,11 @@ impl Failure {
         Failure { code: ARGUMENT, message: message.into() }
     }
 
+    /// Memory a call needs that could not be had.
+    pub fn memory(message: impl Into<String>) -> Failure {
+        Failure { code: MEMORY, message: message.into() }
+    }
+
     /// Missing, unreadable or ill-fitting weights.
     pub fn weights(message: impl Into<String>) -> Failure {
         Failure { code: WEIGHTS, message: message.into() }

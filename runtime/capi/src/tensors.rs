@@ -10,6 +10,31 @@ use std::ffi::{CStr, CString, c_char, c_void};
 /// The highest rank a tensor may have (more is surely a corrupt `ndim`).
 const MAX_RANK: i32 = 64;
 
+/// Why a tensor argument is refused: what is wrong with it
+/// (`NAX_ERR_ARGUMENT`), or the memory a copy of it needs
+/// (`NAX_ERR_MEMORY`).
+#[derive(Debug)]
+pub enum Refusal {
+    Invalid(String),
+    Memory(String),
+}
+
+impl From<String> for Refusal {
+    fn from(message: String) -> Refusal {
+        Refusal::Invalid(message)
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Invalid(m) | Refusal::Memory(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
+
 /// An argument as the call holds it.
 pub enum Input<'a> {
     /// The caller's memory, not copied.
@@ -38,9 +63,9 @@ impl Input<'_> {
 ///
 /// # Safety
 /// `a`'s pointers are NULL or valid as ABI.md says, for `'a`.
-pub unsafe fn argument<'s, 'a>(signature: &'s Signature, i: usize, a: &'a NaxArg) -> Result<(&'s str, Input<'a>), String> {
+pub unsafe fn argument<'s, 'a>(signature: &'s Signature, i: usize, a: &'a NaxArg) -> Result<(&'s str, Input<'a>), Refusal> {
     if a.name.is_null() {
-        return Err(format!("argument #{i} has a NULL name"));
+        return Err(format!("argument #{i} has a NULL name").into());
     }
     // SAFETY: NUL-terminated (the caller's contract).
     let name = unsafe { CStr::from_ptr(a.name) }.to_str().map_err(|_| format!("argument #{i}'s name is not UTF-8"))?;
@@ -55,7 +80,8 @@ pub unsafe fn argument<'s, 'a>(signature: &'s Signature, i: usize, a: &'a NaxArg
         return Err(format!(
             "{what}: the tensor is on device type {} (id {}); this library takes CPU tensors (kDLCPU)",
             t.device.device_type, t.device.device_id
-        ));
+        )
+        .into());
     }
     let dtype = nax_dtype(t.dtype)
         .ok_or_else(|| format!("{what}: dtype {} is not one nax takes (f16, bf16, f32, f64, i32, i64, bool, one lane)", describe(t.dtype)))?;
@@ -78,12 +104,12 @@ pub unsafe fn argument<'s, 'a>(signature: &'s Signature, i: usize, a: &'a NaxArg
 /// # Safety
 /// `t`'s pointers are valid as ABI.md says; when `capacity` is 0, the
 /// element at `byte_offset` is the caller's memory.
-unsafe fn scalar(what: &str, h: HostType, dtype: DType, t: &DLTensor, capacity: u64) -> Result<Scalar, String> {
+unsafe fn scalar(what: &str, h: HostType, dtype: DType, t: &DLTensor, capacity: u64) -> Result<Scalar, Refusal> {
     if t.ndim != 0 {
-        return Err(format!("{what} is a host {}: pass a rank-0 tensor, not rank {}", h.as_str(), t.ndim));
+        return Err(format!("{what} is a host {}: pass a rank-0 tensor, not rank {}", h.as_str(), t.ndim).into());
     }
     if matches!(dtype, DType::F16 | DType::BF16) {
-        return Err(format!("{what} is a host {}: pass f64, f32, i64, i32 or bool, not {}", h.as_str(), dtype.as_str()));
+        return Err(format!("{what} is a host {}: pass f64, f32, i64, i32 or bool, not {}", h.as_str(), dtype.as_str()).into());
     }
     // SAFETY: the caller's contract, as `tensor` states it.
     let data = match unsafe { tensor(what, dtype, t, std::ptr::null(), capacity) }? {
@@ -99,11 +125,11 @@ unsafe fn scalar(what: &str, h: HostType, dtype: DType, t: &DLTensor, capacity: 
         TensorData::I64(v) if v.len() == 1 => Scalar::Int(v[0]),
         TensorData::I32(v) if v.len() == 1 => Scalar::Int(i64::from(v[0])),
         TensorData::Bool(v) if v.len() == 1 => Scalar::Bool(v[0]),
-        _ => return Err(format!("{what}: internal error: a rank-0 {} tensor is not one element", dtype.as_str())),
+        _ => return Err(format!("{what}: internal error: a rank-0 {} tensor is not one element", dtype.as_str()).into()),
     };
     match (h, value) {
         (HostType::Float, Scalar::Float(_) | Scalar::Int(_)) | (HostType::Int, Scalar::Int(_)) | (HostType::Bool, Scalar::Bool(_)) => Ok(value),
-        _ => Err(format!("{what} is a host {}: a {} tensor does not give one", h.as_str(), dtype.as_str())),
+        _ => Err(format!("{what} is a host {}: a {} tensor does not give one", h.as_str(), dtype.as_str()).into()),
     }
 }
 
@@ -114,13 +140,13 @@ unsafe fn scalar(what: &str, h: HostType, dtype: DType, t: &DLTensor, capacity: 
 /// # Safety
 /// `t`'s pointers are valid as ABI.md says; when `capacity` is 0, every
 /// element the shape and strides address is the caller's memory.
-pub unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const *const c_char, capacity: u64) -> Result<Input<'a>, String> {
+pub unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const *const c_char, capacity: u64) -> Result<Input<'a>, Refusal> {
     if !(0..=MAX_RANK).contains(&t.ndim) {
-        return Err(format!("{what}: ndim is {}", t.ndim));
+        return Err(format!("{what}: ndim is {}", t.ndim).into());
     }
     let rank = t.ndim as usize;
     if rank > 0 && t.shape.is_null() {
-        return Err(format!("{what}: the shape pointer is NULL for a rank-{rank} tensor"));
+        return Err(format!("{what}: the shape pointer is NULL for a rank-{rank} tensor").into());
     }
     // SAFETY: `ndim` sizes (the caller's contract).
     let dims = if rank == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(t.shape, rank) } };
@@ -147,7 +173,7 @@ pub unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const
     let size = dtype.size_bytes() as i128;
     let count = shape.iter().try_fold(1u128, |acc, &n| acc.checked_mul(n as u128)).filter(|&c| c.saturating_mul(size as u128) <= isize::MAX as u128);
     let Some(count) = count else {
-        return Err(format!("{what}: the shape {shape:?} holds more bytes of {} than memory can address", dtype.as_str()));
+        return Err(format!("{what}: the shape {shape:?} holds more bytes of {} than memory can address", dtype.as_str()).into());
     };
     let shown = |lo: i128, hi: i128| format!("shape {shape:?} and strides {strides:?} reach bytes {lo} to {hi} from `data`");
     if count == 0 {
@@ -155,10 +181,10 @@ pub unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const
         // SAFETY: no element is addressed.
         return unsafe { TensorView::from_raw_parts(dtype, std::ptr::NonNull::<u64>::dangling().as_ptr().cast(), 0, 0, shape, strides, names) }
             .map(Input::View)
-            .map_err(|e| format!("{what}: {e}"));
+            .map_err(|e| format!("{what}: {e}").into());
     }
     if t.data.is_null() {
-        return Err(format!("{what}: the data pointer is NULL for a tensor of {count} elements"));
+        return Err(format!("{what}: the data pointer is NULL for a tensor of {count} elements").into());
     }
     // The lowest and highest element offsets from element 0, and their bytes from `data`.
     let (mut lo, mut hi) = (0i128, 0i128);
@@ -169,12 +195,12 @@ pub unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const
     let offset = i128::from(t.byte_offset);
     let (first_byte, end_byte) = (offset + lo * size, offset + (hi + 1) * size);
     if capacity != 0 && (first_byte < 0 || end_byte > i128::from(capacity)) {
-        return Err(format!("{what}: {}, outside the capacity of {capacity} bytes", shown(first_byte, end_byte)));
+        return Err(format!("{what}: {}, outside the capacity of {capacity} bytes", shown(first_byte, end_byte)).into());
     }
     let base = t.data as usize as i128;
     let (start, end) = (base + first_byte, base + end_byte);
     if start < 0 || end > usize::MAX as i128 || end - start > isize::MAX as i128 {
-        return Err(format!("{what}: {}, outside the address space", shown(first_byte, end_byte)));
+        return Err(format!("{what}: {}, outside the address space", shown(first_byte, end_byte)).into());
     }
     let len = (hi - lo + 1) as usize;
     let origin = (-lo) as usize;
@@ -186,7 +212,9 @@ pub unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const
             // Every byte of the span is a bool: read in place, however many
             // elements a broadcast (a stride of 0) makes of it.
             // SAFETY: as below, and every byte is 0 or 1.
-            return unsafe { TensorView::from_raw_parts(dtype, p, len, origin, shape, strides, names) }.map(Input::View).map_err(|e| format!("{what}: {e}"));
+            return unsafe { TensorView::from_raw_parts(dtype, p, len, origin, shape, strides, names) }
+                .map(Input::View)
+                .map_err(|e| format!("{what}: {e}").into());
         }
         // An element 0 that is not aligned for its dtype (any `byte_offset`
         // is allowed), or bools beside other bytes: the elements copied.
@@ -196,7 +224,7 @@ pub unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const
     // SAFETY: the elements from `start` to `end` are the caller's memory
     // (checked against `capacity`, else the caller's contract), aligned
     // for the dtype, every bit pattern of which is a value.
-    unsafe { TensorView::from_raw_parts(dtype, p, len, origin, shape, strides, names) }.map(Input::View).map_err(|e| format!("{what}: {e}"))
+    unsafe { TensorView::from_raw_parts(dtype, p, len, origin, shape, strides, names) }.map(Input::View).map_err(|e| format!("{what}: {e}").into())
 }
 
 /// A tensor's elements gathered into aligned memory of its own, row-major
@@ -214,18 +242,18 @@ unsafe fn gathered(
     shape: Vec<usize>,
     strides: &[isize],
     names: Vec<Option<String>>,
-) -> Result<Input<'static>, String> {
+) -> Result<Input<'static>, Refusal> {
     let size = dtype.size_bytes();
     let count: usize = shape.iter().product();
     let mut bytes: Vec<u8> = Vec::new();
-    bytes.try_reserve_exact(count * size).map_err(|_| format!("{what}: no memory for an aligned copy of {count} elements"))?;
+    bytes.try_reserve_exact(count * size).map_err(|_| Refusal::Memory(format!("{what}: no memory for an aligned copy of {count} elements")))?;
     let mut index = vec![0usize; shape.len()];
     let mut offset = origin as isize;
     for _ in 0..count {
         // SAFETY: the offset addresses an element (the caller's contract).
         let element = unsafe { std::slice::from_raw_parts(p.offset(offset * size as isize), size) };
         if dtype == DType::Bool && element[0] > 1 {
-            return Err(format!("{what}: the bool at index {index:?} holds the byte {}, not 0 or 1", element[0]));
+            return Err(format!("{what}: the bool at index {index:?} holds the byte {}, not 0 or 1", element[0]).into());
         }
         bytes.extend_from_slice(element);
         // The next index, last axis fastest, and its offset.
@@ -240,14 +268,14 @@ unsafe fn gathered(
         }
     }
     // Native order is little-endian on every target nax compiles for.
-    HostTensor::new(TensorData::from_le_bytes(dtype, &bytes), shape, names).map(Input::Copied).map_err(|e| format!("{what}: {e}"))
+    HostTensor::new(TensorData::from_le_bytes(dtype, &bytes), shape, names).map(Input::Copied).map_err(|e| format!("{what}: {e}").into())
 }
 
 /// The axis names of `ndim` axes from a NULL-or-names array.
 ///
 /// # Safety
 /// `axes` is NULL or holds `rank` pointers, each NULL or NUL-terminated.
-unsafe fn axis_names(what: &str, axes: *const *const c_char, rank: usize) -> Result<Vec<Option<String>>, String> {
+unsafe fn axis_names(what: &str, axes: *const *const c_char, rank: usize) -> Result<Vec<Option<String>>, Refusal> {
     if axes.is_null() {
         return Ok(vec![None; rank]);
     }
