@@ -55,6 +55,28 @@ def test_the_quick_start_runs_as_written(tmp_path):
         os.chdir(cwd)
 
 
+def test_the_command_line_chapter_runs_as_written(tmp_path):
+    """Every shell block of docs/src/cli.md, in order, in an empty folder."""
+    nax = os.environ.get("NAX") or shutil.which("nax")
+    if not nax or os.path.basename(nax) != "nax":
+        pytest.skip("the nax command is not built (set NAX to it)")
+    if not shutil.which("cc"):
+        pytest.skip("no C compiler: the chapter builds a library")
+    pytest.importorskip("safetensors", reason="the chapter writes safetensors files with numpy")
+    env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(nax)) + os.pathsep + os.environ["PATH"])
+    shell = blocks((ROOT / "docs" / "src" / "cli.md").read_text(), "sh")
+    assert len(shell) >= 4
+    outputs = []
+    for block in shell:
+        run = subprocess.run(["bash", "-euo", "pipefail", "-c", block.replace("python3", sys.executable)], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert run.returncode == 0, f"{block}\n{run.stdout}\n{run.stderr}"
+        outputs.append(run.stdout)
+    # rms([1 -1 1 -1]) * g * scale = [1 -1 1 -1] * 2 * 0.5, up to the 1e-6.
+    assert "[ 0.9999995 -0.9999995  0.9999995 -0.9999995]" in outputs[2] or "[ 1. -1.  1. -1.]" in outputs[2], outputs[2]
+    for made in ["checked.json", "out.safetensors", "out_interp.safetensors", "norm.graph", "norm.py", "norm.ll", "lib/libnorm.so", "lib/norm.h"]:
+        assert (tmp_path / made).is_file(), made
+
+
 def test_the_books_python_example_runs():
     pytest.importorskip("torch", reason="the book's Python example takes torch tensors")
     (example,) = blocks((ROOT / "docs" / "src" / "using.md").read_text(), "python")
@@ -80,3 +102,10 @@ def test_the_books_nax_examples_check(tmp_path):
                 assert run.returncode == 0 and "warning" not in run.stderr, f"{where}\n{run.stderr}"
             found += 1
     assert found >= 9
+
+
+def test_the_python_chapter_runs():
+    """Every Python block of docs/src/python.md, in order, in one namespace."""
+    namespace = {}
+    for block in blocks((ROOT / "docs" / "src" / "python.md").read_text(), "python"):
+        exec(compile(block, "docs/src/python.md", "exec"), namespace)
