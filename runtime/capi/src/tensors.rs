@@ -390,6 +390,22 @@ mod tests {
         }
     }
 
+    /// A result with an empty axis beside one of 2^63 - 1 elements gets
+    /// strides that fit int64 (a DLPack consumer computes with them).
+    #[test]
+    fn an_empty_result_has_int64_strides() {
+        let huge = i64::MAX as usize;
+        let t = HostTensor::new(TensorData::F32(Vec::new()), vec![0, 3, huge], vec![None; 3]).expect("an empty tensor");
+        let out = result(t).expect("a result");
+        // SAFETY: the result's tensor and its arrays live until its deleter runs.
+        unsafe {
+            let dl = &(*out.tensor).dl_tensor;
+            let strides = std::slice::from_raw_parts(dl.strides, 3);
+            assert_eq!(strides, &[0, i64::MAX, 1]);
+            ((*out.tensor).deleter.expect("a deleter"))(out.tensor);
+        }
+    }
+
     /// Element 0 at an odd byte: the f32s are copied to aligned memory.
     #[test]
     fn an_unaligned_tensor_is_copied() {
