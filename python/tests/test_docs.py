@@ -26,24 +26,30 @@ def section(text, heading):
     return text[start : end if end >= 0 else len(text)]
 
 
-def test_the_quick_start_runs_as_written(tmp_path):
+def run_shell_blocks(shell, folder, what):
+    """Runs each shell block in `folder` with bash -euo pipefail and the
+    built `nax` first on PATH (a newcomer's setting), in order; their
+    outputs. Skips where the tools a newcomer would have are missing."""
     nax = os.environ.get("NAX") or shutil.which("nax")
-    if not nax:
+    if not nax or os.path.basename(nax) != "nax":
         pytest.skip("the nax command is not built (set NAX to it)")
     if not shutil.which("cc"):
-        pytest.skip("no C compiler: the quick start builds a C program")
-    pytest.importorskip("safetensors", reason="the quick start writes safetensors files with numpy")
-    quick = section((ROOT / "README.md").read_text(), "## Quick start")
+        pytest.skip(f"no C compiler: {what} builds a library")
+    pytest.importorskip("safetensors", reason=f"{what} writes safetensors files with numpy")
     env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(nax)) + os.pathsep + os.environ["PATH"])
-    if os.path.basename(nax) != "nax":
-        pytest.skip("NAX does not name a command called nax")
-    shell = [b for b in blocks(quick, "sh") if "cargo install" not in b]
-    assert len(shell) >= 3
     outputs = []
     for block in shell:
-        run = subprocess.run(["bash", "-euo", "pipefail", "-c", block.replace("python3", sys.executable)], cwd=tmp_path, env=env, capture_output=True, text=True)
+        run = subprocess.run(["bash", "-euo", "pipefail", "-c", block.replace("python3", sys.executable)], cwd=folder, env=env, capture_output=True, text=True)
         assert run.returncode == 0, f"{block}\n{run.stdout}\n{run.stderr}"
         outputs.append(run.stdout)
+    return outputs
+
+
+def test_the_quick_start_runs_as_written(tmp_path):
+    quick = section((ROOT / "README.md").read_text(), "## Quick start")
+    shell = [b for b in blocks(quick, "sh") if "cargo install" not in b]
+    assert len(shell) >= 3
+    outputs = run_shell_blocks(shell, tmp_path, "the quick start")
     # x + relu(x @ w), w = I/2 + 1/8: the first row is [2.75, 4.25, 5.75, 7.25].
     assert "2.75" in outputs[1] and "y[0] = 2.75 4.25 5.75 7.25" in outputs[2]
     (python,) = blocks(quick, "python")
@@ -57,20 +63,9 @@ def test_the_quick_start_runs_as_written(tmp_path):
 
 def test_the_command_line_chapter_runs_as_written(tmp_path):
     """Every shell block of docs/src/cli.md, in order, in an empty folder."""
-    nax = os.environ.get("NAX") or shutil.which("nax")
-    if not nax or os.path.basename(nax) != "nax":
-        pytest.skip("the nax command is not built (set NAX to it)")
-    if not shutil.which("cc"):
-        pytest.skip("no C compiler: the chapter builds a library")
-    pytest.importorskip("safetensors", reason="the chapter writes safetensors files with numpy")
-    env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(nax)) + os.pathsep + os.environ["PATH"])
     shell = blocks((ROOT / "docs" / "src" / "cli.md").read_text(), "sh")
     assert len(shell) >= 4
-    outputs = []
-    for block in shell:
-        run = subprocess.run(["bash", "-euo", "pipefail", "-c", block.replace("python3", sys.executable)], cwd=tmp_path, env=env, capture_output=True, text=True)
-        assert run.returncode == 0, f"{block}\n{run.stdout}\n{run.stderr}"
-        outputs.append(run.stdout)
+    outputs = run_shell_blocks(shell, tmp_path, "the chapter")
     # rms([1 -1 1 -1]) * g * scale = [1 -1 1 -1] * 2 * 0.5, up to the 1e-6.
     assert "[ 0.9999995 -0.9999995  0.9999995 -0.9999995]" in outputs[2] or "[ 1. -1.  1. -1.]" in outputs[2], outputs[2]
     for made in ["checked.json", "out.safetensors", "out_interp.safetensors", "norm.graph", "norm.py", "norm.ll", "lib/libnorm.so", "lib/norm.h"]:
