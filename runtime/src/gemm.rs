@@ -38,6 +38,31 @@
 
 mod amx;
 
+/// Evaluates `$body` with `$t` the element type of `$dtype`'s matrices
+/// (f32 for any dtype a product does not take).
+macro_rules! with_element {
+    ($dtype:expr, $t:ident => $body:expr) => {
+        match $dtype {
+            DType::F64 => {
+                type $t = f64;
+                $body
+            }
+            DType::F16 => {
+                type $t = half::f16;
+                $body
+            }
+            DType::BF16 => {
+                type $t = half::bf16;
+                $body
+            }
+            _ => {
+                type $t = f32;
+                $body
+            }
+        }
+    };
+}
+
 /// Whether products run on this CPU's AMX tiles (bf16 and f16 operands,
 /// and f32 weights split into bf16 parts; see [`amx`]): the CPU has
 /// AMX-BF16, the OS grants the tile state, and `NAX_AMX` is not `0`.
@@ -164,14 +189,7 @@ pub(crate) unsafe fn multiply(
 ) {
     // SAFETY: as the caller promised: the matrices hold `dtype` elements;
     // the microkernel computes in their wide type.
-    unsafe {
-        match dtype {
-            DType::F64 => multiply_as::<f64>(p, micro, threads, work, epilogue, packed_b),
-            DType::F16 => multiply_as::<half::f16>(p, micro, threads, work, epilogue, packed_b),
-            DType::BF16 => multiply_as::<half::bf16>(p, micro, threads, work, epilogue, packed_b),
-            _ => multiply_as::<f32>(p, micro, threads, work, epilogue, packed_b),
-        }
-    }
+    with_element!(dtype, T => unsafe { multiply_as::<T>(p, micro, threads, work, epilogue, packed_b) })
 }
 
 /// All of a product's B packed once (a weight's): panels for the
@@ -223,13 +241,10 @@ impl PackedB {
 /// on this machine: its panels, widened to the microkernel's type, or its
 /// bf16 parts for the AMX tiles.
 pub(crate) fn packed_bytes_per_element(dtype: DType) -> u128 {
-    let (wide, parts): (u128, u128) = match dtype {
-        DType::F64 => (8, 0),
-        DType::F16 => (4, 2),
-        DType::BF16 => (4, 1),
-        _ => (4, 3),
-    };
-    if amx::available() { wide.max(2 * parts) } else { wide }
+    with_element!(dtype, T => {
+        let (wide, tiles) = (std::mem::size_of::<<T as Element>::Wide>(), if amx::available() { 2 * T::TILE_PARTS } else { 0 });
+        wide.max(tiles) as u128
+    })
 }
 
 /// How a product whose B is a weight reads it packed: panels for blocks of
@@ -250,14 +265,7 @@ pub(crate) enum Packing {
 /// As [`multiply`], for B.
 pub(crate) unsafe fn pack_b(p: Product, dtype: DType, micro: &Micro, threads: usize, work: usize) -> Option<PackedB> {
     // SAFETY: as the caller promised.
-    unsafe {
-        match dtype {
-            DType::F64 => pack_b_as::<f64>(p, micro, threads, work),
-            DType::F16 => pack_b_as::<half::f16>(p, micro, threads, work),
-            DType::BF16 => pack_b_as::<half::bf16>(p, micro, threads, work),
-            _ => pack_b_as::<f32>(p, micro, threads, work),
-        }
-    }
+    with_element!(dtype, T => unsafe { pack_b_as::<T>(p, micro, threads, work) })
 }
 
 /// [`pack_b`] for `T` matrices: split for the tiles where the product
@@ -288,13 +296,7 @@ unsafe fn pack_b_as<T: Element>(p: Product, micro: &Micro, threads: usize, work:
 /// How [`pack_b`] would pack `p`'s B, of `dtype` elements; `None` where it
 /// packs none.
 pub(crate) fn packing(p: &Product, dtype: DType, micro: &Micro, threads: usize, work: usize) -> Option<Packing> {
-    let tiles = match dtype {
-        DType::F64 => amx::suits::<f64>(p),
-        DType::F16 => amx::suits::<half::f16>(p),
-        DType::BF16 => amx::suits::<half::bf16>(p),
-        _ => amx::suits::<f32>(p),
-    };
-    if tiles {
+    if with_element!(dtype, T => amx::suits::<T>(p)) {
         return Some(Packing::Tiles);
     }
     (!packs_no_b(p)).then(|| Packing::Panels(Split::of(p, micro, threads, work).nc))

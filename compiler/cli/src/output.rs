@@ -15,7 +15,7 @@ pub fn target(out: &Path) -> Result<PathBuf, String> {
     let shown = out.display();
     let resolved = match std::fs::symlink_metadata(out) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            let dir = directory(out);
             return match std::fs::metadata(dir) {
                 Ok(meta) if meta.is_dir() => Ok(out.to_path_buf()),
                 Ok(_) => Err(format!("cannot write `{shown}`: `{}` is not a directory", dir.display())),
@@ -62,8 +62,12 @@ pub fn print(text: &str) {
 /// Writes `bytes` to `out` (a [`target`]) atomically: to a temporary file
 /// beside it, renamed over it once complete; an error leaves `out` as it was.
 pub fn write(out: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(directory(out))?;
     tmp.write_all(bytes)?;
     tmp.persist(out).map(drop).map_err(|e| e.error)
+}
+
+/// The directory a path is in (`.` for a bare file name).
+fn directory(path: &Path) -> &Path {
+    path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
 }

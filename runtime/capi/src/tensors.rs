@@ -205,17 +205,11 @@ pub unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const
     let len = (hi - lo + 1) as usize;
     let origin = (-lo) as usize;
     let p = start as usize as *const u8;
-    if !(start as usize).is_multiple_of(dtype.size_bytes()) || dtype == DType::Bool {
-        // SAFETY: the span's bytes are the caller's memory (as below).
-        let span = unsafe { std::slice::from_raw_parts(p, len * dtype.size_bytes()) };
-        if dtype == DType::Bool && span.iter().all(|&b| b <= 1) {
-            // Every byte of the span is a bool: read in place, however many
-            // elements a broadcast (a stride of 0) makes of it.
-            // SAFETY: as below, and every byte is 0 or 1.
-            return unsafe { TensorView::from_raw_parts(dtype, p, len, origin, shape, strides, names) }
-                .map(Input::View)
-                .map_err(|e| format!("{what}: {e}").into());
-        }
+    // A bool tensor is read in place when every byte of its span is 0 or
+    // 1, however many elements a broadcast (a stride of 0) makes of it.
+    // SAFETY: the span's bytes are the caller's memory (as below).
+    let bools_beside_other_bytes = dtype == DType::Bool && unsafe { std::slice::from_raw_parts(p, len) }.iter().any(|&b| b > 1);
+    if !(start as usize).is_multiple_of(dtype.size_bytes()) || bools_beside_other_bytes {
         // An element 0 that is not aligned for its dtype (any `byte_offset`
         // is allowed), or bools beside other bytes: the elements copied.
         // SAFETY: the addressed elements are the caller's memory.
@@ -223,7 +217,8 @@ pub unsafe fn tensor<'a>(what: &str, dtype: DType, t: &'a DLTensor, axes: *const
     }
     // SAFETY: the elements from `start` to `end` are the caller's memory
     // (checked against `capacity`, else the caller's contract), aligned
-    // for the dtype, every bit pattern of which is a value.
+    // for the dtype, every bit pattern of which is a value (for bools,
+    // every byte of the span was checked to be 0 or 1 above).
     unsafe { TensorView::from_raw_parts(dtype, p, len, origin, shape, strides, names) }.map(Input::View).map_err(|e| format!("{what}: {e}").into())
 }
 

@@ -4,18 +4,16 @@
 //! cycle of the AVX-512 FMA units.
 //!
 //! **f32-grade results from bf16 tiles.** Each operand element is split
-//! into bf16 parts whose sum is exactly the element ([`parts`]: an f32 is
-//! three parts of 8 significand bits and a sign, an f16 two, a bf16 one),
-//! and the product is the sum of the products of parts `i` of A and `j` of
-//! B with `i + j <= 2` (from 0): six for f32 by f32, dropping the terms
-//! under about 2^-23 of `|a b|`: two units of f32 rounding per product,
-//! not per term of the sum. Each bf16 by bf16 product is exact in
-//! f32, and the terms are ordered smallest first along the depth, so the
-//! accumulators hold the small terms' sum (2^-8 of the result) before the
-//! leading parts' products arrive: the sum's rounding is that of an f32
-//! sum of the leading products. The terms are laid one after another
-//! along the depth of one bf16 product (`K' = terms x K`), which the
-//! microkernel runs as any other.
+//! into bf16 parts whose sum is exactly the element ([`split_values`]: an
+//! f32 is three parts of 8 significand bits and a sign, an f16 two, a bf16
+//! one), and the product is the sum of the products of parts `i` of A and
+//! `j` of B with `i + j <= 2` (from 0, [`terms`]): six for f32 by f32,
+//! dropping the terms under about 2^-23 of `|a b|`: two units of f32
+//! rounding per product, not per term of the sum. Each bf16 by bf16
+//! product is exact in f32; the leading parts' product `(0, 0)` is
+//! accumulated in one block of f32 sums and the smaller terms in another
+//! (2^-8 of the result), added once at the end: the sum's rounding is that
+//! of an f32 sum of the leading products.
 //!
 //! Operands the parts cannot represent exactly (infinities, NaNs, values
 //! under 2^-103 whose lowest part would be subnormal, which tiles read as
@@ -23,16 +21,15 @@
 //! its sign, as every product here reads it. Results under the smallest
 //! normal are flushed to zero by the tiles.
 //!
-//! **Layouts.** B (a weight's, packed once; or packed per call for a
-//! product of many rows) is in panels of 32 columns, each 32 depth
-//! positions of a panel two 16 x 32 tiles (pairs of depth positions side
-//! by side, as `tdpbf16ps` reads them). A is split per call into blocks of
-//! 32 rows, each 32 depth positions of a block two 16 x 32 tiles. The
-//! microkernel keeps a 32 x 32 block of C in four tiles over
-//! [`KERNEL_CHUNKS`] chunks of 32 depth positions (B's share, 16 KiB, stays
-//! in the first level), accumulating in a block of f32 scratch; the
-//! depth runs in passes whose split A stays in the second level. Every
-//! tile is 64-byte aligned: a misaligned tile load costs six times as much.
+//! **Layouts.** B (a weight's, packed once; or split per call for a
+//! product of many rows) is in panels of 32 columns, each panel its parts
+//! one after another, each part its chunks of 32 depth positions, each
+//! chunk two 16 x 32 tiles (pairs of depth positions side by side, as
+//! `tdpbf16ps` reads them). A is split per call into blocks of 32 rows laid
+//! out the same way. One microkernel call keeps a 32 x 32 block of C in
+//! four tiles over every term that goes to one block of sums, for a pass
+//! of the depth (its split A stays in the second level). Every tile is
+//! 64-byte aligned: a misaligned tile load costs six times as much.
 //!
 //! The tiles are used where the CPU has AMX-BF16 and the OS grants the
 //! process its tile state (Linux's `arch_prctl(ARCH_REQ_XCOMP_PERM)`), and
@@ -49,8 +46,8 @@ const TILE: usize = 512;
 const CHUNK: usize = 32;
 /// Rows or columns of C one microkernel call computes (2 x 2 tiles).
 const BLOCK: usize = 32;
-/// Chunks of the depth per microkernel call.
-const KERNEL_CHUNKS: usize = 8;
+/// The fewest chunks of the depth in one pass.
+const MIN_PASS_CHUNKS: usize = 8;
 /// Bytes of split A one pass over the depth reads (the second level holds it).
 const PASS_A_BYTES: usize = 3 << 19;
 /// Products of fewer rows stay on the FMA path (a tile has 16 rows).
@@ -474,11 +471,14 @@ pub(super) unsafe fn multiply_with<T: Element>(
 unsafe fn run_part<T: Element>(p: &Product, a: usize, b: usize, first: usize, count: usize, epilogue: Option<Epilogue<'_>>, kernel: TileKernel, tiles: bool) {
     let parts = T::TILE_PARTS;
     let terms = terms(parts);
+    // The terms before the leading parts' product `(0, 0)`, the last.
+    let smaller_terms = terms.len() - 1;
     let chunks = p.k.div_ceil(CHUNK);
     let blocks = p.m.div_ceil(BLOCK);
-    let (a_len, b_len) = (block_len(parts, chunks) * 2, block_len(parts, chunks) * 2);
+    // Bytes of one block of split A, and of one panel of split B.
+    let block_bytes = block_len(parts, chunks) * 2;
     let chunk_bytes = 2 * TILE * 2;
-    let pass_chunks = (PASS_A_BYTES / (blocks * parts * chunk_bytes)).max(KERNEL_CHUNKS);
+    let pass_chunks = (PASS_A_BYTES / (blocks * parts * chunk_bytes)).max(MIN_PASS_CHUNKS);
     let passes = chunks.div_ceil(pass_chunks);
     // Each block's two sums (leading, smaller), for one panel, or for every
     // panel when the depth takes passes.
@@ -495,15 +495,18 @@ unsafe fn run_part<T: Element>(p: &Product, a: usize, b: usize, first: usize, co
             let (start, end) = (pass * pass_chunks, ((pass + 1) * pass_chunks).min(chunks));
             for panel in 0..count {
                 let c_panel = c + if passes == 1 { 0 } else { panel * blocks * 2 * sums_bytes };
-                let b_panel = b + (first + panel) * b_len;
+                let b_panel = b + (first + panel) * block_bytes;
                 for block in 0..blocks {
                     let sums = c_panel + block * 2 * sums_bytes;
                     let segment =
-                        |&(i, j): &(usize, usize)| [a + block * a_len + (i * chunks + start) * chunk_bytes, b_panel + (j * chunks + start) * chunk_bytes];
-                    let smaller: Vec<[usize; 2]> = terms[..terms.len() - 1].iter().map(segment).collect();
+                        |&(i, j): &(usize, usize)| [a + block * block_bytes + (i * chunks + start) * chunk_bytes, b_panel + (j * chunks + start) * chunk_bytes];
+                    // The smaller terms' segments, on the stack (at most
+                    // five: this runs for every block of every panel).
+                    let mut smaller = [[0usize; 2]; 5];
+                    smaller.iter_mut().zip(&terms[..smaller_terms]).for_each(|(slot, term)| *slot = segment(term));
                     // SAFETY: the chunks are inside the split operands; the sums inside the scratch.
                     unsafe {
-                        kernel(&smaller, end - start, sums + sums_bytes, pass > 0);
+                        kernel(&smaller[..smaller_terms], end - start, sums + sums_bytes, pass > 0);
                         kernel(&[segment(&(0, 0))], end - start, sums, pass > 0);
                     }
                 }
@@ -518,7 +521,7 @@ unsafe fn run_part<T: Element>(p: &Product, a: usize, b: usize, first: usize, co
                         let (leading, smaller) = unsafe {
                             (std::slice::from_raw_parts_mut(leading, BLOCK * BLOCK), std::slice::from_raw_parts(leading.add(BLOCK * BLOCK), BLOCK * BLOCK))
                         };
-                        if terms.len() > 1 {
+                        if smaller_terms > 0 {
                             leading.iter_mut().zip(smaller).for_each(|(sum, &small)| *sum += small);
                         }
                         for (r, sums) in leading.chunks_exact(BLOCK).take(rows).enumerate() {
