@@ -49,19 +49,35 @@ pub struct CheckedFn {
     pub size_arguments: Vec<(Size, usize)>,
     /// Every named value: the parameters, then each statement's targets in order.
     pub bindings: Vec<Binding>,
-    /// The declared result type, resolved in the body's scope at `return`.
-    pub ret: Type,
+    /// The declared results, in order, each resolved in the body's scope at
+    /// `return` (one unnamed result for `-> TYPE`).
+    pub results: Vec<CheckedResult>,
     pub body: Vec<TStmt>,
     /// Sizes of this function, with the checks deferred to the call boundary.
     pub symbols: Symbols,
 }
 
 impl CheckedFn {
-    /// `def f(x: Real[b n D], s: float) -> Real[b n D]`.
+    /// `def f(x: Real[b n D], s: float) -> Real[b n D]`, or
+    /// `-> (logits: Real[b n V], k: Real[L b n D])` for named results.
     pub fn signature(&self) -> String {
         let params: Vec<String> = self.bindings[..self.params].iter().map(|b| format!("{}: {}", b.name, b.ty.display(&self.symbols))).collect();
-        format!("def {}({}) -> {}", self.name, params.join(", "), self.ret.display(&self.symbols))
+        let results = match self.results.as_slice() {
+            [CheckedResult { name: None, ty }] => ty.display(&self.symbols),
+            results => {
+                let named: Vec<String> = results.iter().map(|r| format!("{}: {}", r.name.as_deref().unwrap_or("_"), r.ty.display(&self.symbols))).collect();
+                format!("({})", named.join(", "))
+            }
+        };
+        format!("def {}({}) -> {}", self.name, params.join(", "), results)
     }
+}
+
+/// One declared result: its name (none for `-> TYPE`) and type.
+#[derive(Clone, Debug)]
+pub struct CheckedResult {
+    pub name: Option<String>,
+    pub ty: Type,
 }
 
 /// A named value: a parameter or a statement's target.
@@ -79,12 +95,18 @@ pub enum TStmt {
         targets: Vec<usize>,
         value: TExpr,
     },
-    /// The returned value and, for each declared result axis, the value's axis
-    /// that becomes it (the permute-to-declared-order rule).
+    /// The returned values, one per declared result, in order.
     Return {
-        value: TExpr,
-        permutation: Vec<usize>,
+        values: Vec<Returned>,
     },
+}
+
+/// One returned value and, for each axis of its declared result, the
+/// value's axis that becomes it (the permute-to-declared-order rule).
+#[derive(Clone, Debug)]
+pub struct Returned {
+    pub value: TExpr,
+    pub permutation: Vec<usize>,
 }
 
 /// A checked expression.
@@ -220,9 +242,14 @@ pub enum TExprKind {
         arg: Box<TExpr>,
         axis: usize,
     },
+    /// A loop's yielded values, one per turn in order, stacked along a new
+    /// first axis (the type's; of size 0, with no values, for an empty range).
+    Stack(Vec<TExpr>),
     /// A call of the module's function `function` (index into
     /// [`CheckedModule::functions`]): one argument per parameter, in order,
-    /// defaults filled in.
+    /// defaults filled in. A call of a function with several results is
+    /// the whole value of an assignment that binds one name per result; its
+    /// type is the first result's, the targets' bindings have each one's.
     Call {
         function: usize,
         args: Vec<TExpr>,

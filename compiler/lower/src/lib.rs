@@ -33,6 +33,10 @@ pub enum LowerError {
     /// The function has errors: the checker's diagnostics say which.
     #[error("function `{name}` did not check")]
     Unchecked { name: String },
+    /// The function declares several results; a compiled function has one
+    /// (its calls of functions with several results are lowered).
+    #[error("`{name}` has {count} results; compiled functions have one result for now (call it from a function that returns one)")]
+    SeveralResults { name: String, count: usize },
     /// Inlining its calls made the graph larger than [`MAX_NODES`].
     #[error("`{function}` is too large after inlining its calls (over {limit} nodes)")]
     TooLarge { function: String, limit: usize },
@@ -64,6 +68,9 @@ fn lower_function(module: &CheckedModule, name: &str) -> Result<Graph, LowerErro
     if !f.ok {
         return Err(LowerError::Unchecked { name: name.to_string() });
     }
+    if f.results.len() != 1 {
+        return Err(LowerError::SeveralResults { name: name.to_string(), count: f.results.len() });
+    }
     let mut l = Lowerer {
         module,
         g: Graph {
@@ -83,7 +90,7 @@ fn lower_function(module: &CheckedModule, name: &str) -> Result<Graph, LowerErro
     }
     l.g.inputs = inputs.clone();
     let identity: Vec<Size> = Vec::new();
-    l.g.output = l.function(f, inputs, &identity)?;
+    l.g.output = l.function(f, inputs, &identity)?[0];
     l.g.remove_dead_nodes();
     l.g.symbols = l.symbols.table();
     Ok(l.g)
@@ -131,8 +138,9 @@ impl Lowerer<'_> {
         &self.g.graph[n].ty
     }
 
-    /// Lowers a function body whose parameters are the nodes `args`; returns its result node.
-    fn function(&mut self, f: &CheckedFn, args: Vec<NodeIndex>, map: &[Size]) -> Result<NodeIndex, LowerError> {
+    /// Lowers a function body whose parameters are the nodes `args`; returns
+    /// its result nodes, one per declared result.
+    fn function(&mut self, f: &CheckedFn, args: Vec<NodeIndex>, map: &[Size]) -> Result<Vec<NodeIndex>, LowerError> {
         let mut env: Vec<Option<NodeIndex>> = vec![None; f.bindings.len()];
         for (i, a) in args.into_iter().enumerate() {
             env[i] = Some(a);
@@ -140,32 +148,94 @@ impl Lowerer<'_> {
         for stmt in &f.body {
             match stmt {
                 TStmt::Assign { targets, value } => {
-                    if let (TExprKind::Pattern { op: PatternOp::Split { count, axis, part }, args, pattern }, true) = (&value.kind, targets.len() > 1) {
-                        let x = self.expr(&args[0], &env, f, map)?;
-                        let parts = self.split(x, pattern, *count, *axis, *part, &value.ty, map)?;
-                        for (t, p) in targets.iter().zip(parts) {
-                            env[*t] = Some(p);
+                    let nodes = match (&value.kind, targets.len() > 1) {
+                        (TExprKind::Pattern { op: PatternOp::Split { count, axis, part }, args, pattern }, true) => {
+                            let x = self.expr(&args[0], &env, f, map)?;
+                            self.split(x, pattern, *count, *axis, *part, &value.ty, map)?
                         }
-                    } else {
-                        let n = self.expr(value, &env, f, map)?;
-                        for t in targets {
-                            env[*t] = Some(n);
+                        (TExprKind::Call { function, args }, true) => {
+                            let types = targets.iter().map(|&t| map_type(&f.bindings[t].ty, map)).collect::<Result<Vec<_>, _>>()?;
+                            self.call(*function, args, types, &env, f, map)?
                         }
+                        _ => vec![self.expr(value, &env, f, map)?; targets.len()],
+                    };
+                    if nodes.len() != targets.len() {
+                        return Err(internal(format!("{} values bound to {} names", nodes.len(), targets.len())));
+                    }
+                    for (t, n) in targets.iter().zip(nodes) {
+                        env[*t] = Some(n);
                     }
                 }
-                TStmt::Return { value, permutation } => {
-                    let n = self.expr(value, &env, f, map)?;
-                    let ret = map_type(&f.ret, map)?;
-                    let identity = permutation.iter().enumerate().all(|(i, &p)| i == p);
-                    if identity && self.ty(n) == &ret {
-                        return Ok(n);
+                TStmt::Return { values } => {
+                    if values.len() != f.results.len() {
+                        return Err(internal(format!("`{}` returns {} values for {} results", f.name, values.len(), f.results.len())));
                     }
-                    let op = if identity { Op::Rename } else { Op::Permute { perm: permutation.clone() } };
-                    return Ok(self.g.add(op, ret, &[n]));
+                    let mut out = Vec::with_capacity(values.len());
+                    for (returned, result) in values.iter().zip(&f.results) {
+                        let n = self.expr(&returned.value, &env, f, map)?;
+                        let ret = map_type(&result.ty, map)?;
+                        let permutation = &returned.permutation;
+                        let identity = permutation.iter().enumerate().all(|(i, &p)| i == p);
+                        out.push(if identity && self.ty(n) == &ret {
+                            n
+                        } else {
+                            let op = if identity { Op::Rename } else { Op::Permute { perm: permutation.clone() } };
+                            self.g.add(op, ret, &[n])
+                        });
+                    }
+                    return Ok(out);
                 }
             }
         }
         Err(internal(format!("function `{}` has no return", f.name)))
+    }
+
+    /// A call of the module's function `function`, inlined: its results,
+    /// which the checker typed `types` in the caller's sizes.
+    fn call(
+        &mut self,
+        function: usize,
+        args: &[TExpr],
+        types: Vec<Type>,
+        env: &[Option<NodeIndex>],
+        f: &CheckedFn,
+        map: &[Size],
+    ) -> Result<Vec<NodeIndex>, LowerError> {
+        let xs = args.iter().map(|x| self.expr(x, env, f, map)).collect::<Result<Vec<_>, _>>()?;
+        let callee = &self.module.functions[function];
+        let callee_map = self.symbols.import(&callee.symbols);
+        let mut params = Vec::with_capacity(xs.len());
+        for (b, &x) in callee.bindings[..callee.params].iter().zip(&xs) {
+            let want = map_type(&b.ty, &callee_map)?;
+            let given = self.ty(x).clone();
+            self.unify_axes(&want, &given);
+            params.push(if &want == self.ty(x) { x } else { self.g.add(Op::Rename, want, &[x]) });
+        }
+        for &(size, i) in &callee.size_arguments {
+            let signed = callee.symbols.defined_as(size, &SymDef::Signed);
+            let size = map_size(size, &callee_map);
+            let Some(&x) = xs.get(i) else { continue };
+            match if signed { self.int_bound(x) } else { self.int_size(x) } {
+                Some(value) => {
+                    self.symbols.unify(size, value);
+                }
+                None => {
+                    return Err(LowerError::UnsizedKeyword { callee: callee.name.clone(), size: self.symbols.display(size) });
+                }
+            }
+        }
+        let outs = self.function(callee, params, &callee_map)?;
+        if outs.len() != types.len() {
+            return Err(internal(format!("a call of `{}` bound to {} names for {} results", callee.name, types.len(), outs.len())));
+        }
+        // The checker sized the call's results with fresh symbols; they are the callee's sizes.
+        let mut results = Vec::with_capacity(outs.len());
+        for (out, ty) in outs.into_iter().zip(types) {
+            let inner = self.ty(out).clone();
+            self.unify_axes(&inner, &ty);
+            results.push(if self.ty(out) == &ty { out } else { self.g.add(Op::Rename, ty, &[out]) });
+        }
+        Ok(results)
     }
 
     fn expr(&mut self, e: &TExpr, env: &[Option<NodeIndex>], f: &CheckedFn, map: &[Size]) -> Result<NodeIndex, LowerError> {
@@ -285,35 +355,22 @@ impl Lowerer<'_> {
                 let x = self.expr(arg, env, f, map)?;
                 self.g.add(Op::ArgReduce { op: *op, axis: *axis }, ty, &[x])
             }
-            TExprKind::Call { function, args } => {
-                let xs = operands(self, args)?;
-                let callee = &self.module.functions[*function];
-                let callee_map = self.symbols.import(&callee.symbols);
-                let mut params = Vec::with_capacity(xs.len());
-                for (b, &x) in callee.bindings[..callee.params].iter().zip(&xs) {
-                    let want = map_type(&b.ty, &callee_map)?;
-                    let given = self.ty(x).clone();
-                    self.unify_axes(&want, &given);
-                    params.push(if &want == self.ty(x) { x } else { self.g.add(Op::Rename, want, &[x]) });
+            TExprKind::Call { function, args } => self.call(*function, args, vec![ty], env, f, map)?[0],
+            TExprKind::Stack(values) => {
+                let stacked = tensor(&ty).cloned().ok_or_else(|| internal("a stack of host scalars"))?;
+                let mut turns = Vec::with_capacity(values.len());
+                for v in values {
+                    let x = self.expr(v, env, f, map)?;
+                    let mut axes = stacked.axes.clone();
+                    axes[0] = Axis { name: None, size: Size::Const(1) };
+                    let turn = Type::Tensor(TensorType { axes, ..tensor(self.ty(x)).cloned().ok_or_else(|| internal("a yielded host scalar"))? });
+                    turns.push(self.g.add(Op::Reshape, turn, &[x]));
                 }
-                for &(size, i) in &callee.size_arguments {
-                    let signed = callee.symbols.defined_as(size, &SymDef::Signed);
-                    let size = map_size(size, &callee_map);
-                    let Some(&x) = xs.get(i) else { continue };
-                    match if signed { self.int_bound(x) } else { self.int_size(x) } {
-                        Some(value) => {
-                            self.symbols.unify(size, value);
-                        }
-                        None => {
-                            return Err(LowerError::UnsizedKeyword { callee: callee.name.clone(), size: self.symbols.display(size) });
-                        }
-                    }
+                match turns.as_slice() {
+                    [] => self.g.add(Op::Construct { func: nax_ops::Constructor::Zeros }, ty, &[]),
+                    [one] => self.g.add(Op::Reshape, ty, &[*one]),
+                    _ => self.g.add(Op::Concat { axis: 0 }, ty, &turns),
                 }
-                let out = self.function(callee, params, &callee_map)?;
-                // The checker sized the call's result with fresh symbols; they are the callee's sizes.
-                let inner = self.ty(out).clone();
-                self.unify_axes(&inner, &ty);
-                if self.ty(out) == &ty { out } else { self.g.add(Op::Rename, ty, &[out]) }
             }
         })
     }

@@ -144,6 +144,11 @@ impl FnEmitter<'_> {
             TExprKind::Construct { func, value } => self.construct(e, *func, value.as_deref())?,
             TExprKind::Rename(x) => self.expr(x)?,
             TExprKind::Call { function, args } => self.call(*function, args)?,
+            TExprKind::Stack(values) if values.is_empty() => self.construct(e, Constructor::Zeros, None)?,
+            TExprKind::Stack(values) => {
+                let turns = values.iter().map(|v| self.expr(v).map(|t| strip_parens(&t).to_string())).collect::<Result<Vec<_>, _>>()?;
+                format!("torch.stack([{}])", turns.join(", "))
+            }
             TExprKind::Index { arg, entries } => {
                 let x = self.expr(arg)?;
                 let rank = tensor(&arg.ty).map_or(0, TensorType::rank);

@@ -202,17 +202,22 @@ impl<'a> FnEmitter<'a> {
                 let value = self.expr(value)?;
                 Ok(format!("{} = {}", names.join(", "), strip_parens(&value)))
             }
-            TStmt::Return { value, permutation } => {
-                let text = self.expr(value)?;
-                let text = match (&self.f.ret, &value.ty) {
-                    (Type::Tensor(_), Type::Tensor(_)) if permutation.iter().enumerate().any(|(i, &p)| i != p) => {
-                        format!("{text}.permute({})", join(permutation))
-                    }
-                    (Type::Tensor(d), Type::Host(..)) => self.host_tensor(&text, d.dtype),
-                    (Type::Host(HostType::Float, _), Type::Host(HostType::Int, _)) => format!("float({text})"),
-                    _ => text,
-                };
-                Ok(format!("return {}", strip_parens(&text)))
+            TStmt::Return { values } => {
+                let mut texts = Vec::with_capacity(values.len());
+                for (returned, result) in values.iter().zip(&self.f.results) {
+                    let (value, permutation) = (&returned.value, &returned.permutation);
+                    let text = self.expr(value)?;
+                    let text = match (&result.ty, &value.ty) {
+                        (Type::Tensor(_), Type::Tensor(_)) if permutation.iter().enumerate().any(|(i, &p)| i != p) => {
+                            format!("{text}.permute({})", join(permutation))
+                        }
+                        (Type::Tensor(d), Type::Host(..)) => self.host_tensor(&text, d.dtype),
+                        (Type::Host(HostType::Float, _), Type::Host(HostType::Int, _)) => format!("float({text})"),
+                        _ => text,
+                    };
+                    texts.push(strip_parens(&text).to_string());
+                }
+                Ok(format!("return {}", texts.join(", ")))
             }
         }
     }

@@ -169,8 +169,10 @@ fn uses(f: &CheckedFn) -> (BTreeSet<usize>, BTreeSet<usize>) {
         _ => {}
     };
     for stmt in &f.body {
-        let (TStmt::Assign { value, .. } | TStmt::Return { value, .. }) = stmt;
-        walk(value, &mut visit);
+        match stmt {
+            TStmt::Assign { value, .. } => walk(value, &mut visit),
+            TStmt::Return { values } => values.iter().for_each(|r| walk(&r.value, &mut visit)),
+        }
     }
     (weights, calls)
 }
@@ -198,7 +200,11 @@ fn walk(e: &TExpr, visit: &mut impl FnMut(&TExpr)) {
                 walk(lhs, visit);
                 walk(rhs, visit);
             }
-            TExprKind::Elementwise { args, .. } | TExprKind::Pattern { args, .. } | TExprKind::Call { args, .. } | TExprKind::Concat { args, .. } => {
+            TExprKind::Elementwise { args, .. }
+            | TExprKind::Pattern { args, .. }
+            | TExprKind::Call { args, .. }
+            | TExprKind::Concat { args, .. }
+            | TExprKind::Stack(args) => {
                 args.iter().for_each(|a| walk(a, visit));
             }
             TExprKind::Construct { value, .. } => value.iter().for_each(|v| walk(v, visit)),

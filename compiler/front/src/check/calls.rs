@@ -12,11 +12,37 @@ use crate::syntax::ast::{self, HostType};
 use std::collections::HashMap;
 
 impl FnChecker<'_> {
+    /// A call used as a value: its function must have one result (E0202).
     pub(super) fn call_function(&mut self, call: &ast::Call, span: Span) -> TExpr {
+        let (mut value, results) = self.call_results(call, span);
+        if results.len() > 1 {
+            let callee = &self.done[self.module.fn_index[&call.callee.name]];
+            let names: Vec<String> = callee.iter().flat_map(|f| &f.results).map(|r| r.name.clone().unwrap_or_default()).collect();
+            value.ty = self.report(
+                Diagnostic::new(
+                    Code::E0202,
+                    span,
+                    format!("`{}` has {} results ({}) and is used as one value", call.callee.name, results.len(), names.join(", ")),
+                )
+                .primary("a call with several results")
+                .note(format!(
+                    "bind them by as many names (`{} = {}(...)`) or return them all (`return {}(...)`)",
+                    names.join(", "),
+                    call.callee.name,
+                    call.callee.name
+                )),
+            );
+        }
+        value
+    }
+
+    /// A call and the types of its results (one, or the callee's several;
+    /// none when it failed). The expression's type is the first result's.
+    pub(super) fn call_results(&mut self, call: &ast::Call, span: Span) -> (TExpr, Vec<Type>) {
         let index = self.module.fn_index[&call.callee.name];
         let args: Vec<TExpr> = call.args.iter().map(|a| self.expr(a)).collect();
         let keyword_values: Vec<(String, Span, TExpr)> = call.keywords.iter().map(|k| (k.name.name.clone(), k.name.span, self.expr(&k.value))).collect();
-        let error = |args| TExpr { kind: TExprKind::Call { function: index, args }, ty: Type::Error, span };
+        let error = |args| (TExpr { kind: TExprKind::Call { function: index, args }, ty: Type::Error, span }, Vec::new());
         if self.module.cycle_calls.contains(&span) {
             return error(args);
         }
@@ -80,7 +106,10 @@ impl FnChecker<'_> {
             return error(given);
         }
         match self.instantiate(callee, &slots, span) {
-            Some(ty) => TExpr { kind: TExprKind::Call { function: index, args: given }, ty, span },
+            Some(results) => {
+                let ty = results.first().cloned().unwrap_or(Type::Error);
+                (TExpr { kind: TExprKind::Call { function: index, args: given }, ty, span }, results)
+            }
             None => error(given),
         }
     }
@@ -90,8 +119,8 @@ impl FnChecker<'_> {
         self.module.defaults.get(index).cloned().unwrap_or_default()
     }
 
-    /// Binds the arguments to the callee's parameters and gives the call's result type.
-    fn instantiate(&mut self, callee: &CheckedFn, slots: &[Option<TExpr>], span: Span) -> Option<Type> {
+    /// Binds the arguments to the callee's parameters and gives the call's result types.
+    fn instantiate(&mut self, callee: &CheckedFn, slots: &[Option<TExpr>], span: Span) -> Option<Vec<Type>> {
         let mut map = Instance { from: &callee.symbols, map: HashMap::new() };
         // callee name -> the caller's axis it was bound to
         let mut renamed: HashMap<String, Axis> = HashMap::new();
@@ -205,7 +234,12 @@ impl FnChecker<'_> {
                 (Type::Error, _) => return None,
             }
         }
-        Some(match &callee.ret {
+        callee.results.iter().map(|result| self.result_type(callee, &result.ty, &mut map, &renamed, span)).collect()
+    }
+
+    /// One of the callee's result types in the caller's names and sizes.
+    fn result_type(&mut self, callee: &CheckedFn, ty: &Type, map: &mut Instance, renamed: &HashMap<String, Axis>, span: Span) -> Option<Type> {
+        Some(match ty {
             Type::Tensor(r) => {
                 let mut axes = Vec::with_capacity(r.rank());
                 for a in &r.axes {

@@ -67,6 +67,9 @@ impl FnChecker<'_> {
     }
 
     fn name(&mut self, name: &str, span: Span) -> (TExprKind, Type) {
+        if let Some(&turn) = self.loop_vars.get(name) {
+            return (TExprKind::SizeValue(Size::Const(turn)), Type::Host(HostType::Int, Some(Range::exact(turn as f64))));
+        }
         if let Some(&i) = self.values.get(name) {
             return (TExprKind::Local(i), self.bindings[i].ty.clone());
         }

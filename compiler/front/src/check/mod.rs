@@ -16,13 +16,14 @@ mod builtins;
 mod calls;
 mod expr;
 mod indexing;
+mod loops;
 mod patterns;
 pub use nax_values::range;
 pub mod sizes;
 mod stmts;
 pub mod types;
 
-use crate::checked::{Binding, CheckedFn, CheckedModule, CheckedWeight, TStmt};
+use crate::checked::{Binding, CheckedFn, CheckedModule, CheckedResult, CheckedWeight, TStmt};
 use crate::diagnostics::{Code, Diagnostic, Span};
 use crate::syntax::ast::{self, AxisEntry, DimExpr, DimOp, ExprKind, FnDef, Item, TypeExpr, TypeRef};
 use range::Range;
@@ -402,9 +403,12 @@ fn call_order(defs: &[&FnDef], fn_index: &HashMap<String, usize>, diags: &mut Ve
             for p in &f.params {
                 stack.extend(p.default.iter());
             }
-            for s in &f.body {
+            let mut statements: Vec<&ast::Stmt> = f.body.iter().collect();
+            while let Some(s) = statements.pop() {
                 match s {
-                    ast::Stmt::Assign { value, .. } | ast::Stmt::Return { value, .. } => stack.push(value),
+                    ast::Stmt::Assign { value, .. } => stack.push(value),
+                    ast::Stmt::Return { values, .. } | ast::Stmt::Yield { values, .. } => stack.extend(values),
+                    ast::Stmt::Loop { body, .. } => statements.extend(&body.body),
                 }
             }
             while let Some(e) = stack.pop() {
@@ -494,6 +498,10 @@ pub(crate) struct FnChecker<'a> {
     pub params: usize,
     /// Sizes given by host int parameters (run-time keyword sizes).
     pub size_arguments: Vec<(Size, usize)>,
+    /// The variables of the loops being checked, each at its turn.
+    pub loop_vars: HashMap<String, u64>,
+    /// The turns the function's loops have unrolled to so far.
+    pub turns: u64,
 }
 
 impl<'a> FnChecker<'a> {
@@ -510,6 +518,8 @@ impl<'a> FnChecker<'a> {
             errors: 0,
             params: 0,
             size_arguments: Vec::new(),
+            loop_vars: HashMap::new(),
+            turns: 0,
         };
         let mut defaults = Vec::new();
         let mut seen: HashMap<&str, Span> = HashMap::new();
@@ -534,7 +544,8 @@ impl<'a> FnChecker<'a> {
         for (index, default) in defaults {
             default_values[index] = Some(c.check_default(index, default));
         }
-        let (body, ret) = c.check_body(def);
+        c.check_result_names(&def.results);
+        let (body, results) = c.check_body(def);
         CheckedFn {
             name: def.name.name.clone(),
             span: def.span,
@@ -543,7 +554,7 @@ impl<'a> FnChecker<'a> {
             defaults: default_values,
             size_arguments: c.size_arguments,
             bindings: c.bindings,
-            ret,
+            results,
             body,
             symbols: c.syms,
         }
@@ -560,6 +571,7 @@ impl<'a> FnChecker<'a> {
 
     /// Adds a named value to the scope (shadowing any earlier one).
     pub fn bind(&mut self, name: &str, span: Span, ty: Type) -> usize {
+        self.loop_vars.remove(name);
         let index = self.bindings.len();
         self.bindings.push(Binding { name: name.to_string(), span, ty });
         self.values.insert(name.to_string(), index);
@@ -581,22 +593,20 @@ impl<'a> FnChecker<'a> {
     }
 
     /// Finishes a function: its statements and its return.
-    fn check_body(&mut self, def: &FnDef) -> (Vec<TStmt>, Type) {
+    fn check_body(&mut self, def: &FnDef) -> (Vec<TStmt>, Vec<CheckedResult>) {
         let mut body = Vec::with_capacity(def.body.len());
-        let mut ret = Type::Error;
+        let mut results = None;
         for stmt in &def.body {
             match stmt {
-                ast::Stmt::Assign { targets, value, span } => {
-                    body.push(self.check_assign(targets, value, *span));
-                }
-                ast::Stmt::Return { value, .. } => {
-                    let (stmt, ty) = self.check_return(&def.ret, value);
-                    ret = ty;
-                    body.extend(stmt);
-                }
+                ast::Stmt::Return { values, span } => results = Some(self.check_return(&def.results, values, *span, &mut body)),
+                stmt => self.check_stmt(stmt, &mut body),
             }
         }
-        (body, ret)
+        let results = results.unwrap_or_else(|| match &def.results {
+            ast::Results::One(_) => vec![CheckedResult { name: None, ty: Type::Error }],
+            ast::Results::Named { results, .. } => results.iter().map(|r| CheckedResult { name: Some(r.name.name.clone()), ty: Type::Error }).collect(),
+        });
+        (body, results)
     }
 }
 

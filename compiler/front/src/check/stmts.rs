@@ -1,37 +1,77 @@
-//! Statements: bindings, split's several results (E0411), parameter
-//! defaults, and `return` with the permute-to-declared-order rule (E0413).
+//! Statements: bindings, several results (split's, a call's: E0411),
+//! parameter defaults, and `return` of one result or several, with the
+//! permute-to-declared-order rule (E0413).
 
 use super::types::{Kind, TensorType, Type, describe_axes};
 use super::{FnChecker, SizeScope, host_type, resolve_tensor_type};
-use crate::checked::{PatternOp, TExpr, TExprKind, TStmt};
+use crate::checked::{CheckedResult, PatternOp, Returned, TExpr, TExprKind, TStmt};
 use crate::diagnostics::{Code, Diagnostic, Span};
-use crate::syntax::ast::{self, HostType, TypeRef};
+use crate::syntax::ast::{self, ExprKind, HostType, Results, TypeRef};
+
+/// The most results a function may declare (LANGUAGE.md section 14).
+pub const MAX_RESULTS: usize = 64;
 
 impl FnChecker<'_> {
-    pub(super) fn check_assign(&mut self, targets: &[ast::Ident], value: &ast::Expr, span: Span) -> TStmt {
+    /// A value and the types of its results: several for a call of a
+    /// function with several results, else one (split's count is in its kind).
+    fn value_with_results(&mut self, value: &ast::Expr) -> (TExpr, Vec<Type>) {
+        if let ExprKind::Call(call) = &value.kind
+            && self.module.fn_index.contains_key(&call.callee.name)
+        {
+            return self.call_results(call, value.span);
+        }
         let value = self.expr(value);
-        let results = match (&value.kind, &value.ty) {
+        let count = match (&value.kind, &value.ty) {
             (TExprKind::Pattern { op: PatternOp::Split { count, .. }, .. }, ty) if !ty.is_error() => *count,
             _ => 1,
         };
-        let mut ty = value.ty.clone();
-        if targets.len() != results && !ty.is_error() {
+        let ty = value.ty.clone();
+        (value, vec![ty; count])
+    }
+
+    pub(super) fn check_assign(&mut self, targets: &[ast::Ident], value: &ast::Expr, span: Span) -> TStmt {
+        let (value, mut types) = self.value_with_results(value);
+        let results = types.len();
+        if targets.len() != results && !value.ty.is_error() {
             let message = if results == 1 {
-                format!("{} names are bound to one value; only `split` gives several results", targets.len())
+                format!(
+                    "{} names are bound to one value; only `split`, a call of a function with several results, or a loop that yields several values gives several",
+                    targets.len()
+                )
             } else {
-                format!("split gives {results} results but {} names are bound", targets.len())
+                format!("{results} results but {} names are bound", targets.len())
             };
             let first = targets.first().map_or(span, |t| t.span);
             let last = targets.last().map_or(span, |t| t.span);
             self.report(
                 Diagnostic::new(Code::E0411, first.to(last), message)
-                    .primary(format!("{} names", targets.len()))
+                    .primary(format!("{} name{}", targets.len(), if targets.len() == 1 { "" } else { "s" }))
                     .label(value.span, format!("{results} result{}", if results == 1 { "" } else { "s" })),
             );
-            ty = Type::Error;
+            types = Vec::new();
         }
-        let indices = targets.iter().map(|t| self.bind(&t.name, t.span, ty.clone())).collect();
+        let indices = targets.iter().enumerate().map(|(i, t)| self.bind(&t.name, t.span, types.get(i).cloned().unwrap_or(Type::Error))).collect();
         TStmt::Assign { targets: indices, value }
+    }
+
+    /// Checks the declared results' names: distinct (E0407), at most 64 (E0407).
+    pub(super) fn check_result_names(&mut self, results: &Results) {
+        let Results::Named { results, span } = results else { return };
+        if results.len() > MAX_RESULTS {
+            self.report(
+                Diagnostic::new(Code::E0407, *span, format!("{} results are declared; a function has at most {MAX_RESULTS}", results.len()))
+                    .primary("too many results"),
+            );
+        }
+        for (i, r) in results.iter().enumerate() {
+            if let Some(first) = results[..i].iter().find(|f| f.name.name == r.name.name) {
+                self.report(
+                    Diagnostic::new(Code::E0407, r.name.span, format!("the result `{}` is declared twice", r.name.name))
+                        .primary("declared again here")
+                        .label(first.name.span, "first declared here"),
+                );
+            }
+        }
     }
 
     /// A parameter's default must be a host scalar of the parameter's type.
@@ -87,22 +127,91 @@ impl FnChecker<'_> {
         }
     }
 
-    pub(super) fn check_return(&mut self, ret: &TypeRef, value: &ast::Expr) -> (Option<TStmt>, Type) {
-        let value = self.expr(value);
-        let declared = self.declared_result(ret);
-        let permutation = match (&declared, &value.ty) {
+    /// `return e1, e2, ...` (or `return f(x)` of a function with several
+    /// results): one value per declared result, each checked against its type.
+    pub(super) fn check_return(&mut self, declared: &Results, values: &[ast::Expr], span: Span, out: &mut Vec<TStmt>) -> Vec<CheckedResult> {
+        let (names, refs, decl_span): (Vec<Option<String>>, Vec<&TypeRef>, Span) = match declared {
+            Results::One(t) => (vec![None], vec![t], t.span()),
+            Results::Named { results, span } => (results.iter().map(|r| Some(r.name.name.clone())).collect(), results.iter().map(|r| &r.ty).collect(), *span),
+        };
+        // The values, with a call of several results bound to hidden names first.
+        let mut given: Vec<TExpr> = Vec::new();
+        match values {
+            [single] => {
+                let (value, types) = self.value_with_results(single);
+                if types.len() > 1 && !matches!(value.kind, TExprKind::Pattern { .. }) {
+                    let targets: Vec<usize> = types.iter().enumerate().map(|(i, ty)| self.hidden(&format!("result{i}"), single.span, ty.clone())).collect();
+                    given = targets.iter().zip(&types).map(|(&t, ty)| TExpr { kind: TExprKind::Local(t), ty: ty.clone(), span: single.span }).collect();
+                    out.push(TStmt::Assign { targets, value });
+                } else {
+                    given.push(value);
+                }
+            }
+            values => given.extend(values.iter().map(|v| self.expr(v))),
+        }
+        let declared_types: Vec<Type> = refs.iter().map(|r| self.declared_result(r)).collect();
+        let results = |types: Vec<Type>| names.iter().cloned().zip(types).map(|(name, ty)| CheckedResult { name, ty }).collect();
+        if given.len() != declared_types.len() {
+            if !given.iter().any(|v| v.ty.is_error()) {
+                self.report(
+                    Diagnostic::new(
+                        Code::E0413,
+                        span,
+                        format!(
+                            "{} value{} returned where {} result{} declared",
+                            given.len(),
+                            if given.len() == 1 { " is" } else { "s are" },
+                            declared_types.len(),
+                            if declared_types.len() == 1 { " is" } else { "s are" }
+                        ),
+                    )
+                    .primary("the returned values")
+                    .label(decl_span, "the declared results"),
+                );
+            }
+            return results(vec![Type::Error; declared_types.len()]);
+        }
+        let mut returned = Vec::with_capacity(given.len());
+        let mut types = Vec::with_capacity(given.len());
+        for ((value, declared), (name, r)) in given.into_iter().zip(declared_types).zip(names.iter().zip(&refs)) {
+            match self.check_returned(value, &declared, r.span(), name.as_deref()) {
+                Some((value, ty)) => {
+                    returned.push(value);
+                    types.push(ty);
+                }
+                None => types.push(Type::Error),
+            }
+        }
+        if returned.len() == types.len() {
+            out.push(TStmt::Return { values: returned });
+        }
+        results(types)
+    }
+
+    /// A binding no source name refers to (a call's several results at `return`).
+    pub(super) fn hidden(&mut self, name: &str, span: Span, ty: Type) -> usize {
+        let index = self.bindings.len();
+        self.bindings.push(super::Binding { name: name.to_string(), span, ty });
+        index
+    }
+
+    /// One returned value against its declared type (`result`: its name
+    /// when the function declares results by name).
+    fn check_returned(&mut self, value: TExpr, declared: &Type, declared_span: Span, result: Option<&str>) -> Option<(Returned, Type)> {
+        let prefix = result.map_or(String::new(), |n| format!("the result `{n}`: "));
+        let permutation = match (declared, &value.ty) {
             (Type::Error, _) | (_, Type::Error) => None,
             (Type::Host(want, _), Type::Host(got, _)) => {
                 if want == got || (*want == HostType::Float && *got == HostType::Int) {
                     Some(Vec::new())
                 } else {
-                    self.return_mismatch(&value, ret.span(), format!("a {} value is returned where {} is declared", got.as_str(), want.as_str()));
+                    self.return_mismatch(&value, declared_span, format!("{prefix}a {} value is returned where {} is declared", got.as_str(), want.as_str()));
                     None
                 }
             }
             (Type::Host(want, _), Type::Tensor(_)) => {
-                let msg = format!("a tensor is returned where the host scalar type {} is declared", want.as_str());
-                self.return_mismatch(&value, ret.span(), msg);
+                let msg = format!("{prefix}a tensor is returned where the host scalar type {} is declared", want.as_str());
+                self.return_mismatch(&value, declared_span, msg);
                 None
             }
             (Type::Tensor(want), got) => {
@@ -111,20 +220,15 @@ impl FnChecker<'_> {
                     Type::Host(h, r) => host_as_tensor(*h, *r),
                     Type::Error => unreachable!("handled above"),
                 };
-                self.match_result(want, &got, &value, ret.span())
+                self.match_result(want, &got, &value, declared_span, &prefix)
             }
+        }?;
+        let ty = match (declared, &value.ty) {
+            (Type::Tensor(d), Type::Tensor(v)) => Type::Tensor(TensorType { range: v.range.or(d.range), ..d.clone() }),
+            (Type::Host(h, _), Type::Host(_, r)) => Type::Host(*h, *r),
+            _ => declared.clone(),
         };
-        match permutation {
-            Some(permutation) => {
-                let ty = match (&declared, &value.ty) {
-                    (Type::Tensor(d), Type::Tensor(v)) => Type::Tensor(TensorType { range: v.range.or(d.range), ..d.clone() }),
-                    (Type::Host(h, _), Type::Host(_, r)) => Type::Host(*h, *r),
-                    _ => declared.clone(),
-                };
-                (Some(TStmt::Return { value, permutation }), ty)
-            }
-            None => (None, Type::Error),
-        }
+        Some((Returned { value, permutation }, ty))
     }
 
     fn return_mismatch(&mut self, value: &TExpr, declared_span: Span, message: String) {
@@ -133,10 +237,10 @@ impl FnChecker<'_> {
 
     /// Compares the returned value with the declared result; gives, for each
     /// declared axis, the value axis that becomes it.
-    fn match_result(&mut self, want: &TensorType, got: &TensorType, value: &TExpr, declared_span: Span) -> Option<Vec<usize>> {
+    fn match_result(&mut self, want: &TensorType, got: &TensorType, value: &TExpr, declared_span: Span, prefix: &str) -> Option<Vec<usize>> {
         let mismatch = |c: &mut Self, why: &str| {
             let msg = format!(
-                "the returned value has axes {} but the declared result has {}{why}",
+                "{prefix}the returned value has axes {} but the declared result has {}{why}",
                 describe_axes(&got.axes, &c.syms),
                 describe_axes(&want.axes, &c.syms)
             );
@@ -180,7 +284,7 @@ impl FnChecker<'_> {
                 Diagnostic::new(
                     Code::E0502,
                     value.span,
-                    format!("the returned value has dtype {} but the declared result has dtype {}", got.dtype.as_str(), want.dtype.as_str()),
+                    format!("{prefix}the returned value has dtype {} but the declared result has dtype {}", got.dtype.as_str(), want.dtype.as_str()),
                 )
                 .primary(format!("{} value", got.dtype.as_str()))
                 .label(declared_span, format!("declared {}", want.dtype.as_str()))
@@ -190,7 +294,7 @@ impl FnChecker<'_> {
         }
         if !kind_ok {
             let msg = format!(
-                "the returned value is {} but the declared result is {}",
+                "{prefix}the returned value is {} but the declared result is {}",
                 super::types::tensor_type_string(got, &self.syms),
                 super::types::tensor_type_string(want, &self.syms)
             );

@@ -64,14 +64,30 @@ pub struct ParamDecl {
     pub span: Span,
 }
 
-/// `def f(params) -> TYPE { body }`.
+/// `def f(params) -> TYPE { body }` or `def f(params) -> (a: TYPE, b: TYPE) { body }`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FnDef {
     pub name: Ident,
     pub params: Vec<FnParam>,
-    pub ret: TypeRef,
+    pub results: Results,
     pub body: Vec<Stmt>,
     pub span: Span,
+}
+
+/// A function's declared results (LANGUAGE.md section 14).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Results {
+    /// `-> TYPE`: one result, unnamed.
+    One(TypeRef),
+    /// `-> (NAME: TYPE, ...)`: results by name, in order.
+    Named { results: Vec<NamedResult>, span: Span },
+}
+
+/// `NAME: TYPE` in a function's results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NamedResult {
+    pub name: Ident,
+    pub ty: TypeRef,
 }
 
 /// One parameter of a function, with its optional default value.
@@ -147,15 +163,41 @@ impl AxisEntry {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stmt {
     /// `a = e` or `q, k, v = split(...)`.
-    Assign {
-        targets: Vec<Ident>,
-        value: Expr,
-        span: Span,
-    },
-    Return {
-        value: Expr,
-        span: Span,
-    },
+    Assign { targets: Vec<Ident>, value: Expr, span: Span },
+    /// `return e` or `return e1, e2, ...`.
+    Return { values: Vec<Expr>, span: Span },
+    /// `for i in A..B { ... }`, bound by `targets` when it yields
+    /// (`ks, vs = for l in L { ... yield k, v }`).
+    Loop { targets: Vec<Ident>, body: Box<ForLoop>, span: Span },
+    /// `yield e1, e2, ...`: the last statement of a loop's body.
+    Yield { values: Vec<Expr>, span: Span },
+}
+
+impl Stmt {
+    pub fn span(&self) -> Span {
+        match self {
+            Stmt::Assign { span, .. } | Stmt::Return { span, .. } | Stmt::Loop { span, .. } | Stmt::Yield { span, .. } => *span,
+        }
+    }
+}
+
+/// A loop: its variable, its range and its statements.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForLoop {
+    pub var: Ident,
+    pub range: LoopRange,
+    pub body: Vec<Stmt>,
+    /// `for i in A..B`, up to the `{`.
+    pub header: Span,
+}
+
+/// The turns of a loop.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LoopRange {
+    /// `for l in L`: `0..L`, stacked along an axis named `L`.
+    Dim(Expr),
+    /// `for i in A..B`.
+    Between(Expr, Expr),
 }
 
 /// An expression.

@@ -21,6 +21,9 @@ pub enum TokenKind {
     Param,
     Def,
     Return,
+    For,
+    In,
+    Yield,
     And,
     Or,
     As,
@@ -44,6 +47,8 @@ pub enum TokenKind {
     Arrow,
     /// `...` in a pattern.
     Ellipsis,
+    /// `..` in a loop's range.
+    DotDot,
     Comma,
     Colon,
     LParen,
@@ -78,6 +83,9 @@ impl TokenKind {
             TokenKind::Param => "param",
             TokenKind::Def => "def",
             TokenKind::Return => "return",
+            TokenKind::For => "for",
+            TokenKind::In => "in",
+            TokenKind::Yield => "yield",
             TokenKind::And => "and",
             TokenKind::Or => "or",
             TokenKind::As => "as",
@@ -99,6 +107,7 @@ impl TokenKind {
             TokenKind::Eq => "=",
             TokenKind::Arrow => "->",
             TokenKind::Ellipsis => "...",
+            TokenKind::DotDot => "..",
             TokenKind::Comma => ",",
             TokenKind::Colon => ":",
             TokenKind::LParen => "(",
@@ -175,6 +184,7 @@ pub fn lex(source: &str, diags: &mut Vec<Diagnostic>) -> Vec<Token> {
                 let two = bytes.get(i + 1).copied();
                 let (kind, len) = match (c, two) {
                     (b'.', Some(b'.')) if bytes.get(i + 2) == Some(&b'.') => (TokenKind::Ellipsis, 3),
+                    (b'.', Some(b'.')) => (TokenKind::DotDot, 2),
                     (b'-', Some(b'>')) => (TokenKind::Arrow, 2),
                     (b'=', Some(b'=')) => (TokenKind::EqEq, 2),
                     (b'!', Some(b'=')) => (TokenKind::NotEq, 2),
@@ -227,6 +237,9 @@ fn keyword_or_ident(word: &str) -> TokenKind {
         "param" => TokenKind::Param,
         "def" => TokenKind::Def,
         "return" => TokenKind::Return,
+        "for" => TokenKind::For,
+        "in" => TokenKind::In,
+        "yield" => TokenKind::Yield,
         "and" => TokenKind::And,
         "or" => TokenKind::Or,
         "as" => TokenKind::As,
@@ -249,7 +262,7 @@ fn lex_number(source: &str, start: usize) -> Result<(TokenKind, usize), (usize, 
     };
     let mut i = digits(start);
     let mut is_float = false;
-    if i < bytes.len() && bytes[i] == b'.' && !bytes.get(i + 1).is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_') {
+    if i < bytes.len() && bytes[i] == b'.' && !bytes.get(i + 1).is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_' || *b == b'.') {
         is_float = true;
         i = digits(i + 1);
     }
@@ -306,6 +319,24 @@ mod tests {
                 TokenKind::Eof
             ]
         );
+    }
+
+    #[test]
+    fn loop_ranges() {
+        assert_eq!(
+            kinds("for i in 0..L yield"),
+            vec![
+                TokenKind::For,
+                TokenKind::Ident("i".into()),
+                TokenKind::In,
+                TokenKind::Int(0),
+                TokenKind::DotDot,
+                TokenKind::Ident("L".into()),
+                TokenKind::Yield,
+                TokenKind::Eof
+            ]
+        );
+        assert_eq!(kinds("2..12"), vec![TokenKind::Int(2), TokenKind::DotDot, TokenKind::Int(12), TokenKind::Eof]);
     }
 
     #[test]

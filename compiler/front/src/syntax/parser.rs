@@ -348,23 +348,48 @@ impl Parser<'_> {
         }
         self.expect(TokenKind::RParen, "`,` or `)`")?;
         self.expect(TokenKind::Arrow, "`->` and the result type")?;
-        let ret = self.type_ref()?;
+        let results = self.results()?;
         self.expect(TokenKind::LBrace, "`{`")?;
-        let body = self.body(&name)?;
+        let body = self.block(Some(&name))?;
         let span = start.to(Span::new(start.start, self.prev_end()));
-        Ok(FnDef { name, params, ret, body, span })
+        Ok(FnDef { name, params, results, body, span })
     }
 
-    /// The statements of a function body, up to and including its `}`.
-    fn body(&mut self, fn_name: &Ident) -> PResult<Vec<Stmt>> {
-        let mut body = Vec::new();
-        let mut reported_after_return = false;
+    /// `TYPE` or `(NAME: TYPE, ...)`.
+    fn results(&mut self) -> PResult<Results> {
+        if !self.at(&TokenKind::LParen) {
+            return Ok(Results::One(self.type_ref()?));
+        }
+        let open = self.bump().span;
+        let mut results = Vec::new();
+        while !self.at(&TokenKind::RParen) {
+            let name = self.ident("a result name or `)`")?;
+            self.expect(TokenKind::Colon, "`:` and the result's type")?;
+            let ty = self.type_ref()?;
+            results.push(NamedResult { name, ty });
+            if !self.eat(&TokenKind::Comma) {
+                break;
+            }
+        }
+        let close = self.expect(TokenKind::RParen, "`,` or `)`")?;
+        Ok(Results::Named { results, span: open.to(close) })
+    }
+
+    /// The statements of a function body (`function` is its name) or of a
+    /// loop's body (`None`), up to and including its `}`.
+    fn block(&mut self, function: Option<&Ident>) -> PResult<Vec<Stmt>> {
+        let mut body: Vec<Stmt> = Vec::new();
+        let mut reported_after_end = false;
+        let what = if function.is_some() { "the function" } else { "the loop" };
         loop {
             self.skip_newlines();
             match self.tokens[self.pos].kind {
                 TokenKind::RBrace => {
                     let close = self.bump().span;
-                    if !matches!(body.last(), Some(Stmt::Return { .. })) && !reported_after_return {
+                    if let Some(fn_name) = function
+                        && !matches!(body.last(), Some(Stmt::Return { .. }))
+                        && !reported_after_end
+                    {
                         self.diags.push(
                             Diagnostic::new(Code::E0101, close, format!("syntax error: function `{}` does not end with `return`", fn_name.name))
                                 .primary("expected `return` before this")
@@ -374,23 +399,34 @@ impl Parser<'_> {
                     return Ok(body);
                 }
                 TokenKind::Eof => {
-                    return Err(self.error_here("`}` to close the body of the function"));
+                    return Err(self.error_here(&format!("`}}` to close the body of {what}")));
                 }
                 _ if self.at_line_start_keyword() => {
-                    return Err(self.error_here("`}` to close the body of the function"));
+                    return Err(self.error_here(&format!("`}}` to close the body of {what}")));
                 }
                 _ => {}
             }
             let start = self.pos;
             match self.stmt() {
                 Ok(stmt) => {
-                    if matches!(body.last(), Some(Stmt::Return { .. })) && !reported_after_return {
-                        reported_after_return = true;
-                        let span = match &stmt {
-                            Stmt::Assign { span, .. } | Stmt::Return { span, .. } => *span,
-                        };
-                        self.diags
-                            .push(Diagnostic::new(Code::E0101, span, "syntax error: statement after `return`").primary("`return` must be the last statement"));
+                    let ended = match body.last() {
+                        Some(Stmt::Return { .. }) if function.is_some() => Some("`return` must be the last statement"),
+                        Some(Stmt::Yield { .. }) => Some("`yield` must be the last statement of its loop"),
+                        _ => None,
+                    };
+                    if let Some(why) = ended
+                        && !reported_after_end
+                    {
+                        reported_after_end = true;
+                        let what = if function.is_some() { "`return`" } else { "`yield`" };
+                        self.diags.push(Diagnostic::new(Code::E0101, stmt.span(), format!("syntax error: statement after {what}")).primary(why));
+                    }
+                    if let (Stmt::Yield { span, .. }, Some(_)) = (&stmt, function) {
+                        self.diags.push(
+                            Diagnostic::new(Code::E0101, *span, "syntax error: `yield` outside a loop")
+                                .primary("`yield` ends a loop's body")
+                                .note("a function gives its results with `return`"),
+                        );
                     }
                     body.push(stmt);
                 }
@@ -405,29 +441,71 @@ impl Parser<'_> {
     fn stmt(&mut self) -> PResult<Stmt> {
         let start_pos = self.pos;
         let start = self.span();
-        let targets = if self.eat(&TokenKind::Return) {
-            None
+        if self.at(&TokenKind::For) {
+            return self.for_loop(Vec::new(), start);
+        }
+        enum Head {
+            Bind(Vec<Ident>),
+            Return,
+            Yield,
+        }
+        let head = if self.eat(&TokenKind::Return) {
+            Head::Return
+        } else if self.eat(&TokenKind::Yield) {
+            Head::Yield
         } else {
-            let mut targets = vec![self.ident("a statement (`name = ...` or `return ...`)")?];
+            let mut targets = vec![self.ident("a statement (`name = ...`, `for`, or `return ...`)")?];
             while self.eat(&TokenKind::Comma) {
                 targets.push(self.ident("a name to bind")?);
             }
             self.expect(TokenKind::Eq, "`=`")?;
-            Some(targets)
-        };
-        let value = match self.expr().and_then(|v| self.end_of_line().map(|()| v)) {
-            Ok(v) => v,
-            Err(Failed) => {
-                let span = Span::new(start.start, self.span().start.max(start.end));
-                self.recover_statement(start_pos);
-                Expr { kind: ExprKind::Error, span }
+            if self.at(&TokenKind::For) {
+                return self.for_loop(targets, start);
             }
+            Head::Bind(targets)
         };
-        let span = start.to(value.span);
-        Ok(match targets {
-            Some(targets) => Stmt::Assign { targets, value, span },
-            None => Stmt::Return { value, span },
+        let several = !matches!(head, Head::Bind(_));
+        let mut values = Vec::new();
+        let parsed = (|| {
+            values.push(self.expr()?);
+            while several && self.eat(&TokenKind::Comma) {
+                values.push(self.expr()?);
+            }
+            self.end_of_line()
+        })();
+        if parsed.is_err() {
+            let span = Span::new(start.start, self.span().start.max(start.end));
+            self.recover_statement(start_pos);
+            values = vec![Expr { kind: ExprKind::Error, span }];
+        }
+        let span = start.to(values.last().map_or(start, |v| v.span));
+        Ok(match head {
+            Head::Bind(targets) => Stmt::Assign { targets, value: values.pop().expect("one value"), span },
+            Head::Return => Stmt::Return { values, span },
+            Head::Yield => Stmt::Yield { values, span },
         })
+    }
+
+    /// `for i in L { ... }` or `for i in A..B { ... }`, bound by `targets`.
+    fn for_loop(&mut self, targets: Vec<Ident>, start: Span) -> PResult<Stmt> {
+        self.enter()?;
+        let parsed = with_stack(|| self.for_loop_inner(targets, start));
+        self.depth = self.depth.saturating_sub(1);
+        parsed
+    }
+
+    fn for_loop_inner(&mut self, targets: Vec<Ident>, start: Span) -> PResult<Stmt> {
+        let header_start = self.expect(TokenKind::For, "`for`")?;
+        let var = self.ident("the loop's variable")?;
+        self.expect(TokenKind::In, "`in` and the loop's range")?;
+        let first = self.expr()?;
+        let range = if self.eat(&TokenKind::DotDot) { LoopRange::Between(first, self.expr()?) } else { LoopRange::Dim(first) };
+        let header = header_start.to(Span::new(header_start.start, self.prev_end()));
+        self.expect(TokenKind::LBrace, "`{` to open the loop's body")?;
+        let body = self.block(None)?;
+        let span = start.to(Span::new(start.start, self.prev_end()));
+        self.end_of_line()?;
+        Ok(Stmt::Loop { targets, body: Box::new(ForLoop { var, range, body, header }), span })
     }
 
     // ---- types ----------------------------------------------------------
