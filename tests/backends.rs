@@ -332,6 +332,22 @@ pub(crate) fn cases() -> Vec<Case> {
             "argmax_argmin_ties",
             "dim b = 4\ndim n = 9\ndef f(i: Int[b n], x: [n b]) -> Int[b] {\n    return argmax(i, n) * 100 + argmin(i, n) * 10 + argmax(x, n) + argmin(x, n)\n}\n",
         ),
+        case(
+            "loop_carried_and_stacked",
+            "dim b = 3\ndim D = 5\ndim L = 4\nparam w: [L D D]\ndef layer(x: [b D], l: int) -> (y: [b D], h: [b D]) {\n    h = x @ w[L = l]\n    return tanh(h) * 0.5 + x, h\n}\ndef f(x: [b D]) -> [L b D] {\n    hs = for l in L {\n        x, h = layer(x, l)\n        yield h\n    }\n    return hs + x\n}\n",
+        ),
+        case(
+            "loop_nested_range_and_empty",
+            "dim n = 6\ndef f(x: [n]) -> [2 n] {\n    e = for i in 1..3 {\n        for j in 0..i {\n            x = x * 0.5 + float(j)\n        }\n        yield x\n    }\n    z = for i in 4..2 {\n        x = x + 100.0\n        yield x\n    }\n    return e + x\n}\n",
+        ),
+        case(
+            "loop_empty_stack_and_return_all",
+            "dim n = 5\ndim v = 3\ndef g(x: [n v]) -> (p: Prob(v)[n v], q: [n v]) {\n    return softmax(x, v), x * 2.0\n}\ndef h(x: [n v]) -> (p: Prob(v)[n v], q: [n v]) {\n    return g(x)\n}\ndef f(x: [n v]) -> [0 n v] {\n    a, c = h(x)\n    z = for i in 0..0 {\n        yield a + c\n    }\n    return z\n}\n",
+        ),
+        case(
+            "loop_results_from_every_turn",
+            "dim n = 4\ndim v = 3\ndef g(x: [n v]) -> (p: Prob(v)[n v], q: [n v]) {\n    return softmax(x, v), x * 2.0\n}\ndef f(x: [n v]) -> [v n] {\n    for i in 0..3 {\n        p, x = g(x)\n        x = x - p\n    }\n    return x\n}\n",
+        ),
         Case {
             special_values: true,
             ..case("argmax_nan_inf", "dim b = 5\ndim n = 7\ndef f(x: [b n]) -> Int[n] {\n    return argmax(x, b) * 10 + argmin(x, b)\n}\n")

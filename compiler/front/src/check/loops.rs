@@ -143,6 +143,13 @@ impl FnChecker<'_> {
             None => self.loop_vars.remove(&lp.var.name),
         };
         if failed {
+            // Names carried out of a failed loop, and its own, report nothing more.
+            let changed: Vec<ast::Ident> = before_values
+                .iter()
+                .filter(|(name, first)| self.values.get(*name) != Some(first))
+                .map(|(name, &first)| ast::Ident { name: name.clone(), span: self.bindings[first].span })
+                .collect();
+            self.bind_failed(&changed);
             return self.bind_failed(targets);
         }
         if count == 0 {

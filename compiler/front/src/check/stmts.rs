@@ -39,7 +39,11 @@ impl FnChecker<'_> {
                     targets.len()
                 )
             } else {
-                format!("{results} results but {} names are bound", targets.len())
+                let source = match &value.kind {
+                    TExprKind::Call { function, .. } => format!("`{}`", self.done[*function].as_ref().map_or("the call", |f| f.name.as_str())),
+                    _ => "split".to_string(),
+                };
+                format!("{source} gives {results} results but {} name{} bound", targets.len(), if targets.len() == 1 { " is" } else { "s are" })
             };
             let first = targets.first().map_or(span, |t| t.span);
             let last = targets.last().map_or(span, |t| t.span);

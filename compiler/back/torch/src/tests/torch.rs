@@ -349,7 +349,8 @@ fn smoke_calls(module: &CheckedModule, py_module: &str) -> String {
         let ws: Option<Vec<String>> =
             module.weights.iter().zip(&weights).map(|(w, n)| Some(format!("'{n}': _rand({}, {})", shape(&w.ty.axes)?, dtype_name(w.ty.dtype)))).collect();
         let (Some(ws), true) = (ws, args.len() == params.len()) else { continue };
-        let expect = match &f.ret {
+        let [result] = f.results.as_slice() else { continue };
+        let expect = match &result.ty {
             Type::Tensor(t) => format!("({}, {})", shape(&t.axes).unwrap_or_else(|| "None".to_string()), dtype_name(t.dtype)),
             Type::Host(h, _) => format!("({}, None)", h.as_str()),
             Type::Error => continue,
