@@ -450,7 +450,7 @@ impl CheckedCall<'_> {
         if peak.bytes <= available.bytes.saturating_add(peak.reusable) {
             return Ok(());
         }
-        let values = self.signature.values.iter().chain([&self.signature.result]);
+        let values = self.signature.values.iter().chain(self.signature.results.iter().map(|r| &r.ty));
         let largest = values.max_by_key(|t| self.bytes_of(t)).map_or_else(String::new, |t| {
             let shape: Vec<String> = t
                 .axes

@@ -43,9 +43,10 @@ thread_local! {
 /// What executes a checked call: the native driver over compiled kernels,
 /// or (in the compiler) the reference interpreter.
 pub trait Execute: Send + Sync {
-    /// Runs the call in `pool`. With `into`, the result is written to the
-    /// caller's buffer and `None` returned; without, it is returned.
-    fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, pool: &ThreadPool) -> Result<Option<HostTensor>, RuntimeError>;
+    /// Runs the call in `pool`. With `into` (a function of one result
+    /// only), the result is written to the caller's buffer and nothing
+    /// returned; without, the results are returned in declared order.
+    fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, pool: &ThreadPool) -> Result<Vec<HostTensor>, RuntimeError>;
 
     /// What [`Execute::execute`] of this call would allocate at most (with
     /// `into`: when the result goes to the caller's buffer), computed from
@@ -358,13 +359,14 @@ impl<'p> Sizes<'p> {
                 }
             }
         }
-        // The result is read whole (copied out when it is an argument or a weight).
-        let result = self.plan.result;
-        let read = self.elements(result)?;
-        if let Some(len) = memory.get(result).copied().flatten()
-            && read > len
-        {
-            return Err(RuntimeError::Internal(format!("the result would read buffer {result} to element {read} of {len}")));
+        // Each result is read whole (copied out when it is an argument or a weight).
+        for &result in &self.plan.results {
+            let read = self.elements(result)?;
+            if let Some(len) = memory.get(result).copied().flatten()
+                && read > len
+            {
+                return Err(RuntimeError::Internal(format!("a result would read buffer {result} to element {read} of {len}")));
+            }
         }
         Ok(())
     }
@@ -399,11 +401,18 @@ impl NativeFunction {
         Sizes::of(&self.plan, call)
     }
 
-    /// The buffer the result lives in (through reshapes), and whether a
-    /// kernel writes it (else it is an argument or a weight).
-    fn result_root(&self) -> (usize, bool) {
-        let root = self.plan.alias_root(self.plan.result);
-        (root, self.plan.buffers[root].kind == BufferKind::Temporary)
+    /// For each result, the buffer it lives in (through reshapes) when a
+    /// kernel writes that buffer and no earlier result lives there: the
+    /// result is then written in its own storage. Any other result (an
+    /// argument, a weight, a value returned twice) is copied out.
+    fn result_roots(&self) -> Vec<Option<usize>> {
+        let mut roots: Vec<Option<usize>> = Vec::with_capacity(self.plan.results.len());
+        for &r in &self.plan.results {
+            let root = self.plan.alias_root(r);
+            let own = self.plan.buffers[root].kind == BufferKind::Temporary && !roots.contains(&Some(root));
+            roots.push(own.then_some(root));
+        }
+        roots
     }
 }
 
@@ -420,7 +429,7 @@ impl Execute for NativeFunction {
     /// A call with work to split runs inside the pool; one without (every
     /// kernel below the size where splitting pays) runs on the calling
     /// thread, which saves the hand-over to a worker and back.
-    fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, pool: &ThreadPool) -> Result<Option<HostTensor>, RuntimeError> {
+    fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, pool: &ThreadPool) -> Result<Vec<HostTensor>, RuntimeError> {
         call.require(&self.signature)?;
         let sizes = self.sizes(call)?;
         sizes.check_work(&self.signature.name)?;
@@ -450,16 +459,18 @@ impl Execute for NativeFunction {
         // A size the call does not give fails the call when it runs.
         let Ok(sizes) = self.sizes(call) else { return Peak::default() };
         let bytes_of = |b: usize| sizes.shape(b).iter().fold(p.buffers[b].dtype.size_bytes() as u128, |a, &s| a.saturating_mul(s as u128));
-        let (root, written_by_kernel) = self.result_root();
+        let roots = self.result_roots();
         let mut bytes: u128 = 0;
         for (b, buffer) in p.buffers.iter().enumerate() {
             if buffer.kind == BufferKind::Temporary {
-                let own = if b == root { if into { 0 } else { bytes_of(b) } } else { bytes_of(b).div_ceil(8).max(1) * 8 };
+                let own = if roots.contains(&Some(b)) { if into { 0 } else { bytes_of(b) } } else { bytes_of(b).div_ceil(8).max(1) * 8 };
                 bytes = bytes.saturating_add(own);
             }
         }
-        if !written_by_kernel && !into {
-            bytes = bytes.saturating_add(bytes_of(p.result));
+        for (&r, root) in p.results.iter().zip(&roots) {
+            if root.is_none() && !into {
+                bytes = bytes.saturating_add(bytes_of(r));
+            }
         }
         let threads = scratch_threads();
         for k in &p.kernels {
@@ -540,25 +551,32 @@ fn attention_tasks(extents: &[usize], a: &AttentionPlan) -> usize {
 }
 
 impl NativeFunction {
-    fn run(&self, sizes: &Sizes<'_>, call: &CheckedCall<'_>, mut into: Option<&mut TensorMut<'_>>, threads: usize) -> Result<Option<HostTensor>, RuntimeError> {
+    fn run(&self, sizes: &Sizes<'_>, call: &CheckedCall<'_>, mut into: Option<&mut TensorMut<'_>>, threads: usize) -> Result<Vec<HostTensor>, RuntimeError> {
         let p = &self.plan;
-        let (root, written_by_kernel) = self.result_root();
-        let result_dtype = p.buffers[p.result].dtype;
-        let result_len = sizes.elements(p.result)?;
-        if let Some(out) = into.as_deref()
-            && (out.dtype() != result_dtype || out.len() != result_len)
-        {
-            return Err(RuntimeError::OutputBuffer { expected_dtype: result_dtype, expected_len: result_len, dtype: out.dtype(), len: out.len() });
+        let roots = self.result_roots();
+        let lengths = p.results.iter().map(|&r| sizes.elements(r)).collect::<Result<Vec<_>, _>>()?;
+        if let Some(out) = into.as_deref() {
+            let ([result], [len]) = (p.results.as_slice(), lengths.as_slice()) else {
+                return Err(RuntimeError::Internal(format!("a function of {} results was given one output buffer", p.results.len())));
+            };
+            let dtype = p.buffers[*result].dtype;
+            if out.dtype() != dtype || out.len() != *len {
+                return Err(RuntimeError::OutputBuffer { expected_dtype: dtype, expected_len: *len, dtype: out.dtype(), len: out.len() });
+            }
         }
         let checking = profiling().map(|_| std::time::Instant::now());
         let memory = sizes.memory(call)?;
         sizes.check_footprints(&memory)?;
         let checked = checking.map_or(0.0, |t| t.elapsed().as_secs_f64());
         let fault = p.fault_buffer();
-        let mut result_data = match (&into, written_by_kernel) {
-            (None, true) => Some(room(result_dtype, result_len)?),
-            _ => None,
-        };
+        // The storage of each result a kernel writes (unless it is the caller's buffer).
+        let mut result_data: Vec<Option<TensorData>> = Vec::with_capacity(roots.len());
+        for ((&r, root), &len) in p.results.iter().zip(&roots).zip(&lengths) {
+            result_data.push(match (&into, root) {
+                (None, Some(_)) => Some(room(p.buffers[r].dtype, len)?),
+                _ => None,
+            });
+        }
         // Host scalars live here for the call; temporaries in `storage`.
         let mut scalars: Vec<u64> = Vec::new();
         let mut scalar_of = vec![None; p.buffers.len()];
@@ -594,11 +612,14 @@ impl NativeFunction {
                 BufferKind::Alias(a) => table[*a],
                 // Given per tile by the attention kernel that uses it.
                 BufferKind::Tile => std::ptr::null_mut(),
-                BufferKind::Temporary if b == root && written_by_kernel => match (into.as_deref_mut(), result_data.as_mut()) {
-                    (Some(out), _) => out.as_mut_ptr(),
-                    (None, Some(d)) => d.as_mut_ptr(),
-                    (None, None) => return Err(RuntimeError::Internal("the result has no storage".into())),
-                },
+                BufferKind::Temporary if roots.contains(&Some(b)) => {
+                    let i = roots.iter().position(|&r| r == Some(b)).unwrap_or(0);
+                    match (into.as_deref_mut(), result_data[i].as_mut()) {
+                        (Some(out), _) => out.as_mut_ptr(),
+                        (None, Some(d)) => d.as_mut_ptr(),
+                        (None, None) => return Err(RuntimeError::Internal("a result has no storage".into())),
+                    }
+                }
                 BufferKind::Temporary | BufferKind::Fault => {
                     let words = sizes.stored_bytes(b)?.div_ceil(8).max(1);
                     let mut v = match pool.iter().position(|v| v.len() >= words) {
@@ -678,31 +699,39 @@ impl NativeFunction {
         if let Ok(mut kept) = self.temporaries.lock() {
             *kept = storage;
         }
-        let shape = sizes.shape(p.result);
-        let names = call.signature().result.names();
-        match (into, result_data) {
-            // The result is an argument or a weight (through reshapes): copied.
-            (Some(out), _) if !written_by_kernel => {
-                // SAFETY: the result buffer holds `result_len` elements of
-                // `result_dtype`, as the caller's buffer does (checked above);
-                // the caller's is borrowed exclusively, so they do not overlap.
-                unsafe { std::ptr::copy_nonoverlapping(table.0[p.result], out.as_mut_ptr(), result_len * result_dtype.size_bytes()) };
-                Ok(None)
-            }
-            (None, None) => {
-                // SAFETY: as above, the result is an argument or weight of `result_len` elements.
-                let data = unsafe { read_data(table.0[p.result], result_dtype, result_len) };
-                Ok(Some(HostTensor::new(data, shape, names)?))
-            }
-            // A kernel wrote the caller's buffer.
-            (Some(_), _) => Ok(None),
-            (None, Some(mut d)) => {
-                // SAFETY: every kernel writes each element of its output, and
-                // a kernel wrote the result's buffer.
-                unsafe { d.set_len(result_len) };
-                Ok(Some(HostTensor::new(d, shape, names)?))
+        let mut results = Vec::with_capacity(p.results.len());
+        for (i, ((&r, root), &len)) in p.results.iter().zip(&roots).zip(&lengths).enumerate() {
+            let dtype = p.buffers[r].dtype;
+            match (into.as_deref_mut(), root, result_data[i].take()) {
+                // A kernel wrote the caller's buffer.
+                (Some(_), Some(_), _) => {}
+                // The result is an argument, a weight or an earlier result (through reshapes): copied.
+                (Some(out), None, _) => {
+                    // SAFETY: the result buffer holds `len` elements of
+                    // `dtype`, as the caller's buffer does (checked above);
+                    // the caller's is borrowed exclusively, so they do not overlap.
+                    unsafe { std::ptr::copy_nonoverlapping(table.0[r], out.as_mut_ptr(), len * dtype.size_bytes()) };
+                }
+                (None, None, _) => {
+                    // SAFETY: as above, the result's buffer holds `len` elements.
+                    let data = unsafe { read_data(table.0[r], dtype, len) };
+                    results.push(HostTensor::new(data, sizes.shape(r), self.result_names(i))?);
+                }
+                (None, Some(_), Some(mut d)) => {
+                    // SAFETY: every kernel writes each element of its output, and
+                    // a kernel wrote this result's buffer.
+                    unsafe { d.set_len(len) };
+                    results.push(HostTensor::new(d, sizes.shape(r), self.result_names(i))?);
+                }
+                (None, Some(_), None) => return Err(RuntimeError::Internal("a result has no storage".into())),
             }
         }
+        Ok(results)
+    }
+
+    /// The axis names of result `i`.
+    fn result_names(&self, i: usize) -> Vec<Option<String>> {
+        self.signature.results.get(i).map_or_else(Vec::new, |r| r.ty.names())
     }
 }
 

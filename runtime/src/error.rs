@@ -270,6 +270,17 @@ pub enum RuntimeError {
         len: usize,
     },
 
+    /// A function with several results called for one.
+    #[error("`{function}` has {count} results ({names}); take them all (`call_results`, `NAME_call_n`)")]
+    SeveralResults {
+        /// The function.
+        function: String,
+        /// How many results it has.
+        count: usize,
+        /// Their names, in order.
+        names: String,
+    },
+
     /// A result buffer of the wrong dtype or length.
     #[error(
         "the result is {expected_len} elements of {}, but the buffer given holds {len} elements of {}",

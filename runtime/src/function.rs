@@ -33,7 +33,9 @@ impl Function {
 
     /// Calls it with arguments by parameter name (host scalar parameters
     /// left out take their defaults), the module's weights (bound in their
-    /// declared axis order) and a thread pool; returns the result.
+    /// declared axis order) and a thread pool; returns the result. A
+    /// function with several results is [`RuntimeError::SeveralResults`]:
+    /// [`Function::call_results`] takes them.
     pub fn call(&self, args: Vec<(&str, Arg<'_>)>, weights: &dyn Weights, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
         let args = self.signature.arguments(args)?;
         self.call_in_order(args, weights, pool)
@@ -41,14 +43,40 @@ impl Function {
 
     /// As [`Function::call`], with one argument per parameter, in order.
     pub fn call_in_order(&self, args: Vec<Arg<'_>>, weights: &dyn Weights, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
-        self.check_and_run(args, weights, None, pool)?.ok_or_else(no_result)
+        self.one_result()?;
+        single(self.check_and_run(args, weights, None, pool)?)
+    }
+
+    /// As [`Function::call`], for a function of any number of results:
+    /// each one, in declared order (their names are the signature's).
+    pub fn call_results(&self, args: Vec<(&str, Arg<'_>)>, weights: &dyn Weights, pool: &ThreadPool) -> Result<Vec<HostTensor>, RuntimeError> {
+        let args = self.signature.arguments(args)?;
+        self.call_results_in_order(args, weights, pool)
+    }
+
+    /// As [`Function::call_results`], with one argument per parameter, in order.
+    pub fn call_results_in_order(&self, args: Vec<Arg<'_>>, weights: &dyn Weights, pool: &ThreadPool) -> Result<Vec<HostTensor>, RuntimeError> {
+        let results = self.check_and_run(args, weights, None, pool)?;
+        if results.len() != self.signature.results.len() {
+            return Err(RuntimeError::Internal(format!("the call gave {} results of {}", results.len(), self.signature.results.len())));
+        }
+        Ok(results)
     }
 
     /// As [`Function::call`], writing the result into the caller's
     /// contiguous buffer (of the result's dtype and element count).
     pub fn call_into(&self, args: Vec<(&str, Arg<'_>)>, weights: &dyn Weights, out: &mut TensorMut<'_>, pool: &ThreadPool) -> Result<(), RuntimeError> {
+        self.one_result()?;
         let args = self.signature.arguments(args)?;
         self.check_and_run(args, weights, Some(out), pool).map(drop)
+    }
+
+    /// Refuses a function of several results where one is asked for.
+    fn one_result(&self) -> Result<(), RuntimeError> {
+        match self.signature.results.len() {
+            1 => Ok(()),
+            count => Err(RuntimeError::SeveralResults { function: self.signature.name.clone(), count, names: self.signature.result_names() }),
+        }
     }
 
     /// The boundary check and the run; both inside the pool when some
@@ -60,7 +88,7 @@ impl Function {
         weights: &dyn Weights,
         into: Option<&mut TensorMut<'_>>,
         pool: &ThreadPool,
-    ) -> Result<Option<HostTensor>, RuntimeError> {
+    ) -> Result<Vec<HostTensor>, RuntimeError> {
         let large = has_large_tensor(&args);
         let run = || {
             let call = self.signature.check(args, weights)?;
@@ -79,15 +107,26 @@ impl Function {
         self.exec.work(call)
     }
 
-    /// Runs a call already checked against this function's signature.
+    /// Runs a call already checked against this function's signature (of one result).
     pub fn run(&self, call: &CheckedCall<'_>, pool: &ThreadPool) -> Result<HostTensor, RuntimeError> {
+        self.one_result()?;
+        single(self.run_results(call, pool)?)
+    }
+
+    /// Runs a call already checked against this function's signature: every result, in order.
+    pub fn run_results(&self, call: &CheckedCall<'_>, pool: &ThreadPool) -> Result<Vec<HostTensor>, RuntimeError> {
         call.require(&self.signature)?;
         call.admit(self.exec.peak(call, false))?;
-        self.exec.execute(call, None, pool)?.ok_or_else(no_result)
+        self.exec.execute(call, None, pool)
     }
 }
 
-/// The error for an executor that wrote no result where one was asked for.
-fn no_result() -> RuntimeError {
-    RuntimeError::Internal("the call gave no result".into())
+/// The one result of a call of a one-result function.
+fn single(results: Vec<HostTensor>) -> Result<HostTensor, RuntimeError> {
+    let count = results.len();
+    let mut results = results.into_iter();
+    match (results.next(), results.next()) {
+        (Some(r), None) => Ok(r),
+        _ => Err(RuntimeError::Internal(format!("the call gave {count} results where one was asked for"))),
+    }
 }

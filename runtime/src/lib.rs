@@ -57,7 +57,7 @@ pub use named::{BinaryOp, NamedTensor, Operand};
 pub use packed::{BoundWeights, PackedWeights};
 pub use plan::NativePlan;
 pub use safetensors_io::{StoredTensor, read_tensors, read_tensors_in_place, write_tensor_atomic, write_tensors_atomic};
-pub use signature::{AxisSpec, HostType, Param, ParamType, Scalar, Signature, TensorSpec, WeightSpec};
+pub use signature::{AxisSpec, HostType, Param, ParamType, ResultSpec, Scalar, Signature, TensorSpec, WeightSpec};
 pub use sizes::{MAX_SIZE, Size, SizeError, SizeTable, SymDef, SymId, Symbol, clipped_position};
 pub use tensor::{HostTensor, TensorData, row_major_strides};
 pub use threads::{MAX_THREADS, ThreadPool};

@@ -325,8 +325,8 @@ pub struct NativePlan {
     /// The matrix-product microkernels the kernels use; their entries
     /// follow the kernels'.
     pub microkernels: Vec<Microkernel>,
-    /// The buffer holding the result.
-    pub result: usize,
+    /// The buffers holding the results, in declared order.
+    pub results: Vec<usize>,
 }
 
 /// The words of a [`BufferKind::Fault`] record before the buffers' lengths.
@@ -363,8 +363,11 @@ impl NativePlan {
     pub fn validate(&self, inputs: usize) -> Result<(), RuntimeError> {
         let bad = |what: String| Err(RuntimeError::Internal(format!("the plan is malformed: {what}")));
         let buffers = self.buffers.len();
-        if self.result >= buffers {
-            return bad(format!("the result is buffer {} of {buffers}", self.result));
+        if self.results.is_empty() {
+            return bad("no result".into());
+        }
+        if let Some(r) = self.results.iter().find(|&&r| r >= buffers) {
+            return bad(format!("a result is buffer {r} of {buffers}"));
         }
         if let Some((i, m)) = self.microkernels.iter().enumerate().find(|(_, m)| !m.is_valid()) {
             return bad(format!("microkernel {i} has the shape {m:?}"));
@@ -466,7 +469,7 @@ mod tests {
                 footprint: vec![Access { buffer: 1, write: true, reach: vec![Reach::Positions(SizeRef::Const(4))] }],
             }],
             microkernels: vec![Microkernel { dtype: DType::F32, rows: 4, cols: 8, lanes: 8 }],
-            result: 1,
+            results: vec![1],
         }
     }
 
@@ -479,7 +482,10 @@ mod tests {
     fn every_index_out_of_range_is_refused() {
         let mut broken: Vec<NativePlan> = Vec::new();
         let mut p = nest();
-        p.result = 2;
+        p.results = vec![1, 2];
+        broken.push(p);
+        let mut p = nest();
+        p.results.clear();
         broken.push(p);
         let mut p = nest();
         p.buffers[0].shape[0] = SizeRef::Slot(0);

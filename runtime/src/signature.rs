@@ -134,6 +134,15 @@ pub struct WeightSpec {
     pub ty: TensorSpec,
 }
 
+/// One result of a function.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResultSpec {
+    /// Its declared name; none for a function declared `-> TYPE`.
+    pub name: Option<String>,
+    /// Its type.
+    pub ty: TensorSpec,
+}
+
 /// A compiled function's signature.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Signature {
@@ -143,8 +152,9 @@ pub struct Signature {
     pub params: Vec<Param>,
     /// The weights it reads, by name.
     pub weights: Vec<WeightSpec>,
-    /// Its result.
-    pub result: TensorSpec,
+    /// Its results, in declared order: one for `-> TYPE` (unnamed),
+    /// several for `-> (NAME: TYPE, ...)` (LANGUAGE.md section 14).
+    pub results: Vec<ResultSpec>,
     /// The type of every other value it computes (once each), for the
     /// check that a call's values fit in memory.
     pub values: Vec<TensorSpec>,
@@ -159,6 +169,11 @@ impl Signature {
     /// The position of the parameter called `name`.
     pub fn param_index(&self, name: &str) -> Option<usize> {
         self.params.iter().position(|p| p.name == name)
+    }
+
+    /// The names of several results, `logits, k, v` (for messages).
+    pub fn result_names(&self) -> String {
+        self.results.iter().map(|r| r.name.as_deref().unwrap_or("_")).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -181,6 +196,12 @@ impl fmt::Display for Signature {
                 None => {}
             }
         }
-        write!(f, ") -> {}", self.result.display(&self.sizes))
+        match self.results.as_slice() {
+            [ResultSpec { name: None, ty }] => write!(f, ") -> {}", ty.display(&self.sizes)),
+            results => {
+                let named: Vec<String> = results.iter().map(|r| format!("{}: {}", r.name.as_deref().unwrap_or("_"), r.ty.display(&self.sizes))).collect();
+                write!(f, ") -> ({})", named.join(", "))
+            }
+        }
     }
 }

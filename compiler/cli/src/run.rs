@@ -3,7 +3,8 @@
 //! run`"). Inputs bind to the parameters by the host-boundary rules of
 //! LANGUAGE.md section 12; every size the checker deferred to the call
 //! boundary is checked before anything runs; the result is written
-//! atomically, and nothing is written on any error.
+//! atomically (several results each under its declared name), and
+//! nothing is written on any error.
 
 use nax::pipeline::{self, Backend};
 use nax::{HostTensor, HostType, ParamType, Scalar, Timings, Value};
@@ -97,9 +98,15 @@ fn run_checked(req: &RunRequest, module: &nax_front::CheckedModule, backend: Bac
     timings.mark("load");
     let views: Vec<nax::Arg<'_>> = args.iter().map(Value::arg).collect();
     let pool = nax::ThreadPool::new(0).map_err(|e| e.to_string())?;
-    let result = function.call_in_order(views, &weights, &pool).map_err(|e| e.to_string())?;
+    let results = function.call_results_in_order(views, &weights, &pool).map_err(|e| e.to_string())?;
     timings.mark("run");
-    nax::write_tensor_atomic(&req.out, "out", &result).map_err(|e| e.to_string())
+    // One result is `out`; several are written under their declared names.
+    let names: Vec<&str> = match function.signature().results.as_slice() {
+        [_] => vec!["out"],
+        several => several.iter().map(|r| r.name.as_deref().unwrap_or("out")).collect(),
+    };
+    let tensors: Vec<(&str, &nax::HostTensor)> = names.into_iter().zip(&results).collect();
+    nax::write_tensors_atomic(&req.out, &tensors).map_err(|e| e.to_string())
 }
 
 /// Why `--out` may not be written, when it names a file the run reads

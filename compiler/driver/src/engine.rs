@@ -253,6 +253,22 @@ impl Function {
         Ok(self.function.call(args, &*self.program.weights, &self.program.compiled.pool)?)
     }
 
+    /// As [`Function::call`], for a function of any number of results
+    /// (LANGUAGE.md section 14): each result by its declared name (`result`
+    /// for a function declared `-> TYPE`), in declared order. [`Function::call`]
+    /// on a function of several results is an error naming them.
+    pub fn call_results<'a>(&self, args: impl IntoIterator<Item = (&'a str, Arg<'a>)>) -> Result<Vec<(String, HostTensor)>, Error> {
+        let args: Vec<(&str, Arg<'_>)> = args.into_iter().collect();
+        let results = self.function.call_results(args, &*self.program.weights, &self.program.compiled.pool)?;
+        Ok(self.named(results))
+    }
+
+    /// The results of a call paired with their names.
+    fn named(&self, results: Vec<HostTensor>) -> Vec<(String, HostTensor)> {
+        let names = self.signature().results.iter().map(|r| r.name.clone().unwrap_or_else(|| "result".to_string()));
+        names.zip(results).collect()
+    }
+
     /// As [`Function::call`], writing the result into the caller's
     /// contiguous buffer, which must have the result's dtype and element
     /// count.
@@ -282,5 +298,11 @@ impl Function {
     /// Runs a call [`Function::check`] accepted.
     pub fn run(&self, call: &CheckedCall<'_>) -> Result<HostTensor, Error> {
         Ok(self.function.run(call, &self.program.compiled.pool)?)
+    }
+
+    /// Runs a call [`Function::check`] accepted: every result, by name.
+    pub fn run_results(&self, call: &CheckedCall<'_>) -> Result<Vec<(String, HostTensor)>, Error> {
+        let results = self.function.run_results(call, &self.program.compiled.pool)?;
+        Ok(self.named(results))
     }
 }

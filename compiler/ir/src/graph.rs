@@ -137,6 +137,13 @@ pub enum Op {
     },
 }
 
+/// One result of a function's graph: the node it is, and its declared name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Output {
+    pub name: Option<String>,
+    pub node: NodeIndex,
+}
+
 /// One function as a graph.
 #[derive(Clone, Debug)]
 pub struct Graph {
@@ -144,7 +151,8 @@ pub struct Graph {
     pub graph: DiGraph<Node, usize>,
     /// The parameters' nodes, in order.
     pub inputs: Vec<NodeIndex>,
-    pub output: NodeIndex,
+    /// The results, in declared order (one, unnamed, for `-> TYPE`).
+    pub outputs: Vec<Output>,
     /// The sizes every type refers to, with the call-boundary checks.
     pub symbols: SizeTable,
     /// Sizes given by host int parameters: the size and the input's index.
@@ -160,13 +168,18 @@ impl Graph {
         edges.into_iter().map(|(_, s)| s).collect()
     }
 
-    /// Drops every node the output does not depend on (the parameters'
+    /// The result nodes, in order.
+    pub fn output_nodes(&self) -> impl Iterator<Item = NodeIndex> + '_ {
+        self.outputs.iter().map(|o| o.node)
+    }
+
+    /// Drops every node the outputs do not depend on (the parameters'
     /// nodes stay: they are the signature). A value a function binds and
     /// never uses is not computed: not `v = sum(repeat(x, n -> n r,
     /// r=k), r)` with `k` at 2^63, nor anything cheaper.
     pub fn remove_dead_nodes(&mut self) {
         let mut live = vec![false; self.graph.node_count()];
-        let mut stack = vec![self.output];
+        let mut stack: Vec<NodeIndex> = self.output_nodes().collect();
         stack.extend(&self.inputs);
         while let Some(n) = stack.pop() {
             if std::mem::replace(&mut live[n.index()], true) {
@@ -189,7 +202,9 @@ impl Graph {
         }
         let map = |n: NodeIndex| new_index[n.index()].unwrap_or(n);
         self.inputs = self.inputs.iter().map(|&n| map(n)).collect();
-        self.output = map(self.output);
+        for o in &mut self.outputs {
+            o.node = map(o.node);
+        }
         self.graph = kept;
     }
 

@@ -13,6 +13,6 @@ mod signature;
 pub mod text;
 mod verify;
 
-pub use graph::{Graph, Literal, MapFn, Node, Op, Type, value_dtype};
+pub use graph::{Graph, Literal, MapFn, Node, Op, Output, Type, value_dtype};
 pub use signature::signature;
 pub use verify::verify;

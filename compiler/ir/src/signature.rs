@@ -1,12 +1,12 @@
 //! A graph's signature as the runtime sees it ([`nax_runtime::Signature`]):
 //! parameters with their types and defaults, the weights the function
-//! reads, its result, every other value's type (for the memory check) and
+//! reads, its results, every other value's type (for the memory check) and
 //! the size table the call-boundary check solves.
 
 use crate::graph::Type;
 use crate::graph::value_dtype;
 use crate::graph::{Graph, Op};
-use nax_runtime::{AxisSpec, Param, ParamType, Scalar, Signature, TensorSpec, WeightSpec};
+use nax_runtime::{AxisSpec, Param, ParamType, ResultSpec, Scalar, Signature, TensorSpec, WeightSpec};
 use std::collections::HashSet;
 
 /// A value's type as a tensor type (a host scalar is rank 0, in the dtype
@@ -42,7 +42,7 @@ pub fn signature(g: &Graph, defaults: &[Option<Scalar>]) -> Signature {
         match &node.op {
             Op::Weight { name } if !weights.iter().any(|w| w.name == *name) => weights.push(WeightSpec { name: name.clone(), ty: tensor_spec(&node.ty) }),
             Op::Input { .. } | Op::Weight { .. } => {}
-            _ if n == g.output => {}
+            _ if g.output_nodes().any(|o| o == n) => {}
             _ => {
                 let spec = tensor_spec(&node.ty);
                 if !spec.axes.is_empty() && seen.insert(spec.clone()) {
@@ -55,7 +55,7 @@ pub fn signature(g: &Graph, defaults: &[Option<Scalar>]) -> Signature {
         name: g.name.clone(),
         params,
         weights,
-        result: tensor_spec(&g.graph[g.output].ty),
+        results: g.outputs.iter().map(|o| ResultSpec { name: o.name.clone(), ty: tensor_spec(&g.graph[o.node].ty) }).collect(),
         values,
         sizes: g.symbols.clone(),
         size_arguments: g.size_arguments.clone(),

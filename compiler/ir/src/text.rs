@@ -13,7 +13,7 @@
 //! ```
 
 use crate::graph::Type;
-use crate::graph::{Graph, Literal, MapFn, Node, Op};
+use crate::graph::{Graph, Literal, MapFn, Node, Op, Output};
 use nax_ops::{AlongAxis, Constructor, Elementwise, Reduction};
 use nax_ops::{BinaryOp, UnaryOp};
 use nax_runtime::DType;
@@ -195,7 +195,8 @@ pub fn print(g: &Graph) -> String {
     }
     let inputs: Vec<String> = g.inputs.iter().map(|i| format!("%{}", i.index())).collect();
     let _ = writeln!(out, "inputs {}", inputs.join(" "));
-    let _ = writeln!(out, "output %{}", g.output.index());
+    let outputs: Vec<String> = g.outputs.iter().map(|o| o.name.as_ref().map_or_else(|| format!("%{}", o.node.index()), |n| format!("{n}=%{}", o.node.index()))).collect();
+    let _ = writeln!(out, "output {}", outputs.join(" "));
     out
 }
 
@@ -454,7 +455,7 @@ pub fn parse(text: &str) -> Result<Graph, ParseError> {
         name: String::new(),
         graph: DiGraph::new(),
         inputs: Vec::new(),
-        output: NodeIndex::new(0),
+        outputs: Vec::new(),
         symbols: SizeTable::default(),
         size_arguments: Vec::new(),
     };
@@ -480,8 +481,14 @@ pub fn parse(text: &str) -> Result<Graph, ParseError> {
                 }
             }
             "output" => {
-                let t = w.next()?;
-                g.output = node_ref(&mut w, t)?;
+                while !w.done() {
+                    let t = w.next()?;
+                    let (name, node) = match t.split_once('=') {
+                        Some((name, node)) => (Some(name.to_string()), node),
+                        None => (None, t),
+                    };
+                    g.outputs.push(Output { name, node: node_ref(&mut w, node)? });
+                }
             }
             first if first.starts_with('%') => {
                 let index = node_ref(&mut w, first)?;
@@ -509,7 +516,7 @@ pub fn parse(text: &str) -> Result<Graph, ParseError> {
     g.symbols = header.symbols;
     g.size_arguments = header.size_arguments;
     let count = g.graph.node_count();
-    if g.output.index() >= count || g.inputs.iter().any(|i| i.index() >= count) {
+    if g.outputs.is_empty() || g.output_nodes().any(|o| o.index() >= count) || g.inputs.iter().any(|i| i.index() >= count) {
         return Err(ParseError { line: text.lines().count(), message: "inputs or output name a node that does not exist".into() });
     }
     Ok(g)

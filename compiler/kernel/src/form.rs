@@ -191,7 +191,7 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, FormError> {
             name: g.name.clone(),
             buffers: Vec::new(),
             kernels: Vec::new(),
-            result: 0,
+            results: Vec::new(),
             symbols: g.symbols.clone(),
             size_arguments: g.size_arguments.clone(),
             products: Vec::new(),
@@ -204,23 +204,27 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, FormError> {
         let v = f.node(n).map_err(|what| FormError::Node { function: g.name.clone(), node: n.index(), what })?;
         f.values.insert(n, v);
     }
-    f.materialize(g.output);
-    f.p.result = match f.values.get(&g.output).cloned() {
-        Some(Value::Buffer(b)) => b,
-        Some(Value::Scalar(e)) => {
-            let b = f.buffer(g.output, BufferKind::Temporary);
-            f.p.kernels.push(Kernel {
-                output: b,
-                loops: Vec::new(),
-                rows: Vec::new(),
-                body: Body::Store(e),
-                schedule: Schedule::default(),
-                checks: Vec::new(),
-            });
-            b
-        }
-        Some(Value::Inline { .. }) | None => return Err(FormError::NoOutput { function: g.name.clone() }),
-    };
+    for output in g.output_nodes() {
+        f.materialize(output);
+        let result = match f.values.get(&output).cloned() {
+            Some(Value::Buffer(b)) => b,
+            Some(Value::Scalar(e)) => {
+                let b = f.buffer(output, BufferKind::Temporary);
+                f.p.kernels.push(Kernel {
+                    output: b,
+                    loops: Vec::new(),
+                    rows: Vec::new(),
+                    body: Body::Store(e),
+                    schedule: Schedule::default(),
+                    checks: Vec::new(),
+                });
+                f.values.insert(output, Value::Buffer(b));
+                b
+            }
+            Some(Value::Inline { .. }) | None => return Err(FormError::NoOutput { function: g.name.clone() }),
+        };
+        f.p.results.push(result);
+    }
     if let Some(last) = f.p.kernels.last_mut() {
         last.checks.append(&mut f.checks);
     }
@@ -478,7 +482,7 @@ impl Former<'_> {
                 Op::Along { .. } => is_cheap,
                 _ => false,
             });
-        let fusable = n != self.g.output && kernels_all && (edges == 1 || is_cheap);
+        let fusable = !self.g.output_nodes().any(|o| o == n) && kernels_all && (edges == 1 || is_cheap);
         if fusable { Value::Inline { expr, loops } } else { self.kernel(n, loops, Body::Store(expr)) }
     }
 

@@ -447,8 +447,8 @@ pub struct Program {
     pub buffers: Vec<Buffer>,
     /// In execution order.
     pub kernels: Vec<Kernel>,
-    /// The buffer holding the result.
-    pub result: usize,
+    /// The buffers holding the results, in declared order.
+    pub results: Vec<usize>,
     pub symbols: SizeTable,
     /// Sizes given by host int parameters (see the graph's).
     pub size_arguments: Vec<(Size, usize)>,
@@ -533,7 +533,7 @@ impl Program {
     pub fn drop_unused_buffers(&mut self) {
         let written: Vec<usize> = self.kernels.iter().map(|k| k.output).collect();
         let keep: Vec<bool> =
-            (0..self.buffers.len()).map(|b| self.buffers[b].kind != BufferKind::Temporary || written.contains(&b) || b == self.result).collect();
+            (0..self.buffers.len()).map(|b| self.buffers[b].kind != BufferKind::Temporary || written.contains(&b) || self.results.contains(&b)).collect();
         if keep.iter().all(|&k| k) {
             return;
         }
@@ -567,7 +567,7 @@ impl Program {
                 });
             }
         }
-        self.result = new_index[self.result];
+        self.results.iter_mut().for_each(|r| *r = new_index[*r]);
     }
 
     /// A buffer's elements, when its sizes are constants.

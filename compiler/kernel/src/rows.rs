@@ -111,10 +111,10 @@ fn next_fusion(p: &Program) -> Option<(usize, usize)> {
 }
 
 /// Whether `buffer` is a temporary that kernel `reader` alone reads (at
-/// `row` only), that is not the result, and that no alias views.
+/// `row` only), that is not a result, and that no alias views.
 pub(crate) fn only_reader(p: &Program, buffer: usize, reader: usize, row: &[Index]) -> bool {
     p.buffers[buffer].kind == BufferKind::Temporary
-        && p.result != buffer
+        && !p.results.contains(&buffer)
         && !p.buffers.iter().any(|b| b.kind == BufferKind::Alias(buffer))
         && p.kernels.iter().enumerate().all(|(i, k)| {
             let loads = k.values().flat_map(|v| v.loads()).filter(|(b, _)| *b == buffer).collect::<Vec<_>>();

@@ -143,7 +143,8 @@ pub fn print(p: &Program) -> String {
         let rows: String = k.rows.iter().map(|r| format!(" row {} {} {};", reduction_name(r.op), r.dtype.as_str(), expr_text(&r.value))).collect();
         let _ = writeln!(out, "kernel %{} loops [{}]{schedule}{checks}{rows} {body}", k.output, loops.join(", "));
     }
-    let _ = writeln!(out, "result %{}", p.result);
+    let results: Vec<String> = p.results.iter().map(|r| format!("%{r}")).collect();
+    let _ = writeln!(out, "result {}", results.join(" "));
     out
 }
 
@@ -295,7 +296,7 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
         name: String::new(),
         buffers: Vec::new(),
         kernels: Vec::new(),
-        result: 0,
+        results: Vec::new(),
         symbols: Default::default(),
         size_arguments: Vec::new(),
         products: Vec::new(),
@@ -459,13 +460,19 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                 }
                 p.kernels.push(crate::kernel::Kernel { output, loops, rows, body, schedule, checks });
             }
-            "result" => p.result = c.reference()?,
+            "result" => loop {
+                c.skip_space();
+                if c.rest.is_empty() {
+                    break;
+                }
+                p.results.push(c.reference()?);
+            },
             other => return Err(c.err(format!("unknown line `{other}`"))),
         }
     }
     p.symbols = header.symbols;
     p.size_arguments = header.size_arguments;
-    if p.result >= p.buffers.len() || p.kernels.iter().any(|k| k.output >= p.buffers.len()) {
+    if p.results.is_empty() || p.results.iter().any(|&r| r >= p.buffers.len()) || p.kernels.iter().any(|k| k.output >= p.buffers.len()) {
         return Err(ParseError { line: text.lines().count(), message: "a kernel or the result names a buffer that does not exist".into() });
     }
     Ok(p)

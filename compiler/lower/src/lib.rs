@@ -13,7 +13,7 @@
 use nax_front::check::sizes::Symbols;
 use nax_front::check::types::{Axis, Kind, TensorType, Type as Checked, arith_dtype};
 use nax_front::checked::{CheckedFn, CheckedModule, Elem, IndexEntry, PatternOp, ResolvedPattern, TExpr, TExprKind, TStmt};
-use nax_ir::{Graph, Literal, MapFn, Op, Type, value_dtype};
+use nax_ir::{Graph, Literal, MapFn, Op, Output, Type, value_dtype};
 use nax_ops::{BinaryOp, UnaryOp};
 use nax_runtime::DType;
 use nax_runtime::{Size, SymDef};
@@ -33,10 +33,6 @@ pub enum LowerError {
     /// The function has errors: the checker's diagnostics say which.
     #[error("function `{name}` did not check")]
     Unchecked { name: String },
-    /// The function declares several results; a compiled function has one
-    /// (its calls of functions with several results are lowered).
-    #[error("`{name}` has {count} results; compiled functions have one result for now (call it from a function that returns one)")]
-    SeveralResults { name: String, count: usize },
     /// Inlining its calls made the graph larger than [`MAX_NODES`].
     #[error("`{function}` is too large after inlining its calls (over {limit} nodes)")]
     TooLarge { function: String, limit: usize },
@@ -68,16 +64,13 @@ fn lower_function(module: &CheckedModule, name: &str) -> Result<Graph, LowerErro
     if !f.ok {
         return Err(LowerError::Unchecked { name: name.to_string() });
     }
-    if f.results.len() != 1 {
-        return Err(LowerError::SeveralResults { name: name.to_string(), count: f.results.len() });
-    }
     let mut l = Lowerer {
         module,
         g: Graph {
             name: name.to_string(),
             graph: DiGraph::new(),
             inputs: Vec::new(),
-            output: NodeIndex::new(0),
+            outputs: Vec::new(),
             symbols: Default::default(),
             size_arguments: f.size_arguments.clone(),
         },
@@ -90,7 +83,8 @@ fn lower_function(module: &CheckedModule, name: &str) -> Result<Graph, LowerErro
     }
     l.g.inputs = inputs.clone();
     let identity: Vec<Size> = Vec::new();
-    l.g.output = l.function(f, inputs, &identity)?[0];
+    let nodes = l.function(f, inputs, &identity)?;
+    l.g.outputs = f.results.iter().zip(nodes).map(|(r, node)| Output { name: r.name.clone(), node }).collect();
     l.g.remove_dead_nodes();
     l.g.symbols = l.symbols.table();
     Ok(l.g)

@@ -357,13 +357,15 @@ impl CostFunction<ENode> for Cost<'_> {
     }
 }
 
-/// The cheapest term of the class `root` under [`Cost`], and its cost.
+/// The cheapest term of each root's class under [`Cost`], built as one
+/// expression in which the roots share what they have in common; with its
+/// cost (the roots' costs summed) and the position of each root in it.
 /// A worklist revisits a class only when a child's cost fell (egg's
 /// `Extractor` sweeps every class until nothing changes, which is
 /// quadratic on the long chains inlining makes). Deterministic: classes
 /// are queued in the e-graph's order, and a node replaces the best one
-/// only when strictly cheaper. `None` when `root` has no finite term.
-pub fn extract(eg: &EG, root: Id) -> Option<(f64, RecExpr<ENode>)> {
+/// only when strictly cheaper. `None` when a root has no finite term.
+pub fn extract(eg: &EG, roots: &[Id]) -> Option<(f64, RecExpr<ENode>, Vec<Id>)> {
     let mut best: HashMap<Id, (f64, ENode)> = HashMap::new();
     let mut queue: std::collections::VecDeque<Id> = eg.classes().filter(|c| c.nodes.iter().any(|n| n.children.is_empty())).map(|c| c.id).collect();
     let mut queued: std::collections::HashSet<Id> = queue.iter().copied().collect();
@@ -390,12 +392,36 @@ pub fn extract(eg: &EG, root: Id) -> Option<(f64, RecExpr<ENode>)> {
             }
         }
     }
-    let (total, node) = best.get(&eg.find(root))?.clone();
-    Some((total, node.build_recexpr(|id| best[&eg.find(id)].1.clone())))
+    let mut total = 0.0;
+    for &root in roots {
+        total += best.get(&eg.find(root))?.0;
+    }
+    // Each class once, children first (an explicit stack: graphs are deep).
+    let mut expr: RecExpr<ENode> = RecExpr::default();
+    let mut built: HashMap<Id, Id> = HashMap::new();
+    let mut positions = Vec::with_capacity(roots.len());
+    for &root in roots {
+        let mut stack = vec![(eg.find(root), false)];
+        while let Some((class, expanded)) = stack.pop() {
+            if built.contains_key(&class) {
+                continue;
+            }
+            let node = &best.get(&class)?.1;
+            if expanded {
+                let mapped = node.clone().map_children(|c| built[&eg.find(c)]);
+                built.insert(class, expr.add(mapped));
+            } else {
+                stack.push((class, true));
+                stack.extend(node.children.iter().map(|&c| (eg.find(c), false)).filter(|(c, _)| !built.contains_key(c)));
+            }
+        }
+        positions.push(built[&eg.find(root)]);
+    }
+    Some((total, expr, positions))
 }
 
-/// A graph as an e-graph: its analysis and the output's class.
-pub fn to_egraph(g: &Graph) -> Result<(EG, Id), crate::OptimizeError> {
+/// A graph as an e-graph: its analysis and the outputs' classes.
+pub fn to_egraph(g: &Graph) -> Result<(EG, Vec<Id>), crate::OptimizeError> {
     let mut eg = EG::new(Types::new(g.symbols.clone()));
     let order = petgraph::algo::toposort(&g.graph, None).map_err(|_| crate::OptimizeError::Cycle { function: g.name.clone() })?;
     let mut class: HashMap<NodeIndex, Id> = HashMap::new();
@@ -404,18 +430,19 @@ pub fn to_egraph(g: &Graph) -> Result<(EG, Id), crate::OptimizeError> {
         let node = &g.graph[n];
         class.insert(n, add(&mut eg, node.op.clone(), node.ty.clone(), children));
     }
-    let root = class[&g.output];
-    Ok((eg, root))
+    let roots = g.output_nodes().map(|o| class[&o]).collect();
+    Ok((eg, roots))
 }
 
 /// The graph of an extracted expression: `g`'s inputs (all of them, in
-/// order, used or not) and the expression's nodes in order.
-pub fn to_graph(g: &Graph, expr: &RecExpr<ENode>, types: &Types) -> Graph {
+/// order, used or not), the expression's nodes in order, and as outputs
+/// (named as `g`'s) the nodes at `roots`.
+pub fn to_graph(g: &Graph, expr: &RecExpr<ENode>, roots: &[Id], types: &Types) -> Graph {
     let mut out = Graph {
         name: g.name.clone(),
         graph: Default::default(),
         inputs: Vec::with_capacity(g.inputs.len()),
-        output: NodeIndex::new(0),
+        outputs: Vec::new(),
         symbols: g.symbols.clone(),
         size_arguments: g.size_arguments.clone(),
     };
@@ -435,9 +462,7 @@ pub fn to_graph(g: &Graph, expr: &RecExpr<ENode>, types: &Types) -> Graph {
         };
         built.push(n);
     }
-    if let Some(&last) = built.last() {
-        out.output = last;
-    }
+    out.outputs = g.outputs.iter().zip(roots).map(|(o, &r)| nax_ir::Output { name: o.name.clone(), node: built[usize::from(r)] }).collect();
     out
 }
 

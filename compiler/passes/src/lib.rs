@@ -87,8 +87,8 @@ pub enum OptimizeError {
 /// The graph rewritten by every family, and what saturation did. The
 /// graph is returned unchanged when the extracted one is not cheaper.
 pub fn optimize(g: &Graph) -> Result<(Graph, Report), OptimizeError> {
-    let (eg, root) = language::to_egraph(g)?;
-    let before = language::extract(&eg, root).map_or(f64::INFINITY, |(c, _)| c);
+    let (eg, roots) = language::to_egraph(g)?;
+    let before = language::extract(&eg, &roots).map_or(f64::INFINITY, |(c, _, _)| c);
     let runner = Runner::default()
         .with_egraph(eg)
         .with_scheduler(SimpleScheduler)
@@ -110,7 +110,7 @@ pub fn optimize(g: &Graph) -> Result<(Graph, Report), OptimizeError> {
     }
     applied.retain(|(_, n)| *n > 0);
     applied.sort();
-    let Some((after, best)) = language::extract(&runner.egraph, root) else {
+    let Some((after, best, positions)) = language::extract(&runner.egraph, &roots) else {
         return Err(OptimizeError::NoTerm { function: g.name.clone() });
     };
     let report = Report {
@@ -125,7 +125,7 @@ pub fn optimize(g: &Graph) -> Result<(Graph, Report), OptimizeError> {
     if after >= before {
         return Ok((g.clone(), report));
     }
-    Ok((language::to_graph(g, &best, &runner.egraph.analysis), report))
+    Ok((language::to_graph(g, &best, &positions, &runner.egraph.analysis), report))
 }
 
 /// What the families' start => goal tests share: a source's function `f`,
@@ -160,7 +160,7 @@ pub(crate) mod testing {
     fn rewritten(g: &Graph) -> String {
         let (out, _) = crate::optimize(g).expect("optimize");
         assert!(nax_ir::verify(&out).is_empty(), "{:?}\n{}", nax_ir::verify(&out), nax_ir::text::print(&out));
-        sexpr(&out, out.output)
+        sexpr(&out, out.outputs[0].node)
     }
 
     fn list(v: &[usize]) -> String {

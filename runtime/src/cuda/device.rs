@@ -161,17 +161,19 @@ impl CudaFunction {
 }
 
 impl Execute for CudaFunction {
-    fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, _pool: &ThreadPool) -> Result<Option<HostTensor>, RuntimeError> {
+    fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, _pool: &ThreadPool) -> Result<Vec<HostTensor>, RuntimeError> {
         call.require(&self.signature)?;
         let p = &self.plan.plan;
         let sizes = Sizes::of(p, call)?;
         sizes.check_work(&self.signature.name)?;
-        let result_dtype = p.buffers[p.result].dtype;
-        let result_len = sizes.elements(p.result)?;
-        if let Some(out) = into.as_deref()
-            && (out.dtype() != result_dtype || out.len() != result_len)
-        {
-            return Err(RuntimeError::OutputBuffer { expected_dtype: result_dtype, expected_len: result_len, dtype: out.dtype(), len: out.len() });
+        if let Some(out) = into.as_deref() {
+            let [result] = p.results.as_slice() else {
+                return Err(RuntimeError::Internal(format!("a function of {} results was given one output buffer", p.results.len())));
+            };
+            let (dtype, len) = (p.buffers[*result].dtype, sizes.elements(*result)?);
+            if out.dtype() != dtype || out.len() != len {
+                return Err(RuntimeError::OutputBuffer { expected_dtype: dtype, expected_len: len, dtype: out.dtype(), len: out.len() });
+            }
         }
         // Host scalars as the kernels read them: 8 bytes, the value first.
         let scalars: Vec<[u8; 8]> = (0..call.len()).map(|i| call.scalar(i).map_or([0; 8], Scalar::to_ne_bytes)).collect();
@@ -224,22 +226,31 @@ impl Execute for CudaFunction {
                 begin = end;
             }
         }
-        let mut result = stream.clone_dtoh(self.memory(&memory, p.result)?).map_err(failed("copying the result back from the GPU"))?;
+        let mut copies = Vec::with_capacity(p.results.len());
+        for &r in &p.results {
+            copies.push(stream.clone_dtoh(self.memory(&memory, r)?).map_err(failed("copying a result back from the GPU"))?);
+        }
         stream.synchronize().map_err(failed("running the kernels"))?;
-        result.truncate(result_len * result_dtype.size_bytes());
-        match into {
-            Some(out) => {
-                // SAFETY: the caller's buffer holds `result_len` elements of
-                // `result_dtype` (checked above), as `result` does.
-                unsafe { std::ptr::copy_nonoverlapping(result.as_ptr(), out.as_mut_ptr(), result.len()) };
-                Ok(None)
-            }
-            None => {
-                // SAFETY: `result` holds `result_len` elements of `result_dtype`.
-                let data = unsafe { read_data(result.as_ptr(), result_dtype, result_len) };
-                Ok(Some(HostTensor::new(data, sizes.shape(p.result), call.signature().result.names())?))
+        let mut into = into;
+        let mut results = Vec::with_capacity(copies.len());
+        for (i, (&r, mut copy)) in p.results.iter().zip(copies).enumerate() {
+            let (dtype, len) = (p.buffers[r].dtype, sizes.elements(r)?);
+            copy.truncate(len * dtype.size_bytes());
+            match into.as_deref_mut() {
+                Some(out) => {
+                    // SAFETY: the caller's buffer holds `len` elements of
+                    // `dtype` (checked above), as `copy` does.
+                    unsafe { std::ptr::copy_nonoverlapping(copy.as_ptr(), out.as_mut_ptr(), copy.len()) };
+                }
+                None => {
+                    // SAFETY: `copy` holds `len` elements of `dtype`.
+                    let data = unsafe { read_data(copy.as_ptr(), dtype, len) };
+                    let names = call.signature().results.get(i).map_or_else(Vec::new, |s| s.ty.names());
+                    results.push(HostTensor::new(data, sizes.shape(r), names)?);
+                }
             }
         }
+        Ok(results)
     }
 
     /// On the host, only the result (unless the caller gives its buffer)
@@ -247,7 +258,7 @@ impl Execute for CudaFunction {
     fn peak(&self, call: &CheckedCall<'_>, into: bool) -> Peak {
         let p = &self.plan.plan;
         let Ok(sizes) = Sizes::of(p, call) else { return Peak::default() };
-        let bytes = sizes.elements(p.result).map_or(0, |n| n as u128 * p.buffers[p.result].dtype.size_bytes() as u128);
+        let bytes = p.results.iter().map(|&r| sizes.elements(r).map_or(0, |n| n as u128 * p.buffers[r].dtype.size_bytes() as u128)).sum::<u128>();
         Peak { bytes: if into { bytes } else { bytes * 2 }, reusable: 0 }
     }
 

@@ -20,7 +20,7 @@ pub struct Interpreter {
 }
 
 impl Execute for Interpreter {
-    fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, _pool: &ThreadPool) -> Result<Option<HostTensor>, RuntimeError> {
+    fn execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, _pool: &ThreadPool) -> Result<Vec<HostTensor>, RuntimeError> {
         call.require(&self.signature)?;
         let g = &self.graph;
         let mut values = Vec::with_capacity(call.len());
@@ -40,15 +40,19 @@ impl Execute for Interpreter {
                 weights.insert(w.name.clone(), host_value(&t.to_host()?)?);
             }
         }
-        let result = evaluate(g, values, weights, &Sizes(call.sizes()))?;
-        let names = match &g.graph[g.output].ty {
-            Type::Tensor(t) => t.axes.iter().map(|a| a.name.clone()).collect(),
-            _ => Vec::new(),
-        };
-        let result = into_host(result, names)?;
-        match into {
-            Some(out) => out.copy_from(&result).map(|()| None),
-            None => Ok(Some(result)),
+        let values = evaluate(g, values, weights, &Sizes(call.sizes()))?;
+        let mut results = Vec::with_capacity(values.len());
+        for (value, output) in values.into_iter().zip(g.output_nodes()) {
+            let names = match &g.graph[output].ty {
+                Type::Tensor(t) => t.axes.iter().map(|a| a.name.clone()).collect(),
+                _ => Vec::new(),
+            };
+            results.push(into_host(value, names)?);
+        }
+        match (into, results.as_slice()) {
+            (Some(out), [result]) => out.copy_from(result).map(|()| Vec::new()),
+            (Some(_), _) => Err(RuntimeError::Internal(format!("a function of {} results was given one output buffer", results.len()))),
+            (None, _) => Ok(results),
         }
     }
 
@@ -58,7 +62,7 @@ impl Execute for Interpreter {
 
     /// The evaluation's peak ([`peak`]), plus the largest argument's
     /// copy in its own dtype while it is converted, plus the result in
-    /// its dtype beside the interpreter's value of it.
+    /// its dtype beside the interpreter's value of it (each result).
     fn peak(&self, call: &CheckedCall<'_>, _into: bool) -> Peak {
         let s = &self.signature;
         let tensors = s.params.iter().filter_map(|p| match &p.ty {
@@ -67,7 +71,8 @@ impl Execute for Interpreter {
         });
         let converted = tensors.chain(s.weights.iter().map(|w| &w.ty)).map(|t| call.bytes_of(t)).max().unwrap_or(0);
         let evaluation = peak(&self.graph, &Sizes(call.sizes())).unwrap_or(u128::MAX);
-        Peak { bytes: evaluation.saturating_add(converted).saturating_add(call.bytes_of(&s.result)), reusable: 0 }
+        let results = s.results.iter().map(|r| call.bytes_of(&r.ty)).fold(0u128, u128::saturating_add);
+        Peak { bytes: evaluation.saturating_add(converted).saturating_add(results), reusable: 0 }
     }
 }
 

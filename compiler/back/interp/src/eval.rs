@@ -91,7 +91,9 @@ impl Schedule {
                 last_use.insert(o, position);
             }
         }
-        last_use.insert(g.output, usize::MAX);
+        for output in g.output_nodes() {
+            last_use.insert(output, usize::MAX);
+        }
         Ok(Schedule { order, operands, last_use })
     }
 
@@ -109,8 +111,8 @@ impl Schedule {
 
 /// Runs the graph on its inputs (in parameter order, each already in the
 /// parameter's axis order) and weights, which it takes over; values are
-/// dropped after their last use.
-pub fn evaluate(g: &Graph, inputs: Vec<Value>, mut weights: HashMap<String, Value>, sizes: &Sizes) -> Result<Value, RuntimeError> {
+/// dropped after their last use. Gives the results in declared order.
+pub fn evaluate(g: &Graph, inputs: Vec<Value>, mut weights: HashMap<String, Value>, sizes: &Sizes) -> Result<Vec<Value>, RuntimeError> {
     let schedule = Schedule::new(g)?;
     let mut inputs: Vec<Option<Value>> = inputs.into_iter().map(Some).collect();
     let mut values: HashMap<NodeIndex, Value> = HashMap::with_capacity(schedule.order.len());
@@ -137,7 +139,14 @@ pub fn evaluate(g: &Graph, inputs: Vec<Value>, mut weights: HashMap<String, Valu
         }
         values.insert(n, v);
     }
-    values.remove(&g.output).ok_or_else(|| error("the graph has no output".into()))
+    // A node returned twice is cloned for all but its last place.
+    let outputs: Vec<NodeIndex> = g.output_nodes().collect();
+    let mut results = Vec::with_capacity(outputs.len());
+    for (i, output) in outputs.iter().enumerate() {
+        let value = if outputs[i + 1..].contains(output) { values.get(output).cloned() } else { values.remove(output) };
+        results.push(value.ok_or_else(|| error("the graph has no output".into()))?);
+    }
+    Ok(results)
 }
 
 /// What [`evaluate`] holds at its peak at these sizes, in bytes: every

@@ -65,7 +65,7 @@ impl Slots {
             .map(|(i, k)| self.kernel(p, k).ok_or_else(|| crate::CodegenError::Plan { function: p.name.clone(), kernel: i }))
             .collect::<Result<_, _>>()?;
         let microkernels = p.products.iter().map(|k| k.micro).collect();
-        Ok(NativePlan { slots: self.slots.clone(), buffers, kernels, microkernels, result: p.result })
+        Ok(NativePlan { slots: self.slots.clone(), buffers, kernels, microkernels, results: p.results.clone() })
     }
 
     fn kernel(&self, p: &Program, k: &Kernel) -> Option<KernelPlan> {

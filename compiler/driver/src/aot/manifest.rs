@@ -1,5 +1,5 @@
 //! `NAME_manifest()`'s JSON (ABI.md): each function's parameters and
-//! result (dtype and axes, each axis's name or null and its size or
+//! results (dtype and axes, each axis's name or null and its size or
 //! symbol; host scalars by type), the weights, the CPU features.
 
 use nax_runtime::{ParamType, Signature, Size, TensorSpec};
@@ -28,7 +28,8 @@ pub fn manifest(functions: &[Signature], cpu: &[&str]) -> Value {
                     ParamType::Host(h) => json!({"name": p.name, "host": h.as_str()}),
                 })
                 .collect();
-            json!({"name": f.name, "params": params, "result": tensor("result", &f.result, f)})
+            let results: Vec<Value> = f.results.iter().map(|r| tensor(r.name.as_deref().unwrap_or("result"), &r.ty, f)).collect();
+            json!({"name": f.name, "params": params, "result": results.first(), "results": results})
         })
         .collect();
     json!({"abi": 1, "functions": functions, "weights": weights, "cpu": cpu})
