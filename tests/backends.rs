@@ -348,6 +348,11 @@ pub(crate) fn cases() -> Vec<Case> {
             "loop_results_from_every_turn",
             "dim n = 4\ndim v = 3\ndef g(x: [n v]) -> (p: Prob(v)[n v], q: [n v]) {\n    return softmax(x, v), x * 2.0\n}\ndef f(x: [n v]) -> [v n] {\n    for i in 0..3 {\n        p, x = g(x)\n        x = x - p\n    }\n    return x\n}\n",
         ),
+        case(
+            "several_results",
+            "dim b = 3\ndim D = 5\ndim L = 2\nparam w: [L D D]\ndef f(x: [b D], m: Int[b]) -> (y: [b D], hs: [L b D], again: [b D], first: [b D], same: [b D], ids: Int[b]) {\n    hs = for l in L {\n        x = tanh(x @ w[L = l])\n        yield x\n    }\n    return x, hs, x, hs[L = 0], x, m + 1\n}\n",
+        ),
+        case("several_results_arguments", "dim n = 7\ndef f(x: [n], y: [n]) -> (a: [n], b: [n], c: [n]) {\n    return x, y, x\n}\n"),
         Case {
             special_values: true,
             ..case("argmax_nan_inf", "dim b = 5\ndim n = 7\ndef f(x: [b n]) -> Int[n] {\n    return argmax(x, b) * 10 + argmin(x, b)\n}\n")
@@ -423,10 +428,25 @@ pub fn run_on(backend: Backend, g: &nax_ir::Graph, args: &[Value], weights: &Has
 
 /// [`run_on`], with every load and store bounds-checked when `check_bounds` (`--check-bounds`).
 pub fn run_with(backend: Backend, check_bounds: bool, g: &nax_ir::Graph, args: &[Value], weights: &HashMap<String, HostTensor>) -> Result<HostTensor, String> {
+    let mut results = run_all(backend, check_bounds, g, args, weights)?;
+    if results.len() != 1 {
+        return Err(format!("{} results where one was expected", results.len()));
+    }
+    Ok(results.remove(0))
+}
+
+/// [`run_with`] for a function of any number of results: each, in order.
+pub fn run_all(
+    backend: Backend,
+    check_bounds: bool,
+    g: &nax_ir::Graph,
+    args: &[Value],
+    weights: &HashMap<String, HostTensor>,
+) -> Result<Vec<HostTensor>, String> {
     let target = nax::pipeline::Target { check_bounds, ..backend.target(nax::pipeline::Cpu::Native) };
     let f = nax::pipeline::compile_graph_for(g.clone(), &[], backend, &target, &mut nax::Timings::start()).map_err(|e| e.to_string())?;
     let call = f.signature().check(args.iter().map(Value::arg).collect(), weights).map_err(|e| e.to_string())?;
-    f.run(&call, pool()).map_err(|e| e.to_string())
+    f.run_results(&call, pool()).map_err(|e| e.to_string())
 }
 
 /// Inputs for a case: one argument per parameter, from its type.
@@ -648,7 +668,7 @@ pub(crate) fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
         // bounds-checked (`--check-bounds`).
         for &(backend, check_bounds) in &all {
             let g = if backend == Backend::Interp { &graph } else { &rewritten };
-            let out = match run_with(backend, check_bounds, g, &args, &weights) {
+            let out = match run_all(backend, check_bounds, g, &args, &weights) {
                 Ok(out) => out,
                 Err(e) if unknowable(&e, generated) => {
                     println!("{}: skipped ({e})", case.name);
@@ -659,15 +679,17 @@ pub(crate) fn run_cases(cases: Vec<Case>, label: &str) -> Vec<String> {
             match &reference {
                 None => {
                     // Generated programs are compared within their sensitivity.
-                    if generated {
-                        spread = sensitivity(&graph, &args, &weights, &out, &mut rng);
+                    if generated && let [single] = out.as_slice() {
+                        spread = sensitivity(&graph, &args, &weights, single, &mut rng);
                     }
                     reference = Some(out);
                 }
                 Some(r) => {
-                    let what = format!("{} on {}{}", case.name, backend.name(), checked_label(check_bounds));
-                    if let Err(e) = compare_within(&what, &out, r, longest_sum(&graph), &spread) {
-                        failures.push(format!("{e}\n{}", case.source));
+                    for (i, (out, r)) in out.iter().zip(r).enumerate() {
+                        let what = format!("{} on {}{} (result {i})", case.name, backend.name(), checked_label(check_bounds));
+                        if let Err(e) = compare_within(&what, out, r, longest_sum(&graph), &spread) {
+                            failures.push(format!("{e}\n{}", case.source));
+                        }
                     }
                 }
             }
@@ -816,7 +838,7 @@ fn torch_available() -> Result<(), String> {
 
 /// What the PyTorch comparison needs of a case: the case, its checked module, its arguments, weights and result.
 /// A case, its checked module, arguments, weights, the interpreter's result and its sensitivity.
-type TorchJob = (Case, nax_front::Checked, Vec<Value>, HashMap<String, HostTensor>, HostTensor, Vec<f64>);
+type TorchJob = (Case, nax_front::Checked, Vec<Value>, HashMap<String, HostTensor>, Vec<HostTensor>, Vec<f64>);
 
 /// Runs every case's `--emit torch` code in one Python process and compares.
 fn compare_with_torch(dir: &Path, jobs: &[TorchJob]) -> Vec<String> {
@@ -857,7 +879,7 @@ fn compare_with_torch(dir: &Path, jobs: &[TorchJob]) -> Vec<String> {
             weight_loads.push(format!("{name:?}: load_file({:?})['t']", path.display().to_string()));
         }
         driver.push_str(&format!(
-            "spec = importlib.util.spec_from_file_location({n:?}, {p:?})\nm = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\nr = call(m.{f}, [{a}], {{{w}}})\nr = r if isinstance(r, torch.Tensor) else torch.tensor(r)\nsave_file({{'out': r.contiguous()}}, {o:?})\n",
+            "spec = importlib.util.spec_from_file_location({n:?}, {p:?})\nm = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\nr = call(m.{f}, [{a}], {{{w}}})\nrs = r if isinstance(r, tuple) else (r,)\nsave_file({{f'out{{i}}': (r if isinstance(r, torch.Tensor) else torch.tensor(r)).contiguous().clone() for i, r in enumerate(rs)}}, {o:?})\n",
             n = case.name,
             p = module_path.display().to_string(),
             f = case.function,
@@ -874,11 +896,17 @@ fn compare_with_torch(dir: &Path, jobs: &[TorchJob]) -> Vec<String> {
     }
     let mut failures = Vec::new();
     println!("comparing {} cases with PyTorch running the --emit torch code", emitted.len());
-    for (case, reference, spread) in emitted {
+    for (case, references, spread) in emitted {
         let tensors = nax_runtime::read_tensors(&dir.join(format!("{}_out.safetensors", case.name))).expect("torch output");
-        let torch = if case.source.contains("inf") { empty_sums_of_infinities_as(&tensors[0].1, reference) } else { tensors[0].1.clone() };
-        if let Err(e) = compare_within(&format!("{} against PyTorch", case.name), reference, &torch, 0, spread) {
-            failures.push(format!("{e}\n{}", case.source));
+        for (i, reference) in references.iter().enumerate() {
+            let Some((_, torch)) = tensors.iter().find(|(name, _)| *name == format!("out{i}")) else {
+                failures.push(format!("{}: PyTorch gave no result {i}", case.name));
+                continue;
+            };
+            let torch = if case.source.contains("inf") { empty_sums_of_infinities_as(torch, reference) } else { torch.clone() };
+            if let Err(e) = compare_within(&format!("{} against PyTorch (result {i})", case.name), reference, &torch, 0, spread) {
+                failures.push(format!("{e}\n{}", case.source));
+            }
         }
     }
     failures

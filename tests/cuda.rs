@@ -208,7 +208,7 @@ fn export(dir: &Path, name: &str, graph: &nax_ir::Graph, args: &[Value], weights
         Check::Result(expected, terms) => {
             let (rtol, atol) = crate::backends::tolerance(expected.dtype(), terms);
             std::fs::write(dir.join(format!("{name}.expected.bin")), encode(DType::F64, &expected.to_f64_vec())).unwrap();
-            description["result"] = serde_json::json!({"buffer": plan.result, "expected": format!("{name}.expected.bin"), "rtol": rtol, "atol": atol});
+            description["result"] = serde_json::json!({"buffer": plan.results[0], "expected": format!("{name}.expected.bin"), "rtol": rtol, "atol": atol});
             // The same call for the runtime's CUDA device (`cuda_run`).
             let mut tensors = Vec::new();
             let mut scalars = serde_json::Map::new();

@@ -195,7 +195,8 @@ pub fn print(g: &Graph) -> String {
     }
     let inputs: Vec<String> = g.inputs.iter().map(|i| format!("%{}", i.index())).collect();
     let _ = writeln!(out, "inputs {}", inputs.join(" "));
-    let outputs: Vec<String> = g.outputs.iter().map(|o| o.name.as_ref().map_or_else(|| format!("%{}", o.node.index()), |n| format!("{n}=%{}", o.node.index()))).collect();
+    let outputs: Vec<String> =
+        g.outputs.iter().map(|o| o.name.as_ref().map_or_else(|| format!("%{}", o.node.index()), |n| format!("{n}=%{}", o.node.index()))).collect();
     let _ = writeln!(out, "output {}", outputs.join(" "));
     out
 }
