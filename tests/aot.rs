@@ -1182,6 +1182,52 @@ fn headers_combine_with_each_other_and_with_dlpack() {
     compiles_as_cpp(&scratch.0.join("two.h"));
 }
 
+/// A function of several results from C: its typed entry and
+/// `NAME_call_n` give each result with its axis names; `NAME_call` on it,
+/// and `NAME_call_n` with the wrong count, are `NAX_ERR_ARGUMENT` naming
+/// the results and write nothing; a one-result function works through
+/// `NAME_call_n` too. The header compiles as C99 `-pedantic -Werror` and C++17.
+#[test]
+fn several_results_leave_through_call_n_and_the_typed_entry() {
+    let scratch = Scratch::new("results");
+    let source = "dim n = 4\ndef f(x: [n]) -> (double: [n], plus: [n], total: []) {\n    return x * 2.0, x + 1.0, sum(x, n)\n}\ndef g(x: [n]) -> [n] {\n    return x - 1.0\n}\n";
+    let lib = build_text(source, &scratch.0, "results", &[]);
+    let header = std::fs::read_to_string(scratch.0.join("results.h")).unwrap();
+    assert!(header.contains("int results_f(results_model *model, const DLTensor *x, nax_result *results);"), "{header}");
+    assert!(header.contains("nax_result *results, size_t nresults);"), "{header}");
+    compiles_as_cpp(&scratch.0.join("results.h"));
+    let exe = scratch.0.join("results");
+    let out = Command::new("cc")
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
+        .arg(&scratch.0)
+        .arg(root().join("tests/aot/results.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(&lib)
+        .arg(format!("-Wl,-rpath,{}", scratch.0.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = Command::new(&exe).output().unwrap();
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "exit {:?}:\n{text}", run.status.code());
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[..6],
+        ["typed double [n] 2 4 6 8", "typed plus [n] 2 3 4 5", "typed total [] 10", "call_n [n] 2 4 6 8", "call_n [n] 2 3 4 5", "call_n [] 10"],
+        "{text}"
+    );
+    assert!(lines[6].starts_with("call: 1 ") && lines[6].contains("3 results (double, plus, total)") && lines[6].contains("NAME_call_n"), "{text}");
+    assert!(lines[7].starts_with("call_n 2: 1 ") && lines[7].contains("nresults is 2"), "{text}");
+    assert_eq!(lines[8], "call_n g [n] 0 1 2 3", "{text}");
+    let manifest: serde_json::Value = serde_json::from_str(lines[9].strip_prefix("manifest ").expect("the manifest")).unwrap();
+    let f = &manifest["functions"][0];
+    let names: Vec<&str> = f["results"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["double", "plus", "total"], "{manifest}");
+    assert_eq!(f["result"], f["results"][0], "{manifest}");
+    assert_eq!(manifest["functions"][1]["results"][0]["name"], "result", "{manifest}");
+}
+
 /// Free bytes on the file system of `dir`, from `df`.
 fn free_bytes(dir: &Path) -> Option<u64> {
     let out = Command::new("df").args(["-B1", "--output=avail"]).arg(dir).output().ok()?;

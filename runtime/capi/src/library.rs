@@ -103,7 +103,7 @@ pub unsafe extern "C" fn nax_capi_close(model: *mut Model) {
     }
 }
 
-/// `NAME_call`.
+/// `NAME_call`: a function of one result.
 ///
 /// # Safety
 /// `model` is NULL or an open model; `function` NULL or NUL-terminated;
@@ -111,40 +111,93 @@ pub unsafe extern "C" fn nax_capi_close(model: *mut Model) {
 /// ABI.md says; `result` NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nax_capi_call(model: *const Model, function: *const c_char, args: *const NaxArg, nargs: usize, result: *mut NaxResult) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let model = unsafe { model.as_ref() }.ok_or_else(|| Failure::argument("NULL `model`: open one with NAME_open"))?;
-        if result.is_null() {
-            return Err(Failure::argument("NULL `result`: pass the address of a nax_result to fill"));
-        }
-        if function.is_null() {
-            return Err(Failure::argument("NULL `function`: name one of the library's functions"));
-        }
-        // SAFETY: NUL-terminated (the caller's contract).
-        let function = unsafe { CStr::from_ptr(function) }.to_str().map_err(|_| Failure::argument("the function name is not UTF-8"))?;
-        // Arguments are named parameters, each at most once: more than the
-        // function has is refused before the list is read or anything allocated.
-        let params = &model.function(function)?.signature().params;
-        if nargs > params.len() {
-            let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { call(model, function, args, nargs, result, None) })
+}
+
+/// `NAME_call_n`: a function of any number of results (LANGUAGE.md section
+/// 14), written to `results[0..nresults)`, `nresults` being exactly the
+/// function's count.
+///
+/// # Safety
+/// As [`nax_capi_call`]; `results` NULL or `nresults` writable results.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nax_capi_call_n(
+    model: *const Model,
+    function: *const c_char,
+    args: *const NaxArg,
+    nargs: usize,
+    results: *mut NaxResult,
+    nresults: usize,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { call(model, function, args, nargs, results, Some(nresults)) })
+}
+
+/// A call through `NAME_call` (`nresults` none: exactly one result) or
+/// `NAME_call_n`; the results are written only after the call succeeded.
+///
+/// # Safety
+/// As [`nax_capi_call_n`].
+unsafe fn call(
+    model: *const Model,
+    function: *const c_char,
+    args: *const NaxArg,
+    nargs: usize,
+    results: *mut NaxResult,
+    nresults: Option<usize>,
+) -> Result<(), Failure> {
+    // SAFETY: the caller's contract.
+    let model = unsafe { model.as_ref() }.ok_or_else(|| Failure::argument("NULL `model`: open one with NAME_open"))?;
+    if function.is_null() {
+        return Err(Failure::argument("NULL `function`: name one of the library's functions"));
+    }
+    // SAFETY: NUL-terminated (the caller's contract).
+    let function = unsafe { CStr::from_ptr(function) }.to_str().map_err(|_| Failure::argument("the function name is not UTF-8"))?;
+    let signature = model.function(function)?.signature();
+    let count = signature.results.len();
+    match nresults {
+        None if count != 1 => {
             return Err(Failure::argument(format!(
-                "`{function}` takes {} arguments ({}), but nargs is {nargs}: an argument is repeated or unknown",
-                names.len(),
-                names.join(", ")
+                "`{function}` has {count} results ({}): call it with NAME_call_n and {count} nax_result",
+                signature.result_names()
             )));
         }
-        let args: &[NaxArg] = match (args.is_null(), nargs) {
-            (_, 0) => &[],
-            (true, n) => return Err(Failure::argument(format!("NULL `args` with nargs = {n}"))),
-            // SAFETY: `nargs` arguments (the caller's contract).
-            (false, n) => unsafe { std::slice::from_raw_parts(args, n) },
-        };
-        // SAFETY: the arguments' pointers are valid as ABI.md says (the caller's contract).
-        let out = unsafe { model.call(function, args) }?;
-        // SAFETY: `result` is writable; written only now, after success.
-        unsafe { result.write(out) };
-        Ok(())
-    })
+        Some(n) if n != count => {
+            return Err(Failure::argument(format!("`{function}` has {count} results ({}), but nresults is {n}", signature.result_names())));
+        }
+        _ => {}
+    }
+    if results.is_null() {
+        return Err(Failure::argument(match nresults {
+            None => "NULL `result`: pass the address of a nax_result to fill".to_string(),
+            Some(_) => format!("NULL `results`: pass an array of {count} nax_result to fill"),
+        }));
+    }
+    // Arguments are named parameters, each at most once: more than the
+    // function has is refused before the list is read or anything allocated.
+    let params = &signature.params;
+    if nargs > params.len() {
+        let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+        return Err(Failure::argument(format!(
+            "`{function}` takes {} arguments ({}), but nargs is {nargs}: an argument is repeated or unknown",
+            names.len(),
+            names.join(", ")
+        )));
+    }
+    let args: &[NaxArg] = match (args.is_null(), nargs) {
+        (_, 0) => &[],
+        (true, n) => return Err(Failure::argument(format!("NULL `args` with nargs = {n}"))),
+        // SAFETY: `nargs` arguments (the caller's contract).
+        (false, n) => unsafe { std::slice::from_raw_parts(args, n) },
+    };
+    // SAFETY: the arguments' pointers are valid as ABI.md says (the caller's contract).
+    let out = unsafe { model.call(function, args) }?;
+    for (i, r) in out.into_iter().enumerate() {
+        // SAFETY: `results` holds `count` writable results; written only now, after success.
+        unsafe { results.add(i).write(r) };
+    }
+    Ok(())
 }
 
 /// `NAME_last_error`.

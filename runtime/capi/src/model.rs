@@ -5,7 +5,7 @@
 use crate::dlpack::{NaxArg, NaxResult};
 use crate::library::Library;
 use crate::status::Failure;
-use crate::tensors::{Refusal, argument, result};
+use crate::tensors::{Refusal, argument, free, result};
 use nax_runtime::plan::StoredFunction;
 use nax_runtime::{
     Arg, Function, HostTensor, KernelFn, MAX_THREADS, NativeFunction, PackedWeights, Signature, Size, StoredTensor, TensorView, ThreadPool, Weights,
@@ -153,11 +153,11 @@ impl Model {
         Ok(Model { name, functions, weights, pool, _counted: Counted::new() })
     }
 
-    /// Calls `function` with `args`.
+    /// Calls `function` with `args`: its results, in declared order.
     ///
     /// # Safety
     /// The arguments' pointers are NULL or valid as ABI.md says.
-    pub unsafe fn call(&self, function: &str, args: &[NaxArg]) -> Result<NaxResult, Failure> {
+    pub unsafe fn call(&self, function: &str, args: &[NaxArg]) -> Result<Vec<NaxResult>, Failure> {
         let f = self.function(function)?;
         let signature = f.signature();
         let context = format!("in `{function}`");
@@ -170,8 +170,19 @@ impl Model {
             })?);
         }
         let named: Vec<(&str, Arg<'_>)> = inputs.iter().map(|(name, input)| (*name, input.arg())).collect();
-        let out = f.call(named, &self.weights, &self.pool).map_err(|e| Failure::runtime(&context, e))?;
-        result(out).map_err(|e| Failure::runtime(&context, e))
+        let outs = f.call_results(named, &self.weights, &self.pool).map_err(|e| Failure::runtime(&context, e))?;
+        let mut results = Vec::with_capacity(outs.len());
+        for out in outs {
+            match result(out) {
+                Ok(r) => results.push(r),
+                Err(e) => {
+                    // Nothing is handed out on an error: free what was made.
+                    results.into_iter().for_each(free);
+                    return Err(Failure::runtime(&context, e));
+                }
+            }
+        }
+        Ok(results)
     }
 }
 

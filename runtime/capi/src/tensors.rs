@@ -338,6 +338,12 @@ pub fn result(t: HostTensor) -> Result<NaxResult, RuntimeError> {
     Ok(NaxResult { tensor: unsafe { &raw mut (*raw).managed }, axes })
 }
 
+/// Frees a result that is not handed to the caller.
+pub fn free(r: NaxResult) {
+    // SAFETY: `r` was made by `result` and is dropped here, once.
+    unsafe { delete(r.tensor) };
+}
+
 /// The deleter of every result: frees everything the result owns.
 unsafe extern "C" fn delete(managed: *mut DLManagedTensorVersioned) {
     if managed.is_null() {

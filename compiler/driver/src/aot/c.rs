@@ -12,7 +12,7 @@ use nax_runtime::{HostType, ParamType, Signature};
 use std::fmt::Write;
 
 /// The ABI entries every library has, after `NAME_`.
-const ENTRIES: [&str; 6] = ["abi_version", "manifest", "last_error", "open", "close", "call"];
+const ENTRIES: [&str; 7] = ["abi_version", "manifest", "last_error", "open", "close", "call", "call_n"];
 
 /// Prefixes of the runtime's own symbols, which no exported name may take.
 const RESERVED: [&str; 3] = ["nax_capi_", "nax_libm_", "__nax"];
@@ -326,7 +326,10 @@ pub fn header(name: &str, source: &str, functions: &[CFunction<'_>], cpu: &[&str
          void {name}_close({name}_model *model);                 /* NULL is allowed */\n\n\
          int  {name}_call({name}_model *model, const char *function,\n\
          \x20                const nax_arg *args, size_t nargs,   /* in any order, bound by name */\n\
-         \x20                nax_result *result);\n"
+         \x20                nax_result *result);\n\
+         int  {name}_call_n({name}_model *model, const char *function, /* any function; one with several */\n\
+         \x20                  const nax_arg *args, size_t nargs,   /* results (LANGUAGE.md section 14) */\n\
+         \x20                  nax_result *results, size_t nresults); /* must be called this way */\n"
     );
     for (f, typed) in functions.iter().zip(typed_names(name, functions)) {
         let s = f.signature;
@@ -344,8 +347,8 @@ pub fn header(name: &str, source: &str, functions: &[CFunction<'_>], cpu: &[&str
         }
         match &typed {
             Some(t) => {
-                let _ = writeln!(h, " * Typed entry: tensors bound by position (as declared), every argument given. */");
-                let _ = writeln!(h, "int {t}({name}_model *model{}, nax_result *result);", typed_params(s));
+                let _ = writeln!(h, " * Typed entry: tensors bound by position (as declared), every argument given{}. */", results_note(s));
+                let _ = writeln!(h, "int {t}({name}_model *model{}, {});", typed_params(s), results_param(s));
             }
             None => {
                 let _ = writeln!(h, " * No typed entry: `{name}_{}` is taken; call it through {name}_call. */", s.name);
@@ -369,6 +372,7 @@ pub fn glue(name: &str, functions: &[CFunction<'_>], cpu: &[&str], weights_len: 
          int nax_capi_open(const nax_library *library, const char *weights_path, int32_t threads, void **model);\n\
          void nax_capi_close(void *model);\n\
          int nax_capi_call(const void *model, const char *function, const nax_arg *args, size_t nargs, nax_result *result);\n\
+         int nax_capi_call_n(const void *model, const char *function, const nax_arg *args, size_t nargs, nax_result *results, size_t nresults);\n\
          const char *nax_capi_last_error(void);\n\
          extern const char __nax_plans[];\nextern const char __nax_manifest[];\n"
     );
@@ -408,7 +412,8 @@ pub fn glue(name: &str, functions: &[CFunction<'_>], cpu: &[&str], weights_len: 
          const char *{name}_last_error(void) {{ return nax_capi_last_error(); }}\n\
          int {name}_open(const char *weights_path, int32_t threads, {name}_model **model) {{\n  return nax_capi_open(&library, weights_path, threads, (void **)model);\n}}\n\
          void {name}_close({name}_model *model) {{ nax_capi_close(model); }}\n\
-         int {name}_call({name}_model *model, const char *function, const nax_arg *args, size_t nargs, nax_result *result) {{\n  return nax_capi_call(model, function, args, nargs, result);\n}}\n",
+         int {name}_call({name}_model *model, const char *function, const nax_arg *args, size_t nargs, nax_result *result) {{\n  return nax_capi_call(model, function, args, nargs, result);\n}}\n\
+         int {name}_call_n({name}_model *model, const char *function, const nax_arg *args, size_t nargs, nax_result *results, size_t nresults) {{\n  return nax_capi_call_n(model, function, args, nargs, results, nresults);\n}}\n",
         c_string(name),
         c_string(&cpu.join(",")),
         functions.len()
@@ -416,7 +421,7 @@ pub fn glue(name: &str, functions: &[CFunction<'_>], cpu: &[&str], weights_len: 
     for (f, typed) in functions.iter().zip(typed_names(name, functions)) {
         let Some(typed) = typed else { continue };
         let s = f.signature;
-        let _ = writeln!(c, "\nint {typed}({name}_model *model{}, nax_result *result) {{", typed_params(s));
+        let _ = writeln!(c, "\nint {typed}({name}_model *model{}, {}) {{", typed_params(s), results_param(s));
         let mut args = Vec::new();
         for p in &s.params {
             let v = c_param(&p.name);
@@ -434,14 +439,36 @@ pub fn glue(name: &str, functions: &[CFunction<'_>], cpu: &[&str], weights_len: 
             };
             args.push(format!("{{{}, {tensor}, NULL, 0}}", c_string(&p.name)));
         }
-        if args.is_empty() {
-            let _ = writeln!(c, "  return {name}_call(model, {}, NULL, 0, result);\n}}", c_string(&s.name));
+        let list = if args.is_empty() {
+            "NULL, 0".to_string()
         } else {
             let _ = writeln!(c, "  nax_arg args[{}] = {{{}}};", args.len(), args.join(", "));
-            let _ = writeln!(c, "  return {name}_call(model, {}, args, {}, result);\n}}", c_string(&s.name), args.len());
+            format!("args, {}", args.len())
+        };
+        match s.results.len() {
+            1 => {
+                let _ = writeln!(c, "  return {name}_call(model, {}, {list}, result);\n}}", c_string(&s.name));
+            }
+            k => {
+                let _ = writeln!(c, "  return {name}_call_n(model, {}, {list}, results, {k});\n}}", c_string(&s.name));
+            }
         }
     }
     c
+}
+
+/// A typed entry's last parameter: `nax_result *result`, or `results` for
+/// a function of several.
+fn results_param(s: &Signature) -> &'static str {
+    if s.results.len() == 1 { "nax_result *result" } else { "nax_result *results" }
+}
+
+/// What a typed entry's comment says of its results.
+fn results_note(s: &Signature) -> String {
+    match s.results.len() {
+        1 => String::new(),
+        k => format!("; `results` holds {k} nax_result, written in order ({})", s.result_names()),
+    }
 }
 
 /// The symbol of entry `i` of a function: its kernels, then its microkernels
