@@ -70,7 +70,9 @@ class Function:
     def name(self) -> str: ...
     @property
     def signature(self) -> str: ...
-    def __call__(self, *args: Any, **kwargs: Any) -> Tensor: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor, ...]:
+        """The result, or a named tuple of several results (their declared names as fields)."""
+        ...
 
 class Module:
     """A compiled program: its functions as attributes and by subscript."""
@@ -86,7 +88,9 @@ class Module:
 class LibraryFunction:
     """A function of an AOT library."""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Tensor: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor, ...]:
+        """The result, or a named tuple of several results (their declared names as fields)."""
+        ...
 
 class Library:
     """An AOT library opened with its weights."""

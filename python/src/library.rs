@@ -21,6 +21,7 @@ use std::sync::Arc;
 type Open = unsafe extern "C" fn(*const c_char, i32, *mut *mut c_void) -> c_int;
 type Close = unsafe extern "C" fn(*mut c_void);
 type Call = unsafe extern "C" fn(*mut c_void, *const c_char, *const NaxArg, usize, *mut NaxResult) -> c_int;
+type CallN = unsafe extern "C" fn(*mut c_void, *const c_char, *const NaxArg, usize, *mut NaxResult, usize) -> c_int;
 type Text = unsafe extern "C" fn() -> *const c_char;
 
 /// An opened library: its code, one model (its functions bound to the
@@ -29,8 +30,10 @@ struct Opened {
     model: *mut c_void,
     close: Close,
     call: Call,
+    /// `NAME_call_n` (absent from libraries built before it existed).
+    call_n: Option<CallN>,
     last_error: Text,
-    functions: Vec<(String, Vec<Parameter>)>,
+    functions: Vec<LibraryEntry>,
     /// Declared last: unloaded after the model is closed.
     _library: libloading::Library,
 }
@@ -73,8 +76,17 @@ fn library_name(path: &Path) -> PyResult<String> {
         .ok_or_else(|| error(format!("{}: a nax library's file is named libNAME.so", path.display())))
 }
 
-/// The functions and parameters of a manifest (ABI.md's JSON).
-fn manifest_functions(text: &str) -> Option<Vec<(String, Vec<Parameter>)>> {
+/// A function of a library, from its manifest.
+#[derive(Clone)]
+struct LibraryEntry {
+    name: String,
+    params: Vec<Parameter>,
+    /// Its results' names, in order.
+    results: Vec<String>,
+}
+
+/// The functions, parameters and results of a manifest (ABI.md's JSON).
+fn manifest_functions(text: &str) -> Option<Vec<LibraryEntry>> {
     let manifest: serde_json::Value = serde_json::from_str(text).ok()?;
     manifest["functions"]
         .as_array()?
@@ -94,7 +106,12 @@ fn manifest_functions(text: &str) -> Option<Vec<(String, Vec<Parameter>)>> {
                     Some((p["name"].as_str()?.to_string(), host))
                 })
                 .collect::<Option<Vec<_>>>()?;
-            Some((f["name"].as_str()?.to_string(), params))
+            // A manifest without "results" (an older library) has one result.
+            let results = match f["results"].as_array() {
+                Some(results) => results.iter().map(|r| r["name"].as_str().map(str::to_string)).collect::<Option<Vec<_>>>()?,
+                None => vec!["result".to_string()],
+            };
+            Some(LibraryEntry { name: f["name"].as_str()?.to_string(), params, results })
         })
         .collect()
 }
@@ -137,18 +154,20 @@ pub fn load(py: Python<'_>, path: PathBuf, weights: Option<PathBuf>, threads: i3
             let message = unsafe { CStr::from_ptr(last_error()) }.to_string_lossy().into_owned();
             return Err(error(format!("{shown}: {message}")));
         }
-        let opened = Opened { model, close, call, last_error, functions, _library: library };
+        // SAFETY: ABI.md fixes the entry's C signature.
+        let call_n = unsafe { library.get::<CallN>(symbol("call_n").as_bytes()) }.ok().map(|f| *f);
+        let opened = Opened { model, close, call, call_n, last_error, functions, _library: library };
         Ok(Library { opened: Arc::new(opened), path })
     })
 }
 
 impl Library {
     fn function(&self, name: &str) -> Option<LibraryFunction> {
-        self.opened.functions.iter().any(|(n, _)| n == name).then(|| LibraryFunction { opened: Arc::clone(&self.opened), name: name.to_string() })
+        self.opened.functions.iter().any(|f| f.name == name).then(|| LibraryFunction { opened: Arc::clone(&self.opened), name: name.to_string() })
     }
 
     fn names(&self) -> Vec<String> {
-        self.opened.functions.iter().map(|(n, _)| n.clone()).collect()
+        self.opened.functions.iter().map(|f| f.name.clone()).collect()
     }
 }
 
@@ -256,12 +275,13 @@ impl CCall {
 
 #[pymethods]
 impl LibraryFunction {
-    /// Calls the library's function (the GIL released while it runs).
+    /// Calls the library's function (the GIL released while it runs): a
+    /// `nax.Tensor`, or a named tuple of several results.
     #[pyo3(signature = (*args, **kwargs))]
-    fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Tensor> {
+    fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
         crate::errors::guard(|| {
-            let params = self.opened.functions.iter().find(|(n, _)| *n == self.name).map(|(_, p)| p.clone()).unwrap_or_default();
-            let held: Vec<(String, Held<'_>)> = bind(&self.name, &params, args, kwargs)?;
+            let entry = self.opened.functions.iter().find(|f| f.name == self.name).cloned().ok_or_else(|| error(format!("no function '{}'", self.name)))?;
+            let held: Vec<(String, Held<'_>)> = bind(&self.name, &entry.params, args, kwargs)?;
             let inputs = held.iter().map(|(name, h)| Ok((name.as_str(), h.input(&format!("argument '{name}'"))?))).collect::<PyResult<Vec<_>>>()?;
             let mut arguments = Vec::with_capacity(inputs.len());
             let mut named = Vec::with_capacity(inputs.len());
@@ -276,21 +296,36 @@ impl LibraryFunction {
             let call = CCall::new(arguments, &named);
             let function = CString::new(self.name.as_str()).map_err(|_| error("a function name holds a NUL byte"))?;
             let opened = &self.opened;
-            let (status, result, message) = py.detach(|| {
+            let count = entry.results.len();
+            let call_n = match (count, opened.call_n) {
+                (1, _) => None,
+                (_, Some(call_n)) => Some(call_n),
+                (_, None) => return Err(error(format!("`{}` has {count} results but the library has no NAME_call_n", self.name))),
+            };
+            let (status, results, message) = py.detach(|| {
                 let call = call;
-                let mut result = NaxResult { tensor: std::ptr::null_mut(), axes: std::ptr::null() };
+                let mut results: Vec<NaxResult> = (0..count).map(|_| NaxResult { tensor: std::ptr::null_mut(), axes: std::ptr::null() }).collect();
                 // SAFETY: every pointer addresses memory `call` and the inputs
-                // keep alive for the call; the model is open.
-                let status = unsafe { (opened.call)(opened.model, function.as_ptr(), call.args.as_ptr(), call.args.len(), &mut result) };
+                // keep alive for the call; the model is open; `results` holds
+                // the function's count of results.
+                let status = unsafe {
+                    match call_n {
+                        None => (opened.call)(opened.model, function.as_ptr(), call.args.as_ptr(), call.args.len(), results.as_mut_ptr()),
+                        Some(call_n) => call_n(opened.model, function.as_ptr(), call.args.as_ptr(), call.args.len(), results.as_mut_ptr(), count),
+                    }
+                };
                 // SAFETY: this thread's last error, NUL-terminated.
                 let message = if status != 0 { unsafe { CStr::from_ptr((opened.last_error)()) }.to_string_lossy().into_owned() } else { String::new() };
                 drop(call.arguments);
-                (status, SendResult(result), message)
+                (status, results.into_iter().map(SendResult).collect::<Vec<_>>(), message)
             });
             if status != 0 {
                 return Err(error(message));
             }
-            take_result(result.0)
+            // Every result is taken over (each freed by its tensor) before any error returns.
+            let taken: Vec<PyResult<Tensor>> = results.into_iter().map(|r| take_result(r.0)).collect();
+            let tensors = taken.into_iter().collect::<PyResult<Vec<_>>>()?;
+            crate::module::call_value(py, &self.name, &entry.results, tensors)
         })
     }
 

@@ -264,6 +264,22 @@ pub fn bind<'py>(function: &str, params: &[Parameter], args: &Bound<'py, PyTuple
     Ok(held)
 }
 
+/// A call's value: the one result's tensor, or for a function of several
+/// results (LANGUAGE.md section 14) a named tuple of them, typed
+/// `FUNCTION_results`, with the declared names as fields (a name Python
+/// cannot take as a field, a keyword or one starting with `_`, becomes
+/// `_0`, `_1`, ... by its position, as `namedtuple(rename=True)` does).
+pub fn call_value(py: Python<'_>, function: &str, names: &[String], mut tensors: Vec<Tensor>) -> PyResult<Py<PyAny>> {
+    if tensors.len() == 1 && names.len() <= 1 {
+        return Ok(Py::new(py, tensors.remove(0))?.into_any());
+    }
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("rename", true)?;
+    let tuple_type = py.import("collections")?.getattr("namedtuple")?.call((format!("{function}_results"), names.to_vec()), Some(&kwargs))?;
+    let values = tensors.into_iter().map(|t| Py::new(py, t).map(Py::into_any)).collect::<PyResult<Vec<_>>>()?;
+    Ok(tuple_type.call1(PyTuple::new(py, values)?)?.unbind())
+}
+
 /// The work (the most iterations of a loop nest) from which a call runs on
 /// a thread of its own, so that Ctrl-C reaches it: about 10 ms.
 const LONG_CALL_WORK: u128 = 10_000_000;
@@ -281,9 +297,10 @@ fn wait_for<T>(running: &std::thread::ScopedJoinHandle<'_, T>) -> bool {
 
 #[pymethods]
 impl Function {
-    /// Calls the function: tensors read in place, the GIL released while it runs.
+    /// Calls the function: tensors read in place, the GIL released while it
+    /// runs; a `nax.Tensor`, or a named tuple of several results.
     #[pyo3(signature = (*args, **kwargs))]
-    fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Tensor> {
+    fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
         crate::errors::guard(|| {
             let signature = self.function.signature();
             let held = bind(&signature.name, &parameters(signature), args, kwargs)?;
@@ -294,14 +311,14 @@ impl Function {
             let checked = self.function.check(ordered).map_err(error)?.interruptible(&interrupt);
             let work = self.function.work(&checked).map_err(error)?;
             let result = if work < LONG_CALL_WORK {
-                py.detach(|| self.function.run(&checked))
+                py.detach(|| self.function.run_results(&checked))
             } else {
                 // A long call runs on a thread of its own while this one,
                 // the GIL released, looks for signals every few
                 // milliseconds: Ctrl-C stops the call before its next
                 // kernel and raises KeyboardInterrupt.
                 std::thread::scope(|scope| {
-                    let running = scope.spawn(|| self.function.run(&checked));
+                    let running = scope.spawn(|| self.function.run_results(&checked));
                     while !py.detach(|| wait_for(&running)) {
                         if let Err(signal) = py.check_signals() {
                             interrupt.store(true, Ordering::Relaxed);
@@ -312,7 +329,8 @@ impl Function {
                     running.join().map_err(|_| error("internal error: the call's thread panicked"))
                 })?
             };
-            Ok(Tensor::from_host(result.map_err(error)?))
+            let (names, tensors): (Vec<String>, Vec<Tensor>) = result.map_err(error)?.into_iter().map(|(name, t)| (name, Tensor::from_host(t))).unzip();
+            call_value(py, &self.name, &names, tensors)
         })
     }
 
