@@ -9,7 +9,7 @@
 
 use crate::backends::compare;
 use crate::support::root;
-use nax::{Arg, Engine, HostTensor, TensorData};
+use nax::{Arg, Engine, HostTensor, TensorData, TensorView};
 use std::collections::HashMap;
 use std::process::Command;
 
@@ -31,12 +31,14 @@ fn tokens(ids: &[i64]) -> HostTensor {
     HostTensor::new(TensorData::I64(ids.to_vec()), vec![1, ids.len()], vec![None, None]).expect("tokens")
 }
 
-/// The key/value caches of gpt2.nax's step, `[12 1 H c Dh]` each, grown by
-/// the entries a step returns after its logits.
+/// The key/value caches of gpt2.nax's step, preallocated `[L 1 H capacity
+/// Dh]` each: a step reads the first `len` positions (a strided view, no
+/// copy) and its new keys and values are written after them.
 struct Cache {
     keys: Vec<f32>,
     values: Vec<f32>,
     len: usize,
+    capacity: usize,
     heads: usize,
     depth: usize,
 }
@@ -44,37 +46,34 @@ struct Cache {
 const LAYERS: usize = 12;
 
 impl Cache {
-    fn tensors(&self) -> (HostTensor, HostTensor) {
-        let shape = vec![LAYERS, 1, self.heads, self.len, self.depth];
-        (tensor(self.keys.clone(), shape.clone()), tensor(self.values.clone(), shape))
+    fn new(capacity: usize, heads: usize, depth: usize) -> Cache {
+        let size = LAYERS * heads * capacity * depth;
+        Cache { keys: vec![0.0; size], values: vec![0.0; size], len: 0, capacity, heads, depth }
     }
 
-    /// Appends the `n` new positions of a step's output `[1 n O]` (after the `vocab` logits).
-    fn append(&mut self, out: &[f32], n: usize, vocab: usize) {
-        let d = self.heads * self.depth;
-        let width = vocab + LAYERS * 2 * d;
-        let grown = self.len + n;
-        let mut keys = vec![0.0; LAYERS * self.heads * grown * self.depth];
-        let mut values = keys.clone();
+    /// The first `len` positions of a cache, in place.
+    fn view<'a>(&self, data: &'a [f32]) -> TensorView<'a> {
+        let shape = vec![LAYERS, 1, self.heads, self.len, self.depth];
+        let strides = vec![(self.heads * self.capacity * self.depth) as isize, 0, (self.capacity * self.depth) as isize, self.depth as isize, 1];
+        TensorView::strided(data, 0, shape, strides, vec![None; 5]).expect("a view of the cache")
+    }
+
+    /// Writes a step's new keys and values (`[L 1 H n Dh]` each) after the cached ones.
+    fn append(&mut self, k: &HostTensor, v: &HostTensor) {
+        let n = k.shape()[3];
+        assert!(self.len + n <= self.capacity, "the cache is full");
+        let (k, v) = (f32s(k), f32s(v));
         for l in 0..LAYERS {
             for h in 0..self.heads {
-                for c in 0..grown {
-                    for e in 0..self.depth {
-                        let to = ((l * self.heads + h) * grown + c) * self.depth + e;
-                        if c < self.len {
-                            let from = ((l * self.heads + h) * self.len + c) * self.depth + e;
-                            keys[to] = self.keys[from];
-                            values[to] = self.values[from];
-                        } else {
-                            let row = (c - self.len) * width + vocab + l * 2 * d + h * self.depth + e;
-                            keys[to] = out[row];
-                            values[to] = out[row + d];
-                        }
-                    }
+                for c in 0..n {
+                    let from = ((l * self.heads + h) * n + c) * self.depth;
+                    let to = ((l * self.heads + h) * self.capacity + self.len + c) * self.depth;
+                    self.keys[to..to + self.depth].copy_from_slice(&k[from..from + self.depth]);
+                    self.values[to..to + self.depth].copy_from_slice(&v[from..from + self.depth]);
                 }
             }
         }
-        (self.keys, self.values, self.len) = (keys, values, grown);
+        self.len += n;
     }
 }
 
@@ -140,25 +139,35 @@ fn run(program: &nax::Program, reference: &HashMap<String, HostTensor>) {
     // The greedy next token.
     let next = call(&program.function("next_token").unwrap(), &[("tokens", prompt)]);
     assert_eq!(next.to_f64_vec(), reference["next"].to_f64_vec()[..1], "next_token");
-    // The decoding step through the reference's own cache.
+    // The decoding step through the reference's own cache: its results by name.
     let step = program.function("step").unwrap();
     let (k, v) = (&reference["k_cache"], &reference["v_cache"]);
     let next_ids: Vec<i64> = reference["next"].to_f64_vec().iter().map(|&x| x as i64).collect();
-    let out = call(&step, &[("tokens", &tokens(&next_ids)), ("k_cache", k), ("v_cache", v)]);
-    let step_logits = tensor(f32s(&out)[..vocab].to_vec(), vec![1, 1, vocab]);
-    compare("decode-step logits", &step_logits, &reference["step_logits"], 128).unwrap();
-    // Greedy generation with nax's own cache, from an empty one.
+    let next_tokens = tokens(&next_ids);
+    let results = step.call_results([("tokens", Arg::from(next_tokens.view())), ("k_cache", Arg::from(k.view())), ("v_cache", Arg::from(v.view()))]).unwrap();
+    let names: Vec<&str> = results.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["logits", "k", "v"]);
+    compare("decode-step logits", &results[0].1, &reference["step_logits"], 128).unwrap();
+    assert_eq!(results[1].1.names(), [Some("L".into()), Some("b".into()), Some("H".into()), Some("n".into()), Some("Dh".into())]);
+    // Greedy generation with nax's own cache, from an empty one,
+    // preallocated and written in place after each step.
     let [heads, depth] = [k.shape()[2], k.shape()[4]];
-    let mut cache = Cache { keys: Vec::new(), values: Vec::new(), len: 0, heads, depth };
     let mut input: Vec<i64> = prompt.to_f64_vec().iter().map(|&x| x as i64).collect();
     let mut generated = Vec::new();
     let want: Vec<i64> = reference["generated"].to_f64_vec().iter().map(|&x| x as i64).collect();
+    let mut cache = Cache::new(input.len() + want.len(), heads, depth);
     while generated.len() < want.len() {
-        let (kc, vc) = cache.tensors();
-        let out = f32s(&call(&step, &[("tokens", &tokens(&input)), ("k_cache", &kc), ("v_cache", &vc)]));
-        let width = out.len() / input.len();
-        let last = &out[(input.len() - 1) * width..(input.len() - 1) * width + vocab];
-        cache.append(&out, input.len(), vocab);
+        let ids = tokens(&input);
+        let results = step
+            .call_results([
+                ("tokens", Arg::from(ids.view())),
+                ("k_cache", Arg::from(cache.view(&cache.keys))),
+                ("v_cache", Arg::from(cache.view(&cache.values))),
+            ])
+            .unwrap();
+        let logits = f32s(&results[0].1);
+        let last = &logits[(input.len() - 1) * vocab..input.len() * vocab];
+        cache.append(&results[1].1, &results[2].1);
         let token = argmax(last);
         generated.push(token);
         input = vec![token];
