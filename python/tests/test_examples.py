@@ -10,3 +10,22 @@ def test_the_distributed_example_runs_on_two_processes(torch):
     out = subprocess.run([sys.executable, str(ROOT / "examples/python/distributed.py"), "2"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 processes: gathered (256, 64)" in out.stdout, out.stdout
+
+
+def test_the_gpt2_decoding_loop_gives_transformers_greedy_tokens(tmp_path):
+    """examples/gpt2/decode.py (a preallocated cache written in place from
+    `step`'s named results) against transformers' own greedy decoding."""
+    import pytest
+
+    pytest.importorskip("transformers", reason="transformers is not installed: the GPT-2 decoding example is not compared")
+    made = subprocess.run([sys.executable, str(ROOT / "examples/gpt2/reference.py"), str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stderr
+    from safetensors.numpy import load_file
+
+    reference = load_file(str(tmp_path / "reference.safetensors"))
+    prompt = [str(int(t)) for t in reference["prompt"][0]]
+    want = " ".join(str(int(t)) for t in reference["generated"][0])
+    args = [str(tmp_path / "gpt2.nax"), str(tmp_path / "weights.safetensors"), str(len(reference["generated"][0])), *prompt]
+    out = subprocess.run([sys.executable, str(ROOT / "examples/gpt2/decode.py"), *args], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == want
