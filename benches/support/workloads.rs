@@ -164,8 +164,8 @@ impl Program {
         self.f.signature().check(self.args.iter().map(|t| Arg::Tensor(t.view())).collect(), &self.weights).expect("the arguments fit")
     }
 
-    /// One call in this pool, allocating its output, as a user's call does.
-    pub fn run(&self, call: &CheckedCall<'_>, pool: &ThreadPool) -> HostTensor {
-        self.f.run(call, pool).expect("run")
+    /// One call in this pool, allocating its results, as a user's call does.
+    pub fn run(&self, call: &CheckedCall<'_>, pool: &ThreadPool) -> Vec<HostTensor> {
+        self.f.run_results(call, pool).expect("run")
     }
 }
