@@ -377,6 +377,11 @@ fn every_backend_case_agrees_through_its_library_from_c() {
     let mut ran = 0;
     for (i, case) in crate::backends::cases().into_iter().chain(crate::backends::model_cases()).enumerate() {
         let Some((checked, lowered, _, args, weights)) = prepare(&case, &mut rng, false) else { continue };
+        // The harness takes one result (`NAME_call`); functions of several
+        // are `several_results_leave_through_call_n_and_the_typed_entry`'s.
+        if lowered.outputs.len() != 1 {
+            continue;
+        }
         let want = run_on(Backend::Interp, &lowered, &args, &weights).unwrap_or_else(|e| panic!("{}: interp: {e}", case.name));
         let dir = scratch.0.join(format!("c{i}"));
         std::fs::create_dir_all(&dir).unwrap();

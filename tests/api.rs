@@ -144,6 +144,26 @@ fn eight_threads_of_two_hundred_calls_agree_with_one_thread() {
 }
 
 #[test]
+fn functions_of_several_results_give_each_by_name() {
+    let source = "dim L = 3\ndef f(x: [n]) -> (doubled: [n], steps: [L n]) {\n    s = for l in L {\n        x = x + 1.0\n        yield x\n    }\n    return x * 2.0, s\n}\n";
+    let x = [1.0f32, 2.0];
+    for backend in [Backend::Interp, Backend::Llvm, Backend::Cranelift, Backend::Mlir] {
+        let f = Engine::new().backend(backend).compile(source).unwrap().function("f").unwrap();
+        assert_eq!(f.signature().to_string(), "fn f(x: f32[n]) -> (doubled: f32[n], steps: f32[L=3 n])");
+        let results = f.call_results([("x", TensorView::new(&x, vec![2], names("n")).unwrap().into())]).unwrap();
+        let got: Vec<(&str, Vec<f64>)> = results.iter().map(|(name, t)| (name.as_str(), t.to_f64_vec())).collect();
+        assert_eq!(got, [("doubled", vec![8.0, 10.0]), ("steps", vec![2.0, 3.0, 3.0, 4.0, 4.0, 5.0])], "{}", backend.name());
+        assert_eq!(results[1].1.names(), names("L n"));
+        // One result asked of a function of two: an error naming them.
+        let e = f.call([("x", TensorView::new(&x, vec![2], names("n")).unwrap().into())]).unwrap_err().to_string();
+        assert!(e.contains("`f` has 2 results (doubled, steps)"), "{e}");
+        let mut out = [0.0f32; 2];
+        let e = f.call_into([("x", TensorView::new(&x, vec![2], names("n")).unwrap().into())], &mut TensorMut::new(&mut out)).unwrap_err();
+        assert!(e.to_string().contains("2 results"), "{e}");
+    }
+}
+
+#[test]
 fn programs_with_different_thread_counts_run_side_by_side() {
     // Large enough that each call splits its work across its pool.
     let source = "def g(x: [n k], y: [k m]) -> [n m] {\n    return gelu(x @ y) + 1.0\n}\n";

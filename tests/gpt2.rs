@@ -23,11 +23,6 @@ fn f32s(t: &HostTensor) -> Vec<f32> {
     t.to_f64_vec().into_iter().map(|v| v as f32).collect()
 }
 
-fn tensor(data: Vec<f32>, shape: Vec<usize>) -> HostTensor {
-    let names = vec![None; shape.len()];
-    HostTensor::new(TensorData::F32(data), shape, names).expect("a tensor")
-}
-
 fn tokens(ids: &[i64]) -> HostTensor {
     HostTensor::new(TensorData::I64(ids.to_vec()), vec![1, ids.len()], vec![None, None]).expect("tokens")
 }

@@ -20,6 +20,9 @@ dim W = V / 2
 def g(x: [V], y: [W]) -> [W] {
     return y * 2.0
 }
+def h(x: [b n D], m: [n]) -> (scaled: [b n D], total: [b], m: [n]) {
+    return x * 2.0, reduce(x, b n D -> b, sum), m
+}
 ";
 
 /// One tensor to write: name, dtype, shape, little-endian bytes, axis names.
@@ -110,6 +113,30 @@ fn a_correct_run_writes_the_result_with_its_axis_names() {
                 assert!((at - want).abs() <= 1e-5 + 1e-4 * want.abs(), "out[{b},{n},{e}] = {at}, want {want}");
             }
         }
+    }
+}
+
+/// A function of several results (LANGUAGE.md section 14) writes each
+/// under its declared name, with its axes, in one file (CLI.md), on every
+/// CPU back end; one that is a parameter is copied out.
+#[test]
+fn several_results_are_written_under_their_names() {
+    let case = Case::new("several");
+    for backend in ["interp", "llvm", "cranelift", "mlir"] {
+        let (p, i, w, o) = (case.path("p.nax"), case.path("in.safetensors"), case.path("w.safetensors"), case.path("out.safetensors"));
+        let out = nax(&["run", &p, "--fn", "h", "--inputs", &i, "--weights", &w, "--out", &o, "--backend", backend]);
+        assert_eq!(out.status.code(), Some(0), "{backend}: {}", String::from_utf8_lossy(&out.stderr));
+        let tensors: std::collections::HashMap<String, nax_runtime::HostTensor> =
+            nax_runtime::read_tensors(&case.dir.join("out.safetensors")).unwrap().into_iter().collect();
+        let mut names: Vec<&str> = tensors.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["m", "scaled", "total"], "{backend}");
+        let x: Vec<f64> = (0..24).map(|i| i as f64 * 0.5 - 1.0).collect();
+        assert_eq!(tensors["scaled"].to_f64_vec(), x.iter().map(|v| v * 2.0).collect::<Vec<_>>(), "{backend}");
+        let totals: Vec<f64> = x.chunks(12).map(|c| c.iter().sum()).collect();
+        assert_eq!(tensors["total"].to_f64_vec(), totals, "{backend}");
+        assert_eq!(tensors["total"].names(), [Some("b".to_string())], "{backend}");
+        assert_eq!(tensors["m"].to_f64_vec(), [-1.0, -0.5, 0.0, 0.5], "{backend}");
     }
 }
 

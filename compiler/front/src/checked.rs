@@ -88,8 +88,11 @@ pub struct Binding {
     pub ty: Type,
 }
 
-/// A statement: targets are indices into [`CheckedFn::bindings`].
+/// A statement: targets are indices into [`CheckedFn::bindings`]. (Most
+/// statements are assignments; boxing their value to shrink the rarer
+/// `Return` would cost an allocation per statement.)
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum TStmt {
     Assign {
         targets: Vec<usize>,

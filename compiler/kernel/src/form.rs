@@ -856,6 +856,14 @@ impl Former<'_> {
                 let loops = self.output_loops(&out);
                 let k = Expr::LoopIndex(*axis);
                 let zero = Expr::Literal(nax_ir::Literal::Int(0));
+                // Offsets of constant sizes are folded: a loop's stack of
+                // L turns is a chain of L selections, not of L^2 additions.
+                let literal = |v: i64| Expr::Literal(nax_ir::Literal::Int(v));
+                let folded = |func: B, a: Expr, b: Expr| match (&a, &b, func) {
+                    (Expr::Literal(nax_ir::Literal::Int(x)), Expr::Literal(nax_ir::Literal::Int(y)), B::Add) => literal(x.saturating_add(*y)),
+                    (Expr::Literal(nax_ir::Literal::Int(x)), Expr::Literal(nax_ir::Literal::Int(y)), B::Sub) => literal(x.saturating_sub(*y)),
+                    _ => int(MapFn::Binary(func), vec![a, b]),
+                };
                 let (mut start, mut parts) = (zero.clone(), Vec::new());
                 for &o in &ops {
                     let len = shape(&self.g.graph[o].ty)[*axis];
@@ -863,14 +871,18 @@ impl Former<'_> {
                         continue;
                     }
                     self.materialize_unless_cheap(o);
+                    let size = match self.g.symbols.constant(len).and_then(|c| i64::try_from(c).ok()) {
+                        Some(c) => literal(c),
+                        None => Expr::Size(len),
+                    };
                     // The operand's position, clamped into it: every branch of the
                     // selection below is computed, so every read must be in bounds.
-                    let last = int(MapFn::Binary(B::Sub), vec![Expr::Size(len), Expr::Literal(nax_ir::Literal::Int(1))]);
-                    let inside = int(MapFn::Builtin(F::Minimum), vec![int(MapFn::Binary(B::Sub), vec![k.clone(), start.clone()]), last]);
+                    let last = folded(B::Sub, size.clone(), literal(1));
+                    let inside = int(MapFn::Builtin(F::Minimum), vec![folded(B::Sub, k.clone(), start.clone()), last]);
                     let position = int(MapFn::Builtin(F::Maximum), vec![inside, zero.clone()]);
                     let at: Vec<At> = (0..out.len()).map(|a| if a == *axis { At::Computed(position.clone()) } else { At::Index(Index::Loop(a)) }).collect();
                     let value = self.read_at(o, &at, &loops);
-                    let end = int(MapFn::Binary(B::Add), vec![start, Expr::Size(len)]);
+                    let end = folded(B::Add, start, size);
                     parts.push((end.clone(), value));
                     start = end;
                 }

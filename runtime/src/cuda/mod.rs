@@ -154,7 +154,7 @@ mod tests {
                 buffers: vec![buffer(BufferKind::Input(0)), buffer(BufferKind::Temporary)],
                 kernels: vec![KernelPlan { output: 1, loops: shape.clone(), strategy: Strategy::Nest(nest), checks: vec![], footprint: vec![] }],
                 microkernels: vec![],
-                result: 1,
+                results: vec![1],
             },
             ptx: String::new(),
             kernels: vec![CudaKernel { entry: "copy_k0".into(), buffers: vec![0, 1] }],

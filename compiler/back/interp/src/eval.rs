@@ -906,7 +906,7 @@ mod tests {
         let g = graph("dim n = 1000\ndef f(x: [n]) -> [a b] {\n    y = x * 2.0\n    return rearrange(y, (a b) -> a b, a=10)\n}\n");
         assert_eq!(peak(&g, &Sizes(&[])).unwrap(), 2 * 8000 + 8);
         let x = Value { dtype: DType::F32, shape: vec![1000], data: Data::Float((0..1000).map(f64::from).collect()) };
-        let out = evaluate(&g, vec![x], HashMap::new(), &Sizes(&[])).unwrap();
+        let out = evaluate(&g, vec![x], HashMap::new(), &Sizes(&[])).unwrap().remove(0);
         assert_eq!(out.shape, vec![10, 100]);
         assert_eq!(out.f64_at(999), 1998.0);
     }
