@@ -48,6 +48,7 @@ pub fn json(source: &str, checked: &Checked) -> String {
         .map(|f| {
             let bindings: Vec<Value> = f.bindings[f.params..]
                 .iter()
+                .filter(|b| !b.hidden)
                 .map(|b| {
                     json!({
                         "name": b.name,
@@ -71,7 +72,7 @@ pub fn types_text(source: &str, checked: &Checked) -> String {
     for f in checked_functions(checked) {
         out.push_str(&f.signature());
         out.push('\n');
-        for b in &f.bindings[f.params..] {
+        for b in f.bindings[f.params..].iter().filter(|b| !b.hidden) {
             let sizes: Vec<String> = b.ty.sizes(&f.symbols).into_iter().map(|s| s.map_or_else(|name| name, |v| v.to_string())).collect();
             let range = b.ty.range().map_or("-".to_string(), |r| r.to_string());
             out.push_str(&format!(

@@ -86,6 +86,9 @@ pub struct Binding {
     pub name: String,
     pub span: Span,
     pub ty: Type,
+    /// A value the checker named, not the source: a loop's yielded value
+    /// of one turn (`ks_3`), or one of a call's results at `return`.
+    pub hidden: bool,
 }
 
 /// A statement: targets are indices into [`CheckedFn::bindings`]. (Most

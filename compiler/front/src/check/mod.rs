@@ -573,7 +573,7 @@ impl<'a> FnChecker<'a> {
     pub fn bind(&mut self, name: &str, span: Span, ty: Type) -> usize {
         self.loop_vars.remove(name);
         let index = self.bindings.len();
-        self.bindings.push(Binding { name: name.to_string(), span, ty });
+        self.bindings.push(Binding { name: name.to_string(), span, ty, hidden: false });
         self.values.insert(name.to_string(), index);
         index
     }

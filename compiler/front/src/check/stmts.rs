@@ -195,7 +195,7 @@ impl FnChecker<'_> {
     /// A binding no source name refers to (a call's several results at `return`).
     pub(super) fn hidden(&mut self, name: &str, span: Span, ty: Type) -> usize {
         let index = self.bindings.len();
-        self.bindings.push(super::Binding { name: name.to_string(), span, ty });
+        self.bindings.push(super::Binding { name: name.to_string(), span, ty, hidden: true });
         index
     }
 
