@@ -20,7 +20,7 @@ dim W = V / 2
 def g(x: [V], y: [W]) -> [W] {
     return y * 2.0
 }
-def h(x: [b n D], m: [n]) -> (scaled: [b n D], total: [b], m: [n]) {
+def several(x: [b n D], m: [n]) -> (scaled: [b n D], total: [b], m: [n]) {
     return x * 2.0, reduce(x, b n D -> b, sum), m
 }
 ";
@@ -124,7 +124,7 @@ fn several_results_are_written_under_their_names() {
     let case = Case::new("several");
     for backend in ["interp", "llvm", "cranelift", "mlir"] {
         let (p, i, w, o) = (case.path("p.nax"), case.path("in.safetensors"), case.path("w.safetensors"), case.path("out.safetensors"));
-        let out = nax(&["run", &p, "--fn", "h", "--inputs", &i, "--weights", &w, "--out", &o, "--backend", backend]);
+        let out = nax(&["run", &p, "--fn", "several", "--inputs", &i, "--weights", &w, "--out", &o, "--backend", backend]);
         assert_eq!(out.status.code(), Some(0), "{backend}: {}", String::from_utf8_lossy(&out.stderr));
         let tensors: std::collections::HashMap<String, nax_runtime::HostTensor> =
             nax_runtime::read_tensors(&case.dir.join("out.safetensors")).unwrap().into_iter().collect();

@@ -53,8 +53,33 @@ pub struct CheckedFn {
     /// `return` (one unnamed result for `-> TYPE`).
     pub results: Vec<CheckedResult>,
     pub body: Vec<TStmt>,
+    /// The loops of `body` as written, for the PyTorch emitter (the
+    /// lowering reads the written-out statements of `body`).
+    pub loops: Vec<LoopForm>,
     /// Sizes of this function, with the checks deferred to the call boundary.
     pub symbols: Symbols,
+}
+
+/// A loop of the function's body as written (LANGUAGE.md section 14): its
+/// statements checked once more with the variable an `int` known only when
+/// running, so that the PyTorch emitter can write a Python loop. `body`
+/// holds the loop written out per turn (what every other stage reads) at
+/// `statements`; a loop whose body does not check that way (its sizes
+/// depend on the variable, or a loop inside it does) has no form and is
+/// emitted written out.
+#[derive(Clone, Debug)]
+pub struct LoopForm {
+    /// The statements of [`CheckedFn::body`] the written-out loop is.
+    pub statements: std::ops::Range<usize>,
+    /// The loop variable's binding.
+    pub var: usize,
+    /// The turns: `start..end`.
+    pub start: u64,
+    pub end: u64,
+    /// The statements of one turn.
+    pub body: Vec<TStmt>,
+    /// Each stacked name's binding (after the loop) and its yielded value.
+    pub yields: Vec<(usize, TExpr)>,
 }
 
 impl CheckedFn {

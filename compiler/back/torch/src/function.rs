@@ -1,13 +1,13 @@
 //! One nax function as one Python function: the signature (parameters, host
 //! defaults, keyword-only weights), the device and size preamble, and one
-//! Python statement per nax statement.
+//! Python statement per nax statement; a loop as a Python `for` loop.
 
 use crate::names::Namer;
 use crate::{EmitError, dtype_name};
 use nax_front::CheckedModule;
 use nax_front::check::sizes::{Size, SymId};
 use nax_front::check::types::{DType, Type};
-use nax_front::checked::{CheckedFn, TStmt};
+use nax_front::checked::{CheckedFn, LoopForm, TStmt};
 use nax_front::syntax::ast::HostType;
 use std::collections::{BTreeSet, HashMap};
 
@@ -77,9 +77,24 @@ impl<'a> FnEmitter<'a> {
         let mut body = Vec::with_capacity(f.body.len());
         // The sizes the code refers to up to each statement.
         let mut used = Vec::with_capacity(f.body.len());
-        for stmt in &f.body {
-            body.push(e.statement(stmt)?);
+        let mut index = 0;
+        while index < f.body.len() {
+            // A loop as written, where it checked that way; else its turns written out.
+            if let Some(form) = f.loops.iter().find(|l| l.statements.start == index)
+                && let Ok(block) = e.loop_block(form)
+            {
+                body.push(block);
+                used.push(e.needed.clone());
+                for _ in form.statements.start + 1..form.statements.end {
+                    body.push(String::new());
+                    used.push(e.needed.clone());
+                }
+                index = form.statements.end;
+                continue;
+            }
+            body.push(e.statement(&f.body[index])?);
             used.push(e.needed.clone());
+            index += 1;
         }
         let (sizes, unresolved) = e.size_plan();
         let (body, unresolved) = e.bind_from_values(body, &used, unresolved)?;
@@ -88,7 +103,7 @@ impl<'a> FnEmitter<'a> {
         if e.needs_dev {
             text.push_str(&format!("{INDENT}_dev = {}\n", e.device_source()));
         }
-        for line in sizes.iter().chain(&body) {
+        for line in sizes.iter().chain(&body).filter(|l| !l.is_empty()) {
             text.push_str(INDENT);
             text.push_str(line);
             text.push('\n');
@@ -220,6 +235,32 @@ impl<'a> FnEmitter<'a> {
                 Ok(format!("return {}", texts.join(", ")))
             }
         }
+    }
+
+    /// A loop as a Python `for` over its turns, each yielded value appended
+    /// to a list that is stacked after it (one text; its later lines indented).
+    fn loop_block(&mut self, form: &LoopForm) -> Result<String, EmitError> {
+        let mut lines = Vec::new();
+        for (stack, _) in &form.yields {
+            lines.push(format!("{} = []", self.local(*stack)?));
+        }
+        lines.push(format!("for {} in range({}, {}):", self.local(form.var)?, form.start, form.end));
+        let inside = lines.len();
+        for stmt in &form.body {
+            lines.push(format!("{INDENT}{}", self.statement(stmt)?));
+        }
+        for (stack, value) in &form.yields {
+            let value = self.expr(value)?;
+            lines.push(format!("{INDENT}{}.append({})", self.local(*stack)?, strip_parens(&value)));
+        }
+        if lines.len() == inside {
+            lines.push(format!("{INDENT}pass"));
+        }
+        for (stack, _) in &form.yields {
+            let name = self.local(*stack)?;
+            lines.push(format!("{name} = torch.stack({name})"));
+        }
+        Ok(lines.join(&format!("\n{INDENT}")))
     }
 
     /// A host scalar as a rank-0 tensor on the arguments' device.

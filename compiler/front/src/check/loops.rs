@@ -10,19 +10,33 @@
 //! of a rolled loop is checked here: carried and yielded values keep their
 //! type (E0416), ranges are widened over the turns, names first bound in
 //! the body end with it (E0201 after), and an empty range's body is checked
-//! once (with the variable at `A`) and contributes nothing.
+//! once (with the variable at `A`) and contributes nothing. A loop of the
+//! function's body is also checked once more with its variable an `int`
+//! known only when running, silently: where that checks with the same
+//! types, the PyTorch emitter writes it as a Python loop ([`LoopForm`]).
 
 use super::FnChecker;
 use super::range::Range;
 use super::sizes::Size;
 use super::types::{Axis, TensorType, Type, describe_axes};
-use crate::checked::{TExpr, TExprKind, TStmt};
+use crate::checked::{LoopForm, TExpr, TExprKind, TStmt};
 use crate::diagnostics::{Code, Diagnostic, Span};
-use crate::syntax::ast::{self, ExprKind, ForLoop, LoopRange};
+use crate::syntax::ast::{self, ExprKind, ForLoop, HostType, LoopRange};
 use std::collections::HashMap;
 
 /// The most turns the loops of one function may unroll to, all together.
 pub const MAX_TURNS: u64 = 100_000;
+
+/// What the written-out loop left, for its [`LoopForm`].
+struct Written<'a> {
+    /// The statements of the function's body it is.
+    statements: std::ops::Range<usize>,
+    /// The scope before the loop.
+    before_values: &'a HashMap<String, usize>,
+    before_sizes: &'a HashMap<String, Size>,
+    /// The bindings of its stacked names.
+    stacks: &'a [usize],
+}
 
 /// A loop's turns: `start..end`, and the name of the stacked axis.
 struct Turns {
@@ -97,6 +111,8 @@ impl FnChecker<'_> {
 
         let before_values = self.values.clone();
         let before_sizes = self.sizes.clone();
+        let first_statement = out.len();
+        self.loop_depth += 1;
         let outer_var = self.loop_vars.get(&lp.var.name).copied();
         let mut stacked: Vec<Vec<TExpr>> = vec![Vec::new(); targets.len()];
         let mut yielded: Vec<Option<Type>> = vec![None; targets.len()];
@@ -138,6 +154,7 @@ impl FnChecker<'_> {
                 out.extend(body);
             }
         }
+        self.loop_depth -= 1;
         match outer_var {
             Some(v) => self.loop_vars.insert(lp.var.name.clone(), v),
             None => self.loop_vars.remove(&lp.var.name),
@@ -154,13 +171,14 @@ impl FnChecker<'_> {
         }
         if count == 0 {
             // Nothing ran: every name keeps its value from before the loop.
-            self.values = before_values;
+            self.values.clone_from(&before_values);
         } else {
             for (name, range) in carried {
                 let now = self.values[&name];
                 set_range(&mut self.bindings[now].ty, range);
             }
         }
+        let mut stacks = Vec::with_capacity(targets.len());
         for (k, target) in targets.iter().enumerate() {
             let ty = match yielded[k].take() {
                 Some(Type::Tensor(t)) => {
@@ -178,8 +196,54 @@ impl FnChecker<'_> {
             };
             let values = if count == 0 { Vec::new() } else { std::mem::take(&mut stacked[k]) };
             let index = self.bind(&target.name, target.span, ty.clone());
+            stacks.push(index);
             out.push(TStmt::Assign { targets: vec![index], value: TExpr { kind: TExprKind::Stack(values), ty, span } });
         }
+        if count > 0 && self.loop_depth == 0 {
+            let written = Written { statements: first_statement..out.len(), before_values: &before_values, before_sizes: &before_sizes, stacks: &stacks };
+            if let Some(form) = self.loop_form(lp, statements, yields.map(|(v, _)| v), &turns, written) {
+                self.loop_forms.push(form);
+            }
+        }
+    }
+
+    /// The loop's body checked once more, with its variable an `int` known
+    /// only when running, for the PyTorch emitter ([`LoopForm`]); none when
+    /// that does not check, or a carried or yielded value's type would
+    /// differ from the written-out loop's. Nothing of it is reported, and
+    /// the scope is left as the written-out loop left it.
+    fn loop_form(&mut self, lp: &ForLoop, statements: &[ast::Stmt], yields: Option<&[ast::Expr]>, turns: &Turns, written: Written<'_>) -> Option<LoopForm> {
+        let saved = (self.values.clone(), self.sizes.clone(), std::mem::take(&mut self.loop_vars), self.diags.len(), self.errors, self.turns);
+        let first_binding = self.bindings.len();
+        self.values = written.before_values.clone();
+        self.sizes = written.before_sizes.clone();
+        self.loop_depth = 1;
+        let range = Range::new(turns.start as f64, turns.end.saturating_sub(1) as f64);
+        let var = self.bind(&lp.var.name, lp.var.span, Type::Host(HostType::Int, Some(range)));
+        let mut body = Vec::new();
+        for stmt in statements {
+            self.check_stmt(stmt, &mut body);
+        }
+        let yielded: Vec<(usize, TExpr)> = written.stacks.iter().zip(yields.unwrap_or_default()).map(|(&stack, e)| (stack, self.expr(e))).collect();
+        let mut fits = self.errors == saved.4;
+        for (name, &first) in written.before_values {
+            let now = self.values[name];
+            let (was, is) = (self.bindings[first].ty.clone(), self.bindings[now].ty.clone());
+            fits &= now == first || self.same_type(&was, &is);
+        }
+        for (stack, value) in &yielded {
+            let one_turn = match &self.bindings[*stack].ty {
+                Type::Tensor(t) => Type::Tensor(TensorType { axes: t.axes[1..].to_vec(), ..t.clone() }),
+                other => other.clone(),
+            };
+            fits &= self.same_type(&one_turn, &value.ty);
+        }
+        (self.values, self.sizes, self.loop_vars) = (saved.0, saved.1, saved.2);
+        self.diags.truncate(saved.3);
+        (self.errors, self.turns, self.loop_depth) = (saved.4, saved.5, 0);
+        // Its bindings are the emitter's, not the source's as checked.
+        self.bindings[first_binding..].iter_mut().for_each(|b| b.hidden = true);
+        fits.then(|| LoopForm { statements: written.statements, var, start: turns.start, end: turns.end, body, yields: yielded })
     }
 
     /// The loop's turns, when its bounds are known when compiling (E0416 otherwise).

@@ -502,6 +502,10 @@ pub(crate) struct FnChecker<'a> {
     pub loop_vars: HashMap<String, u64>,
     /// The turns the function's loops have unrolled to so far.
     pub turns: u64,
+    /// How many loops enclose the statements being checked.
+    pub loop_depth: usize,
+    /// The loops of the function's body as written (see [`LoopForm`]).
+    pub loop_forms: Vec<crate::checked::LoopForm>,
 }
 
 impl<'a> FnChecker<'a> {
@@ -520,6 +524,8 @@ impl<'a> FnChecker<'a> {
             size_arguments: Vec::new(),
             loop_vars: HashMap::new(),
             turns: 0,
+            loop_depth: 0,
+            loop_forms: Vec::new(),
         };
         let mut defaults = Vec::new();
         let mut seen: HashMap<&str, Span> = HashMap::new();
@@ -556,6 +562,7 @@ impl<'a> FnChecker<'a> {
             bindings: c.bindings,
             results,
             body,
+            loops: c.loop_forms,
             symbols: c.syms,
         }
     }
