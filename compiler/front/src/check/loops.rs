@@ -243,7 +243,7 @@ impl FnChecker<'_> {
         (self.errors, self.turns, self.loop_depth) = (saved.4, saved.5, 0);
         // Its bindings are the emitter's, not the source's as checked.
         self.bindings[first_binding..].iter_mut().for_each(|b| b.hidden = true);
-        fits.then(|| LoopForm { statements: written.statements, var, start: turns.start, end: turns.end, body, yields: yielded })
+        fits.then_some(LoopForm { statements: written.statements, var, start: turns.start, end: turns.end, body, yields: yielded })
     }
 
     /// The loop's turns, when its bounds are known when compiling (E0416 otherwise).
