@@ -15,6 +15,8 @@ numpy arrays, torch tensors or any ``__dlpack__`` object, without copies.
 - ``nax.Tensor(data, names=None, coords=None)`` names a tensor's axes (and
   labels them); ``+ - * /`` and comparisons align operands by name
   (LANGUAGE.md section 12).
+- ``nax.from_torch(module, args, dynamic_shapes=...)`` writes a PyTorch
+  program (``torch.export``) as nax source with named axes (``nax.importer``).
 - ``nax.CompileError`` (a program that does not check: ``.diagnostics``)
   and ``nax.Error`` (a bad call, tensor, file or library) are ValueErrors.
 
@@ -22,5 +24,19 @@ The contract is PYTHON.md in nax's specification.
 """
 
 from ._nax import CompileError, Error, Function, Library, LibraryFunction, Module, Tensor, compile, load
+from .importer import Imported, UnsupportedOperator, from_torch
 
-__all__ = ["CompileError", "Error", "Function", "Library", "LibraryFunction", "Module", "Tensor", "compile", "load"]
+__all__ = [
+    "CompileError",
+    "Error",
+    "Function",
+    "Imported",
+    "Library",
+    "LibraryFunction",
+    "Module",
+    "Tensor",
+    "UnsupportedOperator",
+    "compile",
+    "from_torch",
+    "load",
+]

@@ -1,0 +1,430 @@
+"""PyTorch programs as nax source with named axes (``nax.from_torch``).
+
+    imported = nax.from_torch(model, (x,), dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    print(imported.source)          # the nax program, every axis named
+    m = imported.compile()          # as nax.compile, with the module's weights
+    imported.save("out/")           # out/model.nax and out/weights.safetensors
+
+The module is exported with ``torch.export`` (or an ``ExportedProgram`` is
+taken as it is), and its ATen graph is written as one nax function,
+``forward``, one statement per operation, named after the graph's nodes.
+
+Names, not numbers: a dynamic dim is named as its ``torch.export.Dim``; a
+static size N is ``dN`` (``d768``), the same name wherever that size
+stands, so that equal axes line up by name as torch lines them up by
+position; a second axis of the same size in one tensor is ``dN_2`` (then
+``_3``...). ``axis_names`` renames sizes: ``{768: "D", 3072: "F"}`` (a
+static size) or ``{"batch": "b"}`` (a dim). Each parameter and buffer is a
+``param`` named after its state-dict name (``fc1.weight`` is
+``fc1_weight``). A program loaded from a file (``torch.export.load``)
+keeps no ``Dim`` names: its dynamic dims are named by their symbols
+(``s0``) unless ``axis_names`` names them. An operator this importer
+cannot write is an
+``UnsupportedOperator`` naming the ATen operator, the node, and the line of
+the module's source that made it.
+
+Supported operators (more come with the transformer families): linear,
+addmm, matmul and mm, elementwise add, sub, mul, div (tensors of the same
+or fewer leading axes, or scalars), neg, relu, gelu (exact and tanh),
+silu, sigmoid, tanh, exp, rsqrt, sqrt, layer_norm over the last axis,
+softmax and log_softmax, transpose and permute, and the identities of an
+evaluation (dropout, contiguous, clone, alias).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+_KEYWORDS = {"dim", "param", "def", "return", "and", "or", "as", "for", "in", "yield", "inf", "true", "false"}
+
+
+class UnsupportedOperator(ValueError):
+    """An ATen operator the importer cannot write as nax (the message names
+    the operator, the graph node and the module's source line)."""
+
+
+class Imported:
+    """A PyTorch program as nax source, with its weights."""
+
+    def __init__(self, source: str, weights: dict, function: str):
+        self.source = source
+        """The nax program."""
+        self.weights = weights
+        """The module's parameters and buffers by their nax names (torch tensors)."""
+        self.function = function
+        """The name of the nax function the module's forward became."""
+
+    def compile(self, **options):
+        """``nax.compile(self.source, weights=self.weights, **options)``."""
+        from . import compile as compile_source
+
+        return compile_source(self.source, weights=self.weights, **options)
+
+    def save(self, directory) -> None:
+        """Writes ``model.nax`` and ``weights.safetensors`` into ``directory``
+        (made if absent), ready for ``nax run`` and ``nax build``."""
+        from safetensors.torch import save_file
+
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, "model.nax"), "w") as f:
+            f.write(self.source)
+        save_file(dict(self.weights), os.path.join(directory, "weights.safetensors"))
+
+
+def from_torch(module, args=(), kwargs=None, dynamic_shapes=None, axis_names=None) -> Imported:
+    """Exports ``module`` with ``torch.export`` (an ``ExportedProgram`` is
+    taken as given) and writes it as nax source with named axes."""
+    import torch
+
+    if isinstance(module, torch.export.ExportedProgram):
+        program = module
+    else:
+        program = torch.export.export(module, tuple(args), kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+    return _Writer(program, dynamic_shapes, axis_names or {}).write()
+
+
+def identifier(name: str) -> str:
+    """A nax identifier for a state-dict or node name."""
+    ident = re.sub(r"\W", "_", name)
+    if not ident or ident[0].isdigit():
+        ident = "v_" + ident
+    return ident + "_" if ident in _KEYWORDS else ident
+
+
+class _Writer:
+    def __init__(self, program, dynamic_shapes, axis_names):
+        self.program = program
+        self.axis_names = axis_names
+        self.dims = {}  # static size -> its name
+        self.declared = {}  # dim name -> static size: every name a static size has
+        self.symbols = {}  # sympy symbol text -> dim name
+        self.axes = {}  # node name -> axis names
+        self.kinds = {}  # node name -> nax kind, where not plain (softmax's Prob(a))
+        self.values = {}  # node name -> nax expression (a name, or a literal)
+        self.lines = []
+        self.names = set()
+        self._name_dynamic_dims(dynamic_shapes)
+
+    # ---- names ------------------------------------------------------------
+
+    def _name_dynamic_dims(self, dynamic_shapes):
+        """Each dynamic dim's symbol gets its ``Dim``'s name."""
+        if not dynamic_shapes:
+            return
+        placeholders = {n.name: n for n in self.program.graph.nodes if n.op == "placeholder"}
+        specs = dynamic_shapes.items() if isinstance(dynamic_shapes, dict) else []
+        for arg, spec in specs:
+            node = placeholders.get(arg)
+            if node is None or not isinstance(spec, dict):
+                continue
+            shape = node.meta["val"].shape
+            for position, dim in spec.items():
+                size = shape[position]
+                if hasattr(size, "node") and getattr(dim, "__name__", None):
+                    name = self.axis_names.get(dim.__name__, dim.__name__)
+                    self.symbols.setdefault(str(size.node.expr), identifier(name))
+
+    def size_name(self, size) -> str:
+        """The name of one size: a dynamic dim's, or ``dN``."""
+        if hasattr(size, "node"):
+            text = str(size.node.expr)
+            if text not in self.symbols:
+                if not re.fullmatch(r"\w+", text):
+                    raise UnsupportedOperator(f"a size computed from dynamic dims ({text}) has no name yet")
+                self.symbols[text] = identifier(self.axis_names.get(text, text))
+            return self.symbols[text]
+        size = int(size)
+        if size not in self.dims:
+            self.dims[size] = identifier(str(self.axis_names.get(size, f"d{size}")))
+            self.declared[self.dims[size]] = size
+        return self.dims[size]
+
+    def axes_of(self, shape) -> list:
+        """The canonical names of a shape's axes: a size's name, with
+        ``_2``, ``_3``... for its later axes in the same tensor."""
+        names = []
+        for size in shape:
+            base = self.size_name(size)
+            name, k = base, 1
+            while name in names:
+                k += 1
+                name = f"{base}_{k}"
+            if base in self.declared:
+                self.declared[name] = self.declared[base]
+            names.append(name)
+        return names
+
+    def fresh(self, want: str) -> str:
+        name, k = identifier(want), 1
+        while name in self.names:
+            k += 1
+            name = f"{identifier(want)}_{k}"
+        self.names.add(name)
+        return name
+
+    # ---- the program -------------------------------------------------------
+
+    def write(self) -> Imported:
+        signature = self.program.graph_signature
+        state = {**self.program.state_dict, **getattr(self.program, "constants", {})}
+        params, inputs, weights = [], [], {}
+        for spec in signature.input_specs:
+            node = next(n for n in self.program.graph.nodes if n.op == "placeholder" and n.name == spec.arg.name)
+            value = node.meta["val"]
+            axes = self.axes_of(value.shape)
+            kind = _kind(value.dtype)
+            if spec.target is not None:
+                name = self.fresh(spec.target)
+                weights[name] = state[spec.target].detach().contiguous()
+                params.append(f"param {name}: {kind}[{' '.join(axes)}]")
+            else:
+                name = self.fresh(spec.arg.name)
+                inputs.append(f"{name}: {kind}[{' '.join(axes)}]")
+            self.values[node.name], self.axes[node.name] = name, axes
+        outputs = []
+        for node in self.program.graph.nodes:
+            if node.op == "call_function":
+                self.operation(node)
+            elif node.op == "output":
+                outputs = list(node.args[0])
+        if len(outputs) != 1:
+            raise UnsupportedOperator(f"the program returns {len(outputs)} values; one is supported so far")
+        result = outputs[0]
+        kind = self.kinds.get(result.name, _kind(result.meta["val"].dtype))
+        result_type = f"{kind}[{' '.join(self.axes[result.name])}]"
+        dims = [f"dim {name} = {size}" for name, size in sorted(self.declared.items(), key=lambda item: (item[1], item[0]))]
+        header = "# Imported from torch.export by nax.from_torch.\n"
+        body = "".join(f"    {line}\n" for line in self.lines)
+        function = "forward"
+        source = (
+            header
+            + "\n".join(dims + [""] + params + [""])
+            + f"\ndef {function}({', '.join(inputs)}) -> {result_type} {{\n{body}    return {self.values[result.name]}\n}}\n"
+        )
+        return Imported(source, weights, function)
+
+    # ---- operations ----------------------------------------------------------
+
+    def operation(self, node):
+        target = node.target
+        name = getattr(target, "__name__", str(target))
+        op = name.split(".")[0]
+        handler = getattr(self, "op_" + op, None)
+        if handler is None:
+            self.unsupported(node, name)
+        handler(node)
+
+    def unsupported(self, node, name, why="nax.from_torch does not support it yet"):
+        trace = (node.meta.get("stack_trace") or "").strip().splitlines()
+        where = next((line.strip() for line in reversed(trace) if line.strip().startswith("File ")), "an unknown place")
+        raise UnsupportedOperator(f"aten.{name} (node `{node.name}`, from {where}): {why}")
+
+    def bind(self, node, expr: str, natural: list):
+        """Binds a node's value, its axes renamed to the canonical names of
+        its shape where nax's differ."""
+        axes = self.axes_of(node.meta["val"].shape)
+        if natural != axes:
+            expr = f"({expr}) as [{' '.join(axes)}]"
+        name = self.fresh(node.name)
+        self.lines.append(f"{name} = {expr}")
+        self.values[node.name], self.axes[node.name] = name, axes
+
+    def operand(self, arg):
+        """An argument's expression and axes (a number: no axes)."""
+        if hasattr(arg, "name") and arg.name in self.values:
+            return self.values[arg.name], self.axes[arg.name]
+        if isinstance(arg, bool):
+            return ("true" if arg else "false"), None
+        if isinstance(arg, (int, float)):
+            return repr(float(arg)), None
+        raise UnsupportedOperator(f"an argument {arg!r} nax.from_torch cannot read")
+
+    def identity(self, node):
+        value, axes = self.operand(node.args[0])
+        self.values[node.name], self.axes[node.name] = value, axes
+        if node.args[0].name in self.kinds:
+            self.kinds[node.name] = self.kinds[node.args[0].name]
+
+    op_dropout = op_contiguous = op_clone = op_alias = identity
+
+    def unary(self, node, template):
+        value, axes = self.operand(node.args[0])
+        self.bind(node, template.format(value), axes)
+
+    def op_relu(self, node):
+        self.unary(node, "relu({})")
+
+    def op_silu(self, node):
+        self.unary(node, "silu({})")
+
+    def op_sigmoid(self, node):
+        self.unary(node, "sigmoid({})")
+
+    def op_tanh(self, node):
+        self.unary(node, "tanh({})")
+
+    def op_exp(self, node):
+        self.unary(node, "exp({})")
+
+    def op_rsqrt(self, node):
+        self.unary(node, "rsqrt({})")
+
+    def op_sqrt(self, node):
+        self.unary(node, "sqrt({})")
+
+    def op_neg(self, node):
+        self.unary(node, "-{}")
+
+    def op_gelu(self, node):
+        if node.kwargs.get("approximate", "none") == "tanh":
+            self.unary(node, "0.5 * {0} * (1.0 + tanh(0.7978845608028654 * ({0} + 0.044715 * {0} * {0} * {0})))")
+        else:
+            self.unary(node, "gelu({})")
+
+    def binary(self, node, symbol):
+        (a, a_axes), (b, b_axes) = self.operand(node.args[0]), self.operand(node.args[1])
+        for axes in (a_axes, b_axes):
+            out = self.axes_of(node.meta["val"].shape)
+            if axes is not None and axes != out[len(out) - len(axes) :]:
+                self.unsupported(node, str(node.target), "operands that broadcast along axes of size 1 are not supported yet")
+        alpha = node.kwargs.get("alpha", 1)
+        if alpha != 1:
+            b = f"{float(alpha)!r} * {b}"
+        natural = a_axes if a_axes is not None and (b_axes is None or len(a_axes) >= len(b_axes)) else b_axes
+        self.bind(node, f"{a} {symbol} {b}", natural)
+
+    def op_add(self, node):
+        self.binary(node, "+")
+
+    def op_sub(self, node):
+        self.binary(node, "-")
+
+    def op_mul(self, node):
+        self.binary(node, "*")
+
+    def op_div(self, node):
+        self.binary(node, "/")
+
+    def contraction(self, node, x, x_axes, w, w_axes, out_of_w, bias=None):
+        """x's last axis against w's other axis: `einsum`, plus a bias."""
+        summed = x_axes[-1]
+        w_labels = [summed if i != out_of_w else w_axes[out_of_w] for i in range(2)]
+        if w_labels[out_of_w] in x_axes:
+            w_labels[out_of_w] += "_out"
+        renamed = w if w_labels == w_axes else f"({w} as [{' '.join(w_labels)}])"
+        result_axes = x_axes[:-1] + [w_labels[out_of_w]]
+        expr = f"einsum({x}, {renamed}: {' '.join(x_axes)}, {' '.join(w_labels)} -> {' '.join(result_axes)})"
+        if bias is not None:
+            b, b_axes = self.operand(bias)
+            expr = f"{expr} + ({b} as [{result_axes[-1]}])" if b_axes != [result_axes[-1]] else f"{expr} + {b}"
+        self.bind(node, expr, result_axes)
+
+    def op_linear(self, node):
+        (x, x_axes), (w, w_axes) = self.operand(node.args[0]), self.operand(node.args[1])
+        bias = node.args[2] if len(node.args) > 2 else None
+        self.contraction(node, x, x_axes, w, w_axes, 0, bias)
+
+    def op_mm(self, node):
+        (x, x_axes), (w, w_axes) = self.operand(node.args[0]), self.operand(node.args[1])
+        self.contraction(node, x, x_axes, w, w_axes, 1)
+
+    def op_matmul(self, node):
+        (x, x_axes), (w, w_axes) = self.operand(node.args[0]), self.operand(node.args[1])
+        if len(w_axes) != 2:
+            self.unsupported(node, "matmul", "a batched right operand is not supported yet")
+        self.contraction(node, x, x_axes, w, w_axes, 1)
+
+    def op_addmm(self, node):
+        (x, x_axes), (w, w_axes) = self.operand(node.args[1]), self.operand(node.args[2])
+        if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1:
+            self.unsupported(node, "addmm", "beta and alpha other than 1 are not supported yet")
+        self.contraction(node, x, x_axes, w, w_axes, 1, node.args[0])
+
+    def op_layer_norm(self, node):
+        x, axes = self.operand(node.args[0])
+        shape = node.args[1]
+        if len(shape) != 1:
+            self.unsupported(node, "layer_norm", "normalizing over more than the last axis is not supported yet")
+        weight = node.args[2] if len(node.args) > 2 else None
+        bias = node.args[3] if len(node.args) > 3 else None
+        eps = float(node.args[4]) if len(node.args) > 4 else 1e-5
+        last = axes[-1]
+        centered = self.fresh(node.name + "_centered")
+        self.lines.append(f"{centered} = {x} - mean({x}, {last})")
+        expr = f"{centered} * rsqrt(mean({centered} * {centered}, {last}) + {eps!r})"
+        if weight is not None:
+            expr = f"{expr} * {self.operand(weight)[0]}"
+        if bias is not None:
+            expr = f"{expr} + {self.operand(bias)[0]}"
+        self.bind(node, expr, axes)
+
+    def along(self, node, function):
+        x, axes = self.operand(node.args[0])
+        dim = node.args[1] % len(axes)
+        self.bind(node, f"{function}({x}, {axes[dim]})", axes)
+        kind = {"softmax": "Prob", "log_softmax": "LogProb"}[function]
+        self.kinds[node.name] = f"{kind}({self.axes[node.name][dim]})"
+
+    def op_softmax(self, node):
+        self.along(node, "softmax")
+
+    def op__softmax(self, node):
+        self.along(node, "softmax")
+
+    def op_log_softmax(self, node):
+        self.along(node, "log_softmax")
+
+    def permuted(self, node, order):
+        x, axes = self.operand(node.args[0])
+        out = [axes[i] for i in order]
+        self.bind(node, f"rearrange({x}, {' '.join(axes)} -> {' '.join(out)})", out)
+
+    def op_transpose(self, node):
+        rank = len(self.operand(node.args[0])[1])
+        a, b = node.args[1] % rank, node.args[2] % rank
+        order = list(range(rank))
+        order[a], order[b] = order[b], order[a]
+        self.permuted(node, order)
+
+    def op_t(self, node):
+        self.permuted(node, [1, 0])
+
+    def op_permute(self, node):
+        rank = len(self.operand(node.args[0])[1])
+        self.permuted(node, [d % rank for d in node.args[1]])
+
+
+def _kind(dtype) -> str:
+    """A torch dtype as a nax element kind."""
+    import torch
+
+    kinds = {torch.float32: "Real", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64", torch.int64: "Int", torch.int32: "i32", torch.bool: "Mask"}
+    if dtype not in kinds:
+        raise UnsupportedOperator(f"the dtype {dtype} has no nax kind")
+    return kinds[dtype]
+
+
+def main(argv=None) -> int:
+    """``python -m nax.importer MODEL.pt2 -o DIR``: a saved ``torch.export``
+    program as DIR/model.nax and DIR/weights.safetensors."""
+    import argparse
+
+    import torch
+
+    parser = argparse.ArgumentParser(prog="python -m nax.importer", description=main.__doc__.splitlines()[0])
+    parser.add_argument("program", help="a .pt2 file written by torch.export.save")
+    parser.add_argument("-o", "--out", required=True, help="the directory to write")
+    options = parser.parse_args(argv)
+    try:
+        imported = from_torch(torch.export.load(options.program))
+    except UnsupportedOperator as e:
+        print(f"error: {options.program}: {e}", file=__import__("sys").stderr)
+        return 1
+    imported.save(options.out)
+    print(f"wrote {os.path.join(options.out, 'model.nax')} and {os.path.join(options.out, 'weights.safetensors')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

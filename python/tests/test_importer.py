@@ -1,0 +1,87 @@
+"""nax.from_torch: a PyTorch module exported with torch.export becomes nax
+source with named axes (dynamic dims by their Dim names), which checks
+without warnings and agrees with the module; an operator it cannot write
+names the operator and the module's line; `python -m nax.importer` does
+the same for a saved program."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import nax
+
+from conftest import nax_binary
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed: the importer is not tested")
+
+
+class Block(torch.nn.Module):
+    """A pre-norm MLP block with a square projection and a softmax over a
+    transposed axis: linear, gelu (tanh), add, layer_norm, transpose, softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 8)
+        self.ln = torch.nn.LayerNorm(8)
+        self.square = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.fc1(x), approximate="tanh")
+        y = self.ln(x + self.fc2(h))
+        return torch.softmax(self.square(y).transpose(1, 2), -1)
+
+
+@pytest.fixture(scope="module")
+def block():
+    torch.manual_seed(0)
+    return Block().eval()
+
+
+def test_an_exported_block_agrees_with_pytorch_at_every_batch_size(block, tmp_path):
+    batch = torch.export.Dim("batch")
+    imported = nax.from_torch(block, (torch.randn(3, 5, 8),), dynamic_shapes={"x": {0: batch}})
+    assert "def forward(x: Real[batch d5 d8]) -> Prob(d5)[batch d8 d5]" in imported.source, imported.source
+    assert "param fc1_weight: Real[d16 d8]" in imported.source
+    assert set(imported.weights) == {"fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias", "ln_weight", "ln_bias", "square_weight", "square_bias"}
+    compiled = imported.compile()
+    for size in (1, 3, 7):
+        x = torch.randn(size, 5, 8)
+        got = np.asarray(compiled.forward(x))
+        np.testing.assert_allclose(got, block(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    imported.save(tmp_path)
+    binary = nax_binary()
+    if binary is not None:
+        out = subprocess.run([binary, "check", str(tmp_path / "model.nax")], capture_output=True, text=True)
+        assert out.returncode == 0 and out.stderr == "", out.stderr
+
+
+def test_static_sizes_take_the_names_given(block):
+    imported = nax.from_torch(block, (torch.randn(2, 5, 8),), axis_names={8: "D", 16: "F", 5: "n"})
+    assert "def forward(x: Real[d2 n D]) -> Prob(n)[d2 D n]" in imported.source, imported.source
+    assert "dim D = 8" in imported.source and "dim D_2 = 8" in imported.source
+
+
+def test_an_unsupported_operator_names_itself_and_the_modules_line():
+    class Odd(torch.nn.Module):
+        def forward(self, x):
+            return torch.cumprod(x, 0)
+
+    with pytest.raises(nax.UnsupportedOperator) as error:
+        nax.from_torch(Odd(), (torch.randn(4),))
+    message = str(error.value)
+    assert "aten.cumprod" in message and "node `cumprod`" in message, message
+    assert "test_importer.py" in message and "in forward" in message, message
+
+
+def test_a_saved_program_imports_from_the_command_line(block, tmp_path):
+    program = torch.export.export(block, (torch.randn(2, 5, 8),))
+    torch.export.save(program, tmp_path / "block.pt2")
+    out = subprocess.run([sys.executable, "-m", "nax.importer", str(tmp_path / "block.pt2"), "-o", str(tmp_path / "out")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    source = (tmp_path / "out" / "model.nax").read_text()
+    m = nax.compile(source, weights=str(tmp_path / "out" / "weights.safetensors"))
+    x = torch.randn(2, 5, 8)
+    np.testing.assert_allclose(np.asarray(m.forward(x)), block(x).detach().numpy(), rtol=1e-5, atol=1e-6)
