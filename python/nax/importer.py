@@ -27,8 +27,11 @@ Supported operators (more come with the transformer families): linear,
 addmm, matmul and mm, elementwise add, sub, mul, div (tensors of the same
 or fewer leading axes, or scalars), neg, relu, gelu (exact and tanh),
 silu, sigmoid, tanh, exp, rsqrt, sqrt, layer_norm over the last axis,
-softmax and log_softmax, transpose and permute, and the identities of an
-evaluation (dropout, contiguous, clone, alias).
+softmax and log_softmax, transpose and permute, view, reshape,
+unsqueeze, squeeze and flatten (merging and splitting neighbouring axes),
+split into equal parts, embedding, scaled_dot_product_attention (causal or
+unmasked, without dropout), the sizes of dynamic dims, and the identities
+of an evaluation (dropout, contiguous, clone, alias).
 """
 
 from __future__ import annotations
@@ -101,6 +104,7 @@ class _Writer:
         self.symbols = {}  # sympy symbol text -> dim name
         self.axes = {}  # node name -> axis names
         self.kinds = {}  # node name -> nax kind, where not plain (softmax's Prob(a))
+        self.splits = {}  # a split's node name -> (its operand, axis, [(start, stop)])
         self.values = {}  # node name -> nax expression (a name, or a literal)
         self.lines = []
         self.names = set()
@@ -126,13 +130,19 @@ class _Writer:
                     self.symbols.setdefault(str(size.node.expr), identifier(name))
 
     def size_name(self, size) -> str:
-        """The name of one size: a dynamic dim's, or ``dN``."""
+        """The name of one size: a dynamic dim's, a product's (its factors'
+        names joined: ``batch_seq``), or ``dN``."""
         if hasattr(size, "node"):
-            text = str(size.node.expr)
+            expr = size.node.expr
+            text = str(expr)
             if text not in self.symbols:
-                if not re.fullmatch(r"\w+", text):
+                if expr.is_Mul and all(f.is_Symbol or f.is_Integer for f in expr.args):
+                    factors = [self.size_name(int(f)) if f.is_Integer else self.symbols.setdefault(str(f), identifier(str(f))) for f in expr.args]
+                    self.symbols[text] = "_".join(factors)
+                elif not re.fullmatch(r"\w+", text):
                     raise UnsupportedOperator(f"a size computed from dynamic dims ({text}) has no name yet")
-                self.symbols[text] = identifier(self.axis_names.get(text, text))
+                else:
+                    self.symbols[text] = identifier(self.axis_names.get(text, text))
             return self.symbols[text]
         size = int(size)
         if size not in self.dims:
@@ -393,6 +403,115 @@ class _Writer:
     def op_permute(self, node):
         rank = len(self.operand(node.args[0])[1])
         self.permuted(node, [d % rank for d in node.args[1]])
+
+    def op_sym_size(self, node):
+        """A dim's size as an `int`: its name."""
+        self.values[node.name], self.axes[node.name] = self.size_name(node.meta["val"]), None
+
+    def reshaped(self, node):
+        """A view to another grouping of the same row-major elements: a
+        rearrange that merges and splits neighbouring axes (grouped by the
+        example's sizes; every part's name is a dim or an argument's axis,
+        so a split needs no keyword sizes)."""
+        x, axes = self.operand(node.args[0])
+        source = list(node.args[0].meta["val"].shape)
+        target = list(node.meta["val"].shape)
+        out_names = self.axes_of(target)
+        left, right, natural = [], [], []
+        i = j = 0
+        while i < len(source) or j < len(target):
+            if j < len(target) and _hint(target[j]) == 1 and (i == len(source) or _hint(source[i]) != 1):
+                right.append("1")
+                natural.append(None)
+                j += 1
+                continue
+            if i < len(source) and _hint(source[i]) == 1 and (j == len(target) or _hint(target[j]) != 1):
+                left.append("1")
+                i += 1
+                continue
+            if i == len(source) or j == len(target):
+                self.unsupported(node, str(node.target), "a view whose sizes do not group")
+            ins, outs = [i], [j]
+            a, b = _hint(source[i]), _hint(target[j])
+            while a != b:
+                if a < b and ins[-1] + 1 < len(source):
+                    ins.append(ins[-1] + 1)
+                    a *= _hint(source[ins[-1]])
+                elif b < a and outs[-1] + 1 < len(target):
+                    outs.append(outs[-1] + 1)
+                    b *= _hint(target[outs[-1]])
+                else:
+                    self.unsupported(node, str(node.target), "a view whose sizes do not group")
+            i, j = ins[-1] + 1, outs[-1] + 1
+            if len(ins) > 1 and len(outs) > 1:
+                self.unsupported(node, str(node.target), "a view that regroups several axes into several others")
+            if len(outs) > 1:
+                parts = [out_names[k] for k in outs]
+                left.append(f"({' '.join(parts)})")
+                right.extend(parts)
+                natural.extend(parts)
+            else:
+                names = [axes[k] for k in ins]
+                left.extend(names)
+                right.append(names[0] if len(names) == 1 else f"({' '.join(names)})")
+                # A merged group's axis has no name until `as` gives it one.
+                natural.append(names[0] if len(names) == 1 else None)
+        if left == right:
+            self.values[node.name], self.axes[node.name] = x, axes
+            return
+        self.bind(node, f"rearrange({x}, {' '.join(left)} -> {' '.join(right)})", natural)
+
+    op_view = op_reshape = op__unsafe_view = op_unsqueeze = op_squeeze = op_flatten = reshaped
+
+    def op_split(self, node):
+        _, axes = self.operand(node.args[0])
+        size = node.args[1]
+        dim = (node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)) % len(axes)
+        total = _hint(node.args[0].meta["val"].shape[dim])
+        if not isinstance(size, int):
+            self.unsupported(node, "split", "split sizes given as a list are not supported yet")
+        self.splits[node.name] = (node.args[0], dim, [(start, min(start + size, total)) for start in range(0, total, size)])
+
+    def op_getitem(self, node):
+        source, index = node.args
+        if source.name not in self.splits:
+            self.unsupported(node, "getitem", "an item of anything but a split is not supported yet")
+        operand, dim, parts = self.splits[source.name]
+        x, axes = self.operand(operand)
+        start, stop = parts[index]
+        out = self.axes_of(node.meta["val"].shape)
+        self.bind(node, f"{x}[{axes[dim]} = {start}:{stop} as {out[dim]}]", out)
+
+    def op_embedding(self, node):
+        (table, table_axes), (ids, id_axes) = self.operand(node.args[0]), self.operand(node.args[1])
+        self.bind(node, f"take({table}, {ids}, {table_axes[0]})", id_axes + table_axes[1:])
+
+    def op_scaled_dot_product_attention(self, node):
+        """softmax(q k^T * scale, masked above the diagonal when causal) v."""
+        (q, qa), (k, ka), (v, va) = (self.operand(a) for a in node.args[:3])
+        mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
+        dropout = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
+        causal = node.args[5] if len(node.args) > 5 else node.kwargs.get("is_causal", False)
+        scale = node.kwargs.get("scale") or 1.0 / _hint(node.args[0].meta["val"].shape[-1]) ** 0.5
+        if mask is not None or dropout:
+            self.unsupported(node, "scaled_dot_product_attention", "an attention mask or dropout is not supported yet")
+        n, keys = qa[-2], qa[-2] + "_keys"
+        batch = qa[:-2]
+        keyed = f"({k} as [{' '.join(batch + [keys, ka[-1]])}])"
+        values = f"({v} as [{' '.join(batch + [keys, va[-1]])}])"
+        name = self.fresh(node.name + "_scores")
+        self.lines.append(f"{name} = einsum({q}, {keyed}: {' '.join(qa)}, {' '.join(batch + [keys, ka[-1]])} -> {' '.join(batch + [n, keys])}) * {scale!r}")
+        if causal:
+            visible = self.fresh(node.name + "_visible")
+            self.lines.append(f"{visible} = rearrange(arange({n}), {n} -> {n} 1) >= (arange({n}) as [{keys}])")
+            self.lines.append(f"{name} = masked_fill({name}, !{visible}, -inf)")
+        weights = f"softmax({name}, {keys})"
+        self.bind(node, f"einsum({weights}, {values}: {' '.join(batch + [n, keys])}, {' '.join(batch + [keys, va[-1]])} -> {' '.join(batch + [n, va[-1]])})", batch + [n, va[-1]])
+
+
+def _hint(size) -> int:
+    """A size's value in the example the program was exported with."""
+    return int(size.node.hint) if hasattr(size, "node") else int(size)
 
 
 def _kind(dtype) -> str:

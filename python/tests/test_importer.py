@@ -85,3 +85,36 @@ def test_a_saved_program_imports_from_the_command_line(block, tmp_path):
     m = nax.compile(source, weights=str(tmp_path / "out" / "weights.safetensors"))
     x = torch.randn(2, 5, 8)
     np.testing.assert_allclose(np.asarray(m.forward(x)), block(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+class CausalAttention(torch.nn.Module):
+    """Embedding, a fused q/k/v projection split in three, heads by view
+    and transpose, causal scaled_dot_product_attention, heads merged by
+    reshape, the output projection and a residual."""
+
+    def __init__(self, width=16, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.embed = torch.nn.Embedding(50, width)
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.proj = torch.nn.Linear(width, width)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)
+        q, k, v = (t.view(b, n, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return x + self.proj(o.transpose(1, 2).reshape(b, n, d))
+
+
+def test_causal_attention_with_dynamic_batch_and_sequence_agrees_with_pytorch():
+    torch.manual_seed(1)
+    model = CausalAttention().eval()
+    dims = {"ids": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=64)}}
+    imported = nax.from_torch(model, (torch.randint(0, 50, (2, 6)),), dynamic_shapes=dims)
+    assert "def forward(ids: Int[batch seq]) -> Real[batch seq d16]" in imported.source, imported.source
+    compiled = imported.compile()
+    for b, n in ((2, 6), (3, 9), (1, 1)):
+        ids = torch.randint(0, 50, (b, n))
+        np.testing.assert_allclose(np.asarray(compiled.forward(ids)), model(ids).detach().numpy(), rtol=1e-5, atol=1e-6)
