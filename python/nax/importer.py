@@ -23,15 +23,21 @@ cannot write is an
 ``UnsupportedOperator`` naming the ATen operator, the node, and the line of
 the module's source that made it.
 
+An axis of size 1 is absent from the nax value (a parameter's or an
+argument's is dropped at once, a result's restored at the end), so that
+broadcasting by name does what torch's broadcasting does by position.
+
 Supported operators (more come with the transformer families): linear,
-addmm, matmul and mm, elementwise add, sub, mul, div (tensors of the same
-or fewer leading axes, or scalars), neg, relu, gelu (exact and tanh),
+addmm, matmul and mm, elementwise add, sub, mul, div (broadcasting as in
+torch), pow by a number, mean over axes (kept or not), expand, neg, relu,
+gelu (exact and tanh),
 silu, sigmoid, tanh, exp, rsqrt, sqrt, layer_norm over the last axis,
 softmax and log_softmax, transpose and permute, view, reshape,
 unsqueeze, squeeze and flatten (merging and splitting neighbouring axes),
 split into equal parts, embedding, scaled_dot_product_attention (causal or
 unmasked, without dropout), the sizes of dynamic dims, and the identities
-of an evaluation (dropout, contiguous, clone, alias).
+of an evaluation (dropout, contiguous, clone, alias, a `to` that keeps the
+dtype, the export's own checks).
 """
 
 from __future__ import annotations
@@ -152,9 +158,14 @@ class _Writer:
 
     def axes_of(self, shape) -> list:
         """The canonical names of a shape's axes: a size's name, with
-        ``_2``, ``_3``... for its later axes in the same tensor."""
+        ``_2``, ``_3``... for its later axes in the same tensor; ``None`` for
+        an axis of size 1, which the nax value does not have (nax's
+        broadcasting by name then does what torch's does by position)."""
         names = []
         for size in shape:
+            if not hasattr(size, "node") and int(size) == 1:
+                names.append(None)
+                continue
             base = self.size_name(size)
             name, k = base, 1
             while name in names:
@@ -184,13 +195,19 @@ class _Writer:
             value = node.meta["val"]
             axes = self.axes_of(value.shape)
             kind = _kind(value.dtype)
+            declared = " ".join(a or "1" for a in axes)
             if spec.target is not None:
                 name = self.fresh(spec.target)
                 weights[name] = state[spec.target].detach().contiguous()
-                params.append(f"param {name}: {kind}[{' '.join(axes)}]")
+                params.append(f"param {name}: {kind}[{declared}]")
             else:
                 name = self.fresh(spec.arg.name)
-                inputs.append(f"{name}: {kind}[{' '.join(axes)}]")
+                inputs.append(f"{name}: {kind}[{declared}]")
+            if None in axes:
+                # Axes of size 1 go at once (see `axes_of`).
+                squeezed = self.fresh(name + "_squeezed")
+                self.lines.append(f"{squeezed} = rearrange({name}, {declared} -> {' '.join(present(axes))})")
+                name = squeezed
             self.values[node.name], self.axes[node.name] = name, axes
         outputs = []
         for node in self.program.graph.nodes:
@@ -202,7 +219,12 @@ class _Writer:
             raise UnsupportedOperator(f"the program returns {len(outputs)} values; one is supported so far")
         result = outputs[0]
         kind = self.kinds.get(result.name, _kind(result.meta["val"].dtype))
-        result_type = f"{kind}[{' '.join(self.axes[result.name])}]"
+        axes = self.axes[result.name]
+        declared = " ".join(a or "1" for a in axes)
+        result_type = f"{kind}[{declared}]"
+        returned = self.values[result.name]
+        if None in axes:
+            returned = f"rearrange({returned}, {' '.join(present(axes))} -> {declared})"
         dims = [f"dim {name} = {size}" for name, size in sorted(self.declared.items(), key=lambda item: (item[1], item[0]))]
         header = "# Imported from torch.export by nax.from_torch.\n"
         body = "".join(f"    {line}\n" for line in self.lines)
@@ -210,7 +232,7 @@ class _Writer:
         source = (
             header
             + "\n".join(dims + [""] + params + [""])
-            + f"\ndef {function}({', '.join(inputs)}) -> {result_type} {{\n{body}    return {self.values[result.name]}\n}}\n"
+            + f"\ndef {function}({', '.join(inputs)}) -> {result_type} {{\n{body}    return {returned}\n}}\n"
         )
         return Imported(source, weights, function)
 
@@ -234,8 +256,8 @@ class _Writer:
         """Binds a node's value, its axes renamed to the canonical names of
         its shape where nax's differ."""
         axes = self.axes_of(node.meta["val"].shape)
-        if natural != axes:
-            expr = f"({expr}) as [{' '.join(axes)}]"
+        if present(natural) != present(axes):
+            expr = f"({expr}) as [{' '.join(present(axes))}]"
         name = self.fresh(node.name)
         self.lines.append(f"{name} = {expr}")
         self.values[node.name], self.axes[node.name] = name, axes
@@ -294,15 +316,15 @@ class _Writer:
 
     def binary(self, node, symbol):
         (a, a_axes), (b, b_axes) = self.operand(node.args[0]), self.operand(node.args[1])
+        out = self.axes_of(node.meta["val"].shape)
         for axes in (a_axes, b_axes):
-            out = self.axes_of(node.meta["val"].shape)
-            if axes is not None and axes != out[len(out) - len(axes) :]:
-                self.unsupported(node, str(node.target), "operands that broadcast along axes of size 1 are not supported yet")
+            # Right-aligned, each axis the output's or absent (size 1): by name, nax broadcasts as torch does.
+            if axes is not None and any(name is not None and name != out[len(out) - len(axes) + i] for i, name in enumerate(axes)):
+                self.unsupported(node, str(node.target), "operands whose axes do not line up with the result")
         alpha = node.kwargs.get("alpha", 1)
         if alpha != 1:
             b = f"{float(alpha)!r} * {b}"
-        natural = a_axes if a_axes is not None and (b_axes is None or len(a_axes) >= len(b_axes)) else b_axes
-        self.bind(node, f"{a} {symbol} {b}", natural)
+        self.bind(node, f"{a} {symbol} {b}", out)
 
     def op_add(self, node):
         self.binary(node, "+")
@@ -316,8 +338,44 @@ class _Writer:
     def op_div(self, node):
         self.binary(node, "/")
 
+    def op_pow(self, node):
+        x, axes = self.operand(node.args[0])
+        self.bind(node, f"pow({x}, {float(node.args[1])!r})", axes)
+
+    def op_mean(self, node):
+        x, axes = self.operand(node.args[0])
+        dims = node.args[1] if len(node.args) > 1 else list(range(len(axes)))
+        for d in sorted({d % len(axes) for d in dims}):
+            if axes[d] is not None:
+                x = f"mean({x}, {axes[d]})"
+        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        left = [a for i, a in enumerate(axes) if i not in {d % len(axes) for d in dims}]
+        self.bind(node, x, left if not keep else [None if i in {d % len(axes) for d in dims} else a for i, a in enumerate(axes)])
+
+    def op_expand(self, node):
+        """Broadcast axes of size 1 made real, by `repeat`."""
+        x, axes = self.operand(node.args[0])
+        out = self.axes_of(node.meta["val"].shape)
+        if present(out) == present(axes[len(axes) - len(out) :] if len(axes) >= len(out) else axes):
+            self.identity(node)
+            return
+        self.bind(node, f"repeat({x}, {' '.join(present(axes))} -> {' '.join(present(out))})", out)
+
+    def op__assert_tensor_metadata(self, node):
+        """A check of the export's own; nothing to compute."""
+
+    def op_to(self, node):
+        if node.meta["val"].dtype != node.args[0].meta["val"].dtype:
+            self.unsupported(node, "to", "a conversion between dtypes is not supported yet")
+        self.identity(node)
+
+    op__to_copy = op_to
+
     def contraction(self, node, x, x_axes, w, w_axes, out_of_w, bias=None):
         """x's last axis against w's other axis: `einsum`, plus a bias."""
+        if None in w_axes or x_axes[-1] is None:
+            self.unsupported(node, str(node.target), "a product over an axis of size 1 is not supported yet")
+        x_axes = present(x_axes)
         summed = x_axes[-1]
         w_labels = [summed if i != out_of_w else w_axes[out_of_w] for i in range(2)]
         if w_labels[out_of_w] in x_axes:
@@ -360,6 +418,8 @@ class _Writer:
         bias = node.args[3] if len(node.args) > 3 else None
         eps = float(node.args[4]) if len(node.args) > 4 else 1e-5
         last = axes[-1]
+        if last is None:
+            self.unsupported(node, "layer_norm", "normalizing an axis of size 1 is not supported yet")
         centered = self.fresh(node.name + "_centered")
         self.lines.append(f"{centered} = {x} - mean({x}, {last})")
         expr = f"{centered} * rsqrt(mean({centered} * {centered}, {last}) + {eps!r})"
@@ -372,6 +432,8 @@ class _Writer:
     def along(self, node, function):
         x, axes = self.operand(node.args[0])
         dim = node.args[1] % len(axes)
+        if axes[dim] is None:
+            self.unsupported(node, function, "a softmax over an axis of size 1 is not supported yet")
         self.bind(node, f"{function}({x}, {axes[dim]})", axes)
         kind = {"softmax": "Prob", "log_softmax": "LogProb"}[function]
         self.kinds[node.name] = f"{kind}({self.axes[node.name][dim]})"
@@ -388,7 +450,10 @@ class _Writer:
     def permuted(self, node, order):
         x, axes = self.operand(node.args[0])
         out = [axes[i] for i in order]
-        self.bind(node, f"rearrange({x}, {' '.join(axes)} -> {' '.join(out)})", out)
+        if present(out) == present(axes):
+            self.values[node.name], self.axes[node.name] = x, out
+            return
+        self.bind(node, f"rearrange({x}, {' '.join(present(axes))} -> {' '.join(present(out))})", out)
 
     def op_transpose(self, node):
         rank = len(self.operand(node.args[0])[1])
@@ -411,53 +476,45 @@ class _Writer:
     def reshaped(self, node):
         """A view to another grouping of the same row-major elements: a
         rearrange that merges and splits neighbouring axes (grouped by the
-        example's sizes; every part's name is a dim or an argument's axis,
-        so a split needs no keyword sizes)."""
+        example's sizes; axes of size 1 are absent on both sides, and every
+        part's name is a dim or an argument's axis, so a split needs no
+        keyword sizes)."""
         x, axes = self.operand(node.args[0])
-        source = list(node.args[0].meta["val"].shape)
-        target = list(node.meta["val"].shape)
-        out_names = self.axes_of(target)
+        source = [(size, name) for size, name in zip(node.args[0].meta["val"].shape, axes) if name is not None]
+        target_axes = self.axes_of(node.meta["val"].shape)
+        target = [(size, name) for size, name in zip(node.meta["val"].shape, target_axes) if name is not None]
         left, right, natural = [], [], []
         i = j = 0
         while i < len(source) or j < len(target):
-            if j < len(target) and _hint(target[j]) == 1 and (i == len(source) or _hint(source[i]) != 1):
-                right.append("1")
-                natural.append(None)
-                j += 1
-                continue
-            if i < len(source) and _hint(source[i]) == 1 and (j == len(target) or _hint(target[j]) != 1):
-                left.append("1")
-                i += 1
-                continue
             if i == len(source) or j == len(target):
                 self.unsupported(node, str(node.target), "a view whose sizes do not group")
             ins, outs = [i], [j]
-            a, b = _hint(source[i]), _hint(target[j])
+            a, b = _hint(source[i][0]), _hint(target[j][0])
             while a != b:
                 if a < b and ins[-1] + 1 < len(source):
                     ins.append(ins[-1] + 1)
-                    a *= _hint(source[ins[-1]])
+                    a *= _hint(source[ins[-1]][0])
                 elif b < a and outs[-1] + 1 < len(target):
                     outs.append(outs[-1] + 1)
-                    b *= _hint(target[outs[-1]])
+                    b *= _hint(target[outs[-1]][0])
                 else:
                     self.unsupported(node, str(node.target), "a view whose sizes do not group")
             i, j = ins[-1] + 1, outs[-1] + 1
             if len(ins) > 1 and len(outs) > 1:
                 self.unsupported(node, str(node.target), "a view that regroups several axes into several others")
             if len(outs) > 1:
-                parts = [out_names[k] for k in outs]
+                parts = [target[k][1] for k in outs]
                 left.append(f"({' '.join(parts)})")
                 right.extend(parts)
                 natural.extend(parts)
             else:
-                names = [axes[k] for k in ins]
+                names = [source[k][1] for k in ins]
                 left.extend(names)
                 right.append(names[0] if len(names) == 1 else f"({' '.join(names)})")
                 # A merged group's axis has no name until `as` gives it one.
-                natural.append(names[0] if len(names) == 1 else None)
+                natural.append(names[0] if len(names) == 1 else "_merged")
         if left == right:
-            self.values[node.name], self.axes[node.name] = x, axes
+            self.values[node.name], self.axes[node.name] = x, target_axes
             return
         self.bind(node, f"rearrange({x}, {' '.join(left)} -> {' '.join(right)})", natural)
 
@@ -480,15 +537,17 @@ class _Writer:
         x, axes = self.operand(operand)
         start, stop = parts[index]
         out = self.axes_of(node.meta["val"].shape)
+        if axes[dim] is None or out[dim] is None:
+            self.unsupported(node, "split", "parts of size 1 are not supported yet")
         self.bind(node, f"{x}[{axes[dim]} = {start}:{stop} as {out[dim]}]", out)
 
     def op_embedding(self, node):
         (table, table_axes), (ids, id_axes) = self.operand(node.args[0]), self.operand(node.args[1])
-        self.bind(node, f"take({table}, {ids}, {table_axes[0]})", id_axes + table_axes[1:])
+        self.bind(node, f"take({table}, {ids}, {table_axes[0]})", present(id_axes) + present(table_axes[1:]))
 
     def op_scaled_dot_product_attention(self, node):
         """softmax(q k^T * scale, masked above the diagonal when causal) v."""
-        (q, qa), (k, ka), (v, va) = (self.operand(a) for a in node.args[:3])
+        (q, qa), (k, ka), (v, va) = ((value, present(axes)) for value, axes in (self.operand(a) for a in node.args[:3]))
         mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
         dropout = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
         causal = node.args[5] if len(node.args) > 5 else node.kwargs.get("is_causal", False)
@@ -507,6 +566,11 @@ class _Writer:
             self.lines.append(f"{name} = masked_fill({name}, !{visible}, -inf)")
         weights = f"softmax({name}, {keys})"
         self.bind(node, f"einsum({weights}, {values}: {' '.join(batch + [n, keys])}, {' '.join(batch + [keys, va[-1]])} -> {' '.join(batch + [n, va[-1]])})", batch + [n, va[-1]])
+
+
+def present(axes) -> list:
+    """The axes a nax value has: its torch axes but those of size 1."""
+    return [a for a in axes if a is not None]
 
 
 def _hint(size) -> int:

@@ -118,3 +118,33 @@ def test_causal_attention_with_dynamic_batch_and_sequence_agrees_with_pytorch():
     for b, n in ((2, 6), (3, 9), (1, 1)):
         ids = torch.randint(0, 50, (b, n))
         np.testing.assert_allclose(np.asarray(compiled.forward(ids)), model(ids).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+class GatedBlock(torch.nn.Module):
+    """RMSNorm (a mean kept as an axis of size 1, broadcast back), SwiGLU,
+    a parameter with an axis of size 1, and a result with one."""
+
+    def __init__(self, width=8, hidden=12):
+        super().__init__()
+        self.norm_weight = torch.nn.Parameter(torch.randn(width))
+        self.gate = torch.nn.Linear(width, hidden, bias=False)
+        self.up = torch.nn.Linear(width, hidden, bias=False)
+        self.down = torch.nn.Linear(hidden, width, bias=False)
+        self.scale = torch.nn.Parameter(torch.randn(1, width))
+
+    def forward(self, x):
+        h = self.norm_weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+        y = x + self.down(torch.nn.functional.silu(self.gate(h)) * self.up(h))
+        return (y * self.scale).unsqueeze(1)
+
+
+def test_axes_of_size_one_broadcast_as_in_pytorch():
+    torch.manual_seed(2)
+    model = GatedBlock().eval()
+    dims = {"x": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq")}}
+    imported = nax.from_torch(model, (torch.randn(3, 5, 8),), dynamic_shapes=dims)
+    assert "param scale: Real[1 d8]" in imported.source and "-> Real[batch 1 seq d8]" in imported.source, imported.source
+    compiled = imported.compile()
+    for b, n in ((3, 5), (2, 7), (1, 1)):
+        x = torch.randn(b, n, 8)
+        np.testing.assert_allclose(np.asarray(compiled.forward(x)), model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
