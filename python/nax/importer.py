@@ -28,8 +28,8 @@ argument's is dropped at once, a result's restored at the end), so that
 broadcasting by name does what torch's broadcasting does by position.
 
 Supported operators (more come with the transformer families): linear,
-addmm, matmul and mm, elementwise add, sub, mul, div (broadcasting as in
-torch), pow by a number, mean over axes (kept or not), expand, neg, relu,
+addmm, matmul and mm, elementwise add, sub, mul, div, comparisons, and/or
+and masked_fill (broadcasting as in torch), arange of a size, pow by a number, mean over axes (kept or not), expand, neg, relu,
 gelu (exact and tanh),
 silu, sigmoid, tanh, exp, rsqrt, sqrt, layer_norm over the last axis,
 softmax and log_softmax, transpose and permute, view, reshape,
@@ -314,17 +314,91 @@ class _Writer:
         else:
             self.unary(node, "gelu({})")
 
-    def binary(self, node, symbol):
-        (a, a_axes), (b, b_axes) = self.operand(node.args[0]), self.operand(node.args[1])
+    def aligned(self, node, args):
+        """Operands lined up with the result, as torch broadcasts them (from
+        the right): each axis renamed to the result's name at its position;
+        where no operand has every axis of the result and one's are not a
+        prefix or suffix of the result's, the first is repeated to the
+        result's axes, so nax's result keeps the canonical order."""
         out = self.axes_of(node.meta["val"].shape)
-        for axes in (a_axes, b_axes):
-            # Right-aligned, each axis the output's or absent (size 1): by name, nax broadcasts as torch does.
-            if axes is not None and any(name is not None and name != out[len(out) - len(axes) + i] for i, name in enumerate(axes)):
-                self.unsupported(node, str(node.target), "operands whose axes do not line up with the result")
+        full = present(out)
+        operands = []
+        for arg in args:
+            value, axes = self.operand(arg)
+            if axes is not None:
+                at = len(out) - len(axes)
+                names = [out[at + i] for i, name in enumerate(axes) if name is not None]
+                if None in names:
+                    self.unsupported(node, str(node.target), "an operand larger than the result along an axis")
+                if names != present(axes):
+                    value = f"({value} as [{' '.join(names)}])"
+                axes = names
+            operands.append((value, axes))
+        known = [axes for _, axes in operands if axes is not None]
+        ordered = any(axes == full for axes in known) and all(axes == full[: len(axes)] or axes == full[len(full) - len(axes) :] for axes in known)
+        if known and not ordered:
+            # The others first, as statements: their names are then sizes
+            # in scope, which the repeat's new axes take.
+            for k in range(1, len(operands)):
+                value, axes = operands[k]
+                if axes is not None and " as [" in value:
+                    held = self.fresh(f"{node.name}_operand")
+                    self.lines.append(f"{held} = {value}")
+                    operands[k] = (held, axes)
+            value, axes = operands[0]
+            operands[0] = (f"repeat({value}, {' '.join(axes or [])} -> {' '.join(full)})", full)
+        return out, operands
+
+    def binary(self, node, symbol):
+        out, [(a, _), (b, _)] = self.aligned(node, node.args[:2])
         alpha = node.kwargs.get("alpha", 1)
         if alpha != 1:
             b = f"{float(alpha)!r} * {b}"
         self.bind(node, f"{a} {symbol} {b}", out)
+
+    def op_eq(self, node):
+        self.binary(node, "==")
+
+    def op_ne(self, node):
+        self.binary(node, "!=")
+
+    def op_lt(self, node):
+        self.binary(node, "<")
+
+    def op_le(self, node):
+        self.binary(node, "<=")
+
+    def op_gt(self, node):
+        self.binary(node, ">")
+
+    def op_ge(self, node):
+        self.binary(node, ">=")
+
+    def op___and__(self, node):
+        self.binary(node, "and")
+
+    def op___or__(self, node):
+        self.binary(node, "or")
+
+    op_bitwise_and = op___and__
+    op_logical_and = op___and__
+    op_bitwise_or = op___or__
+    op_logical_or = op___or__
+
+    def op_masked_fill(self, node):
+        out, [(x, _), (mask, _)] = self.aligned(node, node.args[:2])
+        value, _ = self.operand(node.args[2])
+        fill = "-inf" if value == repr(float("-inf")) else ("inf" if value == repr(float("inf")) else value)
+        self.bind(node, f"masked_fill({x}, {mask}, {fill})", out)
+
+    def op_arange(self, node):
+        if len(node.args) != 1:
+            self.unsupported(node, "arange", "arange with a start or a step is not supported yet")
+        out = self.axes_of(node.meta["val"].shape)
+        if out == [None]:
+            self.bind(node, "0", [])
+        else:
+            self.bind(node, f"arange({out[0]})", out)
 
     def op_add(self, node):
         self.binary(node, "+")

@@ -148,3 +148,27 @@ def test_axes_of_size_one_broadcast_as_in_pytorch():
     for b, n in ((3, 5), (2, 7), (1, 1)):
         x = torch.randn(b, n, 8)
         np.testing.assert_allclose(np.asarray(compiled.forward(x)), model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+class PairwiseCausal(torch.nn.Module):
+    """Outer broadcasting (x[:, :, None] - x[:, None]), a mean, a causal
+    mask from two aranges compared, masked_fill and a softmax; a rank-0
+    tensor argument."""
+
+    def forward(self, x, s):
+        n = x.shape[1]
+        d = x.unsqueeze(2) - x.unsqueeze(1)
+        causal = torch.arange(n).unsqueeze(1) >= torch.arange(n).unsqueeze(0)
+        scores = ((d * d).mean(-1) * s).masked_fill(causal == False, float("-inf"))  # noqa: E712 (torch's eq)
+        return torch.softmax(scores, -1)
+
+
+def test_outer_broadcasting_and_a_causal_mask_agree_with_pytorch():
+    model = PairwiseCausal().eval()
+    dims = {"x": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq")}, "s": None}
+    imported = nax.from_torch(model, (torch.randn(2, 5, 3), torch.tensor(0.5)), dynamic_shapes=dims)
+    assert "-> Prob(seq_2)[batch seq seq_2]" in imported.source, imported.source
+    compiled = imported.compile()
+    for b, n in ((2, 5), (3, 7), (1, 1)):
+        x = torch.randn(b, n, 3)
+        np.testing.assert_allclose(np.asarray(compiled.forward(x, torch.tensor(0.5))), model(x, torch.tensor(0.5)).numpy(), rtol=1e-5, atol=1e-6)
