@@ -27,15 +27,19 @@ An axis of size 1 is absent from the nax value (a parameter's or an
 argument's is dropped at once, a result's restored at the end), so that
 broadcasting by name does what torch's broadcasting does by position.
 
-Supported operators (more come with the transformer families): linear,
-addmm, matmul and mm, elementwise add, sub, mul, div, comparisons, and/or
-and masked_fill (broadcasting as in torch), arange of a size, pow by a number, mean over axes (kept or not), expand, neg, relu,
+Supported operators (Hugging Face's GPT-2 imports whole; more come with
+the other transformer families): linear, addmm, matmul and mm,
+elementwise add, sub, mul, div, comparisons, and/or and masked_fill
+(broadcasting as in torch), arange of a size, advanced indexing by
+positions (an index holding its own axis's positions keeps it, one other
+is a `take`), slice, diff with a prepended step, cumsum, new_ones of rank
+0, pow by a number, mean over axes (kept or not), expand, neg, relu,
 gelu (exact and tanh),
 silu, sigmoid, tanh, exp, rsqrt, sqrt, layer_norm over the last axis,
 softmax and log_softmax, transpose and permute, view, reshape,
 unsqueeze, squeeze and flatten (merging and splitting neighbouring axes),
-split into equal parts, embedding, scaled_dot_product_attention (causal or
-unmasked, without dropout), the sizes of dynamic dims, and the identities
+split into equal parts, embedding, scaled_dot_product_attention (causal,
+unmasked or with a boolean mask, without dropout), the sizes of dynamic dims, and the identities
 of an evaluation (dropout, contiguous, clone, alias, a `to` that keeps the
 dtype, the export's own checks).
 """
@@ -78,7 +82,13 @@ class Imported:
         os.makedirs(directory, exist_ok=True)
         with open(os.path.join(directory, "model.nax"), "w") as f:
             f.write(self.source)
-        save_file(dict(self.weights), os.path.join(directory, "weights.safetensors"))
+        # Tied weights (a shared embedding and head) are written apart.
+        tensors, seen = {}, set()
+        for name, tensor in self.weights.items():
+            shared = tensor.untyped_storage().data_ptr() in seen
+            seen.add(tensor.untyped_storage().data_ptr())
+            tensors[name] = tensor.clone() if shared else tensor
+        save_file(tensors, os.path.join(directory, "weights.safetensors"))
 
 
 def from_torch(module, args=(), kwargs=None, dynamic_shapes=None, axis_names=None) -> Imported:
@@ -111,6 +121,7 @@ class _Writer:
         self.axes = {}  # node name -> axis names
         self.kinds = {}  # node name -> nax kind, where not plain (softmax's Prob(a))
         self.splits = {}  # a split's node name -> (its operand, axis, [(start, stop)])
+        self.aranges = {}  # node name -> the axis whose positions it holds (arange, unsqueezed, plus 0)
         self.values = {}  # node name -> nax expression (a name, or a literal)
         self.lines = []
         self.names = set()
@@ -268,13 +279,18 @@ class _Writer:
             return self.values[arg.name], self.axes[arg.name]
         if isinstance(arg, bool):
             return ("true" if arg else "false"), None
-        if isinstance(arg, (int, float)):
-            return repr(float(arg)), None
+        if isinstance(arg, int):
+            return str(arg), None
+        if isinstance(arg, float):
+            return repr(arg), None
         raise UnsupportedOperator(f"an argument {arg!r} nax.from_torch cannot read")
 
-    def identity(self, node):
-        value, axes = self.operand(node.args[0])
+    def identity(self, node, arg=0):
+        source = node.args[arg]
+        value, axes = self.operand(source)
         self.values[node.name], self.axes[node.name] = value, axes
+        if source.name in self.aranges:
+            self.aranges[node.name] = self.aranges[source.name]
         if node.args[0].name in self.kinds:
             self.kinds[node.name] = self.kinds[node.args[0].name]
 
@@ -350,6 +366,17 @@ class _Writer:
         return out, operands
 
     def binary(self, node, symbol):
+        # Positions plus 0 are positions; a mask and `true` is the mask.
+        second = node.args[1]
+        neutral = (symbol == "+" and type(second) is int and second == 0) or (symbol == "and" and second is True)
+        if neutral and hasattr(node.args[0], "name"):
+            self.identity(node)
+            return
+        if symbol == "and":
+            for k in (0, 1):
+                if self.operand(node.args[k])[0] == "true" and hasattr(node.args[1 - k], "name"):
+                    self.identity(node, 1 - k)
+                    return
         out, [(a, _), (b, _)] = self.aligned(node, node.args[:2])
         alpha = node.kwargs.get("alpha", 1)
         if alpha != 1:
@@ -399,6 +426,7 @@ class _Writer:
             self.bind(node, "0", [])
         else:
             self.bind(node, f"arange({out[0]})", out)
+            self.aranges[node.name] = out[0]
 
     def op_add(self, node):
         self.binary(node, "+")
@@ -589,6 +617,8 @@ class _Writer:
                 natural.append(names[0] if len(names) == 1 else "_merged")
         if left == right:
             self.values[node.name], self.axes[node.name] = x, target_axes
+            if node.args[0].name in self.aranges:
+                self.aranges[node.name] = self.aranges[node.args[0].name]
             return
         self.bind(node, f"rearrange({x}, {' '.join(left)} -> {' '.join(right)})", natural)
 
@@ -615,6 +645,97 @@ class _Writer:
             self.unsupported(node, "split", "parts of size 1 are not supported yet")
         self.bind(node, f"{x}[{axes[dim]} = {start}:{stop} as {out[dim]}]", out)
 
+    def op_slice(self, node):
+        """`x[a = start:stop:step]` (an element where one remains)."""
+        x, axes = self.operand(node.args[0])
+        dim = (node.args[1] if len(node.args) > 1 else 0) % len(axes)
+        start = node.args[2] if len(node.args) > 2 else None
+        stop = node.args[3] if len(node.args) > 3 else None
+        step = node.args[4] if len(node.args) > 4 else 1
+        size = node.args[0].meta["val"].shape[dim]
+        out = self.axes_of(node.meta["val"].shape)
+        if axes[dim] is None:
+            self.identity(node)
+            return
+
+        def bound(b):
+            if b is None:
+                return ""
+            if isinstance(b, int):
+                # torch's "to the end" is the largest int64.
+                return "" if b >= 2**62 or (b >= _hint(size) and not hasattr(size, "node")) else str(b)
+            return self.operand(b)[0]
+
+        first, last = bound(start) or "0", bound(stop)
+        if out[dim] is None:
+            self.bind(node, f"{x}[{axes[dim]} = {first}]", [a for i, a in enumerate(axes) if i != dim])
+        elif (first, last, step) == ("0", "", 1):
+            self.identity(node)
+        else:
+            stride = "" if step == 1 else f":{step}"
+            self.bind(node, f"{x}[{axes[dim]} = {first}:{last}{stride} as {out[dim]}]", out)
+
+    def op_diff(self, node):
+        """`x[i] - x[i - 1]` along an axis, after a prepended slice (torch's
+        `diff(x, prepend=p)`): a concat and a slice of it."""
+        x, axes = self.operand(node.args[0])
+        n = node.args[1] if len(node.args) > 1 else node.kwargs.get("n", 1)
+        dim = (node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", -1)) % len(axes)
+        prepend = node.args[3] if len(node.args) > 3 else node.kwargs.get("prepend")
+        append = node.args[4] if len(node.args) > 4 else node.kwargs.get("append")
+        if n != 1 or prepend is None or append is not None or axes[dim] is None:
+            self.unsupported(node, "diff", "only a first difference with a prepended value is supported yet")
+        first, first_axes = self.operand(prepend)
+        if list(prepend.meta["val"].shape)[dim] != 1:
+            self.unsupported(node, "diff", "a prepended value longer than one step is not supported yet")
+        step = self.fresh(f"{node.name}_step")
+        pattern_in = " ".join(a for a in first_axes if a is not None)
+        pattern_out = " ".join("1" if i == dim else a for i, a in enumerate(first_axes) if a is not None or i == dim)
+        named = " ".join(step if i == dim else a for i, a in enumerate(first_axes) if a is not None or i == dim)
+        joined = self.fresh(f"{node.name}_joined")
+        self.lines.append(f"{joined} = concat(rearrange({first}, {pattern_in} -> {pattern_out}) as [{named}], {x}: {step}, {axes[dim]} -> {joined}_axis)")
+        self.bind(node, f"{x} - {joined}[{joined}_axis = 0:-1 as {axes[dim]}]", present(axes))
+
+    def op_cumsum(self, node):
+        x, axes = self.operand(node.args[0])
+        dim = node.args[1] % len(axes)
+        if node.args[0].meta["val"].dtype == __import__("torch").bool:
+            x = f"int({x})"
+        if axes[dim] is None:
+            self.bind(node, x, axes)
+        else:
+            self.bind(node, f"cumsum({x}, {axes[dim]})", axes)
+
+    def op_new_ones(self, node):
+        """`x.new_ones(shape)`: ones of a shape (a number for rank 0)."""
+        shape = node.args[1]
+        if list(shape):
+            self.unsupported(node, "new_ones", "new_ones of a shape is not supported yet")
+        dtype = node.kwargs.get("dtype")
+        self.values[node.name], self.axes[node.name] = ("true" if str(dtype) == "torch.bool" else "1.0"), None
+
+    def op_index(self, node):
+        """Advanced indexing `x[i0, i1, ...]`: an index holding its own axis's
+        positions (an arange) keeps that axis; one other index is a `take`."""
+        x, axes = self.operand(node.args[0])
+        gathers = []
+        for position, index in enumerate(node.args[1]):
+            if index is None:
+                continue
+            if self.aranges.get(index.name) == axes[position]:
+                continue
+            gathers.append((position, index))
+        if not gathers:
+            # Every index holds its own axis's positions: the value itself.
+            self.bind(node, x, present(axes))
+            return
+        if len(gathers) != 1 or axes[gathers[0][0]] is None:
+            self.unsupported(node, "index", "indexing by more than one tensor of positions is not supported yet")
+        position, index = gathers[0]
+        ids, id_axes = self.operand(index)
+        natural = present(axes[:position]) + present(id_axes or []) + present(axes[position + 1 :])
+        self.bind(node, f"take({x}, {ids}, {axes[position]})", natural)
+
     def op_embedding(self, node):
         (table, table_axes), (ids, id_axes) = self.operand(node.args[0]), self.operand(node.args[1])
         self.bind(node, f"take({table}, {ids}, {table_axes[0]})", present(id_axes) + present(table_axes[1:]))
@@ -626,14 +747,22 @@ class _Writer:
         dropout = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
         causal = node.args[5] if len(node.args) > 5 else node.kwargs.get("is_causal", False)
         scale = node.kwargs.get("scale") or 1.0 / _hint(node.args[0].meta["val"].shape[-1]) ** 0.5
-        if mask is not None or dropout:
-            self.unsupported(node, "scaled_dot_product_attention", "an attention mask or dropout is not supported yet")
+        if dropout:
+            self.unsupported(node, "scaled_dot_product_attention", "dropout is not supported")
+        if mask is not None and mask.meta["val"].dtype != __import__("torch").bool:
+            self.unsupported(node, "scaled_dot_product_attention", "an additive (float) attention mask is not supported yet")
         n, keys = qa[-2], qa[-2] + "_keys"
         batch = qa[:-2]
         keyed = f"({k} as [{' '.join(batch + [keys, ka[-1]])}])"
         values = f"({v} as [{' '.join(batch + [keys, va[-1]])}])"
         name = self.fresh(node.name + "_scores")
         self.lines.append(f"{name} = einsum({q}, {keyed}: {' '.join(qa)}, {' '.join(batch + [keys, ka[-1]])} -> {' '.join(batch + [n, keys])}) * {scale!r}")
+        if mask is not None:
+            m, m_axes = self.operand(mask)
+            scores_axes = batch + [n, keys]
+            at = len(scores_axes) - len(m_axes)
+            renamed = [scores_axes[at + i] for i, a in enumerate(m_axes) if a is not None]
+            self.lines.append(f"{name} = masked_fill({name}, !({m} as [{' '.join(renamed)}]), -inf)")
         if causal:
             visible = self.fresh(node.name + "_visible")
             self.lines.append(f"{visible} = rearrange(arange({n}), {n} -> {n} 1) >= (arange({n}) as [{keys}])")

@@ -172,3 +172,35 @@ def test_outer_broadcasting_and_a_causal_mask_agree_with_pytorch():
     for b, n in ((2, 5), (3, 7), (1, 1)):
         x = torch.randn(b, n, 3)
         np.testing.assert_allclose(np.asarray(compiled.forward(x, torch.tensor(0.5))), model(x, torch.tensor(0.5)).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_transformers_gpt2_imports_and_agrees_with_pytorch(tmp_path):
+    """Hugging Face's GPT2LMHeadModel (a small random configuration), with
+    its mask built from positions (arange, diff, cumsum, advanced indexing,
+    comparisons) and sdpa: the logits at several batch and sequence sizes."""
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed: the GPT-2 import is not tested")
+    torch.manual_seed(3)
+    config = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=4, vocab_size=50, n_positions=32, bos_token_id=0, eos_token_id=0)
+    model = transformers.GPT2LMHeadModel(config).eval()
+
+    class Logits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gpt2 = model
+
+        def forward(self, ids):
+            return self.gpt2(ids, use_cache=False).logits
+
+    wrapped = Logits().eval()
+    dims = {"ids": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=32)}}
+    imported = nax.from_torch(wrapped, (torch.randint(0, 50, (2, 6)),), dynamic_shapes=dims)
+    assert "def forward(ids: Int[batch seq]) -> Real[batch seq d50]" in imported.source
+    compiled = imported.compile()
+    for b, n in ((2, 6), (1, 9), (3, 1)):
+        ids = torch.randint(0, 50, (b, n))
+        np.testing.assert_allclose(np.asarray(compiled.forward(ids)), wrapped(ids).detach().numpy(), rtol=1e-5, atol=1e-5)
+    imported.save(tmp_path)
+    binary = nax_binary()
+    if binary is not None:
+        out = subprocess.run([binary, "check", str(tmp_path / "model.nax")], capture_output=True, text=True)
+        assert out.returncode == 0 and out.stderr == "", out.stderr
