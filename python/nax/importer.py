@@ -27,14 +27,16 @@ An axis of size 1 is absent from the nax value (a parameter's or an
 argument's is dropped at once, a result's restored at the end), so that
 broadcasting by name does what torch's broadcasting does by position.
 
-Supported operators (Hugging Face's GPT-2 imports whole; more come with
-the other transformer families): linear, addmm, matmul and mm,
+A program of several outputs is a function of several results, named
+after the graph's nodes (LANGUAGE.md section 14).
+
+Supported operators (Hugging Face's GPT-2, Llama and BERT import whole): linear, addmm, matmul and mm,
 elementwise add, sub, mul, div, comparisons, and/or and masked_fill
 (broadcasting as in torch), arange of a size, advanced indexing by
 positions (an index holding its own axis's positions keeps it, one other
 is a `take`), slice, diff with a prepended step, cumsum, new_ones of rank
 0, pow by a number, mean over axes (kept or not), expand, neg, relu,
-gelu (exact and tanh),
+cos, sin, gelu (exact and tanh), select, cat, `to` float32 or int64,
 silu, sigmoid, tanh, exp, rsqrt, sqrt, layer_norm over the last axis,
 softmax and log_softmax, transpose and permute, view, reshape,
 unsqueeze, squeeze and flatten (merging and splitting neighbouring axes),
@@ -122,6 +124,8 @@ class _Writer:
         self.kinds = {}  # node name -> nax kind, where not plain (softmax's Prob(a))
         self.splits = {}  # a split's node name -> (its operand, axis, [(start, stop)])
         self.aranges = {}  # node name -> the axis whose positions it holds (arange, unsqueezed, plus 0)
+        self.derived = {}  # `seq_2` -> `seq`: a second name for a size
+        self.scoped = set()  # axis names the body has bound so far
         self.values = {}  # node name -> nax expression (a name, or a literal)
         self.lines = []
         self.names = set()
@@ -184,6 +188,8 @@ class _Writer:
                 name = f"{base}_{k}"
             if base in self.declared:
                 self.declared[name] = self.declared[base]
+            elif name != base:
+                self.derived[name] = base
             names.append(name)
         return names
 
@@ -220,22 +226,37 @@ class _Writer:
                 self.lines.append(f"{squeezed} = rearrange({name}, {declared} -> {' '.join(present(axes))})")
                 name = squeezed
             self.values[node.name], self.axes[node.name] = name, axes
+            self.scoped.update(present(axes))
         outputs = []
         for node in self.program.graph.nodes:
             if node.op == "call_function":
                 self.operation(node)
             elif node.op == "output":
                 outputs = list(node.args[0])
-        if len(outputs) != 1:
-            raise UnsupportedOperator(f"the program returns {len(outputs)} values; one is supported so far")
-        result = outputs[0]
-        kind = self.kinds.get(result.name, _kind(result.meta["val"].dtype))
-        axes = self.axes[result.name]
-        declared = " ".join(a or "1" for a in axes)
-        result_type = f"{kind}[{declared}]"
-        returned = self.values[result.name]
-        if None in axes:
-            returned = f"rearrange({returned}, {' '.join(present(axes))} -> {declared})"
+        if not outputs:
+            raise UnsupportedOperator("the program returns nothing")
+        types, returned = [], []
+        for result in outputs:
+            if not hasattr(result, "name") or result.name not in self.values:
+                raise UnsupportedOperator(f"the program returns {result!r}, which is not a tensor it computes")
+            kind = self.kinds.get(result.name, _kind(result.meta["val"].dtype))
+            axes = self.axes[result.name]
+            declared = " ".join(a or "1" for a in axes)
+            types.append(f"{kind}[{declared}]")
+            value = self.values[result.name]
+            returned.append(f"rearrange({value}, {' '.join(present(axes))} -> {declared})" if None in axes else value)
+        if len(outputs) == 1:
+            result_type = types[0]
+        else:
+            # Several results (LANGUAGE.md section 14), named after their nodes.
+            names = []
+            for r in outputs:
+                name = identifier(r.name)
+                while name in names:
+                    name += "_again"
+                names.append(name)
+            result_type = "(" + ", ".join(f"{n}: {t}" for n, t in zip(names, types)) + ")"
+        returned = ", ".join(returned)
         dims = [f"dim {name} = {size}" for name, size in sorted(self.declared.items(), key=lambda item: (item[1], item[0]))]
         header = "# Imported from torch.export by nax.from_torch.\n"
         body = "".join(f"    {line}\n" for line in self.lines)
@@ -272,6 +293,7 @@ class _Writer:
         name = self.fresh(node.name)
         self.lines.append(f"{name} = {expr}")
         self.values[node.name], self.axes[node.name] = name, axes
+        self.scoped.update(present(axes))
 
     def operand(self, arg):
         """An argument's expression and axes (a number: no axes)."""
@@ -321,6 +343,12 @@ class _Writer:
     def op_sqrt(self, node):
         self.unary(node, "sqrt({})")
 
+    def op_cos(self, node):
+        self.unary(node, "cos({})")
+
+    def op_sin(self, node):
+        self.unary(node, "sin({})")
+
     def op_neg(self, node):
         self.unary(node, "-{}")
 
@@ -360,9 +388,10 @@ class _Writer:
                 if axes is not None and " as [" in value:
                     held = self.fresh(f"{node.name}_operand")
                     self.lines.append(f"{held} = {value}")
+                    self.scoped.update(axes)
                     operands[k] = (held, axes)
             value, axes = operands[0]
-            operands[0] = (f"repeat({value}, {' '.join(axes or [])} -> {' '.join(full)})", full)
+            operands[0] = (self.repeat(value, axes or [], full), full)
         return out, operands
 
     def binary(self, node, symbol):
@@ -461,15 +490,31 @@ class _Writer:
         if present(out) == present(axes[len(axes) - len(out) :] if len(axes) >= len(out) else axes):
             self.identity(node)
             return
-        self.bind(node, f"repeat({x}, {' '.join(present(axes))} -> {' '.join(present(out))})", out)
+        self.bind(node, self.repeat(x, present(axes), present(out)), out)
+
+    def repeat(self, x, have, want) -> str:
+        """`repeat(x, have -> want)`, sizing a new axis the body has not named
+        yet by the size it is a second name of (`seq_2=seq`)."""
+        sizes = [f", {a}={self.derived[a]}" for a in want if a not in have and a not in self.scoped and a in self.derived]
+        return f"repeat({x}, {' '.join(have)} -> {' '.join(want)}{''.join(sizes)})"
 
     def op__assert_tensor_metadata(self, node):
         """A check of the export's own; nothing to compute."""
 
     def op_to(self, node):
-        if node.meta["val"].dtype != node.args[0].meta["val"].dtype:
-            self.unsupported(node, "to", "a conversion between dtypes is not supported yet")
-        self.identity(node)
+        import torch
+
+        have, want = node.args[0].meta["val"].dtype, node.meta["val"].dtype
+        if have == want:
+            self.identity(node)
+            return
+        x, axes = self.operand(node.args[0])
+        if want == torch.float32:
+            self.bind(node, f"float({x})", axes)
+        elif want == torch.int64:
+            self.bind(node, f"int({x})", axes)
+        else:
+            self.unsupported(node, "to", f"a conversion from {have} to {want} is not supported yet")
 
     op__to_copy = op_to
 
@@ -735,6 +780,33 @@ class _Writer:
         ids, id_axes = self.operand(index)
         natural = present(axes[:position]) + present(id_axes or []) + present(axes[position + 1 :])
         self.bind(node, f"take({x}, {ids}, {axes[position]})", natural)
+
+    def op_select(self, node):
+        """`x[a = i]`: one element along an axis, which goes."""
+        x, axes = self.operand(node.args[0])
+        dim = node.args[1] % len(axes)
+        index = node.args[2] if isinstance(node.args[2], int) else self.operand(node.args[2])[0]
+        left = [a for i, a in enumerate(axes) if i != dim]
+        if axes[dim] is None:
+            self.values[node.name], self.axes[node.name] = x, left
+            return
+        self.bind(node, f"{x}[{axes[dim]} = {index}]", left)
+
+    def op_cat(self, node):
+        """`concat` along one axis; the others take the result's names."""
+        tensors = node.args[0]
+        out = self.axes_of(node.meta["val"].shape)
+        dim = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % len(out)
+        parts, joined = [], []
+        for k, t in enumerate(tensors):
+            value, axes = self.operand(t)
+            if axes is None or len(axes) != len(out) or axes[dim] is None or out[dim] is None:
+                self.unsupported(node, "cat", "joining along an axis of size 1 or operands of another rank is not supported yet")
+            own = f"{out[dim]}_part{k}"
+            names = [own if i == dim else out[i] for i, a in enumerate(axes) if a is not None]
+            parts.append(f"({value} as [{' '.join(names)}])")
+            joined.append(own)
+        self.bind(node, f"concat({', '.join(parts)}: {', '.join(joined)} -> {out[dim]})", out)
 
     def op_embedding(self, node):
         (table, table_axes), (ids, id_axes) = self.operand(node.args[0]), self.operand(node.args[1])

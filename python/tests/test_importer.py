@@ -204,3 +204,63 @@ def test_transformers_gpt2_imports_and_agrees_with_pytorch(tmp_path):
     if binary is not None:
         out = subprocess.run([binary, "check", str(tmp_path / "model.nax")], capture_output=True, text=True)
         assert out.returncode == 0 and out.stderr == "", out.stderr
+
+
+def test_transformers_llama_imports_and_agrees_with_pytorch():
+    """LlamaForCausalLM (small, random): RMSNorm, rotary embeddings (a float
+    position product, cat, cos and sin), grouped-query attention (2 key and
+    value heads for 4 query heads) and SwiGLU."""
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed: the Llama import is not tested")
+    torch.manual_seed(4)
+    config = transformers.LlamaConfig(
+        vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=32, bos_token_id=0, eos_token_id=0, pad_token_id=0,
+    )
+    model = transformers.LlamaForCausalLM(config).eval()
+
+    class Logits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.llama = model
+
+        def forward(self, ids):
+            return self.llama(ids, use_cache=False).logits
+
+    wrapped = Logits().eval()
+    dims = {"ids": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=32)}}
+    compiled = nax.from_torch(wrapped, (torch.randint(0, 50, (2, 6)),), dynamic_shapes=dims).compile()
+    for b, n in ((2, 6), (1, 9)):
+        ids = torch.randint(0, 50, (b, n))
+        np.testing.assert_allclose(np.asarray(compiled.forward(ids)), wrapped(ids).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_transformers_bert_imports_with_several_results():
+    """BertModel (small, random): token types, bidirectional attention and
+    the pooler; its two outputs become a function of two results (a named
+    tuple in Python)."""
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed: the BERT import is not tested")
+    torch.manual_seed(5)
+    config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=24, max_position_embeddings=32, type_vocab_size=2)
+    model = transformers.BertModel(config).eval()
+
+    class Outputs(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = model
+
+        def forward(self, ids, types):
+            out = self.bert(input_ids=ids, token_type_ids=types)
+            return out.last_hidden_state, out.pooler_output
+
+    wrapped = Outputs().eval()
+    dim = {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=32)}
+    example = (torch.randint(0, 50, (2, 6)), torch.randint(0, 2, (2, 6)))
+    imported = nax.from_torch(wrapped, example, dynamic_shapes={"ids": dim, "types": dim})
+    assert "def forward(ids: Int[batch seq], types: Int[batch seq]) -> (" in imported.source
+    compiled = imported.compile()
+    for b, n in ((2, 6), (1, 9)):
+        ids, types = torch.randint(0, 50, (b, n)), torch.randint(0, 2, (b, n))
+        got = compiled.forward(ids, types)
+        assert len(got) == 2
+        for ours, theirs in zip(got, wrapped(ids, types)):
+            np.testing.assert_allclose(np.asarray(ours), theirs.detach().numpy(), rtol=1e-5, atol=1e-5)
