@@ -34,6 +34,30 @@ class Block(torch.nn.Module):
         return torch.softmax(self.square(y).transpose(1, 2), -1)
 
 
+def agrees_everywhere(imported, model, calls, tmp_path, atol=1e-5):
+    """The imported program on every CPU back end, and through a library
+    built by `nax build --emit so` (called through its C ABI), gives the
+    module's outputs for each argument tuple of `calls`."""
+    expected = []
+    for args in calls:
+        want = model(*args)
+        expected.append([t.detach().numpy() for t in (want if isinstance(want, tuple) else (want,))])
+    compiled = [imported.compile(backend=b) for b in ("llvm", "cranelift", "mlir", "interp")]
+    binary = nax_binary()
+    if binary is not None:
+        imported.save(tmp_path)
+        out = subprocess.run([binary, "build", str(tmp_path / "model.nax"), "--emit", "so", "-o", str(tmp_path / "libimported.so")], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        compiled.append(nax.load(tmp_path / "libimported.so", weights=tmp_path / "weights.safetensors"))
+    for program in compiled:
+        for args, want in zip(calls, expected):
+            got = program.forward(*args)
+            got = list(got) if isinstance(got, tuple) else [got]
+            assert len(got) == len(want)
+            for ours, theirs in zip(got, want):
+                np.testing.assert_allclose(np.asarray(ours), theirs, rtol=1e-5, atol=atol)
+
+
 @pytest.fixture(scope="module")
 def block():
     torch.manual_seed(0)
@@ -195,18 +219,14 @@ def test_transformers_gpt2_imports_and_agrees_with_pytorch(tmp_path):
     dims = {"ids": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=32)}}
     imported = nax.from_torch(wrapped, (torch.randint(0, 50, (2, 6)),), dynamic_shapes=dims)
     assert "def forward(ids: Int[batch seq]) -> Real[batch seq d50]" in imported.source
-    compiled = imported.compile()
-    for b, n in ((2, 6), (1, 9), (3, 1)):
-        ids = torch.randint(0, 50, (b, n))
-        np.testing.assert_allclose(np.asarray(compiled.forward(ids)), wrapped(ids).detach().numpy(), rtol=1e-5, atol=1e-5)
-    imported.save(tmp_path)
+    agrees_everywhere(imported, wrapped, [(torch.randint(0, 50, (b, n)),) for b, n in ((2, 6), (1, 9), (3, 1))], tmp_path)
     binary = nax_binary()
     if binary is not None:
         out = subprocess.run([binary, "check", str(tmp_path / "model.nax")], capture_output=True, text=True)
         assert out.returncode == 0 and out.stderr == "", out.stderr
 
 
-def test_transformers_llama_imports_and_agrees_with_pytorch():
+def test_transformers_llama_imports_and_agrees_with_pytorch(tmp_path):
     """LlamaForCausalLM (small, random): RMSNorm, rotary embeddings (a float
     position product, cat, cos and sin), grouped-query attention (2 key and
     value heads for 4 query heads) and SwiGLU."""
@@ -228,13 +248,11 @@ def test_transformers_llama_imports_and_agrees_with_pytorch():
 
     wrapped = Logits().eval()
     dims = {"ids": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=32)}}
-    compiled = nax.from_torch(wrapped, (torch.randint(0, 50, (2, 6)),), dynamic_shapes=dims).compile()
-    for b, n in ((2, 6), (1, 9)):
-        ids = torch.randint(0, 50, (b, n))
-        np.testing.assert_allclose(np.asarray(compiled.forward(ids)), wrapped(ids).detach().numpy(), rtol=1e-5, atol=1e-5)
+    imported = nax.from_torch(wrapped, (torch.randint(0, 50, (2, 6)),), dynamic_shapes=dims)
+    agrees_everywhere(imported, wrapped, [(torch.randint(0, 50, (b, n)),) for b, n in ((2, 6), (1, 9))], tmp_path)
 
 
-def test_transformers_bert_imports_with_several_results():
+def test_transformers_bert_imports_with_several_results(tmp_path):
     """BertModel (small, random): token types, bidirectional attention and
     the pooler; its two outputs become a function of two results (a named
     tuple in Python)."""
@@ -257,10 +275,5 @@ def test_transformers_bert_imports_with_several_results():
     example = (torch.randint(0, 50, (2, 6)), torch.randint(0, 2, (2, 6)))
     imported = nax.from_torch(wrapped, example, dynamic_shapes={"ids": dim, "types": dim})
     assert "def forward(ids: Int[batch seq], types: Int[batch seq]) -> (" in imported.source
-    compiled = imported.compile()
-    for b, n in ((2, 6), (1, 9)):
-        ids, types = torch.randint(0, 50, (b, n)), torch.randint(0, 2, (b, n))
-        got = compiled.forward(ids, types)
-        assert len(got) == 2
-        for ours, theirs in zip(got, wrapped(ids, types)):
-            np.testing.assert_allclose(np.asarray(ours), theirs.detach().numpy(), rtol=1e-5, atol=1e-5)
+    calls = [(torch.randint(0, 50, (b, n)), torch.randint(0, 2, (b, n))) for b, n in ((2, 6), (1, 9))]
+    agrees_everywhere(imported, wrapped, calls, tmp_path)
