@@ -470,8 +470,14 @@ class _Writer:
         self.binary(node, "/")
 
     def op_pow(self, node):
+        """A small whole power as products (`x * x * x` for GPT-2's gelu:
+        a general `pow` is an exponential and a logarithm per element)."""
         x, axes = self.operand(node.args[0])
-        self.bind(node, f"pow({x}, {float(node.args[1])!r})", axes)
+        power = float(node.args[1])
+        if power in (2.0, 3.0, 4.0):
+            self.bind(node, " * ".join([x] * int(power)), axes)
+        else:
+            self.bind(node, f"pow({x}, {power!r})", axes)
 
     def op_mean(self, node):
         x, axes = self.operand(node.args[0])
