@@ -110,3 +110,22 @@ def test_the_python_chapter_runs():
             print("skipped a block of docs/src/python.md: PyTorch is not installed")
             continue
         exec(compile(block, "docs/src/python.md", "exec"), namespace)
+
+
+def test_the_readmes_pytorch_import_runs_as_written(tmp_path, capsys):
+    """README's "From a PyTorch model": the Python block imports a small
+    GPT-2, the shell block builds its library and calls it from C; the
+    next token from C is PyTorch's."""
+    pytest.importorskip("torch", reason="the README's import takes a PyTorch model")
+    pytest.importorskip("transformers", reason="the README's import takes a Hugging Face model")
+    part = section((ROOT / "README.md").read_text(), "## From a PyTorch model")
+    (python,) = blocks(part, "python")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        exec(compile(python, "README's PyTorch import", "exec"), {})
+    finally:
+        os.chdir(cwd)
+    expected = capsys.readouterr().out.split("PyTorch's next token:")[1].strip()
+    (output,) = run_shell_blocks(blocks(part, "sh"), tmp_path, "the PyTorch import")
+    assert output.strip() == f"nax's next token: {expected}", output
