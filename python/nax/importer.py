@@ -28,7 +28,10 @@ argument's is dropped at once, a result's restored at the end), so that
 broadcasting by name does what torch's broadcasting does by position.
 
 A program of several outputs is a function of several results, named
-after the graph's nodes (LANGUAGE.md section 14).
+after the graph's nodes (LANGUAGE.md section 14). Weights keep their
+dtype (f32, f16, bf16): a half-precision model computes in it, as
+PyTorch does; a conversion to a half dtype inside the model (Llama's
+RMSNorm casts to f32 and back) has no nax form yet.
 
 Supported operators (Hugging Face's GPT-2, Llama and BERT import whole): linear, addmm, matmul and mm,
 elementwise add, sub, mul, div, comparisons, and/or and masked_fill
