@@ -349,6 +349,10 @@ pub(crate) fn cases() -> Vec<Case> {
             "dim n = 4\ndim v = 3\ndef g(x: [n v]) -> (p: Prob(v)[n v], q: [n v]) {\n    return softmax(x, v), x * 2.0\n}\ndef f(x: [n v]) -> [v n] {\n    for i in 0..3 {\n        p, x = g(x)\n        x = x - p\n    }\n    return x\n}\n",
         ),
         case(
+            "float_width_conversions",
+            "dim n = 9\ndef f(x: [n], h: bf16[n]) -> [n] {\n    return float(bf16(x * 3.0) * h) + float(f16(x)) - float(f64(x) * 2.0) + float(bf16(float(h) + 0.5))\n}\n",
+        ),
+        case(
             "several_results",
             "dim b = 3\ndim D = 5\ndim L = 2\nparam w: [L D D]\ndef f(x: [b D], m: Int[b]) -> (y: [b D], hs: [L b D], again: [b D], first: [b D], same: [b D], ids: Int[b]) {\n    hs = for l in L {\n        x = tanh(x @ w[L = l])\n        yield x\n    }\n    return x, hs, x, hs[L = 0], x, m + 1\n}\n",
         ),

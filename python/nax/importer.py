@@ -30,8 +30,8 @@ broadcasting by name does what torch's broadcasting does by position.
 A program of several outputs is a function of several results, named
 after the graph's nodes (LANGUAGE.md section 14). Weights keep their
 dtype (f32, f16, bf16): a half-precision model computes in it, as
-PyTorch does; a conversion to a half dtype inside the model (Llama's
-RMSNorm casts to f32 and back) has no nax form yet.
+PyTorch does, and its conversions are nax's (`float(x)`, `bf16(x)`,
+`f16(x)`: Llama's RMSNorm computes in f32 between two).
 
 Supported operators (Hugging Face's GPT-2, Llama and BERT import whole): linear, addmm, matmul and mm,
 elementwise add, sub, mul, div, comparisons, and/or and masked_fill
@@ -39,7 +39,7 @@ elementwise add, sub, mul, div, comparisons, and/or and masked_fill
 positions (an index holding its own axis's positions keeps it, one other
 is a `take`), slice, diff with a prepended step, cumsum, new_ones of rank
 0, pow by a number, mean over axes (kept or not), expand, neg, relu,
-cos, sin, gelu (exact and tanh), select, cat, `to` float32 or int64,
+cos, sin, gelu (exact and tanh), select, cat, `to` any float dtype or int64,
 silu, sigmoid, tanh, exp, rsqrt, sqrt, layer_norm over the last axis,
 softmax and log_softmax, transpose and permute, view, reshape,
 unsqueeze, squeeze and flatten (merging and splitting neighbouring axes),
@@ -518,12 +518,10 @@ class _Writer:
             self.identity(node)
             return
         x, axes = self.operand(node.args[0])
-        if want == torch.float32:
-            self.bind(node, f"float({x})", axes)
-        elif want == torch.int64:
-            self.bind(node, f"int({x})", axes)
-        else:
+        functions = {torch.float32: "float", torch.int64: "int", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64"}
+        if want not in functions:
             self.unsupported(node, "to", f"a conversion from {have} to {want} is not supported yet")
+        self.bind(node, f"{functions[want]}({x})", axes)
 
     op__to_copy = op_to
 

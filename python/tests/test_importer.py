@@ -280,12 +280,11 @@ def test_transformers_bert_imports_with_several_results(tmp_path):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_half_precision_gpt2_and_bert_agree_within_their_rounding(dtype):
-    """GPT-2 and BERT with bf16 and f16 weights: nax computes in the
-    weights' dtype as PyTorch does; the outputs agree within a few units of
-    that dtype's rounding at the outputs' scale. (Llama casts to f32 and
-    back inside RMSNorm, which nax cannot yet write: no conversion to a
-    half dtype in the language.)"""
+def test_half_precision_families_agree_within_their_rounding(dtype):
+    """GPT-2, Llama and BERT with bf16 and f16 weights: nax computes in the
+    weights' dtype as PyTorch does (Llama's RMSNorm in f32 between two
+    conversions); the outputs agree within a few units of that dtype's
+    rounding at the outputs' scale."""
     transformers = pytest.importorskip("transformers", reason="transformers is not installed: the half-precision imports are not tested")
     dtype = getattr(torch, dtype)
     torch.manual_seed(6)
@@ -301,6 +300,21 @@ def test_half_precision_gpt2_and_bert_agree_within_their_rounding(dtype):
         def forward(self, ids):
             return self.model(ids, use_cache=False).logits
 
+    llama = transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(
+            vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=32, bos_token_id=0, eos_token_id=0, pad_token_id=0,
+        )
+    )
+
+    class Llama(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = llama.eval().to(dtype)
+
+        def forward(self, ids):
+            return self.model(ids, use_cache=False).logits
+
     class Bert(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -310,7 +324,8 @@ def test_half_precision_gpt2_and_bert_agree_within_their_rounding(dtype):
             return self.model(input_ids=ids, token_type_ids=types).last_hidden_state
 
     ids, types = torch.randint(0, 50, (2, 6)), torch.randint(0, 2, (2, 6))
-    for model, args, dims in ((Gpt2().eval(), (ids,), {"ids": dim}), (Bert().eval(), (ids, types), {"ids": dim, "types": dim})):
+    families = ((Gpt2().eval(), (ids,), {"ids": dim}), (Llama().eval(), (ids,), {"ids": dim}), (Bert().eval(), (ids, types), {"ids": dim, "types": dim}))
+    for model, args, dims in families:
         imported = nax.from_torch(model, args, dynamic_shapes=dims)
         assert ("bf16[" if dtype == torch.bfloat16 else "f16[") in imported.source
         got = torch.from_dlpack(imported.compile().forward(*args)).float().numpy()

@@ -286,6 +286,9 @@ impl Lowerer<'_> {
                 let xs = operands(self, args)?;
                 let compute = match func {
                     nax_ops::Elementwise::Where => value_dtype(&ty),
+                    // A conversion to a half dtype rounds to it where it stands,
+                    // also inside a fused chain (`float(bf16(x))` is not `x`).
+                    nax_ops::Elementwise::ToFloat if matches!(value_dtype(&ty), DType::F16 | DType::BF16) => value_dtype(&ty),
                     nax_ops::Elementwise::MaskedFill | nax_ops::Elementwise::ToFloat | nax_ops::Elementwise::ToInt => value_dtype(self.ty(xs[0])),
                     _ => value_dtype(&ty),
                 };

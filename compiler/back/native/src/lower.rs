@@ -971,6 +971,7 @@ impl<E: Emitter> Lowering<'_, E> {
                     MapFn::Builtin(b) => match b {
                         Elementwise::Where | Elementwise::MaskedFill | Elementwise::Clamp | Elementwise::Maximum | Elementwise::Minimum => ck,
                         Elementwise::Pow if !ck.is_float() => ck,
+                        Elementwise::ToFloat if ck == Kind::F32 => Kind::F32,
                         Elementwise::ToFloat => Kind::F64,
                         Elementwise::ToInt => Kind::I64,
                         _ => float_of(ck),
@@ -1140,6 +1141,8 @@ fn builtin<E: Emitter>(e: &mut E, b: Elementwise, ck: Kind, v: &[E::Value]) -> (
             (e.binary(Binary::Min, ck, lo, v[2]), ck)
         }
         F::Pow if !ck.is_float() => (math::int_pow(e, ck, v[0], v[1]), ck),
+        // In a half computation's registers (f32), to be rounded to the half dtype after.
+        F::ToFloat if ck == Kind::F32 => (v[0], Kind::F32),
         F::ToFloat => (e.convert(ck, Kind::F64, v[0]), Kind::F64),
         F::ToInt => (e.convert(ck, Kind::I64, v[0]), Kind::I64),
         _ => {

@@ -101,7 +101,7 @@ impl FnChecker<'_> {
             "zeros" | "ones" | "full" | "arange" => self.constructor(call),
             "pow" | "maximum" | "minimum" => self.binary_builtin(call, span),
             "where" | "clamp" | "masked_fill" => self.ternary_builtin(call, span),
-            "float" | "int" => self.conversion(call),
+            "float" | "int" | "f16" | "bf16" | "f64" => self.conversion(call),
             "concat" => self.concat(call, span),
             "take" => self.take(call),
             "cumsum" | "cumprod" => self.scan(call),
@@ -375,8 +375,17 @@ impl FnChecker<'_> {
     }
 
     /// `float(x)` and `int(x)`.
+    /// `float(x)`, `int(x)`, and the conversions to another float width
+    /// (`f16(x)`, `bf16(x)`, `f64(x)`: a tensor in that dtype, rounded to
+    /// nearest; a host scalar stays a `float`).
     fn conversion(&mut self, call: &ast::Call) -> (TExprKind, Type) {
-        let func = if call.callee.name == "float" { Elementwise::ToFloat } else { Elementwise::ToInt };
+        let func = if call.callee.name == "int" { Elementwise::ToInt } else { Elementwise::ToFloat };
+        let float_dtype = match call.callee.name.as_str() {
+            "f16" => DType::F16,
+            "bf16" => DType::BF16,
+            "f64" => DType::F64,
+            _ => DType::F32,
+        };
         if !self.arity(call, 1, 1) {
             return (TExprKind::Bool(false), Type::Error);
         }
@@ -391,7 +400,7 @@ impl FnChecker<'_> {
             Type::Error => Type::Error,
             Type::Host(..) => Type::Host(if func == Elementwise::ToInt { HostType::Int } else { HostType::Float }, range),
             Type::Tensor(t) => {
-                let dtype = if func == Elementwise::ToInt { DType::I64 } else { DType::F32 };
+                let dtype = if func == Elementwise::ToInt { DType::I64 } else { float_dtype };
                 Type::Tensor(TensorType { dtype, kind: Kind::Plain, axes: t.axes.clone(), range })
             }
         };
