@@ -35,9 +35,10 @@ class Block(torch.nn.Module):
 
 
 def agrees_everywhere(imported, model, calls, tmp_path, atol=1e-5):
-    """The imported program on every CPU back end, and through a library
-    built by `nax build --emit so` (called through its C ABI), gives the
-    module's outputs for each argument tuple of `calls`."""
+    """The imported program checks without a warning and, on every CPU back
+    end and through a library built by `nax build --emit so` (called
+    through its C ABI), gives the module's outputs for each argument tuple
+    of `calls`."""
     expected = []
     for args in calls:
         want = model(*args)
@@ -46,6 +47,8 @@ def agrees_everywhere(imported, model, calls, tmp_path, atol=1e-5):
     binary = nax_binary()
     if binary is not None:
         imported.save(tmp_path)
+        checked = subprocess.run([binary, "check", str(tmp_path / "model.nax")], capture_output=True, text=True)
+        assert checked.returncode == 0 and checked.stderr == "", checked.stderr
         out = subprocess.run([binary, "build", str(tmp_path / "model.nax"), "--emit", "so", "-o", str(tmp_path / "libimported.so")], capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         compiled.append(nax.load(tmp_path / "libimported.so", weights=tmp_path / "weights.safetensors"))

@@ -377,7 +377,10 @@ impl FnChecker<'_> {
     /// `float(x)` and `int(x)`.
     /// `float(x)`, `int(x)`, and the conversions to another float width
     /// (`f16(x)`, `bf16(x)`, `f64(x)`: a tensor in that dtype, rounded to
-    /// nearest; a host scalar stays a `float`).
+    /// nearest; a host scalar stays a `float`). These three names are not
+    /// reserved (not in [`super::BUILTINS`]): a module's function of one of
+    /// them is called instead, so programs written before them keep their
+    /// meaning.
     fn conversion(&mut self, call: &ast::Call) -> (TExprKind, Type) {
         let func = if call.callee.name == "int" { Elementwise::ToInt } else { Elementwise::ToFloat };
         let float_dtype = match call.callee.name.as_str() {
