@@ -123,6 +123,32 @@ fn build_writes_an_object_file_and_vectorised_llvm_ir() {
     assert!(!text.contains("call float @expf") && !text.contains("call double @exp"), "exp is a scalar call:\n{text}");
 }
 
+/// A loop's turns compile to one body per kind of kernel: the LLVM IR of
+/// eight layers has as many kernel bodies as that of two (each layer's
+/// kernels pass their slice of the stacked weights as a parameter), and
+/// the library's kernels each keep their exported entry.
+#[test]
+fn the_turns_of_a_loop_share_their_code() {
+    let dir = tempdir();
+    let bodies = |layers: usize| {
+        let source = dir.join(format!("layers{layers}.nax"));
+        let program = format!(
+            "dim L = {layers}\ndim D = 64\nparam w: [L D D]\nparam b: [L D]\n\
+             def f(x: [n D]) -> [n D] {{\n    for l in L {{\n        h = tanh(x @ w[L = l] + b[L = l])\n        x = x + h * sigmoid(x) - mean(h, D)\n    }}\n    return x\n}}\n"
+        );
+        std::fs::write(&source, program).unwrap();
+        let ir = dir.join(format!("layers{layers}.ll"));
+        let out = nax(&["build", source.to_str().unwrap(), "--emit", "llvm-ir", "-o", ir.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = std::fs::read_to_string(&ir).unwrap();
+        let count = |prefix: &str| text.lines().filter(|l| l.starts_with(prefix) && l.contains(" @f_k")).count();
+        (count("define internal "), count("define void "))
+    };
+    let (two, eight) = (bodies(2), bodies(8));
+    assert_eq!(two.0, eight.0, "bodies of 2 and 8 layers");
+    assert!(two.0 > 0 && eight.1 > two.1, "entries of 2 and 8 layers: {} and {}", two.1, eight.1);
+}
+
 /// `--cpu generic` plans the products' microkernel for 16-byte vectors and
 /// compiles for any x86-64: the microkernel's vectors are 4 floats, and
 /// the code carries no CPU's features.

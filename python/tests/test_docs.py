@@ -45,6 +45,17 @@ def run_shell_blocks(shell, folder, what):
     return outputs
 
 
+def exec_in(folder, code, name):
+    """Runs Python `code` (named `name` in tracebacks) in `folder`, as a
+    newcomer runs it there."""
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        exec(compile(code, name, "exec"), {})
+    finally:
+        os.chdir(cwd)
+
+
 def test_the_quick_start_runs_as_written(tmp_path):
     quick = section((ROOT / "README.md").read_text(), "## Quick start")
     shell = [b for b in blocks(quick, "sh") if "cargo install" not in b]
@@ -53,12 +64,7 @@ def test_the_quick_start_runs_as_written(tmp_path):
     # x + relu(x @ w), w = I/2 + 1/8: the first row is [2.75, 4.25, 5.75, 7.25].
     assert "2.75" in outputs[1] and "y[0] = 2.75 4.25 5.75 7.25" in outputs[2]
     (python,) = blocks(quick, "python")
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        exec(compile(python, "README quick start", "exec"), {})
-    finally:
-        os.chdir(cwd)
+    exec_in(tmp_path, python, "README quick start")
 
 
 def test_the_command_line_chapter_runs_as_written(tmp_path):
@@ -120,12 +126,7 @@ def test_the_readmes_pytorch_import_runs_as_written(tmp_path, capsys):
     pytest.importorskip("transformers", reason="the README's import takes a Hugging Face model")
     part = section((ROOT / "README.md").read_text(), "## From a PyTorch model")
     (python,) = blocks(part, "python")
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        exec(compile(python, "README's PyTorch import", "exec"), {})
-    finally:
-        os.chdir(cwd)
+    exec_in(tmp_path, python, "README's PyTorch import")
     expected = capsys.readouterr().out.split("PyTorch's next token:")[1].strip()
     (output,) = run_shell_blocks(blocks(part, "sh"), tmp_path, "the PyTorch import")
     assert output.strip() == f"nax's next token: {expected}", output

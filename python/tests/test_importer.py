@@ -201,24 +201,55 @@ def test_outer_broadcasting_and_a_causal_mask_agree_with_pytorch():
         np.testing.assert_allclose(np.asarray(compiled.forward(x, torch.tensor(0.5))), model(x, torch.tensor(0.5)).numpy(), rtol=1e-5, atol=1e-6)
 
 
+class CausalLogits(torch.nn.Module):
+    """A causal language model's logits without a cache: what is exported of it."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(ids, use_cache=False).logits
+
+
+class BertOutputs(torch.nn.Module):
+    """BERT's last hidden states and, with `pooled`, its pooler's output."""
+
+    def __init__(self, model, pooled):
+        super().__init__()
+        self.model = model
+        self.pooled = pooled
+
+    def forward(self, ids, types):
+        out = self.model(input_ids=ids, token_type_ids=types)
+        return (out.last_hidden_state, out.pooler_output) if self.pooled else out.last_hidden_state
+
+
+def small_gpt2(transformers):
+    config = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=4, vocab_size=50, n_positions=32, bos_token_id=0, eos_token_id=0)
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+def small_llama(transformers):
+    config = transformers.LlamaConfig(
+        vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=32, bos_token_id=0, eos_token_id=0, pad_token_id=0,
+    )
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def small_bert(transformers):
+    config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=24, max_position_embeddings=32, type_vocab_size=2)
+    return transformers.BertModel(config).eval()
+
+
 def test_transformers_gpt2_imports_and_agrees_with_pytorch(tmp_path):
     """Hugging Face's GPT2LMHeadModel (a small random configuration), with
     its mask built from positions (arange, diff, cumsum, advanced indexing,
     comparisons) and sdpa: the logits at several batch and sequence sizes."""
     transformers = pytest.importorskip("transformers", reason="transformers is not installed: the GPT-2 import is not tested")
     torch.manual_seed(3)
-    config = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=4, vocab_size=50, n_positions=32, bos_token_id=0, eos_token_id=0)
-    model = transformers.GPT2LMHeadModel(config).eval()
-
-    class Logits(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.gpt2 = model
-
-        def forward(self, ids):
-            return self.gpt2(ids, use_cache=False).logits
-
-    wrapped = Logits().eval()
+    wrapped = CausalLogits(small_gpt2(transformers)).eval()
     dims = {"ids": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=32)}}
     imported = nax.from_torch(wrapped, (torch.randint(0, 50, (2, 6)),), dynamic_shapes=dims)
     assert "def forward(ids: Int[batch seq]) -> Real[batch seq d50]" in imported.source
@@ -235,21 +266,7 @@ def test_transformers_llama_imports_and_agrees_with_pytorch(tmp_path):
     value heads for 4 query heads) and SwiGLU."""
     transformers = pytest.importorskip("transformers", reason="transformers is not installed: the Llama import is not tested")
     torch.manual_seed(4)
-    config = transformers.LlamaConfig(
-        vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        max_position_embeddings=32, bos_token_id=0, eos_token_id=0, pad_token_id=0,
-    )
-    model = transformers.LlamaForCausalLM(config).eval()
-
-    class Logits(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.llama = model
-
-        def forward(self, ids):
-            return self.llama(ids, use_cache=False).logits
-
-    wrapped = Logits().eval()
+    wrapped = CausalLogits(small_llama(transformers)).eval()
     dims = {"ids": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=32)}}
     imported = nax.from_torch(wrapped, (torch.randint(0, 50, (2, 6)),), dynamic_shapes=dims)
     agrees_everywhere(imported, wrapped, [(torch.randint(0, 50, (b, n)),) for b, n in ((2, 6), (1, 9))], tmp_path)
@@ -261,19 +278,7 @@ def test_transformers_bert_imports_with_several_results(tmp_path):
     tuple in Python)."""
     transformers = pytest.importorskip("transformers", reason="transformers is not installed: the BERT import is not tested")
     torch.manual_seed(5)
-    config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=24, max_position_embeddings=32, type_vocab_size=2)
-    model = transformers.BertModel(config).eval()
-
-    class Outputs(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.bert = model
-
-        def forward(self, ids, types):
-            out = self.bert(input_ids=ids, token_type_ids=types)
-            return out.last_hidden_state, out.pooler_output
-
-    wrapped = Outputs().eval()
+    wrapped = BertOutputs(small_bert(transformers), pooled=True).eval()
     dim = {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=32)}
     example = (torch.randint(0, 50, (2, 6)), torch.randint(0, 2, (2, 6)))
     imported = nax.from_torch(wrapped, example, dynamic_shapes={"ids": dim, "types": dim})
@@ -292,43 +297,11 @@ def test_half_precision_families_agree_within_their_rounding(dtype):
     dtype = getattr(torch, dtype)
     torch.manual_seed(6)
     dim = {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=32)}
-    gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_embd=16, n_head=4, vocab_size=50, n_positions=32, bos_token_id=0, eos_token_id=0))
-    bert = transformers.BertModel(transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=24, max_position_embeddings=32))
-
-    class Gpt2(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = gpt2.eval().to(dtype)
-
-        def forward(self, ids):
-            return self.model(ids, use_cache=False).logits
-
-    llama = transformers.LlamaForCausalLM(
-        transformers.LlamaConfig(
-            vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-            max_position_embeddings=32, bos_token_id=0, eos_token_id=0, pad_token_id=0,
-        )
-    )
-
-    class Llama(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = llama.eval().to(dtype)
-
-        def forward(self, ids):
-            return self.model(ids, use_cache=False).logits
-
-    class Bert(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = bert.eval().to(dtype)
-
-        def forward(self, ids, types):
-            return self.model(input_ids=ids, token_type_ids=types).last_hidden_state
-
+    gpt2, llama, bert = (CausalLogits(small_gpt2(transformers)), CausalLogits(small_llama(transformers)), BertOutputs(small_bert(transformers), pooled=False))
     ids, types = torch.randint(0, 50, (2, 6)), torch.randint(0, 2, (2, 6))
-    families = ((Gpt2().eval(), (ids,), {"ids": dim}), (Llama().eval(), (ids,), {"ids": dim}), (Bert().eval(), (ids, types), {"ids": dim, "types": dim}))
+    families = ((gpt2, (ids,), {"ids": dim}), (llama, (ids,), {"ids": dim}), (bert, (ids, types), {"ids": dim, "types": dim}))
     for model, args, dims in families:
+        model = model.eval().to(dtype)
         imported = nax.from_torch(model, args, dynamic_shapes=dims)
         assert ("bf16[" if dtype == torch.bfloat16 else "f16[") in imported.source
         got = torch.from_dlpack(imported.compile().forward(*args)).float().numpy()

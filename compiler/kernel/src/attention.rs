@@ -8,7 +8,7 @@
 //! product with the values.
 
 use crate::kernel::{AttentionLoops, Body, Buffer, BufferKind, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule};
-use crate::rows::only_reader;
+use crate::rows::Readers;
 use nax_ir::{Literal, MapFn};
 use nax_ops::UnaryOp;
 use nax_ops::{AlongAxis, Elementwise, Reduction};
@@ -54,13 +54,14 @@ fn f32_product(p: &Program, k: &Kernel) -> Option<(GemmLoops, [Expr; 2])> {
 /// operand does not read the keys, their second and the values do not
 /// read the queries.
 fn next_fusion(p: &Program) -> Option<(usize, usize, usize, Kernel)> {
+    let readers = Readers::new(p);
     for (pi, product) in p.kernels.iter().enumerate() {
         let Some((g, [Expr::Load { buffer: probs, index: at }, value])) = f32_product(p, product) else { continue };
         let (Some(rows), Some(cols)) = (g.rows, g.cols) else { continue };
-        if !only_reader(p, probs, pi, &at) {
+        if !readers.only_reader(p, probs, pi, &at) {
             continue;
         }
-        let Some(si) = p.kernels.iter().position(|k| k.output == probs) else { continue };
+        let Some(si) = readers.writer(probs) else { continue };
         let softmax = &p.kernels[si];
         let Body::Along { func: AlongAxis::Softmax, axis, value: logit } = &softmax.body else { continue };
         let distinct_loops = at.iter().enumerate().all(|(d, i)| matches!(i, Index::Loop(l) if !at[..d].contains(&Index::Loop(*l))));
@@ -69,15 +70,13 @@ fn next_fusion(p: &Program) -> Option<(usize, usize, usize, Kernel)> {
         }
         let own: Vec<Index> = (0..softmax.loops.len()).map(Index::Loop).collect();
         let loads = logit.loads();
-        let Some(ki) = loads
-            .iter()
-            .filter(|(_, index)| *index == own.as_slice())
-            .find_map(|(b, _)| p.kernels.iter().position(|k| k.output == *b && k.schedule.gemm.is_some()))
+        let Some(ki) =
+            loads.iter().filter(|(_, index)| *index == own.as_slice()).find_map(|(b, _)| readers.writer(*b).filter(|&k| p.kernels[k].schedule.gemm.is_some()))
         else {
             continue;
         };
         let scores = &p.kernels[ki];
-        if loads.iter().filter(|(b, _)| *b == scores.output).count() != 1 || !only_reader(p, scores.output, si, &own) || !(ki < si && si < pi) {
+        if loads.iter().filter(|(b, _)| *b == scores.output).count() != 1 || !readers.only_reader(p, scores.output, si, &own) || !(ki < si && si < pi) {
             continue;
         }
         // Only loads are renumbered into the fused nest.

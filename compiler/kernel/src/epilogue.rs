@@ -6,7 +6,7 @@
 //! second kernel are gone.
 
 use crate::kernel::{Body, BufferKind, Expr, Index, Program, Schedule};
-use crate::rows::only_reader;
+use crate::rows::Readers;
 
 /// Fuses each such store into its product.
 pub fn fuse(p: &mut Program) {
@@ -36,6 +36,7 @@ pub fn fuse(p: &mut Program) {
 /// store's own position; the store is a plain elementwise kernel over the
 /// same loops, of the same dtype, after the product; and the store's value.
 fn next_fusion(p: &Program) -> Option<(usize, usize, Expr)> {
+    let readers = Readers::new(p);
     for (si, s) in p.kernels.iter().enumerate() {
         let Body::Store(value) = &s.body else { continue };
         if !s.rows.is_empty() || s.schedule != Schedule::default() || p.buffers[s.output].kind != BufferKind::Temporary || s.reads_own_output() {
@@ -43,10 +44,10 @@ fn next_fusion(p: &Program) -> Option<(usize, usize, Expr)> {
         }
         let own: Vec<Index> = (0..s.loops.len()).map(Index::Loop).collect();
         for (buffer, index) in value.loads() {
-            if index != own.as_slice() || !only_reader(p, buffer, si, &own) || p.buffers[buffer].dtype != p.buffers[s.output].dtype {
+            if index != own.as_slice() || !readers.only_reader(p, buffer, si, &own) || p.buffers[buffer].dtype != p.buffers[s.output].dtype {
                 continue;
             }
-            let Some(pi) = p.kernels.iter().position(|k| k.output == buffer) else { continue };
+            let Some(pi) = readers.writer(buffer) else { continue };
             let k = &p.kernels[pi];
             let rank = p.buffers[buffer].shape.len();
             if pi < si && k.schedule.gemm.as_ref().is_some_and(|g| g.epilogue.is_none()) && k.loops.len() == rank + 1 && s.loops.len() == rank {

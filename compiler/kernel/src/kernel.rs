@@ -434,6 +434,26 @@ impl Kernel {
         out
     }
 
+    /// Renames every buffer the kernel refers to (its output, its loads,
+    /// its checks, its scratch and its staged reads) by `rename`.
+    pub fn rename_buffers(&mut self, rename: impl Fn(usize) -> usize) {
+        self.output = rename(self.output);
+        self.checks.iter_mut().for_each(|c| c.buffer = rename(c.buffer));
+        if let Some(a) = &mut self.schedule.attention {
+            a.scratch = a.scratch.map(&rename);
+        }
+        if let Some(t) = &mut self.schedule.transpose {
+            t.buffer = rename(t.buffer);
+        }
+        for v in self.values_mut() {
+            v.rewrite(&mut |e| {
+                if let Expr::Load { buffer, .. } | Expr::Gather { buffer, .. } = e {
+                    *buffer = rename(*buffer);
+                }
+            });
+        }
+    }
+
     /// The nesting order of the loops, outermost first.
     pub fn order(&self) -> Vec<usize> {
         if self.schedule.order.is_empty() { (0..self.loops.len()).collect() } else { self.schedule.order.clone() }
@@ -551,21 +571,7 @@ impl Program {
             }
         }
         for k in &mut self.kernels {
-            k.output = new_index[k.output];
-            k.checks.iter_mut().for_each(|c| c.buffer = new_index[c.buffer]);
-            if let Some(a) = &mut k.schedule.attention {
-                a.scratch = a.scratch.map(|b| new_index[b]);
-            }
-            if let Some(t) = &mut k.schedule.transpose {
-                t.buffer = new_index[t.buffer];
-            }
-            for v in k.values_mut() {
-                v.rewrite(&mut |e| {
-                    if let Expr::Load { buffer, .. } | Expr::Gather { buffer, .. } = e {
-                        *buffer = new_index[*buffer];
-                    }
-                });
-            }
+            k.rename_buffers(|b| new_index[b]);
         }
         self.results.iter_mut().for_each(|r| *r = new_index[*r]);
     }

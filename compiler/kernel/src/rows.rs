@@ -9,6 +9,7 @@
 //! [`PREFETCHED_ROW_BYTES`]).
 
 use crate::kernel::{Body, BufferKind, Expr, Index, Kernel, Program, Role, RowReduction, Schedule};
+use std::collections::{HashMap, HashSet};
 
 /// Fuses row reductions into their stores until nothing more fuses.
 pub fn fuse(p: &mut Program) {
@@ -82,16 +83,16 @@ pub(crate) fn takes_rows(c: &Kernel) -> bool {
 /// current row, and is a reduction over a loop of the consumer's last
 /// loop's extent, or a cheap store over the rows.
 fn next_fusion(p: &Program) -> Option<(usize, usize)> {
+    let readers = Readers::new(p);
     for (ci, c) in p.kernels.iter().enumerate().filter(|(_, c)| takes_rows(c)) {
         let r = c.loops.len() - 1;
         let row: Vec<Index> = (0..r).map(Index::Loop).collect();
         for (buffer, index) in c.values().flat_map(|v| v.loads()) {
             // Indices the driver checks stay in memory.
-            let checked = p.kernels.iter().any(|k| k.checks.iter().any(|c| c.buffer == buffer));
-            if index != row.as_slice() || !only_reader(p, buffer, ci, &row) || checked {
+            if index != row.as_slice() || !readers.only_reader(p, buffer, ci, &row) || readers.checked.contains(&buffer) {
                 continue;
             }
-            let Some(pi) = p.kernels.iter().position(|k| k.output == buffer) else { continue };
+            let Some(pi) = readers.writer(buffer) else { continue };
             let k = &p.kernels[pi];
             let same = |a: usize, b: usize| p.symbols.same(k.loops[a].extent, c.loops[b].extent);
             if !k.rows.is_empty() || k.schedule != Schedule::default() || pi > ci || k.reads_own_output() {
@@ -110,14 +111,45 @@ fn next_fusion(p: &Program) -> Option<(usize, usize)> {
     None
 }
 
-/// Whether `buffer` is a temporary that kernel `reader` alone reads (at
-/// `row` only), that is not a result, and that no alias views.
-pub(crate) fn only_reader(p: &Program, buffer: usize, reader: usize, row: &[Index]) -> bool {
-    p.buffers[buffer].kind == BufferKind::Temporary
-        && !p.results.contains(&buffer)
-        && !p.buffers.iter().any(|b| b.kind == BufferKind::Alias(buffer))
-        && p.kernels.iter().enumerate().all(|(i, k)| {
-            let loads = k.values().flat_map(|v| v.loads()).filter(|(b, _)| *b == buffer).collect::<Vec<_>>();
-            if i == reader { loads.iter().all(|(_, idx)| *idx == row) } else { loads.is_empty() }
-        })
+/// Who reads and writes each buffer of a program, taken once per search
+/// of a fusion pass (a search asks about every kernel's loads: asking the
+/// program each time made kernel formation quadratic in the kernels).
+pub(crate) struct Readers {
+    /// Each buffer's loads: the kernel and the indices.
+    loads: HashMap<usize, Vec<(usize, Vec<Index>)>>,
+    /// The first kernel that writes each buffer.
+    writers: HashMap<usize, usize>,
+    /// The buffers an alias views.
+    aliased: HashSet<usize>,
+    /// The buffers whose integers the driver checks (`take`'s indices).
+    pub(crate) checked: HashSet<usize>,
+}
+
+impl Readers {
+    pub(crate) fn new(p: &Program) -> Readers {
+        let mut readers = Readers { loads: HashMap::new(), writers: HashMap::new(), aliased: HashSet::new(), checked: HashSet::new() };
+        for (i, k) in p.kernels.iter().enumerate() {
+            for (buffer, index) in k.values().flat_map(|v| v.loads()) {
+                readers.loads.entry(buffer).or_default().push((i, index.to_vec()));
+            }
+            readers.writers.entry(k.output).or_insert(i);
+            readers.checked.extend(k.checks.iter().map(|c| c.buffer));
+        }
+        readers.aliased = p.buffers.iter().filter_map(|b| if let BufferKind::Alias(a) = b.kind { Some(a) } else { None }).collect();
+        readers
+    }
+
+    /// Whether `buffer` is a temporary that kernel `reader` alone reads (at
+    /// `row` only), that is not a result, and that no alias views.
+    pub(crate) fn only_reader(&self, p: &Program, buffer: usize, reader: usize, row: &[Index]) -> bool {
+        p.buffers[buffer].kind == BufferKind::Temporary
+            && !p.results.contains(&buffer)
+            && !self.aliased.contains(&buffer)
+            && self.loads.get(&buffer).into_iter().flatten().all(|(k, index)| *k == reader && index.as_slice() == row)
+    }
+
+    /// The first kernel that writes `buffer`.
+    pub(crate) fn writer(&self, buffer: usize) -> Option<usize> {
+        self.writers.get(&buffer).copied()
+    }
 }

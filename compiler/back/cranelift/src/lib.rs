@@ -56,7 +56,7 @@ fn compile_planned(
         match kernel {
             Some(kernel) => {
                 let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &program.kernel_buffers(kernel));
-                nax_back_native::lower_kernel(&mut emitter, program, slots, kernel).map_err(|e| e.to_string())?;
+                nax_back_native::lower_kernel(&mut emitter, program, slots, kernel, &nax_back_native::Parameters::default()).map_err(|e| e.to_string())?;
                 emitter.finish();
             }
             None => {

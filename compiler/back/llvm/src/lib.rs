@@ -12,6 +12,10 @@
 //! parameters are `noalias` (kernels never write a buffer they read), and
 //! the exported `<program>_k<i>` with the driver's uniform signature,
 //! which loads the buffer pointers and calls the body (inlined at O3).
+//! Kernels that differ only in their buffers and in constant positions
+//! (a written-out loop's turns) share one body, compiled once and not
+//! inlined, which reads those positions from slots their entries fill
+//! ([`nax_back_native::Sharing`]).
 
 mod emit;
 
@@ -24,7 +28,7 @@ use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine};
-use nax_back_native::{CodegenError, Slots, lower_kernel, lower_microkernel};
+use nax_back_native::{CodegenError, Sharing, Slots, lower_kernel, lower_microkernel};
 use nax_kernel::Program;
 use nax_runtime::{KernelFn, NativeFunction, NativePlan, Signature};
 use rayon::prelude::*;
@@ -188,12 +192,13 @@ fn target_machine(h: &Host) -> Result<TargetMachine, String> {
         .ok_or_else(|| format!("LLVM cannot make a target machine for {} ({})", h.triple, h.cpu))
 }
 
-/// Some functions of a program: the program, its size slots, and the functions' numbers.
-type Part<'a> = (&'a Program, &'a Slots, &'a [usize]);
+/// Some functions of a program: the program, its size slots, the kernels
+/// that share a body, and the functions' numbers.
+type Part<'a> = (&'a Program, &'a Slots, &'a Sharing, &'a [usize]);
 
 /// Builds and verifies the module of some programs' kernels.
 fn build_module<'ctx>(context: &'ctx Context, parts: &[Part<'_>], h: &Host, tm: &TargetMachine) -> Result<Module<'ctx>, String> {
-    let module = context.create_module(parts.first().map_or("nax", |(p, _, _)| p.name.as_str()));
+    let module = context.create_module(parts.first().map_or("nax", |(p, ..)| p.name.as_str()));
     module.set_triple(&h.triple);
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     let mut target_attributes = vec![
@@ -205,8 +210,8 @@ fn build_module<'ctx>(context: &'ctx Context, parts: &[Part<'_>], h: &Host, tm: 
         target_attributes.push(context.create_string_attribute("tune-cpu", tune));
     }
     let enum_attribute = |name: &str| context.create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0);
-    for &(p, plan, which) in parts {
-        add_kernels(context, &module, p, plan, which, &target_attributes, &enum_attribute)?;
+    for &(p, plan, sharing, which) in parts {
+        add_kernels(context, &module, p, plan, sharing, which, &target_attributes, &enum_attribute)?;
     }
     module.verify().map_err(|e| format!("internal error: the LLVM module does not verify: {e}"))?;
     Ok(module)
@@ -221,33 +226,43 @@ fn optimise(module: &Module<'_>, tm: &TargetMachine) -> Result<(), String> {
     module.run_passes("default<O3>", tm, options).map_err(|e| format!("internal error: LLVM optimisation failed: {e}"))
 }
 
-/// Adds the two functions of each of some functions of a program (its
-/// kernels, then its microkernels).
+/// Adds some functions of a program (its kernels, then its
+/// microkernels): the body of each that is a body ([`Sharing`]), and each
+/// one's exported entry, which calls its body with its own buffers and,
+/// for a shared body, its own positions after the size slots.
+#[allow(clippy::too_many_arguments)]
 fn add_kernels<'ctx>(
     context: &'ctx Context,
     module: &Module<'ctx>,
     p: &Program,
     plan: &Slots,
+    sharing: &Sharing,
     which: &[usize],
     target_attributes: &[Attribute],
     enum_attribute: &dyn Fn(&str) -> Attribute,
 ) -> Result<(), String> {
     let ptr = context.ptr_type(inkwell::AddressSpace::default());
     let i64t = context.i64_type();
-    for &i in which {
-        let kernel = p.kernels.get(i);
-        let used = match kernel {
-            Some(k) => p.kernel_buffers(k),
-            // A microkernel's A panel, B panel, C and scratch tile.
-            None => vec![0, 1, 2, 3],
-        };
+    let body_of = |i: usize| sharing.body.get(i).copied().unwrap_or(i);
+    let used_by = |i: usize| match p.kernels.get(i) {
+        Some(k) => p.kernel_buffers(k),
+        // A microkernel's A panel, B panel, C and scratch tile.
+        None => vec![0, 1, 2, 3],
+    };
+    let mut callers = vec![0usize; p.function_count()];
+    for i in 0..p.kernels.len() {
+        callers[body_of(i)] += 1;
+    }
+    for &i in which.iter().filter(|&&i| body_of(i) == i) {
+        let used = used_by(i);
         let mut params: Vec<inkwell::types::BasicMetadataTypeEnum> = used.iter().map(|_| ptr.into()).collect();
         params.extend::<[inkwell::types::BasicMetadataTypeEnum; 3]>([ptr.into(), i64t.into(), i64t.into()]);
         let body = module.add_function(&format!("{}_body", p.function_name(i)), context.void_type().fn_type(&params, false), Some(Linkage::Internal));
         for &a in target_attributes {
             body.add_attribute(AttributeLoc::Function, a);
         }
-        body.add_attribute(AttributeLoc::Function, enum_attribute("alwaysinline"));
+        // A body of one entry is inlined into it; a shared one is compiled once.
+        body.add_attribute(AttributeLoc::Function, enum_attribute(if callers[i] > 1 { "noinline" } else { "alwaysinline" }));
         body.add_attribute(AttributeLoc::Function, enum_attribute("nounwind"));
         for j in 0..used.len() {
             body.add_attribute(AttributeLoc::Param(j as u32), enum_attribute("noalias"));
@@ -269,8 +284,8 @@ fn add_kernels<'ctx>(
             end: param(used.len() + 2)?.into_int_value(),
             error: None,
         };
-        match kernel {
-            Some(k) => lower_kernel(&mut e, p, plan, k).map_err(|e| e.to_string())?,
+        match p.kernels.get(i) {
+            Some(k) => lower_kernel(&mut e, p, plan, k, &sharing.parameters[i]).map_err(|e| e.to_string())?,
             None => {
                 let product = p.products.get(i - p.kernels.len()).ok_or("internal error: no such microkernel")?;
                 lower_microkernel(&mut e, &product.micro);
@@ -279,7 +294,10 @@ fn add_kernels<'ctx>(
         let r = e.builder.build_return(None);
         e.finish()?;
         r.map_err(|x| x.to_string())?;
-
+    }
+    let err = |x: inkwell::builder::BuilderError| format!("internal error: LLVM code generation: {x}");
+    for &i in which {
+        let body = module.get_function(&format!("{}_body", p.function_name(body_of(i)))).ok_or("internal error: a kernel's body is not in its module")?;
         // The exported entry with the driver's signature.
         let entry_fn = module.add_function(&p.function_name(i), context.void_type().fn_type(&[ptr.into(), ptr.into(), i64t.into(), i64t.into()], false), None);
         for &a in target_attributes {
@@ -289,17 +307,35 @@ fn add_kernels<'ctx>(
         let block = context.append_basic_block(entry_fn, "entry");
         let b = context.create_builder();
         b.position_at_end(block);
-        let table = entry_fn.get_nth_param(0).ok_or("internal error: no buffer table")?.into_pointer_value();
-        let mut args = Vec::with_capacity(used.len() + 3);
-        let err = |x: inkwell::builder::BuilderError| format!("internal error: LLVM code generation: {x}");
+        let param = |j: u32| entry_fn.get_nth_param(j).ok_or("internal error: a kernel parameter is missing");
+        let table = param(0)?.into_pointer_value();
+        let used = used_by(i);
+        let mut args: Vec<inkwell::values::BasicMetadataValueEnum> = Vec::with_capacity(used.len() + 3);
         for &buffer in &used {
             // SAFETY (of the emitted code): the table has one pointer per buffer.
             let slot = unsafe { b.build_in_bounds_gep(ptr, table, &[i64t.const_int(buffer as u64, false)], "") }.map_err(err)?;
             args.push(b.build_load(ptr, slot, "").map_err(err)?.into());
         }
-        for j in 1..4 {
-            args.push(entry_fn.get_nth_param(j).ok_or("internal error: a kernel parameter is missing")?.into());
+        let sizes = param(1)?.into_pointer_value();
+        let positions = sharing.arguments.get(i).map_or(&[][..], Vec::as_slice);
+        if positions.is_empty() {
+            args.push(sizes.into());
+        } else {
+            // The driver's values, then this kernel's positions.
+            let first = sharing.parameters[body_of(i)].first_slot();
+            let own = b.build_array_alloca(i64t, i64t.const_int((first + positions.len()) as u64, false), "sizes").map_err(err)?;
+            if first > 0 {
+                b.build_memcpy(own, 8, sizes, 8, i64t.const_int(8 * first as u64, false)).map_err(|x| format!("internal error: LLVM code generation: {x}"))?;
+            }
+            for (j, &v) in positions.iter().enumerate() {
+                // SAFETY (of the emitted code): the array has `first + positions.len()` values.
+                let at = unsafe { b.build_in_bounds_gep(i64t, own, &[i64t.const_int((first + j) as u64, false)], "") }.map_err(err)?;
+                b.build_store(at, i64t.const_int(v as u64, true)).map_err(err)?;
+            }
+            args.push(own.into());
         }
+        args.push(param(2)?.into());
+        args.push(param(3)?.into());
         b.build_call(body, &args, "").map_err(err)?;
         b.build_return(None).map_err(err)?;
     }
@@ -321,8 +357,9 @@ fn emit_programs(programs: &[Program], artifact: Artifact, cpu: Cpu) -> Result<V
     let h = &host_for(cpu)?;
     let tm = target_machine(h)?;
     let slots: Vec<Slots> = programs.iter().map(Slots::new).collect();
+    let sharing: Vec<Sharing> = programs.iter().zip(&slots).map(|(p, s)| Sharing::new(p, s)).collect();
     let all: Vec<Vec<usize>> = programs.iter().map(|p| (0..p.function_count()).collect()).collect();
-    let parts: Vec<Part> = programs.iter().zip(&slots).zip(&all).map(|((p, s), which)| (p, s, which.as_slice())).collect();
+    let parts: Vec<Part> = programs.iter().zip(&slots).zip(&sharing).zip(&all).map(|(((p, s), sh), which)| (p, s, sh, which.as_slice())).collect();
     let context = Context::create();
     let module = build_module(&context, &parts, h, &tm)?;
     optimise(&module, &tm)?;
@@ -416,8 +453,9 @@ fn compile_planned(
 ) -> Result<NativeFunction, String> {
     let h = host()?;
     let count = p.function_count();
-    let parts = nax_back_native::per_thread(count);
-    let bitcode = parts.par_iter().map(|which| optimised_bitcode((p, slots, which), h)).collect::<Result<Vec<_>, String>>()?;
+    let sharing = Sharing::new(p, slots);
+    let parts = sharing.parts(count);
+    let bitcode = parts.par_iter().map(|which| optimised_bitcode((p, slots, &sharing, which), h)).collect::<Result<Vec<_>, String>>()?;
     stage("codegen");
     let compiled = parts.par_iter().zip(&bitcode).map(|(which, code)| jit(p, which, code)).collect::<Result<Vec<_>, String>>()?;
     let mut kernels: Vec<Option<KernelFn>> = vec![None; count];

@@ -27,7 +27,7 @@ use melior::ir::operation::OperationLike;
 use melior::ir::{BlockLike, Module};
 use melior::pass::PassManager;
 use melior::{GreedyRewriteDriverConfig, apply_patterns_and_fold_greedily};
-use nax_back_native::{CodegenError, LIBM, Slots, lower_kernel, lower_microkernel};
+use nax_back_native::{CodegenError, LIBM, Parameters, Slots, lower_kernel, lower_microkernel};
 use nax_kernel::Program;
 use nax_runtime::cuda::{CudaKernel, CudaPlan};
 use nax_runtime::{KernelFn, NativeFunction, NativePlan, Signature};
@@ -136,7 +136,7 @@ fn part_text(parts: &[(&Program, &[usize])], device: Device) -> Result<String, S
             };
             let mut e = KernelText::new(&used, device, kernel.is_some_and(|k| k.parallel_loop()));
             match kernel {
-                Some(k) => lower_kernel(&mut e, p, &slots, k).map_err(|e| e.to_string())?,
+                Some(k) => lower_kernel(&mut e, p, &slots, k, &Parameters::default()).map_err(|e| e.to_string())?,
                 None => {
                     let product = p.products.get(i - p.kernels.len()).ok_or("internal error: no such microkernel")?;
                     lower_microkernel(&mut e, &product.micro);

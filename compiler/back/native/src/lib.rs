@@ -12,13 +12,15 @@ mod lower;
 pub mod math;
 mod microkernel;
 mod plan;
+mod share;
 mod wide;
 
 pub use emitter::{Binary, Compare, Emitter, Kind, Unary};
-pub use lower::lower_kernel;
+pub use lower::{driver_values, lower_kernel};
 pub use microkernel::lower_microkernel;
 pub use nax_runtime::libm::NAMES as LIBM;
 pub use plan::Slots;
+pub use share::{Parameters, Sharing};
 
 /// Why code generation failed.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

@@ -10,6 +10,7 @@
 use crate::emitter::{Binary, Compare, Emitter, Kind, Unary};
 use crate::math;
 use crate::plan::Slots;
+use crate::share::Parameters;
 use nax_ir::{Literal, MapFn};
 use nax_kernel::{Body, Expr, GemmLoops, Index, Kernel, Program, Transpose};
 use nax_ops::{AlongAxis, Elementwise, Reduction};
@@ -51,12 +52,14 @@ pub fn register_kind(d: DType) -> Kind {
 /// Emits the body of one kernel function, every load and store of its
 /// buffer's element kind (else [`crate::CodegenError::Access`]: a bug of
 /// nax) and, in a program with a fault record (`--check-bounds`), checked
-/// while it runs ([`crate::bounds::Checked`]).
-pub fn lower_kernel<E: Emitter>(e: &mut E, p: &Program, plan: &Slots, k: &Kernel) -> Result<(), crate::CodegenError> {
+/// while it runs ([`crate::bounds::Checked`]). The constant positions
+/// `parameters` names are read from their slots (a body that kernels
+/// share, see [`crate::Sharing`]).
+pub fn lower_kernel<E: Emitter>(e: &mut E, p: &Program, plan: &Slots, k: &Kernel, parameters: &Parameters) -> Result<(), crate::CodegenError> {
     let kernel = p.kernels.iter().position(|x| std::ptr::eq(x, k)).unwrap_or(usize::MAX);
     let kinds = p.buffers.iter().map(|b| memory_kind(b.dtype)).collect();
     let mut checked = crate::bounds::Checked { inner: e, kinds, fault: p.fault_buffer(), kernel, mismatch: None };
-    lower_nest(&mut checked, p, plan, k);
+    lower_nest(&mut checked, p, plan, k, parameters);
     match checked.mismatch {
         None => Ok(()),
         Some(m) => Err(crate::CodegenError::Access {
@@ -69,8 +72,21 @@ pub fn lower_kernel<E: Emitter>(e: &mut E, p: &Program, plan: &Slots, k: &Kernel
     }
 }
 
-fn lower_nest<E: Emitter>(e: &mut E, p: &Program, plan: &Slots, k: &Kernel) {
-    let mut l = Lowering { e, p, plan, k, index: vec![None; k.loops.len()], strides: HashMap::new(), extents: Vec::new(), rows: Vec::new() };
+/// How many values the driver passes a kernel's code after the program's
+/// size slots: a matrix product's epilogue gets its tile (the loops'
+/// first positions, its rows and its columns), an attention kernel its
+/// tile and whether it probes; a loop nest nothing.
+pub fn driver_values(k: &Kernel) -> usize {
+    let loops = k.loops.len();
+    match (&k.schedule.gemm, &k.schedule.attention) {
+        (_, Some(_)) => loops + 3,
+        (Some(_), None) => loops + 2,
+        (None, None) => 0,
+    }
+}
+
+fn lower_nest<E: Emitter>(e: &mut E, p: &Program, plan: &Slots, k: &Kernel, parameters: &Parameters) {
+    let mut l = Lowering { e, p, plan, k, parameters, index: vec![None; k.loops.len()], strides: HashMap::new(), extents: Vec::new(), rows: Vec::new() };
     l.run();
 }
 
@@ -83,6 +99,8 @@ struct Lowering<'a, E: Emitter> {
     p: &'a Program,
     plan: &'a Slots,
     k: &'a Kernel,
+    /// The constant positions read from slots.
+    parameters: &'a Parameters,
     /// The current index of each open loop.
     index: Vec<Option<E::Value>>,
     /// Each used buffer's strides, computed at entry.
@@ -445,8 +463,12 @@ impl<E: Emitter> Lowering<'_, E> {
                     Some(v) => v,
                     None => continue,
                 },
-                Index::Const(0) | Index::Zero => continue,
-                Index::Const(c) => self.e.int(Kind::I64, c as i64),
+                Index::Zero => continue,
+                Index::Const(c) => match self.parameters.slot(buffer, a, c) {
+                    Some(slot) => self.e.size(slot),
+                    None if c == 0 => continue,
+                    None => self.e.int(Kind::I64, c as i64),
+                },
             };
             let term = match strides[a] {
                 Some(s) => self.e.binary(Binary::Mul, Kind::I64, v, s),

@@ -7,6 +7,7 @@
 
 use nax_kernel::{Body, Expr, Kernel, Program};
 use nax_runtime::Size;
+use nax_runtime::algebra::{Algebra, Normal};
 use nax_runtime::plan::{Access, AttentionPlan, BufferPlan, GemmPlan, Index, IndexCheck, KernelPlan, Nest, Operand, Reach, SizeRef, Strategy};
 use nax_runtime::{NativePlan, SymId};
 use std::collections::HashMap;
@@ -20,16 +21,29 @@ pub struct Slots {
 }
 
 impl Slots {
-    /// A slot for every symbolic size the program's buffers and kernels use.
+    /// A slot for every symbolic size the program's buffers and kernels
+    /// use; sizes with one normal form (equal at every call the boundary
+    /// admits, such as the `c + n` each written-out layer derives anew)
+    /// share a slot, so that kernels differing only in such names compile
+    /// to the same code ([`crate::Sharing`]).
     pub fn new(p: &Program) -> Slots {
         let mut slots = Slots { slots: Vec::new(), index: HashMap::new() };
+        let algebra = Algebra::new(&p.symbols);
+        let mut forms: HashMap<Normal, usize> = HashMap::new();
         let mut add = |s: Size| {
-            if let Size::Sym(root) = p.symbols.resolve(s) {
-                slots.index.entry(root).or_insert_with(|| {
-                    slots.slots.push(root);
-                    slots.slots.len() - 1
-                });
+            let Size::Sym(root) = p.symbols.resolve(s) else { return };
+            if slots.index.contains_key(&root) {
+                return;
             }
+            let mut new_slot = || {
+                slots.slots.push(root);
+                slots.slots.len() - 1
+            };
+            let slot = match algebra.normal(Size::Sym(root)) {
+                Some(form) => *forms.entry(form).or_insert_with(new_slot),
+                None => new_slot(),
+            };
+            slots.index.insert(root, slot);
         };
         for b in &p.buffers {
             b.shape.iter().for_each(|&s| add(s));
