@@ -8,11 +8,12 @@
 //! product with the values.
 
 use crate::kernel::{AttentionLoops, Body, Buffer, BufferKind, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule};
-use crate::rows::Readers;
+use crate::rows::{Readers, remove_kernels};
 use nax_ir::{Literal, MapFn};
 use nax_ops::UnaryOp;
 use nax_ops::{AlongAxis, Elementwise, Reduction};
 use nax_runtime::DType;
+use std::collections::HashSet;
 
 /// The tiles: 64 queries by 64 keys. A tile's scores (16 KiB of f32) and
 /// its rows' accumulated outputs stay in the first two cache levels
@@ -20,21 +21,48 @@ use nax_runtime::DType;
 /// hides.
 const TILE: (u64, u64) = (64, 64);
 
-/// Fuses each attention pattern into one kernel.
+/// Fuses each attention pattern into one kernel, in sweeps: a sweep finds
+/// every pattern whose kernels no other of its patterns uses, and fuses
+/// them together (patterns of a written-out loop's turns at once).
 pub fn fuse(p: &mut Program) {
-    while let Some((scores, softmax, product, fused)) = next_fusion(p) {
-        // The scratch buffers next_fusion numbered from the end of the list.
-        if let Some(a) = &fused.schedule.attention {
-            for shape in a.scratch_shapes(&fused.loops) {
-                p.buffers.push(Buffer { dtype: DType::F32, shape, kind: BufferKind::Tile });
-            }
+    loop {
+        let found = fusions(p);
+        if found.is_empty() {
+            return;
         }
-        let checks = std::mem::take(&mut p.kernels[product].checks);
-        p.kernels[product] = Kernel { checks, ..fused };
-        // The scores' kernel comes before the softmax's (it writes what the softmax reads).
-        p.remove_kernel(softmax);
-        p.remove_kernel(scores);
+        let mut removed = Vec::new();
+        for (scores, softmax, product, fused) in found {
+            // The scratch buffers were numbered from the end of the list, pattern by pattern.
+            if let Some(a) = &fused.schedule.attention {
+                for shape in a.scratch_shapes(&fused.loops) {
+                    p.buffers.push(Buffer { dtype: DType::F32, shape, kind: BufferKind::Tile });
+                }
+            }
+            let checks = std::mem::take(&mut p.kernels[product].checks);
+            p.kernels[product] = Kernel { checks, ..fused };
+            removed.extend([softmax, scores]);
+        }
+        remove_kernels(p, removed);
     }
+}
+
+/// The patterns of one sweep, by their products in order, each with the
+/// kernel it becomes; a pattern that shares a kernel with one found before
+/// it waits for the next sweep.
+fn fusions(p: &Program) -> Vec<(usize, usize, usize, Kernel)> {
+    let readers = Readers::new(p);
+    let mut used = HashSet::new();
+    let mut found = Vec::new();
+    for (pi, product) in p.kernels.iter().enumerate() {
+        let scratch = p.buffers.len() + 3 * found.len();
+        let Some((ki, si, fused)) = pattern(p, &readers, pi, product, scratch) else { continue };
+        if [ki, si, pi].iter().any(|k| used.contains(k)) {
+            continue;
+        }
+        used.extend([ki, si, pi]);
+        found.push((ki, si, pi, fused));
+    }
+    found
 }
 
 /// The product of two loads of a GEMM kernel's body, when it is one in f32.
@@ -45,96 +73,93 @@ fn f32_product(p: &Program, k: &Kernel) -> Option<(GemmLoops, [Expr; 2])> {
     (p.buffers[k.output].dtype == DType::F32 && k.rows.is_empty()).then(|| (g, [a.clone(), b.clone()]))
 }
 
-/// The next (scores, softmax, product) kernels to fuse, and the kernel
-/// they become: `product` is an f32 matrix product whose first operand
+/// The (scores, softmax) kernels that fuse with matrix product `pi`, and
+/// the kernel they become, its scratch buffers numbered from `scratch`:
+/// `product` is an f32 matrix product whose first operand
 /// (its rows) is the softmax's output, read along the softmax's axis by
 /// the product's inner loop; the softmax's value reads the scores once, at
 /// its own position; the scores are an f32 matrix product; each
 /// intermediate has no other reader; and, renamed, the scores' first
 /// operand does not read the keys, their second and the values do not
 /// read the queries.
-fn next_fusion(p: &Program) -> Option<(usize, usize, usize, Kernel)> {
-    let readers = Readers::new(p);
-    for (pi, product) in p.kernels.iter().enumerate() {
-        let Some((g, [Expr::Load { buffer: probs, index: at }, value])) = f32_product(p, product) else { continue };
-        let (Some(rows), Some(cols)) = (g.rows, g.cols) else { continue };
-        if !readers.only_reader(p, probs, pi, &at) {
-            continue;
-        }
-        let Some(si) = readers.writer(probs) else { continue };
-        let softmax = &p.kernels[si];
-        let Body::Along { func: AlongAxis::Softmax, axis, value: logit } = &softmax.body else { continue };
-        let distinct_loops = at.iter().enumerate().all(|(d, i)| matches!(i, Index::Loop(l) if !at[..d].contains(&Index::Loop(*l))));
-        if p.buffers[probs].dtype != DType::F32 || !softmax.rows.is_empty() || !distinct_loops || at.get(*axis) != Some(&Index::Loop(g.inner)) {
-            continue;
-        }
-        let own: Vec<Index> = (0..softmax.loops.len()).map(Index::Loop).collect();
-        let loads = logit.loads();
-        let Some(ki) =
-            loads.iter().filter(|(_, index)| *index == own.as_slice()).find_map(|(b, _)| readers.writer(*b).filter(|&k| p.kernels[k].schedule.gemm.is_some()))
-        else {
-            continue;
-        };
-        let scores = &p.kernels[ki];
-        if loads.iter().filter(|(b, _)| *b == scores.output).count() != 1 || !readers.only_reader(p, scores.output, si, &own) || !(ki < si && si < pi) {
-            continue;
-        }
-        // Only loads are renumbered into the fused nest.
-        if [scores, softmax, product].iter().any(|k| k.gathers()) {
-            continue;
-        }
-        let Some((sg, [q, k])) = f32_product(p, scores) else { continue };
-        // The softmax's loop d (and the scores' output loop d) is the
-        // product's loop at[d]; the scores' inner loop is the new depth loop.
-        let depth = product.loops.len();
-        let rename = |e: &Expr, inner: Option<usize>| {
-            let mut e = e.clone();
-            e.rewrite(&mut |e| match e {
-                Expr::Load { index, .. } => {
-                    for i in index.iter_mut() {
-                        if let Index::Loop(l) = i {
-                            *i = if Some(*l) == inner { Index::Loop(depth) } else { at[*l] };
-                        }
-                    }
-                }
-                Expr::LoopIndex(l) => {
-                    if let Index::Loop(to) = at[*l] {
-                        *l = to;
-                    }
-                }
-                _ => {}
-            });
-            e
-        };
-        let (q, k) = (rename(&q, Some(sg.inner)), rename(&k, Some(sg.inner)));
-        if q.reads_loop(g.inner) || k.reads_loop(rows) || value.reads_loop(rows) {
-            continue;
-        }
-        let mut logit = rename(logit, None);
-        logit.rewrite(&mut |e| {
-            if matches!(e, Expr::Load { buffer, .. } if *buffer == scores.output) {
-                *e = Expr::Row(0);
-            }
-        });
-        let (logit, visible) = split_mask(logit);
-        let Body::Reduce { value: Expr::Apply { func, .. }, .. } = &scores.body else { continue };
-        let score = Expr::Apply { func: *func, compute: DType::F32, args: vec![q, k] };
-        let mut loops = product.loops.clone();
-        loops.push(Loop { extent: scores.loops[sg.inner].extent, role: Role::Reduce });
-        let fused = Kernel {
-            output: product.output,
-            loops,
-            rows: vec![RowReduction { op: Reduction::Sum, dtype: DType::F32, value: score }],
-            body: Body::Attention { keys: g.inner, logit, visible, value },
-            schedule: Schedule {
-                attention: Some(AttentionLoops { batch: g.batch, rows, cols, tile: TILE, scratch: [0, 1, 2].map(|i| p.buffers.len() + i) }),
-                ..Schedule::default()
-            },
-            checks: Vec::new(),
-        };
-        return Some((ki, si, pi, fused));
+fn pattern(p: &Program, readers: &Readers, pi: usize, product: &Kernel, scratch: usize) -> Option<(usize, usize, Kernel)> {
+    let Some((g, [Expr::Load { buffer: probs, index: at }, value])) = f32_product(p, product) else { return None };
+    let (Some(rows), Some(cols)) = (g.rows, g.cols) else { return None };
+    if !readers.only_reader(p, probs, pi, &at) {
+        return None;
     }
-    None
+    let Some(si) = readers.writer(probs) else { return None };
+    let softmax = &p.kernels[si];
+    let Body::Along { func: AlongAxis::Softmax, axis, value: logit } = &softmax.body else { return None };
+    let distinct_loops = at.iter().enumerate().all(|(d, i)| matches!(i, Index::Loop(l) if !at[..d].contains(&Index::Loop(*l))));
+    if p.buffers[probs].dtype != DType::F32 || !softmax.rows.is_empty() || !distinct_loops || at.get(*axis) != Some(&Index::Loop(g.inner)) {
+        return None;
+    }
+    let own: Vec<Index> = (0..softmax.loops.len()).map(Index::Loop).collect();
+    let loads = logit.loads();
+    let Some(ki) =
+        loads.iter().filter(|(_, index)| *index == own.as_slice()).find_map(|(b, _)| readers.writer(*b).filter(|&k| p.kernels[k].schedule.gemm.is_some()))
+    else {
+        return None;
+    };
+    let scores = &p.kernels[ki];
+    if loads.iter().filter(|(b, _)| *b == scores.output).count() != 1 || !readers.only_reader(p, scores.output, si, &own) || !(ki < si && si < pi) {
+        return None;
+    }
+    // Only loads are renumbered into the fused nest.
+    if [scores, softmax, product].iter().any(|k| k.gathers()) {
+        return None;
+    }
+    let Some((sg, [q, k])) = f32_product(p, scores) else { return None };
+    // The softmax's loop d (and the scores' output loop d) is the
+    // product's loop at[d]; the scores' inner loop is the new depth loop.
+    let depth = product.loops.len();
+    let rename = |e: &Expr, inner: Option<usize>| {
+        let mut e = e.clone();
+        e.rewrite(&mut |e| match e {
+            Expr::Load { index, .. } => {
+                for i in index.iter_mut() {
+                    if let Index::Loop(l) = i {
+                        *i = if Some(*l) == inner { Index::Loop(depth) } else { at[*l] };
+                    }
+                }
+            }
+            Expr::LoopIndex(l) => {
+                if let Index::Loop(to) = at[*l] {
+                    *l = to;
+                }
+            }
+            _ => {}
+        });
+        e
+    };
+    let (q, k) = (rename(&q, Some(sg.inner)), rename(&k, Some(sg.inner)));
+    if q.reads_loop(g.inner) || k.reads_loop(rows) || value.reads_loop(rows) {
+        return None;
+    }
+    let mut logit = rename(logit, None);
+    logit.rewrite(&mut |e| {
+        if matches!(e, Expr::Load { buffer, .. } if *buffer == scores.output) {
+            *e = Expr::Row(0);
+        }
+    });
+    let (logit, visible) = split_mask(logit);
+    let Body::Reduce { value: Expr::Apply { func, .. }, .. } = &scores.body else { return None };
+    let score = Expr::Apply { func: *func, compute: DType::F32, args: vec![q, k] };
+    let mut loops = product.loops.clone();
+    loops.push(Loop { extent: scores.loops[sg.inner].extent, role: Role::Reduce });
+    let fused = Kernel {
+        output: product.output,
+        loops,
+        rows: vec![RowReduction { op: Reduction::Sum, dtype: DType::F32, value: score }],
+        body: Body::Attention { keys: g.inner, logit, visible, value },
+        schedule: Schedule {
+            attention: Some(AttentionLoops { batch: g.batch, rows, cols, tile: TILE, scratch: [0, 1, 2].map(|i| scratch + i) }),
+            ..Schedule::default()
+        },
+        checks: Vec::new(),
+    };
+    Some((ki, si, fused))
 }
 
 /// A logit `where(c, x, -inf)` (or `where(c, -inf, x)`) whose condition

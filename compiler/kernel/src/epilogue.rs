@@ -6,14 +6,16 @@
 //! second kernel are gone.
 
 use crate::kernel::{Body, BufferKind, Expr, Index, Program, Schedule};
-use crate::rows::Readers;
+use crate::rows::{Readers, remove_kernels};
 
-/// Fuses each such store into its product.
+/// Fuses each such store into its product. The pairs are independent (a
+/// store takes one product, and what it becomes is no store and no
+/// product without an epilogue), so one sweep finds them all and they are
+/// fused together.
 pub fn fuse(p: &mut Program) {
-    while let Some((product, store, mut value)) = next_fusion(p) {
-        let mut k = p.remove_kernel(product);
-        // The store came after the product.
-        let store = store - 1;
+    let pairs = fusions(p);
+    for (product, store, mut value) in pairs.iter().cloned() {
+        let mut k = p.kernels[product].clone();
         let out = p.kernels[store].output;
         value.rewrite(&mut |e| {
             if let Expr::Load { buffer, .. } = e
@@ -26,17 +28,21 @@ pub fn fuse(p: &mut Program) {
         if let Some(g) = &mut k.schedule.gemm {
             g.epilogue = Some(value);
         }
-        k.checks.append(&mut p.kernels[store].checks);
+        // The product's checks pass to the kernel after it when it is removed.
+        k.checks = std::mem::take(&mut p.kernels[store].checks);
         p.kernels[store] = k;
     }
+    remove_kernels(p, pairs.into_iter().map(|(product, ..)| product).collect());
 }
 
-/// The next (product, store) pair: the product is a GEMM kernel without an
-/// epilogue whose output is a temporary only the store reads, at the
-/// store's own position; the store is a plain elementwise kernel over the
-/// same loops, of the same dtype, after the product; and the store's value.
-fn next_fusion(p: &Program) -> Option<(usize, usize, Expr)> {
+/// The (product, store) pairs, each store's first: the product is a GEMM
+/// kernel without an epilogue whose output is a temporary only the store
+/// reads, at the store's own position; the store is a plain elementwise
+/// kernel over the same loops, of the same dtype, after the product; and
+/// the store's value.
+fn fusions(p: &Program) -> Vec<(usize, usize, Expr)> {
     let readers = Readers::new(p);
+    let mut pairs = Vec::new();
     for (si, s) in p.kernels.iter().enumerate() {
         let Body::Store(value) = &s.body else { continue };
         if !s.rows.is_empty() || s.schedule != Schedule::default() || p.buffers[s.output].kind != BufferKind::Temporary || s.reads_own_output() {
@@ -51,9 +57,10 @@ fn next_fusion(p: &Program) -> Option<(usize, usize, Expr)> {
             let k = &p.kernels[pi];
             let rank = p.buffers[buffer].shape.len();
             if pi < si && k.schedule.gemm.as_ref().is_some_and(|g| g.epilogue.is_none()) && k.loops.len() == rank + 1 && s.loops.len() == rank {
-                return Some((pi, si, value.clone()));
+                pairs.push((pi, si, value.clone()));
+                break;
             }
         }
     }
-    None
+    pairs
 }

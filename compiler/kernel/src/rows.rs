@@ -11,37 +11,55 @@
 use crate::kernel::{Body, BufferKind, Expr, Index, Kernel, Program, Role, RowReduction, Schedule};
 use std::collections::{HashMap, HashSet};
 
-/// Fuses row reductions into their stores until nothing more fuses.
+/// Fuses row reductions into their stores until nothing more fuses, in
+/// sweeps: each sweep finds every store's next fusion at once ([`fusions`])
+/// and applies them together, so that forming the kernels of a written-out
+/// loop takes time in proportion to its turns.
 pub fn fuse(p: &mut Program) {
-    while let Some((consumer, producer)) = next_fusion(p) {
-        let k = p.remove_kernel(producer);
-        let consumer = if producer < consumer { consumer - 1 } else { consumer };
-        let prefetch = prefetch_rows(p, consumer);
-        let c = &mut p.kernels[consumer];
-        match k.body {
-            Body::Reduce { op, value } => {
-                // The new row reduction goes first (it reads none of the others).
-                for v in c.values_mut() {
-                    v.rewrite(&mut |e| match e {
-                        Expr::Row(r) => *r += 1,
-                        Expr::Load { buffer, .. } if *buffer == k.output => *e = Expr::Row(0),
-                        _ => {}
-                    });
-                }
-                c.rows.insert(0, RowReduction { op, dtype: p.buffers[k.output].dtype, value });
-                c.schedule.prefetch = prefetch;
-            }
-            Body::Store(value) => {
-                for v in c.values_mut() {
-                    v.rewrite(&mut |e| {
-                        if matches!(e, Expr::Load { buffer, .. } if *buffer == k.output) {
-                            *e = value.clone();
-                        }
-                    });
-                }
-            }
-            Body::Along { .. } | Body::Attention { .. } => {}
+    loop {
+        let pairs = fusions(p);
+        if pairs.is_empty() {
+            return;
         }
+        for &(consumer, producer) in &pairs {
+            let k = p.kernels[producer].clone();
+            let prefetch = prefetch_rows(p, consumer);
+            let c = &mut p.kernels[consumer];
+            match k.body {
+                Body::Reduce { op, value } => {
+                    // The new row reduction goes first (it reads none of the others).
+                    for v in c.values_mut() {
+                        v.rewrite(&mut |e| match e {
+                            Expr::Row(r) => *r += 1,
+                            Expr::Load { buffer, .. } if *buffer == k.output => *e = Expr::Row(0),
+                            _ => {}
+                        });
+                    }
+                    c.rows.insert(0, RowReduction { op, dtype: p.buffers[k.output].dtype, value });
+                    c.schedule.prefetch = prefetch;
+                }
+                Body::Store(value) => {
+                    for v in c.values_mut() {
+                        v.rewrite(&mut |e| {
+                            if matches!(e, Expr::Load { buffer, .. } if *buffer == k.output) {
+                                *e = value.clone();
+                            }
+                        });
+                    }
+                }
+                Body::Along { .. } | Body::Attention { .. } => {}
+            }
+        }
+        remove_kernels(p, pairs.into_iter().map(|(_, producer)| producer).collect());
+    }
+}
+
+/// Removes kernels, the last first (so the others keep their places while
+/// it runs), each one's checks passing to the kernel after it.
+pub(crate) fn remove_kernels(p: &mut Program, mut kernels: Vec<usize>) {
+    kernels.sort_unstable();
+    for k in kernels.into_iter().rev() {
+        p.remove_kernel(k);
     }
 }
 
@@ -78,34 +96,50 @@ pub(crate) fn takes_rows(c: &Kernel) -> bool {
         && !matches!(c.loops[c.loops.len() - 1].role, Role::Parallel | Role::ParallelVector)
 }
 
-/// The next (consumer, producer) pair to fuse: the producer writes a
-/// temporary that only the consumer reads, always at the consumer's
-/// current row, and is a reduction over a loop of the consumer's last
-/// loop's extent, or a cheap store over the rows.
-fn next_fusion(p: &Program) -> Option<(usize, usize)> {
+/// The fusions of one sweep: each store's first (consumer, producer)
+/// pair, as fusing one pair at a time, first store first, would find it.
+/// A store whose producer is itself a store fusing in this sweep (or
+/// waiting for one) waits for the next sweep: its producer must have
+/// taken its own first.
+fn fusions(p: &Program) -> Vec<(usize, usize)> {
     let readers = Readers::new(p);
+    let mut busy = vec![false; p.kernels.len()];
+    let mut pairs = Vec::new();
     for (ci, c) in p.kernels.iter().enumerate().filter(|(_, c)| takes_rows(c)) {
-        let r = c.loops.len() - 1;
-        let row: Vec<Index> = (0..r).map(Index::Loop).collect();
-        for (buffer, index) in c.values().flat_map(|v| v.loads()) {
-            // Indices the driver checks stay in memory.
-            if index != row.as_slice() || !readers.only_reader(p, buffer, ci, &row) || readers.checked.contains(&buffer) {
-                continue;
-            }
-            let Some(pi) = readers.writer(buffer) else { continue };
-            let k = &p.kernels[pi];
-            let same = |a: usize, b: usize| p.symbols.same(k.loops[a].extent, c.loops[b].extent);
-            if !k.rows.is_empty() || k.schedule != Schedule::default() || pi > ci || k.reads_own_output() {
-                continue;
-            }
-            let fits = match &k.body {
-                Body::Reduce { .. } => k.loops.len() == r + 1 && (0..=r).all(|j| same(j, j)),
-                Body::Store(v) => k.loops.len() == r && (0..r).all(|j| same(j, j)) && v.operations() <= MAX_RECOMPUTED,
-                Body::Along { .. } | Body::Attention { .. } => false,
-            };
-            if fits {
-                return Some((ci, pi));
-            }
+        let Some(pi) = first_fusion(p, &readers, ci, c) else { continue };
+        if !busy[pi] {
+            pairs.push((ci, pi));
+        }
+        busy[ci] = true;
+    }
+    pairs
+}
+
+/// The first producer that store `ci` can take: it writes a temporary that
+/// only the consumer reads, always at the consumer's current row, and is a
+/// reduction over a loop of the consumer's last loop's extent, or a cheap
+/// store over the rows.
+fn first_fusion(p: &Program, readers: &Readers, ci: usize, c: &Kernel) -> Option<usize> {
+    let r = c.loops.len() - 1;
+    let row: Vec<Index> = (0..r).map(Index::Loop).collect();
+    for (buffer, index) in c.values().flat_map(|v| v.loads()) {
+        // Indices the driver checks stay in memory.
+        if index != row.as_slice() || !readers.only_reader(p, buffer, ci, &row) || readers.checked.contains(&buffer) {
+            continue;
+        }
+        let Some(pi) = readers.writer(buffer) else { continue };
+        let k = &p.kernels[pi];
+        let same = |a: usize, b: usize| p.symbols.same(k.loops[a].extent, c.loops[b].extent);
+        if !k.rows.is_empty() || k.schedule != Schedule::default() || pi > ci || k.reads_own_output() {
+            continue;
+        }
+        let fits = match &k.body {
+            Body::Reduce { .. } => k.loops.len() == r + 1 && (0..=r).all(|j| same(j, j)),
+            Body::Store(v) => k.loops.len() == r && (0..r).all(|j| same(j, j)) && v.operations() <= MAX_RECOMPUTED,
+            Body::Along { .. } | Body::Attention { .. } => false,
+        };
+        if fits {
+            return Some(pi);
         }
     }
     None
