@@ -472,10 +472,14 @@ impl Execute for NativeFunction {
                 bytes = bytes.saturating_add(bytes_of(r));
             }
         }
+        // The products' and attention's scratch: each thread keeps its own,
+        // grown to the largest a kernel asks (kernels run one after the
+        // other), so the largest of each kind counts, not their sum.
         let threads = scratch_threads();
+        let (mut products, mut attention) = (0u128, 0u128);
         for k in &p.kernels {
-            let extra = match &k.strategy {
-                Strategy::Nest(_) => 0,
+            let (kind, extra) = match &k.strategy {
+                Strategy::Nest(_) => continue,
                 Strategy::Gemm(g) => {
                     let micro = p.microkernels.get(g.microkernel);
                     let (mr, nr) = micro.map_or((1, 1), |m| (u128::from(m.rows), u128::from(m.cols)));
@@ -485,16 +489,17 @@ impl Execute for NativeFunction {
                     let wide: u128 = if dtype == DType::F64 { 8 } else { 4 };
                     let half = matches!(dtype, DType::F16 | DType::BF16);
                     let widened = if half { bytes_of(k.output).saturating_mul(2) } else { 0 };
-                    threads.saturating_mul((mc * kc + kc * nc + mr * nr) * wide + 256) + crate::gemm::SHARED_B_BYTES as u128 + widened
+                    (&mut products, threads.saturating_mul((mc * kc + kc * nc + mr * nr) * wide + 256) + crate::gemm::SHARED_B_BYTES as u128 + widened)
                 }
                 Strategy::Attention(a) => {
                     let width = k.loops.get(a.cols).map_or(1, |&s| sizes.value(s) as u128);
                     let (rows, keys) = (u128::from(a.tile.0), u128::from(a.tile.1));
-                    threads.saturating_mul(rows.saturating_mul(keys.saturating_add(width)).saturating_add(2 * rows + 1).saturating_mul(4))
+                    (&mut attention, threads.saturating_mul(rows.saturating_mul(keys.saturating_add(width)).saturating_add(2 * rows + 1).saturating_mul(4)))
                 }
             };
-            bytes = bytes.saturating_add(extra);
+            *kind = (*kind).max(extra);
         }
+        bytes = bytes.saturating_add(products).saturating_add(attention);
         // The weights the products pack into the call's store (each weight
         // whole and once, in its largest packed form here: widened to the
         // microkernel's type, or split into the AMX tiles' bf16 parts),
