@@ -88,7 +88,7 @@ fn pattern(p: &Program, readers: &Readers, pi: usize, product: &Kernel, scratch:
     if !readers.only_reader(p, probs, pi, &at) {
         return None;
     }
-    let Some(si) = readers.writer(probs) else { return None };
+    let si = readers.writer(probs)?;
     let softmax = &p.kernels[si];
     let Body::Along { func: AlongAxis::Softmax, axis, value: logit } = &softmax.body else { return None };
     let distinct_loops = at.iter().enumerate().all(|(d, i)| matches!(i, Index::Loop(l) if !at[..d].contains(&Index::Loop(*l))));
@@ -97,11 +97,8 @@ fn pattern(p: &Program, readers: &Readers, pi: usize, product: &Kernel, scratch:
     }
     let own: Vec<Index> = (0..softmax.loops.len()).map(Index::Loop).collect();
     let loads = logit.loads();
-    let Some(ki) =
-        loads.iter().filter(|(_, index)| *index == own.as_slice()).find_map(|(b, _)| readers.writer(*b).filter(|&k| p.kernels[k].schedule.gemm.is_some()))
-    else {
-        return None;
-    };
+    let ki =
+        loads.iter().filter(|(_, index)| *index == own.as_slice()).find_map(|(b, _)| readers.writer(*b).filter(|&k| p.kernels[k].schedule.gemm.is_some()))?;
     let scores = &p.kernels[ki];
     if loads.iter().filter(|(b, _)| *b == scores.output).count() != 1 || !readers.only_reader(p, scores.output, si, &own) || !(ki < si && si < pi) {
         return None;
@@ -110,7 +107,7 @@ fn pattern(p: &Program, readers: &Readers, pi: usize, product: &Kernel, scratch:
     if [scores, softmax, product].iter().any(|k| k.gathers()) {
         return None;
     }
-    let Some((sg, [q, k])) = f32_product(p, scores) else { return None };
+    let (sg, [q, k]) = f32_product(p, scores)?;
     // The softmax's loop d (and the scores' output loop d) is the
     // product's loop at[d]; the scores' inner loop is the new depth loop.
     let depth = product.loops.len();

@@ -11,7 +11,9 @@
 //! 0 or 1, which is what Cranelift's comparisons give.
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{AbiParam, Block, ConstantData, Endianness, FuncRef, Function, InstBuilder, MemFlagsData, Signature, Type, Value, types};
+use cranelift_codegen::ir::{
+    AbiParam, Block, ConstantData, Endianness, FuncRef, Function, InstBuilder, MemFlagsData, Signature, StackSlotData, StackSlotKind, Type, Value, types,
+};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Module};
@@ -37,6 +39,55 @@ pub fn kernel_signature(module: &JITModule) -> Signature {
     signature
 }
 
+/// Writes the entry of a kernel whose code is a shared body ([`nax_back_native::Sharing`]):
+/// of [`kernel_signature`], it passes `body` a table of the kernel's
+/// `buffers` (from the driver's, in order) and, when the kernel has
+/// `positions`, a size array of the driver's first `first_slot` values
+/// followed by them.
+pub fn write_entry(
+    func: &mut Function,
+    context: &mut FunctionBuilderContext,
+    module: &mut JITModule,
+    body: FuncId,
+    buffers: &[usize],
+    first_slot: usize,
+    positions: &[i64],
+) {
+    let mut b = FunctionBuilder::new(func, context);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let &[table, sizes, begin, end] = b.block_params(entry) else { unreachable!("`kernel_signature` has four parameters") };
+    let words = |n: usize| u32::try_from(n.max(1) as i64 * WORD_BYTES).unwrap_or(u32::MAX);
+    let own_table = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, words(buffers.len()), 3));
+    for (j, &buffer) in buffers.iter().enumerate() {
+        let at = b.ins().iadd_imm_s(table, buffer as i64 * WORD_BYTES);
+        let pointer = b.ins().load(types::I64, table_flags(), at, 0);
+        b.ins().stack_store(types::I64, pointer, own_table, j as i32 * WORD_BYTES as i32);
+    }
+    let own_table = b.ins().stack_addr(types::I64, own_table, 0);
+    let sizes = if positions.is_empty() {
+        sizes
+    } else {
+        let own = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, words(first_slot + positions.len()), 3));
+        for s in 0..first_slot {
+            let at = b.ins().iadd_imm_s(sizes, s as i64 * WORD_BYTES);
+            let value = b.ins().load(types::I64, table_flags(), at, 0);
+            b.ins().stack_store(types::I64, value, own, s as i32 * WORD_BYTES as i32);
+        }
+        for (j, &position) in positions.iter().enumerate() {
+            let value = b.ins().iconst(types::I64, position);
+            b.ins().stack_store(types::I64, value, own, (first_slot + j) as i32 * WORD_BYTES as i32);
+        }
+        b.ins().stack_addr(types::I64, own, 0)
+    };
+    let body = module.declare_func_in_func(body, b.func);
+    b.ins().call(body, &[own_table, sizes, begin, end]);
+    b.ins().return_(&[]);
+    b.seal_all_blocks();
+    b.finalize(module.target_config());
+}
+
 /// Writes one kernel function.
 pub struct KernelEmitter<'a> {
     builder: FunctionBuilder<'a>,
@@ -53,6 +104,10 @@ pub struct KernelEmitter<'a> {
     /// The base pointer of each buffer the kernel uses, loaded at entry
     /// (any other buffer is loaded where it is used).
     bases: HashMap<usize, Value>,
+    /// For a body kernels share, its buffers in the order of the table it
+    /// receives (each kernel's entry passes its own); else empty, the
+    /// table being the driver's, of every buffer.
+    order: Vec<usize>,
     /// Whether the host has fused multiply-adds (Cranelift lowers `fma`
     /// only where it does).
     fma: bool,
@@ -90,13 +145,16 @@ fn table_flags() -> MemFlagsData {
 
 impl<'a> KernelEmitter<'a> {
     /// Starts a kernel function in `func`, whose signature is
-    /// [`kernel_signature`]: the entry block and the base pointers of `buffers`.
+    /// [`kernel_signature`]: the entry block and the base pointers of
+    /// `buffers`, from the driver's table of every buffer or, for a body
+    /// kernels share (`shared`), from a table of `buffers` alone, in order.
     pub fn new(
         func: &'a mut Function,
         context: &'a mut FunctionBuilderContext,
         module: &'a mut JITModule,
         libm: &'a HashMap<&'static str, FuncId>,
         buffers: &[usize],
+        shared: bool,
     ) -> KernelEmitter<'a> {
         let mut builder = FunctionBuilder::new(func, context);
         let entry = builder.create_block();
@@ -104,7 +162,9 @@ impl<'a> KernelEmitter<'a> {
         builder.switch_to_block(entry);
         let &[buffer_table, size_table, begin, end] = builder.block_params(entry) else { unreachable!("`kernel_signature` has four parameters") };
         let fma = module.isa().isa_flags().iter().any(|f| f.name == "has_fma" && f.as_bool() == Some(true));
-        let mut emitter = KernelEmitter { builder, module, libm, imported: HashMap::new(), buffer_table, size_table, begin, end, bases: HashMap::new(), fma };
+        let order = if shared { buffers.to_vec() } else { Vec::new() };
+        let mut emitter =
+            KernelEmitter { builder, module, libm, imported: HashMap::new(), buffer_table, size_table, begin, end, bases: HashMap::new(), order, fma };
         for &b in buffers {
             let base = emitter.load_base(b);
             emitter.bases.insert(b, base);
@@ -119,9 +179,10 @@ impl<'a> KernelEmitter<'a> {
         self.builder.finalize(self.module.target_config());
     }
 
-    /// Loads `buffers[buffer]`.
+    /// Loads `buffer`'s pointer from the table.
     fn load_base(&mut self, buffer: usize) -> Value {
-        let at = self.builder.ins().iadd_imm_s(self.buffer_table, buffer as i64 * WORD_BYTES);
+        let position = if self.order.is_empty() { buffer } else { self.order.iter().position(|&b| b == buffer).unwrap_or(buffer) };
+        let at = self.builder.ins().iadd_imm_s(self.buffer_table, position as i64 * WORD_BYTES);
         self.builder.ins().load(types::I64, table_flags(), at, 0)
     }
 

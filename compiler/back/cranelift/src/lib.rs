@@ -5,6 +5,10 @@
 //! CPU at `opt_level=speed` into memory; the runtime's driver calls the
 //! functions (`nax_runtime::NativeFunction`). The C math library functions the lowering calls are
 //! bound to the Rust implementations `nax_runtime::libm::address` gives.
+//! Kernels that differ only in their buffers and constant positions (a
+//! written-out loop's turns) share one body, compiled once; each one's
+//! function passes it a table of its buffers and its positions
+//! ([`nax_back_native::Sharing`]).
 
 mod emit;
 
@@ -13,8 +17,8 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, ModuleError, default_libcall_names};
-use emit::{KernelEmitter, kernel_signature};
-use nax_back_native::{CodegenError, LIBM, Slots};
+use emit::{KernelEmitter, kernel_signature, write_entry};
+use nax_back_native::{CodegenError, LIBM, Parameters, Sharing, Slots};
 use nax_kernel::Program;
 use nax_runtime::{KernelFn, NativeFunction, NativePlan, Signature};
 use std::collections::HashMap;
@@ -42,6 +46,20 @@ fn compile_planned(
     let entry = kernel_signature(&module);
     let mut context = module.make_context();
     let mut builder_context = FunctionBuilderContext::new();
+    let sharing = Sharing::new(program, slots);
+    // The bodies that kernels share, each compiled once.
+    let mut bodies = HashMap::new();
+    for (i, kernel) in program.kernels.iter().enumerate().filter(|&(i, _)| sharing.is_shared(i)) {
+        let name = format!("body{i}");
+        let id = module.declare_function(&name, Linkage::Local, &entry).map_err(|e| internal(&format!("declaring {name}"), &e))?;
+        module.clear_context(&mut context);
+        context.func.signature = entry.clone();
+        let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &program.kernel_buffers(kernel), true);
+        nax_back_native::lower_kernel(&mut emitter, program, slots, kernel, &sharing.parameters[i]).map_err(|e| e.to_string())?;
+        emitter.finish();
+        define(&mut module, id, &mut context, &name)?;
+        bodies.insert(i, id);
+    }
     let count = program.kernels.len() + program.products.len();
     let mut ids = Vec::with_capacity(count);
     for i in 0..count {
@@ -53,26 +71,34 @@ fn compile_planned(
         let id = module.declare_function(&name, Linkage::Local, &entry).map_err(|e| internal(&format!("declaring {name}"), &e))?;
         module.clear_context(&mut context);
         context.func.signature = entry.clone();
-        match kernel {
-            Some(kernel) => {
-                let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &program.kernel_buffers(kernel));
-                nax_back_native::lower_kernel(&mut emitter, program, slots, kernel, &nax_back_native::Parameters::default()).map_err(|e| e.to_string())?;
+        let body = sharing.body.get(i).and_then(|b| bodies.get(b).map(|&id| (*b, id)));
+        match (kernel, body) {
+            (Some(kernel), Some((b, body))) => {
+                let positions = &sharing.arguments[i];
+                write_entry(
+                    &mut context.func,
+                    &mut builder_context,
+                    &mut module,
+                    body,
+                    &program.kernel_buffers(kernel),
+                    sharing.parameters[b].first_slot(),
+                    positions,
+                );
+            }
+            (Some(kernel), None) => {
+                let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &program.kernel_buffers(kernel), false);
+                nax_back_native::lower_kernel(&mut emitter, program, slots, kernel, &Parameters::default()).map_err(|e| e.to_string())?;
                 emitter.finish();
             }
-            None => {
+            (None, _) => {
                 let product = program.products.get(i - program.kernels.len()).ok_or("internal error: no such microkernel")?;
                 // A microkernel's A panel, B panel, C and scratch tile.
-                let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &[0, 1, 2, 3]);
+                let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &[0, 1, 2, 3], false);
                 nax_back_native::lower_microkernel(&mut emitter, &product.micro);
                 emitter.finish();
             }
         }
-        module.define_function(id, &mut context).map_err(|e| match e {
-            ModuleError::Compilation(error) => {
-                format!("internal error: Cranelift rejected {name}: {}", cranelift_codegen::print_errors::pretty_error(&context.func, error))
-            }
-            other => internal(&format!("compiling {name}"), &other),
-        })?;
+        define(&mut module, id, &mut context, &name)?;
         ids.push(id);
     }
     stage("codegen");
@@ -92,6 +118,16 @@ fn compile_planned(
     // entries after them the plan's microkernels, in order; the module
     // owns the machine code and frees it when dropped.
     unsafe { NativeFunction::new(signature, plan, kernels, Box::new(JitCode(Some(module)))) }.map_err(|e| e.to_string())
+}
+
+/// Compiles the function in `context` as `id`.
+fn define(module: &mut JITModule, id: FuncId, context: &mut cranelift_codegen::Context, name: &str) -> Result<(), String> {
+    module.define_function(id, context).map_err(|e| match e {
+        ModuleError::Compilation(error) => {
+            format!("internal error: Cranelift rejected {name}: {}", cranelift_codegen::print_errors::pretty_error(&context.func, error))
+        }
+        other => internal(&format!("compiling {name}"), &other),
+    })
 }
 
 /// A Cranelift error as an internal error, with what was being done.
