@@ -157,6 +157,19 @@ def test_ctrl_c_stops_a_long_call_within_a_kernel():
     """SIGINT during a long call raises KeyboardInterrupt before the call's
     next kernel, not when the call would have returned; the module still
     works after."""
+    import signal
+
+    # Python installs its Ctrl-C handler only where SIGINT was not ignored
+    # when it started (a shell's background job ignores it): install it.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        interrupts_a_long_call()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def interrupts_a_long_call():
+    """The body of the test above, with Python's Ctrl-C handler in place."""
     import os
     import signal
     import threading
