@@ -14,7 +14,8 @@ use crate::rows::{Readers, remove_kernels};
 /// fused together.
 pub fn fuse(p: &mut Program) {
     let pairs = fusions(p);
-    for (product, store, mut value) in pairs.iter().cloned() {
+    let products = pairs.iter().map(|&(product, ..)| product).collect();
+    for (product, store, mut value) in pairs {
         let mut k = p.kernels[product].clone();
         let out = p.kernels[store].output;
         value.rewrite(&mut |e| {
@@ -32,7 +33,7 @@ pub fn fuse(p: &mut Program) {
         k.checks = std::mem::take(&mut p.kernels[store].checks);
         p.kernels[store] = k;
     }
-    remove_kernels(p, pairs.into_iter().map(|(product, ..)| product).collect());
+    remove_kernels(p, products);
 }
 
 /// The (product, store) pairs, each store's first: the product is a GEMM

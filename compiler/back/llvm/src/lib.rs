@@ -249,10 +249,6 @@ fn add_kernels<'ctx>(
         // A microkernel's A panel, B panel, C and scratch tile.
         None => vec![0, 1, 2, 3],
     };
-    let mut callers = vec![0usize; p.function_count()];
-    for i in 0..p.kernels.len() {
-        callers[body_of(i)] += 1;
-    }
     for &i in which.iter().filter(|&&i| body_of(i) == i) {
         let used = used_by(i);
         let mut params: Vec<inkwell::types::BasicMetadataTypeEnum> = used.iter().map(|_| ptr.into()).collect();
@@ -262,7 +258,7 @@ fn add_kernels<'ctx>(
             body.add_attribute(AttributeLoc::Function, a);
         }
         // A body of one entry is inlined into it; a shared one is compiled once.
-        body.add_attribute(AttributeLoc::Function, enum_attribute(if callers[i] > 1 { "noinline" } else { "alwaysinline" }));
+        body.add_attribute(AttributeLoc::Function, enum_attribute(if sharing.is_shared(i) { "noinline" } else { "alwaysinline" }));
         body.add_attribute(AttributeLoc::Function, enum_attribute("nounwind"));
         for j in 0..used.len() {
             body.add_attribute(AttributeLoc::Param(j as u32), enum_attribute("noalias"));

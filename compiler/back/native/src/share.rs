@@ -115,7 +115,8 @@ impl Sharing {
         let body = group[0];
         let own = &forms[body].sites;
         let differs = |m: usize, s: usize| forms[m].sites[s].position != own[s].position;
-        let output = local_output(p, body);
+        // The canonical kernel's output is its place in the kernel's buffer list.
+        let output = forms[body].kernel.output;
         // A kernel whose positions in its own output differ from the body's keeps its code.
         let mut members: Vec<usize> = group[1..].iter().copied().filter(|&m| (0..own.len()).all(|s| own[s].local != output || !differs(m, s))).collect();
         // The parameters are the keys where some member differs; a member
@@ -163,12 +164,6 @@ impl Sharing {
         }
         parts
     }
-}
-
-/// The place of the kernel's output in its buffer list.
-fn local_output(p: &Program, kernel: usize) -> usize {
-    let k = &p.kernels[kernel];
-    p.kernel_buffers(k).iter().position(|&b| b == k.output).unwrap_or(usize::MAX)
 }
 
 /// The parameters' keys, in order of first occurrence: (buffer, axis,
