@@ -24,11 +24,15 @@
 //! when a tile is finished.
 //!
 //! A product of at most [`UNPACKED_ROWS`] rows (a decoding step's
-//! matrix-vector products) is not packed: packing would copy all of B to
-//! use each element once. It reads B where it lies, once, in blocks of
-//! columns split across threads: rows of B accumulated into C's rows
-//! (`axpy`) when B's columns are contiguous, dot products along B's
-//! contiguous depth otherwise (a transposed weight, as a tied output head).
+//! matrix-vector products) is not packed into panels: that would copy all
+//! of B to use each element once. It reads B once, in blocks of columns
+//! split across threads: rows of B accumulated into C's rows (`axpy`)
+//! when B's columns are contiguous, dot products along B's contiguous
+//! depth otherwise (a transposed weight, as a tied output head). A
+//! weight's B is packed once into those blocks, each one contiguous run
+//! of its own element type, which the hardware prefetchers stream at the
+//! memory's speed (a block of a row-major weight touches a new page every
+//! row).
 //!
 //! A product splits across threads by rows or by columns, whichever is
 //! longer, in whole tiles; each part packs its own panels of A in scratch
@@ -207,6 +211,18 @@ enum Packed {
         len: usize,
     },
     Tiles(amx::TileB),
+    /// The B of a product of few rows (a decoding step's weight), as its
+    /// own element type (a bf16 weight stays two bytes: the product is
+    /// bound by reading it), in the column blocks [`unpacked`] computes:
+    /// block after block of `width` columns (the last may be narrower),
+    /// each its `k` rows of its columns, one after the other, so that
+    /// each thread streams one contiguous run of memory per block.
+    Rows {
+        words: Vec<u64>,
+        width: usize,
+        /// The packed elements, from [`PackedB::address`].
+        len: usize,
+    },
 }
 
 impl PackedB {
@@ -215,6 +231,7 @@ impl PackedB {
         match &self.0 {
             Packed::Panels { words, .. } => words.len() * 8,
             Packed::Tiles(tiles) => tiles.bytes(),
+            Packed::Rows { words, .. } => words.len() * 8,
         }
     }
 
@@ -229,10 +246,21 @@ impl PackedB {
         }
     }
 
+    /// The address of the first packed element of rows packed for
+    /// unpacked blocks of `width` columns, `len` elements in all.
+    fn rows(&self, width: usize, len: usize) -> Option<usize> {
+        match &self.0 {
+            Packed::Rows { words, width: packed_width, len: packed_len } if *packed_width == width && *packed_len == len => {
+                Some((words.as_ptr() as usize).div_ceil(LINE) * LINE)
+            }
+            _ => None,
+        }
+    }
+
     fn tiles(&self) -> Option<&amx::TileB> {
         match &self.0 {
             Packed::Tiles(tiles) => Some(tiles),
-            Packed::Panels { .. } => None,
+            _ => None,
         }
     }
 }
@@ -254,12 +282,15 @@ pub(crate) fn packed_bytes_per_element(dtype: DType) -> u128 {
 pub(crate) enum Packing {
     Panels(usize),
     Tiles,
+    /// In column blocks of this many columns, for a product of few rows.
+    Rows(usize),
 }
 
 /// B of `p` packed as [`multiply`] with the same microkernel, `threads` and
-/// `work` reads it; `None` where that product packs no B (at most
-/// [`UNPACKED_ROWS`] rows, no depth, or a C whose rows are contiguous,
-/// which turns B into the transposed product's A).
+/// `work` reads it; `None` where that product packs no B (no depth, or a C
+/// whose rows are contiguous, which turns B into the transposed product's
+/// A). A product of at most [`UNPACKED_ROWS`] rows gets its B in the
+/// column blocks it reads ([`Packing::Rows`]).
 ///
 /// # Safety
 /// As [`multiply`], for B.
@@ -280,6 +311,10 @@ unsafe fn pack_b_as<T: Element>(p: Product, micro: &Micro, threads: usize, work:
             return Some(PackedB(Packed::Tiles(tiles)));
         }
     }
+    if unpacks(&p) {
+        // SAFETY: as the caller promised.
+        return Some(unsafe { pack_rows::<T>(&p, unpacked_width(&p, threads, work)) });
+    }
     if packs_no_b(&p) {
         return None;
     }
@@ -299,12 +334,56 @@ pub(crate) fn packing(p: &Product, dtype: DType, micro: &Micro, threads: usize, 
     if with_element!(dtype, T => amx::suits::<T>(p)) {
         return Some(Packing::Tiles);
     }
+    if unpacks(p) {
+        return Some(Packing::Rows(unpacked_width(p, threads, work)));
+    }
     (!packs_no_b(p)).then(|| Packing::Panels(Split::of(p, micro, threads, work).nc))
 }
 
-/// Whether [`multiply`] runs `p` without packing B (see [`pack_b`]).
+/// Whether [`multiply`] runs `p` without packing B into panels (see [`pack_b`]).
 fn packs_no_b(p: &Product) -> bool {
-    p.m == 0 || p.n == 0 || p.k == 0 || (p.m <= UNPACKED_ROWS && (p.b.col_step == 1 || p.b.row_step == 1)) || (p.c.col_step != 1 && p.c.row_step == 1)
+    p.m == 0 || p.n == 0 || p.k == 0 || unpacks(p) || (p.c.col_step != 1 && p.c.row_step == 1)
+}
+
+/// Whether [`multiply`] runs `p` as [`unpacked`] column blocks (few rows,
+/// B's columns or its depth contiguous), not the AMX tiles.
+fn unpacks(p: &Product) -> bool {
+    p.m > 0 && p.m <= UNPACKED_ROWS && p.n > 0 && p.k > 0 && (p.b.col_step == 1 || p.b.row_step == 1)
+}
+
+/// `p`'s B as [`Packed::Rows`] in blocks of `width` columns, one task per block.
+///
+/// # Safety
+/// B as [`multiply`]'s caller promised.
+unsafe fn pack_rows<T: Element>(p: &Product, width: usize) -> PackedB {
+    let (size, len) = (std::mem::size_of::<T>(), p.n * p.k);
+    let mut words = vec![0u64; (len * size).div_ceil(8) + LINE / 8];
+    let address = (words.as_mut_ptr() as usize).div_ceil(LINE) * LINE;
+    let starts: Vec<usize> = (0..p.n).step_by(width).collect();
+    starts.into_par_iter().for_each(|j0| {
+        let cols = width.min(p.n - j0);
+        // SAFETY: the block's `k * cols` elements lie inside the buffer,
+        // after the blocks of the columns before it (`j0 * k` elements).
+        let dst = unsafe { std::slice::from_raw_parts_mut((address as *mut T).add(j0 * p.k), p.k * cols) };
+        if p.b.col_step == 1 {
+            for (kk, row) in dst.chunks_exact_mut(cols).enumerate() {
+                // SAFETY: `cols` contiguous elements of B's row `kk` from column `j0`.
+                row.copy_from_slice(unsafe { std::slice::from_raw_parts(p.b.at(kk, j0, size) as *const T, cols) });
+            }
+            return;
+        }
+        // B's depth is contiguous (a transposed weight): 16 depth
+        // positions (a cache line of f32) of each column at a time.
+        for k0 in (0..p.k).step_by(16) {
+            for j in 0..cols {
+                for kk in k0..(k0 + 16).min(p.k) {
+                    // SAFETY: (kk, j0 + j) is inside B.
+                    dst[kk * cols + j] = unsafe { *(p.b.at(kk, j0 + j, size) as *const T) };
+                }
+            }
+        }
+    });
+    PackedB(Packed::Rows { words, width, len })
 }
 
 /// Packs all of `p`'s B at `packed` (block after block, see
@@ -390,14 +469,15 @@ unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, wor
             return;
         }
     }
-    if p.m <= UNPACKED_ROWS && p.k > 0 && (p.b.col_step == 1 || p.b.row_step == 1) {
+    if unpacks(&p) {
         let finish = |i: usize, rows: usize, j: usize, cols: usize| {
             if let Some(f) = epilogue {
                 f(i, rows, j, cols)
             }
         };
-        // SAFETY: as the caller promised.
-        unsafe { unpacked::<T>(p, threads, work, &finish) };
+        let rows = packed_b.and_then(|b| b.rows(unpacked_width(&p, threads, work), p.n * p.k));
+        // SAFETY: as the caller promised; packed rows are this product's B, packed for its blocks.
+        unsafe { unpacked::<T>(p, threads, work, &finish, rows) };
         return;
     }
     // The microkernel's vectors run along C's columns: make them the contiguous ones.
@@ -474,32 +554,48 @@ const UNPACKED_COLS: usize = 512;
 /// not wait for each other.
 const DOT_LANES: usize = 16;
 
-/// A product of at most [`UNPACKED_ROWS`] rows without packing, in blocks
-/// of at most [`UNPACKED_COLS`] columns, as many as a multiple of the
-/// threads (split across them when the product is large enough), each
-/// block finished by `finish`. The blocks' loops are
+/// The columns of each block of an unpacked product: as many blocks as a
+/// multiple of the threads it splits across, each at most
+/// [`UNPACKED_COLS`] wide, in whole groups of 16 columns, so that every
+/// thread gets as many columns (768 columns on 2 threads are 2 blocks of
+/// 384, not one of 512 and one of 256, which left a thread idle a third
+/// of the time).
+fn unpacked_width(p: &Product, threads: usize, work: usize) -> usize {
+    let parts = parts(p, threads, work);
+    let blocks = p.n.div_ceil(UNPACKED_COLS).div_ceil(parts) * parts;
+    p.n.div_ceil(blocks).div_ceil(16).saturating_mul(16).min(UNPACKED_COLS)
+}
+
+/// A product of at most [`UNPACKED_ROWS`] rows without panels, in blocks
+/// of [`unpacked_width`] columns (split across the threads when the
+/// product is large enough), each block finished by `finish`. B is read
+/// where it lies, or from `rows`, its [`Packed::Rows`] for these blocks
+/// (a weight's: each block one contiguous run). The blocks' loops are
 /// compiled for the widest vectors the machine has (AVX-512, AVX2 with
 /// FMA, or the baseline), chosen once per product.
 ///
 /// # Safety
-/// As [`multiply`]; B's columns or its depth are contiguous.
-unsafe fn unpacked<T: Element>(p: Product, threads: usize, work: usize, finish: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
+/// As [`multiply`]; B's columns or its depth are contiguous; `rows`, when
+/// given, holds B packed by [`pack_rows`] for blocks of this width.
+unsafe fn unpacked<T: Element>(p: Product, threads: usize, work: usize, finish: &(dyn Fn(usize, usize, usize, usize) + Sync), rows: Option<usize>) {
     let size = std::mem::size_of::<T>();
     // A's rows, widened once for every block.
     // SAFETY: every (i, k) is inside A.
     let a: Vec<T::Wide> = (0..p.m).flat_map(|i| (0..p.k).map(move |k| unsafe { *(p.a.at(i, k, size) as *const T) }.operand())).collect();
     let block = unpacked_block_for::<T>();
-    // As many blocks as a multiple of the threads, each at most
-    // UNPACKED_COLS wide, in whole groups of 16 columns: every thread gets
-    // as many columns (768 columns on 2 threads are 2 blocks of 384, not
-    // one of 512 and one of 256, which left a thread idle a third of the time).
     let parts = parts(&p, threads, work);
-    let blocks = p.n.div_ceil(UNPACKED_COLS).div_ceil(parts) * parts;
-    let width = p.n.div_ceil(blocks).div_ceil(16).saturating_mul(16).min(UNPACKED_COLS);
+    let width = unpacked_width(&p, threads, work);
     let run = |j0: usize| {
+        let cols = width.min(p.n - j0);
+        let mut q = p;
+        if let Some(packed) = rows {
+            // The block's rows of `cols` columns follow the blocks before
+            // it (`j0 * k` elements); its element (kk, j0 + j) is at kk * cols + j.
+            q.b = Strided::new(packed, (j0 * p.k) as isize - j0 as isize, size, cols as isize, 1);
+        }
         // SAFETY: as the caller promised; the block's features are the machine's.
-        unsafe { block(&p, &a, j0, width) };
-        finish(0, p.m, j0, width.min(p.n - j0));
+        unsafe { block(&q, &a, j0, width) };
+        finish(0, p.m, j0, cols);
     };
     let starts: Vec<usize> = (0..p.n).step_by(width).collect();
     if parts > 1 && starts.len() > 1 {
@@ -1078,8 +1174,8 @@ mod tests {
     }
 
     /// Products of few rows (unpacked) with B stored either way (its
-    /// columns contiguous, or its depth: a transposed weight), accumulating
-    /// or not, on one and two threads.
+    /// columns contiguous, or its depth: a transposed weight), read where
+    /// it lies and packed into column blocks, accumulating or not.
     #[test]
     fn unpacked_products_read_b_in_either_layout() {
         for (m, n, k) in [(1, 1300, 70), (3, 17, 33), (4, 513, 16)] {
@@ -1087,7 +1183,7 @@ mod tests {
                 for accumulate in [false, true] {
                     let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
                     let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
-                    let mut c = vec![1.0f32; m * n];
+                    let mut c = vec![0.0f32; m * n];
                     let (row_step, col_step) = if b_transposed { (1, k as isize) } else { (n as isize, 1) };
                     let p = Product {
                         m,
@@ -1099,13 +1195,20 @@ mod tests {
                         accumulate,
                     };
                     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-                    // SAFETY: the matrices hold every element the steps reach.
-                    pool.install(|| unsafe { multiply(p, DType::F32, &micro(), 2, 0, None, None) });
-                    for i in 0..m {
-                        for j in 0..n {
-                            let b_at = |q: usize| if b_transposed { b[j * k + q] } else { b[q * n + j] };
-                            let want: f32 = (0..k).map(|q| a[i * k + q] * b_at(q)).sum::<f32>() + if accumulate { 1.0 } else { 0.0 };
-                            assert_eq!(c[i * n + j], want, "{m}x{n}x{k} at ({i}, {j}), B transposed: {b_transposed}");
+                    // A weight's B, packed once into the blocks the product reads.
+                    // SAFETY: B holds every element the steps reach.
+                    let packed = unsafe { pack_b(p, DType::F32, &micro(), 2, 0) }.expect("a weight of a product of few rows is packed");
+                    assert!(matches!(packing(&p, DType::F32, &micro(), 2, 0), Some(Packing::Rows(_))));
+                    for b_packed in [None, Some(&packed)] {
+                        c.fill(1.0);
+                        // SAFETY: the matrices hold every element the steps reach; the packed B is this product's.
+                        pool.install(|| unsafe { multiply(p, DType::F32, &micro(), 2, 0, None, b_packed) });
+                        for i in 0..m {
+                            for j in 0..n {
+                                let b_at = |q: usize| if b_transposed { b[j * k + q] } else { b[q * n + j] };
+                                let want: f32 = (0..k).map(|q| a[i * k + q] * b_at(q)).sum::<f32>() + if accumulate { 1.0 } else { 0.0 };
+                                assert_eq!(c[i * n + j], want, "{m}x{n}x{k} at ({i}, {j}), B transposed: {b_transposed}, packed: {}", b_packed.is_some());
+                            }
                         }
                     }
                 }
