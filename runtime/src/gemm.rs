@@ -211,18 +211,8 @@ enum Packed {
         len: usize,
     },
     Tiles(amx::TileB),
-    /// The B of a product of few rows (a decoding step's weight), as its
-    /// own element type (a bf16 weight stays two bytes: the product is
-    /// bound by reading it), in the column blocks [`unpacked`] computes:
-    /// block after block of `width` columns (the last may be narrower),
-    /// each its `k` rows of its columns, one after the other, so that
-    /// each thread streams one contiguous run of memory per block.
-    Rows {
-        words: Vec<u64>,
-        width: usize,
-        /// The packed elements, from [`PackedB::address`].
-        len: usize,
-    },
+    /// The B of a product of few rows, in strips ([`rows`]).
+    Rows(rows::Rows),
 }
 
 impl PackedB {
@@ -231,7 +221,7 @@ impl PackedB {
         match &self.0 {
             Packed::Panels { words, .. } => words.len() * 8,
             Packed::Tiles(tiles) => tiles.bytes(),
-            Packed::Rows { words, .. } => words.len() * 8,
+            Packed::Rows(rows) => rows.bytes(),
         }
     }
 
@@ -246,13 +236,9 @@ impl PackedB {
         }
     }
 
-    /// The address of the first packed element of rows packed for
-    /// unpacked blocks of `width` columns, `len` elements in all.
-    fn rows(&self, width: usize, len: usize) -> Option<usize> {
+    fn rows(&self) -> Option<&rows::Rows> {
         match &self.0 {
-            Packed::Rows { words, width: packed_width, len: packed_len } if *packed_width == width && *packed_len == len => {
-                Some((words.as_ptr() as usize).div_ceil(LINE) * LINE)
-            }
+            Packed::Rows(rows) => Some(rows),
             _ => None,
         }
     }
@@ -282,8 +268,8 @@ pub(crate) fn packed_bytes_per_element(dtype: DType) -> u128 {
 pub(crate) enum Packing {
     Panels(usize),
     Tiles,
-    /// In column blocks of this many columns, for a product of few rows.
-    Rows(usize),
+    /// In strips, for a product of few rows.
+    Rows,
 }
 
 /// B of `p` packed as [`multiply`] with the same microkernel, `threads` and
@@ -313,7 +299,7 @@ unsafe fn pack_b_as<T: Element>(p: Product, micro: &Micro, threads: usize, work:
     }
     if unpacks(&p) {
         // SAFETY: as the caller promised.
-        return Some(unsafe { pack_rows::<T>(&p, unpacked_width(&p, threads, work)) });
+        return Some(PackedB(Packed::Rows(unsafe { rows::pack::<T>(&p) })));
     }
     if packs_no_b(&p) {
         return None;
@@ -335,7 +321,7 @@ pub(crate) fn packing(p: &Product, dtype: DType, micro: &Micro, threads: usize, 
         return Some(Packing::Tiles);
     }
     if unpacks(p) {
-        return Some(Packing::Rows(unpacked_width(p, threads, work)));
+        return Some(Packing::Rows);
     }
     (!packs_no_b(p)).then(|| Packing::Panels(Split::of(p, micro, threads, work).nc))
 }
@@ -349,41 +335,6 @@ fn packs_no_b(p: &Product) -> bool {
 /// B's columns or its depth contiguous), not the AMX tiles.
 fn unpacks(p: &Product) -> bool {
     p.m > 0 && p.m <= UNPACKED_ROWS && p.n > 0 && p.k > 0 && (p.b.col_step == 1 || p.b.row_step == 1)
-}
-
-/// `p`'s B as [`Packed::Rows`] in blocks of `width` columns, one task per block.
-///
-/// # Safety
-/// B as [`multiply`]'s caller promised.
-unsafe fn pack_rows<T: Element>(p: &Product, width: usize) -> PackedB {
-    let (size, len) = (std::mem::size_of::<T>(), p.n * p.k);
-    let mut words = vec![0u64; (len * size).div_ceil(8) + LINE / 8];
-    let address = (words.as_mut_ptr() as usize).div_ceil(LINE) * LINE;
-    let starts: Vec<usize> = (0..p.n).step_by(width).collect();
-    starts.into_par_iter().for_each(|j0| {
-        let cols = width.min(p.n - j0);
-        // SAFETY: the block's `k * cols` elements lie inside the buffer,
-        // after the blocks of the columns before it (`j0 * k` elements).
-        let dst = unsafe { std::slice::from_raw_parts_mut((address as *mut T).add(j0 * p.k), p.k * cols) };
-        if p.b.col_step == 1 {
-            for (kk, row) in dst.chunks_exact_mut(cols).enumerate() {
-                // SAFETY: `cols` contiguous elements of B's row `kk` from column `j0`.
-                row.copy_from_slice(unsafe { std::slice::from_raw_parts(p.b.at(kk, j0, size) as *const T, cols) });
-            }
-            return;
-        }
-        // B's depth is contiguous (a transposed weight): 16 depth
-        // positions (a cache line of f32) of each column at a time.
-        for k0 in (0..p.k).step_by(16) {
-            for j in 0..cols {
-                for kk in k0..(k0 + 16).min(p.k) {
-                    // SAFETY: (kk, j0 + j) is inside B.
-                    dst[kk * cols + j] = unsafe { *(p.b.at(kk, j0 + j, size) as *const T) };
-                }
-            }
-        }
-    });
-    PackedB(Packed::Rows { words, width, len })
 }
 
 /// Packs all of `p`'s B at `packed` (block after block, see
@@ -475,9 +426,12 @@ unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, wor
                 f(i, rows, j, cols)
             }
         };
-        let rows = packed_b.and_then(|b| b.rows(unpacked_width(&p, threads, work), p.n * p.k));
-        // SAFETY: as the caller promised; packed rows are this product's B, packed for its blocks.
-        unsafe { unpacked::<T>(p, threads, work, &finish, rows) };
+        match packed_b.and_then(PackedB::rows).filter(|rows| rows.fits(&p)) {
+            // SAFETY: as the caller promised; the strips are this product's B.
+            Some(rows) => unsafe { rows::multiply::<T>(&p, rows, threads, work, &finish) },
+            // SAFETY: as the caller promised.
+            None => unsafe { unpacked::<T>(p, threads, work, &finish) },
+        }
         return;
     }
     // The microkernel's vectors run along C's columns: make them the contiguous ones.
@@ -566,18 +520,16 @@ fn unpacked_width(p: &Product, threads: usize, work: usize) -> usize {
     p.n.div_ceil(blocks).div_ceil(16).saturating_mul(16).min(UNPACKED_COLS)
 }
 
-/// A product of at most [`UNPACKED_ROWS`] rows without panels, in blocks
-/// of [`unpacked_width`] columns (split across the threads when the
-/// product is large enough), each block finished by `finish`. B is read
-/// where it lies, or from `rows`, its [`Packed::Rows`] for these blocks
-/// (a weight's: each block one contiguous run). The blocks' loops are
-/// compiled for the widest vectors the machine has (AVX-512, AVX2 with
-/// FMA, or the baseline), chosen once per product.
+/// A product of at most [`UNPACKED_ROWS`] rows without packing, B read
+/// where it lies, in blocks of [`unpacked_width`] columns (split across
+/// the threads when the product is large enough), each block finished by
+/// `finish`. The blocks' loops are compiled for the widest vectors the
+/// machine has (AVX-512, AVX2 with FMA, or the baseline), chosen once per
+/// product.
 ///
 /// # Safety
-/// As [`multiply`]; B's columns or its depth are contiguous; `rows`, when
-/// given, holds B packed by [`pack_rows`] for blocks of this width.
-unsafe fn unpacked<T: Element>(p: Product, threads: usize, work: usize, finish: &(dyn Fn(usize, usize, usize, usize) + Sync), rows: Option<usize>) {
+/// As [`multiply`]; B's columns or its depth are contiguous.
+unsafe fn unpacked<T: Element>(p: Product, threads: usize, work: usize, finish: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
     let size = std::mem::size_of::<T>();
     // A's rows, widened once for every block.
     // SAFETY: every (i, k) is inside A.
@@ -586,16 +538,9 @@ unsafe fn unpacked<T: Element>(p: Product, threads: usize, work: usize, finish: 
     let parts = parts(&p, threads, work);
     let width = unpacked_width(&p, threads, work);
     let run = |j0: usize| {
-        let cols = width.min(p.n - j0);
-        let mut q = p;
-        if let Some(packed) = rows {
-            // The block's rows of `cols` columns follow the blocks before
-            // it (`j0 * k` elements); its element (kk, j0 + j) is at kk * cols + j.
-            q.b = Strided::new(packed, (j0 * p.k) as isize - j0 as isize, size, cols as isize, 1);
-        }
         // SAFETY: as the caller promised; the block's features are the machine's.
-        unsafe { block(&q, &a, j0, width) };
-        finish(0, p.m, j0, cols);
+        unsafe { block(&p, &a, j0, width) };
+        finish(0, p.m, j0, width.min(p.n - j0));
     };
     let starts: Vec<usize> = (0..p.n).step_by(width).collect();
     if parts > 1 && starts.len() > 1 {
@@ -639,6 +584,8 @@ macro_rules! for_widest_vectors {
         }
     };
 }
+
+mod rows;
 
 for_widest_vectors! {
     /// [`unpacked_block`] for this machine.
@@ -785,6 +732,8 @@ impl Wide for f64 {
 /// widened as they are packed and rounded once when the result is written.
 trait Element: Copy + Default + Send + Sync {
     type Wide: Wide;
+    /// Which of the element types it is (what vector code reads it as).
+    const FORMAT: Format;
     /// The bf16 parts an element splits into exactly on the AMX tiles
     /// (see [`amx`]); 0 for elements the tiles do not multiply.
     const TILE_PARTS: usize;
@@ -818,7 +767,17 @@ trait Element: Copy + Default + Send + Sync {
     }
 }
 
+/// The element types of products.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    F32,
+    F64,
+    F16,
+    BF16,
+}
+
 impl Element for f32 {
+    const FORMAT: Format = Format::F32;
     const TILE_PARTS: usize = 3;
     type Wide = f32;
     #[inline(always)]
@@ -831,6 +790,7 @@ impl Element for f32 {
 }
 
 impl Element for f64 {
+    const FORMAT: Format = Format::F64;
     const TILE_PARTS: usize = 0;
     type Wide = f64;
     #[inline(always)]
@@ -843,6 +803,7 @@ impl Element for f64 {
 }
 
 impl Element for half::f16 {
+    const FORMAT: Format = Format::F16;
     const TILE_PARTS: usize = 2;
     type Wide = f32;
     #[inline(always)]
@@ -855,6 +816,7 @@ impl Element for half::f16 {
 }
 
 impl Element for half::bf16 {
+    const FORMAT: Format = Format::BF16;
     const TILE_PARTS: usize = 1;
     type Wide = f32;
     #[inline(always)]
@@ -1198,7 +1160,7 @@ mod tests {
                     // A weight's B, packed once into the blocks the product reads.
                     // SAFETY: B holds every element the steps reach.
                     let packed = unsafe { pack_b(p, DType::F32, &micro(), 2, 0) }.expect("a weight of a product of few rows is packed");
-                    assert!(matches!(packing(&p, DType::F32, &micro(), 2, 0), Some(Packing::Rows(_))));
+                    assert!(matches!(packing(&p, DType::F32, &micro(), 2, 0), Some(Packing::Rows)));
                     for b_packed in [None, Some(&packed)] {
                         c.fill(1.0);
                         // SAFETY: the matrices hold every element the steps reach; the packed B is this product's.
