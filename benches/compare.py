@@ -14,7 +14,13 @@ of 127, against the bandwidth: the weights read once). Where transformers
 is importable, each also gets a row NAME_hf whose eager and compile sides
 are transformers' own GPT2LMHeadModel (random weights; the decoding step
 through its key/value cache, cropped back after each call), measured in the
-same rounds.
+same rounds. `gpt2_prefill_bf16` and `gpt2_decode_bf16` (issue 37) run the
+same file with every parameter and value in bf16 (the worker's bf16
+variant, its source from `bench_worker --source NAME`), PyTorch eager and
+compiled in bf16 on the same code, and OpenVINO at its default precision
+on the f32 model (bf16 on a CPU with AVX512_BF16: what a user who installs
+OpenVINO gets); selecting one selects its f32 twin too, whose export it
+shares.
 
 `--workload block_so` selects the block's shared library (2b, row `block
 .so from C`) with what its row needs: the JIT `block` and its PyTorch sides.
@@ -53,7 +59,12 @@ same rounds.
    exports that code with its weights to ONNX (`torch.onnx.export`) and
    loads it in ONNX Runtime (all graph optimizations, 2 intra-op
    threads) and OpenVINO (CPU, f32 inference precision, the latency hint,
-   2 threads), each checked against PyTorch eager before it is timed.
+   2 threads; the bf16 rows: its default precision), each checked against
+   PyTorch eager before it is timed. ONNX Runtime's GPT-2 is the path its
+   users take instead: transformers' GPT2LMHeadModel (random weights; the
+   step's cache of 127 as inputs) exported to ONNX and optimized by
+   `onnxruntime.transformers.optimizer` with `model_type="gpt2"` (its
+   fused layer norms and gelu), checked against that model in PyTorch.
 4. Runs --rounds rounds (5 unless told). A round measures, for --seconds
    each (0.5 unless told; at least 3 calls), every workload on each side
    (nax, eager, torch.compile), the C triad once and the FMA peak once
@@ -66,7 +77,8 @@ same rounds.
    the peak, each workload) and, within each workload, its sides.
 5. Reports, for each workload: each side's ms per call (the median over
    rounds of each round's median); nax's speed-up over eager and over
-   torch.compile (the other side's ms over nax's), computed per round,
+   torch.compile, ONNX Runtime and OpenVINO (the other side's ms over
+   nax's), computed per round,
    as the median over rounds and the range (min-max); each side's
    fraction of the machine's limit, per round, median and range: for
    memory-bound workloads the bytes one pass moves over the same round's
@@ -77,7 +89,7 @@ same rounds.
    library's ms, its speed-ups and fraction of the limit as for the other
    rows, its ratio to the JIT (the JIT block's ms over the library's, per
    round, median and range) and its build time. The header names the
-   CPU (model, vector extensions), the threads, PyTorch's version, the
+   CPU (model, family, vector extensions), the threads, PyTorch's version, the
    triad bandwidth and the peak (medians, ranges over rounds). Prints the
    Markdown table (also to --markdown FILE), draws the PNG bar chart of
    the speed-ups with the ranges as error bars, log scale (--chart,
@@ -136,8 +148,13 @@ WORKLOADS["gpt2_prefill"] = ([("int", (1, 128))], GPT2_WEIGHTS, None,
                              2 * 128 * (12 * GPT2_LAYER_WEIGHTS + 768 * 50257) + 12 * 2 * 2 * 12 * 128 * 128 * 64)
 WORKLOADS["gpt2_decode"] = ([("int", (1, 1)), (12, 1, 12, 127, 64), (12, 1, 12, 127, 64)], GPT2_WEIGHTS,
                             4 * (12 * (GPT2_LAYER_WEIGHTS + 2304 + 5 * 768 + 3072) + 50257 * 768 + 2 * 768) + 2 * 4 * 12 * 12 * 127 * 64, None)
+# The bf16 variants (issue 37): every parameter and value bf16, so the
+# decoding step reads half the bytes. Each names its f32 twin.
+BF16 = {"gpt2_prefill_bf16": "gpt2_prefill", "gpt2_decode_bf16": "gpt2_decode"}
+WORKLOADS["gpt2_prefill_bf16"] = WORKLOADS["gpt2_prefill"]
+WORKLOADS["gpt2_decode_bf16"] = WORKLOADS["gpt2_decode"][:2] + (WORKLOADS["gpt2_decode"][2] // 2, None)
 # The function each workload runs, where it is not the workload's name.
-FUNCTIONS = {"gpt2_prefill": "gpt2", "gpt2_decode": "step"}
+FUNCTIONS = {"gpt2_prefill": "gpt2", "gpt2_decode": "step", "gpt2_prefill_bf16": "gpt2", "gpt2_decode_bf16": "step"}
 # Workloads also measured on transformers' own model (GPT2LMHeadModel, GPT-2
 # small's configuration, random weights), eager and compiled, when
 # transformers is importable: the row NAME_hf.
@@ -148,13 +165,13 @@ SIDES = ("nax", "eager", "compile")
 # latency hint), each on the ONNX model `torch.onnx.export` makes of the
 # workload's PyTorch code (weights as constants), checked against PyTorch
 # eager before timing: the sides "ort" and "openvino".
-DEPLOYED = ("gpt2_prefill", "gpt2_decode", "block", "mlp")
+DEPLOYED = ("gpt2_prefill", "gpt2_decode", "block", "mlp") + tuple(BF16)
 RUNTIMES = ("ort", "openvino")
 # Workloads also measured through their shared library called from C
 # (benches/aot_worker.c), as the side "so": the row NAME_so.
 LIBRARIES = ("block",)
 # The vector extensions the header names, as /proc/cpuinfo's flags spell them.
-EXTENSIONS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_tile")
+EXTENSIONS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_fp16", "amx_tile")
 
 
 def timed(fn, seconds):
@@ -169,19 +186,21 @@ def timed(fn, seconds):
     return {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3, "calls": len(times)}
 
 
-def source_of(name):
+def source_of(name, worker):
     if name == "elementwise":
         return ELEMENTWISE
+    if name in BF16:
+        return subprocess.run([worker, "--source", name], capture_output=True, text=True, check=True).stdout
     path = os.path.join(ROOT, "examples", "gpt2", "gpt2.nax") if name in FUNCTIONS else os.path.join(ROOT, "examples", "workloads", name + ".nax")
     with open(path) as f:
         return f.read()
 
 
-def argument(torch, spec):
-    """A seeded argument: token ids for ("int", SHAPE), else floats in [-1, 1)."""
+def argument(torch, spec, dtype):
+    """A seeded argument: token ids for ("int", SHAPE), else floats in [-1, 1) of `dtype`."""
     if isinstance(spec[0], str):
         return torch.randint(0, 1000, spec[1])
-    return torch.rand(spec) * 2 - 1
+    return (torch.rand(spec) * 2 - 1).to(dtype)
 
 
 VENV = os.path.join(ROOT, "target", "bench-venv")
@@ -329,23 +348,25 @@ def limit(binary, seconds):
     return result
 
 
-def torch_side(nax, torch, tmp, names):
+def torch_side(nax, worker, torch, tmp, names):
     """Each workload's PyTorch callables, eager and under torch.compile (with
-    the compile time: the first call's), on seeded inputs."""
+    the compile time: the first call's), on seeded inputs (bf16 floats for
+    the bf16 variants)."""
     sides, compile_s, inputs = {}, {}, {}
     for name in names:
         shapes, weight_shapes, _, _ = WORKLOADS[name]
+        dtype = torch.bfloat16 if name in BF16 else torch.float32
         src = os.path.join(tmp, name + ".nax")
         py = os.path.join(tmp, name + "_torch.py")
         with open(src, "w") as f:
-            f.write(source_of(name))
+            f.write(source_of(name, worker))
         subprocess.run([nax, "build", src, "--emit", "torch", "-o", py], check=True)
         spec = importlib.util.spec_from_file_location(name + "_torch", py)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         fn = getattr(module, FUNCTIONS.get(name, name))
-        args = [argument(torch, s) for s in shapes]
-        weights = {w: (torch.rand(s) * 2 - 1) * 0.05 for w, s in weight_shapes.items()}
+        args = [argument(torch, s, dtype) for s in shapes]
+        weights = {w: ((torch.rand(s) * 2 - 1) * 0.05).to(dtype) for w, s in weight_shapes.items()}
         fn(*args, **weights)
         fast = torch.compile(fn)
         start = time.perf_counter()
@@ -359,16 +380,28 @@ def torch_side(nax, torch, tmp, names):
     return sides, compile_s, inputs
 
 
+def check_against(name, side, got, want, tolerance):
+    """Exits unless every output is within `tolerance` of the largest
+    magnitude of PyTorch's (and 1e-5)."""
+    import numpy as np
+    for g, w in zip(got, want):
+        error = float(np.abs(g - w).max())
+        if not error <= tolerance * float(np.abs(w).max()) + 1e-5:
+            sys.exit(f"error: {name} on {side} differs from PyTorch by {error:g}")
+
+
 def runtime_sides(torch, tmp, inputs):
     """ONNX Runtime and OpenVINO (f32) on the ONNX export of each DEPLOYED
     workload's PyTorch code: {name: {"ort": .., "openvino": ..}}, each
-    checked against PyTorch eager (within 1e-4 of its largest magnitude)."""
-    import numpy as np
+    checked against PyTorch eager (within 1e-4 of its largest magnitude);
+    the GPT-2 rows' ONNX Runtime is transformers' model (`ort_gpt2`), and
+    a bf16 variant's OpenVINO is its f32 twin's export at OpenVINO's default
+    precision (within 3e-2)."""
     import onnxruntime as ort
     import openvino as ov
     sides = {}
     for name, (fn, args, weights) in inputs.items():
-        if name not in DEPLOYED:
+        if name not in DEPLOYED or name in BF16:
             continue
 
         class Model(torch.nn.Module):
@@ -400,12 +433,80 @@ def runtime_sides(torch, tmp, inputs):
             return [results[o] for o in outputs]
         calls = {"ort": lambda session=session, feeds=feeds: session.run(None, feeds), "openvino": every_output}
         for side, call in calls.items():
-            for got, expected in zip(call(), want):
-                error = float(np.abs(got - expected).max())
-                if not error <= 1e-4 * float(np.abs(expected).max()) + 1e-5:
-                    sys.exit(f"error: {name} on {side} differs from PyTorch by {error:g}")
+            check_against(name, side, call(), want, 1e-4)
+        if name in MODELS:
+            calls["ort"] = ort_gpt2(torch, tmp, name)
         sides[name] = calls
+        for variant in (v for v, twin in BF16.items() if twin == name and v in inputs):
+            default = ov.Core().compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": THREADS, "PERFORMANCE_HINT": "LATENCY"})
+            print(f"OpenVINO's default precision here: {default.get_property('INFERENCE_PRECISION_HINT')}", file=sys.stderr)
+            request = default.create_infer_request()
+
+            def default_outputs(request=request, arrays=arrays, outputs=default.outputs):
+                results = request.infer(arrays)
+                return [results[o] for o in outputs]
+            check_against(variant, "openvino (default precision)", default_outputs(), want, 3e-2)
+            sides[variant] = {"openvino": default_outputs}
     return sides
+
+
+def ort_gpt2(torch, tmp, name):
+    """ONNX Runtime's own GPT-2 path for `gpt2_prefill` or `gpt2_decode`:
+    transformers' GPT2LMHeadModel (GPT-2 small, random weights) exported to
+    ONNX (its logits; the step with a cache of 127 given as stacked keys and
+    values), optimized by `onnxruntime.transformers.optimizer` with
+    `model_type="gpt2"`, checked against the model in PyTorch (1e-4); the
+    session's call. The exporter writes products without a bias as `Gemm`
+    of two inputs, which the optimizer's GPT-2 pass cannot read: each gets
+    a zero bias first."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+    from onnxruntime.transformers import optimizer
+    from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
+    model = GPT2LMHeadModel(GPT2Config()).eval()
+
+    class Step(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids, keys=None, values=None):
+            if keys is None:
+                return self.model(ids, use_cache=False).logits
+            cache = DynamicCache(config=model.config)
+            for layer in range(keys.shape[0]):
+                cache.update(keys[layer], values[layer], layer)
+            return self.model(ids, past_key_values=cache, use_cache=True).logits
+
+    if name == "gpt2_prefill":
+        args = (torch.randint(0, 1000, (1, 128)),)
+    else:
+        prompt = model(torch.randint(0, 1000, (1, 127)), use_cache=True).past_key_values
+        args = (torch.randint(0, 1000, (1, 1)), torch.stack([c.keys for c in prompt.layers]), torch.stack([c.values for c in prompt.layers]))
+    want = [Step()(*args).numpy()]
+    path = os.path.join(tmp, name + "_hf.onnx")
+    torch.onnx.export(Step(), args, path, dynamo=True, external_data=False, optimize=True)
+    exported = onnx.load(path)
+    initializers = {i.name: i for i in exported.graph.initializer}
+    for node in exported.graph.node:
+        if node.op_type == "Gemm" and len(node.input) == 2:
+            weight = initializers[node.input[1]]
+            transposed = any(a.name == "transB" and a.i for a in node.attribute)
+            exported.graph.initializer.append(numpy_helper.from_array(np.zeros(weight.dims[0 if transposed else 1], np.float32), node.name + "_zero_bias"))
+            node.input.append(node.name + "_zero_bias")
+    onnx.save(exported, path)
+    optimized = optimizer.optimize_model(path, model_type="gpt2", num_heads=12, hidden_size=768)
+    print(f"ONNX Runtime's optimizer on {name}: {optimized.get_fused_operator_statistics()}", file=sys.stderr)
+    optimized.save_model_to_file(path)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = THREADS, 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    feeds = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+    check_against(name, "ort (transformers' model, optimized)", session.run(None, feeds), want, 1e-4)
+    return lambda: session.run(None, feeds)
 
 
 def transformers_side(torch, names):
@@ -536,19 +637,38 @@ def summarize(raw, names, libraries, models):
 
 
 def cpu():
-    """The CPU's model name and which of EXTENSIONS its flags show."""
-    model, flags = "unknown CPU", set()
+    """The CPU's model name, its family (`family()`) and which of
+    EXTENSIONS its flags show."""
+    fields, flags = {}, set()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 key, _, value = line.partition(":")
-                if key.strip() == "model name" and model == "unknown CPU":
-                    model = value.strip()
-                elif key.strip() == "flags" and not flags:
+                if key.strip() == "flags" and not flags:
                     flags = set(value.split())
+                else:
+                    fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return model, [e for e in EXTENSIONS if e in flags]
+    return fields.get("model name", "unknown CPU"), family(fields, flags), [e for e in EXTENSIONS if e in flags]
+
+
+def family(fields, flags):
+    """The CPU family the floors of issue 37 are met on: AMD Zen 4 (AVX-512
+    on a 256-bit datapath), Zen 5, an Intel core with AMX (Sapphire Rapids
+    or later), or the vendor with CPUID's family and model."""
+    vendor = fields.get("vendor_id", "")
+    try:
+        number, model = int(fields.get("cpu family", "")), int(fields.get("model", ""))
+    except ValueError:
+        return "unknown family"
+    if vendor == "AuthenticAMD" and number == 0x19 and (0x10 <= model <= 0x1F or 0x60 <= model <= 0x7F or 0xA0 <= model <= 0xAF):
+        return "AMD Zen 4"
+    if vendor == "AuthenticAMD" and number == 0x1A:
+        return "AMD Zen 5"
+    if vendor == "GenuineIntel" and "amx_tile" in flags:
+        return f"Intel with AMX (Sapphire Rapids or later; family {number}, model {model})"
+    return f"{vendor or 'unknown vendor'} family {number}, model {model}"
 
 
 def table(summary, rows, compile_ms, compile_s, header):
@@ -566,11 +686,16 @@ def table(summary, rows, compile_ms, compile_s, header):
             return "- | -"
         return f"{w['ms'][r]:.2f} | {ratio(w['vs_' + r])}"
 
-    lines = [header, ""]
+    def limit(w, side):
+        return fraction(w["of_limit"][side], w["limit"]) if side in w["of_limit"] else "-"
+
+    lines = [header, "", "ONNX Runtime on the GPT-2 rows is transformers' model optimized by ONNX Runtime's transformer optimizer; "
+             "OpenVINO runs at f32 precision, and at its default precision on the bf16 rows.", ""]
     lines.append("| workload | nax ms | eager ms | torch.compile ms | nax vs eager | nax vs compile "
-                 "| ONNX Runtime ms | nax vs ONNX Runtime | OpenVINO f32 ms | nax vs OpenVINO "
-                 "| nax of limit | eager of limit | compile of limit | nax compile llvm ms | cranelift ms | torch.compile s |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+                 "| ONNX Runtime ms | nax vs ONNX Runtime | OpenVINO ms | nax vs OpenVINO "
+                 "| nax of limit | eager of limit | compile of limit | ONNX Runtime of limit | OpenVINO of limit "
+                 "| nax compile llvm ms | cranelift ms | torch.compile s |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         w = summary["workloads"][row]
         ms, of = w["ms"], w["of_limit"]
@@ -585,7 +710,8 @@ def table(summary, rows, compile_ms, compile_s, header):
         lines.append(f"| {label} | {ms['nax']:.2f} | {ms['eager']:.2f} | {ms['compile']:.2f} | {ratio(w['vs_eager'])} | "
                      f"{ratio(w['vs_compile'])} | {runtime(w, 'ort')} | {runtime(w, 'openvino')} | "
                      f"{fraction(of['nax'], w['limit'])} | {fraction(of['eager'], w['limit'])} | "
-                     f"{fraction(of['compile'], w['limit'])} | {llvm} | {cranelift} | {torch_compile_s:.1f} |")
+                     f"{fraction(of['compile'], w['limit'])} | {limit(w, 'ort')} | {limit(w, 'openvino')} | "
+                     f"{llvm} | {cranelift} | {torch_compile_s:.1f} |")
     return "\n".join(lines)
 
 
@@ -627,7 +753,9 @@ def main():
     ensure_packages()
     load = {"start": os.getloadavg()}
     libraries = [n for n in LIBRARIES if opts.workload is None or n + "_so" in opts.workload]
-    names = [n for n in WORKLOADS if opts.workload is None or n in opts.workload or n in libraries]
+    # A bf16 variant's OpenVINO side is its f32 twin's export: the twin comes along.
+    twins = [BF16[n] for n in opts.workload or () if n in BF16]
+    names = [n for n in WORKLOADS if opts.workload is None or n in opts.workload or n in libraries or n in twins]
     nax, worker_binary, triad_binary, peak_binary = build()
     workers, build_ms = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -647,7 +775,7 @@ def main():
             import torch
             torch.set_num_threads(THREADS)
             with torch.no_grad():
-                sides, compile_s, inputs = torch_side(nax, torch, tmp, names)
+                sides, compile_s, inputs = torch_side(nax, worker_binary, torch, tmp, names)
                 models, model_compile_s = transformers_side(torch, names)
                 compile_s.update(model_compile_s)
                 for name, calls in runtime_sides(torch, tmp, inputs).items():
@@ -658,11 +786,11 @@ def main():
                 w.close()
     load["end"] = os.getloadavg()
     summary = summarize(raw, names, libraries, models)
-    model, extensions = cpu()
+    model, cpu_family, extensions = cpu()
     bw, top = summary["bandwidth"], summary["peak_flops"]
     import onnxruntime
     import openvino
-    header = (f"CPU: {model} ({', '.join(extensions) or 'none of ' + ', '.join(EXTENSIONS)}). Threads: {THREADS}. "
+    header = (f"CPU: {model}, {cpu_family} ({', '.join(extensions) or 'none of ' + ', '.join(EXTENSIONS)}). Threads: {THREADS}. "
               f"PyTorch {torch.__version__}, ONNX Runtime {onnxruntime.__version__}, OpenVINO {openvino.__version__}. "
               f"{opts.rounds} rounds of {opts.seconds:g} s per side. "
               f"STREAM triad (C, OpenMP, best pass per round) {bw['median'] / 1e9:.1f} GB/s ({bw['min'] / 1e9:.1f}-{bw['max'] / 1e9:.1f}), "
@@ -677,7 +805,7 @@ def main():
         with open(opts.markdown, "w") as f:
             f.write(text + "\n")
     if opts.json:
-        machine = {"cpu": model, "extensions": extensions, "threads": THREADS, "torch": torch.__version__,
+        machine = {"cpu": model, "family": cpu_family, "extensions": extensions, "threads": THREADS, "torch": torch.__version__,
                    "rounds": opts.rounds, "seconds": opts.seconds, "load_average": load}
         with open(opts.json, "w") as f:
             compiles = dict({n: {"nax_ms": compile_ms[n], "torch_compile_s": compile_s[n]} for n in names},

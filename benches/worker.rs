@@ -18,6 +18,11 @@
 //! (at least 3 calls; each call allocates its output, as a user's call
 //! does) and prints `{"median_ms": .., "min_ms": .., "calls": N}`; `quit`
 //! or the end of stdin exits.
+//!
+//!     target/release/examples/bench_worker --source NAME
+//!
+//! prints the workload's source and exits (`benches/compare.py` emits the
+//! PyTorch code of the bf16 variants from it).
 
 use nax::pipeline::Backend;
 use nax_runtime::ThreadPool;
@@ -33,14 +38,22 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     let mut argv = std::env::args().skip(1);
-    let usage = "usage: bench_worker NAME [THREADS]";
-    let name = argv.next().unwrap_or_else(|| fail(usage));
+    let usage = "usage: bench_worker NAME [THREADS] | bench_worker --source NAME";
+    let mut name = argv.next().unwrap_or_else(|| fail(usage));
+    let print_source = name == "--source";
+    if print_source {
+        name = argv.next().unwrap_or_else(|| fail(usage));
+    }
     let threads = argv.next().map_or(0, |t| t.parse().unwrap_or_else(|_| fail(usage)));
     let all = workloads::all();
     let Some(w) = all.iter().find(|w| w.name == name) else {
         let names: Vec<&str> = all.iter().map(|w| w.name.as_str()).collect();
         fail(&format!("no workload {name}; the workloads: {}", names.join(", ")));
     };
+    if print_source {
+        print!("{}", w.source);
+        return;
+    }
     let (f, llvm_ms) = w.compile(Backend::Llvm);
     let (_, cranelift_ms) = w.compile(Backend::Cranelift);
     let program = w.program(f);

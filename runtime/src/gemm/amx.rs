@@ -35,7 +35,7 @@
 //! process its tile state (Linux's `arch_prctl(ARCH_REQ_XCOMP_PERM)`), and
 //! `NAX_AMX` is not `0`.
 
-use super::{Element, Epilogue, LINE, Product, SCRATCH, Wide, parts as thread_parts, with_scratch};
+use super::{Element, Epilogue, Format, LINE, Product, SCRATCH, Wide, parts as thread_parts, with_scratch};
 use rayon::prelude::*;
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -152,6 +152,39 @@ unsafe fn split_values_avx512(values: &[f32], parts: &mut [Vec<u16>; 3]) -> bool
     split_values(values, parts)
 }
 
+/// Copies bf16 bits for the tiles, a subnormal as a zero of its sign; false
+/// where one is not finite (the tiles' one part of a bf16 is the bf16).
+#[inline(always)]
+fn copy_bf16_values(from: &[u16], to: &mut [u16]) -> bool {
+    let mut finite = true;
+    for (&bits, out) in from.iter().zip(to) {
+        let exponent = bits & 0x7f80;
+        finite &= exponent != 0x7f80;
+        *out = if exponent == 0 { bits & 0x8000 } else { bits };
+    }
+    finite
+}
+
+/// [`copy_bf16_values`] compiled for AVX-512.
+///
+/// # Safety
+/// The CPU has AVX-512 F, BW and VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn copy_bf16_avx512(from: &[u16], to: &mut [u16]) -> bool {
+    copy_bf16_values(from, to)
+}
+
+/// [`copy_bf16_values`] in the widest vectors this CPU has.
+fn copy_bf16(from: &[u16], to: &mut [u16]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512bw") && std::arch::is_x86_feature_detected!("avx512vl") {
+        // SAFETY: the CPU has the features.
+        return unsafe { copy_bf16_avx512(from, to) };
+    }
+    copy_bf16_values(from, to)
+}
+
 /// [`split_values`] in the widest vectors this CPU has.
 fn split(values: &[f32], parts: &mut [Vec<u16>; 3]) -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -258,6 +291,22 @@ unsafe fn split_a<T: Element>(p: &Product, out: usize, threads: usize) -> bool {
     // SAFETY: as the caller promised.
     let all = unsafe { std::slice::from_raw_parts_mut(out as *mut u16, blocks * len) };
     let size = std::mem::size_of::<T>();
+    if T::FORMAT == Format::BF16 && p.a.col_step == 1 {
+        // One part, the element's own bits: each row's runs of 32 copied
+        // where the tiles want them.
+        let copy_block = |(block, out): (usize, &mut [u16])| {
+            out.fill(0);
+            (0..BLOCK.min(p.m - block * BLOCK)).all(|r| {
+                // SAFETY: the row's `k` contiguous bf16s are inside A, as the caller promised.
+                let row = unsafe { std::slice::from_raw_parts(p.a.at(block * BLOCK + r, 0, size) as *const u16, p.k) };
+                row.chunks(CHUNK).enumerate().all(|(chunk, run)| {
+                    let at = (chunk * 2 + r / 16) * TILE + r % 16 * CHUNK;
+                    copy_bf16(run, &mut out[at..at + run.len()])
+                })
+            })
+        };
+        return if threads > 1 { all.par_chunks_mut(len).enumerate().all(copy_block) } else { all.chunks_mut(len).enumerate().all(copy_block) };
+    }
     let split_block = |(block, out): (usize, &mut [u16])| {
         out.fill(0);
         let mut values = vec![0.0f32; p.k];
@@ -691,6 +740,46 @@ mod tests {
                 assert!(seen.into_inner().unwrap().iter().all(|&s| s == 1));
             }
         }
+    }
+
+    /// A bf16 A with contiguous rows is copied for the tiles bit for bit
+    /// as the general split lays out the same matrix stored transposed
+    /// (subnormals as zeros of their sign); a non-finite one does not split.
+    #[test]
+    fn bf16_rows_are_laid_out_as_the_general_split_lays_them() {
+        let (m, k) = (45, 70);
+        let value = |i: usize| match i % 11 {
+            3 => half::bf16::from_bits(0x0003),
+            7 => half::bf16::from_bits(0x8040),
+            _ => half::bf16::from_f32((i * 7919 % 1009) as f32 / 1009.0 - 0.5),
+        };
+        let rows: Vec<half::bf16> = (0..m * k).map(value).collect();
+        let columns: Vec<half::bf16> = (0..m * k).map(|i| rows[(i % m) * k + i / m]).collect();
+        let product = |a: &[half::bf16], row_step: isize, col_step: isize| Product {
+            m,
+            n: 1,
+            k,
+            a: Strided { ptr: a.as_ptr() as usize, row_step, col_step },
+            b: Strided { ptr: 0, row_step: 1, col_step: 1 },
+            c: Strided { ptr: 0, row_step: 1, col_step: 1 },
+            accumulate: false,
+        };
+        let len = m.div_ceil(BLOCK) * block_len(1, k.div_ceil(CHUNK));
+        let split = |p: &Product| {
+            let mut out = vec![0u64; len.div_ceil(4) + LINE / 8];
+            let at = (out.as_mut_ptr() as usize).div_ceil(LINE) * LINE;
+            // SAFETY: A holds every element; `out` holds the split A, aligned.
+            let ok = unsafe { split_a::<half::bf16>(p, at, 2) };
+            // SAFETY: the split A's bits lie at `at`.
+            (ok, unsafe { std::slice::from_raw_parts(at as *const u16, len) }.to_vec())
+        };
+        let (fast, copied) = split(&product(&rows, k as isize, 1));
+        let (general, laid_out) = split(&product(&columns, 1, m as isize));
+        assert!(fast && general);
+        assert_eq!(copied, laid_out);
+        let mut bad = rows.clone();
+        bad[100] = half::bf16::INFINITY;
+        assert!(!split(&product(&bad, k as isize, 1)).0);
     }
 
     #[test]
