@@ -102,10 +102,18 @@ fn os_grants_tiles() -> bool {
     false
 }
 
-/// Whether `p`, of `T` matrices, runs on tiles (when its operands split).
+/// Whether `p`, of `T` matrices, runs on tiles (when its operands split):
+/// f32 (three parts, six terms) only up to [`MAX_F32_DEPTH`].
 pub(super) fn suits<T: Element>(p: &Product) -> bool {
-    T::TILE_PARTS > 0 && p.m >= MIN_ROWS && p.n > 0 && p.k > 0 && available()
+    T::TILE_PARTS > 0 && p.m >= MIN_ROWS && p.n > 0 && p.k > 0 && (T::TILE_PARTS < 3 || p.k <= MAX_F32_DEPTH) && available()
 }
+
+/// The deepest f32 product the tiles take: deeper, each row block's three
+/// parts of split A outgrow a pass ([`PASS_A_BYTES`] at 4 row blocks)
+/// and the six terms lose to the FMA path (GPT-2's `[128 3072] x [3072
+/// 768]`, Xeon with AMX: 3.1 ms on the tiles, 2.4 ms on the FMA path; at
+/// depth 768 the tiles are as fast or faster, the tied head 1.3x).
+const MAX_F32_DEPTH: usize = 2048;
 
 /// Whether `p` may split its B for the tiles at the call (no B packed
 /// before): enough rows to pay for it, and operands of at most two parts
