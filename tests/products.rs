@@ -122,7 +122,13 @@ fn weights_are_packed_once_and_read_packed_at_every_call() {
             "dim n = 37\ndim k = 150\ndim m = 100\nparam w: [k m]\ndef f(x: [n k]) -> [m n] {\n    return einsum(x, w: n k, k m -> m n)\n}\n",
             nax_runtime::matrix_tiles(),
         ),
-        ("one_row", "dim k = 150\ndim m = 100\nparam w: [k m]\ndef f(x: [1 k]) -> [1 m] {\n    return x @ w\n}\n", false),
+        // Products of at most four rows read a weight from strips packed once (`gemm/rows.rs`).
+        ("one_row", "dim k = 150\ndim m = 100\nparam w: [k m]\ndef f(x: [1 k]) -> [1 m] {\n    return x @ w\n}\n", true),
+        (
+            "three_rows_transposed_bf16_head",
+            "dim k = 150\ndim m = 200\nparam w: bf16[m k]\ndef f(x: bf16[3 k]) -> bf16[3 m] {\n    return x @ rearrange(w, m k -> k m)\n}\n",
+            true,
+        ),
     ];
     let host = Target::host();
     let tiny_caches = Target { cache_bytes: [1 << 10, 8 << 10, 64 << 10], ..host };

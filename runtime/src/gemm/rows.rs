@@ -17,7 +17,7 @@
 //! portable loop compiled for the widest vectors the machine has reads the
 //! same strips. Tests run both on the same products.
 
-use super::{Element, Format, LINE, Product, UNPACKED_ROWS, parts};
+use super::{Element, Epilogue, Format, LINE, Product, UNPACKED_ROWS, parts};
 use rayon::prelude::*;
 
 /// Columns of one strip: four AVX-512 vectors of f32 sums per row of A.
@@ -93,7 +93,7 @@ type StripFn<W> = unsafe fn(a: &[W], m: usize, k: usize, b: usize, out: &mut [[W
 ///
 /// # Safety
 /// As [`super::multiply`]; `rows` fits `p`; `p.m` is at most [`UNPACKED_ROWS`].
-pub(super) unsafe fn multiply<T: Element>(p: &Product, rows: &Rows, threads: usize, work: usize, finish: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
+pub(super) unsafe fn multiply<T: Element>(p: &Product, rows: &Rows, threads: usize, work: usize, finish: Epilogue<'_>) {
     // SAFETY: as the caller promised.
     unsafe { multiply_with::<T>(p, rows, threads, work, finish, strip_kernel::<T>()) }
 }
@@ -102,8 +102,8 @@ pub(super) unsafe fn multiply<T: Element>(p: &Product, rows: &Rows, threads: usi
 ///
 /// # Safety
 /// As [`multiply`]; `kernel` runs on this machine.
-unsafe fn multiply_with<T: Element>(p: &Product, rows: &Rows, threads: usize, work: usize, finish: &(dyn Fn(usize, usize, usize, usize) + Sync), kernel: StripFn<T::Wide>) {
-    assert!(rows.fits(p) && p.m <= UNPACKED_ROWS, "strips of another product");
+unsafe fn multiply_with<T: Element>(p: &Product, rows: &Rows, threads: usize, work: usize, finish: Epilogue<'_>, kernel: StripFn<T::Wide>) {
+    debug_assert!(rows.fits(p) && p.m <= UNPACKED_ROWS, "strips of another product");
     let size = std::mem::size_of::<T>();
     // SAFETY: every (i, k) is inside A.
     let a: Vec<T::Wide> = (0..p.m).flat_map(|i| (0..p.k).map(move |k| unsafe { *(p.a.at(i, k, size) as *const T) }.operand())).collect();
@@ -136,10 +136,10 @@ unsafe fn multiply_with<T: Element>(p: &Product, rows: &Rows, threads: usize, wo
 /// The strips' kernel for `T` on this machine.
 fn strip_kernel<T: Element>() -> StripFn<T::Wide> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        if let Some(kernel) = avx512::kernel::<T>() {
-            return kernel;
-        }
+    if std::arch::is_x86_feature_detected!("avx512f")
+        && let Some(kernel) = avx512::kernel::<T>()
+    {
+        return kernel;
     }
     portable_strip_for::<T>()
 }
@@ -243,10 +243,10 @@ mod avx512 {
                 }
             }
         }
-        for (i, s) in sums.iter().enumerate() {
-            for q in 0..4 {
+        for (s, row) in sums.iter().zip(out.iter_mut()) {
+            for (q, &sum) in s.iter().enumerate() {
                 // SAFETY: 16 f32 of the row's 64.
-                unsafe { _mm512_storeu_ps(out[i].as_mut_ptr().add(16 * q), s[q]) };
+                unsafe { _mm512_storeu_ps(row.as_mut_ptr().add(16 * q), sum) };
             }
         }
     }
