@@ -29,10 +29,9 @@
 //! split across threads: rows of B accumulated into C's rows (`axpy`)
 //! when B's columns are contiguous, dot products along B's contiguous
 //! depth otherwise (a transposed weight, as a tied output head). A
-//! weight's B is packed once into those blocks, each one contiguous run
-//! of its own element type, which the hardware prefetchers stream at the
-//! memory's speed (a block of a row-major weight touches a new page every
-//! row).
+//! weight's B is packed once instead, into strips of 64 columns in its own
+//! element type that each thread streams, the strip's sums in registers
+//! ([`rows`]).
 //!
 //! A product splits across threads by rows or by columns, whichever is
 //! longer, in whole tiles; each part packs its own panels of A in scratch

@@ -1,9 +1,10 @@
 //! Products of few rows on a weight packed for them (a decoding step's
 //! matrix-vector products): bound by reading B once, so B is packed once
-//! into strips of [`STRIP`] columns, each strip its `k` rows of
-//! [`STRIP`] elements one after the other, in B's own element type (a
-//! bf16 weight stays two bytes per element) and already read as an
-//! operand (a subnormal as a zero of its sign). A thread streams a
+//! into strips of [`STRIP`] columns (the last one narrower, as wide as
+//! the columns left: the strips take the weight's own bytes), each strip
+//! its `k` rows one after the other, in B's own element type (a bf16
+//! weight stays two bytes per element) and already read as an operand (a
+//! subnormal as a zero of its sign). A thread streams a
 //! contiguous run of strips, one after the other, which the hardware
 //! prefetchers read at the memory's speed (a row-major weight read in
 //! place touches a new page every row), and keeps each strip's sums, at
@@ -13,9 +14,10 @@
 //!
 //! The strips' kernel is written with AVX-512 intrinsics for f32, bf16
 //! and f16 B (the widening of bf16 is a shift, of f16 `vcvtph2ps`), chosen
-//! at run time where the CPU has AVX-512F; elsewhere, and for f64, a
-//! portable loop compiled for the widest vectors the machine has reads the
-//! same strips. Tests run both on the same products.
+//! at run time where the CPU has AVX-512F; elsewhere, for f64 and for the
+//! narrower last strip, a portable loop compiled for the widest vectors
+//! the machine has reads the same strips. Tests run both on the same
+//! products.
 
 use super::{Element, Epilogue, Format, LINE, Product, UNPACKED_ROWS, parts};
 use rayon::prelude::*;
@@ -51,19 +53,19 @@ impl Rows {
 /// # Safety
 /// Every element of B that `p`'s shape and steps reach is inside B.
 pub(super) unsafe fn pack<T: Element>(p: &Product) -> Rows {
-    let (size, strips) = (std::mem::size_of::<T>(), p.n.div_ceil(STRIP));
-    let mut words = vec![0u64; (strips * p.k * STRIP * size).div_ceil(8) + LINE / 8];
+    let size = std::mem::size_of::<T>();
+    let mut words = vec![0u64; (p.n * p.k * size).div_ceil(8) + LINE / 8];
     let address = (words.as_mut_ptr() as usize).div_ceil(LINE) * LINE;
-    (0..strips).into_par_iter().for_each(|s| {
+    (0..p.n.div_ceil(STRIP)).into_par_iter().for_each(|s| {
         let (j0, cols) = (s * STRIP, STRIP.min(p.n - s * STRIP));
-        // SAFETY: the strip's `k * STRIP` elements follow the strips
-        // before it, inside the buffer (zeros past the last column).
-        let dst = unsafe { std::slice::from_raw_parts_mut((address as *mut T).add(s * p.k * STRIP), p.k * STRIP) };
+        // SAFETY: the strip's `k * cols` elements follow the whole strips
+        // before it, inside the buffer.
+        let dst = unsafe { std::slice::from_raw_parts_mut((address as *mut T).add(j0 * p.k), p.k * cols) };
         // SAFETY (both): (kk, j0 + j) is inside B for kk < k, j < cols.
         let at = |kk: usize, j: usize| T::narrow(unsafe { *(p.b.at(kk, j0 + j, size) as *const T) }.operand());
         if p.b.col_step == 1 {
-            for (kk, row) in dst.chunks_exact_mut(STRIP).enumerate() {
-                for (j, slot) in row[..cols].iter_mut().enumerate() {
+            for (kk, row) in dst.chunks_exact_mut(cols).enumerate() {
+                for (j, slot) in row.iter_mut().enumerate() {
                     *slot = at(kk, j);
                 }
             }
@@ -74,7 +76,7 @@ pub(super) unsafe fn pack<T: Element>(p: &Product) -> Rows {
         for k0 in (0..p.k).step_by(16) {
             for j in 0..cols {
                 for kk in k0..(k0 + 16).min(p.k) {
-                    dst[kk * STRIP + j] = at(kk, j);
+                    dst[kk * cols + j] = at(kk, j);
                 }
             }
         }
@@ -83,8 +85,9 @@ pub(super) unsafe fn pack<T: Element>(p: &Product) -> Rows {
 }
 
 /// One strip's sums: `out[i][j]` is row `i` of A (`m` rows of `k`,
-/// widened, row after row) times column `j` of the strip at `b`.
-type StripFn<W> = unsafe fn(a: &[W], m: usize, k: usize, b: usize, out: &mut [[W; STRIP]; UNPACKED_ROWS]);
+/// widened, row after row) times column `j` of the strip at `b`, `width`
+/// columns wide.
+type StripFn<W> = unsafe fn(a: &[W], m: usize, k: usize, b: usize, width: usize, out: &mut [[W; STRIP]; UNPACKED_ROWS]);
 
 /// `p` with its B read from `rows` (packed from this product's B by
 /// [`pack`]): the strips split across the threads in contiguous runs when
@@ -98,7 +101,8 @@ pub(super) unsafe fn multiply<T: Element>(p: &Product, rows: &Rows, threads: usi
     unsafe { multiply_with::<T>(p, rows, threads, work, finish, strip_kernel::<T>()) }
 }
 
-/// [`multiply`] with the strips' kernel `kernel`.
+/// [`multiply`] with the whole strips' kernel `kernel` (the narrower last
+/// strip's is the portable one).
 ///
 /// # Safety
 /// As [`multiply`]; `kernel` runs on this machine.
@@ -109,13 +113,14 @@ unsafe fn multiply_with<T: Element>(p: &Product, rows: &Rows, threads: usize, wo
     let a: Vec<T::Wide> = (0..p.m).flat_map(|i| (0..p.k).map(move |k| unsafe { *(p.a.at(i, k, size) as *const T) }.operand())).collect();
     let strips = p.n.div_ceil(STRIP);
     let parts = parts(p, threads, work).min(strips);
-    let base = rows.address();
+    let (base, last) = (rows.address(), portable_strip_for::<T>());
     let run = |part: usize| {
         let mut out = [[T::Wide::default(); STRIP]; UNPACKED_ROWS];
         for s in strips * part / parts..strips * (part + 1) / parts {
-            // SAFETY: strip `s` holds `k * STRIP` elements; the kernel runs here.
-            unsafe { kernel(&a, p.m, p.k, base + s * p.k * STRIP * size, &mut out) };
             let (j0, cols) = (s * STRIP, STRIP.min(p.n - s * STRIP));
+            let strip = if cols == STRIP { kernel } else { last };
+            // SAFETY: strip `s` holds `k * cols` elements after the whole strips before it; the kernels run here.
+            unsafe { strip(&a, p.m, p.k, base + j0 * p.k * size, cols, &mut out) };
             for (i, sums) in out.iter().enumerate().take(p.m) {
                 for (j, &v) in sums[..cols].iter().enumerate() {
                     let at = p.c.at(i, j0 + j, size) as *mut T;
@@ -146,21 +151,21 @@ fn strip_kernel<T: Element>() -> StripFn<T::Wide> {
 
 for_widest_vectors! {
     /// [`portable_strip`] for this machine.
-    fn portable_strip_for = portable_strip(a: &[T::Wide], m: usize, k: usize, b: usize, out: &mut [[T::Wide; STRIP]; UNPACKED_ROWS])
+    fn portable_strip_for = portable_strip(a: &[T::Wide], m: usize, k: usize, b: usize, width: usize, out: &mut [[T::Wide; STRIP]; UNPACKED_ROWS])
 }
 
 /// A strip's sums with plain loops (see [`StripFn`]).
 ///
 /// # Safety
-/// `b` holds a strip of `k * STRIP` elements of `T`.
+/// `b` holds a strip of `k * width` elements of `T`; `width` is at most [`STRIP`].
 #[inline(always)]
-unsafe fn portable_strip<T: Element>(a: &[T::Wide], m: usize, k: usize, b: usize, out: &mut [[T::Wide; STRIP]; UNPACKED_ROWS]) {
+unsafe fn portable_strip<T: Element>(a: &[T::Wide], m: usize, k: usize, b: usize, width: usize, out: &mut [[T::Wide; STRIP]; UNPACKED_ROWS]) {
     // SAFETY: as the caller promised.
-    let strip = unsafe { std::slice::from_raw_parts(b as *const T, k * STRIP) };
+    let strip = unsafe { std::slice::from_raw_parts(b as *const T, k * width) };
     for sums in out.iter_mut() {
         sums.fill(T::Wide::default());
     }
-    for (kk, row) in strip.chunks_exact(STRIP).enumerate() {
+    for (kk, row) in strip.chunks_exact(width).enumerate() {
         for (i, sums) in out.iter_mut().enumerate().take(m) {
             let x = a[i * k + kk];
             for (s, &y) in sums.iter_mut().zip(row) {
@@ -257,11 +262,12 @@ mod avx512 {
         }
     }
 
-    /// [`rows`] for `m` rows (1 to [`UNPACKED_ROWS`]).
+    /// [`rows`] for `m` rows (1 to [`UNPACKED_ROWS`]) of a whole strip.
     ///
     /// # Safety
-    /// As [`StripFn`]; chosen only where the CPU has AVX-512F.
-    unsafe fn strip<const FORMAT: u8>(a: &[f32], m: usize, k: usize, b: usize, out: &mut [[f32; STRIP]; UNPACKED_ROWS]) {
+    /// As [`StripFn`], `width` [`STRIP`]; chosen only where the CPU has AVX-512F.
+    unsafe fn strip<const FORMAT: u8>(a: &[f32], m: usize, k: usize, b: usize, width: usize, out: &mut [[f32; STRIP]; UNPACKED_ROWS]) {
+        debug_assert_eq!(width, STRIP, "a whole strip");
         // SAFETY: as the caller promised.
         unsafe {
             match m {
