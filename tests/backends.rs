@@ -148,6 +148,13 @@ pub(crate) fn cases() -> Vec<Case> {
             "flash_attention",
             "dim b = 2\ndim H = 2\ndim n = 70\ndim m = 131\ndim d = 9\ndim e = 6\ndef f(q: [b H n d], k: [b H m d], v: [b H m e], bias: [n m]) -> [b H n e] {\n    causal = rearrange(arange(n), n -> n 1) > arange(m)\n    s = einsum(q, k: b H n d, b H m d -> b H n m) / sqrt(d)\n    p = softmax(masked_fill(s, !causal, -inf), m)\n    r = softmax(s * 0.5 + bias, m)\n    return einsum(p, v: b H n m, b H m e -> b H n e) + einsum(r, v: b H n m, b H m e -> b H n e)\n}\n",
         ),
+        // A softmax-like function along the last axis runs the loops before
+        // it as one flat parallel loop: a batch of one in front of heads
+        // and rows splits across threads (here, past the work that splits).
+        case(
+            "softmax_rows_of_a_batch_of_one",
+            "dim b = 1\ndim H = 3\ndim n = 50\ndim m = 301\ndef f(x: [b H n m], y: bf16[b H n m]) -> [b H n m] {\n    p = softmax(x * 2.0, m) + log_softmax(x, m)\n    return p + softmax(y, m) + logsumexp(x, m)\n}\n",
+        ),
         case(
             "split",
             "dim b = 2\ndim n = 3\ndim H = 2\ndim Dh = 4\ndef f(x: [b n (3 H Dh)]) -> [b H n Dh] {\n    q, k, v = split(x, b n (3 H Dh) -> b H n Dh)\n    return q * 2.0 + k - v\n}\n",

@@ -543,10 +543,11 @@ fn work(extents: &[usize]) -> usize {
     extents.iter().fold(1usize, |a, &e| a.saturating_mul(e))
 }
 
-/// Whether a nest over these loop extents splits its outer loop across
-/// threads: a parallel loop of more than one position, and enough work.
+/// Whether a nest over these loop extents splits its outer loop (or its
+/// flat leading loops) across threads: a parallel loop of more than one
+/// position, and enough work.
 fn nest_splits(extents: &[usize], nest: &Nest) -> bool {
-    nest.parallel && extents.first().is_some_and(|&e| e > 1) && work(&extents[..nest.loops]) >= PARALLEL_WORK
+    nest.parallel && !extents.is_empty() && work(&extents[..nest.flat.clamp(1, extents.len())]) > 1 && work(&extents[..nest.loops]) >= PARALLEL_WORK
 }
 
 /// An attention kernel's tasks: one per position of the batch loops and

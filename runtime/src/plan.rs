@@ -162,7 +162,8 @@ pub struct Nest {
     /// Whether the outermost loop may be split across threads.
     pub parallel: bool,
     /// How many leading loops run as one flat parallel loop (a GPU's
-    /// kernels: the range counts positions of the product of their
+    /// kernels, and a CPU's functions along an axis, whose rows split
+    /// across threads: the range counts positions of the product of their
     /// extents); 0 or 1: the outermost alone.
     #[serde(default)]
     pub flat: usize,

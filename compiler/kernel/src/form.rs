@@ -238,6 +238,19 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, FormError> {
             k.schedule.prefetch = None;
             k.schedule.flat = flat;
         }
+    } else {
+        // On a CPU too, a function along an axis runs the loops before the
+        // axis as one flat parallel loop: its rows split across the
+        // threads whatever the first loop's extent (a batch of one in
+        // front of attention's heads and rows ran on one thread). Not
+        // where one of them is the vectorised loop (a logsumexp's rows
+        // run in vector lanes).
+        let along = |k: &Kernel| if matches!(k.body, Body::Along { .. }) { flat_loops(k, &f.p) } else { 0 };
+        let rows = |k: &Kernel, flat: usize| flat >= 2 && k.loops[..flat].iter().all(|l| matches!(l.role, Role::Parallel | Role::Serial));
+        let flats: Vec<usize> = f.p.kernels.iter().map(|k| Some(along(k)).filter(|&flat| rows(k, flat)).unwrap_or(0)).collect();
+        for (k, flat) in f.p.kernels.iter_mut().zip(flats) {
+            k.schedule.flat = flat;
+        }
     }
     f.p.drop_unused_buffers();
     if target.check_bounds {
@@ -254,7 +267,8 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, FormError> {
     Ok(f.p)
 }
 
-/// The leading loops a GPU runs as one flat parallel loop: every output
+/// The leading loops a GPU runs as one flat parallel loop (a CPU too, for
+/// a function along an axis): every output
 /// loop of a store or a reduction (but a store's last loop when it has row
 /// reductions, which run along it in each thread), the loops before the
 /// axis of a softmax-like function along an axis (each thread runs its

@@ -298,10 +298,12 @@ pub struct Schedule {
     /// operand it reads at its own position (the nest's loops in order),
     /// so that memory fetches them while this row's passes compute.
     pub prefetch: Option<u64>,
-    /// On a GPU: this many leading loops (output loops, independent) run
-    /// as one flat parallel loop over the product of their extents, one
-    /// thread per position, the driver's range counting positions of that
-    /// product; 0 elsewhere (the parallel loop, if any, is loop 0 alone).
+    /// This many leading loops (output loops, independent) run as one flat
+    /// parallel loop over the product of their extents, the driver's range
+    /// counting positions of that product: on a GPU, one thread per
+    /// position; on a CPU, for a function along an axis (its rows split
+    /// across threads, whatever the first loop's extent). 0 elsewhere (the
+    /// parallel loop, if any, is loop 0 alone).
     pub flat: usize,
 }
 

@@ -14,7 +14,7 @@
 //! size-1 axis read at 0 (a broadcast). A kernel's schedule, when not the
 //! plain one, follows its loops: `order [i0 i2 i1]`, `tile 128x16` (with a transposed read staged
 //! through the output: `transpose %0[i1 i0] by 16`, the buffer, its index and the lanes of a block),
-//! `columns 64`, `flat 2` (a GPU's flat parallel loops), `prefetch 1` (rows ahead, in a kernel with row reductions), `gemm [BATCH] ROWS COLS INNER`
+//! `columns 64`, `flat 2` (flat parallel loops: a GPU's, a CPU's softmax rows), `prefetch 1` (rows ahead, in a kernel with row reductions), `gemm [BATCH] ROWS COLS INNER`
 //! (loops, `_` for none; an epilogue follows as `then EXPR;`), `flash [BATCH] ROWS COLS 64x128 %S %A %M`
 //! (an attention's loops, tiles and tile buffers). Row reductions come next, each ending in `;`
 //! (`row mean f32 load %0[i0 i1];`), and the body reads them as `row0`, ...
