@@ -208,13 +208,16 @@ VENV = os.path.join(ROOT, "target", "bench-venv")
 
 def ensure_packages():
     """Re-runs this script in target/bench-venv when torch, matplotlib,
-    ONNX Runtime, OpenVINO or onnxscript (torch.onnx's exporter) is missing."""
+    ONNX Runtime, OpenVINO, onnxscript (torch.onnx's exporter) or
+    transformers (ONNX Runtime's GPT-2 side exports its model; pinned as CI
+    pins it) is missing."""
     try:
         import matplotlib  # noqa: F401
         import onnxruntime  # noqa: F401
         import onnxscript  # noqa: F401
         import openvino  # noqa: F401
         import torch  # noqa: F401
+        import transformers  # noqa: F401
         return
     except ImportError as e:
         missing = e.name
@@ -230,7 +233,8 @@ def ensure_packages():
     if cpu.returncode != 0:
         print("PyTorch's CPU index is not reachable: installing torch from PyPI", flush=True)
         subprocess.run([python, "-m", "pip", "install", "-q", "torch"], check=True)
-    subprocess.run([python, "-m", "pip", "install", "-q", "matplotlib", "numpy", "onnx", "onnxscript", "onnxruntime", "openvino"], check=True)
+    subprocess.run([python, "-m", "pip", "install", "-q", "matplotlib", "numpy", "onnx", "onnxscript", "onnxruntime", "openvino", "transformers==5.25.0"],
+                   check=True)
     os.execv(python, [python] + sys.argv)
 
 
@@ -419,35 +423,46 @@ def runtime_sides(torch, tmp, inputs):
         want = [t.numpy() for t in (got if isinstance(got, tuple) else (got,))]
         path = os.path.join(tmp, name + ".onnx")
         torch.onnx.export(model, tuple(args), path, dynamo=True, external_data=False, optimize=True)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads, options.inter_op_num_threads = THREADS, 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        feeds = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
-        compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": THREADS, "INFERENCE_PRECISION_HINT": "f32",
-                                                         "PERFORMANCE_HINT": "LATENCY"})
-        request = compiled.create_infer_request()
-        arrays = [a.numpy() for a in args]
-        def every_output(request=request, arrays=arrays, outputs=compiled.outputs):
-            results = request.infer(arrays)
-            return [results[o] for o in outputs]
-        calls = {"ort": lambda session=session, feeds=feeds: session.run(None, feeds), "openvino": every_output}
-        for side, call in calls.items():
-            check_against(name, side, call(), want, 1e-4)
+        calls = {"openvino": openvino_call(ov, path, args, {"INFERENCE_PRECISION_HINT": "f32"})}
+        check_against(name, "openvino", calls["openvino"](), want, 1e-4)
         if name in MODELS:
+            # Checked against transformers' model, which it runs.
             calls["ort"] = ort_gpt2(torch, tmp, name)
+        else:
+            calls["ort"] = ort_call(ort, path, args)
+            check_against(name, "ort", calls["ort"](), want, 1e-4)
         sides[name] = calls
         for variant in (v for v, twin in BF16.items() if twin == name and v in inputs):
-            default = ov.Core().compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": THREADS, "PERFORMANCE_HINT": "LATENCY"})
-            print(f"OpenVINO's default precision here: {default.get_property('INFERENCE_PRECISION_HINT')}", file=sys.stderr)
-            request = default.create_infer_request()
-
-            def default_outputs(request=request, arrays=arrays, outputs=default.outputs):
-                results = request.infer(arrays)
-                return [results[o] for o in outputs]
-            check_against(variant, "openvino (default precision)", default_outputs(), want, 3e-2)
-            sides[variant] = {"openvino": default_outputs}
+            default = openvino_call(ov, path, args, {})
+            check_against(variant, "openvino (default precision)", default(), want, 3e-2)
+            sides[variant] = {"openvino": default}
     return sides
+
+
+def ort_call(ort, path, args):
+    """A call of the ONNX model at `path` on `args` in ONNX Runtime (all
+    graph optimizations, THREADS intra-op threads), returning every output."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = THREADS, 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    feeds = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+    return lambda: session.run(None, feeds)
+
+
+def openvino_call(ov, path, args, config):
+    """A call of the ONNX model at `path` on `args` in OpenVINO (CPU, THREADS
+    threads, the latency hint, and `config`: an inference precision, or none
+    for OpenVINO's default, which it prints), returning every output."""
+    compiled = ov.Core().compile_model(path, "CPU", dict({"INFERENCE_NUM_THREADS": THREADS, "PERFORMANCE_HINT": "LATENCY"}, **config))
+    if not config:
+        print(f"OpenVINO's default precision here: {compiled.get_property('INFERENCE_PRECISION_HINT')}", file=sys.stderr)
+    request, arrays, outputs = compiled.create_infer_request(), [a.numpy() for a in args], compiled.outputs
+
+    def every_output():
+        results = request.infer(arrays)
+        return [results[o] for o in outputs]
+    return every_output
 
 
 def ort_gpt2(torch, tmp, name):
@@ -500,13 +515,9 @@ def ort_gpt2(torch, tmp, name):
     optimized = optimizer.optimize_model(path, model_type="gpt2", num_heads=12, hidden_size=768)
     print(f"ONNX Runtime's optimizer on {name}: {optimized.get_fused_operator_statistics()}", file=sys.stderr)
     optimized.save_model_to_file(path)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = THREADS, 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    feeds = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
-    check_against(name, "ort (transformers' model, optimized)", session.run(None, feeds), want, 1e-4)
-    return lambda: session.run(None, feeds)
+    call = ort_call(ort, path, args)
+    check_against(name, "ort (transformers' model, optimized)", call(), want, 1e-4)
+    return call
 
 
 def transformers_side(torch, names):

@@ -529,10 +529,8 @@ fn unpacked_width(p: &Product, threads: usize, work: usize) -> usize {
 /// # Safety
 /// As [`multiply`]; B's columns or its depth are contiguous.
 unsafe fn unpacked<T: Element>(p: Product, threads: usize, work: usize, finish: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
-    let size = std::mem::size_of::<T>();
-    // A's rows, widened once for every block.
-    // SAFETY: every (i, k) is inside A.
-    let a: Vec<T::Wide> = (0..p.m).flat_map(|i| (0..p.k).map(move |k| unsafe { *(p.a.at(i, k, size) as *const T) }.operand())).collect();
+    // SAFETY: as the caller promised.
+    let a = unsafe { widened_rows::<T>(&p) };
     let block = unpacked_block_for::<T>();
     let parts = parts(&p, threads, work);
     let width = unpacked_width(&p, threads, work);
@@ -636,7 +634,30 @@ unsafe fn unpacked_block<T: Element>(p: &Product, a: &[T::Wide], j0: usize, widt
             }
         }
     }
-    for (i, row) in acc.iter().enumerate().take(p.m) {
+    // SAFETY: as the caller promised.
+    unsafe { write_columns::<T, UNPACKED_COLS>(p, j0, cols, &acc[..p.m]) };
+}
+
+/// A product of few rows' A, widened as operands once for every block of
+/// columns, row after row (`m` rows of `k`).
+///
+/// # Safety
+/// As [`multiply`], for A.
+unsafe fn widened_rows<T: Element>(p: &Product) -> Vec<T::Wide> {
+    let size = std::mem::size_of::<T>();
+    // SAFETY: every (i, k) is inside A, as the caller promised.
+    (0..p.m).flat_map(|i| (0..p.k).map(move |k| unsafe { *(p.a.at(i, k, size) as *const T) }.operand())).collect()
+}
+
+/// Writes a block of sums to C's columns `j0..j0 + cols` (row `i` from
+/// `sums[i]`), added to C where the product accumulates, each rounded once.
+///
+/// # Safety
+/// As [`multiply`], for C; `sums` has at most `p.m` rows.
+#[inline(always)]
+unsafe fn write_columns<T: Element, const N: usize>(p: &Product, j0: usize, cols: usize, sums: &[[T::Wide; N]]) {
+    let size = std::mem::size_of::<T>();
+    for (i, row) in sums.iter().enumerate() {
         for (j, &v) in row[..cols].iter().enumerate() {
             let at = p.c.at(i, j0 + j, size) as *mut T;
             // SAFETY: (i, j0 + j) is inside C, which overlaps neither A nor B.

@@ -239,15 +239,7 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, FormError> {
             k.schedule.flat = flat;
         }
     } else {
-        // On a CPU too, a function along an axis runs the loops before the
-        // axis as one flat parallel loop: its rows split across the
-        // threads whatever the first loop's extent (a batch of one in
-        // front of attention's heads and rows ran on one thread). Not
-        // where one of them is the vectorised loop (a logsumexp's rows
-        // run in vector lanes).
-        let along = |k: &Kernel| if matches!(k.body, Body::Along { .. }) { flat_loops(k, &f.p) } else { 0 };
-        let rows = |k: &Kernel, flat: usize| flat >= 2 && k.loops[..flat].iter().all(|l| matches!(l.role, Role::Parallel | Role::Serial));
-        let flats: Vec<usize> = f.p.kernels.iter().map(|k| Some(along(k)).filter(|&flat| rows(k, flat)).unwrap_or(0)).collect();
+        let flats: Vec<usize> = f.p.kernels.iter().map(|k| cpu_flat_loops(k, &f.p)).collect();
         for (k, flat) in f.p.kernels.iter_mut().zip(flats) {
             k.schedule.flat = flat;
         }
@@ -286,6 +278,20 @@ fn flat_loops(k: &Kernel, p: &Program) -> usize {
         Body::Along { axis, .. } => axis.min(rank),
         _ => 0,
     }
+}
+
+/// The leading loops a CPU runs as one flat parallel loop: those before
+/// the axis of a function along an axis ([`flat_loops`]), so that its rows
+/// split across the threads whatever the first loop's extent (a batch of
+/// one in front of attention's heads and rows ran on one thread); none
+/// elsewhere, nor where one of them is the vectorised loop (a
+/// logsumexp's rows run in vector lanes).
+fn cpu_flat_loops(k: &Kernel, p: &Program) -> usize {
+    if !matches!(k.body, Body::Along { .. }) {
+        return 0;
+    }
+    let flat = flat_loops(k, p);
+    if flat >= 2 && k.loops[..flat].iter().all(|l| matches!(l.role, Role::Parallel | Role::Serial)) { flat } else { 0 }
 }
 
 struct Former<'g> {

@@ -19,7 +19,7 @@
 //! the machine has reads the same strips. Tests run both on the same
 //! products.
 
-use super::{Element, Epilogue, Format, LINE, Product, UNPACKED_ROWS, parts};
+use super::{Element, Epilogue, Format, LINE, Product, UNPACKED_ROWS, parts, widened_rows, write_columns};
 use rayon::prelude::*;
 
 /// Columns of one strip: four AVX-512 vectors of f32 sums per row of A.
@@ -109,8 +109,8 @@ pub(super) unsafe fn multiply<T: Element>(p: &Product, rows: &Rows, threads: usi
 unsafe fn multiply_with<T: Element>(p: &Product, rows: &Rows, threads: usize, work: usize, finish: Epilogue<'_>, kernel: StripFn<T::Wide>) {
     debug_assert!(rows.fits(p) && p.m <= UNPACKED_ROWS, "strips of another product");
     let size = std::mem::size_of::<T>();
-    // SAFETY: every (i, k) is inside A.
-    let a: Vec<T::Wide> = (0..p.m).flat_map(|i| (0..p.k).map(move |k| unsafe { *(p.a.at(i, k, size) as *const T) }.operand())).collect();
+    // SAFETY: as the caller promised.
+    let a = unsafe { widened_rows::<T>(p) };
     let strips = p.n.div_ceil(STRIP);
     let parts = parts(p, threads, work).min(strips);
     let (base, last) = (rows.address(), portable_strip_for::<T>());
@@ -121,13 +121,8 @@ unsafe fn multiply_with<T: Element>(p: &Product, rows: &Rows, threads: usize, wo
             let strip = if cols == STRIP { kernel } else { last };
             // SAFETY: strip `s` holds `k * cols` elements after the whole strips before it; the kernels run here.
             unsafe { strip(&a, p.m, p.k, base + j0 * p.k * size, cols, &mut out) };
-            for (i, sums) in out.iter().enumerate().take(p.m) {
-                for (j, &v) in sums[..cols].iter().enumerate() {
-                    let at = p.c.at(i, j0 + j, size) as *mut T;
-                    // SAFETY: (i, j0 + j) is inside C, which overlaps neither A nor B.
-                    unsafe { *at = T::narrow(if p.accumulate { (*at).widen() + v } else { v }) };
-                }
-            }
+            // SAFETY: the strip's columns of C, as the caller promised.
+            unsafe { write_columns::<T, STRIP>(p, j0, cols, &out[..p.m]) };
             finish(0, p.m, j0, cols);
         }
     };
