@@ -972,3 +972,34 @@ fn an_empty_sum_is_positive_zero_everywhere() {
         }
     }
 }
+
+/// A transposed add whose output outgrows the caches streams its tiles
+/// (the kernel says `stream`, non-temporal stores where LLVM emits them):
+/// with rows a whole number of vectors (the streaming stores' alignment)
+/// and rows that are not (plain stores where a vector straddles), the
+/// sums bit for bit on every native back end, bounds-checked too.
+#[test]
+fn outputs_larger_than_the_caches_stream_on_every_backend() {
+    for (n, m) in [(4608usize, 4608usize), (4500, 4501)] {
+        let source = format!("dim n = {n}\ndim m = {m}\ndef f(x: [n m], y: [m n]) -> [n m] {{\n    return x + y\n}}\n");
+        let checked = nax_front::check_source(&source);
+        let graph = nax::pipeline::lower(&checked.module, "f", true, &mut nax::Timings::start()).unwrap().lowered;
+        let kernels = nax_kernel::text::print(&nax_kernel::form(&graph, &nax_kernel::Target::host()).unwrap());
+        assert!(kernels.contains(" stream "), "{n}x{m}: not streamed:\n{kernels}");
+        let names = |a: &str, b: &str| vec![Some(a.to_string()), Some(b.to_string())];
+        let x: Vec<f64> = (0..n * m).map(|i| (i % 1021) as f64 * 0.5).collect();
+        let y: Vec<f64> = (0..n * m).map(|i| (i % 997) as f64 - 300.0).collect();
+        let want: Vec<f64> = (0..n * m).map(|at| f64::from((x[at] as f32) + (y[(at % m) * n + at / m] as f32))).collect();
+        let args = [
+            Value::Tensor(HostTensor::from_f64(DType::F32, vec![n, m], names("n", "m"), &x).unwrap()),
+            Value::Tensor(HostTensor::from_f64(DType::F32, vec![m, n], names("m", "n"), &y).unwrap()),
+        ];
+        for backend in NATIVE_BACKENDS {
+            for check_bounds in [false, true] {
+                let got = run_with(backend, check_bounds, &graph, &args, &HashMap::new()).unwrap().to_f64_vec();
+                let wrong = got.iter().zip(&want).position(|(g, w)| g != w);
+                assert!(wrong.is_none(), "{n}x{m} on {}{}: element {wrong:?}", backend.name(), checked_label(check_bounds));
+            }
+        }
+    }
+}

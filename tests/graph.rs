@@ -165,9 +165,11 @@ fn first_program(file: &str) -> String {
 }
 
 /// The verifier rejects transposed reads a tiled store cannot stage
-/// through its output: a load the store does not make, one contiguous
+/// through a scratch tile: a load the store does not make, one contiguous
 /// along the inner loop, lanes that are not a power of two (or one), an
-/// operand of another width than the output's, or no tile.
+/// operand of another width than the output's, no tile, or a tile whose
+/// scratch would outgrow a thread's share of the stack; and streamed
+/// results without a transposed read.
 #[test]
 fn malformed_transposed_reads_are_rejected() {
     let transpose_add = first_program("schedules.kernels");
@@ -177,13 +179,17 @@ fn malformed_transposed_reads_are_rejected() {
         ("by 4", "by 3"),
         ("by 4", "by 1"),
         ("buffer %0 f32[4096 4096]", "buffer %0 f64[4096 4096]"),
-        ("tile 128x128 ", ""),
+        ("tile 64x256 ", ""),
+        ("tile 64x256 ", "tile 4096x4096 "),
     ] {
         assert!(transpose_add.contains(from), "{from}");
         let broken = nax_kernel::text::parse(&transpose_add.replace(from, to)).expect("parse");
         let problems = nax_kernel::verify(&broken);
         assert!(problems.iter().any(|p| p.contains("a transposed read")), "{to}: {problems:?}");
     }
+    let unstaged = nax_kernel::text::parse(&transpose_add.replace("transpose %0[i1 i0] by 4 ", "")).expect("parse");
+    let problems = nax_kernel::verify(&unstaged);
+    assert!(problems.iter().any(|p| p.contains("streams its results")), "{problems:?}");
 }
 
 /// The verifier accepts a prefetch of rows ahead only in a kernel with row

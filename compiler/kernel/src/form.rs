@@ -18,20 +18,23 @@ use nax_runtime::Size;
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 
-/// The tiles of a transposed read: 128 positions of the outer loop by 128
-/// of the inner, vectorised one. Each tile reads 128 rows of the
-/// transposed operand along 128 contiguous elements (512 bytes of f32),
-/// and 128 rows of the other operand and the output along 128; when the
-/// transposed read is staged through the output ([`Transpose`]), the
-/// store's inner loop runs over 128 positions, too many for LLVM to
-/// unroll whole (unrolled, it would vectorise the outer loop instead, with
-/// gathers and scatters). Measured on `transpose_add` (4096 x 4096 f32,
-/// AVX-512, blocks of 16 x 16, ms, best of four interleaved rounds):
-/// 128 x 128: 5.3, 128 x 256: 5.4, 64 x 128: 5.7, 64 x 256: 5.7, 128 x 64:
-/// 5.8, 16 x 256: 5.8, 32 x 128: 6.1, 256 x 64: 6.3 (the tiles of 128 x 16
-/// before the staging: 95 to 100); the untransposed `elementwise` add of
-/// the same sizes takes about 3.
-const TILE: (u64, u64) = (128, 128);
+/// The tiles of a transposed read: 64 positions of the outer loop by 256
+/// of the inner, vectorised one. Each tile reads 256 rows of the
+/// transposed operand along 64 contiguous elements (256 bytes of f32)
+/// and 64 rows of the other operands and the output along 256 (1 KiB),
+/// and stages through a scratch of 64 KiB ([`Transpose`]). Measured on
+/// `transpose_add` (4096 x 4096 f32, AVX-512, blocks of 16 x 16, output
+/// streamed, Xeon with AMX, 2 threads, ms, medians of 7 interleaved
+/// rounds): 64 x 256: 7.8-8.1, 32 x 512: 8.3, 128 x 256: 8.4, 64 x 512:
+/// 8.6, 32 x 256: 8.6, 128 x 128: 8.7; the untransposed `elementwise`
+/// add of the same sizes takes about 5.3. Staged through the output
+/// instead (whose rows are 16 KiB apart, so a tile's lines crowd a few
+/// cache sets) and stored plainly, the tiles of 128 x 128 took 18.4.
+const TILE: (u64, u64) = (64, 256);
+
+/// How many second-level caches an output must outgrow (or the last-level
+/// cache) for a tiled store to stream it (see [`Former::outgrows_caches`]).
+const STREAMED_L2S: u64 = 16;
 
 /// The widths the column blocks of a softmax along a strided axis keep
 /// to (see [`Former::column_block`]): at least 64 columns (256 bytes of
@@ -625,6 +628,7 @@ impl Former<'_> {
             Body::Store(_) if rank >= 2 && strided(rank - 1) && contiguous(rank - 2) => {
                 s.tile = Some(TILE);
                 s.transpose = self.transposed_read(out, &loads, rank);
+                s.stream = s.transpose.is_some() && self.outgrows_caches(out);
             }
             Body::Along { func, axis, .. } if Schedule::takes_columns(&self.p.symbols, self.p.buffers[out].dtype, loops, *func, *axis) => {
                 s.columns = Some(self.column_block(out, loops[*axis].extent))
@@ -664,7 +668,19 @@ impl Former<'_> {
         widest.clamp(COLUMNS.0, COLUMNS.1)
     }
 
-    /// The read a tiled store over `rank` loops stages through its output
+    /// Whether `out` is sure to leave the caches before anything reads it
+    /// (see [`Schedule::stream`]): its size is known and larger than the
+    /// last-level cache or than [`STREAMED_L2S`] second-level caches
+    /// (the last level of a large server's CPU, shared by many cores, is
+    /// not a share a program can count on).
+    fn outgrows_caches(&self, out: usize) -> bool {
+        let bytes =
+            self.p.buffers[out].shape.iter().try_fold(self.p.buffers[out].dtype.size_bytes() as u64, |n, &s| n.checked_mul(self.p.symbols.constant(s)?));
+        let cached = self.target.cache_bytes[2].min(STREAMED_L2S.saturating_mul(self.target.cache_bytes[1]));
+        bytes.is_some_and(|b| b > cached)
+    }
+
+    /// The read a tiled store over `rank` loops stages through a scratch tile
     /// (see [`Transpose`]): the first load whose last axis alone the outer
     /// tiled loop (`rank - 2`) indexes and another the inner one, of the
     /// output's element width, in blocks of the target's vector lanes.

@@ -275,9 +275,16 @@ pub struct Schedule {
     /// (the outer loop's, then the inner loop's): a transposed read then
     /// touches one cache-sized block at a time.
     pub tile: Option<(u64, u64)>,
-    /// A tiled store's transposed read, staged through the output by
+    /// A tiled store's transposed read, staged through a scratch tile by
     /// in-register transposes (see [`Transpose`]).
     pub transpose: Option<Transpose>,
+    /// A tiled store with a transposed read writes each tile's results to
+    /// the output with streaming (non-temporal) stores where the back end
+    /// has them: an output far larger than the caches, which nothing
+    /// reads before it has left them, is written without reading its
+    /// lines first (a quarter of a transposed add's traffic) and without
+    /// evicting the operands' lines.
+    pub stream: bool,
     /// A softmax or log_softmax along a strided axis runs in blocks of
     /// this many positions of the last loop: per block, its passes along
     /// the axis run over contiguous rows of the block, the block's maximum
@@ -307,16 +314,27 @@ pub struct Schedule {
     pub flat: usize,
 }
 
+/// The most bytes a kernel's scratch tile (see [`Transpose`]) holds: it
+/// lives on the stack of the thread that runs the kernel.
+pub const MAX_SCRATCH_BYTES: u64 = 256 << 10;
+
 /// How a tiled store reads an operand transposed: the loads of `buffer`
 /// at `index`, whose last axis is indexed by the tile's outer loop (and
-/// only it) and another by its inner loop. Per tile, before the store,
-/// each block of `lanes` x `lanes` positions is read as `lanes` vectors
-/// along the outer loop (contiguous), transposed in registers, and written
-/// as `lanes` vectors into the output's rows (the tile's elements off the
-/// blocks are copied one by one); the store then reads those elements
-/// back from the output at its own position, contiguous along the inner
-/// loop, in place of the loads. The buffer's elements have the output's
-/// width, so the output holds them bit for bit.
+/// only it) and another by its inner loop. Per tile, a scratch array of
+/// the tile's size (the kernel's own, row-major over the tile, rows along
+/// the outer loop) first receives the transposed read: each block of
+/// `lanes` x `lanes` positions is read as `lanes` vectors along the outer
+/// loop (contiguous), transposed in registers, and written as `lanes`
+/// vectors into the scratch's rows (the tile's elements off the blocks
+/// are copied one by one). The store then reads those elements from the
+/// scratch at its own position, contiguous along the inner loop, in
+/// place of the loads, and writes its result there; last, the tile's
+/// rows are copied to the output in vectors (streaming ones with
+/// [`Schedule::stream`]). The buffer's elements have the output's width,
+/// so the scratch holds them bit for bit. The scratch, not the output,
+/// stages the tile: its rows are contiguous, where the output's are a
+/// row's stride apart (a power of two, for the common sizes, whose lines
+/// all fall in the same few sets of the caches).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Transpose {
     pub buffer: usize,

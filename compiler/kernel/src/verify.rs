@@ -89,8 +89,12 @@ pub fn verify(p: &Program) -> Vec<String> {
             && !stages_transposed(p, kernel, t)
         {
             errors.push(format!(
-                "kernel {k}: a transposed read is a load of the tiled store, of the output's element width, whose last axis alone the tile's outer loop indexes and another its inner loop, in blocks of a power of two (two or more) lanes"
+                "kernel {k}: a transposed read is a load of the tiled store, of the output's element width, whose last axis alone the tile's outer loop indexes and another its inner loop (the output's last two), in blocks of a power of two (two or more) lanes, and its tile's scratch holds at most {} bytes",
+                crate::kernel::MAX_SCRATCH_BYTES
             ));
+        }
+        if kernel.schedule.stream && kernel.schedule.transpose.is_none() {
+            errors.push(format!("kernel {k}: only a tiled store with a transposed read streams its results"));
         }
         let attention = matches!(kernel.body, Body::Attention { .. });
         if attention != kernel.schedule.attention.is_some() {
@@ -146,14 +150,23 @@ pub fn verify(p: &Program) -> Vec<String> {
     errors
 }
 
-/// Whether a kernel can stage this transposed read through its output
-/// (see [`crate::kernel::Transpose`]).
+/// Whether a kernel can stage this transposed read through a scratch
+/// tile (see [`crate::kernel::Transpose`]) of at most
+/// [`crate::kernel::MAX_SCRATCH_BYTES`].
 fn stages_transposed(p: &Program, kernel: &crate::kernel::Kernel, t: &crate::kernel::Transpose) -> bool {
     let order = kernel.order();
     let (Some(&outer), Some(&inner)) = (order.len().checked_sub(2).and_then(|i| order.get(i)), order.last()) else { return false };
     let Some((last, rest)) = t.index.split_last() else { return false };
     let loaded = kernel.body.exprs().iter().any(|v| v.loads().contains(&(t.buffer, t.index.as_slice())));
-    kernel.schedule.tile.is_some()
+    let Some(out) = p.buffers.get(kernel.output) else { return false };
+    // The tile's rows are the output's last two axes, so that each row of
+    // the scratch is contiguous in the output too.
+    let rank = out.shape.len();
+    rank >= 2
+        && (outer, inner) == (rank - 2, rank - 1)
+        && kernel.schedule.tile.is_some_and(|(a, b)| {
+            a.checked_mul(b).and_then(|n| n.checked_mul(out.dtype.size_bytes() as u64)).is_some_and(|bytes| bytes <= crate::kernel::MAX_SCRATCH_BYTES)
+        })
         && matches!(kernel.body, Body::Store(_))
         && kernel.rows.is_empty()
         && loaded
@@ -162,7 +175,7 @@ fn stages_transposed(p: &Program, kernel: &crate::kernel::Kernel, t: &crate::ker
         && rest.contains(&Index::Loop(inner))
         && t.lanes >= 2
         && t.lanes.is_power_of_two()
-        && p.buffers.get(t.buffer).zip(p.buffers.get(kernel.output)).is_some_and(|(b, out)| b.dtype.size_bytes() == out.dtype.size_bytes())
+        && p.buffers.get(t.buffer).is_some_and(|b| b.dtype.size_bytes() == out.dtype.size_bytes())
 }
 
 fn check_expr(p: &Program, kernel: &crate::kernel::Kernel, e: &Expr, rows: usize, report: &mut dyn FnMut(String)) {

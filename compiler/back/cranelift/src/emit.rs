@@ -407,6 +407,13 @@ impl Emitter for KernelEmitter<'_> {
         self.builder.ins().store(vector_flags(), value, at, 0);
     }
 
+    fn scratch(&mut self, kind: Kind, elements: u32, buffer: usize) {
+        // Aligned to a cache line (2^6 bytes).
+        let slot = self.builder.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, elements * type_of(kind).bytes(), 6));
+        let base = self.builder.ins().stack_addr(types::I64, slot, 0);
+        self.bases.insert(buffer, base);
+    }
+
     fn splat(&mut self, kind: Kind, lanes: u32, v: Value) -> Value {
         self.builder.ins().splat(vector_type(kind, lanes), v)
     }

@@ -15,9 +15,13 @@ use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::{BasicTypeEnum, VectorType};
 use inkwell::values::{BasicValue, BasicValueEnum, FunctionValue, InstructionValue, IntValue, PointerValue};
-use inkwell::{FloatPredicate, IntPredicate};
+use inkwell::{AtomicOrdering, FloatPredicate, IntPredicate};
 use nax_back_native::{Binary, Compare, Emitter, Kind, Unary};
 use std::collections::HashMap;
+
+/// The alignment of a kernel's scratch arrays: a cache line, so that a
+/// tile's vectors never straddle two.
+const SCRATCH_ALIGN: u32 = 64;
 
 /// Emits one kernel's body into `function`.
 pub struct LlvmEmitter<'a, 'ctx> {
@@ -438,6 +442,82 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
                 }
             }
         }
+    }
+
+    fn scratch(&mut self, kind: Kind, elements: u32, buffer: usize) {
+        let ty = match self.ty(kind) {
+            BasicTypeEnum::FloatType(t) => t.array_type(elements),
+            BasicTypeEnum::IntType(t) => t.array_type(elements),
+            other => {
+                self.error.get_or_insert(format!("no scratch array of {other}"));
+                return;
+            }
+        };
+        if let Some(p) = self.slot(ty.into()) {
+            if let Some(i) = p.as_instruction_value()
+                && let Err(e) = i.set_alignment(SCRATCH_ALIGN)
+            {
+                self.error.get_or_insert(e.to_string());
+            }
+            self.buffers.insert(buffer, p);
+        }
+    }
+
+    fn store_vector_streaming(&mut self, kind: Kind, lanes: u32, buffer: usize, index: Self::Value, value: Self::Value) {
+        // A non-temporal store where the address is aligned to the
+        // vector (which it needs), else a plain one.
+        let Some(ptr) = self.element_pointer(kind, buffer, index) else { return };
+        let bytes = u64::from(lanes * kind.width().div_ceil(8));
+        let i64_type = self.context.i64_type();
+        let address = match self.builder.build_ptr_to_int(ptr, i64_type, "") {
+            Ok(a) => a,
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                return;
+            }
+        };
+        let misalignment = self.builder.build_and(address, i64_type.const_int(bytes - 1, false), "");
+        let aligned = misalignment.and_then(|m| self.builder.build_int_compare(IntPredicate::EQ, m, i64_type.const_zero(), ""));
+        let (streamed, plain, joined) = (
+            self.context.append_basic_block(self.function, "streamed"),
+            self.context.append_basic_block(self.function, "plain"),
+            self.context.append_basic_block(self.function, "stored"),
+        );
+        let branch = aligned.and_then(|a| self.builder.build_conditional_branch(a, streamed, plain));
+        self.done(branch);
+        self.builder.position_at_end(streamed);
+        match self.builder.build_store(ptr, value) {
+            Ok(i) => {
+                let node = self.context.metadata_node(&[self.context.i32_type().const_int(1, false).into()]);
+                let kind_id = self.context.get_kind_id("nontemporal");
+                if let Err(e) = i.set_metadata(node, kind_id).and_then(|()| i.set_alignment(bytes as u32)) {
+                    self.error.get_or_insert(e.to_string());
+                }
+            }
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+            }
+        }
+        let r = self.builder.build_unconditional_branch(joined);
+        self.done(r);
+        self.builder.position_at_end(plain);
+        match self.builder.build_store(ptr, value) {
+            Ok(i) => self.align(i, kind),
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+            }
+        }
+        let r = self.builder.build_unconditional_branch(joined);
+        self.done(r);
+        self.builder.position_at_end(joined);
+    }
+
+    fn streaming_fence(&mut self) {
+        // Sequentially consistent: on x86 a locked instruction (or an
+        // `mfence`), either of which drains the write-combining buffers of
+        // non-temporal stores (a release fence emits nothing there).
+        let r = self.builder.build_fence(AtomicOrdering::SequentiallyConsistent, false, "");
+        self.done(r);
     }
 
     fn splat(&mut self, kind: Kind, lanes: u32, v: Self::Value) -> Self::Value {

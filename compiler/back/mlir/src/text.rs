@@ -103,6 +103,8 @@ pub struct KernelText {
     device: Device,
     /// The buffers the kernel uses, each the argument `%b<N>`.
     buffers: BTreeSet<usize>,
+    /// Its scratch arrays, each the alloca `%b<N>` at the entry.
+    scratch: BTreeSet<usize>,
     /// The allocas, written at the entry.
     allocas: String,
     /// The ops, in order.
@@ -134,6 +136,7 @@ impl KernelText {
         let mut text = KernelText {
             device,
             buffers: buffers.iter().copied().collect(),
+            scratch: BTreeSet::new(),
             allocas: String::new(),
             body: String::new(),
             depth: 1,
@@ -235,7 +238,7 @@ impl KernelText {
     /// the lowering; its name is then undefined and the module fails to
     /// parse, reported as an internal error.
     fn buffer(&self, buffer: usize) -> String {
-        if self.buffers.contains(&buffer) { format!("%b{buffer}") } else { "%missing_buffer".to_string() }
+        if self.buffers.contains(&buffer) || self.scratch.contains(&buffer) { format!("%b{buffer}") } else { "%missing_buffer".to_string() }
     }
 
     /// A variable of type `ty`: an alloca at the entry, set to `init` here.
@@ -474,6 +477,12 @@ impl Emitter for KernelText {
 
     fn store_vector(&mut self, _kind: Kind, _lanes: u32, buffer: usize, index: Value, value: Value) {
         self.store_typed(buffer, index, value);
+    }
+
+    fn scratch(&mut self, kind: Kind, elements: u32, buffer: usize) {
+        self.scratch.insert(buffer);
+        let _ = writeln!(self.allocas, "    %c{buffer} = llvm.mlir.constant({elements} : i64) : i64");
+        let _ = writeln!(self.allocas, "    %b{buffer} = llvm.alloca %c{buffer} x {} {{alignment = 64 : i64}} : (i64) -> !llvm.ptr", scalar_type(kind));
     }
 
     fn splat(&mut self, kind: Kind, lanes: u32, v: Value) -> Value {

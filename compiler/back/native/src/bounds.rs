@@ -14,6 +14,7 @@
 
 use crate::emitter::{Binary, Compare, Emitter, Kind, Unary};
 use nax_kernel::Role;
+use std::collections::HashMap;
 
 /// A kernel's access of another kind than its buffer's elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +40,9 @@ pub struct Checked<'e, E: Emitter> {
     pub kernel: usize,
     /// The first access of the wrong kind.
     pub mismatch: Option<Mismatch>,
+    /// The kernel's scratch arrays (see [`Emitter::scratch`]) and their
+    /// lengths in elements.
+    pub scratch: HashMap<usize, u32>,
 }
 
 impl<E: Emitter> Checked<'_, E> {
@@ -54,12 +58,19 @@ impl<E: Emitter> Checked<'_, E> {
             self.mismatch = Some(Mismatch { buffer, expected, accessed: kind });
         }
         let Some(fault) = self.fault.filter(|&f| f != buffer) else { return index };
+        let scratch = self.scratch.get(&buffer).copied();
         let e = &mut *self.inner;
-        let len_at = e.int(Kind::I64, (nax_runtime::plan::FAULT_WORDS + buffer) as i64);
-        let bytes = e.load(Kind::I64, fault, len_at);
-        // Whole elements of `kind` in the buffer: its bytes over 1, 2, 4 or 8.
         let shift = e.int(Kind::I64, i64::from(kind.width().div_ceil(8).trailing_zeros()));
-        let len = e.binary(Binary::ShrU, Kind::I64, bytes, shift);
+        let len = match scratch {
+            // A scratch array's length is the kernel's own constant.
+            Some(elements) => e.int(Kind::I64, i64::from(elements)),
+            None => {
+                let len_at = e.int(Kind::I64, (nax_runtime::plan::FAULT_WORDS + buffer) as i64);
+                let bytes = e.load(Kind::I64, fault, len_at);
+                // Whole elements of `kind` in the buffer: its bytes over 1, 2, 4 or 8.
+                e.binary(Binary::ShrU, Kind::I64, bytes, shift)
+            }
+        };
         let (zero, one) = (e.int(Kind::I64, 0), e.int(Kind::I64, 1));
         let last = if lanes > 1 {
             let extra = e.int(Kind::I64, i64::from(lanes) - 1);
@@ -175,6 +186,17 @@ impl<E: Emitter> Emitter for Checked<'_, E> {
     }
     fn shuffle(&mut self, kind: Kind, lanes: u32, a: E::Value, b: E::Value, mask: &[u32]) -> E::Value {
         self.inner.shuffle(kind, lanes, a, b, mask)
+    }
+    fn scratch(&mut self, kind: Kind, elements: u32, buffer: usize) {
+        self.scratch.insert(buffer, elements);
+        self.inner.scratch(kind, elements, buffer)
+    }
+    fn store_vector_streaming(&mut self, kind: Kind, lanes: u32, buffer: usize, index: E::Value, value: E::Value) {
+        let index = self.checked(buffer, kind, index, lanes);
+        self.inner.store_vector_streaming(kind, lanes, buffer, index, value)
+    }
+    fn streaming_fence(&mut self) {
+        self.inner.streaming_fence()
     }
     fn prefetch(&mut self, kind: Kind, buffer: usize, index: E::Value, write: bool) {
         self.inner.prefetch(kind, buffer, index, write)

@@ -188,6 +188,27 @@ pub trait Emitter {
     /// in-register transposes of a tiled store's transposed read use it.
     fn shuffle(&mut self, kind: Kind, lanes: u32, a: Self::Value, b: Self::Value, mask: &[u32]) -> Self::Value;
 
+    /// Makes `buffer` (a number past every buffer of the program) name an
+    /// array of `elements` elements of `kind` that is the kernel's own:
+    /// on its stack, one per call of the kernel function (per thread),
+    /// read and written by the loads and stores (vector or not) of that
+    /// number. A tiled store's transposed read is staged in one.
+    fn scratch(&mut self, kind: Kind, elements: u32, buffer: usize);
+
+    /// [`Emitter::store_vector`] of a result not read again soon: where
+    /// the back end can (an address aligned to the vector's bytes), a
+    /// non-temporal store, which writes the cache line without reading it
+    /// first and leaves the caches to other data; else a plain store.
+    fn store_vector_streaming(&mut self, kind: Kind, lanes: u32, buffer: usize, index: Self::Value, value: Self::Value) {
+        self.store_vector(kind, lanes, buffer, index, value)
+    }
+
+    /// Orders the kernel's streaming stores before what follows (its
+    /// return, and so the driver's join of its threads): a full fence
+    /// where [`Emitter::store_vector_streaming`] emits non-temporal
+    /// stores, which other stores do not order; nothing elsewhere.
+    fn streaming_fence(&mut self) {}
+
     /// Asks for the cache line of element `index` of `buffer` (elements of
     /// `kind`), to read or, with `write`, to write, ahead of its use. A
     /// hint: it never faults, so `index` may lie past the buffer's end,

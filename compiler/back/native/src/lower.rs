@@ -1,7 +1,7 @@
 //! Kernel lowering, written once for every code generator: a kernel of the
 //! kernel IR becomes emitter calls. The loop nest is the kernel's (its
 //! parallel loop runs over the `begin..end` the driver gives; a tile's
-//! transposed read is staged through the output by in-register
+//! transposed read is staged through a scratch tile by in-register
 //! transposes); loads and stores index row-major buffers through strides
 //! computed once at entry; values compute in the kinds of
 //! [`crate::emitter::Kind`] with the reference interpreter's conversions,
@@ -58,7 +58,7 @@ pub fn register_kind(d: DType) -> Kind {
 pub fn lower_kernel<E: Emitter>(e: &mut E, p: &Program, plan: &Slots, k: &Kernel, parameters: &Parameters) -> Result<(), crate::CodegenError> {
     let kernel = p.kernels.iter().position(|x| std::ptr::eq(x, k)).unwrap_or(usize::MAX);
     let kinds = p.buffers.iter().map(|b| memory_kind(b.dtype)).collect();
-    let mut checked = crate::bounds::Checked { inner: e, kinds, fault: p.fault_buffer(), kernel, mismatch: None };
+    let mut checked = crate::bounds::Checked { inner: e, kinds, fault: p.fault_buffer(), kernel, mismatch: None, scratch: HashMap::new() };
     lower_nest(&mut checked, p, plan, k, parameters);
     match checked.mismatch {
         None => Ok(()),
@@ -86,7 +86,8 @@ pub fn driver_values(k: &Kernel) -> usize {
 }
 
 fn lower_nest<E: Emitter>(e: &mut E, p: &Program, plan: &Slots, k: &Kernel, parameters: &Parameters) {
-    let mut l = Lowering { e, p, plan, k, parameters, index: vec![None; k.loops.len()], strides: HashMap::new(), extents: Vec::new(), rows: Vec::new() };
+    let mut l =
+        Lowering { e, p, plan, k, parameters, index: vec![None; k.loops.len()], strides: HashMap::new(), extents: Vec::new(), rows: Vec::new(), staging: None };
     l.run();
 }
 
@@ -108,6 +109,21 @@ struct Lowering<'a, E: Emitter> {
     extents: Vec<E::Value>,
     /// The row reductions' values at the current row.
     rows: Vec<(E::Value, Kind)>,
+    /// The current tile's scratch, while a tiled store with a transposed
+    /// read runs (see [`nax_kernel::Transpose`]).
+    staging: Option<Staging<E::Value>>,
+}
+
+/// A tile's scratch array: its buffer number, the loops of its rows and
+/// columns, their first positions in the tile and its row's length.
+#[derive(Clone, Copy)]
+struct Staging<V> {
+    buffer: usize,
+    outer: usize,
+    inner: usize,
+    first_outer: V,
+    first_inner: V,
+    width: i64,
 }
 
 impl<E: Emitter> Lowering<'_, E> {
@@ -182,22 +198,38 @@ impl<E: Emitter> Lowering<'_, E> {
                 self.close(open);
             }
             Body::Store(v) => {
+                let tile = self.k.schedule.tile.filter(|_| order.len() >= 2);
+                if let (Some((outer, inner)), Some(_)) = (tile, &self.k.schedule.transpose) {
+                    // The tile's scratch (the verifier bounds its bytes).
+                    let dtype = self.p.buffers[self.k.output].dtype;
+                    self.e.scratch(memory_kind(dtype), (outer * inner) as u32, self.p.buffers.len());
+                }
                 let mut open = self.open(&order[..order.len().saturating_sub(2)]);
-                let inside = match self.k.schedule.tile {
-                    Some((outer, inner)) if order.len() >= 2 => {
+                match (tile, &self.k.schedule.transpose) {
+                    (Some((outer, inner)), Some(t)) => {
                         let (tiles, spans) = self.open_tiles(&order[order.len() - 2..], [outer as i64, inner as i64]);
                         open.extend(tiles);
-                        if let Some(t) = &self.k.schedule.transpose {
-                            self.stage_transposed(t, spans);
-                        }
-                        spans.iter().map(|&(i, first, stop)| self.open_from(i, first, stop)).collect()
+                        self.transposed_tile(t, spans, inner as i64, v);
                     }
-                    _ => self.open(&order[order.len().saturating_sub(2)..]),
-                };
-                let (x, kind) = self.eval(v);
-                self.store_output(x, kind);
-                self.close(inside);
+                    (Some((outer, inner)), None) => {
+                        let (tiles, spans) = self.open_tiles(&order[order.len() - 2..], [outer as i64, inner as i64]);
+                        open.extend(tiles);
+                        let inside = spans.map(|(i, first, stop)| self.open_from(i, first, stop));
+                        let (x, kind) = self.eval(v);
+                        self.store_output(x, kind);
+                        self.close(inside.into());
+                    }
+                    _ => {
+                        let inside = self.open(&order[order.len().saturating_sub(2)..]);
+                        let (x, kind) = self.eval(v);
+                        self.store_output(x, kind);
+                        self.close(inside);
+                    }
+                }
                 self.close(open);
+                if self.k.schedule.stream {
+                    self.e.streaming_fence();
+                }
             }
             Body::Reduce { op, value } if order.iter().take(rank).copied().eq(0..rank) => {
                 let open = self.open(&order[..rank]);
@@ -394,15 +426,47 @@ impl<E: Emitter> Lowering<'_, E> {
         (handles, spans)
     }
 
-    /// Stages a tile's transposed read in the output (see
-    /// [`nax_kernel::Transpose`]): each block of `lanes` x `lanes` whole
-    /// inside the tile as `lanes` vector loads along the outer loop, an
-    /// in-register transpose and `lanes` vector stores along the inner
-    /// loop; then the tile's other elements one by one (the rows past the
-    /// last whole block, then the columns past it in the blocks' rows).
+    /// A tiled store with a transposed read, over one tile (see
+    /// [`nax_kernel::Transpose`]): the read staged in the scratch, the
+    /// store's values computed into it, then its rows copied to the
+    /// output.
+    fn transposed_tile(&mut self, t: &Transpose, spans: [Span<E::Value>; 2], width: i64, v: &Expr) {
+        let [(outer, first_outer, stop_outer), (inner, first_inner, stop_inner)] = spans;
+        let staging = Staging { buffer: self.p.buffers.len(), outer, inner, first_outer, first_inner, width };
+        self.staging = Some(staging);
+        self.stage_transposed(t, spans);
+        let h_rows = self.open_from(outer, first_outer, stop_outer);
+        let h_cols = self.open_from(inner, first_inner, stop_inner);
+        let (x, kind) = self.eval(v);
+        let dtype = self.p.buffers[self.k.output].dtype;
+        let stored = to_memory(self.e, x, kind, dtype);
+        let at = self.scratch_at();
+        self.e.store(memory_kind(dtype), staging.buffer, at, stored);
+        self.close(vec![h_rows, h_cols]);
+        self.copy_tile(t.lanes, spans);
+        self.staging = None;
+    }
+
+    /// The current position's element of the tile's scratch.
+    fn scratch_at(&mut self) -> E::Value {
+        let Some(s) = self.staging else { return self.e.int(Kind::I64, 0) };
+        let (Some(o), Some(i)) = (self.index[s.outer], self.index[s.inner]) else { return self.e.int(Kind::I64, 0) };
+        let row = self.e.binary(Binary::Sub, Kind::I64, o, s.first_outer);
+        let width = self.e.int(Kind::I64, s.width);
+        let row = self.e.binary(Binary::Mul, Kind::I64, row, width);
+        let column = self.e.binary(Binary::Sub, Kind::I64, i, s.first_inner);
+        self.e.binary(Binary::Add, Kind::I64, row, column)
+    }
+
+    /// Stages a tile's transposed read in its scratch: each block of
+    /// `lanes` x `lanes` whole inside the tile as `lanes` vector loads
+    /// along the outer loop, an in-register transpose and `lanes` vector
+    /// stores along the inner loop; then the tile's other elements one by
+    /// one (the rows past the last whole block, then the columns past it
+    /// in the blocks' rows).
     fn stage_transposed(&mut self, t: &Transpose, [(outer, first0, stop0), (inner, first1, stop1)]: [Span<E::Value>; 2]) {
         let kind = memory_kind(self.p.buffers[t.buffer].dtype);
-        let out = self.k.output;
+        let scratch = self.p.buffers.len();
         let lanes = i64::from(t.lanes);
         let rows_end = self.whole_blocks_end(first0, stop0, lanes);
         let cols_end = self.whole_blocks_end(first1, stop1, lanes);
@@ -421,8 +485,8 @@ impl<E: Emitter> Lowering<'_, E> {
         for (r, row) in block.into_iter().enumerate() {
             let r = self.e.int(Kind::I64, r as i64);
             self.index[outer] = Some(self.e.binary(Binary::Add, Kind::I64, i, r));
-            let at = self.output_at();
-            self.e.store_vector(kind, t.lanes, out, at, row);
+            let at = self.scratch_at();
+            self.e.store_vector(kind, t.lanes, scratch, at, row);
         }
         self.e.end_loop(h_cols);
         self.e.end_loop(h_rows);
@@ -431,11 +495,39 @@ impl<E: Emitter> Lowering<'_, E> {
             let h_cols = self.open_from(inner, cols.0, cols.1);
             let at = self.offset(t.buffer, &t.index);
             let x = self.e.load(kind, t.buffer, at);
-            let to = self.output_at();
-            self.e.store(kind, out, to, x);
+            let to = self.scratch_at();
+            self.e.store(kind, scratch, to, x);
             self.e.end_loop(h_cols);
             self.e.end_loop(h_rows);
         }
+    }
+
+    /// Copies a tile's scratch to the output: each row in vectors of
+    /// `lanes` (streaming ones with [`nax_kernel::Schedule::stream`]),
+    /// then the columns past the last whole vector one by one.
+    fn copy_tile(&mut self, lanes: u32, [(outer, first0, stop0), (inner, first1, stop1)]: [Span<E::Value>; 2]) {
+        let out = self.k.output;
+        let kind = memory_kind(self.p.buffers[out].dtype);
+        let scratch = self.p.buffers.len();
+        let cols_end = self.whole_blocks_end(first1, stop1, i64::from(lanes));
+        let h_rows = self.open_from(outer, first0, stop0);
+        let (h_cols, j) = self.e.begin_loop(first1, cols_end, i64::from(lanes));
+        self.index[inner] = Some(j);
+        let from = self.scratch_at();
+        let x = self.e.load_vector(kind, lanes, scratch, from);
+        let to = self.output_at();
+        if self.k.schedule.stream {
+            self.e.store_vector_streaming(kind, lanes, out, to, x);
+        } else {
+            self.e.store_vector(kind, lanes, out, to, x);
+        }
+        self.e.end_loop(h_cols);
+        let h_cols = self.open_from(inner, cols_end, stop1);
+        let from = self.scratch_at();
+        let x = self.e.load(kind, scratch, from);
+        let to = self.output_at();
+        self.e.store(kind, out, to, x);
+        self.close(vec![h_rows, h_cols]);
     }
 
     /// The end of the whole blocks of `lanes` (a power of two) positions
@@ -1007,9 +1099,12 @@ impl<E: Emitter> Lowering<'_, E> {
     fn eval(&mut self, e: &Expr) -> (E::Value, Kind) {
         match e {
             Expr::Load { buffer, index } => {
-                // A transposed read staged in the output is read there, at the output's position.
+                // A transposed read staged in the tile's scratch is read there, at the store's position.
                 let staged = self.k.schedule.transpose.as_ref().is_some_and(|t| t.buffer == *buffer && t.index == *index);
-                let (from, at) = if staged { (self.k.output, self.output_at()) } else { (*buffer, self.offset(*buffer, index)) };
+                let (from, at) = match self.staging {
+                    Some(s) if staged => (s.buffer, self.scratch_at()),
+                    _ => (*buffer, self.offset(*buffer, index)),
+                };
                 let dtype = self.p.buffers[*buffer].dtype;
                 let raw = self.e.load(memory_kind(dtype), from, at);
                 (from_memory(self.e, raw, dtype), register_kind(dtype))
