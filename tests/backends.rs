@@ -973,33 +973,47 @@ fn an_empty_sum_is_positive_zero_everywhere() {
     }
 }
 
-/// A transposed add whose output outgrows the caches streams its tiles
-/// (the kernel says `stream`, non-temporal stores where LLVM emits them):
-/// with rows a whole number of vectors (the streaming stores' alignment)
-/// and rows that are not (plain stores where a vector straddles), the
-/// sums bit for bit on every native back end, bounds-checked too.
+/// Stores whose outputs outgrow the caches stream them (the kernel says
+/// `stream`, non-temporal stores where LLVM emits them): a transposed add
+/// (tiled) and an elementwise function, an f32 one and a mask (bytes),
+/// with rows a whole number of vectors (the streaming stores'
+/// alignment) and rows that are not (plain stores where a vector
+/// straddles), bit for bit on every native back end, bounds-checked too.
 #[test]
 fn outputs_larger_than_the_caches_stream_on_every_backend() {
-    for (n, m) in [(4608usize, 4608usize), (4500, 4501)] {
-        let source = format!("dim n = {n}\ndim m = {m}\ndef f(x: [n m], y: [m n]) -> [n m] {{\n    return x + y\n}}\n");
-        let checked = nax_front::check_source(&source);
+    let names = |a: &str, b: &str| vec![Some(a.to_string()), Some(b.to_string())];
+    let check = |source: &str, args: &[Value], want: &[f64]| {
+        let checked = nax_front::check_source(source);
         let graph = nax::pipeline::lower(&checked.module, "f", true, &mut nax::Timings::start()).unwrap().lowered;
         let kernels = nax_kernel::text::print(&nax_kernel::form(&graph, &nax_kernel::Target::host()).unwrap());
-        assert!(kernels.contains(" stream "), "{n}x{m}: not streamed:\n{kernels}");
-        let names = |a: &str, b: &str| vec![Some(a.to_string()), Some(b.to_string())];
+        assert!(kernels.contains(" stream "), "not streamed:\n{kernels}");
+        for backend in NATIVE_BACKENDS {
+            for check_bounds in [false, true] {
+                let got = run_with(backend, check_bounds, &graph, args, &HashMap::new()).unwrap().to_f64_vec();
+                let wrong = got.iter().zip(want).position(|(g, w)| g != w);
+                assert!(wrong.is_none(), "{source}on {}{}: element {wrong:?}", backend.name(), checked_label(check_bounds));
+            }
+        }
+    };
+    for (n, m) in [(4608usize, 4608usize), (4500, 4501)] {
         let x: Vec<f64> = (0..n * m).map(|i| (i % 1021) as f64 * 0.5).collect();
         let y: Vec<f64> = (0..n * m).map(|i| (i % 997) as f64 - 300.0).collect();
-        let want: Vec<f64> = (0..n * m).map(|at| f64::from((x[at] as f32) + (y[(at % m) * n + at / m] as f32))).collect();
+        let transposed: Vec<f64> = (0..n * m).map(|at| f64::from((x[at] as f32) + (y[(at % m) * n + at / m] as f32))).collect();
         let args = [
             Value::Tensor(HostTensor::from_f64(DType::F32, vec![n, m], names("n", "m"), &x).unwrap()),
             Value::Tensor(HostTensor::from_f64(DType::F32, vec![m, n], names("m", "n"), &y).unwrap()),
         ];
-        for backend in NATIVE_BACKENDS {
-            for check_bounds in [false, true] {
-                let got = run_with(backend, check_bounds, &graph, &args, &HashMap::new()).unwrap().to_f64_vec();
-                let wrong = got.iter().zip(&want).position(|(g, w)| g != w);
-                assert!(wrong.is_none(), "{n}x{m} on {}{}: element {wrong:?}", backend.name(), checked_label(check_bounds));
-            }
-        }
+        check(&format!("dim n = {n}\ndim m = {m}\ndef f(x: [n m], y: [m n]) -> [n m] {{\n    return x + y\n}}\n"), &args, &transposed);
+        let scaled: Vec<f64> = x.iter().map(|&v| f64::from(v as f32 * 2.0 + 1.0)).collect();
+        check(&format!("dim n = {n}\ndim m = {m}\ndef f(x: [n m]) -> [n m] {{\n    return x * 2.0 + 1.0\n}}\n"), &args[..1], &scaled);
+        // Four thresholds: a mask's byte per element outgrows the caches too.
+        let thresholds = [100.0, 200.0, 300.0, 400.0];
+        let above: Vec<f64> = thresholds.iter().flat_map(|&t| x.iter().map(move |&v| f64::from(u8::from(t < v)))).collect();
+        let args = [args[0].clone(), Value::Tensor(HostTensor::from_f64(DType::F32, vec![4], vec![Some("k".to_string())], &thresholds).unwrap())];
+        check(
+            &format!("dim n = {n}\ndim m = {m}\ndim k = 4\ndef f(x: [n m], t: [k]) -> Mask[k n m] {{\n    return rearrange(t, k -> k 1 1) < x\n}}\n"),
+            &args,
+            &above,
+        );
     }
 }

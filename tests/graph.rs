@@ -187,9 +187,27 @@ fn malformed_transposed_reads_are_rejected() {
         let problems = nax_kernel::verify(&broken);
         assert!(problems.iter().any(|p| p.contains("a transposed read")), "{to}: {problems:?}");
     }
-    let unstaged = nax_kernel::text::parse(&transpose_add.replace("transpose %0[i1 i0] by 4 ", "")).expect("parse");
-    let problems = nax_kernel::verify(&unstaged);
-    assert!(problems.iter().any(|p| p.contains("streams its results")), "{problems:?}");
+}
+
+/// The verifier accepts streamed results only from a store without row
+/// reductions, untiled or tiled with a transposed read (in vectors of its
+/// blocks), in vectors of a power of two lanes.
+#[test]
+fn streamed_results_need_a_plain_or_staged_store() {
+    let transpose_add = first_program("schedules.kernels");
+    let layernorm = first_program("rows.kernels");
+    for broken in [
+        transpose_add.replace("transpose %0[i1 i0] by 4 ", ""),
+        transpose_add.replace("stream 4", "stream 8"),
+        transpose_add.replace("tile 64x256 transpose %0[i1 i0] by 4 stream 4", "stream 3"),
+        layernorm.replacen(" prefetch 1", " stream 16 prefetch 1", 1),
+    ] {
+        let problems = nax_kernel::verify(&nax_kernel::text::parse(&broken).expect("parse"));
+        assert!(problems.iter().any(|p| p.contains("streams its results")), "{broken}: {problems:?}");
+    }
+    let plain = transpose_add.replace("tile 64x256 transpose %0[i1 i0] by 4 stream 4", "stream 4").replace("load %0[i1 i0]", "load %0[i0 i1]");
+    let problems = nax_kernel::verify(&nax_kernel::text::parse(&plain).expect("parse"));
+    assert!(problems.is_empty(), "{problems:?}");
 }
 
 /// The verifier accepts a prefetch of rows ahead only in a kernel with row

@@ -246,6 +246,10 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, FormError> {
         for (k, flat) in f.p.kernels.iter_mut().zip(flats) {
             k.schedule.flat = flat;
         }
+        let streams: Vec<Option<u32>> = f.p.kernels.iter().map(|k| f.streamed(k)).collect();
+        for (k, stream) in f.p.kernels.iter_mut().zip(streams) {
+            k.schedule.stream = stream;
+        }
     }
     f.p.drop_unused_buffers();
     if target.check_bounds {
@@ -628,7 +632,6 @@ impl Former<'_> {
             Body::Store(_) if rank >= 2 && strided(rank - 1) && contiguous(rank - 2) => {
                 s.tile = Some(TILE);
                 s.transpose = self.transposed_read(out, &loads, rank);
-                s.stream = s.transpose.is_some() && self.outgrows_caches(out);
             }
             Body::Along { func, axis, .. } if Schedule::takes_columns(&self.p.symbols, self.p.buffers[out].dtype, loops, *func, *axis) => {
                 s.columns = Some(self.column_block(out, loops[*axis].extent))
@@ -666,6 +669,22 @@ impl Former<'_> {
         let fits = self.target.cache_bytes[1] / 2 / rows.saturating_mul(2 * bytes);
         let widest = if fits == 0 { 0 } else { 1 << fits.ilog2() };
         widest.clamp(COLUMNS.0, COLUMNS.1)
+    }
+
+    /// The lanes a CPU kernel streams its results in (see
+    /// [`Schedule::stream`]): a store without row reductions, in its
+    /// loops' order, untiled or staging a transposed read, whose output
+    /// outgrows the caches.
+    fn streamed(&self, k: &Kernel) -> Option<u32> {
+        let s = &k.schedule;
+        let rank = self.p.buffers[k.output].shape.len();
+        let lanes = match (&s.tile, &s.transpose) {
+            (None, None) => self.target.vector_bytes / self.p.buffers[k.output].dtype.size_bytes() as u32,
+            (Some(_), Some(t)) => t.lanes,
+            _ => return None,
+        };
+        let plain = matches!(k.body, Body::Store(_)) && k.rows.is_empty() && rank >= 1 && k.loops.len() == rank && s.order.is_empty() && s.flat == 0;
+        (plain && s.gemm.is_none() && lanes >= 2 && lanes.is_power_of_two() && self.outgrows_caches(k.output)).then_some(lanes)
     }
 
     /// Whether `out` is sure to leave the caches before anything reads it

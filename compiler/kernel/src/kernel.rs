@@ -278,13 +278,16 @@ pub struct Schedule {
     /// A tiled store's transposed read, staged through a scratch tile by
     /// in-register transposes (see [`Transpose`]).
     pub transpose: Option<Transpose>,
-    /// A tiled store with a transposed read writes each tile's results to
-    /// the output with streaming (non-temporal) stores where the back end
-    /// has them: an output far larger than the caches, which nothing
-    /// reads before it has left them, is written without reading its
-    /// lines first (a quarter of a transposed add's traffic) and without
-    /// evicting the operands' lines.
-    pub stream: bool,
+    /// A store (plain, or tiled with a transposed read) writes its results
+    /// to the output with streaming (non-temporal) stores where the back
+    /// end has them, in vectors of this many lanes: an output far larger
+    /// than the caches, which nothing reads before it has left them, is
+    /// written without reading its lines first (a third of an
+    /// elementwise function's traffic, a quarter of an add's) and without
+    /// evicting the operands' lines. A plain store computes each block of
+    /// [`STREAM_BLOCK`] positions of its last loop into a scratch array,
+    /// then copies the block out; a tiled one copies its scratch tile.
+    pub stream: Option<u32>,
     /// A softmax or log_softmax along a strided axis runs in blocks of
     /// this many positions of the last loop: per block, its passes along
     /// the axis run over contiguous rows of the block, the block's maximum
@@ -313,6 +316,11 @@ pub struct Schedule {
     /// parallel loop, if any, is loop 0 alone).
     pub flat: usize,
 }
+
+/// The positions of a streamed plain store's last loop computed into its
+/// scratch before they are copied out (see [`Schedule::stream`]): 2 KiB
+/// of f32, in the first-level cache.
+pub const STREAM_BLOCK: u64 = 512;
 
 /// The most bytes a kernel's scratch tile (see [`Transpose`]) holds: it
 /// lives on the stack of the thread that runs the kernel.

@@ -14,6 +14,8 @@ pub mod text;
 mod verify;
 
 pub use form::{FormError, form};
-pub use kernel::{AttentionLoops, Body, Buffer, BufferKind, Estimate, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule, Transpose};
+pub use kernel::{
+    AttentionLoops, Body, Buffer, BufferKind, Estimate, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, STREAM_BLOCK, Schedule, Transpose,
+};
 pub use target::{ProductKernel, Target};
 pub use verify::verify;

@@ -93,8 +93,12 @@ pub fn verify(p: &Program) -> Vec<String> {
                 crate::kernel::MAX_SCRATCH_BYTES
             ));
         }
-        if kernel.schedule.stream && kernel.schedule.transpose.is_none() {
-            errors.push(format!("kernel {k}: only a tiled store with a transposed read streams its results"));
+        if let Some(lanes) = kernel.schedule.stream
+            && !streams(p, kernel, lanes)
+        {
+            errors.push(format!(
+                "kernel {k}: only a store without row reductions, in its loops' order and untiled or tiled with a transposed read, streams its results, in vectors of a power of two lanes (of the transposed read's blocks, if any)"
+            ));
         }
         let attention = matches!(kernel.body, Body::Attention { .. });
         if attention != kernel.schedule.attention.is_some() {
@@ -176,6 +180,27 @@ fn stages_transposed(p: &Program, kernel: &crate::kernel::Kernel, t: &crate::ker
         && t.lanes >= 2
         && t.lanes.is_power_of_two()
         && p.buffers.get(t.buffer).is_some_and(|b| b.dtype.size_bytes() == out.dtype.size_bytes())
+}
+
+/// Whether a kernel can stream its results in vectors of `lanes` (see
+/// [`crate::kernel::Schedule::stream`]).
+fn streams(p: &Program, kernel: &crate::kernel::Kernel, lanes: u32) -> bool {
+    let s = &kernel.schedule;
+    let rank = p.buffers.get(kernel.output).map_or(0, |b| b.shape.len());
+    let staged = match (&s.tile, &s.transpose) {
+        (None, None) => true,
+        (Some(_), Some(t)) => t.lanes == lanes,
+        _ => false,
+    };
+    matches!(kernel.body, Body::Store(_))
+        && kernel.rows.is_empty()
+        && rank >= 1
+        && kernel.loops.len() == rank
+        && kernel.order() == (0..rank).collect::<Vec<_>>()
+        && s.flat == 0
+        && s.gemm.is_none()
+        && staged
+        && lanes.is_power_of_two()
 }
 
 fn check_expr(p: &Program, kernel: &crate::kernel::Kernel, e: &Expr, rows: usize, report: &mut dyn FnMut(String)) {

@@ -12,7 +12,7 @@ use crate::math;
 use crate::plan::Slots;
 use crate::share::Parameters;
 use nax_ir::{Literal, MapFn};
-use nax_kernel::{Body, Expr, GemmLoops, Index, Kernel, Program, Transpose};
+use nax_kernel::{Body, Expr, GemmLoops, Index, Kernel, Program, STREAM_BLOCK, Transpose};
 use nax_ops::{AlongAxis, Elementwise, Reduction};
 use nax_ops::{BinaryOp, UnaryOp};
 use nax_runtime::DType;
@@ -114,14 +114,14 @@ struct Lowering<'a, E: Emitter> {
     staging: Option<Staging<E::Value>>,
 }
 
-/// A tile's scratch array: its buffer number, the loops of its rows and
-/// columns, their first positions in the tile and its row's length.
+/// A kernel's scratch array, for a staged tile or a streamed block: its
+/// buffer number, the loop of its rows (a tile's) and of its columns,
+/// their first positions and its row's length.
 #[derive(Clone, Copy)]
 struct Staging<V> {
     buffer: usize,
-    outer: usize,
+    outer: Option<(usize, V)>,
     inner: usize,
-    first_outer: V,
     first_inner: V,
     width: i64,
 }
@@ -199,10 +199,15 @@ impl<E: Emitter> Lowering<'_, E> {
             }
             Body::Store(v) => {
                 let tile = self.k.schedule.tile.filter(|_| order.len() >= 2);
-                if let (Some((outer, inner)), Some(_)) = (tile, &self.k.schedule.transpose) {
-                    // The tile's scratch (the verifier bounds its bytes).
+                // A staged tile's or a streamed block's scratch (the verifier bounds a tile's bytes).
+                let scratch = match (tile, &self.k.schedule.transpose, self.k.schedule.stream) {
+                    (Some((outer, inner)), Some(_), _) => Some(outer * inner),
+                    (None, None, Some(_)) => Some(STREAM_BLOCK),
+                    _ => None,
+                };
+                if let Some(elements) = scratch {
                     let dtype = self.p.buffers[self.k.output].dtype;
-                    self.e.scratch(memory_kind(dtype), (outer * inner) as u32, self.p.buffers.len());
+                    self.e.scratch(memory_kind(dtype), elements as u32, self.p.buffers.len());
                 }
                 let mut open = self.open(&order[..order.len().saturating_sub(2)]);
                 match (tile, &self.k.schedule.transpose) {
@@ -219,15 +224,18 @@ impl<E: Emitter> Lowering<'_, E> {
                         self.store_output(x, kind);
                         self.close(inside.into());
                     }
-                    _ => {
-                        let inside = self.open(&order[order.len().saturating_sub(2)..]);
-                        let (x, kind) = self.eval(v);
-                        self.store_output(x, kind);
-                        self.close(inside);
-                    }
+                    _ => match self.k.schedule.stream {
+                        Some(lanes) => self.streamed_store(&order[order.len().saturating_sub(2)..], lanes, v),
+                        None => {
+                            let inside = self.open(&order[order.len().saturating_sub(2)..]);
+                            let (x, kind) = self.eval(v);
+                            self.store_output(x, kind);
+                            self.close(inside);
+                        }
+                    },
                 }
                 self.close(open);
-                if self.k.schedule.stream {
+                if self.k.schedule.stream.is_some() {
                     self.e.streaming_fence();
                 }
             }
@@ -432,30 +440,59 @@ impl<E: Emitter> Lowering<'_, E> {
     /// output.
     fn transposed_tile(&mut self, t: &Transpose, spans: [Span<E::Value>; 2], width: i64, v: &Expr) {
         let [(outer, first_outer, stop_outer), (inner, first_inner, stop_inner)] = spans;
-        let staging = Staging { buffer: self.p.buffers.len(), outer, inner, first_outer, first_inner, width };
+        let staging = Staging { buffer: self.p.buffers.len(), outer: Some((outer, first_outer)), inner, first_inner, width };
         self.staging = Some(staging);
         self.stage_transposed(t, spans);
         let h_rows = self.open_from(outer, first_outer, stop_outer);
         let h_cols = self.open_from(inner, first_inner, stop_inner);
+        self.store_scratch(v);
+        self.e.end_loop(h_cols);
+        // The tile's rows, copied out.
+        self.copy_row(t.lanes, first_inner, stop_inner);
+        self.e.end_loop(h_rows);
+        self.staging = None;
+    }
+
+    /// The current position's element of the scratch (position 0 outside
+    /// a staged tile or streamed block, which no lowering reads).
+    fn scratch_at(&mut self) -> E::Value {
+        let Some(s) = self.staging else { return self.e.int(Kind::I64, 0) };
+        let Some(i) = self.index[s.inner] else { return self.e.int(Kind::I64, 0) };
+        let column = self.e.binary(Binary::Sub, Kind::I64, i, s.first_inner);
+        let Some((outer, first_outer)) = s.outer else { return column };
+        let Some(o) = self.index[outer] else { return column };
+        let row = self.e.binary(Binary::Sub, Kind::I64, o, first_outer);
+        let width = self.e.int(Kind::I64, s.width);
+        let row = self.e.binary(Binary::Mul, Kind::I64, row, width);
+        self.e.binary(Binary::Add, Kind::I64, row, column)
+    }
+
+    /// A streamed plain store (see [`nax_kernel::Schedule::stream`]): the
+    /// loops but the last as usual, then per block of [`STREAM_BLOCK`]
+    /// positions of the last, the store's values computed into the
+    /// scratch and copied out.
+    fn streamed_store(&mut self, loops: &[usize], lanes: u32, v: &Expr) {
+        let Some((&last, outer)) = loops.split_last() else { return };
+        let open = self.open_around(outer, &[last]);
+        let (block, first, stop) = self.open_blocks(last, STREAM_BLOCK as i64);
+        self.staging = Some(Staging { buffer: self.p.buffers.len(), outer: None, inner: last, first_inner: first, width: STREAM_BLOCK as i64 });
+        let h = self.open_from(last, first, stop);
+        self.store_scratch(v);
+        self.e.end_loop(h);
+        self.copy_row(lanes, first, stop);
+        self.staging = None;
+        self.e.end_loop(block);
+        self.close(open);
+    }
+
+    /// Evaluates a store's value at the current position into the scratch.
+    fn store_scratch(&mut self, v: &Expr) {
         let (x, kind) = self.eval(v);
         let dtype = self.p.buffers[self.k.output].dtype;
         let stored = to_memory(self.e, x, kind, dtype);
         let at = self.scratch_at();
-        self.e.store(memory_kind(dtype), staging.buffer, at, stored);
-        self.close(vec![h_rows, h_cols]);
-        self.copy_tile(t.lanes, spans);
-        self.staging = None;
-    }
-
-    /// The current position's element of the tile's scratch.
-    fn scratch_at(&mut self) -> E::Value {
-        let Some(s) = self.staging else { return self.e.int(Kind::I64, 0) };
-        let (Some(o), Some(i)) = (self.index[s.outer], self.index[s.inner]) else { return self.e.int(Kind::I64, 0) };
-        let row = self.e.binary(Binary::Sub, Kind::I64, o, s.first_outer);
-        let width = self.e.int(Kind::I64, s.width);
-        let row = self.e.binary(Binary::Mul, Kind::I64, row, width);
-        let column = self.e.binary(Binary::Sub, Kind::I64, i, s.first_inner);
-        self.e.binary(Binary::Add, Kind::I64, row, column)
+        let scratch = self.p.buffers.len();
+        self.e.store(memory_kind(dtype), scratch, at, stored);
     }
 
     /// Stages a tile's transposed read in its scratch: each block of
@@ -502,32 +539,33 @@ impl<E: Emitter> Lowering<'_, E> {
         }
     }
 
-    /// Copies a tile's scratch to the output: each row in vectors of
-    /// `lanes` (streaming ones with [`nax_kernel::Schedule::stream`]),
-    /// then the columns past the last whole vector one by one.
-    fn copy_tile(&mut self, lanes: u32, [(outer, first0, stop0), (inner, first1, stop1)]: [Span<E::Value>; 2]) {
+    /// Copies the current row of the scratch, positions `first..stop` of
+    /// its column loop, to the output: in vectors of `lanes` (streaming
+    /// ones with [`nax_kernel::Schedule::stream`]), then the positions
+    /// past the last whole vector one by one.
+    fn copy_row(&mut self, lanes: u32, first: E::Value, stop: E::Value) {
+        let Some(staging) = self.staging else { return };
         let out = self.k.output;
         let kind = memory_kind(self.p.buffers[out].dtype);
-        let scratch = self.p.buffers.len();
-        let cols_end = self.whole_blocks_end(first1, stop1, i64::from(lanes));
-        let h_rows = self.open_from(outer, first0, stop0);
-        let (h_cols, j) = self.e.begin_loop(first1, cols_end, i64::from(lanes));
+        let inner = staging.inner;
+        let whole_end = self.whole_blocks_end(first, stop, i64::from(lanes));
+        let (h, j) = self.e.begin_loop(first, whole_end, i64::from(lanes));
         self.index[inner] = Some(j);
         let from = self.scratch_at();
-        let x = self.e.load_vector(kind, lanes, scratch, from);
+        let x = self.e.load_vector(kind, lanes, staging.buffer, from);
         let to = self.output_at();
-        if self.k.schedule.stream {
+        if self.k.schedule.stream.is_some() {
             self.e.store_vector_streaming(kind, lanes, out, to, x);
         } else {
             self.e.store_vector(kind, lanes, out, to, x);
         }
-        self.e.end_loop(h_cols);
-        let h_cols = self.open_from(inner, cols_end, stop1);
+        self.e.end_loop(h);
+        let h = self.open_from(inner, whole_end, stop);
         let from = self.scratch_at();
-        let x = self.e.load(kind, scratch, from);
+        let x = self.e.load(kind, staging.buffer, from);
         let to = self.output_at();
         self.e.store(kind, out, to, x);
-        self.close(vec![h_rows, h_cols]);
+        self.e.end_loop(h);
     }
 
     /// The end of the whole blocks of `lanes` (a power of two) positions
