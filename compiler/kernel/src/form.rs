@@ -287,17 +287,21 @@ fn flat_loops(k: &Kernel, p: &Program) -> usize {
     }
 }
 
-/// The leading loops a CPU runs as one flat parallel loop: those before
-/// the axis of a function along an axis ([`flat_loops`]), so that its rows
-/// split across the threads whatever the first loop's extent (a batch of
-/// one in front of attention's heads and rows ran on one thread); none
-/// elsewhere, nor where one of them is the vectorised loop (a
-/// logsumexp's rows run in vector lanes).
+/// The leading loops a CPU runs as one flat parallel loop, so that the
+/// work splits across the threads whatever the first loop's extent (a
+/// batch of one in front of attention's heads and rows, or of a prompt's
+/// tokens, ran on one thread): those before the axis of a function along
+/// an axis ([`flat_loops`]) and those before the last loop of a store
+/// (the vectorised one, which each thread runs whole); none elsewhere,
+/// nor where one of them is the vectorised loop (a logsumexp's rows run
+/// in vector lanes).
 fn cpu_flat_loops(k: &Kernel, p: &Program) -> usize {
-    if !matches!(k.body, Body::Along { .. }) {
-        return 0;
-    }
-    let flat = flat_loops(k, p);
+    let rank = p.buffers[k.output].shape.len();
+    let flat = match k.body {
+        Body::Along { .. } => flat_loops(k, p),
+        Body::Store(_) => flat_loops(k, p).min(rank.saturating_sub(1)),
+        _ => return 0,
+    };
     if flat >= 2 && k.loops[..flat].iter().all(|l| matches!(l.role, Role::Parallel | Role::Serial)) { flat } else { 0 }
 }
 
@@ -683,7 +687,7 @@ impl Former<'_> {
             (Some(_), Some(t)) => t.lanes,
             _ => return None,
         };
-        let plain = matches!(k.body, Body::Store(_)) && k.rows.is_empty() && rank >= 1 && k.loops.len() == rank && s.order.is_empty() && s.flat == 0;
+        let plain = matches!(k.body, Body::Store(_)) && k.rows.is_empty() && rank >= 1 && k.loops.len() == rank && s.order.is_empty();
         (plain && s.gemm.is_none() && lanes >= 2 && lanes.is_power_of_two() && self.outgrows_caches(k.output)).then_some(lanes)
     }
 

@@ -197,7 +197,7 @@ fn streams(p: &Program, kernel: &crate::kernel::Kernel, lanes: u32) -> bool {
         && rank >= 1
         && kernel.loops.len() == rank
         && kernel.order() == (0..rank).collect::<Vec<_>>()
-        && s.flat == 0
+        && s.flat < rank
         && s.gemm.is_none()
         && staged
         && lanes.is_power_of_two()

@@ -191,11 +191,21 @@ impl<E: Emitter> Lowering<'_, E> {
                 self.close(open);
             }
             Body::Store(v) if self.k.schedule.flat > 0 => {
-                // A GPU's store: every loop in one flat parallel loop.
-                let open = self.open(&order);
-                let (x, kind) = self.eval(v);
-                self.store_output(x, kind);
-                self.close(open);
+                // A GPU's store: every loop in one flat parallel loop; a
+                // CPU's: the loops before the last (the vectorised one).
+                match self.k.schedule.stream {
+                    Some(lanes) => {
+                        self.e.scratch(memory_kind(self.p.buffers[self.k.output].dtype), STREAM_BLOCK as u32, self.p.buffers.len());
+                        self.streamed_store(&order, lanes, v);
+                        self.e.streaming_fence();
+                    }
+                    None => {
+                        let open = self.open(&order);
+                        let (x, kind) = self.eval(v);
+                        self.store_output(x, kind);
+                        self.close(open);
+                    }
+                }
             }
             Body::Store(v) => {
                 let tile = self.k.schedule.tile.filter(|_| order.len() >= 2);
@@ -299,8 +309,7 @@ impl<E: Emitter> Lowering<'_, E> {
     fn open_around(&mut self, loops: &[usize], within: &[usize]) -> Vec<E::Loop> {
         let flat = self.k.schedule.flat;
         if flat >= 2 && loops.len() >= flat && loops[..flat].iter().copied().eq(0..flat) {
-            let rest: Vec<usize> = loops[flat..].iter().chain(within).copied().collect();
-            return self.open_flat(flat, &rest);
+            return self.open_flat(flat, &loops[flat..], within);
         }
         let inner: Vec<usize> = loops.iter().skip(1).chain(within).copied().collect();
         let shortest = match (loops, inner.split_first()) {
@@ -326,13 +335,15 @@ impl<E: Emitter> Lowering<'_, E> {
     }
 
     /// Opens the kernel's first `flat` loops as one flat loop over the
-    /// driver's range of positions of their product (a GPU's threads), each
-    /// loop's index its digit in the mixed radix of their extents, then
-    /// `rest` nested inside; the flat loop runs no times when one of `rest`
-    /// is empty (as [`Self::open`]'s outermost loop).
-    fn open_flat(&mut self, flat: usize, rest: &[usize]) -> Vec<E::Loop> {
+    /// driver's range of positions of their product (a GPU's threads, a
+    /// CPU's rows), each loop's index its digit in the mixed radix of
+    /// their extents, then `rest` nested inside; the flat loop runs no
+    /// times when one of `rest` or `within` (loops the caller opens
+    /// inside) is empty (as [`Self::open_around`]'s outermost loop).
+    fn open_flat(&mut self, flat: usize, rest: &[usize], within: &[usize]) -> Vec<E::Loop> {
         let (start, mut end) = self.e.range();
-        if let Some((&first, others)) = rest.split_first() {
+        let inner: Vec<usize> = rest.iter().chain(within).copied().collect();
+        if let Some((&first, others)) = inner.split_first() {
             let shortest = others.iter().fold(self.extents[first], |m, &i| self.e.binary(Binary::Min, Kind::I64, m, self.extents[i]));
             let zero = self.e.int(Kind::I64, 0);
             let empty = self.e.compare(Compare::Eq, Kind::I64, shortest, zero);
