@@ -14,7 +14,7 @@ use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::{BasicTypeEnum, VectorType};
-use inkwell::values::{BasicValue, BasicValueEnum, FunctionValue, InstructionValue, IntValue, PointerValue};
+use inkwell::values::{AsValueRef, BasicValue, BasicValueEnum, FunctionValue, InstructionValue, IntValue, PointerValue};
 use inkwell::{AtomicOrdering, FloatPredicate, IntPredicate};
 use nax_back_native::{Binary, Compare, Emitter, Kind, Unary};
 use std::collections::HashMap;
@@ -118,6 +118,20 @@ impl<'ctx> LlvmEmitter<'_, 'ctx> {
                 None
             }
         }
+    }
+
+    /// `freeze v`: `v` itself, which the optimiser no longer sees through.
+    fn freeze(&mut self, v: BasicValueEnum<'ctx>) -> BasicValueEnum<'ctx> {
+        // SAFETY: the builder and the value are live LLVM objects of this
+        // context, and LLVMBuildFreeze returns a new instruction of the
+        // value's type (or null, which is refused below).
+        let frozen = unsafe { inkwell::llvm_sys::core::LLVMBuildFreeze(self.builder.as_mut_ptr(), v.as_value_ref(), c"".as_ptr()) };
+        if frozen.is_null() {
+            self.error.get_or_insert("LLVM could not freeze a value".to_string());
+            return v;
+        }
+        // SAFETY: `frozen` is a non-null value of `v`'s (basic) type.
+        unsafe { BasicValueEnum::new(frozen) }
     }
 
     /// Sets a vector load's or store's alignment to its elements'.
@@ -269,6 +283,12 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
     }
 
     fn accumulate(&mut self, op: Binary, kind: Kind, acc: Self::Value, term: Self::Value) -> Self::Value {
+        // The optimiser folds a maximum (or minimum) of a term that is a
+        // select with one constant arm (a masked logit, `where(m, -inf,
+        // x)`) into a select of the accumulator (a conditional
+        // reduction), which the loop vectoriser does not recognise; a
+        // frozen term (a no-op in the code) keeps it a plain reduction.
+        let term = if kind.is_float() && matches!(op, Binary::Max | Binary::Min) { self.freeze(term) } else { term };
         let r = self.binary(op, kind, acc, term);
         if kind.is_float()
             && let Some(i) = r.as_instruction_value()
