@@ -140,7 +140,12 @@ fn host_module() -> Result<JITModule, String> {
     let mut flags = settings::builder();
     // Imported functions may lie anywhere in the address space: calls to
     // them need long-range relocations (as `JITBuilder::with_flags` sets).
-    for (name, value) in [("opt_level", "speed"), ("use_colocated_libcalls", "false"), ("is_pic", "false")] {
+    // A frame larger than a page (a kernel's scratch tile) touches its
+    // pages in order (inline stack probes), so that it meets the thread's
+    // guard page rather than stepping over it.
+    let settings =
+        [("opt_level", "speed"), ("use_colocated_libcalls", "false"), ("is_pic", "false"), ("enable_probestack", "true"), ("probestack_strategy", "inline")];
+    for (name, value) in settings {
         flags.set(name, value).map_err(|e| format!("internal error: the Cranelift setting {name}={value}: {e}"))?;
     }
     let isa = cranelift_native::builder()
