@@ -39,8 +39,6 @@
 //! share B, packed once by all threads before they start (unless it is
 //! very large); split by columns, each packs its own columns of B.
 
-mod amx;
-
 /// Evaluates `$body` with `$t` the element type of `$dtype`'s matrices
 /// (f32 for any dtype a product does not take).
 macro_rules! with_element {
@@ -582,6 +580,7 @@ macro_rules! for_widest_vectors {
     };
 }
 
+mod amx;
 mod rows;
 
 for_widest_vectors! {

@@ -541,7 +541,6 @@ unsafe fn run_part<T: Element>(p: &Product, a: usize, b: usize, first: usize, co
     // panel when the depth takes passes.
     let scratch_panels = if passes == 1 { 1 } else { count };
     let sums_bytes = BLOCK * BLOCK * 4;
-    let size = std::mem::size_of::<T>();
     with_scratch(&SCRATCH, scratch_panels * blocks * 2 * sums_bytes, |c| {
         #[cfg(target_arch = "x86_64")]
         if tiles {
@@ -574,16 +573,12 @@ unsafe fn run_part<T: Element>(p: &Product, a: usize, b: usize, first: usize, co
                         let i = block * BLOCK;
                         let rows = BLOCK.min(p.m - i);
                         let leading = (c_panel + block * 2 * sums_bytes) as *mut f32;
-                        // SAFETY: the block's two sums are inside the scratch.
-                        let (leading, smaller) = unsafe {
-                            (std::slice::from_raw_parts_mut(leading, BLOCK * BLOCK), std::slice::from_raw_parts(leading.add(BLOCK * BLOCK), BLOCK * BLOCK))
-                        };
-                        if smaller_terms > 0 {
-                            leading.iter_mut().zip(smaller).for_each(|(sum, &small)| *sum += small);
-                        }
-                        for (r, sums) in leading.chunks_exact(BLOCK).take(rows).enumerate() {
-                            // SAFETY: the row's `cols` elements are inside C.
-                            unsafe { write_row::<T>(p.c.at(i + r, j, size) as *mut T, p.c.col_step, &sums[..cols], p.accumulate) };
+                        // SAFETY: the block's two sums are inside the
+                        // scratch; its rows and columns inside C.
+                        unsafe {
+                            let (leading, smaller) =
+                                (std::slice::from_raw_parts_mut(leading, BLOCK * BLOCK), std::slice::from_raw_parts(leading.add(BLOCK * BLOCK), BLOCK * BLOCK));
+                            write_block::<T>(p, leading, (smaller_terms > 0).then_some(smaller), i, rows, j, cols);
                         }
                         if let Some(finish) = epilogue {
                             finish(i, rows, j, cols);
@@ -598,6 +593,38 @@ unsafe fn run_part<T: Element>(p: &Product, a: usize, b: usize, first: usize, co
             unsafe { release() };
         }
     });
+}
+
+for_widest_vectors! {
+    /// [`write_block_values`] for this machine.
+    fn write_block_for = write_block_values(p: &Product, leading: &mut [f32], smaller: Option<&[f32]>, i: usize, rows: usize, j: usize, cols: usize)
+}
+
+/// [`write_block_values`] in the widest vectors this machine has.
+///
+/// # Safety
+/// As [`write_block_values`].
+unsafe fn write_block<T: Element>(p: &Product, leading: &mut [f32], smaller: Option<&[f32]>, i: usize, rows: usize, j: usize, cols: usize) {
+    // SAFETY: as the caller promised.
+    unsafe { write_block_for::<T>()(p, leading, smaller, i, rows, j, cols) }
+}
+
+/// Writes a finished 32 x 32 block of sums (`leading`, plus `smaller`
+/// when the terms had two blocks) to rows `i..i + rows`, columns `j..j +
+/// cols` of C.
+///
+/// # Safety
+/// The rows and columns are inside C.
+#[inline(always)]
+unsafe fn write_block_values<T: Element>(p: &Product, leading: &mut [f32], smaller: Option<&[f32]>, i: usize, rows: usize, j: usize, cols: usize) {
+    if let Some(smaller) = smaller {
+        leading.iter_mut().zip(smaller).for_each(|(sum, &small)| *sum += small);
+    }
+    let size = std::mem::size_of::<T>();
+    for (r, sums) in leading.chunks_exact(BLOCK).take(rows).enumerate() {
+        // SAFETY: the row's `cols` elements are inside C.
+        unsafe { write_row::<T>(p.c.at(i + r, j, size) as *mut T, p.c.col_step, &sums[..cols], p.accumulate) };
+    }
 }
 
 /// Writes `sums` to the row of C at `out` (elements `step` apart), added
