@@ -205,10 +205,6 @@ fn build_module<'ctx>(context: &'ctx Context, parts: &[Part<'_>], h: &Host, tm: 
         context.create_string_attribute("target-cpu", &h.cpu),
         context.create_string_attribute("target-features", &h.features),
         context.create_string_attribute("prefer-vector-width", if h.features.contains("+avx512f") { "512" } else { "256" }),
-        // A frame larger than a page (a kernel's scratch tile) touches its
-        // pages in order, so that it meets the thread's guard page rather
-        // than stepping over it.
-        context.create_string_attribute("probe-stack", "inline-asm"),
     ];
     if let Some(tune) = &h.tune {
         target_attributes.push(context.create_string_attribute("tune-cpu", tune));
