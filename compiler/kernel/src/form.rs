@@ -33,7 +33,7 @@ use std::collections::HashMap;
 const TILE: (u64, u64) = (64, 256);
 
 /// How many second-level caches an output must outgrow (or the last-level
-/// cache) for a tiled store to stream it (see [`Former::outgrows_caches`]).
+/// cache) for a store to stream it (see [`Former::outgrows_caches`]).
 const STREAMED_L2S: u64 = 16;
 
 /// The widths the column blocks of a softmax along a strided axis keep

@@ -541,6 +541,7 @@ unsafe fn run_part<T: Element>(p: &Product, a: usize, b: usize, first: usize, co
     // panel when the depth takes passes.
     let scratch_panels = if passes == 1 { 1 } else { count };
     let sums_bytes = BLOCK * BLOCK * 4;
+    let write_block = write_block_for::<T>();
     with_scratch(&SCRATCH, scratch_panels * blocks * 2 * sums_bytes, |c| {
         #[cfg(target_arch = "x86_64")]
         if tiles {
@@ -578,7 +579,7 @@ unsafe fn run_part<T: Element>(p: &Product, a: usize, b: usize, first: usize, co
                         unsafe {
                             let (leading, smaller) =
                                 (std::slice::from_raw_parts_mut(leading, BLOCK * BLOCK), std::slice::from_raw_parts(leading.add(BLOCK * BLOCK), BLOCK * BLOCK));
-                            write_block::<T>(p, leading, (smaller_terms > 0).then_some(smaller), i, rows, j, cols);
+                            write_block(p, leading, (smaller_terms > 0).then_some(smaller), i, rows, j, cols);
                         }
                         if let Some(finish) = epilogue {
                             finish(i, rows, j, cols);
@@ -598,15 +599,6 @@ unsafe fn run_part<T: Element>(p: &Product, a: usize, b: usize, first: usize, co
 for_widest_vectors! {
     /// [`write_block_values`] for this machine.
     fn write_block_for = write_block_values(p: &Product, leading: &mut [f32], smaller: Option<&[f32]>, i: usize, rows: usize, j: usize, cols: usize)
-}
-
-/// [`write_block_values`] in the widest vectors this machine has.
-///
-/// # Safety
-/// As [`write_block_values`].
-unsafe fn write_block<T: Element>(p: &Product, leading: &mut [f32], smaller: Option<&[f32]>, i: usize, rows: usize, j: usize, cols: usize) {
-    // SAFETY: as the caller promised.
-    unsafe { write_block_for::<T>()(p, leading, smaller, i, rows, j, cols) }
 }
 
 /// Writes a finished 32 x 32 block of sums (`leading`, plus `smaller`

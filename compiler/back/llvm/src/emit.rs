@@ -521,12 +521,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
         let r = self.builder.build_unconditional_branch(joined);
         self.done(r);
         self.builder.position_at_end(plain);
-        match self.builder.build_store(ptr, value) {
-            Ok(i) => self.align(i, kind),
-            Err(e) => {
-                self.error.get_or_insert(e.to_string());
-            }
-        }
+        self.store_vector(kind, lanes, buffer, index, value);
         let r = self.builder.build_unconditional_branch(joined);
         self.done(r);
         self.builder.position_at_end(joined);

@@ -114,12 +114,11 @@ struct Lowering<'a, E: Emitter> {
     staging: Option<Staging<E::Value>>,
 }
 
-/// A kernel's scratch array, for a staged tile or a streamed block: its
-/// buffer number, the loop of its rows (a tile's) and of its columns,
-/// their first positions and its row's length.
+/// How a kernel's scratch array (see [`Lowering::scratch_buffer`]) lays
+/// out a staged tile or a streamed block: the loop of its rows (a tile's)
+/// and of its columns, their first positions and its row's length.
 #[derive(Clone, Copy)]
 struct Staging<V> {
-    buffer: usize,
     outer: Option<(usize, V)>,
     inner: usize,
     first_inner: V,
@@ -190,61 +189,48 @@ impl<E: Emitter> Lowering<'_, E> {
                 self.close(inner);
                 self.close(open);
             }
-            Body::Store(v) if self.k.schedule.flat > 0 => {
-                // A GPU's store: every loop in one flat parallel loop; a
-                // CPU's: the loops before the last (the vectorised one).
-                match self.k.schedule.stream {
-                    Some(lanes) => {
-                        self.e.scratch(memory_kind(self.p.buffers[self.k.output].dtype), STREAM_BLOCK as u32, self.p.buffers.len());
-                        self.streamed_store(&order, lanes, v);
-                        self.e.streaming_fence();
-                    }
-                    None => {
-                        let open = self.open(&order);
-                        let (x, kind) = self.eval(v);
-                        self.store_output(x, kind);
-                        self.close(open);
-                    }
-                }
-            }
             Body::Store(v) => {
                 let tile = self.k.schedule.tile.filter(|_| order.len() >= 2);
-                // A staged tile's or a streamed block's scratch (the verifier bounds a tile's bytes).
-                let scratch = match (tile, &self.k.schedule.transpose, self.k.schedule.stream) {
-                    (Some((outer, inner)), Some(_), _) => Some(outer * inner),
-                    (None, None, Some(_)) => Some(STREAM_BLOCK),
-                    _ => None,
-                };
-                if let Some(elements) = scratch {
-                    let dtype = self.p.buffers[self.k.output].dtype;
-                    self.e.scratch(memory_kind(dtype), elements as u32, self.p.buffers.len());
-                }
-                let mut open = self.open(&order[..order.len().saturating_sub(2)]);
-                match (tile, &self.k.schedule.transpose) {
-                    (Some((outer, inner)), Some(t)) => {
+                match (tile, &self.k.schedule.transpose, self.k.schedule.stream) {
+                    (Some((outer, inner)), Some(t), _) => {
+                        // The verifier bounds the tile's scratch.
+                        self.declare_scratch(outer * inner);
+                        let mut open = self.open(&order[..order.len() - 2]);
                         let (tiles, spans) = self.open_tiles(&order[order.len() - 2..], [outer as i64, inner as i64]);
                         open.extend(tiles);
                         self.transposed_tile(t, spans, inner as i64, v);
+                        self.close(open);
                     }
-                    (Some((outer, inner)), None) => {
+                    (Some((outer, inner)), None, _) => {
+                        let mut open = self.open(&order[..order.len() - 2]);
                         let (tiles, spans) = self.open_tiles(&order[order.len() - 2..], [outer as i64, inner as i64]);
                         open.extend(tiles);
                         let inside = spans.map(|(i, first, stop)| self.open_from(i, first, stop));
                         let (x, kind) = self.eval(v);
                         self.store_output(x, kind);
                         self.close(inside.into());
+                        self.close(open);
                     }
-                    _ => match self.k.schedule.stream {
-                        Some(lanes) => self.streamed_store(&order[order.len().saturating_sub(2)..], lanes, v),
-                        None => {
-                            let inside = self.open(&order[order.len().saturating_sub(2)..]);
-                            let (x, kind) = self.eval(v);
-                            self.store_output(x, kind);
-                            self.close(inside);
-                        }
-                    },
+                    (None, _, Some(lanes)) => {
+                        self.declare_scratch(STREAM_BLOCK);
+                        self.streamed_store(&order, lanes, v);
+                    }
+                    (None, _, None) if self.k.schedule.flat > 0 => {
+                        // A GPU's store: every loop in one flat parallel loop; a
+                        // CPU's: the loops before the last (the vectorised one).
+                        let open = self.open(&order);
+                        let (x, kind) = self.eval(v);
+                        self.store_output(x, kind);
+                        self.close(open);
+                    }
+                    (None, _, None) => {
+                        let mut open = self.open(&order[..order.len().saturating_sub(2)]);
+                        open.extend(self.open(&order[order.len().saturating_sub(2)..]));
+                        let (x, kind) = self.eval(v);
+                        self.store_output(x, kind);
+                        self.close(open);
+                    }
                 }
-                self.close(open);
                 if self.k.schedule.stream.is_some() {
                     self.e.streaming_fence();
                 }
@@ -451,7 +437,7 @@ impl<E: Emitter> Lowering<'_, E> {
     /// output.
     fn transposed_tile(&mut self, t: &Transpose, spans: [Span<E::Value>; 2], width: i64, v: &Expr) {
         let [(outer, first_outer, stop_outer), (inner, first_inner, stop_inner)] = spans;
-        let staging = Staging { buffer: self.p.buffers.len(), outer: Some((outer, first_outer)), inner, first_inner, width };
+        let staging = Staging { outer: Some((outer, first_outer)), inner, first_inner, width };
         self.staging = Some(staging);
         self.stage_transposed(t, spans);
         let h_rows = self.open_from(outer, first_outer, stop_outer);
@@ -462,6 +448,19 @@ impl<E: Emitter> Lowering<'_, E> {
         self.copy_row(t.lanes, first_inner, stop_inner);
         self.e.end_loop(h_rows);
         self.staging = None;
+    }
+
+    /// The number the kernel's scratch array goes by: past every buffer of
+    /// the program (see [`Emitter::scratch`]).
+    fn scratch_buffer(&self) -> usize {
+        self.p.buffers.len()
+    }
+
+    /// Declares the kernel's scratch array, of `elements` elements of the
+    /// output's type.
+    fn declare_scratch(&mut self, elements: u64) {
+        let dtype = self.p.buffers[self.k.output].dtype;
+        self.e.scratch(memory_kind(dtype), elements as u32, self.scratch_buffer());
     }
 
     /// The current position's element of the scratch (position 0 outside
@@ -486,7 +485,7 @@ impl<E: Emitter> Lowering<'_, E> {
         let Some((&last, outer)) = loops.split_last() else { return };
         let open = self.open_around(outer, &[last]);
         let (block, first, stop) = self.open_blocks(last, STREAM_BLOCK as i64);
-        self.staging = Some(Staging { buffer: self.p.buffers.len(), outer: None, inner: last, first_inner: first, width: STREAM_BLOCK as i64 });
+        self.staging = Some(Staging { outer: None, inner: last, first_inner: first, width: STREAM_BLOCK as i64 });
         let h = self.open_from(last, first, stop);
         self.store_scratch(v);
         self.e.end_loop(h);
@@ -502,7 +501,7 @@ impl<E: Emitter> Lowering<'_, E> {
         let dtype = self.p.buffers[self.k.output].dtype;
         let stored = to_memory(self.e, x, kind, dtype);
         let at = self.scratch_at();
-        let scratch = self.p.buffers.len();
+        let scratch = self.scratch_buffer();
         self.e.store(memory_kind(dtype), scratch, at, stored);
     }
 
@@ -514,7 +513,7 @@ impl<E: Emitter> Lowering<'_, E> {
     /// in the blocks' rows).
     fn stage_transposed(&mut self, t: &Transpose, [(outer, first0, stop0), (inner, first1, stop1)]: [Span<E::Value>; 2]) {
         let kind = memory_kind(self.p.buffers[t.buffer].dtype);
-        let scratch = self.p.buffers.len();
+        let scratch = self.scratch_buffer();
         let lanes = i64::from(t.lanes);
         let rows_end = self.whole_blocks_end(first0, stop0, lanes);
         let cols_end = self.whole_blocks_end(first1, stop1, lanes);
@@ -556,6 +555,7 @@ impl<E: Emitter> Lowering<'_, E> {
     /// past the last whole vector one by one.
     fn copy_row(&mut self, lanes: u32, first: E::Value, stop: E::Value) {
         let Some(staging) = self.staging else { return };
+        let scratch = self.scratch_buffer();
         let out = self.k.output;
         let kind = memory_kind(self.p.buffers[out].dtype);
         let inner = staging.inner;
@@ -563,7 +563,7 @@ impl<E: Emitter> Lowering<'_, E> {
         let (h, j) = self.e.begin_loop(first, whole_end, i64::from(lanes));
         self.index[inner] = Some(j);
         let from = self.scratch_at();
-        let x = self.e.load_vector(kind, lanes, staging.buffer, from);
+        let x = self.e.load_vector(kind, lanes, scratch, from);
         let to = self.output_at();
         if self.k.schedule.stream.is_some() {
             self.e.store_vector_streaming(kind, lanes, out, to, x);
@@ -573,7 +573,7 @@ impl<E: Emitter> Lowering<'_, E> {
         self.e.end_loop(h);
         let h = self.open_from(inner, whole_end, stop);
         let from = self.scratch_at();
-        let x = self.e.load(kind, staging.buffer, from);
+        let x = self.e.load(kind, scratch, from);
         let to = self.output_at();
         self.e.store(kind, out, to, x);
         self.e.end_loop(h);
@@ -1151,7 +1151,7 @@ impl<E: Emitter> Lowering<'_, E> {
                 // A transposed read staged in the tile's scratch is read there, at the store's position.
                 let staged = self.k.schedule.transpose.as_ref().is_some_and(|t| t.buffer == *buffer && t.index == *index);
                 let (from, at) = match self.staging {
-                    Some(s) if staged => (s.buffer, self.scratch_at()),
+                    Some(_) if staged => (self.scratch_buffer(), self.scratch_at()),
                     _ => (*buffer, self.offset(*buffer, index)),
                 };
                 let dtype = self.p.buffers[*buffer].dtype;
