@@ -258,6 +258,9 @@ struct Outcome {
     error: String,
     result: Option<HostTensor>,
     rss_growth_kib: Option<i64>,
+    /// The harness's largest resident set, and how long its last call took.
+    peak_rss_kib: i64,
+    call_seconds: f64,
     /// With `nulls`: the statuses of the calls with NULL pointers, and
     /// with `nargs` of 2^30 and `SIZE_MAX`.
     nulls: Option<String>,
@@ -276,6 +279,8 @@ struct RunOptions<'a> {
     open_threads: Option<i64>,
     env: Vec<(&'a str, &'a str)>,
     clear_env: bool,
+    /// An address-space limit (`ulimit -v`, KiB) the harness runs under.
+    limit_kib: Option<u64>,
 }
 
 /// Runs the harness on `lib` (NAME `name`) with a call of `function`.
@@ -312,7 +317,10 @@ fn call_with(exe: &Path, lib: &Path, name: &str, function: &str, args: &[ArgSpec
         };
     }
     std::fs::write(dir.join("request"), request).unwrap();
-    let mut command = Command::new(exe);
+    let mut command = match options.limit_kib {
+        Some(limit) => crate::support::limited(limit, exe),
+        None => Command::new(exe),
+    };
     command.arg(lib).arg(name).arg(dir.join("request")).arg(dir.join("out"));
     if let Some(w) = options.weights {
         command.arg("--weights").arg(w);
@@ -347,6 +355,8 @@ fn call_with(exe: &Path, lib: &Path, name: &str, function: &str, args: &[ArgSpec
     let status: i32 = field("status ").unwrap().parse().unwrap();
     let error = field("error").unwrap_or_default();
     let rss_growth_kib = field("rss_growth_kib ").map(|v| v.parse().unwrap());
+    let peak_rss_kib = field("peak_rss_kib ").unwrap().parse().unwrap();
+    let call_seconds = field("call_seconds ").unwrap().parse().unwrap();
     let result = (status == 0).then(|| {
         let text = field("dtype ").unwrap();
         let (code, bits) = text.split_once(' ').map(|(c, b)| (c.parse().unwrap(), b.parse().unwrap())).unwrap();
@@ -356,7 +366,7 @@ fn call_with(exe: &Path, lib: &Path, name: &str, function: &str, args: &[ArgSpec
         from_bytes(dtype, shape, names, &std::fs::read(dir.join("out.bin")).unwrap())
     });
     let _ = std::fs::remove_dir_all(&dir);
-    Outcome { status, error, result, rss_growth_kib, nulls }
+    Outcome { status, error, result, rss_growth_kib, peak_rss_kib, call_seconds, nulls }
 }
 
 /// Writes weights to a safetensors file.
@@ -747,6 +757,36 @@ fn tensors_at_any_byte_offset_are_read() {
     let got = call_with(harness(), &lib, "kinds", "scaled", &args, &options);
     assert_eq!(got.status, 0, "{}", got.error);
     assert_eq!(got.result.unwrap().to_f64_vec(), want.result.unwrap().to_f64_vec());
+}
+
+/// One bool broadcast to 2^32 elements by a zero stride, under an 8 GiB
+/// address-space limit: the 32 GiB result is refused (`NAX_ERR_MEMORY`)
+/// before anything of the call's size is allocated or touched (the
+/// broadcast was once packed, 4 GiB, before the memory plan decided).
+#[test]
+fn a_broadcast_too_large_for_memory_is_refused_before_it_is_packed() {
+    let scratch = Scratch::new("broadcast");
+    let lib = build_text("def cnt(x: Mask[n]) -> Int[n] {\n    return int(x) + 1\n}\n", &scratch.0, "cnt", &[]);
+    let (code, bits) = dlpack(DType::Bool);
+    let x = ArgSpec {
+        name: "x".into(),
+        code,
+        bits,
+        lanes: 1,
+        device: 1,
+        shape: Some(vec![1 << 32]),
+        ndim: 1,
+        strides: Some(vec![0]),
+        axes: None,
+        byte_offset: 0,
+        capacity: 1,
+        data: Some(vec![1]),
+    };
+    let out = call(&lib, "cnt", "cnt", &[x], &RunOptions { limit_kib: Some(8 << 20), ..RunOptions::default() });
+    assert_eq!(out.status, 3, "NAX_ERR_MEMORY expected: {}", out.error);
+    assert!(out.error.contains("bytes of memory at its peak"), "{}", out.error);
+    assert!(out.peak_rss_kib < 1 << 20, "the harness reached {} KiB resident", out.peak_rss_kib);
+    assert!(out.call_seconds < 1.0, "the refusal took {} s", out.call_seconds);
 }
 
 /// The C ABI fuzzed (tests/aot/fuzz.c): 10,000 random calls

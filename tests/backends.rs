@@ -234,6 +234,22 @@ pub(crate) fn cases() -> Vec<Case> {
             sizes: vec![("e", 12)],
             ..case("run_time_keyword", "dim n = 3\ndef f(x: [n e], k: int) -> [n h d] {\n    return rearrange(x, n (h d) -> n h d, h=k)\n}\n")
         },
+        // A maximum far above the rest of its row: its log_softmax is the
+        // tiny negative the exponentials below it make, not 0 (along the
+        // last axis, a middle one and a reduction; with ties of the maximum).
+        case(
+            "log_softmax_of_a_dominant_maximum",
+            "dim b = 3\ndim n = 5\ndim m = 4\ndef f(x: [b n m]) -> [b n m] {\n    y = x * 40.0 + where(x > 0.9, 20.0, 0.0)\n    t = rearrange(arange(m), m -> 1 m) == 0\n    z = where(t, 3.0, y)\n    return log_softmax(y, m) * 1e8 + log_softmax(y, n) * 1e8 + log_softmax(z, n) + rearrange(logsumexp(y, n) - 20.0, b m -> b 1 m) * 1e8\n}\n",
+        ),
+        // A keyword size that only the call confirms: `hwc` is w * h * c_out,
+        // each derived from the arguments' sizes (einops' flax model chain).
+        Case {
+            sizes: vec![("b", 10), ("G1", 4), ("G2", 9), ("c", 4), ("h2", 2), ("w2", 3), ("c_out", 5)],
+            ..case(
+                "keyword_size_over_derived_product",
+                "def f(X: [b G1 G2 c], Y: [h2 w2 c c_out], Z: [c_out]) -> [b] {\n    y = rearrange(X, b (h h2) (w w2) c -> b h h2 w w2 c)\n    z = einsum(y, Y: b h h2 w w2 c, h2 w2 c c_out -> b h w c_out) + Z\n    u = rearrange(z, b h w c_out -> b (w h c_out))\n    return reduce(u, b hwc -> b, mean, hwc=30)\n}\n",
+            )
+        },
         Case { sizes: vec![("b", 7), ("n", 23)], ..case("parameter_sizes", "def f(x: [b n], y: [n]) -> [b n] {\n    return x * y\n}\n") },
         // Edge cases of native code: vector tails and thread splits, stride-0
         // and size-1 axes, rank-5 permutes, empty axes, wrapping, half floats.
@@ -429,7 +445,7 @@ fn case_sizes(case: &Case, f: &nax_front::checked::CheckedFn) -> Result<Vec<Opti
         .symbols
         .all()
         .filter(|(id, s)| s.def == SymDef::Free && f.symbols.class_of(*id) == *id && f.symbols.constant(Size::Sym(*id)).is_none())
-        .map(|(id, s)| (Size::Sym(id), case.sizes.iter().find(|(n, _)| *n == s.name).map_or(4, |(_, v)| *v)))
+        .map(|(id, s)| (Size::Sym(id), case.sizes.iter().find(|(n, _)| *n == s.name).map_or(crate::generate::PARAMETER_SIZE, |(_, v)| *v)))
         .collect();
     f.symbols.table().solve(&given).map_err(|e| e.message)
 }

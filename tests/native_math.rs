@@ -179,7 +179,7 @@ fn activation64(name: &str, x: f64) -> f64 {
             x / (1.0 + v * scale) * v * scale
         }
         "silu" => x * sigmoid(x),
-        "softplus" if x == f64::INFINITY => x,
+        "softplus" if x > nax_ops::SOFTPLUS_THRESHOLD => x,
         "softplus" => x.max(0.0) + m::log1p(m::exp(-x.abs())),
         // Below -40 gelu is under the smallest subnormal; above 40, x.
         "gelu" if x < -40.0 => -0.0,
@@ -348,6 +348,33 @@ fn f64_math_without_a_c_library_is_accurate() {
         println!("{name:<8} {worst_ulps:>10} {worst_rel:>14.2e}");
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// softplus is x itself above its threshold, 20, as LANGUAGE.md (and
+/// torch) say, on every back end, the interpreter included, in f32 and
+/// f64 (in f64 `x + log1p(e^-x)` is 580,163 ulps above 20.000000000000004),
+/// and the formula at and below it.
+#[test]
+fn softplus_is_x_above_its_threshold_on_every_backend() {
+    let threshold = nax_ops::SOFTPLUS_THRESHOLD;
+    let x = [threshold.next_up(), 21.0, 100.0, f64::INFINITY, threshold, threshold.next_down(), 19.5];
+    for dtype in ["f32", "f64"] {
+        let x: Vec<f64> = if dtype == "f32" { x.iter().map(|&v| f64::from(v as f32)).collect() } else { x.to_vec() };
+        for backend in [Backend::Interp].into_iter().chain(NATIVE_BACKENDS).chain([Backend::CudaEmulation]) {
+            let got = run_body(backend, dtype, "softplus(x)", &x, &vec![0.0; x.len()]);
+            for (&xi, &g) in x.iter().zip(&got) {
+                let want = activation64("softplus", xi);
+                let at = format!("softplus({xi:e}) in {dtype} on {}: {g:e}, expected {want:e}", backend.name());
+                if xi > threshold {
+                    assert_eq!(g, xi, "{at}");
+                } else if dtype == "f32" {
+                    assert!(ulps32(g as f32, want as f32) <= 2, "{at}");
+                } else {
+                    assert!(ulps64(g, want) <= 2, "{at}");
+                }
+            }
+        }
+    }
 }
 
 /// The wrong answers issue 26 reported, on every back end, the interpreter

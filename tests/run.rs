@@ -253,6 +253,31 @@ fn a_host_int_parameter_sizes_a_pattern() {
 }
 
 #[test]
+fn a_keyword_size_only_the_call_confirms_is_checked_there() {
+    let case = Case::new("derived-keyword");
+    let source = "def f(x: [b g], y: [t]) -> [b] {\n    u = rearrange(x, b (h w) -> b (w h), w=2)\n    return reduce(u, b hw -> b, sum, hw=6) + sum(y, t)\n}\n";
+    std::fs::write(case.dir.join("p.nax"), source).unwrap();
+    write(&case.dir.join("in.safetensors"), &[spec("x", &[2, 6], "_ _"), spec("y", &[1], "_")]);
+    let out = case.run("f", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(case.dir.join("out.safetensors"), b"previous").unwrap();
+    write(&case.dir.join("in.safetensors"), &[spec("x", &[2, 8], "_ _"), spec("y", &[1], "_")]);
+    case.rejects("a group whose size differs from its keyword", case.run("f", &[]), &["is 8 but must equal 6", "`hw`"]);
+}
+
+#[test]
+fn a_long_axis_name_is_quoted_by_its_start_and_length() {
+    let case = Case::new("long-name");
+    std::fs::write(case.dir.join("out.safetensors"), b"previous").unwrap();
+    // Three axes, the last named 200,000 a's: `n` is missing from the names.
+    let long: &'static str = Box::leak(format!("b D {}", "a".repeat(200_000)).into_boxed_str());
+    write(&case.dir.join("in.safetensors"), &[spec("x", &[2, 4, 3], long), spec("m", &[4], "n")]);
+    let out = case.run("f", &[]);
+    case.rejects("a long axis name", out.clone(), &["axis 'n' is missing", "(200004 bytes)"]);
+    assert!(out.stderr.len() < 1000, "the message is {} bytes long", out.stderr.len());
+}
+
+#[test]
 fn a_call_too_large_for_memory_is_refused_on_every_backend() {
     let case = Case::new("memory");
     let source = "dim n = 4\ndef f(x: [n], k: int) -> [n h] {\n    return repeat(x, n -> n h, h=k)\n}\n";

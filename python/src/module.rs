@@ -135,7 +135,8 @@ impl Module {
     fn __getattr__(&self, py: Python<'_>, name: &str) -> PyResult<Function> {
         if !self.program.function_names().contains(&name) {
             return Err(pyo3::exceptions::PyAttributeError::new_err(format!(
-                "the program has no function '{name}' (functions: {})",
+                "the program has no function '{}' (functions: {})",
+                nax_runtime::shortened(name),
                 self.functions().join(", ")
             )));
         }
@@ -144,7 +145,11 @@ impl Module {
 
     fn __getitem__(&self, py: Python<'_>, name: &str) -> PyResult<Function> {
         if !self.program.function_names().contains(&name) {
-            return Err(pyo3::exceptions::PyKeyError::new_err(format!("the program has no function '{name}' (functions: {})", self.functions().join(", "))));
+            return Err(pyo3::exceptions::PyKeyError::new_err(format!(
+                "the program has no function '{}' (functions: {})",
+                nax_runtime::shortened(name),
+                self.functions().join(", ")
+            )));
         }
         self.function(py, name)
     }

@@ -143,23 +143,24 @@ fn parse_coords(names: &[Option<String>], shape: &[usize], coords: Option<&Bound
     let Some(coords) = coords else { return Ok(out) };
     for (key, labels) in coords.iter() {
         let name: String = key.extract().map_err(|_| error(format!("coords: a key is an axis name, not a {}", type_name(&key))))?;
+        let shown = nax_runtime::shortened(&name);
         let axis = names
             .iter()
             .position(|n| n.as_deref() == Some(name.as_str()))
-            .ok_or_else(|| error(format!("coords: no axis is named '{name}' (names: {})", show_names(names))))?;
+            .ok_or_else(|| error(format!("coords: no axis is named '{shown}' (names: {})", show_names(names))))?;
         let mut text = Vec::new();
         let mut kinds = Vec::new();
-        for item in labels.try_iter().map_err(|_| error(format!("coords['{name}'] is not a sequence of labels")))? {
+        for item in labels.try_iter().map_err(|_| error(format!("coords['{shown}'] is not a sequence of labels")))? {
             let (t, ints) = label(&item?)?;
             text.push(t);
             kinds.push(ints);
         }
         if text.len() != shape[axis] {
-            return Err(error(format!("coords['{name}'] has {} labels for an axis of size {}", text.len(), shape[axis])));
+            return Err(error(format!("coords['{shown}'] has {} labels for an axis of size {}", text.len(), shape[axis])));
         }
         let ints = kinds.first().copied().unwrap_or(false);
         if kinds.iter().any(|&k| k != ints) {
-            return Err(error(format!("coords['{name}'] mixes str and int labels")));
+            return Err(error(format!("coords['{shown}'] mixes str and int labels")));
         }
         out[axis] = Some(Labels { text, ints });
     }
@@ -168,7 +169,7 @@ fn parse_coords(names: &[Option<String>], shape: &[usize], coords: Option<&Bound
 
 /// Names as Python writes the tuple: `('x', None)`.
 fn show_names(names: &[Option<String>]) -> String {
-    let parts: Vec<String> = names.iter().map(|n| n.as_ref().map_or("None".to_string(), |n| format!("'{n}'"))).collect();
+    let parts: Vec<String> = names.iter().map(|n| n.as_ref().map_or("None".to_string(), |n| format!("'{}'", nax_runtime::shortened(n)))).collect();
     if parts.len() == 1 { format!("({},)", parts[0]) } else { format!("({})", parts.join(", ")) }
 }
 
@@ -248,7 +249,7 @@ fn binary(op: BinaryOp, left: &Bound<'_, PyAny>, right: &Bound<'_, PyAny>) -> Py
         let (r, rk) = r.into_named(ld)?;
         for (name, ints) in &lk {
             if rk.iter().any(|(n, i)| n == name && i != ints) {
-                return Err(error(format!("axis '{name}' is labelled by ints on one side and by strs on the other")));
+                return Err(error(format!("axis '{}' is labelled by ints on one side and by strs on the other", nax_runtime::shortened(name))));
             }
         }
         let kinds: Vec<(String, bool)> = lk.into_iter().chain(rk).collect();

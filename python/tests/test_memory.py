@@ -32,3 +32,34 @@ def test_a_large_input_is_not_copied():
     assert float(total) == float(1 << 28) == float(reversed_total)
     assert int(in_place_mib) < 64, f"the call's peak grew by {in_place_mib} MiB for a 1 GiB input"
     assert int(packed_mib) < 1024 + 64, f"packing a reversed 1 GiB input grew the peak by {packed_mib} MiB"
+
+
+def test_a_broadcast_too_large_for_memory_is_refused_before_it_is_packed():
+    """One bool broadcast to 2^32 elements by a zero stride, under an 8 GiB
+    address-space limit: the 32 GiB result is refused before the broadcast
+    is packed (4 GiB, once made before the memory plan decided): in well
+    under a second, the process under 1 GiB resident."""
+    script = textwrap.dedent(
+        """
+        import resource, time
+        import numpy as np
+        import nax
+        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+        m = nax.compile("def cnt(x: Mask[n]) -> Int[n] {\\n    return int(x) + 1\\n}\\n")
+        big = np.lib.stride_tricks.as_strided(np.ones(1, dtype=bool), shape=(1 << 32,), strides=(0,))
+        start = time.monotonic()
+        try:
+            m.cnt(big)
+            outcome = "ran"
+        except nax.Error as e:
+            outcome = "refused" if "bytes of memory at its peak" in str(e) else "other: " + str(e)
+        seconds = time.monotonic() - start
+        print(outcome, seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    outcome, seconds, peak_mib = out.stdout.rsplit(None, 2)
+    assert outcome == "refused", out.stdout
+    assert float(seconds) < 1.0, f"the refusal took {seconds} s"
+    assert int(peak_mib) < 1024, f"the process reached {peak_mib} MiB resident"

@@ -13,6 +13,14 @@
 //! admits (it checks divisions exact, differences non-negative and every
 //! class agreed); sizes whose forms differ may still be equal, and are
 //! then not provably so.
+//!
+//! The boundary's class checks are facts the forms use: a class whose
+//! members have two forms (a group's product and the keyword size that
+//! names it, `(w h c) = 30`, or two products required equal) states that
+//! they are equal. Where both are single terms, the fact is solved for one
+//! of its free atoms (one with exponent 1 or -1, the others known nonzero)
+//! and that atom is replaced by the solution in every form, so that
+//! `w * h * c` and `30` are one size when the program said so.
 
 use crate::sizes::{Size, SizeTable, SymDef, SymId};
 use std::cell::RefCell;
@@ -126,6 +134,34 @@ impl Normal {
         Some(out)
     }
 
+    /// The form with each solved atom replaced by its single term, in
+    /// order (atoms inside a division that is an atom of its own stay).
+    fn substitute(&self, solved: &[(Atom, Normal)]) -> Option<Normal> {
+        let mut form = self.clone();
+        for (atom, value) in solved {
+            if !form.terms.keys().flatten().any(|(a, _)| a == atom) {
+                continue;
+            }
+            let mut out = Normal::default();
+            for (monomial, &c) in &form.terms {
+                let mut term = Normal { terms: BTreeMap::from([(Vec::new(), c)]) };
+                for (a, e) in monomial {
+                    let factor = if a == atom { value.power(*e)? } else { Normal { terms: BTreeMap::from([(vec![(a.clone(), *e)], (1, 1))]) } };
+                    term = term.mul(&factor)?;
+                }
+                out = out.add(&term, 1)?;
+            }
+            form = out;
+        }
+        Some(form)
+    }
+
+    /// A single term raised to `e` (negative: its inverse's power).
+    fn power(&self, e: i32) -> Option<Normal> {
+        let base = if e < 0 { self.inverse()? } else { self.clone() };
+        (0..e.unsigned_abs()).try_fold(Normal::constant(1), |p, _| p.mul(&base))
+    }
+
     /// `1 / self` for a single term, else `None`.
     fn inverse(&self) -> Option<Normal> {
         let mut terms = self.terms.iter();
@@ -140,6 +176,9 @@ pub struct Algebra<'t> {
     table: &'t SizeTable,
     members: HashMap<SymId, Vec<usize>>,
     memo: RefCell<HashMap<SymId, Option<Normal>>>,
+    /// The class facts solved, in order: each atom and the single term it
+    /// equals, in which no earlier atom appears.
+    solved: Vec<(Atom, Normal)>,
 }
 
 impl<'t> Algebra<'t> {
@@ -149,14 +188,61 @@ impl<'t> Algebra<'t> {
         for (i, s) in table.symbols.iter().enumerate() {
             members.entry(s.class).or_default().push(i);
         }
-        Algebra { table, members, memo: RefCell::new(HashMap::new()) }
+        let mut algebra = Algebra { table, members, memo: RefCell::new(HashMap::new()), solved: Vec::new() };
+        algebra.solved = algebra.solve_facts();
+        algebra
     }
 
-    /// A size's normal form; `None` past the coefficients' range. A
-    /// derived size is its own definition's form; a free one its class's:
-    /// the form of the class's constant, or of its first defined member,
-    /// else the class's atom.
+    /// A size's normal form, the boundary's facts applied; `None` past the
+    /// coefficients' range.
     pub fn normal(&self, size: Size) -> Option<Normal> {
+        self.form(size).map(|form| self.apply_facts(form))
+    }
+
+    /// The facts the boundary's class checks state, solved for one atom
+    /// each where both sides are single terms (see the module's docs).
+    fn solve_facts(&self) -> Vec<(Atom, Normal)> {
+        let mut classes: Vec<(&SymId, &Vec<usize>)> = self.members.iter().collect();
+        classes.sort();
+        let mut facts: Vec<(Normal, Normal)> = Vec::new();
+        // Atoms known nonzero: every divisor (the boundary checks divisions
+        // exact), and every atom of a single term equal to a nonzero constant.
+        let mut nonzero: Vec<Atom> = Vec::new();
+        for (&class, members) in classes {
+            let value = members.iter().find_map(|&i| self.table.symbols[i].value).map(Normal::constant);
+            let defined = members.iter().filter_map(|&i| match self.table.symbols[i].def {
+                SymDef::Free | SymDef::Signed | SymDef::Position(..) | SymDef::Gap(..) => None,
+                ref def => self.definition(def, class),
+            });
+            let forms: Vec<Normal> = value.into_iter().chain(defined).collect();
+            let nonzero_constant = forms.first().and_then(Normal::as_constant).is_some_and(|c| c != 0);
+            for form in &forms {
+                let single = nonzero_constant && form.terms.len() == 1;
+                nonzero.extend(form.terms.keys().flatten().filter(|(_, e)| single || *e < 0).map(|(atom, _)| atom.clone()));
+            }
+            facts.extend(forms.iter().skip(1).map(|f| (forms[0].clone(), f.clone())));
+        }
+        let mut solved: Vec<(Atom, Normal)> = Vec::new();
+        for (a, b) in facts {
+            let reduce = |n: &Normal| n.substitute(&solved);
+            let (Some(a), Some(b)) = (reduce(&a), reduce(&b)) else { continue };
+            if let Some(solution) = solve_for_an_atom(&a, &b, &nonzero) {
+                solved.push(solution);
+            }
+        }
+        solved
+    }
+
+    /// The form with the solved atoms replaced; the form itself where the
+    /// coefficients would overflow (then only not provably equal).
+    fn apply_facts(&self, form: Normal) -> Normal {
+        form.substitute(&self.solved).unwrap_or(form)
+    }
+
+    /// A size's form before the facts: a derived size is its own
+    /// definition's form; a free one its class's: the form of the class's
+    /// constant, or of its first defined member, else the class's atom.
+    fn form(&self, size: Size) -> Option<Normal> {
         let id = match size {
             Size::Const(c) => return Some(Normal::constant(c)),
             Size::Sym(id) => id,
@@ -185,7 +271,7 @@ impl<'t> Algebra<'t> {
 
     /// The normal form of `def`, the definition of a member of `class`.
     fn definition(&self, def: &SymDef, class: SymId) -> Option<Normal> {
-        let pair = |a: Size, b: Size| Some((self.normal(a)?, self.normal(b)?));
+        let pair = |a: Size, b: Size| Some((self.form(a)?, self.form(b)?));
         match *def {
             SymDef::Free => None,
             // A clipped position or difference is no polynomial: its class is an atom.
@@ -221,6 +307,29 @@ impl<'t> Algebra<'t> {
         let product = |sizes: &[Size]| sizes.iter().try_fold(Normal::constant(1), |p, &s| p.mul(&self.normal(s)?));
         matches!((product(a), product(b)), (Some(x), Some(y)) if x == y)
     }
+}
+
+/// Solves `a = b`, both single terms, for a free atom that stands in one
+/// side alone with exponent 1 and not in the other, that side's other
+/// atoms all in `nonzero` (so that dividing by them is sound): the atom
+/// and the single term it equals.
+fn solve_for_an_atom(a: &Normal, b: &Normal, nonzero: &[Atom]) -> Option<(Atom, Normal)> {
+    if a.terms.len() != 1 || b.terms.len() != 1 {
+        return None;
+    }
+    let monomial = |n: &Normal| n.terms.keys().next().cloned().unwrap_or_default();
+    for (side, other) in [(a, b), (b, a)] {
+        let (atoms, others) = (monomial(side), monomial(other));
+        let solvable = |(x, e): &&(Atom, i32)| {
+            matches!(x, Atom::Free(_)) && *e == 1 && others.iter().all(|(y, _)| y != x) && atoms.iter().all(|(y, _)| y == x || nonzero.contains(y))
+        };
+        if let Some((x, _)) = atoms.iter().rev().find(solvable) {
+            // side = x * rest, so x = other / rest.
+            let rest = Normal { terms: side.terms.iter().map(|(m, &c)| (m.iter().filter(|(y, _)| y != x).cloned().collect(), c)).collect() };
+            return Some((x.clone(), other.mul(&rest.inverse()?)?));
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -265,6 +374,48 @@ mod tests {
         assert!(!a.equal_products(&[sym(1), Size::Const(4)], &[sym(0)]), "4 * (d / 2) is not d");
         assert!(!a.equal(sym(8), sym(1)), "ceil(d / 3) is its own atom");
         assert!(a.equal(sym(8), sym(8)));
+    }
+
+    /// `g` and `k` free, `h = g / 2`, `p = h * k` required to be 30 (a
+    /// keyword size naming the group `(h k)`), `q = g * k` and `r = h * h`.
+    #[test]
+    fn a_class_with_two_forms_is_a_fact() {
+        let t = SizeTable {
+            symbols: vec![
+                symbol("g", SymDef::Free, 0),
+                symbol("k", SymDef::Free, 1),
+                symbol("h", SymDef::Div(sym(0), Size::Const(2)), 2),
+                Symbol { value: Some(30), ..symbol("p", SymDef::Mul(sym(2), sym(1)), 3) },
+                symbol("q", SymDef::Mul(sym(0), sym(1)), 4),
+            ],
+        };
+        let a = Algebra::new(&t);
+        assert!(a.equal_products(&[sym(2), sym(1)], &[Size::Const(30)]), "h * k = 30");
+        assert!(a.equal(sym(4), Size::Const(60)), "g * k = 2 * (h * k) = 60");
+        assert!(!a.equal(sym(0), Size::Const(60)), "g alone is not known");
+        // Without the fact, nothing is proved.
+        let free = SizeTable { symbols: t.symbols.iter().map(|s| Symbol { value: None, ..s.clone() }).collect() };
+        assert!(!Algebra::new(&free).equal_products(&[sym(2), sym(1)], &[Size::Const(30)]));
+    }
+
+    /// `a * b = c * b` (two products required equal) gives `a = c` only
+    /// where `b` is known nonzero.
+    #[test]
+    fn a_fact_divides_only_by_sizes_known_nonzero() {
+        let products = |b_divides: bool| SizeTable {
+            symbols: vec![
+                symbol("a", SymDef::Free, 0),
+                symbol("b", SymDef::Free, 1),
+                symbol("c", SymDef::Free, 2),
+                symbol("ab", SymDef::Mul(sym(0), sym(1)), 3),
+                symbol("cb", SymDef::Mul(sym(2), sym(1)), 3),
+                symbol("d", if b_divides { SymDef::Div(sym(0), sym(1)) } else { SymDef::Free }, 5),
+            ],
+        };
+        let zero_possible = products(false);
+        assert!(!Algebra::new(&zero_possible).equal(sym(0), sym(2)), "b may be 0");
+        let nonzero = products(true);
+        assert!(Algebra::new(&nonzero).equal(sym(0), sym(2)), "b divides a, so it is not 0");
     }
 
     #[test]

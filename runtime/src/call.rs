@@ -14,7 +14,6 @@ use crate::packed::PackedWeights;
 use crate::signature::{HostType, ParamType, Scalar, Signature, TensorSpec};
 use crate::sizes::{Size, SizeError, SymDef};
 use crate::tensor::HostTensor;
-use crate::threads::ThreadPool;
 use crate::view::TensorView;
 use std::collections::HashMap;
 use std::fmt;
@@ -380,13 +379,41 @@ impl CheckedCall<'_> {
     }
 
     /// Argument `i` as a contiguous tensor in its parameter's axis order,
-    /// or `None` when it is a host scalar (or there is no argument `i`).
+    /// or `None` when it is a host scalar, a strided tensor not yet packed
+    /// (see [`CheckedCall::packed`]), or there is no argument `i`.
     pub fn tensor(&self, i: usize) -> Option<TensorView<'_>> {
         match self.args.get(i)? {
-            Bound::View(v) => Some(v.clone()),
+            Bound::View(v) if v.is_contiguous() => Some(v.clone()),
             Bound::Packed(t) => Some(t.view()),
-            Bound::Scalar(_) => None,
+            Bound::View(_) | Bound::Scalar(_) => None,
         }
+    }
+
+    /// The bytes packing the strided tensor arguments takes, which the
+    /// memory plan counts with the executor's peak.
+    pub fn packing_bytes(&self) -> u128 {
+        self.args.iter().fold(0u128, |total, b| match b {
+            Bound::View(v) if !v.is_contiguous() => total.saturating_add(v.len() as u128 * v.dtype().size_bytes() as u128),
+            _ => total,
+        })
+    }
+
+    /// The call with every strided tensor argument packed contiguous in
+    /// its parameter's axis order, as executors read them (a view
+    /// transposed by name packs with the threads of the pool it runs in).
+    /// Admit [`CheckedCall::packing_bytes`] first.
+    pub fn packed<'b>(&'b self) -> Result<CheckedCall<'b>, RuntimeError> {
+        let args = self
+            .args
+            .iter()
+            .map(|b| match b {
+                Bound::View(v) if !v.is_contiguous() => v.to_host().map(Bound::Packed),
+                Bound::View(v) => Ok(Bound::View(v.clone())),
+                Bound::Packed(t) => Ok(Bound::View(t.view())),
+                Bound::Scalar(s) => Ok(Bound::Scalar(*s)),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(CheckedCall { signature: self.signature, args, weights: self.weights, sizes: self.sizes.clone(), interrupt: self.interrupt })
     }
 
     /// Argument `i` as a host scalar, or `None` when it is a tensor.
@@ -464,16 +491,6 @@ impl CheckedCall<'_> {
         });
         Err(CallError::Memory { function: self.signature.name.clone(), peak: peak.bytes, available: available.bytes, limit: available.limit, largest })
     }
-}
-
-/// Arguments of at least this many elements may be worth packing with
-/// several threads.
-const LARGE: usize = 1 << 15;
-
-/// Whether some tensor argument is large enough that its check (which may
-/// pack it) should run in the program's pool.
-pub(crate) fn has_large_tensor(args: &[Arg<'_>]) -> bool {
-    args.iter().any(|a| matches!(a, Arg::Tensor(t) if t.len() >= LARGE))
 }
 
 impl Signature {
@@ -566,29 +583,11 @@ impl Signature {
         }
         let pairs: Vec<(Size, u64)> = given.iter().map(|(s, v, _)| (*s, *v)).collect();
         let sizes = self.sizes.solve(&pairs).map_err(|error| CallError::Sizes { function: self.name.clone(), error })?;
-        // Only now, with every size known good and the copies admitted by
-        // the memory plan, are strided tensors packed.
-        let mut call = CheckedCall { signature: self, args: bound, weights, sizes, interrupt: None };
-        let packing = call.args.iter().fold(0u128, |total, b| match b {
-            Bound::View(v) if !v.is_contiguous() => total.saturating_add(v.len() as u128 * v.dtype().size_bytes() as u128),
-            _ => total,
-        });
-        call.admit(Peak { bytes: packing, reusable: 0 })?;
-        call.args = std::mem::take(&mut call.args)
-            .into_iter()
-            .map(|b| match b {
-                Bound::View(v) if !v.is_contiguous() => v.to_host().map(Bound::Packed),
-                other => Ok(other),
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(call)
-    }
-
-    /// [`Signature::check`] inside `pool` when some tensor argument is large
-    /// (packing a view transposed by name then uses the pool's threads);
-    /// a small call is checked on the calling thread.
-    pub fn check_in<'a>(&'a self, args: Vec<Arg<'a>>, weights: &'a dyn Weights, pool: &ThreadPool) -> Result<CheckedCall<'a>, RuntimeError> {
-        if has_large_tensor(&args) { pool.install(|| self.check(args, weights)) } else { self.check(args, weights) }
+        // Strided tensors are packed only when the call runs, once the
+        // memory plan has admitted the packing with the rest of the call's
+        // peak (a bool broadcast to 2^32 elements by a zero stride is not
+        // copied for a call whose result could never be had).
+        Ok(CheckedCall { signature: self, args: bound, weights, sizes, interrupt: None })
     }
 
     /// The arguments of a call given by name: each parameter takes the

@@ -61,9 +61,11 @@ pub enum RuntimeError {
 
     /// A tensor in a file has an element type nax does not support.
     #[error(
-        "'{}': tensor '{tensor}' has dtype {dtype}, which nax does not support \
+        "'{}': tensor '{}' has dtype {}, which nax does not support \
          (supported: F16 BF16 F32 F64 I32 I64 BOOL)",
-        .path.display()
+        .path.display(),
+        shortened(.tensor),
+        shortened(.dtype)
     )]
     UnsupportedDType {
         /// The file.
@@ -76,23 +78,24 @@ pub enum RuntimeError {
 
     /// The `NAME.axes` metadata of a tensor does not fit the tensor.
     #[error(
-        "'{}': the metadata '{tensor}.axes' = \"{axes}\" {problem}",
-        .path.display()
+        "'{}': the metadata '{}.axes' = \"{}\" {problem}",
+        .path.display(),
+        shortened(.tensor),
+        shortened(.axes)
     )]
     BadAxesMetadata {
         /// The file.
         path: PathBuf,
         /// The tensor's name in the file.
         tensor: String,
-        /// The metadata value as written in the file (its first 80
-        /// characters and its length, when longer).
+        /// The metadata value as written in the file.
         axes: String,
         /// What is wrong: a count that differs from the rank, a bad name.
         problem: String,
     },
 
     /// A tensor name that cannot be written to a safetensors file.
-    #[error("cannot write '{}': invalid tensor name '{name}' ({reason})", .path.display())]
+    #[error("cannot write '{}': invalid tensor name '{}' ({reason})", .path.display(), shortened(.name))]
     InvalidTensorName {
         /// The file that was to be written.
         path: PathBuf,
@@ -147,7 +150,7 @@ pub enum RuntimeError {
 
     /// An axis name that is empty, `_`, or contains white space (it could
     /// not travel in the space-separated `NAME.axes` metadata).
-    #[error("invalid axis name '{name}': {reason}")]
+    #[error("invalid axis name '{}': {reason}", shortened(.name))]
     InvalidAxisName {
         /// The rejected name.
         name: String,
@@ -185,7 +188,8 @@ pub enum RuntimeError {
 
     /// A parameter axis whose name the tensor does not carry.
     #[error(
-        "parameter '{param}': axis '{axis}' is missing from the tensor's names {}",
+        "parameter '{param}': axis '{}' is missing from the tensor's names {}",
+        shortened(.axis),
         fmt_names(.tensor_names)
     )]
     MissingAxis {
@@ -199,7 +203,8 @@ pub enum RuntimeError {
 
     /// A named tensor axis that is not an axis of the parameter.
     #[error(
-        "parameter '{param}': the tensor's axis '{axis}' is not an axis of the parameter {}",
+        "parameter '{param}': the tensor's axis '{}' is not an axis of the parameter {}",
+        shortened(.axis),
         fmt_names(.param_axes)
     )]
     ExtraAxis {
@@ -534,21 +539,33 @@ fn fmt_shape(shape: &[usize]) -> String {
 
 /// `[b _ n]`: axis names as in a type, `_` for an unnamed axis.
 pub(crate) fn fmt_names(names: &[Option<String>]) -> String {
-    let mut s = String::from("[");
+    let mut s = String::new();
     for (i, n) in names.iter().enumerate() {
         if i > 0 {
             s.push(' ');
         }
         s.push_str(n.as_deref().unwrap_or("_"));
     }
-    s.push(']');
-    s
+    format!("[{}]", shortened(&s))
+}
+
+/// How many characters of a user's text a message quotes.
+const QUOTED_CHARS: usize = 80;
+
+/// User data (a name, a metadata value) as a message quotes it: whole when
+/// short, else its first [`QUOTED_CHARS`] characters and its length, so
+/// that a 200 KB axis name does not fill a terminal.
+pub fn shortened(text: &str) -> String {
+    match text.char_indices().nth(QUOTED_CHARS) {
+        Some((end, _)) => format!("{}... ({} bytes)", &text[..end], text.len()),
+        None => text.to_string(),
+    }
 }
 
 /// `axis 'n'` for a named axis, `axis 2` for an unnamed one.
 fn fmt_axis(position: usize, name: &Option<String>) -> String {
     match name {
-        Some(n) => format!("axis '{n}'"),
+        Some(n) => format!("axis '{}'", shortened(n)),
         None => format!("axis {position}"),
     }
 }
@@ -575,6 +592,9 @@ mod tests {
         assert_eq!(fmt_shape(&[]), "[]");
         assert_eq!(fmt_axis(1, &None), "axis 1");
         assert_eq!(fmt_axis(1, &Some("n".into())), "axis 'n'");
+        let long = "a".repeat(200_000);
+        assert_eq!(shortened(&long), format!("{}... (200000 bytes)", "a".repeat(80)));
+        assert_eq!(fmt_names(&[Some(long.clone()), None]).len(), 2 + 80 + "... (200002 bytes)".len());
     }
 
     #[test]

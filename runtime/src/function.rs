@@ -4,9 +4,10 @@
 //! the process can still have ([`CheckedCall::admit`]), and then runs in the thread pool the caller gives; nothing of the compiler
 //! is involved, so the JIT, AOT libraries and Python share this path.
 
-use crate::call::{Arg, CheckedCall, Weights, has_large_tensor};
+use crate::call::{Arg, CheckedCall, Weights};
 use crate::driver::Execute;
 use crate::error::RuntimeError;
+use crate::memory::Peak;
 use crate::signature::Signature;
 use crate::tensor::HostTensor;
 use crate::threads::ThreadPool;
@@ -79,9 +80,7 @@ impl Function {
         }
     }
 
-    /// The boundary check and the run; both inside the pool when some
-    /// tensor argument is large, so that packing it (a view transposed by
-    /// name) uses the pool's threads; small calls stay on the calling thread.
+    /// The boundary check and the run.
     fn check_and_run(
         &self,
         args: Vec<Arg<'_>>,
@@ -89,13 +88,8 @@ impl Function {
         into: Option<&mut TensorMut<'_>>,
         pool: &ThreadPool,
     ) -> Result<Vec<HostTensor>, RuntimeError> {
-        let large = has_large_tensor(&args);
-        let run = || {
-            let call = self.signature.check(args, weights)?;
-            call.admit(self.exec.peak(&call, into.is_some()))?;
-            self.exec.execute(&call, into, pool)
-        };
-        if large { pool.install(run) } else { run() }
+        let call = self.signature.check(args, weights)?;
+        self.admit_and_execute(&call, into, pool)
     }
 
     /// The most iterations any one loop nest of this call would run (a
@@ -116,8 +110,20 @@ impl Function {
     /// Runs a call already checked against this function's signature: every result, in order.
     pub fn run_results(&self, call: &CheckedCall<'_>, pool: &ThreadPool) -> Result<Vec<HostTensor>, RuntimeError> {
         call.require(&self.signature)?;
-        call.admit(self.exec.peak(call, false))?;
-        self.exec.execute(call, None, pool)
+        self.admit_and_execute(call, None, pool)
+    }
+
+    /// Admits the call's peak, the packing of its strided arguments
+    /// included, before anything of its size is allocated; then packs
+    /// them (inside `pool`) and runs it.
+    fn admit_and_execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, pool: &ThreadPool) -> Result<Vec<HostTensor>, RuntimeError> {
+        let peak = self.exec.peak(call, into.is_some());
+        call.admit(Peak { bytes: peak.bytes.saturating_add(call.packing_bytes()), ..peak })?;
+        if call.packing_bytes() == 0 {
+            return self.exec.execute(call, into, pool);
+        }
+        let packed = pool.install(|| call.packed())?;
+        self.exec.execute(&packed, into, pool)
     }
 }
 

@@ -50,7 +50,7 @@ pub use binding::{bind, bind_owned};
 pub use call::{Arg, CallError, CheckedCall, MAX_ITERATIONS, SizeSource, Subject, Value, Weights, check_work};
 pub use driver::{CodeOwner, Execute, KernelFn, NativeFunction};
 pub use dtype::DType;
-pub use error::RuntimeError;
+pub use error::{RuntimeError, shortened};
 pub use function::Function;
 pub use gemm::matrix_tiles;
 pub use named::{BinaryOp, NamedTensor, Operand};

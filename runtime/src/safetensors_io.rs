@@ -154,7 +154,9 @@ fn parse<'a, T>(bytes: &'a [u8], path: &Path, make: impl Fn(RawTensor<'a>) -> Re
             dtype: format!("{:?}", info.dtype),
         })?;
         let (start, end) = info.data_offsets;
-        let raw = data.get(start..end).ok_or_else(|| bad_file(format!("the data offsets [{start}, {end}] of tensor '{name}' lie past the end of the file")))?;
+        let raw = data
+            .get(start..end)
+            .ok_or_else(|| bad_file(format!("the data offsets [{start}, {end}] of tensor '{}' lie past the end of the file", crate::shortened(&name))))?;
         let shape = info.shape.clone();
         let names = match axes_meta.and_then(|m| m.get(&axes_key(&name))) {
             Some(axes) => parse_axes(path, &name, axes, shape.len())?,
@@ -182,7 +184,7 @@ fn describe(e: &SafeTensorError, bytes: &[u8]) -> String {
             bytes.len()
         ),
         (SafeTensorError::InvalidOffset(name), _) => {
-            format!("the data offsets of tensor '{name}' do not follow the previous tensor's")
+            format!("the data offsets of tensor '{}' do not follow the previous tensor's", crate::shortened(name))
         }
         (SafeTensorError::TensorInvalidInfo, _) => "a tensor's data offsets disagree with its shape and dtype".into(),
         _ => e.to_string(),
@@ -271,12 +273,7 @@ compile_error!("safetensors files are little-endian; writing them from a big-end
 /// Parses a `NAME.axes` value: `rank` names separated by white space, `_`
 /// for an unnamed axis (the empty string for rank 0).
 fn parse_axes(path: &Path, tensor: &str, axes: &str, rank: usize) -> Result<Vec<Option<String>>, RuntimeError> {
-    // A value longer than any list of names is shown by its start and length.
-    let shown = match axes.char_indices().nth(80) {
-        Some((end, _)) => format!("{}... ({} bytes)", &axes[..end], axes.len()),
-        None => axes.to_string(),
-    };
-    let bad = |problem: String| RuntimeError::BadAxesMetadata { path: path.into(), tensor: tensor.to_string(), axes: shown.clone(), problem };
+    let bad = |problem: String| RuntimeError::BadAxesMetadata { path: path.into(), tensor: tensor.to_string(), axes: axes.to_string(), problem };
     let names: Vec<Option<String>> = axes.split_whitespace().map(|n| (n != "_").then(|| n.to_string())).collect();
     if names.len() != rank {
         return Err(bad(format!("names {} axes, but the tensor has rank {rank}", names.len())));

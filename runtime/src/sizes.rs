@@ -146,6 +146,16 @@ impl SizeTable {
         }
     }
 
+    /// `, the size of `NAME`` for the first free member of `class` named
+    /// otherwise than `name` (a keyword size or parameter axis the
+    /// program gave the size), else nothing.
+    fn named_by(&self, class: SymId, name: &str) -> String {
+        self.symbols
+            .iter()
+            .find(|m| m.class == class && m.def == SymDef::Free && m.name != name)
+            .map_or(String::new(), |m| format!(", the size of `{}`", m.name))
+    }
+
     /// The call-boundary check: given the actual values of some sizes (the
     /// arguments' axes), evaluates every derived size, checks that divisions
     /// are exact, subtractions non-negative and products in range, and that
@@ -203,7 +213,7 @@ impl SizeTable {
                     SymDef::Free | SymDef::Signed => continue,
                 };
                 if class.get(&s.class) != Some(&v) {
-                    set(&mut class, s.class, v).map_err(|old| fail(format!("is {v} but must equal {old}")))?;
+                    set(&mut class, s.class, v).map_err(|old| fail(format!("is {v} but must equal {old}{}", self.named_by(s.class, &s.name))))?;
                     changed = true;
                 }
             }
@@ -236,7 +246,7 @@ mod tests {
         assert_eq!(t.solve(&[(v, 64)]).unwrap(), vec![Some(64), Some(32), Some(32)]);
         assert!(t.solve(&[(v, 7)]).unwrap_err().message.contains("not exact"));
         let e = t.solve(&[(v, 64), (b, 31)]).unwrap_err();
-        assert_eq!(e.message, "`W`: is 32 but must equal 31");
+        assert_eq!(e.message, "`W`: is 32 but must equal 31, the size of `b`");
         assert!(t.solve(&[(Size::Const(3), 4)]).is_err());
         assert_eq!(t.display(b), "W");
         assert_eq!(t.resolve(b), Size::Sym(SymId(1)));

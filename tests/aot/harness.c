@@ -21,9 +21,10 @@
  * result must equal the first. With --rounds, R rounds of open, call and
  * close run, and the growth of the resident set is written.
  *
- * OUT.meta gets "status S", "error MESSAGE", and for a result "dtype CODE
- * BITS", "shape ...", "axes ..." (and "rss_growth_kib N" with --rounds);
- * OUT.bin the result's bytes, row-major. */
+ * OUT.meta gets "status S", "error MESSAGE", "call_seconds T" (the last
+ * call's), "peak_rss_kib N" (the process's largest resident set), and for
+ * a result "dtype CODE BITS", "shape ...", "axes ..." (and "rss_growth_kib
+ * N" with --rounds); OUT.bin the result's bytes, row-major. */
 #define _DEFAULT_SOURCE
 #include NAX_HEADER
 #include <dlfcn.h>
@@ -33,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_ARGS 32
@@ -164,14 +167,23 @@ static size_t result_bytes(const DLTensor *t) {
   return n;
 }
 
-static void write_result(const char *out, int status, const nax_result *r, long rss_growth) {
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void write_result(const char *out, int status, const nax_result *r, long rss_growth, double seconds) {
   char path[1024];
   FILE *meta;
+  struct rusage usage;
   int i;
   snprintf(path, sizeof path, "%s.meta", out);
   meta = fopen(path, "w");
   if (!meta) fail(path);
   fprintf(meta, "status %d\nerror %s\n", status, lib_error());
+  if (getrusage(RUSAGE_SELF, &usage) == 0) fprintf(meta, "peak_rss_kib %ld\n", usage.ru_maxrss);
+  fprintf(meta, "call_seconds %f\n", seconds);
   if (rss_growth >= 0) fprintf(meta, "rss_growth_kib %ld\n", rss_growth);
   if (status == NAX_OK && r) {
     const DLTensor *t = &r->tensor->dl_tensor;
@@ -222,6 +234,7 @@ int main(int argc, char **argv) {
   const char *weights = NULL;
   int guard = 0, threads = 0, rounds = 0, open_threads = 0, nulls = 0, status, i;
   long growth = -1;
+  double started, seconds;
   void *lib;
   nax_result r;
   if (argc < 5) fail("usage: harness LIB.so NAME REQUEST OUT [options]");
@@ -255,7 +268,7 @@ int main(int argc, char **argv) {
   }
   status = lib_open(weights, open_threads, &model);
   if (status != NAX_OK) {
-    write_result(argv[4], status, NULL, growth);
+    write_result(argv[4], status, NULL, growth, 0.0);
     return 0;
   }
   if (nulls) {
@@ -270,7 +283,9 @@ int main(int argc, char **argv) {
     lib_close(NULL);
     printf("nulls %d %d %d %d %d %d %d\n", a, b, c, d, e, f, g);
   }
+  started = now();
   status = lib_call(model, function, args, nargs, &r);
+  seconds = now() - started;
   if (status == NAX_OK && threads > 0) {
     pthread_t ids[64];
     first = r;
@@ -281,7 +296,7 @@ int main(int argc, char **argv) {
       return 3;
     }
   }
-  write_result(argv[4], status, &r, growth);
+  write_result(argv[4], status, &r, growth, seconds);
   if (status == NAX_OK) r.tensor->deleter(r.tensor);
   lib_close(model);
   return 0;

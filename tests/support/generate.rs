@@ -5,8 +5,8 @@
 //! * noise for "the checker never panics": [`random_source_bytes`] (raw bytes biased towards
 //!   nax punctuation and words) and [`mutate_tokens`] (token-level edits of a real program);
 //! * well-formed modules that must check with no error: [`well_formed_program`] (small, random,
-//!   einops' ellipsis `...` and section 13's indexing, slices, concatenations, scans and
-//!   arg-reductions included)
+//!   einops' ellipsis `...`, keyword sizes of groups that only the call confirms, and
+//!   section 13's indexing, slices, concatenations, scans and arg-reductions included)
 //!   and [`large_module`] (thousands of lines, deterministic, for the speed benchmark);
 //! * [`extreme_program`]: a well-formed module whose sizes are pushed to the edges (0, 2^31,
 //!   2^32, 2^53, 2^63, 2^64 and their neighbours) in dims and pattern keywords, with functions
@@ -77,6 +77,8 @@ const LITERALS: &[&str] = &["0.5", "2.0", "1.5", "3", "1e-3", ".25", "10.0"];
 const REDUCTIONS: &[&str] = &["sum", "mean", "max", "min", "prod"];
 /// The largest rank a generated value may have.
 const MAX_RANK: usize = 4;
+/// The size the suites that run generated programs give a symbolic parameter axis.
+pub const PARAMETER_SIZE: u64 = 4;
 /// Calls nest at most this deep, so that inlining a module stays small.
 const MAX_CALL_DEPTH: usize = 3;
 /// At most this many calls per function body.
@@ -280,6 +282,9 @@ struct Sig {
     derived: Vec<(String, Option<u64>)>,
     /// The symbolic parameter axes whose size must be even (the body splits them in two).
     even: Vec<String>,
+    /// The symbolic parameter axes whose size must be [`PARAMETER_SIZE`] (a keyword states a
+    /// group's size with them in it).
+    fixed: Vec<String>,
     /// 1 + the deepest call in the body (0 without calls).
     depth: usize,
 }
@@ -359,6 +364,8 @@ struct Body<'m> {
     function: usize,
     /// Symbolic parameter axes that must be even (split in two at run time).
     even: Vec<String>,
+    /// Symbolic parameter axes that must be [`PARAMETER_SIZE`] (a keyword sizes a group of them).
+    fixed: Vec<String>,
     calls: usize,
     depth: usize,
 }
@@ -426,7 +433,7 @@ impl Body<'_> {
     fn expr(&mut self, rng: &mut SmallRng, depth: usize) -> Option<Expr> {
         for _ in 0..8 {
             let mark = self.sizes.len();
-            let e = match rng.random_range(0..16) {
+            let e = match rng.random_range(0..17) {
                 0..=2 => self.arith(rng, depth),
                 3 => self.unary(rng, depth),
                 4 => self.softmax(rng, depth),
@@ -440,6 +447,7 @@ impl Body<'_> {
                 12 => self.call(rng),
                 13 => self.rename(rng, depth),
                 14 => self.section13(rng, depth),
+                15 => self.keyword_group(rng, depth),
                 _ => self.select(rng, depth),
             };
             if e.is_some() {
@@ -585,6 +593,39 @@ impl Body<'_> {
         Some(Expr { text, axes: out, real: x.real, atomic: true })
     }
 
+    /// `rearrange(rearrange(x, a b c -> a (b c)), a r0 -> r0 a, r0=12)`: a keyword stating a
+    /// group's size, the product of two axes' sizes. Where one is a symbolic parameter axis
+    /// only the call confirms it; the function then asks its callers for [`PARAMETER_SIZE`].
+    fn keyword_group(&mut self, rng: &mut SmallRng, depth: usize) -> Option<Expr> {
+        let x = self.operand(rng, depth)?;
+        if x.axes.len() < 2 {
+            return None;
+        }
+        let i = rng.random_range(0..x.axes.len() - 1);
+        let size = |a: &String| self.size(a).or_else(|| a.starts_with('p').then_some(PARAMETER_SIZE));
+        let product = size(&x.axes[i])? * size(&x.axes[i + 1])?;
+        if product == 0 {
+            return None;
+        }
+        for a in &x.axes[i..=i + 1] {
+            if self.size(a).is_none() && !self.fixed.contains(a) {
+                self.fixed.push(a.clone());
+            }
+        }
+        let mut grouped = x.axes.clone();
+        grouped.splice(i..=i + 1, [format!("({} {})", x.axes[i], x.axes[i + 1])]);
+        let inner = format!("rearrange({}, {} -> {})", x.text, join(&x.axes), grouped.join(" "));
+        let k = self.fresh_axis(Some(product));
+        let mut read = x.axes.clone();
+        read.splice(i..=i + 1, [k.clone()]);
+        let mut out = read.clone();
+        if rng.random_bool(0.5) {
+            out.shuffle(rng);
+        }
+        let text = format!("rearrange({inner}, {} -> {}, {k}={product})", join(&read), join(&out));
+        Some(Expr { text, axes: out, real: x.real, atomic: true })
+    }
+
     /// `repeat(x, a b -> a r b, r=3)`, or adding a name in scope that has a size (a dim).
     fn repeat(&mut self, rng: &mut SmallRng, depth: usize) -> Option<Expr> {
         let x = self.operand(rng, depth)?;
@@ -685,14 +726,17 @@ impl Body<'_> {
             // An even parameter takes an axis of even size, or a symbolic parameter of this
             // function's own, which then must be even too.
             let even_ok = |q: &String, a: &String| !sig.even.contains(q) || self.size(a).map_or(a.starts_with('p'), |n| n % 2 == 0);
+            let fixed_ok = |q: &String, a: &String| !sig.fixed.contains(q) || self.size(a).map_or(a.starts_with('p'), |n| n == PARAMETER_SIZE);
             let cands: Vec<&Val> = self
                 .vals
                 .iter()
                 .filter(|v| v.real && v.axes.len() == p.len())
                 .filter(|v| {
-                    p.iter()
-                        .zip(&v.axes)
-                        .all(|(q, a)| even_ok(q, a) && if m.is_dim(q) { q == a } else { (a == q || !p.contains(a)) && lookup(&map, q).is_none_or(|b| &b == a) })
+                    p.iter().zip(&v.axes).all(|(q, a)| {
+                        even_ok(q, a)
+                            && fixed_ok(q, a)
+                            && if m.is_dim(q) { q == a } else { (a == q || !p.contains(a)) && lookup(&map, q).is_none_or(|b| &b == a) }
+                    })
                 })
                 .collect();
             if let Some(v) = cands.choose(rng) {
@@ -702,6 +746,9 @@ impl Body<'_> {
                     }
                     if sig.even.contains(q) && self.size(a).is_none() && !self.even.contains(a) {
                         self.even.push(a.clone());
+                    }
+                    if sig.fixed.contains(q) && self.size(a).is_none() && !self.fixed.contains(a) {
+                        self.fixed.push(a.clone());
                     }
                 }
                 args.push(v.name.clone());
@@ -910,6 +957,7 @@ fn add_function(rng: &mut SmallRng, m: &mut Module, nstmts: usize) {
         next_axis: 0,
         function: m.sigs.len(),
         even: Vec::new(),
+        fixed: Vec::new(),
         calls: 0,
         depth: 0,
     };
@@ -956,9 +1004,9 @@ fn add_function(rng: &mut SmallRng, m: &mut Module, nstmts: usize) {
     }
     let name = format!("f{}", m.sigs.len());
     let derived: Vec<(String, Option<u64>)> = result.iter().filter(|n| n.starts_with(&own)).map(|n| (n.clone(), body.size(n))).collect();
-    let (text, depth, scalar, even) = (body.text, body.depth, body.scalar, body.even);
+    let (text, depth, scalar, even, fixed) = (body.text, body.depth, body.scalar, body.even, body.fixed);
     m.text += &format!("\ndef {name}({}) -> [{}] {{\n{text}    return {ret_name}\n}}\n", sig_params.join(", "), join(&result));
-    m.sigs.push(Sig { name, params, scalar, result, derived, even, depth });
+    m.sigs.push(Sig { name, params, scalar, result, derived, even, fixed, depth });
 }
 
 /// A random well-formed nax module with random shapes that must check with no error.

@@ -280,7 +280,7 @@ impl Function {
     /// Checks arguments given in parameter order (the call boundary alone,
     /// as `nax run` does before running).
     pub fn check<'a>(&'a self, args: Vec<Arg<'a>>) -> Result<CheckedCall<'a>, Error> {
-        Ok(self.signature().check_in(args, &*self.program.weights, &self.program.compiled.pool)?)
+        Ok(self.signature().check(args, &*self.program.weights)?)
     }
 
     /// Whether two handles share one compiled function (the engine's cache

@@ -587,18 +587,36 @@ impl Former<'_> {
         let max = self.scratch(wide, reduced.clone(), loops.clone(), Body::Reduce { op: Reduction::Max, value: x.clone() });
         let m = Expr::Load { buffer: max, index: (0..rank).map(Index::Loop).collect() };
         let shifted = apply(MapFn::Binary(B::Sub), vec![x, m]);
-        let sum = self.scratch(wide, reduced, loops, Body::Reduce { op: Reduction::Sum, value: apply(MapFn::Builtin(F::Exp), vec![shifted]) });
+        let exp = apply(MapFn::Builtin(F::Exp), vec![shifted.clone()]);
+        let float = |v: f64| Expr::Literal(nax_ir::Literal::Float(v));
+        // A log_softmax or logsumexp sums the exponentials below the maximum
+        // and counts the maximum's ties apart (see the native `along`).
+        let at_max = apply(MapFn::Binary(B::Eq), vec![shifted, float(0.0)]);
+        let (terms, ties) = if func == AlongAxis::Softmax {
+            (exp, None)
+        } else {
+            let below = apply(MapFn::Builtin(F::Where), vec![at_max.clone(), float(0.0), exp]);
+            let tie = apply(MapFn::Builtin(F::Where), vec![at_max, float(1.0), float(0.0)]);
+            let ties = self.scratch(wide, reduced.clone(), loops.clone(), Body::Reduce { op: Reduction::Sum, value: tie });
+            (below, Some(ties))
+        };
+        let sum = self.scratch(wide, reduced, loops, Body::Reduce { op: Reduction::Sum, value: terms });
         let out = shape(&self.g.graph[n].ty);
         let loops = self.output_loops(&out);
-        let (x, m, s) = if func == AlongAxis::LogSumExp {
-            let all: Vec<Index> = (0..rank).map(Index::Loop).collect();
-            (None, Expr::Load { buffer: max, index: all.clone() }, Expr::Load { buffer: sum, index: all })
+        let (x, index) = if func == AlongAxis::LogSumExp {
+            (None, (0..rank).map(Index::Loop).collect::<Vec<_>>())
         } else {
-            let skip: Vec<Index> = (0..sizes.len()).filter(|&a| a != axis).map(Index::Loop).collect();
             let x = self.read(input, &(0..sizes.len()).map(Index::Loop).collect::<Vec<_>>(), &loops);
-            (Some(x), Expr::Load { buffer: max, index: skip.clone() }, Expr::Load { buffer: sum, index: skip })
+            (Some(x), (0..sizes.len()).filter(|&a| a != axis).map(Index::Loop).collect())
         };
-        let log_sum = apply(MapFn::Builtin(F::Log), vec![s.clone()]);
+        let (m, s) = (Expr::Load { buffer: max, index: index.clone() }, Expr::Load { buffer: sum, index: index.clone() });
+        let log_sum = match ties {
+            Some(ties) => {
+                let extra = apply(MapFn::Binary(B::Sub), vec![Expr::Load { buffer: ties, index }, float(1.0)]);
+                apply(MapFn::Builtin(F::Log1p), vec![apply(MapFn::Binary(B::Add), vec![s.clone(), extra])])
+            }
+            None => apply(MapFn::Builtin(F::Log), vec![s.clone()]),
+        };
         let value = match (func, x) {
             (AlongAxis::Softmax, Some(x)) => {
                 apply(MapFn::Binary(B::Div), vec![apply(MapFn::Builtin(F::Exp), vec![apply(MapFn::Binary(B::Sub), vec![x, m])]), s])

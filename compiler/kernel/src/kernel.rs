@@ -409,12 +409,13 @@ pub struct GemmLoops {
 
 impl Schedule {
     /// Whether `func` along loop `axis` of `loops`, into a `dtype` output,
-    /// can run in column blocks: a softmax or log_softmax into f32 or f64
-    /// along an axis that is neither the first loop (the parallel one) nor
-    /// the last (the columns), with at least two positions (the output's
-    /// first two hold the maximum and the sum).
+    /// can run in column blocks: a softmax into f32 or f64 along an axis
+    /// that is neither the first loop (the parallel one) nor the last (the
+    /// columns), with at least two positions (the output's first two hold
+    /// the maximum and the sum). A log_softmax counts the maximum's ties
+    /// apart from the sum, which the blocks have no room for.
     pub fn takes_columns(symbols: &SizeTable, dtype: DType, loops: &[Loop], func: AlongAxis, axis: usize) -> bool {
-        matches!(func, AlongAxis::Softmax | AlongAxis::LogSoftmax)
+        func == AlongAxis::Softmax
             && matches!(dtype, DType::F32 | DType::F64)
             && axis > 0
             && axis + 1 < loops.len()

@@ -88,6 +88,10 @@ pub enum Elementwise {
     ToInt,
 }
 
+/// softplus's threshold (torch's default, beta 1): above it softplus is x
+/// itself (LANGUAGE.md section 8).
+pub const SOFTPLUS_THRESHOLD: f64 = 20.0;
+
 /// Operations along one named axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AlongAxis {

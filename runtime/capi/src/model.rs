@@ -223,7 +223,7 @@ fn bind_weights(name: &str, library: &'static Library, weights_path: *const c_ch
             if let Size::Const(c) = signature.sizes.resolve(axis.size)
                 && c != n as u64
             {
-                let which = axis.name.as_deref().map_or_else(|| "an unnamed axis".to_string(), |a| format!("axis '{a}'"));
+                let which = axis.name.as_deref().map_or_else(|| "an unnamed axis".to_string(), |a| format!("axis '{}'", nax_runtime::shortened(a)));
                 return Err(wrong(format!("{which} has size {n} in the file, expected {c}")));
             }
         }

@@ -71,7 +71,7 @@ pub unsafe fn argument<'s, 'a>(signature: &'s Signature, i: usize, a: &'a NaxArg
     let name = unsafe { CStr::from_ptr(a.name) }.to_str().map_err(|_| format!("argument #{i}'s name is not UTF-8"))?;
     let param = signature.params.iter().find(|p| p.name == name).ok_or_else(|| {
         let names: Vec<&str> = signature.params.iter().map(|p| p.name.as_str()).collect();
-        format!("there is no parameter '{name}' (the parameters are: {})", names.join(", "))
+        format!("there is no parameter '{}' (the parameters are: {})", nax_runtime::shortened(name), names.join(", "))
     })?;
     let what = format!("parameter '{name}'");
     // SAFETY: the caller's contract.

@@ -464,7 +464,7 @@ fn unary(f: Elementwise, x: f64) -> f64 {
         E::Silu if x == f64::NEG_INFINITY => -0.0,
         E::Silu => x * sigmoid(x),
         E::Softplus => {
-            if x == f64::INFINITY {
+            if x > nax_ops::SOFTPLUS_THRESHOLD {
                 x
             } else {
                 x.max(0.0) + (-x.abs()).exp().ln_1p()
@@ -759,11 +759,22 @@ fn along(func: AlongAxis, axis: usize, x: &Value, dtype: DType, shape: Vec<usize
         for i in 0..inner {
             let at = |k: usize| o * len * inner + k * stride + i;
             let m = (0..len).map(|k| x.f64_at(at(k))).fold(f64::NEG_INFINITY, nan_max);
-            let sum: f64 = (0..len).map(|k| (x.f64_at(at(k)) - m).exp()).sum();
+            // The log of the sum as log1p of the exponentials below the
+            // maximum and its ties less one (as the native kernels compute it).
+            let log_sum = || {
+                let (below, ties) = (0..len).map(|k| x.f64_at(at(k)) - m).fold((0.0, 0.0), |(b, t), d| if d == 0.0 { (b, t + 1.0) } else { (b + d.exp(), t) });
+                (below + (ties - 1.0)).ln_1p()
+            };
             match func {
-                AlongAxis::Softmax => (0..len).for_each(|k| out[at(k)] = (x.f64_at(at(k)) - m).exp() / sum),
-                AlongAxis::LogSoftmax => (0..len).for_each(|k| out[at(k)] = x.f64_at(at(k)) - m - sum.ln()),
-                AlongAxis::LogSumExp => out[o * inner + i] = if m.is_infinite() { m } else { m + sum.ln() },
+                AlongAxis::Softmax => {
+                    let sum: f64 = (0..len).map(|k| (x.f64_at(at(k)) - m).exp()).sum();
+                    (0..len).for_each(|k| out[at(k)] = (x.f64_at(at(k)) - m).exp() / sum)
+                }
+                AlongAxis::LogSoftmax => {
+                    let log_sum = log_sum();
+                    (0..len).for_each(|k| out[at(k)] = x.f64_at(at(k)) - m - log_sum)
+                }
+                AlongAxis::LogSumExp => out[o * inner + i] = if m.is_infinite() { m } else { m + log_sum() },
             }
         }
     }

@@ -245,7 +245,7 @@ impl<E: Emitter> Lowering<'_, E> {
             Body::Reduce { op, value } => self.reduce_in_memory(*op, value, &order, rank),
             Body::Attention { keys, logit, visible, .. } => self.attention_tile(*keys, logit, visible.as_ref()),
             Body::Along { func, axis, value } => match self.k.schedule.columns {
-                Some(width) => self.along_columns(*func, *axis, value, width as i64),
+                Some(width) => self.along_columns(*axis, value, width as i64),
                 None => self.along(*func, *axis, value),
             },
         }
@@ -820,6 +820,12 @@ impl<E: Emitter> Lowering<'_, E> {
         // element, and one division per row.
         let dtype = self.p.buffers[self.k.output].dtype;
         let keep = func == AlongAxis::Softmax && register_kind(dtype) == kind && memory_kind(dtype) == kind;
+        // A log_softmax or logsumexp sums the exponentials below the
+        // maximum apart from the maximum's ties, so that the log of the sum
+        // is `log1p(others + (ties - 1))`: exact where the others are below
+        // 1's rounding (the maximum's log_softmax, -2e-9 where a row's
+        // next value is 20 below it, is not 0).
+        let ties = (func != AlongAxis::Softmax).then(|| self.e.variable(kind, zero));
         let h = self.open(&[axis]);
         let x = self.float_value(value, kind);
         let d = self.e.binary(Binary::Sub, kind, x, m);
@@ -827,8 +833,20 @@ impl<E: Emitter> Lowering<'_, E> {
         if keep {
             self.store_output(ex, kind);
         }
+        let term = match ties {
+            Some(ties) => {
+                let at_max = self.e.compare(Compare::Eq, kind, d, zero);
+                let one = self.e.float(kind, 1.0);
+                let tie = self.e.select(kind, at_max, one, zero);
+                let t = self.e.get(ties);
+                let t2 = self.e.accumulate(Binary::Add, kind, t, tie);
+                self.e.set(ties, t2);
+                self.e.select(kind, at_max, zero, ex)
+            }
+            None => ex,
+        };
         let s = self.e.get(sum);
-        let s2 = self.e.accumulate(Binary::Add, kind, s, ex);
+        let s2 = self.e.accumulate(Binary::Add, kind, s, term);
         self.e.set(sum, s2);
         self.close(h);
         let s = self.e.get(sum);
@@ -844,9 +862,20 @@ impl<E: Emitter> Lowering<'_, E> {
             self.close(open);
             return;
         }
+        // log of the sum: the exponentials below the maximum, then the ties.
+        let log_sum = |l: &mut Self| match ties {
+            Some(ties) => {
+                let one = l.e.float(kind, 1.0);
+                let t = l.e.get(ties);
+                let extra = l.e.binary(Binary::Sub, kind, t, one);
+                let others = l.e.binary(Binary::Add, kind, s, extra);
+                math::log1p(l.e, kind, others)
+            }
+            None => math::log(l.e, kind, s),
+        };
         match func {
             AlongAxis::LogSumExp => {
-                let ls = math::log(self.e, kind, s);
+                let ls = log_sum(self);
                 let r = self.e.binary(Binary::Add, kind, m, ls);
                 let am = self.e.unary(Unary::Abs, kind, m);
                 let inf = self.e.float(kind, f64::INFINITY);
@@ -855,7 +884,7 @@ impl<E: Emitter> Lowering<'_, E> {
                 self.store_output(r, kind);
             }
             AlongAxis::Softmax | AlongAxis::LogSoftmax => {
-                let ls = math::log(self.e, kind, s);
+                let ls = log_sum(self);
                 let h = self.open(&[axis]);
                 let x = self.float_value(value, kind);
                 let d = self.e.binary(Binary::Sub, kind, x, m);
@@ -872,14 +901,14 @@ impl<E: Emitter> Lowering<'_, E> {
         self.close(open);
     }
 
-    /// softmax or log_softmax along a middle axis, in blocks of `width`
-    /// positions of the last loop: per block, the maximum accumulates in
-    /// the output's position 0 along the axis and the sum of exponentials
-    /// in position 1 (then its reciprocal, or its log), a softmax keeps its
-    /// exponentials at positions 2.. (one exponential per element but
-    /// those of positions 0 and 1), and the result is written at positions
-    /// 2.., then at 1 and 0. The block stays in cache through the passes.
-    fn along_columns(&mut self, func: AlongAxis, axis: usize, value: &Expr, width: i64) {
+    /// softmax along a middle axis, in blocks of `width` positions of the
+    /// last loop: per block, the maximum accumulates in the output's
+    /// position 0 along the axis and the sum of exponentials in position 1
+    /// (then its reciprocal), the exponentials are kept at positions 2..
+    /// (one exponential per element but those of positions 0 and 1), and
+    /// the result is written at positions 2.., then at 1 and 0. The block
+    /// stays in cache through the passes.
+    fn along_columns(&mut self, axis: usize, value: &Expr, width: i64) {
         let last = self.k.loops.len() - 1;
         let out = self.k.output;
         let outer: Vec<usize> = (0..last).filter(|&i| i != axis).collect();
@@ -927,7 +956,7 @@ impl<E: Emitter> Lowering<'_, E> {
                 let s = self.e.load(kind, out, sum_at);
                 let s2 = self.e.accumulate(Binary::Add, kind, s, ex);
                 self.e.store(kind, out, sum_at, s2);
-                if pass == 2 && func == AlongAxis::Softmax {
+                if pass == 2 {
                     let at = self.output_at();
                     self.e.store(kind, out, at, ex);
                 }
@@ -935,43 +964,30 @@ impl<E: Emitter> Lowering<'_, E> {
             self.e.end_loop(h);
             self.e.end_loop(h_axis);
         }
-        // The sum becomes what the result uses: its reciprocal or its log.
+        // The sum becomes its reciprocal, which scales the exponentials.
         let h = columns(self);
         let sum_at = slot(self, 1);
         let s = self.e.load(kind, out, sum_at);
-        let t = if func == AlongAxis::Softmax {
-            let one = self.e.float(kind, 1.0);
-            self.e.binary(Binary::Div, kind, one, s)
-        } else {
-            math::log(self.e, kind, s)
-        };
+        let one = self.e.float(kind, 1.0);
+        let t = self.e.binary(Binary::Div, kind, one, s);
         self.e.store(kind, out, sum_at, t);
         self.e.end_loop(h);
         // The result at one position along the axis, from the maximum and that value.
         let result = |l: &mut Self, m: E::Value, t: E::Value| {
             let x = l.float_value(value, kind);
             let d = l.e.binary(Binary::Sub, kind, x, m);
-            if func == AlongAxis::Softmax {
-                let ex = math::exp(l.e, kind, d);
-                l.e.binary(Binary::Mul, kind, ex, t)
-            } else {
-                l.e.binary(Binary::Sub, kind, d, t)
-            }
+            let ex = math::exp(l.e, kind, d);
+            l.e.binary(Binary::Mul, kind, ex, t)
         };
         let (h_axis, n) = self.e.begin_loop(two, self.extents[axis], 1);
         self.index[axis] = Some(n);
         let h = columns(self);
-        let (max_at, sum_at) = (slot(self, 0), slot(self, 1));
+        let sum_at = slot(self, 1);
         let t = self.e.load(kind, out, sum_at);
         let at = self.output_at();
-        let r = if func == AlongAxis::Softmax {
-            // The kept exponential, scaled.
-            let ex = self.e.load(kind, out, at);
-            self.e.binary(Binary::Mul, kind, ex, t)
-        } else {
-            let m = self.e.load(kind, out, max_at);
-            result(self, m, t)
-        };
+        // The kept exponential, scaled.
+        let ex = self.e.load(kind, out, at);
+        let r = self.e.binary(Binary::Mul, kind, ex, t);
         self.e.store(kind, out, at, r);
         self.e.end_loop(h);
         self.e.end_loop(h_axis);

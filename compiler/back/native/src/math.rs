@@ -515,7 +515,7 @@ fn silu<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
 
 /// softplus, `max(x, 0) + log1p(e^-|x|)`: no overflow for large x, the
 /// small correction kept where x dominates, `e^x` itself for very
-/// negative x.
+/// negative x; x itself above the threshold (+inf included).
 fn softplus<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     let a = e.unary(Unary::Abs, k, x);
     let a = e.unary(Unary::Neg, k, a);
@@ -525,8 +525,10 @@ fn softplus<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     let positive = e.compare(Compare::Gt, k, x, zero);
     let base = e.select(k, positive, x, zero);
     let r = add(e, k, base, l);
-    // +inf: inf + 0; nan is kept by the sum.
-    where_equal(e, k, x, f64::INFINITY, x, r)
+    // nan is kept by the sum.
+    let threshold = f(e, k, nax_ops::SOFTPLUS_THRESHOLD);
+    let above = e.compare(Compare::Gt, k, x, threshold);
+    e.select(k, above, x, r)
 }
 
 /// `a + b` exactly, as the rounded sum and its error, for `|a| >= |b|`

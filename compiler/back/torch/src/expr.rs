@@ -135,8 +135,8 @@ impl FnEmitter<'_> {
                 let s = self.operand(arg, None, 0, Some(t.dtype))?;
                 let f = match func {
                     AlongAxis::Softmax => "torch.softmax",
-                    AlongAxis::LogSoftmax => "torch.log_softmax",
-                    AlongAxis::LogSumExp => "torch.logsumexp",
+                    AlongAxis::LogSoftmax => "_log_softmax",
+                    AlongAxis::LogSumExp => "_logsumexp",
                 };
                 format!("{f}({}, {axis})", strip_parens(&s))
             }

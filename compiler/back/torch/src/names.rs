@@ -17,7 +17,25 @@ const KEYWORDS: &[&str] = &[
 
 /// Names the generated code refers to: modules, prelude helpers, the device
 /// variable and the builtins it calls.
-const RESERVED: &[&str] = &["torch", "math", "_dev", "_div", "_sub", "_size", "_host", "float", "int", "max", "min", "ValueError"];
+const RESERVED: &[&str] = &[
+    "torch",
+    "math",
+    "_dev",
+    "_div",
+    "_sub",
+    "_position",
+    "_size",
+    "_host",
+    "_extremum",
+    "_log_sum",
+    "_log_softmax",
+    "_logsumexp",
+    "float",
+    "int",
+    "max",
+    "min",
+    "ValueError",
+];
 
 /// Hands out unique Python identifiers.
 #[derive(Clone, Debug)]

@@ -63,4 +63,34 @@ def _extremum(x, dims, largest):
     else:
         fill = torch.iinfo(x.dtype).min if largest else torch.iinfo(x.dtype).max
     return torch.full(shape, fill, dtype=x.dtype, device=x.device)
+
+
+def _log_sum(x, dim):
+    """The maximum along `dim` (kept) and the log of the sum of the
+    exponentials against it, as nax computes it: log1p of the exponentials
+    below the maximum plus the maximum's ties less one, so that the
+    maximum's log_softmax is -2e-9, not 0, where the next value is 20 below
+    it. Half floats compute in float32."""
+    wide = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    m = wide.amax(dim, keepdim=True)
+    d = wide - m
+    top = d == 0
+    below = torch.where(top, torch.zeros_like(d), torch.exp(d)).sum(dim, keepdim=True)
+    return m, d, torch.log1p(below + (top.sum(dim, keepdim=True) - 1).to(wide.dtype))
+
+
+def _log_softmax(x, dim):
+    """log_softmax along `dim` (see `_log_sum`)."""
+    if x.shape[dim] == 0:
+        return x.clone()
+    _, d, log_sum = _log_sum(x, dim)
+    return (d - log_sum).to(x.dtype)
+
+
+def _logsumexp(x, dim):
+    """logsumexp along `dim` (see `_log_sum`): the maximum where it is infinite."""
+    if x.shape[dim] == 0:
+        return torch.logsumexp(x, dim)
+    m, _, log_sum = _log_sum(x, dim)
+    return torch.where(m.isinf(), m, m + log_sum).squeeze(dim).to(x.dtype)
 "#;

@@ -73,7 +73,7 @@ fn unary_range(f: Elementwise, r: Range) -> Range {
         Relu => r.map_increasing(|x| x.max(0.0)),
         Gelu => Range::new(-0.17, f64::INFINITY),
         Silu => Range::new(-0.28, f64::INFINITY),
-        Softplus => r.map_increasing(|x| if x > 20.0 { x } else { x.exp().ln_1p() }),
+        Softplus => r.map_increasing(|x| if x > nax_ops::SOFTPLUS_THRESHOLD { x } else { x.exp().ln_1p() }),
         _ => Range::FULL,
     }
 }

@@ -743,7 +743,19 @@ impl FnChecker<'_> {
         };
         match entry {
             AxisEntry::Name(id) => {
+                let keyword = env.keywords.iter().any(|(n, _)| *n == id.name);
                 match env.lookup(self, &id.name) {
+                    // A keyword size that only the call can confirm (the axis's
+                    // size is symbolic) joins the axis's class under its own
+                    // name, so that the boundary's refusal names it.
+                    Some(s) if keyword && self.syms.constant(axis.size).is_none() => {
+                        let named = Size::Sym(self.syms.fresh(&id.name, id.span));
+                        if !(self.syms.unify(named, axis.size) && self.syms.unify(named, s)) {
+                            let what = format!("'{}' has size {}", id.name, self.syms.display(s));
+                            mismatch(self, id.span, what);
+                            return None;
+                        }
+                    }
                     Some(s) if !self.syms.unify(s, axis.size) => {
                         let what = format!("'{}' has size {}", id.name, self.syms.display(s));
                         mismatch(self, id.span, what);
