@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -173,16 +172,28 @@ static double now(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* The process's own peak resident set (VmHWM: getrusage's ru_maxrss
+ * counts the parent's at fork), in KiB; -1 where it cannot be read. */
+static long peak_resident_kib(void) {
+  char line[256];
+  long kib = -1;
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "VmHWM:", 6)) kib = atol(line + 6);
+  fclose(f);
+  return kib;
+}
+
 static void write_result(const char *out, int status, const nax_result *r, long rss_growth, double seconds) {
   char path[1024];
   FILE *meta;
-  struct rusage usage;
   int i;
   snprintf(path, sizeof path, "%s.meta", out);
   meta = fopen(path, "w");
   if (!meta) fail(path);
   fprintf(meta, "status %d\nerror %s\n", status, lib_error());
-  if (getrusage(RUSAGE_SELF, &usage) == 0) fprintf(meta, "peak_rss_kib %ld\n", usage.ru_maxrss);
+  fprintf(meta, "peak_rss_kib %ld\n", peak_resident_kib());
   fprintf(meta, "call_seconds %f\n", seconds);
   if (rss_growth >= 0) fprintf(meta, "rss_growth_kib %ld\n", rss_growth);
   if (status == NAX_OK && r) {
