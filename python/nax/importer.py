@@ -325,6 +325,11 @@ class _Writer:
         value, axes = self.operand(node.args[0])
         self.bind(node, template.format(value), axes)
 
+    def integral(self, node) -> bool:
+        """Whether the node's result is an integer tensor (nax's built-ins
+        but negation give Real; torch keeps the integer dtype)."""
+        return str(node.meta["val"].dtype) in ("torch.int64", "torch.int32")
+
     def op_relu(self, node):
         self.unary(node, "relu({})")
 
@@ -354,6 +359,45 @@ class _Writer:
 
     def op_neg(self, node):
         self.unary(node, "-{}")
+
+    def op_abs(self, node):
+        self.unary(node, "where({0} < 0, -{0}, {0})" if self.integral(node) else "abs({})")
+
+    def op_log(self, node):
+        self.unary(node, "log({})")
+
+    def op_log1p(self, node):
+        self.unary(node, "log1p({})")
+
+    def op_expm1(self, node):
+        self.unary(node, "expm1({})")
+
+    def op_erf(self, node):
+        self.unary(node, "erf({})")
+
+    def op_floor(self, node):
+        self.unary(node, "{}" if self.integral(node) else "floor({})")
+
+    def op_ceil(self, node):
+        self.unary(node, "{}" if self.integral(node) else "ceil({})")
+
+    def op_round(self, node):
+        if len(node.args) > 1 or node.kwargs.get("decimals"):
+            self.unsupported(node, "round", "rounding to decimals is not supported yet")
+        self.unary(node, "{}" if self.integral(node) else "round({})")
+
+    def op_sign(self, node):
+        self.unary(node, "int(sign({}))" if self.integral(node) else "sign({})")
+
+    def op_reciprocal(self, node):
+        self.unary(node, "1.0 / {}")
+
+    def op_softplus(self, node):
+        beta = node.args[1] if len(node.args) > 1 else node.kwargs.get("beta", 1)
+        threshold = node.args[2] if len(node.args) > 2 else node.kwargs.get("threshold", 20)
+        if beta != 1 or threshold != 20:
+            self.unsupported(node, "softplus", "a beta or threshold other than torch's defaults is not supported")
+        self.unary(node, "softplus({})")
 
     def op_gelu(self, node):
         if node.kwargs.get("approximate", "none") == "tanh":
@@ -444,6 +488,62 @@ class _Writer:
     op_bitwise_or = op___or__
     op_logical_or = op___or__
 
+    def function(self, node, name, count):
+        """`name(a, b, ...)` of the first `count` arguments, lined up as torch broadcasts them."""
+        out, operands = self.aligned(node, node.args[:count])
+        self.bind(node, f"{name}({', '.join(value for value, _ in operands)})", out)
+
+    def op_min(self, node):
+        """`torch.min(a, b)` elementwise (`aten.min.other`)."""
+        if len(node.args) != 2 or not hasattr(node.args[1], "name"):
+            self.unsupported(node, "min", "min over a dim (with its indices) is not supported yet")
+        self.function(node, "minimum", 2)
+
+    def op_max(self, node):
+        """`torch.max(a, b)` elementwise (`aten.max.other`)."""
+        if len(node.args) != 2 or not hasattr(node.args[1], "name"):
+            self.unsupported(node, "max", "max over a dim (with its indices) is not supported yet")
+        self.function(node, "maximum", 2)
+
+    def op_repeat_interleave(self, node):
+        """`x.repeat_interleave(r, dim)`: each element r times along the axis
+        (`repeat(x, ... a ... -> ... (a r) ...)`)."""
+        repeats = node.args[1]
+        dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim")
+        x, axes = self.operand(node.args[0])
+        if not isinstance(repeats, int) or dim is None:
+            self.unsupported(node, "repeat_interleave", "repeats given as a tensor, or without a dim, are not supported yet")
+        dim %= len(axes)
+        if axes[dim] is None:
+            self.unsupported(node, "repeat_interleave", "repeating an axis of size 1 is not supported yet")
+        have = present(axes)
+        copies = self.fresh("r")
+        grouped = [f"({a} {copies})" if i == dim else a for i, a in enumerate(axes) if a is not None]
+        natural = ["_merged" if i == dim else a for i, a in enumerate(axes) if a is not None]
+        self.bind(node, f"repeat({x}, {' '.join(have)} -> {' '.join(grouped)}, {copies}={repeats})", natural)
+
+    def op_maximum(self, node):
+        self.function(node, "maximum", 2)
+
+    def op_minimum(self, node):
+        self.function(node, "minimum", 2)
+
+    def op_where(self, node):
+        self.function(node, "where", 3)
+
+    def op_clamp(self, node):
+        """`clamp(x, lo, hi)`; a missing bound is no bound."""
+        low = node.args[1] if len(node.args) > 1 else node.kwargs.get("min")
+        high = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
+        x, axes = self.operand(node.args[0])
+        if any(b is not None and not isinstance(b, (int, float)) for b in (low, high)):
+            self.unsupported(node, "clamp", "bounds given as tensors are not supported yet")
+        if low is not None:
+            x = f"maximum({x}, {float(low)!r})"
+        if high is not None:
+            x = f"minimum({x}, {float(high)!r})"
+        self.bind(node, x, axes)
+
     def op_masked_fill(self, node):
         out, [(x, _), (mask, _)] = self.aligned(node, node.args[:2])
         value, _ = self.operand(node.args[2])
@@ -462,6 +562,27 @@ class _Writer:
 
     def op_add(self, node):
         self.binary(node, "+")
+
+    def in_place(self, node, functional):
+        """`x.add_(y)` and its siblings (in torch.export's training IR):
+        the functional operation, whose value the mutated operand takes for
+        every later use."""
+        functional(self, node)
+        source = node.args[0]
+        if hasattr(source, "name"):
+            self.values[source.name], self.axes[source.name] = self.values[node.name], self.axes[node.name]
+
+    def op_add_(self, node):
+        self.in_place(node, _Writer.op_add)
+
+    def op_sub_(self, node):
+        self.in_place(node, _Writer.op_sub)
+
+    def op_mul_(self, node):
+        self.in_place(node, _Writer.op_mul)
+
+    def op_div_(self, node):
+        self.in_place(node, _Writer.op_div)
 
     def op_sub(self, node):
         self.binary(node, "-")
@@ -482,24 +603,53 @@ class _Writer:
         else:
             self.bind(node, f"pow({x}, {power!r})", axes)
 
-    def op_mean(self, node):
+    def reduction(self, node, name):
+        """`name(x, a)` over each axis of `dim` (every axis without one), kept
+        as size 1 with `keepdim`."""
         x, axes = self.operand(node.args[0])
-        dims = node.args[1] if len(node.args) > 1 else list(range(len(axes)))
-        for d in sorted({d % len(axes) for d in dims}):
+        dims = node.args[1] if len(node.args) > 1 and node.args[1] is not None else node.kwargs.get("dim")
+        if dims is None or dims == []:
+            dims = list(range(len(axes)))
+        dims = {d % len(axes) for d in ([dims] if isinstance(dims, int) else dims)} if axes else set()
+        for d in sorted(dims):
             if axes[d] is not None:
-                x = f"mean({x}, {axes[d]})"
+                x = f"{name}({x}, {axes[d]})"
         keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
-        left = [a for i, a in enumerate(axes) if i not in {d % len(axes) for d in dims}]
-        self.bind(node, x, left if not keep else [None if i in {d % len(axes) for d in dims} else a for i, a in enumerate(axes)])
+        left = [a for i, a in enumerate(axes) if i not in dims]
+        self.bind(node, x, left if not keep else [None if i in dims else a for i, a in enumerate(axes)])
+
+    def op_mean(self, node):
+        self.reduction(node, "mean")
+
+    def op_sum(self, node):
+        self.reduction(node, "sum")
+
+    def op_amax(self, node):
+        self.reduction(node, "max")
+
+    def op_amin(self, node):
+        self.reduction(node, "min")
+
+    def op_prod(self, node):
+        self.reduction(node, "prod")
 
     def op_expand(self, node):
-        """Broadcast axes of size 1 made real, by `repeat`."""
+        """Broadcast axes of size 1 made real, by `repeat`; the operand's
+        axes take the result's names at their positions (from the right, as
+        torch lines them up), which may differ from theirs."""
         x, axes = self.operand(node.args[0])
         out = self.axes_of(node.meta["val"].shape)
-        if present(out) == present(axes[len(axes) - len(out) :] if len(axes) >= len(out) else axes):
+        at = len(out) - len(axes)
+        renamed = [out[at + i] for i, a in enumerate(axes) if a is not None]
+        if None in renamed or at < 0:
+            self.unsupported(node, "expand", "an operand larger than the result along an axis")
+        if renamed == present(out) and renamed == present(axes):
             self.identity(node)
+            self.axes[node.name] = out
             return
-        self.bind(node, self.repeat(x, present(axes), present(out)), out)
+        if renamed != present(axes):
+            x = f"({x} as [{' '.join(renamed)}])"
+        self.bind(node, x if renamed == present(out) else self.repeat(x, renamed, present(out)), out)
 
     def repeat(self, x, have, want) -> str:
         """`repeat(x, have -> want)`, sizing a new axis the body has not named
@@ -619,6 +769,10 @@ class _Writer:
     def op_t(self, node):
         self.permuted(node, [1, 0])
 
+    def op_numpy_T(self, node):
+        rank = len(self.operand(node.args[0])[1])
+        self.permuted(node, list(reversed(range(rank))))
+
     def op_permute(self, node):
         rank = len(self.operand(node.args[0])[1])
         self.permuted(node, [d % rank for d in node.args[1]])
@@ -676,14 +830,33 @@ class _Writer:
 
     op_view = op_reshape = op__unsafe_view = op_unsqueeze = op_squeeze = op_flatten = reshaped
 
-    def op_split(self, node):
+    def parts(self, node, what, lengths_of):
+        """A split into parts along `dim` (the third argument), their
+        lengths from the axis's size; the parts are `getitem`s."""
         _, axes = self.operand(node.args[0])
-        size = node.args[1]
         dim = (node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)) % len(axes)
-        total = _hint(node.args[0].meta["val"].shape[dim])
-        if not isinstance(size, int):
-            self.unsupported(node, "split", "split sizes given as a list are not supported yet")
-        self.splits[node.name] = (node.args[0], dim, [(start, min(start + size, total)) for start in range(0, total, size)])
+        size = node.args[0].meta["val"].shape[dim]
+        if hasattr(size, "node"):
+            self.unsupported(node, what, "splitting an axis of dynamic size is not supported yet")
+        starts, parts = 0, []
+        for length in lengths_of(int(size)):
+            parts.append((starts, starts + length))
+            starts += length
+        self.splits[node.name] = (node.args[0], dim, parts)
+
+    def op_split(self, node):
+        size = node.args[1]
+        if isinstance(size, int):
+            self.parts(node, "split", lambda total: [min(size, total - start) for start in range(0, total, size)])
+        else:
+            self.parts(node, "split", lambda total: list(size))
+
+    op_split_with_sizes = op_split
+
+    def op_chunk(self, node):
+        """torch's chunks: ceil(size / n) each, the last shorter."""
+        count = node.args[1]
+        self.parts(node, "chunk", lambda total: [min(-(-total // count), total - start) for start in range(0, total, -(-total // count))])
 
     def op_getitem(self, node):
         source, index = node.args
@@ -693,9 +866,17 @@ class _Writer:
         x, axes = self.operand(operand)
         start, stop = parts[index]
         out = self.axes_of(node.meta["val"].shape)
-        if axes[dim] is None or out[dim] is None:
-            self.unsupported(node, "split", "parts of size 1 are not supported yet")
-        self.bind(node, f"{x}[{axes[dim]} = {start}:{stop} as {out[dim]}]", out)
+        if axes[dim] is None:
+            self.identity(node)
+        elif out[dim] is None:
+            # A part of size 1: its element, the axis gone as size-1 axes go.
+            self.bind(node, f"{x}[{axes[dim]} = {start}]", out)
+        else:
+            # The part's axis under a name of its own where the operand's
+            # other axes hold the result's name (bind then renames them all).
+            part = out[dim] if out[dim] not in axes else self.fresh(f"{out[dim]}_part")
+            natural = [part if i == dim else a for i, a in enumerate(axes)]
+            self.bind(node, f"{x}[{axes[dim]} = {start}:{stop} as {part}]", natural)
 
     def op_slice(self, node):
         """`x[a = start:stop:step]` (an element where one remains)."""
@@ -758,6 +939,48 @@ class _Writer:
         else:
             self.bind(node, f"cumsum({x}, {axes[dim]})", axes)
 
+    def constructed(self, node, name, value=None):
+        """`ones(KIND[axes])`, `zeros(...)` or `full(..., value)` of the
+        node's shape and dtype (a literal for rank 0, or where every axis is
+        of size 1)."""
+        meta = node.meta["val"]
+        axes = self.axes_of(meta.shape)
+        kind = _kind(meta.dtype)
+        literal = {"ones": "1", "zeros": "0", "full": repr(value)}[name]
+        if not present(axes):
+            if kind == "Mask":
+                literal = "true" if literal not in ("0", "0.0", "False") else "false"
+            elif kind != "Int":
+                literal = repr(float(literal))
+            self.values[node.name], self.axes[node.name] = literal, axes
+            return
+        extra = f", {repr(float(value)) if kind != 'Int' else int(value)}" if name == "full" else ""
+        self.bind(node, f"{name}({kind}[{' '.join(present(axes))}]{extra})", present(axes))
+
+    def op_ones(self, node):
+        self.constructed(node, "ones")
+
+    def op_zeros(self, node):
+        self.constructed(node, "zeros")
+
+    def op_full(self, node):
+        self.constructed(node, "full", node.args[1])
+
+    def op_new_zeros(self, node):
+        self.constructed(node, "zeros")
+
+    def op_new_full(self, node):
+        self.constructed(node, "full", node.args[2])
+
+    def op_zeros_like(self, node):
+        self.constructed(node, "zeros")
+
+    def op_ones_like(self, node):
+        self.constructed(node, "ones")
+
+    def op_full_like(self, node):
+        self.constructed(node, "full", node.args[1])
+
     def op_new_ones(self, node):
         """`x.new_ones(shape)`: ones of a shape (a number for rank 0)."""
         shape = node.args[1]
@@ -815,12 +1038,38 @@ class _Writer:
             joined.append(own)
         self.bind(node, f"concat({', '.join(parts)}: {', '.join(joined)} -> {out[dim]})", out)
 
+    def op_stack(self, node):
+        """Operands joined along a new axis: each given an axis of size 1 of
+        its own (`repeat`), then `concat` along them."""
+        tensors = node.args[0]
+        out = self.axes_of(node.meta["val"].shape)
+        dim = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % len(out)
+        if out[dim] is None:
+            self.identity(node)
+            self.axes[node.name] = out
+            return
+        parts, joined = [], []
+        for k, t in enumerate(tensors):
+            value, axes = self.operand(t)
+            others = [a for i, a in enumerate(out) if i != dim]
+            if axes is None or len(axes) != len(others):
+                self.unsupported(node, "stack", "stacking operands of another rank is not supported yet")
+            own = self.fresh(f"{out[dim]}_part{k}")
+            renamed = [others[i] for i, a in enumerate(axes) if a is not None]
+            if renamed != present(axes):
+                value = f"({value} as [{' '.join(renamed)}])"
+            grown = [own if i == dim else a for i, a in enumerate(out) if a is not None or i == dim]
+            parts.append(f"repeat({value}, {' '.join(renamed)} -> {' '.join(grown)}, {own}=1)")
+            joined.append(own)
+        self.bind(node, f"concat({', '.join(parts)}: {', '.join(joined)} -> {out[dim]})", out)
+
     def op_embedding(self, node):
         (table, table_axes), (ids, id_axes) = self.operand(node.args[0]), self.operand(node.args[1])
         self.bind(node, f"take({table}, {ids}, {table_axes[0]})", present(id_axes) + present(table_axes[1:]))
 
     def op_scaled_dot_product_attention(self, node):
-        """softmax(q k^T * scale, masked above the diagonal when causal) v."""
+        """softmax(q k^T * scale + an additive mask, masked where a boolean
+        mask is false and above the diagonal when causal) v."""
         (q, qa), (k, ka), (v, va) = ((value, present(axes)) for value, axes in (self.operand(a) for a in node.args[:3]))
         mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
         dropout = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
@@ -828,8 +1077,6 @@ class _Writer:
         scale = node.kwargs.get("scale") or 1.0 / _hint(node.args[0].meta["val"].shape[-1]) ** 0.5
         if dropout:
             self.unsupported(node, "scaled_dot_product_attention", "dropout is not supported")
-        if mask is not None and mask.meta["val"].dtype != __import__("torch").bool:
-            self.unsupported(node, "scaled_dot_product_attention", "an additive (float) attention mask is not supported yet")
         n, keys = qa[-2], qa[-2] + "_keys"
         batch = qa[:-2]
         keyed = f"({k} as [{' '.join(batch + [keys, ka[-1]])}])"
@@ -841,7 +1088,10 @@ class _Writer:
             scores_axes = batch + [n, keys]
             at = len(scores_axes) - len(m_axes)
             renamed = [scores_axes[at + i] for i, a in enumerate(m_axes) if a is not None]
-            self.lines.append(f"{name} = masked_fill({name}, !({m} as [{' '.join(renamed)}]), -inf)")
+            if mask.meta["val"].dtype == __import__("torch").bool:
+                self.lines.append(f"{name} = masked_fill({name}, !({m} as [{' '.join(renamed)}]), -inf)")
+            else:
+                self.lines.append(f"{name} = {name} + ({m} as [{' '.join(renamed)}])")
         if causal:
             visible = self.fresh(node.name + "_visible")
             self.lines.append(f"{visible} = rearrange(arange({n}), {n} -> {n} 1) >= (arange({n}) as [{keys}])")

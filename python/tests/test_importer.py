@@ -308,3 +308,57 @@ def test_half_precision_families_agree_within_their_rounding(dtype):
         want = model(*args).float().detach().numpy()
         step = torch.finfo(dtype).eps * float(np.abs(want).max())
         np.testing.assert_allclose(got, want, rtol=0, atol=8 * step)
+
+
+class EncoderStates(torch.nn.Module):
+    """An encoder's last hidden states (T5's encoder)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(input_ids=ids).last_hidden_state
+
+
+def families_beyond_the_listed(transformers):
+    """Small random models of families the importer was not written for,
+    each with what sets it apart: GPT-NeoX (a fused QKV split by `chunk`,
+    rotary on a part of each head, `cat`), GPT-J (rotary on every second
+    feature: `stack` and `repeat_interleave`), OPT (learned positions from
+    a cumulative mask, `ones`), Falcon (multi-query: the key and value
+    heads parts of size 1 of one projection, `split` by sizes, an in-place
+    residual `add_`, transposed weights by `numpy_T`, a parallel MLP) and
+    T5's encoder (relative position buckets: `abs`, `log`, `min`, `full_like`,
+    `where` on integers, an additive attention bias)."""
+    return {
+        "gpt_neox": CausalLogits(transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(
+            vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=24,
+            max_position_embeddings=32, rotary_pct=0.5, bos_token_id=0, eos_token_id=0))),
+        "gptj": CausalLogits(transformers.GPTJForCausalLM(transformers.GPTJConfig(
+            vocab_size=50, n_embd=32, n_layer=2, n_head=4, n_positions=32, rotary_dim=4, bos_token_id=0, eos_token_id=0))),
+        "opt": CausalLogits(transformers.OPTForCausalLM(transformers.OPTConfig(
+            vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, ffn_dim=24, max_position_embeddings=32,
+            word_embed_proj_dim=16, bos_token_id=0, eos_token_id=0, pad_token_id=1))),
+        "falcon": CausalLogits(transformers.FalconForCausalLM(transformers.FalconConfig(
+            vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, bos_token_id=0, eos_token_id=0))),
+        "t5_encoder": EncoderStates(transformers.T5EncoderModel(transformers.T5Config(
+            vocab_size=50, d_model=16, d_kv=4, d_ff=24, num_layers=2, num_heads=4))),
+    }
+
+
+@pytest.mark.parametrize("family", ["gpt_neox", "gptj", "opt", "falcon", "t5_encoder"])
+def test_families_the_importer_was_not_written_for_agree_with_pytorch(family):
+    """Each family imports and agrees with PyTorch within 1e-5 on the
+    interpreter and llvm, at two batch and sequence sizes."""
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed: the families are not imported")
+    torch.manual_seed(7)
+    model = families_beyond_the_listed(transformers)[family].eval()
+    dims = {"ids": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=32)}}
+    imported = nax.from_torch(model, (torch.randint(0, 50, (2, 6)),), dynamic_shapes=dims)
+    calls = [torch.randint(0, 50, (b, n)) for b, n in ((2, 6), (1, 9))]
+    for backend in ("interp", "llvm"):
+        compiled = imported.compile(backend=backend)
+        for ids in calls:
+            want = model(ids).detach().numpy()
+            np.testing.assert_allclose(np.asarray(compiled.forward(ids)), want, rtol=1e-5, atol=1e-5, err_msg=f"{family} on {backend}")
