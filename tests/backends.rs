@@ -234,6 +234,11 @@ pub(crate) fn cases() -> Vec<Case> {
             sizes: vec![("e", 12)],
             ..case("run_time_keyword", "dim n = 3\ndef f(x: [n e], k: int) -> [n h d] {\n    return rearrange(x, n (h d) -> n h d, h=k)\n}\n")
         },
+        // A literal returned, or given axes of size 1: stored with the
+        // result's dtype (the interpreter returned it as f64, and the
+        // kernels of a literal given axes did not verify).
+        case("a_literal_given_axes", "def f() -> [1 1] {\n    return rearrange(1.5, -> 1 1)\n}\n"),
+        case("a_literal_returned", "def f() -> [] {\n    return 2.5 + 0.25\n}\n"),
         // A maximum far above the rest of its row: its log_softmax is the
         // tiny negative the exponentials below it make, not 0 (along the
         // last axis, a middle one and a reduction; with ties of the maximum).

@@ -319,11 +319,29 @@ class _Writer:
         if node.args[0].name in self.kinds:
             self.kinds[node.name] = self.kinds[node.args[0].name]
 
-    op_dropout = op_contiguous = op_clone = op_alias = identity
+    op_contiguous = op_clone = op_alias = identity
+
+    def op_dropout(self, node):
+        """The identity of an evaluation; dropout in training is random."""
+        p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 0.5)
+        train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train", False)
+        if train and p:
+            self.unsupported(node, "dropout", "dropout in training draws random numbers, which nax's functions do not")
+        self.identity(node)
 
     def unary(self, node, template):
         value, axes = self.operand(node.args[0])
-        self.bind(node, template.format(value), axes)
+        self.bind(node, template.format(self.numeric(node, node.args[0], value)), axes)
+
+    def numeric(self, node, arg, value):
+        """A mask operand of arithmetic as numbers of the result's dtype
+        (torch promotes `True` to 1 and 1.0; nax's arithmetic takes no masks)."""
+        if not (hasattr(arg, "meta") and str(arg.meta["val"].dtype) == "torch.bool"):
+            return value
+        result = str(node.meta["val"].dtype)
+        if result == "torch.bool":
+            return value
+        return f"{'int' if result in ('torch.int64', 'torch.int32') else 'float'}({value})"
 
     def integral(self, node) -> bool:
         """Whether the node's result is an integer tensor (nax's built-ins
@@ -454,6 +472,14 @@ class _Writer:
                     self.identity(node, 1 - k)
                     return
         out, [(a, _), (b, _)] = self.aligned(node, node.args[:2])
+        if symbol in ("+", "-", "*", "/"):
+            if str(node.meta["val"].dtype) == "torch.bool":
+                # torch's sum and product of masks are their `or` and `and`.
+                symbol = {"+": "or", "*": "and"}.get(symbol)
+                if symbol is None:
+                    self.unsupported(node, str(node.target), "subtracting or dividing masks is not defined")
+            else:
+                a, b = self.numeric(node, node.args[0], a), self.numeric(node, node.args[1], b)
         alpha = node.kwargs.get("alpha", 1)
         if alpha != 1:
             b = f"{float(alpha)!r} * {b}"
@@ -478,10 +504,16 @@ class _Writer:
         self.binary(node, ">=")
 
     def op___and__(self, node):
-        self.binary(node, "and")
+        self.logical(node, "and")
 
     def op___or__(self, node):
-        self.binary(node, "or")
+        self.logical(node, "or")
+
+    def logical(self, node, symbol):
+        """`and`/`or` of masks (bitwise operators of integers have no nax form)."""
+        if str(node.meta["val"].dtype) != "torch.bool":
+            self.unsupported(node, str(node.target), "bitwise operators of integers are not in nax's language")
+        self.binary(node, symbol)
 
     op_bitwise_and = op___and__
     op_logical_and = op___and__
@@ -591,22 +623,45 @@ class _Writer:
         self.binary(node, "*")
 
     def op_div(self, node):
+        """True division, or rounded down (`floor`) or towards zero (`trunc`)."""
+        mode = node.kwargs.get("rounding_mode")
+        if mode is None:
+            self.binary(node, "/")
+            return
+        if self.integral(node):
+            self.unsupported(node, "div", "integer division with a rounding mode is not supported yet")
         self.binary(node, "/")
+        quotient = self.values[node.name]
+        rounded = f"floor({quotient})" if mode == "floor" else f"where({quotient} < 0.0, ceil({quotient}), floor({quotient}))"
+        self.bind(node, rounded, self.axes[node.name])
 
     def op_pow(self, node):
         """A small whole power as products (`x * x * x` for GPT-2's gelu:
-        a general `pow` is an exponential and a logarithm per element)."""
-        x, axes = self.operand(node.args[0])
-        power = float(node.args[1])
-        if power in (2.0, 3.0, 4.0):
-            self.bind(node, " * ".join([x] * int(power)), axes)
-        else:
-            self.bind(node, f"pow({x}, {power!r})", axes)
+        a general `pow` is an exponential and a logarithm per element);
+        else `pow` of floats, the operands lined up as torch broadcasts them."""
+        base, power = node.args[0], node.args[1]
+        if self.integral(node):
+            if not (isinstance(power, int) and power in (0, 1, 2, 3, 4)):
+                self.unsupported(node, "pow", "a power of integers other than 0 to 4 is not supported yet")
+            x, axes = self.operand(base)
+            self.bind(node, " * ".join([x] * power) if power else f"({x} * 0 + 1)", axes)
+            return
+        if isinstance(power, (int, float)) and hasattr(base, "name"):
+            x, axes = self.operand(base)
+            x = self.numeric(node, base, x)
+            if float(power) in (2.0, 3.0, 4.0):
+                self.bind(node, " * ".join([x] * int(power)), axes)
+            else:
+                self.bind(node, f"pow({x}, {float(power)!r})", axes)
+            return
+        out, [(a, _), (b, _)] = self.aligned(node, [base, power])
+        self.bind(node, f"pow({self.numeric(node, base, a)}, {self.numeric(node, power, b)})", out)
 
     def reduction(self, node, name):
         """`name(x, a)` over each axis of `dim` (every axis without one), kept
         as size 1 with `keepdim`."""
         x, axes = self.operand(node.args[0])
+        x = self.numeric(node, node.args[0], x)
         dims = node.args[1] if len(node.args) > 1 and node.args[1] is not None else node.kwargs.get("dim")
         if dims is None or dims == []:
             dims = list(range(len(axes)))
@@ -931,6 +986,9 @@ class _Writer:
 
     def op_cumsum(self, node):
         x, axes = self.operand(node.args[0])
+        if not axes:
+            self.bind(node, self.numeric(node, node.args[0], x), axes)
+            return
         dim = node.args[1] % len(axes)
         if node.args[0].meta["val"].dtype == __import__("torch").bool:
             x = f"int({x})"

@@ -884,6 +884,13 @@ impl Former<'_> {
                 self.materialize(ops[0]);
                 match self.values[&ops[0]].clone() {
                     Value::Buffer(b) => Value::Buffer(self.buffer(n, BufferKind::Alias(b))),
+                    // A scalar given axes (of size 1: `rearrange(1.0, -> 1)`)
+                    // is stored over them, as any value with axes is.
+                    _ if !out.is_empty() => {
+                        let loops = self.output_loops(&out);
+                        let value = self.read(ops[0], &[], &loops);
+                        self.store(n, loops, value)
+                    }
                     scalar => scalar,
                 }
             }

@@ -134,6 +134,9 @@ pub fn evaluate(g: &Graph, inputs: Vec<Value>, mut weights: HashMap<String, Valu
                 op => compute(g, sizes, op, &args, dtype, shape)?,
             }
         };
+        // A host scalar given a tensor's type (`rearrange(1.0, -> 1)`, a
+        // returned literal) takes the tensor's dtype, as compiled code stores it.
+        let v = if matches!(node.op, Op::Reshape | Op::Rename) && v.dtype != dtype { v.cast(dtype)? } else { v };
         for dead in schedule.dead_after(position) {
             values.remove(&dead);
         }
