@@ -280,7 +280,14 @@ class _Writer:
         handler = getattr(self, "op_" + op, None)
         if handler is None:
             self.unsupported(node, name)
-        handler(node)
+        try:
+            handler(node)
+        except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, AttributeError) as error:
+            if isinstance(error, UnsupportedOperator):
+                raise
+            # Arguments of a form the handler does not know: a clean refusal
+            # naming the operator, not a traceback from inside the importer.
+            self.unsupported(node, name, f"the importer cannot write this form of it ({type(error).__name__}: {error})")
 
     def unsupported(self, node, name, why="nax.from_torch does not support it yet"):
         trace = (node.meta.get("stack_trace") or "").strip().splitlines()
@@ -333,6 +340,16 @@ class _Writer:
         value, axes = self.operand(node.args[0])
         self.bind(node, template.format(self.numeric(node, node.args[0], value)), axes)
 
+    def converted(self, arg, value, dtype):
+        """`value` (of node `arg`) in the float dtype `dtype`, where it is of another."""
+        import torch
+
+        functions = {torch.float32: "float", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64"}
+        have = arg.meta["val"].dtype if hasattr(arg, "meta") else None
+        if have == dtype or dtype not in functions:
+            return value
+        return f"{functions[dtype]}({value})"
+
     def numeric(self, node, arg, value):
         """A mask operand of arithmetic as numbers of the result's dtype
         (torch promotes `True` to 1 and 1.0; nax's arithmetic takes no masks)."""
@@ -349,7 +366,7 @@ class _Writer:
         return str(node.meta["val"].dtype) in ("torch.int64", "torch.int32")
 
     def op_relu(self, node):
-        self.unary(node, "relu({})")
+        self.unary(node, "maximum({}, 0)" if self.integral(node) else "relu({})")
 
     def op_silu(self, node):
         self.unary(node, "silu({})")
@@ -405,7 +422,65 @@ class _Writer:
         self.unary(node, "{}" if self.integral(node) else "round({})")
 
     def op_sign(self, node):
-        self.unary(node, "int(sign({}))" if self.integral(node) else "sign({})")
+        if str(node.meta["val"].dtype) == "torch.bool":
+            self.identity(node)
+        else:
+            self.unary(node, "int(sign({}))" if self.integral(node) else "sign({})")
+
+    def op_trunc(self, node):
+        self.unary(node, "{}" if self.integral(node) else "where({0} < 0.0, ceil({0}), floor({0}))")
+
+    def op_log2(self, node):
+        self.unary(node, "log({}) * 1.4426950408889634")
+
+    def op_log10(self, node):
+        self.unary(node, "log({}) * 0.4342944819032518")
+
+    def op_sinh(self, node):
+        self.unary(node, "0.5 * (expm1({0}) - expm1(-{0}))")
+
+    def op_cosh(self, node):
+        self.unary(node, "0.5 * (exp({0}) + exp(-{0}))")
+
+    def op_tan(self, node):
+        self.unary(node, "sin({0}) / cos({0})")
+
+    def op_isnan(self, node):
+        self.unary(node, "{0} != {0}")
+
+    def op_isinf(self, node):
+        if self.is_float(node.args[0]):
+            self.unary(node, "abs({}) == inf")
+        else:
+            self.unary(node, "{0} != {0}")
+
+    def op_logical_not(self, node):
+        self.unary(node, "!{}" if self.is_mask(node.args[0]) else "{} == 0")
+
+    def op_bitwise_not(self, node):
+        if not self.is_mask(node.args[0]):
+            self.unsupported(node, "bitwise_not", "bitwise operators of integers are not in nax's language")
+        self.unary(node, "!{}")
+
+    def op_elu(self, node):
+        alpha, scale, input_scale = (list(node.args[1:]) + [1.0, 1.0, 1.0])[:3]
+        self.unary(node, f"{float(scale)!r} * where({{0}} > 0.0, {{0}}, {float(alpha)!r} * expm1({{0}} * {float(input_scale)!r}))")
+
+    def op_leaky_relu(self, node):
+        slope = node.args[1] if len(node.args) > 1 else 0.01
+        self.unary(node, f"where({{0}} > 0.0, {{0}}, {float(slope)!r} * {{0}})")
+
+    def op_hardtanh(self, node):
+        low = node.args[1] if len(node.args) > 1 else -1.0
+        high = node.args[2] if len(node.args) > 2 else 1.0
+        bound = (lambda b: str(int(b))) if self.integral(node) else (lambda b: repr(float(b)))
+        self.unary(node, f"minimum(maximum({{}}, {bound(low)}), {bound(high)})")
+
+    def is_mask(self, arg) -> bool:
+        return hasattr(arg, "meta") and str(arg.meta["val"].dtype) == "torch.bool"
+
+    def is_float(self, arg) -> bool:
+        return hasattr(arg, "meta") and arg.meta["val"].dtype.is_floating_point
 
     def op_reciprocal(self, node):
         self.unary(node, "1.0 / {}")
@@ -516,9 +591,29 @@ class _Writer:
         self.binary(node, symbol)
 
     op_bitwise_and = op___and__
-    op_logical_and = op___and__
     op_bitwise_or = op___or__
-    op_logical_or = op___or__
+
+    def truthy(self, node, symbol):
+        """`logical_and`/`logical_or`: numbers are true where nonzero."""
+        out, operands = self.aligned(node, node.args[:2])
+        parts = [value if str(arg.meta["val"].dtype) == "torch.bool" else f"({value} != 0)" for arg, (value, _) in zip(node.args[:2], operands)]
+        self.bind(node, f" {symbol} ".join(parts), out)
+
+    def op_logical_xor(self, node):
+        out, operands = self.aligned(node, node.args[:2])
+        parts = [value if self.is_mask(arg) else f"({value} != 0)" for arg, (value, _) in zip(node.args[:2], operands)]
+        self.bind(node, f"{parts[0]} != {parts[1]}", out)
+
+    def op_bitwise_xor(self, node):
+        if str(node.meta["val"].dtype) != "torch.bool":
+            self.unsupported(node, "bitwise_xor", "bitwise operators of integers are not in nax's language")
+        self.op_logical_xor(node)
+
+    def op_logical_and(self, node):
+        self.truthy(node, "and")
+
+    def op_logical_or(self, node):
+        self.truthy(node, "or")
 
     def function(self, node, name, count):
         """`name(a, b, ...)` of the first `count` arguments, lined up as torch broadcasts them."""
@@ -529,13 +624,13 @@ class _Writer:
         """`torch.min(a, b)` elementwise (`aten.min.other`)."""
         if len(node.args) != 2 or not hasattr(node.args[1], "name"):
             self.unsupported(node, "min", "min over a dim (with its indices) is not supported yet")
-        self.function(node, "minimum", 2)
+        self.op_minimum(node)
 
     def op_max(self, node):
         """`torch.max(a, b)` elementwise (`aten.max.other`)."""
         if len(node.args) != 2 or not hasattr(node.args[1], "name"):
             self.unsupported(node, "max", "max over a dim (with its indices) is not supported yet")
-        self.function(node, "maximum", 2)
+        self.op_maximum(node)
 
     def op_repeat_interleave(self, node):
         """`x.repeat_interleave(r, dim)`: each element r times along the axis
@@ -555,10 +650,18 @@ class _Writer:
         self.bind(node, f"repeat({x}, {' '.join(have)} -> {' '.join(grouped)}, {copies}={repeats})", natural)
 
     def op_maximum(self, node):
-        self.function(node, "maximum", 2)
+        self.extremum(node, "maximum", "or")
 
     def op_minimum(self, node):
-        self.function(node, "minimum", 2)
+        self.extremum(node, "minimum", "and")
+
+    def extremum(self, node, function, of_masks):
+        """`maximum`/`minimum` of numbers; of masks, their `or`/`and`."""
+        if str(node.meta["val"].dtype) == "torch.bool":
+            self.binary(node, of_masks)
+        else:
+            out, [(a, _), (b, _)] = self.aligned(node, node.args[:2])
+            self.bind(node, f"{function}({self.numeric(node, node.args[0], a)}, {self.numeric(node, node.args[1], b)})", out)
 
     def op_where(self, node):
         self.function(node, "where", 3)
@@ -578,8 +681,17 @@ class _Writer:
 
     def op_masked_fill(self, node):
         out, [(x, _), (mask, _)] = self.aligned(node, node.args[:2])
-        value, _ = self.operand(node.args[2])
-        fill = "-inf" if value == repr(float("-inf")) else ("inf" if value == repr(float("inf")) else value)
+        value = node.args[2]
+        if hasattr(value, "name"):
+            self.unsupported(node, "masked_fill", "a fill value given as a tensor is not supported yet")
+        # The fill in the tensor's category: a bool for masks, a number of its kind else.
+        dtype = str(node.meta["val"].dtype)
+        if dtype == "torch.bool":
+            fill = "true" if value else "false"
+        elif self.integral(node):
+            fill = str(int(value))
+        else:
+            fill = "-inf" if value == float("-inf") else ("inf" if value == float("inf") else repr(float(value)))
         self.bind(node, f"masked_fill({x}, {mask}, {fill})", out)
 
     def op_arange(self, node):
@@ -790,12 +902,19 @@ class _Writer:
 
     def along(self, node, function):
         x, axes = self.operand(node.args[0])
+        if not axes:
+            self.unsupported(node, function, "a softmax of a rank-0 tensor is not supported yet")
+        x = self.converted(node.args[0], x, node.meta["val"].dtype)
         dim = node.args[1] % len(axes)
         if axes[dim] is None:
             self.unsupported(node, function, "a softmax over an axis of size 1 is not supported yet")
-        self.bind(node, f"{function}({x}, {axes[dim]})", axes)
-        kind = {"softmax": "Prob", "log_softmax": "LogProb"}[function]
-        self.kinds[node.name] = f"{kind}({self.axes[node.name][dim]})"
+        # Prob and LogProb are of the default float; another dtype is its own kind.
+        if str(node.meta["val"].dtype) == "torch.float32":
+            self.bind(node, f"{function}({x}, {axes[dim]})", axes)
+            kind = {"softmax": "Prob", "log_softmax": "LogProb"}[function]
+            self.kinds[node.name] = f"{kind}({self.axes[node.name][dim]})"
+        else:
+            self.bind(node, f"{_kind(node.meta['val'].dtype)}({function}({x}, {axes[dim]}))", axes)
 
     def op_softmax(self, node):
         self.along(node, "softmax")
@@ -1004,15 +1123,19 @@ class _Writer:
         meta = node.meta["val"]
         axes = self.axes_of(meta.shape)
         kind = _kind(meta.dtype)
-        literal = {"ones": "1", "zeros": "0", "full": repr(value)}[name]
+        if isinstance(value, complex) or hasattr(value, "name"):
+            self.unsupported(node, name, "a fill value given as a tensor or a complex number is not supported")
+        number = {"ones": 1, "zeros": 0, "full": value}[name]
+        # The value as a literal of the result's category.
+        literal = {"Int": lambda v: str(int(v)), "Mask": lambda v: "true" if v else "false"}.get(kind, lambda v: repr(float(v)))(number)
         if not present(axes):
-            if kind == "Mask":
-                literal = "true" if literal not in ("0", "0.0", "False") else "false"
-            elif kind != "Int":
-                literal = repr(float(literal))
-            self.values[node.name], self.axes[node.name] = literal, axes
+            if kind in ("Real", "Int", "Mask"):
+                self.values[node.name], self.axes[node.name] = literal, axes
+            else:
+                # A float literal is Real: the constructor keeps the dtype.
+                self.bind(node, f"full({kind}[], {literal})", [])
             return
-        extra = f", {repr(float(value)) if kind != 'Int' else int(value)}" if name == "full" else ""
+        extra = f", {literal}" if name == "full" else ""
         self.bind(node, f"{name}({kind}[{' '.join(present(axes))}]{extra})", present(axes))
 
     def op_ones(self, node):
@@ -1040,12 +1163,7 @@ class _Writer:
         self.constructed(node, "full", node.args[1])
 
     def op_new_ones(self, node):
-        """`x.new_ones(shape)`: ones of a shape (a number for rank 0)."""
-        shape = node.args[1]
-        if list(shape):
-            self.unsupported(node, "new_ones", "new_ones of a shape is not supported yet")
-        dtype = node.kwargs.get("dtype")
-        self.values[node.name], self.axes[node.name] = ("true" if str(dtype) == "torch.bool" else "1.0"), None
+        self.constructed(node, "ones")
 
     def op_index(self, node):
         """Advanced indexing `x[i0, i1, ...]`: an index holding its own axis's
@@ -1068,6 +1186,142 @@ class _Writer:
         ids, id_axes = self.operand(index)
         natural = present(axes[:position]) + present(id_axes or []) + present(axes[position + 1 :])
         self.bind(node, f"take({x}, {ids}, {axes[position]})", natural)
+
+    def op_index_select(self, node):
+        """`take` along one axis by a rank-1 tensor of positions."""
+        x, axes = self.operand(node.args[0])
+        dim = node.args[1] % len(axes)
+        ids, id_axes = self.operand(node.args[2])
+        if axes[dim] is None or not id_axes or id_axes[0] is None:
+            self.unsupported(node, "index_select", "selecting along or by an axis of size 1 is not supported yet")
+        along = id_axes[0]
+        if along in [a for i, a in enumerate(axes) if i != dim]:
+            # The positions' axis under a name of its own (bind renames the result's axes).
+            along = self.fresh(f"{id_axes[0]}_selected")
+            ids = f"({ids} as [{along}])"
+        natural = [along if i == dim else a for i, a in enumerate(axes)]
+        self.bind(node, f"take({x}, {ids}, {axes[dim]})", natural)
+
+    def op_flip(self, node):
+        """The axes reversed: `take` of the positions counted down."""
+        x, axes = self.operand(node.args[0])
+        shape = node.meta["val"].shape
+        for d in sorted({d % len(axes) for d in node.args[1]}) if axes else []:
+            if axes[d] is not None and (hasattr(shape[d], "node") or int(shape[d]) > 0):
+                x = f"take({x}, {axes[d]} - 1 - arange({axes[d]}), {axes[d]})"
+        self.bind(node, x, axes)
+
+    def op_repeat(self, node):
+        """`x.repeat(r0, r1, ...)`: the operand tiled (`repeat(x, a -> (r a))`),
+        new leading axes for repeats past its rank."""
+        x, axes = self.operand(node.args[0])
+        repeats = list(node.args[1])
+        axes = axes or []
+        out = self.axes_of(node.meta["val"].shape)
+        lead = len(repeats) - len(axes)
+        have, want, sizes = present(axes), [], []
+        for i, r in enumerate(repeats):
+            if not isinstance(r, int) or r < 1:
+                self.unsupported(node, "repeat", "repeats of 0 or given by sizes of dynamic dims are not supported yet")
+            if i < lead:
+                if r != 1:
+                    copies = self.fresh("r")
+                    want.append(copies)
+                    sizes.append(f"{copies}={r}")
+                continue
+            axis = axes[i - lead]
+            if r == 1:
+                if axis is not None:
+                    want.append(axis)
+            elif axis is None:
+                copies = self.fresh("r")
+                want.append(copies)
+                sizes.append(f"{copies}={r}")
+            else:
+                copies = self.fresh("r")
+                want.append(f"({copies} {axis})")
+                sizes.append(f"{copies}={r}")
+        if not sizes:
+            self.identity(node)
+            self.axes[node.name] = out
+            return
+        natural = ["_merged" if "(" in w else w for w in want]
+        self.bind(node, f"repeat({x}, {' '.join(have)} -> {' '.join(want)}, {', '.join(sizes)})", natural)
+
+    def op_fill(self, node):
+        self.constructed(node, "full", node.args[1])
+
+    def op_scalar_tensor(self, node):
+        self.constructed(node, "full", node.args[0])
+
+    def op_argmax(self, node):
+        self.arg_extremum(node, "argmax")
+
+    def op_argmin(self, node):
+        self.arg_extremum(node, "argmin")
+
+    def arg_extremum(self, node, name):
+        """`argmax(x, a)` along one axis (the first of a tie, as torch)."""
+        x, axes = self.operand(node.args[0])
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        if dim is None or not axes:
+            self.unsupported(node, name, "an arg-reduction over the flattened tensor is not supported yet")
+        dim %= len(axes)
+        if axes[dim] is None:
+            self.constructed(node, "zeros")
+            return
+        left = [None if i == dim else a for i, a in enumerate(axes)] if keep else [a for i, a in enumerate(axes) if i != dim]
+        self.bind(node, f"{name}({x}, {axes[dim]})", left)
+
+    def op_any(self, node):
+        """Whether some element along the axes is true (nonzero): a count above 0."""
+        x, axes = self.operand(node.args[0])
+        truth = x if self.is_mask(node.args[0]) else f"({x} != 0)"
+        self.reduce_then(node, f"int({truth})", axes, "sum", " > 0")
+
+    def op_var(self, node):
+        """The variance: the mean square about the mean, times n / (n - correction)."""
+        x, axes = self.operand(node.args[0])
+        correction = node.kwargs.get("correction")
+        if correction is None:
+            # var.default(x, unbiased) or var.dim(x, dim, unbiased, keepdim).
+            flags = [a for a in node.args[1:3] if isinstance(a, bool)]
+            correction = 1 if (flags[0] if flags else True) else 0
+        dims = self.dims_of(node, axes)
+        kept = [a for d, a in enumerate(axes) if d in dims and a is not None]
+        count = " * ".join(kept) if kept else "1"
+        centered = x
+        for a in kept:
+            centered = f"{centered} - mean({x}, {a})" if centered == x else centered
+        mean_all = x
+        for a in kept:
+            mean_all = f"mean({mean_all}, {a})"
+        squares = f"({x} - {mean_all}) * ({x} - {mean_all})"
+        scale = f" * ({count} / ({count} - {correction}))" if correction else ""
+        self.reduce_then(node, squares, axes, "mean", scale)
+
+    def dims_of(self, node, axes) -> set:
+        """The axes a reduction's `dim` argument names (every axis without one)."""
+        dims = node.args[1] if len(node.args) > 1 and not isinstance(node.args[1], bool) else node.kwargs.get("dim")
+        if not axes:
+            return set()
+        if dims is None or dims == []:
+            return set(range(len(axes)))
+        return {d % len(axes) for d in ([dims] if isinstance(dims, int) else dims)}
+
+    def reduce_then(self, node, value, axes, name, after):
+        """`name` of `value` over the node's `dim` axes, then `after`, kept as size 1 with `keepdim`."""
+        axes = axes or []
+        dims = self.dims_of(node, axes)
+        for d in sorted(dims):
+            if axes[d] is not None:
+                value = f"{name}({value}, {axes[d]})"
+        keep = node.kwargs.get("keepdim", node.args[2] if len(node.args) > 2 and isinstance(node.args[2], bool) and name != "mean" else False)
+        if len(node.args) > 3 and isinstance(node.args[3], bool):
+            keep = node.args[3]
+        left = [a for i, a in enumerate(axes) if i not in dims]
+        self.bind(node, f"({value}){after}", left if not keep else [None if i in dims else a for i, a in enumerate(axes)])
 
     def op_select(self, node):
         """`x[a = i]`: one element along an axis, which goes."""
