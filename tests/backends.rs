@@ -234,6 +234,13 @@ pub(crate) fn cases() -> Vec<Case> {
             sizes: vec![("e", 12)],
             ..case("run_time_keyword", "dim n = 3\ndef f(x: [n e], k: int) -> [n h d] {\n    return rearrange(x, n (h d) -> n h d, h=k)\n}\n")
         },
+        // A host int or bool repeated into a tensor keeps its dtype (an int's
+        // repeat was an f32 buffer read through an i64 alias: twice its
+        // size, garbage past the first row on every native back end).
+        case(
+            "host_scalars_repeated",
+            "def f(x: Int[a b]) -> Int[a p] {\n    z = repeat(0, -> a p, p=2) + x[b = 0:2 as p]\n    m = repeat(true, -> a p)\n    return where(m, z, repeat(7, -> a p)) + int(repeat(1.5, -> a p))\n}\n",
+        ),
         // A literal returned, or given axes of size 1: stored with the
         // result's dtype (the interpreter returned it as f64, and the
         // kernels of a literal given axes did not verify).

@@ -189,6 +189,20 @@ fn malformed_transposed_reads_are_rejected() {
     }
 }
 
+/// A view keeps its operand's element size: the graph verifier rejects a
+/// rename of a tensor to another dtype, the kernel verifier an alias of a
+/// buffer with elements of another size (an i64 alias of an f32 buffer
+/// reads twice the bytes it has: the repeat of an int once lowered so).
+#[test]
+fn views_of_another_element_size_are_rejected() {
+    let graph = "graph f\n%0 = input 0 \"x\" : f32 plain [n:4] range -inf inf\n%1 = rename %0 : i64 plain [n:4] range -inf inf\ninputs %0\noutput %1\n";
+    let g = nax_ir::text::parse(graph).expect("parse");
+    assert!(nax_ir::verify(&g).iter().any(|p| p.contains("changes a tensor's dtype from f32 to i64")), "{:?}", nax_ir::verify(&g));
+    let kernels = "program f\nbuffer %0 f32[4] temporary\nbuffer %1 i64[4] alias %0\nkernel %0 loops [4 parallel-vector] store 0.0\nresult %1\n";
+    let p = nax_kernel::text::parse(kernels).expect("parse");
+    assert!(nax_kernel::verify(&p).iter().any(|e| e.contains("an alias of %0 with elements of another size")), "{:?}", nax_kernel::verify(&p));
+}
+
 /// The verifier accepts streamed results only from a store without row
 /// reductions, untiled or tiled with a transposed read (in vectors of its
 /// blocks), in vectors of a power of two lanes.

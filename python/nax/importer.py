@@ -1099,7 +1099,157 @@ class _Writer:
             self.identity(node)
         else:
             stride = "" if step == 1 else f":{step}"
-            self.bind(node, f"{x}[{axes[dim]} = {first}:{last}{stride} as {out[dim]}]", out)
+            # The slice's axis under a name of its own where the operand's
+            # other axes hold the result's name (bind then renames them all).
+            part = out[dim] if out[dim] not in axes else self.fresh(f"{out[dim]}_part")
+            natural = [part if i == dim else a for i, a in enumerate(axes)]
+            self.bind(node, f"{x}[{axes[dim]} = {first}:{last}{stride} as {part}]", natural)
+
+    def op_constant_pad_nd(self, node):
+        """Padding with a value (`pad` pairs from the last axis): `concat`
+        of the value repeated, the operand and the value again; a negative
+        pad crops (a slice)."""
+        x, axes = self.operand(node.args[0])
+        pads = list(node.args[1])
+        value = node.args[2] if len(node.args) > 2 else 0
+        out = self.axes_of(node.meta["val"].shape)
+        if len(pads) % 2 or any(not isinstance(p, int) for p in pads) or not axes:
+            self.unsupported(node, "constant_pad_nd", "pads given by dynamic sizes are not supported yet")
+        kind = _kind(node.meta["val"].dtype)
+        fill = {"Int": lambda v: str(int(v)), "Mask": lambda v: "true" if v else "false"}.get(kind, lambda v: repr(float(v)))(value)
+        current = list(axes)
+        for k in range(len(pads) // 2):
+            low, high = pads[2 * k], pads[2 * k + 1]
+            d = len(axes) - 1 - k
+            if low == 0 and high == 0:
+                continue
+            if current[d] is None or out[d] is None:
+                self.unsupported(node, "constant_pad_nd", "padding an axis of size 1 is not supported yet")
+            size = node.args[0].meta["val"].shape[d]
+            if hasattr(size, "node"):
+                self.unsupported(node, "constant_pad_nd", "padding an axis of dynamic size is not supported yet")
+            name = current[d]
+            if low < 0 or high < 0:
+                # Crop first: a slice of the axis.
+                start, stop = max(-low, 0), int(size) - max(-high, 0)
+                cropped = self.fresh(f"{name}_cropped")
+                x = f"{x}[{name} = {start}:{stop} as {cropped}]"
+                name, low, high = cropped, max(low, 0), max(high, 0)
+            parts, joined = [], []
+            others = [a for i, a in enumerate(current) if a is not None and i != d]
+            for count, role in ((low, "before"), (None, "middle"), (high, "after")):
+                if count == 0:
+                    continue
+                own = self.fresh(f"{out[d]}_{role}")
+                joined.append(own)
+                if count is None:
+                    parts.append(f"({x} as [{' '.join(own if a == name else a for a in [a if i != d else name for i, a in enumerate(current) if a is not None])}])")
+                else:
+                    grown = [own if i == d else a for i, a in enumerate(current) if a is not None or i == d]
+                    constant = fill if kind in ("Real", "Int", "Mask") else f"full({kind}[], {fill})"
+                    parts.append(f"repeat({constant}, -> {' '.join(grown)}, {own}={count})")
+            merged = self.fresh(f"{out[d]}_padded")
+            held = self.fresh(f"{node.name}_padded")
+            self.lines.append(f"{held} = concat({', '.join(parts)}: {', '.join(joined)} -> {merged})")
+            self.scoped.update(others + [merged])
+            current[d] = merged
+            x = held
+        self.bind(node, x, current)
+
+    def op_copy(self, node):
+        """`copy(self, src)`: the source, broadcast to the destination's
+        shape, in its dtype."""
+        out = self.axes_of(node.meta["val"].shape)
+        x, axes = self.operand(node.args[1])
+        at = len(out) - len(axes or [])
+        renamed = [out[at + i] for i, a in enumerate(axes or []) if a is not None]
+        if at < 0 or None in renamed:
+            self.unsupported(node, "copy", "a source larger than the destination along an axis")
+        if renamed != present(axes or []):
+            x = f"({x} as [{' '.join(renamed)}])"
+        x = self.converted(node.args[1], x, node.meta["val"].dtype)
+        self.bind(node, x if renamed == present(out) else self.repeat(x, renamed, present(out)), out)
+
+    def op_select_scatter(self, node):
+        """`select_scatter(x, src, dim, index)`: x with src at one position
+        of the axis (src given an axis of size 1 there, then as `slice_scatter`)."""
+        x, axes = self.operand(node.args[0])
+        src, src_axes = self.operand(node.args[1])
+        dim = node.args[2] % len(axes)
+        index, size = node.args[3], node.args[0].meta["val"].shape[dim]
+        if axes[dim] is None or not isinstance(index, int) or hasattr(size, "node"):
+            self.unsupported(node, "select_scatter", "an axis of size 1 or of dynamic size, or a position given by a tensor, is not supported yet")
+        index %= int(size)
+        others = [a for i, a in enumerate(axes) if i != dim]
+        renamed = [others[len(others) - len(src_axes or []) + i] for i, a in enumerate(src_axes or []) if a is not None]
+        if renamed != present(src_axes or []):
+            src = f"({src} as [{' '.join(renamed)}])"
+        if renamed != present(others):
+            src = self.repeat(src, renamed, present(others))
+
+        def middle(own):
+            grown = [own if i == dim else a for i, a in enumerate(axes) if a is not None]
+            return f"repeat({src}, {' '.join(present(others))} -> {' '.join(grown)}, {own}=1)"
+
+        self.spliced(node, x, axes, dim, int(size), index, index + 1, middle)
+
+    def op_slice_scatter(self, node):
+        """`slice_scatter(x, src, dim, start, end)` with step 1: `concat` of
+        x before, src, and x after."""
+        x, axes = self.operand(node.args[0])
+        src, src_axes = self.operand(node.args[1])
+        dim = (node.args[2] if len(node.args) > 2 else 0) % len(axes)
+        size = node.args[0].meta["val"].shape[dim]
+        start = node.args[3] if len(node.args) > 3 and node.args[3] is not None else 0
+        end = node.args[4] if len(node.args) > 4 and node.args[4] is not None else _hint(size)
+        step = node.args[5] if len(node.args) > 5 else 1
+        if step != 1 or hasattr(size, "node") or axes[dim] is None or src_axes is None or len(src_axes) != len(axes) or src_axes[dim] is None:
+            self.unsupported(node, "slice_scatter", "a step, a dynamic axis or an axis of size 1 is not supported yet")
+        total = int(size)
+        start, end = min(max(start + total if start < 0 else start, 0), total), min(max(end + total if end < 0 else end, 0), total)
+
+        def middle(own):
+            renamed = [own if i == dim else a for i, a in enumerate(axes) if a is not None]
+            return f"({src} as [{' '.join(renamed)}])"
+
+        self.spliced(node, x, axes, dim, total, start, end, middle)
+
+    def spliced(self, node, x, axes, dim, total, start, end, middle):
+        """x with positions start..end of axis `dim` replaced by `middle(own)`
+        (a value whose axis `own` has end - start positions): a `concat`."""
+        parts, joined = [], []
+        for role, length in (("before", start), ("middle", end - start), ("after", total - end)):
+            if length == 0:
+                continue
+            own = self.fresh(f"{axes[dim]}_{role}")
+            joined.append(own)
+            if role == "middle":
+                parts.append(middle(own))
+            else:
+                bounds = f"0:{start}" if role == "before" else f"{end}:"
+                parts.append(f"{x}[{axes[dim]} = {bounds} as {own}]")
+        merged = self.fresh(f"{axes[dim]}_joined")
+        natural = [merged if i == dim else a for i, a in enumerate(axes)]
+        if len(parts) == 1:
+            self.bind(node, f"({parts[0]}) as [{' '.join(present(natural))}]", natural)
+        else:
+            self.bind(node, f"concat({', '.join(parts)}: {', '.join(joined)} -> {merged})", natural)
+
+    def op_pad(self, node):
+        """`aten.pad` in its constant mode (the others reflect or repeat
+        edges: windows the language has not)."""
+        mode = node.args[2] if len(node.args) > 2 else node.kwargs.get("mode", "constant")
+        if mode != "constant":
+            self.unsupported(node, "pad", f"padding by {mode} is not supported")
+        value = node.args[3] if len(node.args) > 3 else node.kwargs.get("value")
+        node.args = (node.args[0], node.args[1], 0 if value is None else value)
+        self.op_constant_pad_nd(node)
+
+    def op_sym_numel(self, node):
+        """A tensor's element count as an `int`: the product of its size names."""
+        shape = node.args[0].meta["val"].shape
+        names = [self.size_name(size) for size in shape if hasattr(size, "node") or int(size) != 1]
+        self.values[node.name], self.axes[node.name] = (" * ".join(names) if names else "1"), None
 
     def op_diff(self, node):
         """`x[i] - x[i - 1]` along an axis, after a prepended slice (torch's

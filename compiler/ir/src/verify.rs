@@ -52,6 +52,11 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
     let is_one = |s: Size| g.symbols.constant(s) == Some(1);
     let count = |want: usize| if ops.len() == want { Ok(()) } else { Err(format!("expects {want} operands, has {}", ops.len())) };
     let out = sizes(&node.ty);
+    // A view of a tensor reads its buffer: the dtype (the element's size) is kept.
+    let same_dtype = || match (ops.first().map(|&o| &g.graph[o].ty).and_then(tensor), tensor(&node.ty)) {
+        (Some(a), Some(b)) if a.dtype != b.dtype => Err(format!("a view changes a tensor's dtype from {} to {}", a.dtype.as_str(), b.dtype.as_str())),
+        _ => Ok(()),
+    };
     match &node.op {
         Op::Input { index, .. } => {
             count(0)?;
@@ -123,6 +128,7 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
         }
         Op::Reshape => {
             count(1)?;
+            same_dtype()?;
             let product = |v: &[Size]| v.iter().try_fold(1u64, |p, &s| g.symbols.constant(s).and_then(|c| p.checked_mul(c)));
             let input = sizes(ty(0));
             if let (Some(a), Some(b)) = (product(&input), product(&out))
@@ -137,6 +143,7 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
         }
         Op::Rename => {
             count(1)?;
+            same_dtype()?;
             let s = sizes(ty(0));
             if s.len() != out.len() || s.iter().zip(&out).any(|(&a, &b)| !same(a, b)) {
                 return Err("rename changes sizes".into());

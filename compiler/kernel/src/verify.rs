@@ -18,6 +18,15 @@ pub fn verify(p: &Program) -> Vec<String> {
             errors.push(format!("microkernel {i}: {m:?} with {b:?} is not a microkernel the driver runs"));
         }
     }
+    // An alias reads its target's memory: the element's size is the same
+    // (an i64 view of an f32 buffer reads twice the bytes it has).
+    for (b, buffer) in p.buffers.iter().enumerate() {
+        if let crate::kernel::BufferKind::Alias(a) = buffer.kind
+            && p.buffers.get(a).is_none_or(|target| target.dtype.size_bytes() != buffer.dtype.size_bytes())
+        {
+            errors.push(format!("buffer %{b}: an alias of %{a} with elements of another size"));
+        }
+    }
     for (k, kernel) in p.kernels.iter().enumerate() {
         let Some(out) = p.buffers.get(kernel.output) else {
             errors.push(format!("kernel {k}: no output buffer %{}", kernel.output));

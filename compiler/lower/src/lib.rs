@@ -541,6 +541,17 @@ impl Lowerer<'_> {
                 let (Some(&x), Some(input)) = (xs.first(), p.inputs.first()) else {
                     return Err(internal("a pattern without an operand"));
                 };
+                // A host scalar (`repeat(0, -> a r, r=2)`) becomes a rank-0
+                // tensor of the result's dtype first, so that the views
+                // after it are of that dtype (an int's repeat was once an
+                // f32 buffer read through an i64 alias: twice its size).
+                let x = match (self.ty(x), tensor(&ty)) {
+                    (Type::Host(..), Some(result)) => {
+                        let scalar = TensorType { axes: Vec::new(), kind: Kind::Plain, range: None, ..result.clone() };
+                        self.g.add(Op::Rename, Type::Tensor(scalar), &[x])
+                    }
+                    _ => x,
+                };
                 let (x, elems) = self.elementary(x, &mapped(input));
                 let matched = self.match_elems(&elems, &out_elems);
                 let kept: Vec<usize> = matched.iter().flatten().copied().collect();
