@@ -339,7 +339,7 @@ class _Writer:
         import torch
 
         functions = {torch.float32: "float", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64"}
-        have = arg.meta["val"].dtype if hasattr(arg, "meta") else None
+        have = getattr(getattr(arg, "meta", {}).get("val"), "dtype", None)
         if have == dtype or dtype not in functions:
             return value
         return f"{functions[dtype]}({value})"
@@ -347,7 +347,7 @@ class _Writer:
     def numeric(self, node, arg, value):
         """A mask operand of arithmetic as numbers of the result's dtype
         (torch promotes `True` to 1 and 1.0; nax's arithmetic takes no masks)."""
-        if not (hasattr(arg, "meta") and str(arg.meta["val"].dtype) == "torch.bool"):
+        if not self.is_mask(arg):
             return value
         result = str(node.meta["val"].dtype)
         if result == "torch.bool":
@@ -471,10 +471,12 @@ class _Writer:
         self.unary(node, f"minimum(maximum({{}}, {bound(low)}), {bound(high)})")
 
     def is_mask(self, arg) -> bool:
-        return hasattr(arg, "meta") and str(arg.meta["val"].dtype) == "torch.bool"
+        """Whether the argument is a bool tensor (not a number, nor a size)."""
+        return str(getattr(getattr(arg, "meta", {}).get("val"), "dtype", None)) == "torch.bool"
 
     def is_float(self, arg) -> bool:
-        return hasattr(arg, "meta") and arg.meta["val"].dtype.is_floating_point
+        dtype = getattr(getattr(arg, "meta", {}).get("val"), "dtype", None)
+        return dtype is not None and dtype.is_floating_point
 
     def op_reciprocal(self, node):
         self.unary(node, "1.0 / {}")
@@ -590,7 +592,7 @@ class _Writer:
     def truthy(self, node, symbol):
         """`logical_and`/`logical_or`: numbers are true where nonzero."""
         out, operands = self.aligned(node, node.args[:2])
-        parts = [value if str(arg.meta["val"].dtype) == "torch.bool" else f"({value} != 0)" for arg, (value, _) in zip(node.args[:2], operands)]
+        parts = [value if self.is_mask(arg) else f"({value} != 0)" for arg, (value, _) in zip(node.args[:2], operands)]
         self.bind(node, f" {symbol} ".join(parts), out)
 
     def op_logical_xor(self, node):
@@ -1244,6 +1246,136 @@ class _Writer:
         value = node.args[3] if len(node.args) > 3 else node.kwargs.get("value")
         node.args = (node.args[0], node.args[1], 0 if value is None else value)
         self.op_constant_pad_nd(node)
+
+    def op_batch_norm(self, node):
+        """`aten.batch_norm`: `(x - mean) * rsqrt(var + eps) * weight + bias`
+        along axis 1, with the running statistics in evaluation and the
+        batch's own (over every other axis, the variance biased) in
+        training (the running statistics' update, a mutation of buffers,
+        is not a result)."""
+        x, axes = self.operand(node.args[0])
+        weight, bias, running_mean, running_var = node.args[1:5]
+        training, eps = node.args[5], node.args[7]
+        if len(axes) < 2 or axes[1] is None:
+            self.unsupported(node, "batch_norm", "a channel axis of size 1 is not supported yet")
+        channel = axes[1]
+
+        def per_channel(arg):
+            value, value_axes = self.operand(arg)
+            return f"({value} as [{channel}])" if value_axes != [channel] else value
+
+        if training:
+            others = [a for i, a in enumerate(axes) if i != 1 and a is not None]
+            mean = x
+            for a in others:
+                mean = f"mean({mean}, {a})"
+            centered = self.fresh(f"{node.name}_centered")
+            self.lines.append(f"{centered} = {x} - {mean}")
+            self.scoped.update(present(axes))
+            variance = f"{centered} * {centered}"
+            for a in others:
+                variance = f"mean({variance}, {a})"
+            normalized = f"{centered} * rsqrt({variance} + {float(eps)!r})"
+        else:
+            if running_mean is None or running_var is None:
+                self.unsupported(node, "batch_norm", "evaluation without running statistics is not supported")
+            normalized = f"({x} - {per_channel(running_mean)}) * rsqrt({per_channel(running_var)} + {float(eps)!r})"
+        if weight is not None:
+            normalized = f"{normalized} * {per_channel(weight)}"
+        if bias is not None:
+            normalized = f"{normalized} + {per_channel(bias)}"
+        self.bind(node, normalized, axes)
+
+    def op_group_norm(self, node):
+        """`aten.group_norm`: axis 1's channels in `num_groups` groups, each
+        normalized over its channels and every axis after them, then the
+        per-channel affine map."""
+        x, axes = self.operand(node.args[0])
+        groups, weight, bias, eps = node.args[1], node.args[2], node.args[3], node.args[4]
+        if len(axes) < 2 or axes[1] is None or hasattr(node.args[0].meta["val"].shape[1], "node"):
+            self.unsupported(node, "group_norm", "a channel axis of size 1 or of dynamic size is not supported yet")
+        have = present(axes)
+        channel = axes[1]
+        group, part = self.fresh("group"), self.fresh("in_group")
+        split = [f"({group} {part})" if a == channel else a for a in have]
+        grouped_axes = [b for a in have for b in ((group, part) if a == channel else (a,))]
+        held = self.fresh(f"{node.name}_grouped")
+        self.lines.append(f"{held} = rearrange({x}, {' '.join(split)} -> {' '.join(grouped_axes)}, {group}={int(groups)})")
+        statistics = [part] + [a for i, a in enumerate(axes) if i > 1 and a is not None]
+        mean = held
+        for a in statistics:
+            mean = f"mean({mean}, {a})"
+        centered = self.fresh(f"{node.name}_centered")
+        self.lines.append(f"{centered} = {held} - {mean}")
+        variance = f"{centered} * {centered}"
+        for a in statistics:
+            variance = f"mean({variance}, {a})"
+        normalized = f"rearrange({centered} * rsqrt({variance} + {float(eps)!r}), {' '.join(grouped_axes)} -> {' '.join(split)})"
+        normalized = f"({normalized}) as [{' '.join(have)}]"
+        for arg, symbol in ((weight, "*"), (bias, "+")):
+            if arg is not None:
+                value, value_axes = self.operand(arg)
+                normalized = f"{normalized} {symbol} " + (f"({value} as [{channel}])" if value_axes != [channel] else value)
+        self.bind(node, normalized, axes)
+
+    def op_diagonal(self, node):
+        """`x.diagonal(offset, dim1, dim2)`: the two axes cut to the
+        diagonal's square (slices), then summed against a mask of equal
+        positions (`where`, so that another element's nan or inf does not
+        reach it); the diagonal's axis goes last, as torch puts it."""
+        x, axes = self.operand(node.args[0])
+        offset = node.args[1] if len(node.args) > 1 else node.kwargs.get("offset", 0)
+        dim1 = (node.args[2] if len(node.args) > 2 else node.kwargs.get("dim1", 0)) % len(axes)
+        dim2 = (node.args[3] if len(node.args) > 3 else node.kwargs.get("dim2", 1)) % len(axes)
+        shape = node.args[0].meta["val"].shape
+        out = self.axes_of(node.meta["val"].shape)
+        if dim1 == dim2 or None in (axes[dim1], axes[dim2], out[-1]) or any(hasattr(shape[d], "node") for d in (dim1, dim2)):
+            self.unsupported(node, "diagonal", "a diagonal of axes of size 1 or of dynamic size, or an empty one, is not supported yet")
+        length = _hint(node.meta["val"].shape[-1])
+        rows, cols = self.fresh("diagonal_rows"), self.fresh("diagonal_cols")
+        first, second = max(-offset, 0), max(offset, 0)
+        cut = f"{x}[{axes[dim1]} = {first}:{first + length} as {rows}][{axes[dim2]} = {second}:{second + length} as {cols}]"
+        held = self.fresh(f"{node.name}_square")
+        self.lines.append(f"{held} = {cut}")
+        rest = [a for i, a in enumerate(axes) if i not in (dim1, dim2) and a is not None]
+        self.scoped.update(rest + [rows, cols])
+        on_diagonal = f"rearrange(arange({rows}), {rows} -> {rows} 1) == (arange({cols}) as [{cols}])"
+        if self.is_mask(node.args[0]):
+            summed = f"sum(int(where({on_diagonal}, {held}, false)), {cols}) > 0"
+        else:
+            summed = f"sum(where({on_diagonal}, {held}, 0), {cols})"
+        moved = f"rearrange({summed}, {' '.join(a if a != axes[dim1] else rows for a in [a if i != dim1 else rows for i, a in enumerate(axes) if i != dim2 and (a is not None or i == dim1)])} -> {' '.join(rest + [rows])})"
+        self.bind(node, moved, [a for a in out[:-1]] + [rows])
+
+    def op_gather(self, node):
+        """`torch.gather(x, dim, index)`: for each position of `index`, x's
+        element at that index along `dim`: a sum over the axis against a
+        mask of the indices' positions (`where`), x cut first to the index's
+        sizes along the other axes."""
+        x, axes = self.operand(node.args[0])
+        dim = node.args[1] % max(len(axes), 1)
+        ids, id_axes = self.operand(node.args[2])
+        if not axes or axes[dim] is None or not id_axes or len(id_axes) != len(axes) or id_axes[dim] is None:
+            self.unsupported(node, "gather", "a gather along or by an axis of size 1, or of rank 0, is not supported yet")
+        along = self.fresh("gathered")
+        index_names = [along if i == dim else a for i, a in enumerate(id_axes)]
+        ids = f"({ids} as [{' '.join(present(index_names))}])"
+        for i, (a, b) in enumerate(zip(axes, id_axes)):
+            if i == dim or a == b:
+                continue
+            if b is None:
+                x = f"{x}[{a} = 0]"
+            elif a is None:
+                self.unsupported(node, "gather", "an index larger than the operand along an axis")
+            else:
+                x = f"{x}[{a} = 0:{_hint(node.args[2].meta['val'].shape[i])} as {b}]"
+        names = " ".join(present(index_names))
+        on_index = f"rearrange({ids}, {names} -> {names} 1) == arange({axes[dim]})"
+        if self.is_mask(node.args[0]):
+            value = f"sum(int(where({on_index}, {x}, false)), {axes[dim]}) > 0"
+        else:
+            value = f"sum(where({on_index}, {x}, 0), {axes[dim]})"
+        self.bind(node, value, index_names)
 
     def op_sym_numel(self, node):
         """A tensor's element count as an `int`: the product of its size names."""

@@ -362,3 +362,22 @@ def test_families_the_importer_was_not_written_for_agree_with_pytorch(family):
         for ids in calls:
             want = model(ids).detach().numpy()
             np.testing.assert_allclose(np.asarray(compiled.forward(ids)), want, rtol=1e-5, atol=1e-5, err_msg=f"{family} on {backend}")
+
+
+def test_copy_and_numel_of_dynamic_dims_agree_with_pytorch():
+    """`aten.copy` (the source broadcast to the destination's shape) and a
+    tensor's element count over dynamic dims (`sym_numel`, a product of
+    size names), which no OpInfo test exports alone."""
+
+    class Copies(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.ops.aten.copy.default(x, y) * x.numel()
+
+    dims = {"x": {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq")}, "y": {0: torch.export.Dim("seq")}}
+    x, y = torch.randn(2, 3), torch.randn(3)
+    imported = nax.from_torch(Copies(), (x, y), dynamic_shapes=dims)
+    for backend in ("interp", "llvm"):
+        compiled = imported.compile(backend=backend)
+        for b, n in ((2, 3), (4, 5)):
+            x, y = torch.randn(b, n), torch.randn(n)
+            np.testing.assert_allclose(np.asarray(compiled.forward(x, y)), Copies()(x, y).numpy(), rtol=1e-6)
