@@ -48,6 +48,30 @@ from __future__ import annotations
 import os
 import re
 
+# Elementwise ATen operators written as one nax expression of their
+# operand (`{0}`), in any float dtype (masks converted as torch promotes them).
+_UNARY = {
+    "silu": "silu({})",
+    "sigmoid": "sigmoid({})",
+    "tanh": "tanh({})",
+    "exp": "exp({})",
+    "rsqrt": "rsqrt({})",
+    "sqrt": "sqrt({})",
+    "cos": "cos({})",
+    "sin": "sin({})",
+    "neg": "-{}",
+    "log": "log({})",
+    "log1p": "log1p({})",
+    "expm1": "expm1({})",
+    "erf": "erf({})",
+    "log2": "log({}) * 1.4426950408889634",
+    "log10": "log({}) * 0.4342944819032518",
+    "sinh": "0.5 * (expm1({0}) - expm1(-{0}))",
+    "cosh": "0.5 * (exp({0}) + exp(-{0}))",
+    "tan": "sin({0}) / cos({0})",
+    "isnan": "{0} != {0}",
+}
+
 _KEYWORDS = {"dim", "param", "def", "return", "and", "or", "as", "for", "in", "yield", "inf", "true", "false"}
 
 
@@ -272,6 +296,8 @@ class _Writer:
         name = getattr(target, "__name__", str(target))
         op = name.split(".")[0]
         handler = getattr(self, "op_" + op, None)
+        if handler is None and op in _UNARY:
+            handler = lambda node: self.unary(node, _UNARY[op])  # noqa: E731
         if handler is None:
             self.unsupported(node, name)
         try:
@@ -362,47 +388,8 @@ class _Writer:
     def op_relu(self, node):
         self.unary(node, "maximum({}, 0)" if self.integral(node) else "relu({})")
 
-    def op_silu(self, node):
-        self.unary(node, "silu({})")
-
-    def op_sigmoid(self, node):
-        self.unary(node, "sigmoid({})")
-
-    def op_tanh(self, node):
-        self.unary(node, "tanh({})")
-
-    def op_exp(self, node):
-        self.unary(node, "exp({})")
-
-    def op_rsqrt(self, node):
-        self.unary(node, "rsqrt({})")
-
-    def op_sqrt(self, node):
-        self.unary(node, "sqrt({})")
-
-    def op_cos(self, node):
-        self.unary(node, "cos({})")
-
-    def op_sin(self, node):
-        self.unary(node, "sin({})")
-
-    def op_neg(self, node):
-        self.unary(node, "-{}")
-
     def op_abs(self, node):
         self.unary(node, "where({0} < 0, -{0}, {0})" if self.integral(node) else "abs({})")
-
-    def op_log(self, node):
-        self.unary(node, "log({})")
-
-    def op_log1p(self, node):
-        self.unary(node, "log1p({})")
-
-    def op_expm1(self, node):
-        self.unary(node, "expm1({})")
-
-    def op_erf(self, node):
-        self.unary(node, "erf({})")
 
     def op_floor(self, node):
         self.unary(node, "{}" if self.integral(node) else "floor({})")
@@ -423,24 +410,6 @@ class _Writer:
 
     def op_trunc(self, node):
         self.unary(node, "{}" if self.integral(node) else "where({0} < 0.0, ceil({0}), floor({0}))")
-
-    def op_log2(self, node):
-        self.unary(node, "log({}) * 1.4426950408889634")
-
-    def op_log10(self, node):
-        self.unary(node, "log({}) * 0.4342944819032518")
-
-    def op_sinh(self, node):
-        self.unary(node, "0.5 * (expm1({0}) - expm1(-{0}))")
-
-    def op_cosh(self, node):
-        self.unary(node, "0.5 * (exp({0}) + exp(-{0}))")
-
-    def op_tan(self, node):
-        self.unary(node, "sin({0}) / cos({0})")
-
-    def op_isnan(self, node):
-        self.unary(node, "{0} != {0}")
 
     def op_isinf(self, node):
         if self.is_float(node.args[0]):
@@ -1446,25 +1415,15 @@ class _Writer:
         self.constructed(node, "zeros")
 
     def op_full(self, node):
+        """`full(shape, value)`, `full_like(x, value)`, `x.fill(value)`."""
         self.constructed(node, "full", node.args[1])
-
-    def op_new_zeros(self, node):
-        self.constructed(node, "zeros")
 
     def op_new_full(self, node):
         self.constructed(node, "full", node.args[2])
 
-    def op_zeros_like(self, node):
-        self.constructed(node, "zeros")
-
-    def op_ones_like(self, node):
-        self.constructed(node, "ones")
-
-    def op_full_like(self, node):
-        self.constructed(node, "full", node.args[1])
-
-    def op_new_ones(self, node):
-        self.constructed(node, "ones")
+    op_new_ones = op_ones_like = op_ones
+    op_new_zeros = op_zeros_like = op_zeros
+    op_full_like = op_fill = op_full
 
     def op_index(self, node):
         """Advanced indexing `x[i0, i1, ...]`: an index holding its own axis's
@@ -1548,9 +1507,6 @@ class _Writer:
             return
         natural = ["_merged" if "(" in w else w for w in want]
         self.bind(node, f"repeat({x}, {' '.join(have)} -> {' '.join(want)}, {', '.join(sizes)})", natural)
-
-    def op_fill(self, node):
-        self.constructed(node, "full", node.args[1])
 
     def op_scalar_tensor(self, node):
         self.constructed(node, "full", node.args[0])
