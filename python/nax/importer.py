@@ -1119,6 +1119,10 @@ class _Writer:
                     grown = [own if i == d else a for i, a in enumerate(current) if a is not None or i == d]
                     constant = fill if kind in ("Real", "Int", "Mask") else f"full({kind}[], {fill})"
                     parts.append(f"repeat({constant}, -> {' '.join(grown)}, {own}={count})")
+            if len(parts) == 1:
+                # Only cropped: the slice is the value.
+                current[d] = name
+                continue
             merged = self.fresh(f"{out[d]}_padded")
             held = self.fresh(f"{node.name}_padded")
             self.lines.append(f"{held} = concat({', '.join(parts)}: {', '.join(joined)} -> {merged})")

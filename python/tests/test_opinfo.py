@@ -1,7 +1,7 @@
 """The importer against PyTorch's own operator tests: the OpInfo database
 (`torch.testing._internal.common_methods_invocations.op_db`, importable
 with the `expecttest` package). Each sample input of an operator (f32,
-f64, int64 and bool; at most `SAMPLES` per dtype) is exported by
+f64, bf16, f16, int64 and bool; at most `SAMPLES` per dtype) is exported by
 `torch.export`, imported by `nax.from_torch`, compiled on the interpreter
 and llvm, and compared with PyTorch.
 
@@ -30,7 +30,7 @@ import nax  # noqa: E402
 from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
 
 BOOK = pathlib.Path(__file__).resolve().parents[2] / "docs" / "src" / "importer.md"
-DTYPES = (torch.float32, torch.float64, torch.int64, torch.bool)
+DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.bool)
 SAMPLES = 6
 BACKENDS = ("interp", "llvm")
 
@@ -72,6 +72,10 @@ def tensors_of(sample) -> list:
 
 
 def tolerance(dtype) -> float:
+    """Relative, and at the result's scale: 1e-5 in f32, 1e-10 in f64, four
+    units of a half float's rounding (both sides round once from f32)."""
+    if dtype in (torch.bfloat16, torch.float16):
+        return 4 * torch.finfo(dtype).eps
     return 1e-10 if dtype == torch.float64 else 1e-5
 
 
@@ -96,10 +100,11 @@ def outcome(info, sample, dtype) -> tuple:
         return "refused", str(error)
     except Exception as error:  # noqa: BLE001 - any other exception is the importer's bug
         return "crash", f"{type(error).__name__}: {error}"
-    expected = want.detach().numpy()
+    expected = want.detach().float().numpy() if want.dtype in (torch.bfloat16, torch.float16) else want.detach().numpy()
     for backend in BACKENDS:
         try:
-            got = np.asarray(imported.compile(backend=backend).forward(*tensors))
+            result = torch.from_dlpack(imported.compile(backend=backend).forward(*tensors))
+            got = (result.float() if result.dtype in (torch.bfloat16, torch.float16) else result).numpy()
         except nax.CompileError as error:
             return "invalid", f"{backend}: {str(error).splitlines()[0]}"
         except Exception as error:  # noqa: BLE001 - a compiled program must run
@@ -110,7 +115,11 @@ def outcome(info, sample, dtype) -> tuple:
             if expected.dtype == bool:
                 np.testing.assert_array_equal(got, expected)
             else:
-                np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), rtol=tolerance(dtype), atol=tolerance(dtype), equal_nan=True)
+                finite = np.abs(expected[np.isfinite(expected)]) if expected.size else np.zeros(0)
+                scale = max(1.0, float(finite.max())) if finite.size and dtype in (torch.bfloat16, torch.float16) else 1.0
+                np.testing.assert_allclose(
+                    got.astype(np.float64), expected.astype(np.float64), rtol=tolerance(dtype), atol=tolerance(dtype) * scale, equal_nan=True
+                )
         except AssertionError as error:
             return "wrong", f"{backend} {dtype}: {str(error).strip().splitlines()[:4]}"
     return "pass", ""
