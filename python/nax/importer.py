@@ -662,13 +662,25 @@ class _Writer:
         self.bind(node, f"masked_fill({x}, {mask}, {fill})", out)
 
     def op_arange(self, node):
-        if len(node.args) != 1:
-            self.unsupported(node, "arange", "arange with a start or a step is not supported yet")
+        """`arange(end)`, `arange(start, end, step)`: the positions of the
+        result's axis, scaled and shifted, in the result's dtype."""
+        args = node.args
+        start, step = (0, 1) if len(args) == 1 else (args[0], args[2] if len(args) > 2 else 1)
+        if len(args) > 1 and any(hasattr(a, "name") for a in args):
+            self.unsupported(node, "arange", "a start or a step with an end of dynamic size is not supported yet")
         out = self.axes_of(node.meta["val"].shape)
+        kind = _kind(node.meta["val"].dtype)
+        number = (lambda v: str(int(v))) if kind == "Int" else (lambda v: repr(float(v)))
         if out == [None]:
-            self.bind(node, "0", [])
-        else:
-            self.bind(node, f"arange({out[0]})", out)
+            self.bind(node, number(start) if kind in ("Int", "Real") else f"full({kind}[], {number(start)})", [])
+            return
+        positions = f"arange({out[0]})" if kind == "Int" else f"{'float' if kind == 'Real' else kind}(arange({out[0]}))"
+        if step != 1:
+            positions = f"{positions} * {number(step)}"
+        if start != 0:
+            positions = f"{positions} + {number(start)}"
+        self.bind(node, positions, out)
+        if kind == "Int" and start == 0 and step == 1:
             self.aranges[node.name] = out[0]
 
     def op_add(self, node):
@@ -1350,6 +1362,31 @@ class _Writer:
             value = f"sum(where({on_index}, {x}, 0), {axes[dim]})"
         self.bind(node, value, index_names)
 
+    def op_cdist(self, node):
+        """`torch.cdist(x1, x2, p)`: the p-norm of every row of x1 less every
+        row of x2, computed directly (not by torch's matrix-product shortcut
+        for p = 2, which loses small distances)."""
+        (x1, a1), (x2, a2) = self.operand(node.args[0]), self.operand(node.args[1])
+        p = float(node.args[2]) if len(node.args) > 2 else 2.0
+        out = self.axes_of(node.meta["val"].shape)
+        if not a1 or not a2 or None in a1[-2:] + a2[-2:] or None in out[-2:] or len(a1) != len(a2) or a1[:-2] != a2[:-2]:
+            self.unsupported(node, "cdist", "rows or features of size 1, or batches that broadcast, are not supported yet")
+        feature, batch = a1[-1], present(a1[:-2])
+        rows = self.fresh(f"{a2[-2]}_rows")
+        first = " ".join(batch + [a1[-2], feature])
+        second = " ".join(batch + [rows, feature])
+        x1 = f"rearrange({x1}, {first} -> {' '.join(batch + [a1[-2], '1', feature])})"
+        x2 = f"rearrange(({x2} as [{second}]), {second} -> {' '.join(batch + ['1', rows, feature])})"
+        difference = self.fresh(f"{node.name}_difference")
+        self.lines.append(f"{difference} = {x1} - {x2}")
+        self.scoped.update(present(a1) + [rows])
+        norms = {2.0: f"sqrt(sum({difference} * {difference}, {feature}))", 1.0: f"sum(abs({difference}), {feature})", 0.0: f"sum(float({difference} != 0.0), {feature})"}
+        if p == float("inf"):
+            value = f"max(abs({difference}), {feature})"
+        else:
+            value = norms.get(p, f"pow(sum(pow(abs({difference}), {p!r}), {feature}), {1.0 / p!r})")
+        self.bind(node, value, present(a1[:-1]) + [rows])
+
     def op_sym_numel(self, node):
         """A tensor's element count as an `int`: the product of its size names."""
         shape = node.args[0].meta["val"].shape
@@ -1637,6 +1674,7 @@ class _Writer:
         self.bind(node, f"concat({', '.join(parts)}: {', '.join(joined)} -> {out[dim]})", out)
 
     def op_embedding(self, node):
+        """A lookup (`take`); `padding_idx` changes only the gradient."""
         (table, table_axes), (ids, id_axes) = self.operand(node.args[0]), self.operand(node.args[1])
         rows = present(table_axes[1:])
         clash = [a for a in present(id_axes or []) if a in rows]
