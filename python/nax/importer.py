@@ -1713,7 +1713,10 @@ class _Writer:
                 self.lines.append(f"{name} = {name} + ({m} as [{' '.join(renamed)}])")
         if causal:
             visible = self.fresh(node.name + "_visible")
-            self.lines.append(f"{visible} = rearrange(arange({n}), {n} -> {n} 1) >= (arange({n}) as [{keys}])")
+            # torch's causal mask is the lower triangle from the top left
+            # (a key is visible where its position is at most the query's),
+            # whatever the keys' length.
+            self.lines.append(f"{visible} = rearrange(arange({n}), {n} -> {n} 1) >= arange({keys})")
             self.lines.append(f"{name} = masked_fill({name}, !{visible}, -inf)")
         weights = f"softmax({name}, {keys})"
         self.bind(node, f"einsum({weights}, {values}: {' '.join(batch + [n, keys])}, {' '.join(batch + [keys, va[-1]])} -> {' '.join(batch + [n, va[-1]])})", batch + [n, va[-1]])
