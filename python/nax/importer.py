@@ -1640,11 +1640,19 @@ class _Writer:
         parts, joined = [], []
         for k, t in enumerate(tensors):
             value, axes = self.operand(t)
-            if axes is None or len(axes) != len(out) or axes[dim] is None or out[dim] is None:
-                self.unsupported(node, "cat", "joining along an axis of size 1 or operands of another rank is not supported yet")
-            own = f"{out[dim]}_part{k}"
-            names = [own if i == dim else out[i] for i, a in enumerate(axes) if a is not None]
-            parts.append(f"({value} as [{' '.join(names)}])")
+            if axes is None or len(axes) != len(out) or out[dim] is None:
+                self.unsupported(node, "cat", "a result of size 1 along the axis, or operands of another rank, are not supported yet")
+            own = self.fresh(f"{out[dim]}_part{k}")
+            if axes[dim] is None:
+                # A part of size 1 along the axis (absent from its value): given one.
+                others = [out[i] for i, a in enumerate(axes) if a is not None]
+                if others != present(axes):
+                    value = f"({value} as [{' '.join(others)}])"
+                grown = [own if i == dim else out[i] for i, a in enumerate(axes) if a is not None or i == dim]
+                parts.append(f"repeat({value}, {' '.join(others)} -> {' '.join(grown)}, {own}=1)")
+            else:
+                names = [own if i == dim else out[i] for i, a in enumerate(axes) if a is not None]
+                parts.append(f"({value} as [{' '.join(names)}])")
             joined.append(own)
         self.bind(node, f"concat({', '.join(parts)}: {', '.join(joined)} -> {out[dim]})", out)
 

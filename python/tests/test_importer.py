@@ -381,3 +381,18 @@ def test_copy_and_numel_of_dynamic_dims_agree_with_pytorch():
         for b, n in ((2, 3), (4, 5)):
             x, y = torch.randn(b, n), torch.randn(n)
             np.testing.assert_allclose(np.asarray(compiled.forward(x, y)), Copies()(x, y).numpy(), rtol=1e-6)
+
+
+def test_concatenating_parts_of_size_one_agrees_with_pytorch():
+    """`torch.cat` of parts one long along the axis (absent from nax's
+    values: each is given the axis), twice in one program."""
+
+    class Columns(torch.nn.Module):
+        def forward(self, a, b):
+            first = torch.cat([a[:, :1], b, a[:, 1:2]], 1)
+            return first * 2 + torch.cat([torch.cat([a[:, :1], a[:, :1]], 1), b[:, :1]], 1).sum(1, keepdim=True)
+
+    a, b = torch.randn(3, 4), torch.randn(3, 2)
+    imported = nax.from_torch(Columns(), (a, b))
+    for backend in ("interp", "llvm"):
+        np.testing.assert_allclose(np.asarray(imported.compile(backend=backend).forward(a, b)), Columns()(a, b).numpy(), rtol=1e-6, atol=1e-6)
