@@ -144,6 +144,7 @@ class _Writer:
         self.axes = {}  # node name -> axis names
         self.kinds = {}  # node name -> nax kind, where not plain (softmax's Prob(a))
         self.splits = {}  # a split's node name -> (its operand, axis, [(start, stop)])
+        self.pairs = {}  # a node of two results (max over a dim) -> each one's (value, axes)
         self.aranges = {}  # node name -> the axis whose positions it holds (arange, unsqueezed, plus 0)
         self.derived = {}  # `seq_2` -> `seq`: a second name for a size
         self.scoped = set()  # axis names the body has bound so far
@@ -586,16 +587,37 @@ class _Writer:
         self.bind(node, f"{name}({', '.join(value for value, _ in operands)})", out)
 
     def op_min(self, node):
-        """`torch.min(a, b)` elementwise (`aten.min.other`)."""
-        if len(node.args) != 2 or not hasattr(node.args[1], "name"):
-            self.unsupported(node, "min", "min over a dim (with its indices) is not supported yet")
-        self.op_minimum(node)
+        """`torch.min(a, b)` elementwise, or over a dim with its indices."""
+        if len(node.args) >= 2 and isinstance(node.args[1], int) and not isinstance(node.args[1], bool):
+            self.extremum_with_index(node, "min", "argmin")
+        elif len(node.args) != 2 or not hasattr(node.args[1], "name"):
+            self.unsupported(node, "min", "min of the whole tensor is not supported yet")
+        else:
+            self.op_minimum(node)
 
     def op_max(self, node):
-        """`torch.max(a, b)` elementwise (`aten.max.other`)."""
-        if len(node.args) != 2 or not hasattr(node.args[1], "name"):
-            self.unsupported(node, "max", "max over a dim (with its indices) is not supported yet")
-        self.op_maximum(node)
+        """`torch.max(a, b)` elementwise, or over a dim with its indices."""
+        if len(node.args) >= 2 and isinstance(node.args[1], int) and not isinstance(node.args[1], bool):
+            self.extremum_with_index(node, "max", "argmax")
+        elif len(node.args) != 2 or not hasattr(node.args[1], "name"):
+            self.unsupported(node, "max", "max of the whole tensor is not supported yet")
+        else:
+            self.op_maximum(node)
+
+    def extremum_with_index(self, node, reduction, arg_reduction):
+        """`max(x, dim)`: the values and their indices, a pair its `getitem`s take."""
+        x, axes = self.operand(node.args[0])
+        if not axes or self.is_mask(node.args[0]):
+            self.unsupported(node, reduction, "of a rank-0 tensor or of masks, not supported yet")
+        dim = node.args[1] % len(axes)
+        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        if axes[dim] is None:
+            self.unsupported(node, reduction, "over an axis of size 1, not supported yet")
+        left = [None if i == dim else a for i, a in enumerate(axes)] if keep else [a for i, a in enumerate(axes) if i != dim]
+        values, indices = self.fresh(f"{node.name}_values"), self.fresh(f"{node.name}_indices")
+        self.lines.append(f"{values} = {reduction}({x}, {axes[dim]})")
+        self.lines.append(f"{indices} = {arg_reduction}({x}, {axes[dim]})")
+        self.pairs[node.name] = [(values, left), (indices, left)]
 
     def op_repeat_interleave(self, node):
         """`x.repeat_interleave(r, dim)`: each element r times along the axis
@@ -1036,6 +1058,9 @@ class _Writer:
 
     def op_getitem(self, node):
         source, index = node.args
+        if source.name in self.pairs:
+            self.values[node.name], self.axes[node.name] = self.pairs[source.name][index]
+            return
         if source.name not in self.splits:
             self.unsupported(node, "getitem", "an item of anything but a split is not supported yet")
         operand, dim, parts = self.splits[source.name]

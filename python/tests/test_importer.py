@@ -396,3 +396,21 @@ def test_concatenating_parts_of_size_one_agrees_with_pytorch():
     imported = nax.from_torch(Columns(), (a, b))
     for backend in ("interp", "llvm"):
         np.testing.assert_allclose(np.asarray(imported.compile(backend=backend).forward(a, b)), Columns()(a, b).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_max_and_min_over_a_dim_give_torchs_values_and_indices():
+    """`torch.max(x, dim)` and `torch.min`: the values and the indices (the
+    first of a tie, a nan's own), as two results; the OpInfo sweep leaves
+    out results that are pairs."""
+
+    class Extremes(torch.nn.Module):
+        def forward(self, x):
+            top, where_top = torch.max(x, 1)
+            low, where_low = torch.min(x, 0, keepdim=True)
+            return top, where_top, low, where_low
+
+    x = torch.tensor([[1.0, float("nan"), 3.0, 3.0], [2.0, 5.0, 5.0, -1.0], [float("-inf")] * 4])
+    imported = nax.from_torch(Extremes(), (x,))
+    for backend in ("interp", "llvm"):
+        for ours, theirs in zip(imported.compile(backend=backend).forward(x), Extremes()(x)):
+            np.testing.assert_array_equal(np.asarray(ours).reshape(theirs.shape), theirs.numpy())
