@@ -381,6 +381,15 @@ class _Writer:
             return value
         return f"{'int' if result in ('torch.int64', 'torch.int32') else 'float'}({value})"
 
+    def literal(self, node, value) -> str:
+        """`value` as a literal of the node's result's category: an integer,
+        a bool for masks, else a float."""
+        if self.integral(node):
+            return str(int(value))
+        if str(node.meta["val"].dtype) == "torch.bool":
+            return "true" if value else "false"
+        return repr(float(value))
+
     def integral(self, node) -> bool:
         """Whether the node's result is an integer tensor (nax's built-ins
         but negation give Real; torch keeps the integer dtype)."""
@@ -437,8 +446,7 @@ class _Writer:
     def op_hardtanh(self, node):
         low = node.args[1] if len(node.args) > 1 else -1.0
         high = node.args[2] if len(node.args) > 2 else 1.0
-        bound = (lambda b: str(int(b))) if self.integral(node) else (lambda b: repr(float(b)))
-        self.unary(node, f"minimum(maximum({{}}, {bound(low)}), {bound(high)})")
+        self.unary(node, f"minimum(maximum({{}}, {self.literal(node, low)}), {self.literal(node, high)})")
 
     def is_mask(self, arg) -> bool:
         """Whether the argument is a bool tensor (not a number, nor a size)."""
@@ -659,8 +667,7 @@ class _Writer:
         high = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
         bounds = [b for b in (low, high) if b is not None]
         out, operands = self.aligned(node, [node.args[0], *bounds])
-        number = (lambda b: str(int(b))) if self.integral(node) else (lambda b: repr(float(b)))
-        values = iter(value if hasattr(arg, "name") else number(arg) for arg, (value, _) in zip([node.args[0], *bounds], operands))
+        values = iter(value if hasattr(arg, "name") else self.literal(node, arg) for arg, (value, _) in zip([node.args[0], *bounds], operands))
         x = next(values)
         if low is not None:
             x = f"maximum({x}, {next(values)})"
@@ -692,15 +699,15 @@ class _Writer:
             self.unsupported(node, "arange", "a start or a step with an end of dynamic size is not supported yet")
         out = self.axes_of(node.meta["val"].shape)
         kind = _kind(node.meta["val"].dtype)
-        number = (lambda v: str(int(v))) if kind == "Int" else (lambda v: repr(float(v)))
         if out == [None]:
-            self.bind(node, number(start) if kind in ("Int", "Real") else f"full({kind}[], {number(start)})", [])
+            first = self.literal(node, start)
+            self.bind(node, first if kind in ("Int", "Real") else f"full({kind}[], {first})", [])
             return
         positions = f"arange({out[0]})" if kind == "Int" else f"{'float' if kind == 'Real' else kind}(arange({out[0]}))"
         if step != 1:
-            positions = f"{positions} * {number(step)}"
+            positions = f"{positions} * {self.literal(node, step)}"
         if start != 0:
-            positions = f"{positions} + {number(start)}"
+            positions = f"{positions} + {self.literal(node, start)}"
         self.bind(node, positions, out)
         if kind == "Int" and start == 0 and step == 1:
             self.aranges[node.name] = out[0]
@@ -772,19 +779,9 @@ class _Writer:
 
     def reduction(self, node, name):
         """`name(x, a)` over each axis of `dim` (every axis without one), kept
-        as size 1 with `keepdim`."""
+        as size 1 with `keepdim` (the third argument)."""
         x, axes = self.operand(node.args[0])
-        x = self.numeric(node, node.args[0], x)
-        dims = node.args[1] if len(node.args) > 1 and node.args[1] is not None else node.kwargs.get("dim")
-        if dims is None or dims == []:
-            dims = list(range(len(axes)))
-        dims = {d % len(axes) for d in ([dims] if isinstance(dims, int) else dims)} if axes else set()
-        for d in sorted(dims):
-            if axes[d] is not None:
-                x = f"{name}({x}, {axes[d]})"
-        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
-        left = [a for i, a in enumerate(axes) if i not in dims]
-        self.bind(node, x, left if not keep else [None if i in dims else a for i, a in enumerate(axes)])
+        self.reduce_then(node, self.numeric(node, node.args[0], x), axes, name, "", keep_at=2)
 
     def op_mean(self, node):
         self.reduction(node, "mean")
@@ -805,19 +802,27 @@ class _Writer:
         """Broadcast axes of size 1 made real, by `repeat`; the operand's
         axes take the result's names at their positions (from the right, as
         torch lines them up), which may differ from theirs."""
-        x, axes = self.operand(node.args[0])
-        out = self.axes_of(node.meta["val"].shape)
-        at = len(out) - len(axes)
-        renamed = [out[at + i] for i, a in enumerate(axes) if a is not None]
-        if None in renamed or at < 0:
-            self.unsupported(node, "expand", "an operand larger than the result along an axis")
-        if renamed == present(out) and renamed == present(axes):
+        x, out = self.broadcast(node, node.args[0], "expand")
+        if x == self.operand(node.args[0])[0]:
             self.identity(node)
             self.axes[node.name] = out
             return
+        self.bind(node, x, out)
+
+    def broadcast(self, node, arg, what):
+        """`arg`'s value lined up with the node's result as torch
+        broadcasts (from the right): its axes renamed to the result's at
+        their positions, the axes it lacks repeated; and the result's axes."""
+        x, axes = self.operand(arg)
+        axes = axes or []
+        out = self.axes_of(node.meta["val"].shape)
+        at = len(out) - len(axes)
+        renamed = [out[at + i] for i, a in enumerate(axes) if a is not None] if at >= 0 else [None]
+        if None in renamed:
+            self.unsupported(node, what, "an operand larger than the result along an axis")
         if renamed != present(axes):
             x = f"({x} as [{' '.join(renamed)}])"
-        self.bind(node, x if renamed == present(out) else self.repeat(x, renamed, present(out)), out)
+        return (x if renamed == present(out) else self.repeat(x, renamed, present(out))), out
 
     def repeat(self, x, have, want) -> str:
         """`repeat(x, have -> want)`, sizing a new axis the body has not named
@@ -1073,11 +1078,15 @@ class _Writer:
             # A part of size 1: its element, the axis gone as size-1 axes go.
             self.bind(node, f"{x}[{axes[dim]} = {start}]", out)
         else:
-            # The part's axis under a name of its own where the operand's
-            # other axes hold the result's name (bind then renames them all).
-            part = out[dim] if out[dim] not in axes else self.fresh(f"{out[dim]}_part")
-            natural = [part if i == dim else a for i, a in enumerate(axes)]
-            self.bind(node, f"{x}[{axes[dim]} = {start}:{stop} as {part}]", natural)
+            self.bind_slice(node, x, axes, dim, out[dim], f"{start}:{stop}")
+
+    def bind_slice(self, node, x, axes, dim, name, bounds):
+        """Binds `x[a = bounds as name]`; the slice's axis under a name of
+        its own where the operand's other axes hold `name` (bind then
+        renames them all)."""
+        part = name if name not in axes else self.fresh(f"{name}_part")
+        natural = [part if i == dim else a for i, a in enumerate(axes)]
+        self.bind(node, f"{x}[{axes[dim]} = {bounds} as {part}]", natural)
 
     def op_slice(self, node):
         """`x[a = start:stop:step]` (an element where one remains)."""
@@ -1107,11 +1116,7 @@ class _Writer:
             self.identity(node)
         else:
             stride = "" if step == 1 else f":{step}"
-            # The slice's axis under a name of its own where the operand's
-            # other axes hold the result's name (bind then renames them all).
-            part = out[dim] if out[dim] not in axes else self.fresh(f"{out[dim]}_part")
-            natural = [part if i == dim else a for i, a in enumerate(axes)]
-            self.bind(node, f"{x}[{axes[dim]} = {first}:{last}{stride} as {part}]", natural)
+            self.bind_slice(node, x, axes, dim, out[dim], f"{first}:{last}{stride}")
 
     def op_constant_pad_nd(self, node):
         """Padding with a value (`pad` pairs from the last axis): `concat`
@@ -1124,7 +1129,7 @@ class _Writer:
         if len(pads) % 2 or any(not isinstance(p, int) for p in pads) or not axes:
             self.unsupported(node, "constant_pad_nd", "pads given by dynamic sizes are not supported yet")
         kind = _kind(node.meta["val"].dtype)
-        fill = {"Int": lambda v: str(int(v)), "Mask": lambda v: "true" if v else "false"}.get(kind, lambda v: repr(float(v)))(value)
+        fill = self.literal(node, value)
         current = list(axes)
         for k in range(len(pads) // 2):
             low, high = pads[2 * k], pads[2 * k + 1]
@@ -1171,16 +1176,8 @@ class _Writer:
     def op_copy(self, node):
         """`copy(self, src)`: the source, broadcast to the destination's
         shape, in its dtype."""
-        out = self.axes_of(node.meta["val"].shape)
-        x, axes = self.operand(node.args[1])
-        at = len(out) - len(axes or [])
-        renamed = [out[at + i] for i, a in enumerate(axes or []) if a is not None]
-        if at < 0 or None in renamed:
-            self.unsupported(node, "copy", "a source larger than the destination along an axis")
-        if renamed != present(axes or []):
-            x = f"({x} as [{' '.join(renamed)}])"
-        x = self.converted(node.args[1], x, node.meta["val"].dtype)
-        self.bind(node, x if renamed == present(out) else self.repeat(x, renamed, present(out)), out)
+        x, out = self.broadcast(node, node.args[1], "copy")
+        self.bind(node, self.converted(node.args[1], x, node.meta["val"].dtype), out)
 
     def op_select_scatter(self, node):
         """`select_scatter(x, src, dim, index)`: x with src at one position
@@ -1462,8 +1459,7 @@ class _Writer:
         if isinstance(value, complex) or hasattr(value, "name"):
             self.unsupported(node, name, "a fill value given as a tensor or a complex number is not supported")
         number = {"ones": 1, "zeros": 0, "full": value}[name]
-        # The value as a literal of the result's category.
-        literal = {"Int": lambda v: str(int(v)), "Mask": lambda v: "true" if v else "false"}.get(kind, lambda v: repr(float(v)))(number)
+        literal = self.literal(node, number)
         if not present(axes):
             if kind in ("Real", "Int", "Mask"):
                 self.values[node.name], self.axes[node.name] = literal, axes
@@ -1601,7 +1597,7 @@ class _Writer:
         """Whether some element along the axes is true (nonzero): a count above 0."""
         x, axes = self.operand(node.args[0])
         truth = x if self.is_mask(node.args[0]) else f"({x} != 0)"
-        self.reduce_then(node, f"int({truth})", axes, "sum", " > 0")
+        self.reduce_then(node, f"int({truth})", axes, "sum", " > 0", keep_at=2)
 
     def op_var(self, node):
         """The variance: the mean square about the mean, times n / (n - correction)."""
@@ -1614,15 +1610,13 @@ class _Writer:
         dims = self.dims_of(node, axes)
         kept = [a for d, a in enumerate(axes) if d in dims and a is not None]
         count = " * ".join(kept) if kept else "1"
-        centered = x
-        for a in kept:
-            centered = f"{centered} - mean({x}, {a})" if centered == x else centered
         mean_all = x
         for a in kept:
             mean_all = f"mean({mean_all}, {a})"
         squares = f"({x} - {mean_all}) * ({x} - {mean_all})"
         scale = f" * ({count} / ({count} - {correction}))" if correction else ""
-        self.reduce_then(node, squares, axes, "mean", scale)
+        # var.dim(x, dim, unbiased, keepdim): keepdim is the fourth argument.
+        self.reduce_then(node, squares, axes, "mean", scale, keep_at=3)
 
     def dims_of(self, node, axes) -> set:
         """The axes a reduction's `dim` argument names (every axis without one)."""
@@ -1633,18 +1627,17 @@ class _Writer:
             return set(range(len(axes)))
         return {d % len(axes) for d in ([dims] if isinstance(dims, int) else dims)}
 
-    def reduce_then(self, node, value, axes, name, after):
-        """`name` of `value` over the node's `dim` axes, then `after`, kept as size 1 with `keepdim`."""
+    def reduce_then(self, node, value, axes, name, after, keep_at):
+        """`name` of `value` over the node's `dim` axes, then `after`; kept
+        as size 1 with `keepdim` (argument `keep_at`, or the keyword)."""
         axes = axes or []
         dims = self.dims_of(node, axes)
         for d in sorted(dims):
             if axes[d] is not None:
                 value = f"{name}({value}, {axes[d]})"
-        keep = node.kwargs.get("keepdim", node.args[2] if len(node.args) > 2 and isinstance(node.args[2], bool) and name != "mean" else False)
-        if len(node.args) > 3 and isinstance(node.args[3], bool):
-            keep = node.args[3]
+        keep = node.args[keep_at] if len(node.args) > keep_at else node.kwargs.get("keepdim", False)
         left = [a for i, a in enumerate(axes) if i not in dims]
-        self.bind(node, f"({value}){after}", left if not keep else [None if i in dims else a for i, a in enumerate(axes)])
+        self.bind(node, f"({value}){after}" if after else value, left if not keep else [None if i in dims else a for i, a in enumerate(axes)])
 
     def op_select(self, node):
         """`x[a = i]`: one element along an axis, which goes."""

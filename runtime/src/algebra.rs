@@ -17,9 +17,10 @@
 //! The boundary's class checks are facts the forms use: a class whose
 //! members have two forms (a group's product and the keyword size that
 //! names it, `(w h c) = 30`, or two products required equal) states that
-//! they are equal. Where both are single terms, the fact is solved for one
-//! of its free atoms (one with exponent 1 or -1, the others known nonzero)
-//! and that atom is replaced by the solution in every form, so that
+//! they are equal. Where both are single terms, the fact is solved for a
+//! free atom that stands with exponent 1 on one side alone (the side's
+//! other atoms known nonzero) and that atom is replaced by the solution in
+//! every form, so that
 //! `w * h * c` and `30` are one size when the program said so.
 
 use crate::sizes::{Size, SizeTable, SymDef, SymId};
@@ -144,12 +145,10 @@ impl Normal {
             }
             let mut out = Normal::default();
             for (monomial, &c) in &form.terms {
-                let mut term = Normal { terms: BTreeMap::from([(Vec::new(), c)]) };
-                for (a, e) in monomial {
-                    let factor = if a == atom { value.power(*e)? } else { Normal { terms: BTreeMap::from([(vec![(a.clone(), *e)], (1, 1))]) } };
-                    term = term.mul(&factor)?;
-                }
-                out = out.add(&term, 1)?;
+                // The term without the atom, times the atom's value to its power.
+                let exponent = monomial.iter().find(|(a, _)| a == atom).map_or(0, |&(_, e)| e);
+                let rest = Normal { terms: BTreeMap::from([(without(monomial, atom), c)]) };
+                out = out.add(&rest.mul(&value.power(exponent)?)?, 1)?;
             }
             form = out;
         }
@@ -309,6 +308,11 @@ impl<'t> Algebra<'t> {
     }
 }
 
+/// A monomial with `atom` left out.
+fn without(monomial: &Monomial, atom: &Atom) -> Monomial {
+    monomial.iter().filter(|(a, _)| a != atom).cloned().collect()
+}
+
 /// Solves `a = b`, both single terms, for a free atom that stands in one
 /// side alone with exponent 1 and not in the other, that side's other
 /// atoms all in `nonzero` (so that dividing by them is sound): the atom
@@ -325,7 +329,7 @@ fn solve_for_an_atom(a: &Normal, b: &Normal, nonzero: &[Atom]) -> Option<(Atom, 
         };
         if let Some((x, _)) = atoms.iter().rev().find(solvable) {
             // side = x * rest, so x = other / rest.
-            let rest = Normal { terms: side.terms.iter().map(|(m, &c)| (m.iter().filter(|(y, _)| y != x).cloned().collect(), c)).collect() };
+            let rest = Normal { terms: side.terms.iter().map(|(m, &c)| (without(m, x), c)).collect() };
             return Some((x.clone(), other.mul(&rest.inverse()?)?));
         }
     }

@@ -118,8 +118,9 @@ impl Function {
     /// them (inside `pool`) and runs it.
     fn admit_and_execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, pool: &ThreadPool) -> Result<Vec<HostTensor>, RuntimeError> {
         let peak = self.exec.peak(call, into.is_some());
-        call.admit(Peak { bytes: peak.bytes.saturating_add(call.packing_bytes()), ..peak })?;
-        if call.packing_bytes() == 0 {
+        let packing = call.packing_bytes();
+        call.admit(Peak { bytes: peak.bytes.saturating_add(packing), ..peak })?;
+        if packing == 0 {
             return self.exec.execute(call, into, pool);
         }
         let packed = pool.install(|| call.packed())?;
