@@ -45,6 +45,8 @@ traceback from inside the importer.
 
 from __future__ import annotations
 
+import functools
+import operator
 import os
 import re
 
@@ -297,6 +299,9 @@ class _Writer:
         name = getattr(target, "__name__", str(target))
         op = name.split(".")[0]
         handler = getattr(self, "op_" + op, None)
+        if handler is None and op.endswith("_copy"):
+            # `t_copy`, `view_copy`...: a functional program's views are copies.
+            handler = getattr(self, "op_" + op.removesuffix("_copy"), None)
         if handler is None and op in _UNARY:
             handler = lambda node: self.unary(node, _UNARY[op])  # noqa: E731
         if handler is None:
@@ -347,7 +352,7 @@ class _Writer:
         if node.args[0].name in self.kinds:
             self.kinds[node.name] = self.kinds[node.args[0].name]
 
-    op_contiguous = op_clone = op_alias = identity
+    op_contiguous = op_clone = op_alias = op_detach = op_lift_fresh = identity
 
     def op_dropout(self, node):
         """The identity of an evaluation; dropout in training is random."""
@@ -480,18 +485,7 @@ class _Writer:
         result's axes, so nax's result keeps the canonical order."""
         out = self.axes_of(node.meta["val"].shape)
         full = present(out)
-        operands = []
-        for arg in args:
-            value, axes = self.operand(arg)
-            if axes is not None:
-                at = len(out) - len(axes)
-                names = [out[at + i] for i, name in enumerate(axes) if name is not None]
-                if None in names:
-                    self.unsupported(node, str(node.target), "an operand larger than the result along an axis")
-                if names != present(axes):
-                    value = f"({value} as [{' '.join(names)}])"
-                axes = names
-            operands.append((value, axes))
+        operands = [self.lined_up(node, arg, out) for arg in args]
         known = [axes for _, axes in operands if axes is not None]
         ordered = any(axes == full for axes in known) and all(axes == full[: len(axes)] or axes == full[len(full) - len(axes) :] for axes in known)
         if known and not ordered:
@@ -507,6 +501,20 @@ class _Writer:
             value, axes = operands[0]
             operands[0] = (self.repeat(value, axes or [], full), full)
         return out, operands
+
+    def lined_up(self, node, arg, out) -> tuple:
+        """`arg`'s value and axes, its axes renamed to those of `out` at
+        their positions from the right (as torch broadcasts); a number as it is."""
+        value, axes = self.operand(arg)
+        if axes is None:
+            return value, None
+        at = len(out) - len(axes)
+        names = [out[at + i] if at + i >= 0 else None for i, name in enumerate(axes) if name is not None]
+        if None in names:
+            self.unsupported(node, str(node.target), "an operand larger than the result along an axis")
+        if names != present(axes):
+            value = f"({value} as [{' '.join(names)}])"
+        return value, names
 
     def binary(self, node, symbol):
         # Positions plus 0 are positions; a mask and `true` is the mask.
@@ -598,8 +606,8 @@ class _Writer:
         """`torch.min(a, b)` elementwise, or over a dim with its indices."""
         if len(node.args) >= 2 and isinstance(node.args[1], int) and not isinstance(node.args[1], bool):
             self.extremum_with_index(node, "min", "argmin")
-        elif len(node.args) != 2 or not hasattr(node.args[1], "name"):
-            self.unsupported(node, "min", "min of the whole tensor is not supported yet")
+        elif len(node.args) == 1:
+            self.whole(node, "min")
         else:
             self.op_minimum(node)
 
@@ -607,10 +615,24 @@ class _Writer:
         """`torch.max(a, b)` elementwise, or over a dim with its indices."""
         if len(node.args) >= 2 and isinstance(node.args[1], int) and not isinstance(node.args[1], bool):
             self.extremum_with_index(node, "max", "argmax")
-        elif len(node.args) != 2 or not hasattr(node.args[1], "name"):
-            self.unsupported(node, "max", "max of the whole tensor is not supported yet")
+        elif len(node.args) == 1:
+            self.whole(node, "max")
         else:
             self.op_maximum(node)
+
+    def whole(self, node, reduction):
+        """`max(x)`, `min(x)`: over every axis; of masks, whether any (every)
+        element is true."""
+        x, axes = self.operand(node.args[0])
+        if self.is_mask(node.args[0]):
+            x = f"int({x})" if reduction == "max" else f"int(!{x})"
+            after = " > 0" if reduction == "max" else " == 0"
+            reduction = "sum"
+        else:
+            after = ""
+        for a in present(axes or []):
+            x = f"{reduction}({x}, {a})"
+        self.bind(node, f"({x}){after}" if after else x, [])
 
     def extremum_with_index(self, node, reduction, arg_reduction):
         """`max(x, dim)`: the values and their indices, a pair its `getitem`s take."""
@@ -619,12 +641,15 @@ class _Writer:
             self.unsupported(node, reduction, "of a rank-0 tensor or of masks, not supported yet")
         dim = node.args[1] % len(axes)
         keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
-        if axes[dim] is None:
-            self.unsupported(node, reduction, "over an axis of size 1, not supported yet")
         left = [None if i == dim else a for i, a in enumerate(axes)] if keep else [a for i, a in enumerate(axes) if i != dim]
         values, indices = self.fresh(f"{node.name}_values"), self.fresh(f"{node.name}_indices")
-        self.lines.append(f"{values} = {reduction}({x}, {axes[dim]})")
-        self.lines.append(f"{indices} = {arg_reduction}({x}, {axes[dim]})")
+        if axes[dim] is None:
+            # Over one element: itself, at index 0.
+            self.lines.append(f"{values} = {x}")
+            self.lines.append(f"{indices} = " + (f"zeros(Int[{' '.join(present(left))}])" if present(left) else "0"))
+        else:
+            self.lines.append(f"{values} = {reduction}({x}, {axes[dim]})")
+            self.lines.append(f"{indices} = {arg_reduction}({x}, {axes[dim]})")
         self.pairs[node.name] = [(values, left), (indices, left)]
 
     def op_repeat_interleave(self, node):
@@ -802,26 +827,20 @@ class _Writer:
         """Broadcast axes of size 1 made real, by `repeat`; the operand's
         axes take the result's names at their positions (from the right, as
         torch lines them up), which may differ from theirs."""
-        x, out = self.broadcast(node, node.args[0], "expand")
+        x, out = self.broadcast(node, node.args[0])
         if x == self.operand(node.args[0])[0]:
             self.identity(node)
             self.axes[node.name] = out
             return
         self.bind(node, x, out)
 
-    def broadcast(self, node, arg, what):
+    def broadcast(self, node, arg):
         """`arg`'s value lined up with the node's result as torch
         broadcasts (from the right): its axes renamed to the result's at
         their positions, the axes it lacks repeated; and the result's axes."""
-        x, axes = self.operand(arg)
-        axes = axes or []
         out = self.axes_of(node.meta["val"].shape)
-        at = len(out) - len(axes)
-        renamed = [out[at + i] for i, a in enumerate(axes) if a is not None] if at >= 0 else [None]
-        if None in renamed:
-            self.unsupported(node, what, "an operand larger than the result along an axis")
-        if renamed != present(axes):
-            x = f"({x} as [{' '.join(renamed)}])"
+        x, renamed = self.lined_up(node, arg, out)
+        renamed = renamed or []
         return (x if renamed == present(out) else self.repeat(x, renamed, present(out))), out
 
     def repeat(self, x, have, want) -> str:
@@ -842,89 +861,98 @@ class _Writer:
             return
         x, axes = self.operand(node.args[0])
         functions = {torch.float32: "float", torch.int64: "int", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64"}
+        if want == torch.bool:
+            # Whether nonzero (nan is).
+            self.bind(node, f"{x} != {'0' if self.integral(node.args[0]) else '0.0'}", axes)
+            return
         if want not in functions:
             self.unsupported(node, "to", f"a conversion from {have} to {want} is not supported yet")
         self.bind(node, f"{functions[want]}({x})", axes)
 
     op__to_copy = op_to
 
-    def contraction(self, node, x, x_axes, w, w_axes, out_of_w, bias=None):
-        """x's last axis against w's other axis: `einsum`, plus a bias."""
-        if None in w_axes or x_axes[-1] is None:
-            self.unsupported(node, str(node.target), "a product over an axis of size 1 is not supported yet")
-        x_axes = present(x_axes)
-        summed = x_axes[-1]
-        w_labels = [summed if i != out_of_w else w_axes[out_of_w] for i in range(2)]
-        if w_labels[out_of_w] in x_axes:
-            w_labels[out_of_w] += "_out"
-        renamed = w if w_labels == w_axes else f"({w} as [{' '.join(w_labels)}])"
-        result_axes = x_axes[:-1] + [w_labels[out_of_w]]
-        expr = f"einsum({x}, {renamed}: {' '.join(x_axes)}, {' '.join(w_labels)} -> {' '.join(result_axes)})"
-        if bias is not None:
-            b, b_axes = self.operand(bias)
-            expr = f"{expr} + ({b} as [{result_axes[-1]}])" if b_axes != [result_axes[-1]] else f"{expr} + {b}"
-        self.bind(node, expr, result_axes)
+    def product(self, node, x_arg, w_arg, transposed=False):
+        """torch's matrix product (`matmul`, `mm`, `bmm`; `linear` of a
+        `transposed` weight) as one `einsum`: the summed axis under a name
+        of its own, every other axis under the result's name at its place
+        (batch axes lined up from the right, as torch broadcasts); axes of
+        size 1 absent, so a product over one is an outer product."""
+        (x, xa), (w, wa) = self.operand(x_arg), self.operand(w_arg)
+        out = self.axes_of(node.meta["val"].shape)
+        rx, rw = len(xa), len(wa)
+        depth = self.fresh("depth")
+        batch = out[: len(out) - (rx >= 2) - (rw >= 2)]
+        x_names = batch[len(batch) - (rx - 2) :] + [out[len(batch)], depth] if rx >= 2 else [depth]
+        w_names = batch[len(batch) - (rw - 2) :] + ([out[-1], depth] if transposed else [depth, out[-1]]) if rw >= 2 else [depth]
+        operands = []
+        for value, axes, names in ((x, xa, x_names), (w, wa, w_names)):
+            labels = [name for name, have in zip(names, axes) if have is not None]
+            operands.append((value if labels == present(axes) else f"({value} as [{' '.join(labels)}])", labels))
+        (x, x_labels), (w, w_labels) = operands
+        if not x_labels or not w_labels:
+            self.bind(node, f"{x} * {w}", x_labels or w_labels)
+            return
+        self.bind(node, f"einsum({x}, {w}: {' '.join(x_labels)}, {' '.join(w_labels)} -> {' '.join(present(out))})", present(out))
+
+    def biased(self, node, bias, beta=1, alpha=1):
+        """The node's product scaled by `alpha`, plus `bias` (broadcast as
+        torch's) scaled by `beta`; a `beta` of 0 leaves the bias out, nan and all."""
+        product, out = self.values[node.name], self.axes[node.name]
+        if alpha != 1:
+            product = f"{self.literal(node, alpha)} * {product}"
+        if bias is not None and beta != 0:
+            b, _ = self.lined_up(node, bias, out)
+            product = f"{product} + {b if beta == 1 else f'{self.literal(node, beta)} * {b}'}"
+        if product != self.values[node.name]:
+            self.bind(node, product, out)
 
     def op_linear(self, node):
-        (x, x_axes), (w, w_axes) = self.operand(node.args[0]), self.operand(node.args[1])
-        bias = node.args[2] if len(node.args) > 2 else None
-        self.contraction(node, x, x_axes, w, w_axes, 0, bias)
-
-    def op_bmm(self, node):
-        """A batch of matrix products: `einsum`, the operands' axes named
-        after the result's and a shared depth."""
-        (x, xa), (y, ya) = self.operand(node.args[0]), self.operand(node.args[1])
-        out = self.axes_of(node.meta["val"].shape)
-        if None in xa or None in ya or None in out:
-            self.unsupported(node, "bmm", "a batch or matrix axis of size 1 is not supported yet")
-        depth = self.fresh("depth")
-        b, n, m = out
-        self.bind(node, f"einsum(({x} as [{b} {n} {depth}]), ({y} as [{b} {depth} {m}]): {b} {n} {depth}, {b} {depth} {m} -> {b} {n} {m})", out)
-
-    def op_mm(self, node):
-        (x, x_axes), (w, w_axes) = self.operand(node.args[0]), self.operand(node.args[1])
-        self.contraction(node, x, x_axes, w, w_axes, 1)
+        self.product(node, node.args[0], node.args[1], transposed=True)
+        self.biased(node, node.args[2] if len(node.args) > 2 else None)
 
     def op_matmul(self, node):
-        (x, x_axes), (w, w_axes) = self.operand(node.args[0]), self.operand(node.args[1])
-        if len(w_axes) != 2:
-            self.unsupported(node, "matmul", "a batched right operand is not supported yet")
-        self.contraction(node, x, x_axes, w, w_axes, 1)
+        self.product(node, node.args[0], node.args[1])
+
+    op_mm = op_bmm = op_mv = op_dot = op_matmul
 
     def op_addmm(self, node):
-        (x, x_axes), (w, w_axes) = self.operand(node.args[1]), self.operand(node.args[2])
-        if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1:
-            self.unsupported(node, "addmm", "beta and alpha other than 1 are not supported yet")
-        self.contraction(node, x, x_axes, w, w_axes, 1, node.args[0])
+        """`beta * bias + alpha * (x @ w)` (`addmv`, `baddbmm` alike)."""
+        self.product(node, node.args[1], node.args[2])
+        self.biased(node, node.args[0], node.kwargs.get("beta", 1), node.kwargs.get("alpha", 1))
+
+    op_addmv = op_baddbmm = op_addmm
 
     def op_layer_norm(self, node):
+        """Over the last `len(normalized_shape)` axes (a mean over each;
+        those of size 1 average one element), then the weight and bias
+        lined up from the right."""
         x, axes = self.operand(node.args[0])
-        shape = node.args[1]
-        if len(shape) != 1:
-            self.unsupported(node, "layer_norm", "normalizing over more than the last axis is not supported yet")
+        normalized = present(axes[len(axes) - len(node.args[1]) :])
         weight = node.args[2] if len(node.args) > 2 else None
         bias = node.args[3] if len(node.args) > 3 else None
         eps = float(node.args[4]) if len(node.args) > 4 else 1e-5
-        last = axes[-1]
-        if last is None:
-            self.unsupported(node, "layer_norm", "normalizing an axis of size 1 is not supported yet")
-        centered = self.fresh(node.name + "_centered")
-        self.lines.append(f"{centered} = {x} - mean({x}, {last})")
-        expr = f"{centered} * rsqrt(mean({centered} * {centered}, {last}) + {eps!r})"
+        mean = x
+        for a in normalized:
+            mean = f"mean({mean}, {a})"
+        centered = self.held(node.name + "_centered", f"{x} - {mean}", axes)
+        variance = f"{centered} * {centered}"
+        for a in normalized:
+            variance = f"mean({variance}, {a})"
+        expr = f"{centered} * rsqrt({variance} + {eps!r})"
         if weight is not None:
-            expr = f"{expr} * {self.operand(weight)[0]}"
+            expr = f"{expr} * {self.lined_up(node, weight, axes)[0]}"
         if bias is not None:
-            expr = f"{expr} + {self.operand(bias)[0]}"
+            expr = f"{expr} + {self.lined_up(node, bias, axes)[0]}"
         self.bind(node, expr, axes)
 
     def along(self, node, function):
         x, axes = self.operand(node.args[0])
-        if not axes:
-            self.unsupported(node, function, "a softmax of a rank-0 tensor is not supported yet")
         x = self.converted(node.args[0], x, node.meta["val"].dtype)
-        dim = node.args[1] % len(axes)
-        if axes[dim] is None:
-            self.unsupported(node, function, "a softmax over an axis of size 1 is not supported yet")
+        dim = node.args[1] % max(len(axes), 1)
+        if not axes or axes[dim] is None:
+            # Over one element: torch's exp(x - max) / sum, 1 (log: 0), nan where x is not finite.
+            self.bind(node, f"exp({x} - {x})" if function == "softmax" else f"{x} - {x}", axes)
+            return
         # Prob and LogProb are of the default float; another dtype is its own kind.
         if str(node.meta["val"].dtype) == "torch.float32":
             self.bind(node, f"{function}({x}, {axes[dim]})", axes)
@@ -951,14 +979,20 @@ class _Writer:
         self.bind(node, f"rearrange({x}, {' '.join(present(axes))} -> {' '.join(present(out))})", out)
 
     def op_transpose(self, node):
-        rank = len(self.operand(node.args[0])[1])
+        rank = len(self.operand(node.args[0])[1] or [])
+        if rank < 2:
+            self.identity(node)
+            return
         a, b = node.args[1] % rank, node.args[2] % rank
         order = list(range(rank))
         order[a], order[b] = order[b], order[a]
         self.permuted(node, order)
 
     def op_t(self, node):
-        self.permuted(node, [1, 0])
+        if len(self.operand(node.args[0])[1] or []) < 2:
+            self.identity(node)
+        else:
+            self.permuted(node, [1, 0])
 
     def op_numpy_T(self, node):
         rank = len(self.operand(node.args[0])[1])
@@ -977,7 +1011,8 @@ class _Writer:
         rearrange that merges and splits neighbouring axes (grouped by the
         example's sizes; axes of size 1 are absent on both sides, and every
         part's name is a dim or an argument's axis, so a split needs no
-        keyword sizes)."""
+        keyword sizes). Several axes regrouped into several others are
+        merged into one first (a statement of its own), then split."""
         x, axes = self.operand(node.args[0])
         source = [(size, name) for size, name in zip(node.args[0].meta["val"].shape, axes) if name is not None]
         target_axes = self.axes_of(node.meta["val"].shape)
@@ -999,9 +1034,19 @@ class _Writer:
                     b *= _hint(target[outs[-1]][0])
                 else:
                     self.unsupported(node, str(node.target), "a view whose sizes do not group")
-            i, j = ins[-1] + 1, outs[-1] + 1
             if len(ins) > 1 and len(outs) > 1:
-                self.unsupported(node, str(node.target), "a view that regroups several axes into several others")
+                # Merge the group (its size the product of its parts'), then start again.
+                have, group = [name for _, name in source], [source[k][1] for k in ins]
+                merged = self.fresh("regrouped")
+                grouped = [f"({' '.join(group)})" if a == group[0] else a for a in have if a not in group[1:]]
+                renamed = [merged if a == group[0] else a for a in have if a not in group[1:]]
+                size = functools.reduce(operator.mul, [source[k][0] for k in ins])
+                x = self.held(f"{node.name}_regrouped", f"rearrange({x}, {' '.join(have)} -> {' '.join(grouped)}) as [{' '.join(renamed)}]", renamed)
+                source = source[: ins[0]] + [(size, merged)] + source[ins[-1] + 1 :]
+                left, right, natural, keywords = [], [], [], []
+                taken, i, j = {name for _, name in source}, 0, 0
+                continue
+            i, j = ins[-1] + 1, outs[-1] + 1
             if len(outs) > 1:
                 parts = []
                 for k in outs:
@@ -1118,10 +1163,24 @@ class _Writer:
             stride = "" if step == 1 else f":{step}"
             self.bind_slice(node, x, axes, dim, out[dim], f"{first}:{last}{stride}")
 
+    def with_axis(self, x, axes, dim, own) -> str:
+        """`x` (of torch axes `axes`) with its absent axis `dim`, of size 1,
+        present as `own`: `repeat(x, a b -> a own b, own=1)`."""
+        grown = [own if i == dim else a for i, a in enumerate(axes) if a is not None or i == dim]
+        return f"repeat({x}, {' '.join(present(axes))} -> {' '.join(grown)}, {own}=1)"
+
+    def held(self, want, expr, axes) -> str:
+        """`expr` bound to a statement of its own (its axes' names then sizes in scope)."""
+        name = self.fresh(want)
+        self.lines.append(f"{name} = {expr}")
+        self.scoped.update(present(axes))
+        return name
+
     def op_constant_pad_nd(self, node):
         """Padding with a value (`pad` pairs from the last axis): `concat`
         of the value repeated, the operand and the value again; a negative
-        pad crops (a slice)."""
+        pad crops (a slice). An axis of size 1 is given its name first, and
+        one the result has of size 1 is taken at its one position."""
         x, axes = self.operand(node.args[0])
         pads = list(node.args[1])
         value = node.args[2] if len(node.args) > 2 else 0
@@ -1130,53 +1189,54 @@ class _Writer:
             self.unsupported(node, "constant_pad_nd", "pads given by dynamic sizes are not supported yet")
         kind = _kind(node.meta["val"].dtype)
         fill = self.literal(node, value)
+        constant = fill if kind in ("Real", "Int", "Mask") else f"full({kind}[], {fill})"
         current = list(axes)
         for k in range(len(pads) // 2):
             low, high = pads[2 * k], pads[2 * k + 1]
             d = len(axes) - 1 - k
             if low == 0 and high == 0:
                 continue
-            if current[d] is None or out[d] is None:
-                self.unsupported(node, "constant_pad_nd", "padding an axis of size 1 is not supported yet")
             size = node.args[0].meta["val"].shape[d]
             if hasattr(size, "node"):
                 self.unsupported(node, "constant_pad_nd", "padding an axis of dynamic size is not supported yet")
+            if current[d] is None:
+                own = self.fresh(f"{out[d] or 'one'}_single")
+                x = self.held(f"{node.name}_single", self.with_axis(x, current, d, own), current)
+                current[d] = own
+                self.scoped.add(own)
             name = current[d]
             if low < 0 or high < 0:
                 # Crop first: a slice of the axis.
                 start, stop = max(-low, 0), int(size) - max(-high, 0)
                 cropped = self.fresh(f"{name}_cropped")
-                x = f"{x}[{name} = {start}:{stop} as {cropped}]"
+                current[d] = cropped
+                x = self.held(f"{node.name}_cropped", f"{x}[{name} = {start}:{stop} as {cropped}]", current)
                 name, low, high = cropped, max(low, 0), max(high, 0)
+                if low == 0 and high == 0:
+                    continue
             parts, joined = [], []
-            others = [a for i, a in enumerate(current) if a is not None and i != d]
             for count, role in ((low, "before"), (None, "middle"), (high, "after")):
                 if count == 0:
                     continue
-                own = self.fresh(f"{out[d]}_{role}")
+                own = self.fresh(f"{out[d] or name}_{role}")
                 joined.append(own)
                 if count is None:
-                    parts.append(f"({x} as [{' '.join(own if a == name else a for a in [a if i != d else name for i, a in enumerate(current) if a is not None])}])")
+                    parts.append(f"({x} as [{' '.join(own if a == name else a for a in present(current))}])")
                 else:
-                    grown = [own if i == d else a for i, a in enumerate(current) if a is not None or i == d]
-                    constant = fill if kind in ("Real", "Int", "Mask") else f"full({kind}[], {fill})"
+                    grown = [own if i == d else a for i, a in enumerate(current) if a is not None]
                     parts.append(f"repeat({constant}, -> {' '.join(grown)}, {own}={count})")
-            if len(parts) == 1:
-                # Only cropped: the slice is the value.
-                current[d] = name
-                continue
-            merged = self.fresh(f"{out[d]}_padded")
-            held = self.fresh(f"{node.name}_padded")
-            self.lines.append(f"{held} = concat({', '.join(parts)}: {', '.join(joined)} -> {merged})")
-            self.scoped.update(others + [merged])
-            current[d] = merged
-            x = held
+            current[d] = self.fresh(f"{out[d] or name}_padded")
+            x = self.held(f"{node.name}_padded", f"concat({', '.join(parts)}: {', '.join(joined)} -> {current[d]})", current)
+        for d, a in enumerate(current):
+            if a is not None and out[d] is None:
+                # Of size 1 in the result: its one element.
+                x, current[d] = f"{x}[{a} = 0]", None
         self.bind(node, x, current)
 
     def op_copy(self, node):
         """`copy(self, src)`: the source, broadcast to the destination's
         shape, in its dtype."""
-        x, out = self.broadcast(node, node.args[1], "copy")
+        x, out = self.broadcast(node, node.args[1])
         self.bind(node, self.converted(node.args[1], x, node.meta["val"].dtype), out)
 
     def op_select_scatter(self, node):
@@ -1197,8 +1257,7 @@ class _Writer:
             src = self.repeat(src, renamed, present(others))
 
         def middle(own):
-            grown = [own if i == dim else a for i, a in enumerate(axes) if a is not None]
-            return f"repeat({src}, {' '.join(present(others))} -> {' '.join(grown)}, {own}=1)"
+            return self.with_axis(src, [a if i != dim else None for i, a in enumerate(axes)], dim, own)
 
         self.spliced(node, x, axes, dim, int(size), index, index + 1, middle)
 
@@ -1585,7 +1644,18 @@ class _Writer:
         dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
         keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
         if dim is None or not axes:
-            self.unsupported(node, name, "an arg-reduction over the flattened tensor is not supported yet")
+            # Over the flattened tensor (axes of size 1 add no positions).
+            have = present(axes or [])
+            out = self.axes_of(node.meta["val"].shape)
+            if not have:
+                self.constructed(node, "zeros")
+            else:
+                along = have[0]
+                if len(have) > 1:
+                    along = self.fresh("flattened")
+                    x = f"(rearrange({x}, {' '.join(have)} -> ({' '.join(have)})) as [{along}])"
+                self.bind(node, f"{name}({x}, {along})", out)
+            return
         dim %= len(axes)
         if axes[dim] is None:
             self.constructed(node, "zeros")
@@ -1651,23 +1721,29 @@ class _Writer:
         self.bind(node, f"{x}[{axes[dim]} = {index}]", left)
 
     def op_cat(self, node):
-        """`concat` along one axis; the others take the result's names."""
-        tensors = node.args[0]
+        """`concat` along one axis; the others take the result's names.
+        Operands empty along it add nothing (torch's empty one-dimensional
+        tensors, of any other shape, are left out as torch leaves them)."""
         out = self.axes_of(node.meta["val"].shape)
         dim = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % len(out)
+        tensors = [t for t in node.args[0] if _hint(t.meta["val"].shape[dim] if t.meta["val"].dim() == len(out) else 0) != 0]
+        if len(tensors) <= 1:
+            # One operand adds something (or none, and the result is empty as the first).
+            value, _ = self.lined_up(node, (tensors or node.args[0])[0], out)
+            self.values[node.name], self.axes[node.name] = value, out
+            return
         parts, joined = [], []
         for k, t in enumerate(tensors):
             value, axes = self.operand(t)
-            if axes is None or len(axes) != len(out) or out[dim] is None:
-                self.unsupported(node, "cat", "a result of size 1 along the axis, or operands of another rank, are not supported yet")
+            if axes is None or len(axes) != len(out):
+                self.unsupported(node, "cat", "operands of another rank are not supported yet")
             own = self.fresh(f"{out[dim]}_part{k}")
             if axes[dim] is None:
                 # A part of size 1 along the axis (absent from its value): given one.
                 others = [out[i] for i, a in enumerate(axes) if a is not None]
                 if others != present(axes):
                     value = f"({value} as [{' '.join(others)}])"
-                grown = [own if i == dim else out[i] for i, a in enumerate(axes) if a is not None or i == dim]
-                parts.append(f"repeat({value}, {' '.join(others)} -> {' '.join(grown)}, {own}=1)")
+                parts.append(self.with_axis(value, [out[i] if a is not None else None for i, a in enumerate(axes)], dim, own))
             else:
                 names = [own if i == dim else out[i] for i, a in enumerate(axes) if a is not None]
                 parts.append(f"({value} as [{' '.join(names)}])")
@@ -1681,8 +1757,8 @@ class _Writer:
         out = self.axes_of(node.meta["val"].shape)
         dim = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % len(out)
         if out[dim] is None:
-            self.identity(node)
-            self.axes[node.name] = out
+            # One operand: its value, an axis of size 1 more.
+            self.values[node.name], self.axes[node.name] = self.operand(tensors[0])[0], out
             return
         parts, joined = [], []
         for k, t in enumerate(tensors):
@@ -1694,8 +1770,7 @@ class _Writer:
             renamed = [others[i] for i, a in enumerate(axes) if a is not None]
             if renamed != present(axes):
                 value = f"({value} as [{' '.join(renamed)}])"
-            grown = [own if i == dim else a for i, a in enumerate(out) if a is not None or i == dim]
-            parts.append(f"repeat({value}, {' '.join(renamed)} -> {' '.join(grown)}, {own}=1)")
+            parts.append(self.with_axis(value, [None if i == dim else a for i, a in enumerate(out)], dim, own))
             joined.append(own)
         self.bind(node, f"concat({', '.join(parts)}: {', '.join(joined)} -> {out[dim]})", out)
 
