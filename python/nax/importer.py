@@ -413,9 +413,14 @@ class _Writer:
         self.unary(node, "{}" if self.integral(node) else "ceil({})")
 
     def op_round(self, node):
-        if len(node.args) > 1 or node.kwargs.get("decimals"):
-            self.unsupported(node, "round", "rounding to decimals is not supported yet")
-        self.unary(node, "{}" if self.integral(node) else "round({})")
+        """`round(x)`, half to even; to `decimals` as torch's: `round(x * 10^d) / 10^d`
+        (for d below 0, `round(x / 10^-d) * 10^-d`)."""
+        decimals = node.args[1] if len(node.args) > 1 else node.kwargs.get("decimals", 0)
+        if self.integral(node) or not decimals:
+            self.unary(node, "{}" if self.integral(node) else "round({})")
+        else:
+            scale = repr(10.0 ** abs(decimals))
+            self.unary(node, f"round({{0}} * {scale}) / {scale}" if decimals > 0 else f"round({{0}} / {scale}) * {scale}")
 
     def op_sign(self, node):
         if str(node.meta["val"].dtype) == "torch.bool":
@@ -701,10 +706,13 @@ class _Writer:
         self.bind(node, x, out)
 
     def op_masked_fill(self, node):
-        out, [(x, _), (mask, _)] = self.aligned(node, node.args[:2])
         value = node.args[2]
         if hasattr(value, "name"):
-            self.unsupported(node, "masked_fill", "a fill value given as a tensor is not supported yet")
+            # A rank-0 tensor of the value: `where`, in x's dtype.
+            out, [(x, _), (mask, _), (fill, _)] = self.aligned(node, node.args[:3])
+            self.bind(node, f"where({mask}, {self.converted(value, fill, node.meta['val'].dtype)}, {x})", out)
+            return
+        out, [(x, _), (mask, _)] = self.aligned(node, node.args[:2])
         # The fill in the tensor's category: a bool for masks, a number of its kind else.
         dtype = str(node.meta["val"].dtype)
         if dtype == "torch.bool":
@@ -786,10 +794,11 @@ class _Writer:
         else `pow` of floats, the operands lined up as torch broadcasts them."""
         base, power = node.args[0], node.args[1]
         if self.integral(node):
-            if not (isinstance(power, int) and power in (0, 1, 2, 3, 4)):
-                self.unsupported(node, "pow", "a power of integers other than 0 to 4 is not supported yet")
+            if not (isinstance(power, int) and power >= 0 and hasattr(base, "name")):
+                # An exponent's bits need integer division, which the language has not.
+                self.unsupported(node, "pow", "an integer power by a tensor of exponents is not expressible in nax")
             x, axes = self.operand(base)
-            self.bind(node, " * ".join([x] * power) if power else f"({x} * 0 + 1)", axes)
+            self.bind(node, self.squarings(x, axes, power) if power else f"({x} * 0 + 1)", axes)
             return
         if isinstance(power, (int, float)) and hasattr(base, "name"):
             x, axes = self.operand(base)
@@ -801,6 +810,18 @@ class _Writer:
             return
         out, [(a, _), (b, _)] = self.aligned(node, [base, power])
         self.bind(node, f"pow({self.numeric(node, base, a)}, {self.numeric(node, power, b)})", out)
+
+    def squarings(self, x, axes, power) -> str:
+        """`x` to a positive whole `power` by repeated squaring (each square a
+        statement; integers wrap as torch's)."""
+        factors = []
+        while True:
+            if power & 1:
+                factors.append(x)
+            power >>= 1
+            if not power:
+                return " * ".join(factors)
+            x = self.held("squared", f"{x} * {x}", axes)
 
     def reduction(self, node, name):
         """`name(x, a)` over each axis of `dim` (every axis without one), kept
@@ -1262,25 +1283,49 @@ class _Writer:
         self.spliced(node, x, axes, dim, int(size), index, index + 1, middle)
 
     def op_slice_scatter(self, node):
-        """`slice_scatter(x, src, dim, start, end)` with step 1: `concat` of
-        x before, src, and x after."""
+        """`slice_scatter(x, src, dim, start, end, step)`: `concat` of x
+        before, the middle, and x after. With a step, the middle's positions
+        between src's are x's: `where` a position is on a step, src's element
+        `take`n by its position's count of steps (integers both, built by
+        `repeat`: no division)."""
         x, axes = self.operand(node.args[0])
-        src, src_axes = self.operand(node.args[1])
         dim = (node.args[2] if len(node.args) > 2 else 0) % len(axes)
         size = node.args[0].meta["val"].shape[dim]
         start = node.args[3] if len(node.args) > 3 and node.args[3] is not None else 0
-        end = node.args[4] if len(node.args) > 4 and node.args[4] is not None else _hint(size)
         step = node.args[5] if len(node.args) > 5 else 1
-        if step != 1 or hasattr(size, "node") or axes[dim] is None or src_axes is None or len(src_axes) != len(axes) or src_axes[dim] is None:
-            self.unsupported(node, "slice_scatter", "a step, a dynamic axis or an axis of size 1 is not supported yet")
+        if hasattr(size, "node"):
+            self.unsupported(node, "slice_scatter", "an axis of dynamic size is not supported yet")
         total = int(size)
-        start, end = min(max(start + total if start < 0 else start, 0), total), min(max(end + total if end < 0 else end, 0), total)
+        # The end follows from src's length; the start is clipped as Python's.
+        start = min(max(start + total if start < 0 else start, 0), total)
+        count = _hint(node.args[1].meta["val"].shape[dim])
+        if count == 0:
+            self.identity(node)
+            return
+        # src's axes under x's names, its axis `dim` (where present) as `slot`.
+        slot = self.fresh(f"{axes[dim] or 'one'}_slot")
+        src, names = self.lined_up(node, node.args[1], [slot if i == dim else a for i, a in enumerate(axes)])
+        if axes[dim] is None:
+            # x has one position, and src is it.
+            self.bind(node, src, names)
+            return
+        if slot not in names:
+            step = 1  # One position of src: no step between.
+        span = (count - 1) * step + 1
 
         def middle(own):
-            renamed = [own if i == dim else a for i, a in enumerate(axes) if a is not None]
-            return f"({src} as [{' '.join(renamed)}])"
+            if slot not in names:
+                return self.with_axis(src, [None if i == dim else a for i, a in enumerate(axes)], dim, own)
+            if step == 1:
+                return f"({src} as [{' '.join(own if a == slot else a for a in names)}])"
+            placed = self.held(f"{node.name}_source", src, names)
+            phase, flat = self.fresh("phase"), self.fresh(f"{own}_steps")
+            steps = self.held(f"{node.name}_steps", f"rearrange(repeat(arange({slot}), {slot} -> {slot} {phase}, {phase}={step}), {slot} {phase} -> ({slot} {phase})) as [{flat}]", [flat])
+            on_step = f"({steps} * {step} == arange({flat}))[{flat} = 0:{span} as {own}]"
+            taken = f"take({placed}, {steps}[{flat} = 0:{span} as {own}], {slot})"
+            return f"where({on_step}, {taken}, {x}[{axes[dim]} = {start}:{start + span} as {own}])"
 
-        self.spliced(node, x, axes, dim, total, start, end, middle)
+        self.spliced(node, x, axes, dim, total, start, start + span, middle)
 
     def spliced(self, node, x, axes, dim, total, start, end, middle):
         """x with positions start..end of axis `dim` replaced by `middle(own)`
@@ -1417,15 +1462,27 @@ class _Writer:
         """`torch.gather(x, dim, index)`: for each position of `index`, x's
         element at that index along `dim`: a sum over the axis against a
         mask of the indices' positions (`where`), x cut first to the index's
-        sizes along the other axes."""
+        sizes along the other axes. The indices pass through `take` of the
+        axis's positions, which fails the call on one out of range, as
+        torch's gather does. An axis of size 1 is given a name first (and
+        the result's taken at its one position)."""
         x, axes = self.operand(node.args[0])
-        dim = node.args[1] % max(len(axes), 1)
         ids, id_axes = self.operand(node.args[2])
-        if not axes or axes[dim] is None or not id_axes or len(id_axes) != len(axes) or id_axes[dim] is None:
-            self.unsupported(node, "gather", "a gather along or by an axis of size 1, or of rank 0, is not supported yet")
+        axes, id_axes = axes or [None], id_axes or [None]
+        dim = node.args[1] % len(axes)
+        if len(id_axes) != len(axes):
+            self.unsupported(node, "gather", "an index of another rank than the operand's")
+        if axes[dim] is None:
+            single = self.fresh("single")
+            x = self.held(f"{node.name}_single", self.with_axis(x, axes, dim, single), present(axes) + [single])
+            axes = [single if i == dim else a for i, a in enumerate(axes)]
         along = self.fresh("gathered")
+        if id_axes[dim] is None:
+            ids = self.with_axis(ids, id_axes, dim, along)
+        else:
+            ids = f"({ids} as [{' '.join(along if i == dim else a for i, a in enumerate(id_axes) if a is not None)}])"
         index_names = [along if i == dim else a for i, a in enumerate(id_axes)]
-        ids = f"({ids} as [{' '.join(present(index_names))}])"
+        ids = self.held(f"{node.name}_checked", f"take(arange({axes[dim]}), {ids}, {axes[dim]})", present(index_names))
         for i, (a, b) in enumerate(zip(axes, id_axes)):
             if i == dim or a == b:
                 continue
@@ -1441,6 +1498,8 @@ class _Writer:
             value = f"sum(int(where({on_index}, {x}, false)), {axes[dim]}) > 0"
         else:
             value = f"sum(where({on_index}, {x}, 0), {axes[dim]})"
+        if id_axes[dim] is None:
+            value, index_names = f"({value})[{along} = 0]", [None if a == along else a for a in index_names]
         self.bind(node, value, index_names)
 
     def op_cdist(self, node):
@@ -1554,29 +1613,84 @@ class _Writer:
         for position, index in enumerate(node.args[1]):
             if index is None:
                 continue
-            if self.aranges.get(index.name) == axes[position]:
+            if axes[position] is not None and self.aranges.get(index.name) == axes[position]:
                 continue
             gathers.append((position, index))
         if not gathers:
             # Every index holds its own axis's positions: the value itself.
             self.bind(node, x, present(axes))
             return
+        if any(self.is_mask(index) for _, index in gathers):
+            self.unsupported(node, "index", "indexing by a mask gives a shape that depends on values, which nax's types cannot")
         if len(gathers) != 1 or axes[gathers[0][0]] is None:
-            self.unsupported(node, "index", "indexing by more than one tensor of positions is not supported yet")
+            self.indexed_jointly(node, x, axes, [(p, i) for p, i in enumerate(node.args[1]) if i is not None])
+            return
         position, index = gathers[0]
         ids, id_axes = self.operand(index)
         natural = present(axes[:position]) + present(id_axes or []) + present(axes[position + 1 :])
         self.bind(node, f"take({x}, {ids}, {axes[position]})", natural)
 
+    def indexed_jointly(self, node, x, axes, indices):
+        """`x[i0, i1, ...]` by several tensors of positions (broadcast
+        together, negatives counted from the end): the indexed axes merged
+        into one, taken at each position's row-major offset. The broadcast
+        index axes stand where the indexed axes stood if those are
+        neighbours, else first (torch's rule)."""
+        positions = [p for p, _ in indices]
+        shape = node.args[0].meta["val"].shape
+        out = self.axes_of(node.meta["val"].shape)
+        together = positions == list(range(positions[0], positions[-1] + 1))
+        first = positions[0] if together else 0
+        broadcast = out[first : first + len(out) - (len(axes) - len(positions))]
+        rest = [a for i, a in enumerate(axes) if i not in positions and a is not None]
+        own = broadcast
+        offset, stride, partial = [], 1, False
+        for p, index in reversed(indices):
+            if hasattr(shape[p], "node"):
+                self.unsupported(node, "index", "indexing an axis of dynamic size by several tensors is not supported yet")
+            size = int(shape[p])
+            ids, names = self.lined_up(node, index, own)
+            partial = partial or names != present(own)
+            if size > 1:
+                offset.append(f"where({ids} < 0, {ids} + {size}, {ids})" + (f" * {stride}" if stride > 1 else ""))
+            else:
+                offset.append(f"({ids} * 0)")
+            stride *= size
+        if partial:
+            # Terms of some of the index axes each: summed onto zeros of them all.
+            offset.append(self.repeat("0", [], present(own)))
+        ids = self.held(f"{node.name}_offsets", " + ".join(reversed(offset)), own)
+        indexed = [axes[p] for p in positions if axes[p] is not None]
+        if not indexed:
+            # Every indexed axis of size 1: the first given its name, to take from.
+            single = self.fresh("single")
+            x = self.held(f"{node.name}_single", self.with_axis(x, axes, positions[0], single), rest + [single])
+            axes, indexed = [single if i == positions[0] else a for i, a in enumerate(axes)], [single]
+        flat = self.fresh("indexed")
+        have = present(axes)
+        before = [a for i, a in enumerate(axes) if a is not None and i < positions[0]] if together else []
+        after = [a for a in rest if a not in before]
+        group = indexed[0] if len(indexed) == 1 else f"({' '.join(indexed)})"
+        # x's other axes under names of their own where the index axes hold them.
+        kept = {a: self.fresh(f"{a}_kept") if a in own else a for a in rest}
+        moved = [kept[a] for a in before] + [flat] + [kept[a] for a in after]
+        merged = f"(rearrange({x}, {' '.join(have)} -> {' '.join(before + [group] + after)}) as [{' '.join(moved)}])"
+        natural = [b for a in moved for b in (present(own) if a == flat else [a])]
+        self.bind(node, f"take({merged}, {ids}, {flat})", natural)
+
     def op_index_select(self, node):
         """`take` along one axis by a rank-1 tensor of positions."""
         x, axes = self.operand(node.args[0])
+        axes = axes or [None]
         dim = node.args[1] % len(axes)
         ids, id_axes = self.operand(node.args[2])
-        if axes[dim] is None or not id_axes or id_axes[0] is None:
-            self.unsupported(node, "index_select", "selecting along or by an axis of size 1 is not supported yet")
-        along = id_axes[0]
-        if along in [a for i, a in enumerate(axes) if i != dim]:
+        if axes[dim] is None:
+            # Of size 1: given a name, to take from (which checks the positions).
+            single = self.fresh("single")
+            x = self.held(f"{node.name}_single", self.with_axis(x, axes, dim, single), present(axes) + [single])
+            axes = [single if i == dim else a for i, a in enumerate(axes)]
+        along = (id_axes or [None])[0]
+        if along is not None and along in [a for i, a in enumerate(axes) if i != dim]:
             # The positions' axis under a name of its own (bind renames the result's axes).
             along = self.fresh(f"{id_axes[0]}_selected")
             ids = f"({ids} as [{along}])"
@@ -1600,10 +1714,14 @@ class _Writer:
         axes = axes or []
         out = self.axes_of(node.meta["val"].shape)
         lead = len(repeats) - len(axes)
+        if any(not isinstance(r, int) for r in repeats):
+            self.unsupported(node, "repeat", "repeats given by sizes of dynamic dims are not supported yet")
+        if 0 in repeats:
+            # An empty result: of its shape, no elements to take from x.
+            self.constructed(node, "zeros")
+            return
         have, want, sizes = present(axes), [], []
         for i, r in enumerate(repeats):
-            if not isinstance(r, int) or r < 1:
-                self.unsupported(node, "repeat", "repeats of 0 or given by sizes of dynamic dims are not supported yet")
             if i < lead:
                 if r != 1:
                     copies = self.fresh("r")
