@@ -304,6 +304,10 @@ class _Writer:
             handler = getattr(self, "op_" + op.removesuffix("_copy"), None)
         if handler is None and op in _UNARY:
             handler = lambda node: self.unary(node, _UNARY[op])  # noqa: E731
+        shape = getattr(node.meta.get("val"), "shape", None)
+        if shape is not None and 0 in [s for s in shape if not hasattr(s, "node")]:
+            # An empty result, whatever the operator: of its shape, no elements.
+            handler = lambda node: self.constructed(node, "zeros")  # noqa: E731
         if handler is None:
             self.unsupported(node, name)
         try:
@@ -352,7 +356,7 @@ class _Writer:
         if node.args[0].name in self.kinds:
             self.kinds[node.name] = self.kinds[node.args[0].name]
 
-    op_contiguous = op_clone = op_alias = op_detach = op_lift_fresh = identity
+    op_contiguous = op_clone = op_alias = op_detach = op_detach_ = op_lift_fresh = identity
 
     def op_dropout(self, node):
         """The identity of an evaluation; dropout in training is random."""
@@ -1188,7 +1192,7 @@ class _Writer:
         """`x` (of torch axes `axes`) with its absent axis `dim`, of size 1,
         present as `own`: `repeat(x, a b -> a own b, own=1)`."""
         grown = [own if i == dim else a for i, a in enumerate(axes) if a is not None or i == dim]
-        return f"repeat({x}, {' '.join(present(axes))} -> {' '.join(grown)}, {own}=1)"
+        return f"repeat({x}, {' '.join(present(axes))} -> {' '.join(grown)}{'' if own in self.scoped else f', {own}=1'})"
 
     def held(self, want, expr, axes) -> str:
         """`expr` bound to a statement of its own (its axes' names then sizes in scope)."""
@@ -1367,12 +1371,20 @@ class _Writer:
         x, axes = self.operand(node.args[0])
         weight, bias, running_mean, running_var = node.args[1:5]
         training, eps = node.args[5], node.args[7]
-        if len(axes) < 2 or axes[1] is None:
-            self.unsupported(node, "batch_norm", "a channel axis of size 1 is not supported yet")
+        if len(axes) < 2:
+            self.unsupported(node, "batch_norm", "an input without a channel axis")
+        single = axes[1] is None
+        if single:
+            # One channel: given a name (and taken at its one position at the end).
+            channel = self.fresh("channel")
+            x = self.held(f"{node.name}_channel", self.with_axis(x, axes, 1, channel), present(axes) + [channel])
+            axes = [channel if i == 1 else a for i, a in enumerate(axes)]
         channel = axes[1]
 
         def per_channel(arg):
             value, value_axes = self.operand(arg)
+            if single:
+                return self.with_axis(value, [None], 0, channel) if value_axes == [None] else value
             return f"({value} as [{channel}])" if value_axes != [channel] else value
 
         if training:
@@ -1395,6 +1407,8 @@ class _Writer:
             normalized = f"{normalized} * {per_channel(weight)}"
         if bias is not None:
             normalized = f"{normalized} + {per_channel(bias)}"
+        if single:
+            normalized, axes = f"({normalized})[{channel} = 0]", [None if i == 1 else a for i, a in enumerate(axes)]
         self.bind(node, normalized, axes)
 
     def op_group_norm(self, node):
@@ -1520,12 +1534,29 @@ class _Writer:
         difference = self.fresh(f"{node.name}_difference")
         self.lines.append(f"{difference} = {x1} - {x2}")
         self.scoped.update(present(a1) + [rows])
-        norms = {2.0: f"sqrt(sum({difference} * {difference}, {feature}))", 1.0: f"sum(abs({difference}), {feature})", 0.0: f"sum(float({difference} != 0.0), {feature})"}
-        if p == float("inf"):
-            value = f"max(abs({difference}), {feature})"
+        self.bind(node, p_norm(difference, feature, p), present(a1[:-1]) + [rows])
+
+    def op__pdist_forward(self, node):
+        """`torch.pdist(x, p)`: the distance of every row of x to each later
+        row, in order (row 0 to rows 1.., row 1 to rows 2.., ...): `concat`
+        of one part per row, each its differences' p-norms."""
+        x, axes = self.operand(node.args[0])
+        p = float(node.args[1]) if len(node.args) > 1 else 2.0
+        count = node.args[0].meta["val"].shape[0]
+        if hasattr(count, "node"):
+            self.unsupported(node, "_pdist_forward", "rows of dynamic number are not supported yet")
+        rows, feature = axes
+        parts, joined = [], []
+        for i in range(int(count) - 1):
+            own = self.fresh("later")
+            joined.append(own)
+            parts.append(p_norm(f"({x}[{rows} = {i + 1}:] as [{' '.join(present([own, feature]))}] - {x}[{rows} = {i}])", feature, p))
+        if len(parts) == 1:
+            self.bind(node, f"({parts[0]})[{joined[0]} = 0]", [])
         else:
-            value = norms.get(p, f"pow(sum(pow(abs({difference}), {p!r}), {feature}), {1.0 / p!r})")
-        self.bind(node, value, present(a1[:-1]) + [rows])
+            self.bind(node, f"concat({', '.join(parts)}: {', '.join(joined)} -> {self.axes_of(node.meta['val'].shape)[0]})", self.axes_of(node.meta["val"].shape))
+
+    op_pdist = op__pdist_forward
 
     def op_sym_numel(self, node):
         """A tensor's element count as an `int`: the product of its size names."""
@@ -1716,10 +1747,6 @@ class _Writer:
         lead = len(repeats) - len(axes)
         if any(not isinstance(r, int) for r in repeats):
             self.unsupported(node, "repeat", "repeats given by sizes of dynamic dims are not supported yet")
-        if 0 in repeats:
-            # An empty result: of its shape, no elements to take from x.
-            self.constructed(node, "zeros")
-            return
         have, want, sizes = present(axes), [], []
         for i, r in enumerate(repeats):
             if i < lead:
@@ -1845,9 +1872,8 @@ class _Writer:
         out = self.axes_of(node.meta["val"].shape)
         dim = (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) % len(out)
         tensors = [t for t in node.args[0] if _hint(t.meta["val"].shape[dim] if t.meta["val"].dim() == len(out) else 0) != 0]
-        if len(tensors) <= 1:
-            # One operand adds something (or none, and the result is empty as the first).
-            value, _ = self.lined_up(node, (tensors or node.args[0])[0], out)
+        if len(tensors) == 1:
+            value, _ = self.lined_up(node, tensors[0], out)
             self.values[node.name], self.axes[node.name] = value, out
             return
         parts, joined = [], []
@@ -1939,6 +1965,17 @@ class _Writer:
             self.lines.append(f"{name} = masked_fill({name}, !{visible}, -inf)")
         weights = f"softmax({name}, {keys})"
         self.bind(node, f"einsum({weights}, {values}: {' '.join(batch + [n, keys])}, {' '.join(batch + [keys, va[-1]])} -> {' '.join(batch + [n, va[-1]])})", batch + [n, va[-1]])
+
+
+def p_norm(difference: str, feature, p: float) -> str:
+    """The p-norm of `difference` over axis `feature` (`None`: of one element,
+    its absolute value; p = 0 counts the nonzero, p = inf takes the largest)."""
+    if feature is None:
+        return f"float({difference} != 0.0)" if p == 0.0 else f"abs({difference})"
+    if p == float("inf"):
+        return f"max(abs({difference}), {feature})"
+    norms = {2.0: f"sqrt(sum({difference} * {difference}, {feature}))", 1.0: f"sum(abs({difference}), {feature})", 0.0: f"sum(float({difference} != 0.0), {feature})"}
+    return norms.get(p, f"pow(sum(pow(abs({difference}), {p!r}), {feature}), {1.0 / p!r})")
 
 
 def present(axes) -> list:
