@@ -644,10 +644,11 @@ class _Writer:
         self.bind(node, f"({x}){after}" if after else x, [])
 
     def extremum_with_index(self, node, reduction, arg_reduction):
-        """`max(x, dim)`: the values and their indices, a pair its `getitem`s take."""
+        """`max(x, dim)`: the values and their indices, a pair its `getitem`s
+        take (of masks, as the integers 0 and 1)."""
         x, axes = self.operand(node.args[0])
-        if not axes or self.is_mask(node.args[0]):
-            self.unsupported(node, reduction, "of a rank-0 tensor or of masks, not supported yet")
+        axes = axes or [None]
+        mask = self.is_mask(node.args[0])
         dim = node.args[1] % len(axes)
         keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
         left = [None if i == dim else a for i, a in enumerate(axes)] if keep else [a for i, a in enumerate(axes) if i != dim]
@@ -655,10 +656,11 @@ class _Writer:
         if axes[dim] is None:
             # Over one element: itself, at index 0.
             self.lines.append(f"{values} = {x}")
-            self.lines.append(f"{indices} = " + (f"zeros(Int[{' '.join(present(left))}])" if present(left) else "0"))
+            self.lines.append(f"{indices} = {self.repeat('0', [], present(left)) if present(left) else '0'}")
         else:
-            self.lines.append(f"{values} = {reduction}({x}, {axes[dim]})")
-            self.lines.append(f"{indices} = {arg_reduction}({x}, {axes[dim]})")
+            numbers = f"int({x})" if mask else x
+            self.lines.append(f"{values} = {reduction}({numbers}, {axes[dim]})" + (" > 0" if mask else ""))
+            self.lines.append(f"{indices} = {arg_reduction}({numbers}, {axes[dim]})")
         self.pairs[node.name] = [(values, left), (indices, left)]
 
     def op_repeat_interleave(self, node):

@@ -400,7 +400,7 @@ def test_concatenating_parts_of_size_one_agrees_with_pytorch():
 
 def test_max_and_min_over_a_dim_give_torchs_values_and_indices():
     """`torch.max(x, dim)` and `torch.min`: the values and the indices (the
-    first of a tie, a nan's own), as two results; the OpInfo sweep leaves
+    first of a tie, a nan's own; of masks and over an axis of size 1 too), as two results; the OpInfo sweep leaves
     out results that are pairs."""
 
     class Extremes(torch.nn.Module):
@@ -410,7 +410,79 @@ def test_max_and_min_over_a_dim_give_torchs_values_and_indices():
             return top, where_top, low, where_low
 
     x = torch.tensor([[1.0, float("nan"), 3.0, 3.0], [2.0, 5.0, 5.0, -1.0], [float("-inf")] * 4])
-    imported = nax.from_torch(Extremes(), (x,))
+    agrees_exactly(Extremes(), (x,))
+    agrees_exactly(Extremes(), (torch.tensor([[True, False, True], [False, False, True]]),))
+    agrees_exactly(Extremes(), (torch.tensor([[2], [7]]),))
+
+
+def agrees_exactly(model, args):
+    """The imported module gives exactly the module's results on interp and llvm."""
+    imported = nax.from_torch(model, args)
+    want = model(*args)
+    want = want if isinstance(want, tuple) else (want,)
     for backend in ("interp", "llvm"):
-        for ours, theirs in zip(imported.compile(backend=backend).forward(x), Extremes()(x)):
+        got = imported.compile(backend=backend).forward(*args)
+        got = got if isinstance(got, tuple) else (got,)
+        for ours, theirs in zip(got, want):
             np.testing.assert_array_equal(np.asarray(ours).reshape(theirs.shape), theirs.numpy())
+
+
+def test_integer_powers_by_squaring_wrap_as_torchs():
+    """`x ** 7` and `x ** 40` of int64 (repeated squaring; products that
+    overflow wrap as torch's do), which the OpInfo samples do not reach."""
+
+    class Powers(torch.nn.Module):
+        def forward(self, x):
+            return x**7, x**40
+
+    agrees_exactly(Powers(), (torch.tensor([[-3, 0, 1, 2], [5, 7, -1, 1000003]]),))
+
+
+def test_indexing_by_several_tensors_and_negative_positions():
+    """`x[i, j]` by index tensors broadcast together, negatives counted from
+    the end, the indexed axes neighbours or not (torch then puts the index
+    axes first), and of axes of size 1."""
+
+    class Indexed(torch.nn.Module):
+        def forward(self, x, ones, i, j, k):
+            return x[i, j], x[:, i, k], x[i, :, k], ones[i * 0, k[None] * 0]
+
+    x, ones = torch.randn(4, 5, 6), torch.randn(1, 1, 3)
+    i, j, k = torch.tensor([[0, -1, 2]]), torch.tensor([[1], [-2]]), torch.tensor([5, -6, 0])
+    agrees_exactly(Indexed(), (x, ones, i, j, k))
+
+
+def test_a_gather_by_a_position_out_of_range_fails_the_call():
+    """torch's gather fails on an index outside the axis; nax's too (the
+    indices pass through `take`), never a sum over no position."""
+
+    class Gathered(torch.nn.Module):
+        def forward(self, x, i):
+            return torch.gather(x, 1, i)
+
+    x, i = torch.randn(3, 4), torch.tensor([[0, 3], [1, 1], [2, 0]])
+    imported = nax.from_torch(Gathered(), (x, i))
+    for backend in ("interp", "llvm"):
+        compiled = imported.compile(backend=backend)
+        np.testing.assert_array_equal(np.asarray(compiled.forward(x, i)), Gathered()(x, i).numpy())
+        with pytest.raises(Exception, match="take: index 4 is outside axis"):
+            compiled.forward(x, torch.tensor([[0, 4], [1, 1], [2, 0]]))
+
+
+def test_reductions_and_products_over_axes_of_size_one():
+    """Axes of size 1 are absent from nax's values: max over one (its
+    index 0), layer_norm and softmax over one element, a matrix product
+    over a summed axis of size 1 (an outer product), a view that regroups."""
+
+    class Singles(torch.nn.Module):
+        def forward(self, x, column, row):
+            top, at = torch.max(column, 1)
+            normed = torch.nn.functional.layer_norm(column, (1,))
+            return top, at, normed, torch.softmax(column, 1), column @ row, x.view(3, 4, 5).reshape(6, 10)
+
+    x, column, row = torch.randn(2, 6, 5), torch.randn(4, 1), torch.randn(1, 3)
+    imported = nax.from_torch(Singles(), (x, column, row))
+    want = Singles()(x, column, row)
+    for backend in ("interp", "llvm"):
+        for ours, theirs in zip(imported.compile(backend=backend).forward(x, column, row), want):
+            np.testing.assert_allclose(np.asarray(ours).reshape(theirs.shape), theirs.numpy(), rtol=1e-6, atol=1e-6)
