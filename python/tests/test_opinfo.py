@@ -84,7 +84,7 @@ def outcome(info, sample, dtype) -> tuple:
     `not exported` (PyTorch's export or its own run fails), `invalid` (the
     importer wrote a program nax rejects), `crash` or `wrong`, with a note."""
     tensors = tensors_of(sample)
-    if any(t.dtype not in DTYPES for t in tensors):
+    if any(t.dtype not in DTYPES or t.layout != torch.strided for t in tensors):
         return "not exported", "a dtype nax has no kind for"
     module = Call(info.op, sample).eval()
     try:
@@ -92,8 +92,8 @@ def outcome(info, sample, dtype) -> tuple:
         program = torch.export.export(module, tuple(tensors), strict=False)
     except Exception as error:  # noqa: BLE001 - PyTorch's own refusals
         return "not exported", type(error).__name__
-    if not isinstance(want, torch.Tensor) or want.dtype not in DTYPES:
-        return "not exported", "a result nax has no kind for"
+    if not isinstance(want, torch.Tensor) or want.dtype not in DTYPES or want.layout != torch.strided:
+        return "not exported", "a result nax has no kind for (or a sparse one)"
     try:
         imported = nax.from_torch(program)
     except nax.UnsupportedOperator as error:
