@@ -1878,20 +1878,86 @@ class _Writer:
     op_scatter_add = op_scatter_reduce = op_scatter
 
     def op_index_put(self, node):
-        """`x[indices] = values` (`accumulate`: `+=`)."""
+        """`x[indices] = values` (`accumulate`: `+=`); by a mask, where the
+        values do not vary along the true elements (they broadcast over
+        them), `where`."""
+        indices, values = list(node.args[1]), node.args[2]
         accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
-        self.put(node, list(node.args[1]), node.args[2], "sum" if accumulate else "set", wrap=True)
+        masks = [(p, i) for p, i in enumerate(indices) if i is not None and self.is_mask(i)]
+        if masks:
+            self.put_where(node, indices, masks, values, accumulate)
+        else:
+            self.put(node, indices, values, "sum" if accumulate else "set", wrap=True)
+
+    def along_dim(self, node, arg=1) -> list:
+        """`[None] * dim, index`: the indices of `index_add` and its siblings as `index_put`'s."""
+        return [None] * (node.args[arg] % max(node.args[0].meta["val"].dim(), 1)) + [node.args[arg + 1]]
 
     def op_index_add(self, node):
         """`x.index_add(dim, index, src, alpha)`: `x[..., index, ...] += alpha * src`."""
         alpha = node.args[4] if len(node.args) > 4 else node.kwargs.get("alpha", 1)
-        self.put(node, [None] * (node.args[1] % node.args[0].meta["val"].dim()) + [node.args[2]], node.args[3], "sum", alpha=alpha)
+        if self.is_mask(node.args[0]) and not alpha:
+            self.identity(node)
+            return
+        self.put(node, self.along_dim(node), node.args[3], "sum", alpha=1 if self.is_mask(node.args[0]) else alpha)
 
     def op_index_copy(self, node):
-        self.put(node, [None] * (node.args[1] % node.args[0].meta["val"].dim()) + [node.args[2]], node.args[3], "set")
+        self.put(node, self.along_dim(node), node.args[3], "set")
 
-    def op_index_fill(self, node):
-        self.put(node, [None] * (node.args[1] % node.args[0].meta["val"].dim()) + [node.args[2]], node.args[3], "set")
+    op_index_fill = op_index_copy
+
+    def op_masked_scatter(self, node):
+        """`x.masked_scatter(mask, src)`: where the mask is true, src's
+        elements in order (row-major): the k-th true element takes src's
+        k-th, k a running count of the mask (`cumsum`), then `take` from src
+        flattened (which fails the call where src has too few, as torch)."""
+        out = self.axes_of(node.meta["val"].shape)
+        have = present(out)
+        x, _ = self.broadcast(node, node.args[0])
+        mask, _ = self.broadcast(node, node.args[1])
+        src, src_axes = self.operand(node.args[2])
+        flat, source = self.fresh("flat"), self.fresh("source")
+        whole = f"({' '.join(have)})"
+
+        def flattened(value):
+            return f"(rearrange({value}, {' '.join(have)} -> {whole}) as [{flat}])"
+
+        src_names = present(src_axes or [])
+        src = f"(rearrange({src}, {' '.join(src_names)} -> ({' '.join(src_names)})) as [{source}])" if src_names else self.with_axis(src, [None], 0, source)
+        src = self.held(f"{node.name}_source", src, [source])
+        if not have:
+            self.bind(node, f"where({mask}, {src}[{source} = 0], {x})", out)
+            return
+        truth = self.held(f"{node.name}_mask", flattened(mask), [flat])
+        order = f"where({truth}, cumsum(int({truth}), {flat}) - 1, 0)"
+        scattered = f"where({truth}, take({src}, {order}, {source}), {flattened(x)})"
+        self.bind(node, f"rearrange({scattered}, {whole} -> {' '.join(have)})", out)
+
+    def put_where(self, node, indices, masks, values, accumulate):
+        """`x[mask] = values` where the values broadcast over the true
+        elements: `where(mask, values, x)` (`accumulate`: x plus the values
+        where true). Values that vary along them are read in the order of
+        the true elements (`masked_scatter`): not written yet."""
+        x, axes = self.operand(node.args[0])
+        axes = axes or [None]
+        (p, mask), = masks if len(masks) == 1 and len(indices) - indices.count(None) == 1 else self.unsupported(node, "index_put", "a mask with other tensors of positions is not supported yet")
+        width = mask.meta["val"].dim()
+        before, after = axes[:p], axes[p + width :]
+        selected = before + ["__true__"] + after
+        shape = values.meta["val"].shape if hasattr(values, "name") else ()
+        at = len(shape) - len(after) - 1
+        if at >= 0 and _hint(shape[at]) != 1:
+            self.unsupported(node, "index_put", "values that vary along a mask's true elements are read in their order: not written yet")
+        m, m_names = self.lined_up(node, mask, [None] * p + axes[p : p + width])
+        if m_names != present(axes):
+            # The mask over every axis of x, so that the values line up by name.
+            m = self.repeat(m, m_names, present(axes))
+        v = self.lined_up(node, values, selected)[0] if hasattr(values, "name") else self.literal(node, values)
+        if accumulate:
+            zero = "false" if self.is_mask(node.args[0]) else "0"
+            self.bind(node, f"{x} {'or' if zero == 'false' else '+'} where({m}, {v}, {zero})", axes)
+        else:
+            self.bind(node, f"where({m}, {v}, {x})", axes)
 
     def put(self, node, indices, values, how, wrap=False, alpha=1):
         """x with `values` written at the positions several tensors hold
@@ -1902,7 +1968,7 @@ class _Writer:
 
         x, axes = self.operand(node.args[0])
         axes = axes or [None]
-        shape = node.args[0].meta["val"].shape
+        shape = list(node.args[0].meta["val"].shape) or [1]
         indices = [(p, i) for p, i in enumerate(indices) if i is not None]
         if any(self.is_mask(i) for _, i in indices):
             self.unsupported(node, str(node.target), "writing where a mask is true reads the values in the order of the true elements: positions that depend on values")
