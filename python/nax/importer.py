@@ -668,6 +668,77 @@ class _Writer:
             self.lines.append(f"{indices} = {arg_reduction}({numbers}, {axes[dim]})")
         self.pairs[node.name] = [(values, left), (indices, left)]
 
+    def op_sort(self, node):
+        """`torch.sort(x, dim, descending)`: each element's rank along the
+        axis (how many come before it: smaller, or equal and earlier, so the
+        sort is stable, an order torch's unstable sort may give too; nan
+        above everything, as torch's), then the element of each rank (a sum
+        against a mask of the ranks): the values and their indices, a pair
+        its `getitem`s take. Quadratic in the axis's length: comparisons,
+        not a sorting network."""
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", -1)
+        descending = node.args[2] if len(node.args) > 2 else node.kwargs.get("descending", False)
+        self.sorted(node, dim, descending, None)
+
+    def op_topk(self, node):
+        """`torch.topk(x, k, dim, largest)`: the first k of the sort (sorted,
+        whatever `sorted` asks: any order is torch's to choose)."""
+        dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", -1)
+        largest = node.args[3] if len(node.args) > 3 else node.kwargs.get("largest", True)
+        self.sorted(node, dim, largest, node.args[1])
+
+    def sorted(self, node, dim, descending, first):
+        """The pair (values, indices) of the sort along `dim`, its `first` ranks (all: `None`)."""
+        x, axes = self.operand(node.args[0])
+        axes = axes or [None]
+        dim %= len(axes)
+        along = axes[dim]
+        if hasattr(node.args[0].meta["val"].shape[dim], "node"):
+            self.unsupported(node, str(node.target), "sorting an axis of dynamic size is not supported yet")
+        values, indices = self.fresh(f"{node.name}_values"), self.fresh(f"{node.name}_indices")
+        out = self.axes_of(node.meta["val"][0].shape)
+        self.pairs[node.name] = [(values, out), (indices, out)]
+        if along is None:
+            # One element: itself, at index 0.
+            self.lines.append(f"{values} = {x}")
+            self.lines.append(f"{indices} = {self.repeat('0', [], present(out)) if present(out) else '0'}")
+            return
+        others = [a for a in present(axes) if a != along]
+        other = self.fresh(f"{along}_other")
+        numbers = f"int({x})" if self.is_mask(node.args[0]) else x
+        # x[i] as a column (i along `along`) and x[j] as a row (j along `other`).
+        column = f"rearrange({numbers}, {' '.join(present(axes))} -> {' '.join(others + [along, '1'])})"
+        moved = numbers if others + [along] == present(axes) else f"rearrange({numbers}, {' '.join(present(axes))} -> {' '.join(others + [along])})"
+        row = self.held(f"{node.name}_row", f"({moved}) as [{' '.join(others + [other])}]", others + [other])
+        row = f"rearrange({row}, {' '.join(others + [other])} -> {' '.join(others + ['1', other])})"
+        ahead = f"{row} > {column}" if descending else f"{row} < {column}"
+        tie = f"{row} == {column}"
+        if self.is_float(node.args[0]):
+            # nan above every number; two nans tie.
+            above = f"({row} != {row} and {column} == {column})" if descending else f"({column} != {column} and {row} == {row})"
+            ahead, tie = f"({ahead}) or {above}", f"{tie} or ({row} != {row} and {column} != {column})"
+        earlier = f"arange({other}) < rearrange(arange({along}), {along} -> {along} 1)"
+        rank = self.held(f"{node.name}_rank", f"sum(int(({ahead}) or (({tie}) and {earlier})), {other})", others + [along])
+        # The element of rank k (k along `along`, i along `other`).
+        ranked = f"rearrange(({rank} as [{' '.join(others + [other])}]), {' '.join(others + [other])} -> {' '.join(others + ['1', other])})"
+        hit = self.held(f"{node.name}_of_rank", f"rearrange(arange({along}), {along} -> {along} 1) == {ranked}", others + [along, other])
+        picked = f"sum(where({hit}, {row}, 0), {other})"
+        picked = f"{picked} > 0" if self.is_mask(node.args[0]) else picked
+        position = f"sum(where({hit}, arange({other}), 0), {other})"
+        order = others + [along]
+        if first is not None:
+            if out[dim] is None:
+                picked, position, order = f"({picked})[{along} = 0]", f"({position})[{along} = 0]", others
+            else:
+                kept = self.fresh(f"{along}_first")
+                picked, position = f"({picked})[{along} = 0:{first} as {kept}]", f"({position})[{along} = 0:{first} as {kept}]"
+                order = others + [kept]
+        target = [a for a in (axes[i] if i != dim else order[-1] if first is None or out[dim] is not None else None for i in range(len(axes))) if a is not None]
+        for name, value in ((values, picked), (indices, position)):
+            moved = f"rearrange({value}, {' '.join(order)} -> {' '.join(target)})" if order != target else value
+            self.lines.append(f"{name} = ({moved}) as [{' '.join(present(out))}]" if target != present(out) else f"{name} = {moved}")
+        self.scoped.update(present(out))
+
     def op_repeat_interleave(self, node):
         """`x.repeat_interleave(r, dim)`: each element r times along the axis
         (`repeat(x, ... a ... -> ... (a r) ...)`)."""

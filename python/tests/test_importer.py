@@ -486,3 +486,66 @@ def test_reductions_and_products_over_axes_of_size_one():
     for backend in ("interp", "llvm"):
         for ours, theirs in zip(imported.compile(backend=backend).forward(x, column, row), want):
             np.testing.assert_allclose(np.asarray(ours).reshape(theirs.shape), theirs.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_sort_and_topk_agree_with_pytorch():
+    """`torch.sort` (ranks by comparison: nan above every number, ties in
+    order) and `torch.topk`, of floats, integers and masks: the values
+    exactly; the indices exactly where torch's sort is stable, else
+    positions of those values (torch leaves the order of ties open). The
+    OpInfo sweep leaves out results that are pairs."""
+    nan = float("nan")
+    x = torch.tensor([[3.0, nan, 1.0, 3.0, -2.0], [0.0, 0.0, 5.0, -1.0, nan], [1.0, 2.0, 3.0, 4.0, 5.0]])
+    cases = [
+        (lambda x: torch.sort(x, dim=1, stable=True), x, 1, True),
+        (lambda x: torch.sort(x, dim=1, descending=True, stable=True), x, 1, True),
+        (lambda x: torch.sort(x, 0), x, 0, False),
+        (lambda x: torch.topk(x, 2, 1), x, 1, False),
+        (lambda x: torch.topk(x, 1, 0, largest=False), x, 0, False),
+        (lambda x: torch.sort(x, dim=1, stable=True), torch.tensor([[3, 1, 3, 2], [0, 0, -5, 7]]), 1, True),
+        (lambda x: torch.sort(x, dim=1, descending=True, stable=True), torch.tensor([[True, False, True], [False, False, True]]), 1, True),
+        (lambda x: torch.sort(x, 0), torch.randn(5, 1, 3), 0, False),
+    ]
+
+    class Sorted(torch.nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            self.f = f
+
+        def forward(self, x):
+            return self.f(x)
+
+    for f, x, dim, stable in cases:
+        imported = nax.from_torch(Sorted(f), (x,))
+        want_values, want_indices = f(x)
+        for backend in ("interp", "llvm"):
+            values, indices = (np.asarray(got).reshape(want.shape) for got, want in zip(imported.compile(backend=backend).forward(x), (want_values, want_indices)))
+            np.testing.assert_array_equal(values, want_values.numpy())
+            if stable:
+                np.testing.assert_array_equal(indices, want_indices.numpy())
+            np.testing.assert_array_equal(np.take_along_axis(x.numpy(), indices, dim), values)
+
+
+def test_writes_by_position_accumulate_wrap_and_check_as_torchs():
+    """`index_put` with `accumulate` sums duplicate positions, counts
+    negatives from the end; `scatter_add` by a position outside the axis
+    fails the call, as torch's does, rather than dropping the element."""
+
+    class Writes(torch.nn.Module):
+        def forward(self, x, rows, src):
+            return torch.index_put(x, (rows,), src, accumulate=True), x.index_put((rows,), src * 2)
+
+    x, rows, src = torch.randn(4, 3), torch.tensor([0, -1, 0, 2]), torch.randn(4, 3)
+    agrees_exactly(Writes(), (x, rows, torch.ones(4, 3)))
+
+    class Scattered(torch.nn.Module):
+        def forward(self, x, index, src):
+            return torch.scatter_add(x, 0, index, src)
+
+    index = torch.tensor([[0, 1, 3], [3, 3, 0]])
+    imported = nax.from_torch(Scattered(), (x, index, src[:2]))
+    for backend in ("interp", "llvm"):
+        compiled = imported.compile(backend=backend)
+        np.testing.assert_allclose(np.asarray(compiled.forward(x, index, src[:2])), Scattered()(x, index, src[:2]).numpy(), rtol=1e-6)
+        with pytest.raises(Exception, match="take: index 4 is outside axis"):
+            compiled.forward(x, torch.tensor([[0, 1, 4], [3, 3, 0]]), src[:2])
