@@ -1212,7 +1212,11 @@ class _Writer:
     def op_getitem(self, node):
         source, index = node.args
         if source.name in self.pairs:
-            self.values[node.name], self.axes[node.name] = self.pairs[source.name][index]
+            items = self.pairs[source.name]
+            if index < len(items):
+                self.values[node.name], self.axes[node.name] = items[index]
+            # Else an item the importer does not compute (embedding_bag's
+            # bookkeeping): a later use is refused as an argument it cannot read.
             return
         if source.name not in self.splits:
             self.unsupported(node, "getitem", "an item of anything but a split is not supported yet")
@@ -2283,6 +2287,65 @@ class _Writer:
             parts.append(self.with_axis(value, [None if i == dim else a for i, a in enumerate(out)], dim, own))
             joined.append(own)
         self.bind(node, f"concat({', '.join(parts)}: {', '.join(joined)} -> {out[dim]})", out)
+
+    def op_embedding_bag(self, node):
+        """`aten.embedding_bag`: each bag's rows of the table (`take`),
+        summed, averaged or maximized over the bag's members, weighted by
+        `per_sample_weights`, leaving out `padding_idx`. Bags are the rows
+        of two-dimensional indices, or runs of one-dimensional indices that
+        `offsets` start (membership a mask of the positions each run spans;
+        an empty bag gives 0, as torch's)."""
+        args = list(node.args) + [None] * (9 - len(node.args))
+        weight, indices, offsets, _, mode, _, weights, include_last, padding = args
+        mode = {None: "sum", 0: "sum", 1: "mean", 2: "max"}[mode]
+        (table, table_axes), (ids, id_axes) = self.operand(weight), self.operand(indices)
+        if None in table_axes or None in (id_axes or [None]):
+            self.unsupported(node, "embedding_bag", "a table, bag or index axis of size 1 is not supported yet")
+        out = self.axes_of(node.meta["val"][0].shape)
+        member, bag = self.fresh("member"), self.fresh("bag")
+        if len(id_axes) == 2:
+            ids = self.held(f"{node.name}_ids", f"({ids}) as [{bag} {member}]", [bag, member])
+            within = self.repeat("true", [], [bag, member])
+        else:
+            ids = self.held(f"{node.name}_ids", f"({ids}) as [{member}]", [member])
+            starts, _ = self.operand(offsets)
+            count = _hint(offsets.meta["val"].shape[0])
+            offsets_axis = self.operand(offsets)[1][0]
+            if include_last:
+                starts, ends = f"{starts}[{offsets_axis} = 0:{count - 1} as {bag}]", f"{starts}[{offsets_axis} = 1: as {bag}]"
+            else:
+                later, length = self.fresh("later"), self.fresh("length")
+                ends = f"concat({starts}[{offsets_axis} = 1: as {later}], repeat({member}, -> {length}, {length}=1): {later}, {length} -> {bag})"
+                starts = f"({starts}) as [{bag}]"
+            positions = f"rearrange(arange({member}), {member} -> 1 {member})"
+            within = f"({positions} >= rearrange({starts}, {bag} -> {bag} 1)) and ({positions} < rearrange({ends}, {bag} -> {bag} 1))"
+        if padding is not None:
+            # aten's padding_idx counts from the end when negative.
+            within = f"({within}) and ({ids} != {padding % _hint(weight.meta['val'].shape[0])})"
+        within = self.held(f"{node.name}_within", within, [bag, member])
+        rows = f"take({table}, {ids}, {table_axes[0]})"
+        if weights is not None:
+            scale, _ = self.operand(weights)
+            scale = f"({scale}) as [{bag + ' ' if len(id_axes) == 2 else ''}{member}]"
+            rows = f"{rows} * rearrange({scale}, {'%s ' % bag if len(id_axes) == 2 else ''}{member} -> {'%s ' % bag if len(id_axes) == 2 else ''}{member} 1)"
+        rows = self.held(f"{node.name}_rows", rows, ([bag] if len(id_axes) == 2 else []) + [member, table_axes[1]])
+        chosen = f"rearrange({within}, {bag} {member} -> {bag} {member} 1)"
+        if mode == "max":
+            largest = f"max(where({chosen}, {rows}, -inf), {member})"
+            value = f"where(rearrange(sum(int({within}), {member}), {bag} -> {bag} 1) > 0, {largest}, 0)"
+        else:
+            value = f"sum(where({chosen}, {rows}, 0), {member})"
+            if mode == "mean":
+                count = self.converted(None, f"maximum(sum(int({within}), {member}), 1)", weight.meta["val"].dtype)
+                value = f"{value} / rearrange({count}, {bag} -> {bag} 1)"
+        result = self.held(f"{node.name}_bags", f"({value}) as [{' '.join(present(out))}]", present(out))
+        self.pairs[node.name] = [(result, out)]
+
+    op__embedding_bag = op_embedding_bag
+
+    def op_embedding_renorm_(self, node):
+        """`max_norm`'s renormalization of the table's rows, in place."""
+        self.unsupported(node, "embedding_renorm_", "max_norm renormalizes the table in place, a mutation of an argument, which a nax function does not make")
 
     def op_embedding(self, node):
         """A lookup (`take`); `padding_idx` changes only the gradient."""
