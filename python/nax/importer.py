@@ -963,6 +963,12 @@ class _Writer:
             self.identity(node)
             return
         x, axes = self.operand(node.args[0])
+        if re.fullmatch(r"-?(\d+(\.\d*)?(e[-+]?\d+)?|inf)|true|false", x):
+            # A literal (a constant the importer folded): one of the result's
+            # kind (a conversion of a host number stays a host number).
+            number = {"true": 1, "false": 0}.get(x) if x in ("true", "false") else float(x)
+            self.constructed(node, "full", number)
+            return
         functions = {torch.float32: "float", torch.int64: "int", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64"}
         if want == torch.bool:
             # Whether nonzero (nan is).
