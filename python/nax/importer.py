@@ -1607,22 +1607,24 @@ class _Writer:
     def op_cdist(self, node):
         """`torch.cdist(x1, x2, p)`: the p-norm of every row of x1 less every
         row of x2, computed directly (not by torch's matrix-product shortcut
-        for p = 2, which loses small distances)."""
-        (x1, a1), (x2, a2) = self.operand(node.args[0]), self.operand(node.args[1])
-        p = float(node.args[2]) if len(node.args) > 2 else 2.0
+        for p = 2, which loses small distances). Both operands are written at
+        the difference's full rank (batch, x1's rows, x2's rows, features),
+        an axis of size 1 where one has none, so that batches broadcast."""
         out = self.axes_of(node.meta["val"].shape)
-        if not a1 or not a2 or None in a1[-2:] + a2[-2:] or None in out[-2:] or len(a1) != len(a2) or a1[:-2] != a2[:-2]:
-            self.unsupported(node, "cdist", "rows or features of size 1, or batches that broadcast, are not supported yet")
-        feature, batch = a1[-1], present(a1[:-2])
-        rows = self.fresh(f"{a2[-2]}_rows")
-        first = " ".join(batch + [a1[-2], feature])
-        second = " ".join(batch + [rows, feature])
-        x1 = f"rearrange({x1}, {first} -> {' '.join(batch + [a1[-2], '1', feature])})"
-        x2 = f"rearrange(({x2} as [{second}]), {second} -> {' '.join(batch + ['1', rows, feature])})"
-        difference = self.fresh(f"{node.name}_difference")
-        self.lines.append(f"{difference} = {x1} - {x2}")
-        self.scoped.update(present(a1) + [rows])
-        self.bind(node, p_norm(difference, feature, p), present(a1[:-1]) + [rows])
+        p = float(node.args[2]) if len(node.args) > 2 else 2.0
+        feature = self.fresh("feature")
+        batch, rows = out[:-2], out[-2:]
+        features = _hint(node.args[0].meta["val"].shape[-1])
+        full = present(batch + rows) + ([feature] if features != 1 else [])
+        difference = []
+        for k, arg in enumerate(node.args[:2]):
+            # x1's axes: batch, its rows, the features; x2's likewise.
+            value, names = self.lined_up(node, arg, batch + [rows[k], feature])
+            have = set(names)
+            pattern = [a if a in have and (a not in rows or a == rows[k]) else "1" for a in full]
+            difference.append(f"rearrange({value}, {' '.join(names)} -> {' '.join(pattern)})" if pattern != names else value)
+        held = self.held(f"{node.name}_difference", f"{difference[0]} - {difference[1]}", full)
+        self.bind(node, p_norm(held, feature if features != 1 else None, p), present(out))
 
     def op__pdist_forward(self, node):
         """`torch.pdist(x, p)`: the distance of every row of x to each later
@@ -2410,7 +2412,7 @@ def p_norm(difference: str, feature, p: float) -> str:
     if p == float("inf"):
         return f"max(abs({difference}), {feature})"
     norms = {2.0: f"sqrt(sum({difference} * {difference}, {feature}))", 1.0: f"sum(abs({difference}), {feature})", 0.0: f"sum(float({difference} != 0.0), {feature})"}
-    return norms.get(p, f"pow(sum(pow(abs({difference}), {p!r}), {feature}), {1.0 / p!r})")
+    return norms[p] if p in norms else f"pow(sum(pow(abs({difference}), {p!r}), {feature}), {1.0 / p!r})"
 
 
 def present(axes) -> list:

@@ -549,3 +549,25 @@ def test_writes_by_position_accumulate_wrap_and_check_as_torchs():
         np.testing.assert_allclose(np.asarray(compiled.forward(x, index, src[:2])), Scattered()(x, index, src[:2]).numpy(), rtol=1e-6)
         with pytest.raises(Exception, match="take: index 4 is outside axis"):
             compiled.forward(x, torch.tensor([[0, 1, 4], [3, 3, 0]]), src[:2])
+
+
+def test_cdist_broadcasts_batches_and_axes_of_size_one():
+    """`torch.cdist` of batches that broadcast and of rows or features of
+    size 1, for p in 0, 1, 2, 3 and inf (the OpInfo samples are of equal
+    batches only)."""
+
+    class Distances(torch.nn.Module):
+        def __init__(self, p):
+            super().__init__()
+            self.p = p
+
+        def forward(self, a, b):
+            return torch.cdist(a, b, p=self.p)
+
+    for a, b in [((1, 3), (5, 3)), ((4, 1), (5, 1)), ((2, 1, 4, 3), (3, 5, 3)), ((4, 3), (1, 3))]:
+        for p in (0.0, 1.0, 2.0, 3.0, float("inf")):
+            x, y = torch.randn(a), torch.randn(b)
+            imported = nax.from_torch(Distances(p), (x, y))
+            for backend in ("interp", "llvm"):
+                got = np.asarray(imported.compile(backend=backend).forward(x, y))
+                np.testing.assert_allclose(got.reshape(Distances(p)(x, y).shape), Distances(p)(x, y).numpy(), rtol=1e-5, atol=1e-5)
