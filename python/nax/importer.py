@@ -50,6 +50,8 @@ import operator
 import os
 import re
 
+from ._windows import WindowWriter
+
 # Elementwise ATen operators written as one nax expression of their
 # operand (`{0}`), in any float dtype (masks converted as torch promotes them).
 _UNARY = {
@@ -136,7 +138,7 @@ def identifier(name: str) -> str:
     return ident + "_" if ident in _KEYWORDS else ident
 
 
-class _Writer:
+class _Writer(WindowWriter):
     def __init__(self, program, dynamic_shapes, axis_names):
         self.program = program
         self.axis_names = axis_names
@@ -1989,6 +1991,14 @@ class _Writer:
 
     op_index_fill = op_index_copy
 
+    def op_index_reduce(self, node):
+        """`x.index_reduce(dim, index, source, reduce, include_self)`."""
+        how = node.args[4]
+        include_self = node.args[5] if len(node.args) > 5 else node.kwargs.get("include_self", True)
+        if how == "mean" and not node.meta["val"].dtype.is_floating_point:
+            self.unsupported(node, "index_reduce", "a mean of integers divides them, which the language cannot")
+        self.put(node, self.along_dim(node), node.args[3], how, include_self=include_self)
+
     def op_masked_scatter(self, node):
         """`x.masked_scatter(mask, src)`: where the mask is true, src's
         elements in order (row-major): the k-th true element takes src's
@@ -2042,7 +2052,7 @@ class _Writer:
         else:
             self.bind(node, f"where({m}, {v}, {x})", axes)
 
-    def put(self, node, indices, values, how, wrap=False, alpha=1):
+    def put(self, node, indices, values, how, wrap=False, alpha=1, include_self=True):
         """x with `values` written at the positions several tensors hold
         (as `indexed_jointly` reads them): the indexed axes merged into one,
         `written` along it, then split again. `values` (a tensor or a
@@ -2077,7 +2087,7 @@ class _Writer:
         else:
             value, value_names = self.literal(node, values), None
         sizes = [int(size) for size in broadcast if int(size) != 1]
-        result = self.written(node, x, before + [flat] + after, flat, ids, own, sizes, value, value_names, how)
+        result = self.written(node, x, before + [flat] + after, flat, ids, own, sizes, value, value_names, how, include_self)
         indexed = [axes[p] for p in positions if axes[p] is not None]
         group = indexed[0] if len(indexed) == 1 else f"({' '.join(indexed)})"
         result = f"rearrange({result}, {' '.join(before + [group] + after)} -> {' '.join(present(axes))})"
