@@ -253,3 +253,153 @@ class WindowWriter:
             if extra:
                 x, xn, xs = self.padded(node, x, xn, xs, 2 + k, 0, extra, self.zero_of(node))
         return x, xn, xs, w, wn, ws, padding
+
+    # ---- pools --------------------------------------------------------------
+
+    def spatial_of(self, node) -> int:
+        """How many spatial axes the operator's name says (`max_pool2d`: 2)."""
+        name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+        return int(name.rstrip("_").split("pool")[-1].split("_")[0][0]) if "pool" in name else int(name[-2]) if name.endswith("d") else 1
+
+    def op_max_pool2d(self, node):
+        """`max_pool{1,2,3}d(x, kernel, stride, padding, dilation, ceil_mode)`: the
+        largest of each window (nan if any is, as torch's), windows padded by -inf."""
+        self.max_pooled(node, with_indices=False)
+
+    op_max_pool1d = op_max_pool3d = op_max_pool2d
+
+    def op_max_pool2d_with_indices(self, node):
+        """As `max_pool2d`, and each largest element's index in its input
+        plane (row-major over the spatial axes): the first of a tie, the
+        last nan where there is one, as torch's loops choose."""
+        self.max_pooled(node, with_indices=True)
+
+    op_max_pool1d_with_indices = op_max_pool3d_with_indices = op_max_pool2d_with_indices
+
+    def pool_arguments(self, node, spatial):
+        args = list(node.args) + [None] * (6 - len(node.args))
+        kernel = _per_dim(args[1], spatial)
+        stride = _per_dim(args[2], spatial) if args[2] else kernel
+        return kernel, stride, args
+
+    def max_pooled(self, node, with_indices):
+        spatial = self.spatial_of(node)
+        kernel, stride, args = self.pool_arguments(node, spatial)
+        padding, dilation = _per_dim(args[3] or 0, spatial), _per_dim(args[4] or 1, spatial)
+        ceil_mode = bool(args[5])
+        x, xn, xs = self.every_axis(node.args[0], "input")
+        plane = xs[len(xs) - spatial :]
+        if node.args[0].meta["val"].dtype.is_floating_point:
+            fill = self.filled(node, float("-inf"))
+        else:
+            # Integers have no -inf: the least element pads (never above a window's own).
+            fill = x
+            for a in xn:
+                fill = f"min({fill}, {a})"
+            fill = self.held(f"{node.name}_least", fill, [])
+        x, xn, xs, laid = self.windows(node, x, xn, xs, spatial, kernel, stride, padding, dilation, fill, ceil_mode)
+        taps = [xn[i + 1] for i, _, _ in laid]
+        kept = [a for a in xn if a not in taps]
+        largest = x
+        for t in taps:
+            largest = f"max({largest}, {t})"
+        largest = self.held(f"{node.name}_largest", largest, kept)
+        if not with_indices:
+            self.settled(node, largest, kept)
+            return
+        # Each tap's place: its row-major position among the taps, its index
+        # in the input plane, and whether it lies in the input (not padding).
+        trailing = lambda k: " 1" * (2 * (spatial - 1 - k))  # noqa: E731 - the later spatial axes' places
+        order, index, inside = [], [], []
+        later_taps, later_plane = 1, 1
+        for k in reversed(range(spatial)):
+            (i, count, pad), t = laid[k], taps[k]
+            at = xn[i]
+            where_in = f"rearrange(rearrange(arange({at}), {at} -> {at} 1) * {stride[k]} + arange({t}) * {dilation[k]} - {pad}, {at} {t} -> {at} {t}{trailing(k)})"
+            where_in = self.held(f"{node.name}_place", where_in, [at, t])
+            order.append(f"rearrange(arange({t}), {t} -> {t}{trailing(k)}) * {later_taps}")
+            index.append(f"{where_in} * {later_plane}")
+            inside.append(f"({where_in} >= 0 and {where_in} < {plane[k]})")
+            later_taps, later_plane = later_taps * kernel[k], later_plane * plane[k]
+        order = self.held(f"{node.name}_order", " + ".join(order), taps)
+        index = self.held(f"{node.name}_index", " + ".join(index), [a for a in xn if a in taps or a in [xn[i] for i, _, _ in laid]])
+        inside = self.held(f"{node.name}_inside", " and ".join(inside), [a for a in xn if a in taps or a in [xn[i] for i, _, _ in laid]])
+        spread = " ".join(a if a not in taps else "1" for a in xn)
+        at_largest = f"rearrange({largest}, {' '.join(kept)} -> {spread})"
+        first, last_nan = f"where({inside} and {x} == {at_largest}, {order}, {later_taps})", f"where({inside} and {x} != {x}, {order}, -1)"
+        for t in taps:
+            first, last_nan = f"min({first}, {t})", f"max({last_nan}, {t})"
+        chosen = self.held(f"{node.name}_chosen", f"where({last_nan} >= 0, {last_nan}, {first})", kept)
+        picked = f"where({order} == rearrange({chosen}, {' '.join(kept)} -> {spread}), {index}, 0)"
+        for t in taps:
+            picked = f"sum({picked}, {t})"
+        self.settled(node, largest, kept, 0)
+        self.settled(node, picked, kept, 1)
+
+    def op_avg_pool2d(self, node):
+        """`avg_pool{1,2,3}d(x, kernel, stride, padding, ceil_mode,
+        count_include_pad, divisor_override)`: each window's sum over its
+        count: the taps inside the input and its padding
+        (`count_include_pad`), or inside the input only, or the override."""
+        spatial = self.spatial_of(node)
+        kernel, stride, args = self.pool_arguments(node, spatial)
+        args = list(node.args) + [None] * (7 - len(node.args))
+        padding, ceil_mode = _per_dim(args[3] or 0, spatial), bool(args[4])
+        include_pad = True if args[5] is None else bool(args[5])
+        override = args[6]
+        if not node.args[0].meta["val"].dtype.is_floating_point:
+            self.unsupported(node, str(node.target), "an average of integers divides them (torch rounds toward zero): the language has no integer division")
+        x, xn, xs = self.every_axis(node.args[0], "input")
+        plane = xs[len(xs) - spatial :]
+        x, xn, xs, laid = self.windows(node, x, xn, xs, spatial, kernel, stride, padding, [1] * spatial, self.zero_of(node), ceil_mode)
+        taps = [xn[i + 1] for i, _, _ in laid]
+        kept = [a for a in xn if a not in taps]
+        total = x
+        for t in taps:
+            total = f"sum({total}, {t})"
+        if override:
+            divisor = self.filled(node, override)
+        else:
+            counts = []
+            for k, ((i, count, pad), t) in enumerate(zip(laid, taps)):
+                at = xn[i]
+                place = f"rearrange(arange({at}), {at} -> {at} 1) * {stride[k]} + arange({t}) - {pad}"
+                low, high = (-pad, plane[k] + pad) if include_pad else (0, plane[k])
+                counts.append(self.held(f"{node.name}_count", f"sum(int({place} >= {low} and {place} < {high}), {t})", [at]))
+            divisor = counts[0]
+            for k, c in enumerate(counts[1:], 1):
+                divisor = f"rearrange({divisor}, {' '.join(xn[i] for i, _, _ in laid[:k])} -> {' '.join(xn[i] for i, _, _ in laid[:k])} 1) * {c}"
+            from .importer import _kind
+
+            kind = _kind(node.meta["val"].dtype)
+            divisor = {"Real": "float", "f64": "f64", "f16": "f16", "bf16": "bf16"}[kind] + f"({divisor})"
+        self.settled(node, f"{total} / {divisor}", kept)
+
+    op_avg_pool1d = op_avg_pool3d = op_avg_pool2d
+
+    def op_adaptive_avg_pool2d(self, node):
+        """`adaptive_avg_pool{1,2,3}d(x, output_size)`: output position q of
+        an axis of n averages positions floor(q n / o) to ceil((q + 1) n / o),
+        one axis after another (a box's mean is its rows' means' mean)."""
+        spatial = self.spatial_of(node)
+        sizes = _per_dim(node.args[1], spatial)
+        x, xn, xs = self.every_axis(node.args[0], "input")
+        for k in range(spatial):
+            i = len(xn) - spatial + k
+            n, o = xs[i], sizes[k] if sizes[k] is not None else xs[i]
+            if o == n:
+                continue
+            parts, joined = [], []
+            for q in range(o):
+                start, end = q * n // o, -(-(q + 1) * n // o)
+                own, part = self.fresh("cell"), self.fresh("segment")
+                mean = f"mean({x}[{xn[i]} = {start}:{end} as {part}], {part})"
+                parts.append(f"repeat({mean}, {' '.join(xn[:i] + xn[i + 1:])} -> {' '.join(xn[:i] + [own] + xn[i + 1:])}, {own}=1)")
+                joined.append(own)
+            pooled = self.fresh(f"{xn[i]}_pooled")
+            xn = xn[:i] + [pooled] + xn[i + 1 :]
+            x = self.held(f"{node.name}_pooled", f"concat({', '.join(parts)}: {', '.join(joined)} -> {pooled})" if o > 1 else f"({parts[0]}) as [{' '.join(xn)}]", xn)
+            xs = xs[:i] + [o] + xs[i + 1 :]
+        self.settled(node, x, xn)
+
+    op_adaptive_avg_pool1d = op_adaptive_avg_pool3d = op__adaptive_avg_pool2d = op__adaptive_avg_pool3d = op_adaptive_avg_pool2d
