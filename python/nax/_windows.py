@@ -403,3 +403,138 @@ class WindowWriter:
         self.settled(node, x, xn)
 
     op_adaptive_avg_pool1d = op_adaptive_avg_pool3d = op__adaptive_avg_pool2d = op__adaptive_avg_pool3d = op_adaptive_avg_pool2d
+
+    # ---- padding by the edges -----------------------------------------------
+
+    def op_reflection_pad1d(self, node):
+        """`reflection_pad{1,2,3}d(x, pad)`: positions past an edge mirror back (the edge once)."""
+        self.edge_padded(node, "reflect")
+
+    op_reflection_pad2d = op_reflection_pad3d = op_reflection_pad1d
+
+    def op_replication_pad1d(self, node):
+        """`replication_pad{1,2,3}d(x, pad)`: positions past an edge repeat it."""
+        self.edge_padded(node, "replicate")
+
+    op_replication_pad2d = op_replication_pad3d = op_replication_pad1d
+
+    def edge_padded(self, node, mode):
+        """x padded (pairs from the last axis, negatives cropping) by `take`
+        of positions computed from the result's: j - low, then mirrored,
+        clamped or wrapped into the axis."""
+        pads = list(node.args[1])
+        x, xn, xs = self.every_axis(node.args[0], "input")
+        for k in range(len(pads) // 2):
+            low, high = pads[2 * k], pads[2 * k + 1]
+            i = len(xn) - 1 - k
+            n = xs[i]
+            if low == 0 and high == 0:
+                continue
+            grown = self.fresh(f"{xn[i]}_padded")
+            # The result's positions (the keyword sizes the new axis where it first stands).
+            source = self.held(f"{node.name}_shifted", f"repeat(0, -> {grown}, {grown}={n + low + high}) + arange({grown}) - {low}", [grown])
+            if mode == "reflect":
+                source = f"where({source} < 0, -({source}), where({source} >= {n}, {2 * (n - 1)} - ({source}), {source}))"
+            elif mode == "replicate":
+                source = f"minimum(maximum({source}, 0), {n - 1})"
+            else:
+                source = f"where({source} < 0, {source} + {n}, where({source} >= {n}, {source} - {n}, {source}))"
+            positions = self.held(f"{node.name}_positions", source, [grown])
+            along, xn = xn[i], xn[:i] + [grown] + xn[i + 1 :]
+            x = self.held(f"{node.name}_padded", f"take({x}, {positions}, {along})", xn)
+            xs = xs[:i] + [n + low + high] + xs[i + 1 :]
+        self.settled(node, x, xn)
+
+    # ---- resampling ---------------------------------------------------------
+
+    def op_upsample_nearest2d(self, node):
+        """`upsample_nearest{1,2,3}d`: output position j takes input position
+        min(floor(j * scale), n - 1), the scale 1 / the factor given, else n / o
+        (in f32, as torch computes it)."""
+        self.resampled(node, "nearest")
+
+    op_upsample_nearest1d = op_upsample_nearest3d = op_upsample_nearest2d
+
+    def op__upsample_nearest_exact2d(self, node):
+        """As `upsample_nearest2d`, from floor((j + 0.5) * scale)."""
+        self.resampled(node, "nearest-exact")
+
+    op__upsample_nearest_exact1d = op__upsample_nearest_exact3d = op__upsample_nearest_exact2d
+
+    def op_upsample_bilinear2d(self, node):
+        """`upsample_linear1d`, `upsample_bilinear2d`, `upsample_trilinear3d`:
+        one axis after another, each output position between two input
+        positions (torch's source index: scale * (j + 0.5) - 0.5, not below
+        0; with `align_corners`, j * (n - 1) / (o - 1)), weighted by its
+        distance to them."""
+        self.resampled(node, "linear")
+
+    op_upsample_linear1d = op_upsample_trilinear3d = op_upsample_bilinear2d
+
+    def op_upsample_bicubic2d(self, node):
+        """As `upsample_bilinear2d`, from four input positions (clamped to the
+        axis) weighted by torch's cubic convolution (A = -0.75)."""
+        self.resampled(node, "cubic")
+
+    def resampled(self, node, mode):
+        """The last axes resampled to the result's sizes, one after another."""
+        import numpy as np
+
+        name = getattr(node.target, "__name__", str(node.target))
+        args = list(node.args)
+        aligned = mode in ("linear", "cubic") and bool(args[2]) if len(args) > 2 else False
+        spatial = len(node.meta["val"].shape) - 2
+        if name.endswith(".vec"):
+            factors = args[3] if mode in ("linear", "cubic") else (args[2] if len(args) > 2 else None)
+            factors = _per_dim(factors, spatial) if factors else [None] * spatial
+        else:
+            factors = [1.0 / s if s else None for s in (args[3:] if mode in ("linear", "cubic") else args[2:])] + [None] * spatial
+            factors = factors[:spatial]
+        dtype = node.meta["val"].dtype
+        precise = str(dtype) == "torch.float64"
+        real = "f64" if precise else "float"
+        x, xn, xs = self.every_axis(node.args[0], "input")
+        kind = {"torch.float32": None, "torch.float64": None}.get(str(dtype), "convert")
+        if kind and dtype.is_floating_point:
+            x = self.held(f"{node.name}_wide", f"float({x})", xn)  # computed in f32, as torch's opmath
+        out_sizes = [int(size) for size in node.meta["val"].shape[2:]]
+        for k in range(spatial):
+            i = 2 + k
+            n, o = xs[i], out_sizes[k]
+            grown, along = self.fresh(f"{xn[i]}_resampled"), xn[i]
+            as_float = np.float64 if precise else np.float32
+            if mode in ("linear", "cubic") and aligned:
+                scale = as_float((n - 1) / (o - 1)) if o > 1 else as_float(0)
+            else:
+                scale = as_float(1.0 / factors[k]) if factors[k] else as_float(n) / as_float(o)
+            scale = repr(float(scale))
+            place = self.held(f"{node.name}_place", f"{real}(repeat(0, -> {grown}, {grown}={o}) + arange({grown}))", [grown])
+            xn = xn[:i] + [grown] + xn[i + 1 :]
+            if mode.startswith("nearest"):
+                source = f"({place} + 0.5) * {scale}" if mode == "nearest-exact" else f"{place} * {scale}"
+                x = self.held(f"{node.name}_resampled", f"take({x}, minimum(int(floor({source})), {n - 1}), {along})", xn)
+            else:
+                source = f"{scale} * {place}" if aligned else f"{scale} * ({place} + 0.5) - 0.5"
+                if mode == "linear" and not aligned:
+                    source = f"maximum({source}, 0.0)"
+                source = self.held(f"{node.name}_source", source, [grown])
+                below = self.held(f"{node.name}_below", f"int(floor({source}))", [grown])
+                fraction = self.held(f"{node.name}_fraction", f"{source} - {real}({below})", [grown])
+                if mode == "linear":
+                    below = self.held(f"{node.name}_below", f"minimum({below}, {n - 1})", [grown])
+                    fraction = f"minimum(maximum({fraction}, 0.0), 1.0)"
+                    taps = [(f"{below}", f"1.0 - {fraction}"), (f"minimum({below} + 1, {n - 1})", fraction)]
+                else:
+                    a = -0.75
+                    near = lambda t: f"(({a + 2!r} * ({t}) - {a + 3!r}) * ({t}) * ({t}) + 1.0)"  # noqa: E731 - |t| <= 1
+                    far = lambda t: f"((({a!r} * ({t}) - {5 * a!r}) * ({t}) + {8 * a!r}) * ({t}) - {4 * a!r})"  # noqa: E731 - 1 < |t| < 2
+                    weights = [far(f"{fraction} + 1.0"), near(fraction), near(f"1.0 - {fraction}"), far(f"2.0 - {fraction}")]
+                    taps = [(f"minimum(maximum({below} + {d}, 0), {n - 1})", w) for d, w in zip((-1, 0, 1, 2), weights)]
+                terms = [f"take({x}, {index}, {along}) * ({weight})" for index, weight in taps]
+                x = self.held(f"{node.name}_resampled", " + ".join(terms), xn)
+            xs = xs[:i] + [o] + xs[i + 1 :]
+        if kind and dtype.is_floating_point:
+            from .importer import _kind
+
+            x = f"{_kind(dtype)}({x})"
+        self.settled(node, x, xn)

@@ -1443,11 +1443,12 @@ class _Writer(WindowWriter):
             self.bind(node, f"concat({', '.join(parts)}: {', '.join(joined)} -> {merged})", natural)
 
     def op_pad(self, node):
-        """`aten.pad` in its constant mode (the others reflect or repeat
-        edges: windows the language has not)."""
+        """`aten.pad`: with a value (`constant_pad_nd`), or by reflection,
+        replication or wrapping around (`edge_padded`)."""
         mode = node.args[2] if len(node.args) > 2 else node.kwargs.get("mode", "constant")
         if mode != "constant":
-            self.unsupported(node, "pad", f"padding by {mode} is not supported")
+            self.edge_padded(node, {"reflect": "reflect", "replicate": "replicate", "circular": "circular"}[mode])
+            return
         value = node.args[3] if len(node.args) > 3 else node.kwargs.get("value")
         node.args = (node.args[0], node.args[1], 0 if value is None else value)
         self.op_constant_pad_nd(node)
