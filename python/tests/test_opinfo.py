@@ -7,7 +7,9 @@ and llvm, and compared with PyTorch.
 
 What must hold:
 
-* over the whole database, no wrong answer, and the importer either
+* over the whole database, no wrong answer (a float32 result off
+  torch's by more than the tolerance is still right where it is as near
+  the value computed in f64 as torch's: `nearer_than_torch`), and the importer either
   writes a program or refuses with `nax.UnsupportedOperator`;
 * the book's table of the Core ATen operators (`docs/src/importer.md`)
   names every Core ATen operator once; an operator it calls covered
@@ -121,8 +123,28 @@ def outcome(info, sample, dtype) -> tuple:
                     got.astype(np.float64), expected.astype(np.float64), rtol=tolerance(dtype), atol=tolerance(dtype) * scale, equal_nan=True
                 )
         except AssertionError as error:
-            return "wrong", f"{backend} {dtype}: {str(error).strip().splitlines()[:4]}"
+            if not nearer_than_torch(module, tensors, got, expected, dtype):
+                return "wrong", f"{backend} {dtype}: {str(error).strip().splitlines()[:4]}"
     return "pass", ""
+
+
+def nearer_than_torch(module, tensors, got, expected, dtype) -> bool:
+    """Whether nax's f32 result, off torch's by more than the tolerance, is
+    as near the exact value (the module run in f64) as torch's is: each
+    element within twice torch's own error, or the tolerance at the
+    result's scale. A sum of large terms that cancel (a convolution's)
+    rounds differently in another order; neither result is the wrong one."""
+    if dtype != torch.float32:
+        return False
+    try:
+        exact = module(*[t.double() if t.dtype == torch.float32 else t for t in tensors]).detach().numpy()
+    except Exception:  # noqa: BLE001 - the operator has no f64 form: no exact value to compare with
+        return False
+    finite = np.abs(exact[np.isfinite(exact)])
+    scale = max(1.0, float(finite.max())) if finite.size else 1.0
+    ours, theirs = np.abs(got.astype(np.float64) - exact), np.abs(expected.astype(np.float64) - exact)
+    same = (got == expected) | (np.isnan(got) & np.isnan(expected))
+    return bool(np.all(same | (ours <= np.maximum(2 * theirs, tolerance(dtype) * scale))))
 
 
 def sweep(info) -> collections.Counter:
