@@ -377,6 +377,41 @@ class _Writer(WindowWriter):
         value, axes = self.operand(node.args[0])
         self.bind(node, template.format(self.numeric(node, node.args[0], value)), axes)
 
+    def widened(self, node, template):
+        """`template` of the operand (`{0}`, held once), computed in f32 for
+        a half-precision operand and rounded back once, as torch does: a
+        formula of several steps would round at each in bf16."""
+        value, axes = self.operand(node.args[0])
+        value = self.numeric(node, node.args[0], value)
+        kind = _kind(node.meta["val"].dtype)
+        if kind in ("bf16", "f16"):
+            value = f"float({value})"
+        value = self.held(f"{node.name}_operand", value, present(axes or []))
+        expr = template.format(value)
+        self.bind(node, f"{kind}({expr})" if kind in ("bf16", "f16") else expr, axes)
+
+    def op_atanh(self, node):
+        """`atanh(x) = sign(x) * log1p(2|x| / (1 - |x|)) / 2` (1 - |x| exact
+        near 1, log1p exact near 0: a few ulps everywhere)."""
+        self.widened(node, "sign({0}) * 0.5 * log1p(2.0 * abs({0}) / (1.0 - abs({0})))")
+
+    def op_asinh(self, node):
+        """`asinh(x) = sign(x) * log1p(|x| + x^2 / (1 + sqrt(1 + x^2)))`; past
+        2^28 (where x^2 would lose or overflow), log|x| + log 2."""
+        self.widened(
+            node,
+            "sign({0}) * where(abs({0}) > 268435456.0, log(abs({0})) + 0.6931471805599453, "
+            "log1p(abs({0}) + {0} * {0} / (1.0 + sqrt(1.0 + {0} * {0}))))",
+        )
+
+    def op_acosh(self, node):
+        """`acosh(x) = log1p(t + sqrt(2t + t^2))`, t = x - 1 (exact near 1);
+        past 2^28, log x + log 2; below 1, nan (a square root of a negative)."""
+        self.widened(
+            node,
+            "where({0} > 268435456.0, log({0}) + 0.6931471805599453, log1p(({0} - 1.0) + sqrt(2.0 * ({0} - 1.0) + ({0} - 1.0) * ({0} - 1.0))))",
+        )
+
     def converted(self, arg, value, dtype):
         """`value` (of node `arg`) in the float dtype `dtype`, where it is of another."""
         import torch
@@ -1724,6 +1759,13 @@ class _Writer(WindowWriter):
 
     def op_new_full(self, node):
         self.constructed(node, "full", node.args[2])
+
+    def op_empty(self, node):
+        """`empty` and its siblings: values torch leaves unspecified, here
+        zeros (a layout's strides are not a nax value's)."""
+        self.constructed(node, "zeros")
+
+    op_empty_like = op_new_empty = op_empty_strided = op_new_empty_strided = op_empty_permuted = op_empty
 
     op_new_ones = op_ones_like = op_ones
     op_new_zeros = op_zeros_like = op_zeros

@@ -571,3 +571,34 @@ def test_cdist_broadcasts_batches_and_axes_of_size_one():
             for backend in ("interp", "llvm"):
                 got = np.asarray(imported.compile(backend=backend).forward(x, y))
                 np.testing.assert_allclose(got.reshape(Distances(p)(x, y).shape), Distances(p)(x, y).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_max_pool_indices_are_torchs():
+    """`max_pool1d/2d/3d(..., return_indices=True)`: each window's largest
+    element and its index in the input plane, the first of a tie and the
+    last nan as torch's loops choose, with padding, dilation and
+    `ceil_mode`, of floats and integers (the OpInfo sweep leaves out
+    results that are pairs)."""
+    functional = torch.nn.functional
+    x = torch.randn(2, 3, 7, 6)
+    x[0, 0, 1, 1] = float("nan")
+    x[0, 1, 2:4, 2:4] = 1.5
+    x[1, 2, 4, 0:2] = float("nan")
+    cases = [
+        (lambda x: functional.max_pool2d(x, 3, return_indices=True), x),
+        (lambda x: functional.max_pool2d(x, (3, 2), stride=(2, 1), padding=1, dilation=(1, 2), ceil_mode=True, return_indices=True), x),
+        (lambda x: functional.max_pool1d(x[0], 3, stride=2, padding=1, ceil_mode=True, return_indices=True), x),
+        (lambda x: functional.max_pool3d(x[None], (1, 2, 2), return_indices=True), x),
+        (lambda x: functional.max_pool2d(x, 2, padding=1, ceil_mode=True, return_indices=True), (torch.randn(2, 3, 7, 6) * 10).long()),
+    ]
+
+    class Pooled(torch.nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            self.f = f
+
+        def forward(self, x):
+            return self.f(x)
+
+    for f, x in cases:
+        agrees_exactly(Pooled(f), (x,))

@@ -35,6 +35,8 @@ BOOK = pathlib.Path(__file__).resolve().parents[2] / "docs" / "src" / "importer.
 DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.bool)
 SAMPLES = 6
 BACKENDS = ("interp", "llvm")
+# Operators whose values torch leaves unspecified (only their shapes compare).
+UNSPECIFIED = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted"}
 
 
 class Call(torch.nn.Module):
@@ -114,7 +116,10 @@ def outcome(info, sample, dtype) -> tuple:
         if got.shape != expected.shape and got.size == expected.size:
             got = got.reshape(expected.shape)
         try:
-            if expected.dtype == bool:
+            if info.name in UNSPECIFIED:
+                # torch leaves the values unspecified: the shape is the answer.
+                assert got.shape == expected.shape, f"shape {got.shape}, not {expected.shape}"
+            elif expected.dtype == bool:
                 np.testing.assert_array_equal(got, expected)
             else:
                 finite = np.abs(expected[np.isfinite(expected)]) if expected.size else np.zeros(0)
