@@ -19,6 +19,13 @@ from __future__ import annotations
 import math
 
 
+def _float_kind(node) -> str:
+    """The conversion to the node's float dtype (`float`, `f64`, `bf16`, `f16`)."""
+    from .importer import _kind
+
+    return {"Real": "float", "f64": "f64", "bf16": "bf16", "f16": "f16"}[_kind(node.meta["val"].dtype)]
+
+
 def _per_dim(value, count: int) -> list:
     """A kernel, stride, padding or dilation argument as one int per spatial dim."""
     values = list(value) if isinstance(value, (list, tuple)) else [value]
@@ -173,6 +180,11 @@ class WindowWriter:
             self.unsupported(node, "convolution", "a convolution over axes of dynamic size is not supported yet")
         x, xn, xs = self.every_axis(inp, "input")
         w, wn, ws = self.every_axis(weight, "weight")
+        self.convolve(node, (x, xn, xs), (w, wn, ws), bias, stride, padding, dilation, transposed, output_padding, groups)
+
+    def convolve(self, node, inp, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+        """`convolved` of values: the input's and the weight's (value, names, sizes)."""
+        (x, xn, xs), (w, wn, ws) = inp, weight
         if len(xs) == len(ws) - 1:
             batch = self.fresh("batch")
             x = self.held(f"{node.name}_batched", f"repeat({x}, {' '.join(xn)} -> {' '.join([batch] + xn)}, {batch}=1)", [batch] + xn)
@@ -213,6 +225,44 @@ class WindowWriter:
         if len(node.meta["val"].shape) == len(result) - 1:
             value, result = f"({value})[{batch} = 0]", result[1:]
         self.settled(node, value, result)
+
+    def op_col2im(self, node):
+        """`col2im` (`fold`): blocks of `kernel` positions summed back into
+        their places, the transposed convolution of the blocks' grid by a
+        weight that takes block channel (c, tap) to channel c at that tap
+        (a mask of equal positions)."""
+        output_size, kernel, dilation, padding, stride = (_per_dim(a, 2) for a in node.args[1:6])
+        x, xn, xs = self.every_axis(node.args[0], "input")
+        if len(xs) == 2:
+            batch = self.fresh("batch")
+            x = self.held(f"{node.name}_batched", f"repeat({x}, {' '.join(xn)} -> {' '.join([batch] + xn)}, {batch}=1)", [batch] + xn)
+            xn, xs = [batch] + xn, [1] + xs
+        taps = kernel[0] * kernel[1]
+        grid = [(output_size[k] + 2 * padding[k] - dilation[k] * (kernel[k] - 1) - 1) // stride[k] + 1 for k in range(2)]
+        rows, cols = self.fresh("block_rows"), self.fresh("block_cols")
+        x = self.held(f"{node.name}_grid", f"rearrange({x}, {xn[0]} {xn[1]} ({rows} {cols}) -> {xn[0]} {xn[1]} {rows} {cols}, {rows}={grid[0]})", [xn[0], xn[1], rows, cols])
+        channels, across, down = self.fresh("channels"), self.fresh("tap_rows"), self.fresh("tap_cols")
+        column = f"rearrange(arange({xn[1]}), {xn[1]} -> {xn[1]} 1 1 1)"
+        sizes = f"repeat(0, -> {channels} {across} {down}, {channels}={xs[1] // taps}, {across}={kernel[0]}, {down}={kernel[1]})"
+        place = f"{sizes} + rearrange(arange({channels}) * {taps}, {channels} -> {channels} 1 1) + rearrange(arange({across}) * {kernel[1]}, {across} -> {across} 1) + arange({down})"
+        weight = self.held(f"{node.name}_placing", f"{_float_kind(node)}(where({column} == {place}, 1.0, 0.0))", [xn[1], channels, across, down])
+        reached = [(grid[k] - 1) * stride[k] - 2 * padding[k] + dilation[k] * (kernel[k] - 1) + 1 for k in range(2)]
+        extra = [output_size[k] - reached[k] for k in range(2)]
+        self.convolve(node, (x, [xn[0], xn[1], rows, cols], [xs[0], xs[1]] + grid), (weight, [xn[1], channels, across, down], [xs[1], xs[1] // taps] + kernel), None, stride, padding, dilation, True, extra, 1)
+
+    def op_unfold(self, node):
+        """`x.unfold(dim, size, step)`: the axis as its windows' positions,
+        each window's `size` elements a new last axis."""
+        dim, size, step = node.args[1:4]
+        x, xn, xs = self.every_axis(node.args[0], "input")
+        if not xn:
+            # A number's one window: itself, an axis of size 1 more.
+            self.bind(node, x, [None])
+            return
+        dim %= len(xn)
+        x, xn, xs = self.tapped(node, x, xn, xs, dim, size, step, 1, (xs[dim] - size) // step + 1)
+        last = xn[:dim + 1] + xn[dim + 2 :] + [xn[dim + 1]]
+        self.settled(node, f"rearrange({x}, {' '.join(xn)} -> {' '.join(last)})", last)
 
     def transposed(self, node, x, xn, xs, w, wn, ws, stride, padding, dilation, output_padding, groups):
         """A transposed convolution's input and weight as a direct one's:

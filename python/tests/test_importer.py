@@ -602,3 +602,31 @@ def test_max_pool_indices_are_torchs():
 
     for f, x in cases:
         agrees_exactly(Pooled(f), (x,))
+
+
+def test_fold_sums_blocks_back_as_torchs():
+    """`F.fold` (`aten.col2im`, which no OpInfo test of this PyTorch
+    exports): blocks summed back into their places, with dilation, padding
+    and stride, batched or not."""
+    functional = torch.nn.functional
+
+    class Folded(torch.nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            self.f = f
+
+        def forward(self, x):
+            return self.f(x)
+
+    blocks = functional.unfold(torch.randn(1, 3, 7, 6), (3, 2), dilation=(1, 2), padding=1, stride=(2, 1))
+    cases = [
+        (lambda x: functional.fold(x, (4, 5), (2, 2)), torch.randn(2, 3 * 4, 12)),
+        (lambda x: functional.fold(x, (7, 6), (3, 2), dilation=(1, 2), padding=1, stride=(2, 1)), blocks),
+        (lambda x: functional.fold(x, (4, 4), 2, stride=2), torch.randn(8, 4)),
+    ]
+    for f, x in cases:
+        imported = nax.from_torch(Folded(f), (x,))
+        want = f(x)
+        for backend in ("interp", "llvm"):
+            got = np.asarray(imported.compile(backend=backend).forward(x)).reshape(want.shape)
+            np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
