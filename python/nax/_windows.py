@@ -588,3 +588,75 @@ class WindowWriter:
 
             x = f"{_kind(dtype)}({x})"
         self.settled(node, x, xn)
+
+    # ---- sampling at computed positions -------------------------------------
+
+    def op_grid_sampler_2d(self, node):
+        """`grid_sampler_2d(x, grid, mode, padding_mode, align_corners)`:
+        each grid point's position in x (unnormalized, then clipped or
+        reflected as `padding_mode` says, torch's formulas), and x there:
+        the four neighbours weighted (bilinear) or the nearest (half to
+        even), a neighbour outside x counting 0. Gathered by `take` from x
+        flattened with its batch, each point's batch leading its offset."""
+        x_arg, grid_arg, mode, padding_mode, align = (list(node.args) + [0, 0, False])[:5]
+        if mode not in (0, 1):
+            self.unsupported(node, "grid_sampler_2d", "bicubic sampling is not supported yet")
+        x, xn, xs = self.every_axis(x_arg, "input")
+        grid, gn, gs = self.every_axis(grid_arg, "grid")
+        batch, channels, rows, cols = xn
+        n_rows, n_cols = xs[2], xs[3]
+        down, across, pair = self.fresh("grid_rows"), self.fresh("grid_cols"), self.fresh("pair")
+        points = [batch, down, across]
+        grid = self.held(f"{node.name}_grid", f"({grid}) as [{' '.join(points + [pair])}]", points + [pair])
+        real = "f64" if str(node.meta["val"].dtype) == "torch.float64" else "float"
+        if real == "float" and str(node.meta["val"].dtype) != "torch.float32":
+            x, grid = f"float({x})", self.held(f"{node.name}_grid", f"float({grid})", points + [pair])
+
+        def source(coordinate, size):
+            """A grid coordinate in [-1, 1] as a position along an axis of `size`."""
+            at = f"(({coordinate} + 1.0) / 2.0) * {float(size - 1)!r}" if align else f"(({coordinate} + 1.0) * {float(size)!r} - 1.0) / 2.0"
+            at = self.held(f"{node.name}_at", at, points)
+            if padding_mode == 2:
+                low, high = (0.0, 2.0 * (size - 1)) if align else (-1.0, 2.0 * size - 1.0)
+                if low == high:
+                    at = self.held(f"{node.name}_at", f"{at} * 0.0", points)
+                else:
+                    least, span = low / 2, (high - low) / 2
+                    distance = self.held(f"{node.name}_distance", f"abs({at} - {least!r})", points)
+                    flips = self.held(f"{node.name}_flips", f"floor({distance} / {span!r})", points)
+                    extra = f"({distance} - {span!r} * {flips})"
+                    at = self.held(f"{node.name}_at", f"where(floor({flips} / 2.0) * 2.0 == {flips}, {extra} + {least!r}, {span!r} - {extra} + {least!r})", points)
+            if padding_mode in (1, 2):
+                at = self.held(f"{node.name}_at", f"minimum(maximum({at}, 0.0), {float(size - 1)!r})", points)
+            return at
+
+        across_at, down_at = source(f"{grid}[{pair} = 0]", n_cols), source(f"{grid}[{pair} = 1]", n_rows)
+        flat = self.fresh("flat")
+        table = self.held(f"{node.name}_table", f"rearrange({x}, {' '.join(xn)} -> {channels} ({batch} {rows} {cols})) as [{channels} {flat}]", [channels, flat])
+        first = f"rearrange(arange({batch}), {batch} -> {batch} 1 1) * {n_rows * n_cols}"
+
+        def at(row, col):
+            """x at integer positions (floats), 0 outside: [channels, batch, grid rows, grid cols]."""
+            inside = f"({row} >= 0.0 and {row} <= {float(n_rows - 1)!r} and {col} >= 0.0 and {col} <= {float(n_cols - 1)!r})"
+            offset = f"{first} + int(minimum(maximum({row}, 0.0), {float(n_rows - 1)!r})) * {n_cols} + int(minimum(maximum({col}, 0.0), {float(n_cols - 1)!r}))"
+            return f"where({inside}, take({table}, {offset}, {flat}), 0.0)"
+
+        if mode == 1:
+            value = at(f"round({down_at})", f"round({across_at})")
+        else:
+            top, left = self.held(f"{node.name}_top", f"floor({down_at})", points), self.held(f"{node.name}_left", f"floor({across_at})", points)
+            dy, dx = self.held(f"{node.name}_dy", f"{down_at} - {top}", points), self.held(f"{node.name}_dx", f"{across_at} - {left}", points)
+            corners = [
+                (top, left, f"(1.0 - {dx}) * (1.0 - {dy})"),
+                (top, f"{left} + 1.0", f"{dx} * (1.0 - {dy})"),
+                (f"{top} + 1.0", left, f"(1.0 - {dx}) * {dy}"),
+                (f"{top} + 1.0", f"{left} + 1.0", f"{dx} * {dy}"),
+            ]
+            value = " + ".join(f"{at(r, c)} * ({w})" for r, c, w in corners)
+        value = self.held(f"{node.name}_sampled", value, [channels] + points)
+        value = f"rearrange({value}, {channels} {' '.join(points)} -> {batch} {channels} {down} {across})"
+        if str(node.meta["val"].dtype) not in ("torch.float32", "torch.float64"):
+            value = f"{_float_kind(node)}({value})"
+        self.settled(node, value, [batch, channels, down, across])
+
+    op_grid_sampler = op_grid_sampler_2d
