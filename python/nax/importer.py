@@ -46,6 +46,7 @@ traceback from inside the importer.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 import os
 import re
@@ -377,39 +378,101 @@ class _Writer(WindowWriter):
         value, axes = self.operand(node.args[0])
         self.bind(node, template.format(self.numeric(node, node.args[0], value)), axes)
 
-    def widened(self, node, template):
-        """`template` of the operand (`{0}`, held once), computed in f32 for
-        a half-precision operand and rounded back once, as torch does: a
-        formula of several steps would round at each in bf16."""
+    def in_double(self, node, formula):
+        """`formula(x, axes)` of the operand (held once as `x`), computed in
+        f64 and rounded once to the result's dtype: a formula of several
+        steps rounds at each, and in f64 those roundings are far below the
+        result's (the inverse trigonometric and hyperbolic functions, the
+        language has no built-ins for, land within an ulp of f32's)."""
         value, axes = self.operand(node.args[0])
         value = self.numeric(node, node.args[0], value)
         kind = _kind(node.meta["val"].dtype)
-        if kind in ("bf16", "f16"):
-            value = f"float({value})"
-        value = self.held(f"{node.name}_operand", value, present(axes or []))
-        expr = template.format(value)
-        self.bind(node, f"{kind}({expr})" if kind in ("bf16", "f16") else expr, axes)
+        value = self.held(f"{node.name}_operand", value if kind == "f64" else f"f64({value})", present(axes or []))
+        expr = formula(value, present(axes or []))
+        self.bind(node, expr if kind == "f64" else f"{ {'Real': 'float'}.get(kind, kind)}({expr})", axes)
 
     def op_atanh(self, node):
         """`atanh(x) = sign(x) * log1p(2|x| / (1 - |x|)) / 2` (1 - |x| exact
-        near 1, log1p exact near 0: a few ulps everywhere)."""
-        self.widened(node, "sign({0}) * 0.5 * log1p(2.0 * abs({0}) / (1.0 - abs({0})))")
+        near 1, log1p exact near 0); below 1e-9, x itself (-0 stays -0)."""
+        self.in_double(node, lambda x, _: f"where(abs({x}) < 1e-9, {x}, sign({x}) * 0.5 * log1p(2.0 * abs({x}) / (1.0 - abs({x}))))")
 
     def op_asinh(self, node):
         """`asinh(x) = sign(x) * log1p(|x| + x^2 / (1 + sqrt(1 + x^2)))`; past
-        2^28 (where x^2 would lose or overflow), log|x| + log 2."""
-        self.widened(
+        2^28 (where x^2 would lose or overflow), log|x| + log 2; below 1e-9,
+        x itself."""
+        self.in_double(
             node,
-            "sign({0}) * where(abs({0}) > 268435456.0, log(abs({0})) + 0.6931471805599453, "
-            "log1p(abs({0}) + {0} * {0} / (1.0 + sqrt(1.0 + {0} * {0}))))",
+            lambda x, _: f"where(abs({x}) < 1e-9, {x}, sign({x}) * where(abs({x}) > 268435456.0, log(abs({x})) + 0.6931471805599453, "
+            f"log1p(abs({x}) + {x} * {x} / (1.0 + sqrt(1.0 + {x} * {x})))))",
         )
+
+    def arctangent(self, node, x, axes) -> str:
+        """atan of `x` (an f64 name), Cephes's: |x| reduced to [0, 0.66]
+        (above tan(3pi/8), pi/2 - atan(1/|x|); above 0.66, pi/4 +
+        atan((|x| - 1) / (|x| + 1))), then a rational function, the bits of
+        pi/2 and pi/4 below their rounding added to the small part, the
+        sign restored (x itself below 1e-9)."""
+        big, mid, more = 2.414213562373095, 0.66, 6.123233995736765886130e-17
+        a = self.held(f"{node.name}_magnitude", f"abs({x})", axes)
+        reduced = self.held(f"{node.name}_reduced", f"where({a} > {big!r}, -1.0 / {a}, where({a} > {mid!r}, ({a} - 1.0) / ({a} + 1.0), {a}))", axes)
+        z = self.held(f"{node.name}_square", f"{reduced} * {reduced}", axes)
+        p = [-8.750608600031904122785e-1, -1.615753718733365076637e1, -7.500855792314704667340e1, -1.228866684490136173410e2, -6.485021904942025371773e1]
+        q = [2.485846490142306297962e1, 1.650270098316988542046e2, 4.328810604912902668951e2, 4.853903996359136964868e2, 1.945506571482613964425e2]
+        numerator = f"(((({p[0]!r} * {z} + {p[1]!r}) * {z} + {p[2]!r}) * {z} + {p[3]!r}) * {z} + {p[4]!r})"
+        denominator = f"((((({z} + {q[0]!r}) * {z} + {q[1]!r}) * {z} + {q[2]!r}) * {z} + {q[3]!r}) * {z} + {q[4]!r})"
+
+        def constant(c):
+            # Of f64 (a `where` of literals alone would be f32).
+            return f"full(f64[], {c!r})"
+
+        series = f"{reduced} * ({z} * {numerator} / {denominator}) + {reduced}"
+        series = f"({series}) + where({a} > {big!r}, {constant(more)}, where({a} > {mid!r}, {constant(0.5 * more)}, {constant(0.0)}))"
+        base = f"where({a} > {big!r}, {constant(1.5707963267948966)}, where({a} > {mid!r}, {constant(0.7853981633974483)}, {constant(0.0)}))"
+        # Below 1e-9, atan(x) rounds to x (x^3/3 is below half its ulp): -0 stays -0.
+        return f"where(abs({x}) < 1e-9, {x}, sign({x}) * ({base} + ({series})))"
+
+    def op_atan(self, node):
+        self.in_double(node, lambda x, axes: self.arctangent(node, x, axes))
+
+    def op_asin(self, node):
+        """`asin(x) = atan(x / sqrt((1 - x)(1 + x)))` (1 - x exact near 1)."""
+        self.in_double(node, lambda x, axes: self.arctangent(node, self.held(f"{node.name}_ratio", f"{x} / sqrt((1.0 - {x}) * (1.0 + {x}))", axes), axes))
+
+    def op_acos(self, node):
+        """`acos(x) = 2 atan(sqrt((1 - x) / (1 + x)))`."""
+        self.in_double(node, lambda x, axes: f"2.0 * ({self.arctangent(node, self.held(f'{node.name}_ratio', f'sqrt((1.0 - {x}) / (1.0 + {x}))', axes), axes)})")
+
+    def op_atan2(self, node):
+        """`atan2(y, x)`: atan(y / x), plus pi toward y's sign where x < 0
+        (y's sign bit: -0 counts, as C's atan2); both zero, 0 or pi by x's
+        sign bit; both infinite, pi/4 or 3pi/4. In f64, rounded once."""
+        out, [(y, _), (x, _)] = self.aligned(node, node.args[:2])
+        axes = present(out)
+        kind = _kind(node.meta["val"].dtype)
+        y, x = (self.held(f"{node.name}_{role}", f"f64({self.numeric(node, arg, v)})", axes) for role, v, arg in (("y", y, node.args[0]), ("x", x, node.args[1])))
+        quotient = self.held(f"{node.name}_quotient", f"{y} / {x}", axes)
+        angle = self.held(f"{node.name}_angle", self.arctangent(node, quotient, axes), axes)
+
+        def constant(c):
+            return f"full(f64[], {c!r})"
+
+        below = f"({y} < 0.0 or ({y} == 0.0 and 1.0 / {y} < 0.0))"
+        left = f"({x} < 0.0 or ({x} == 0.0 and 1.0 / {x} < 0.0))"
+        half_turn = f"where({below}, {constant(-math.pi)}, {constant(math.pi)})"
+        value = f"where({x} < 0.0, {angle} + {half_turn}, {angle})"
+        # x zero (of either sign) and y not: a quarter turn toward y.
+        value = f"where({x} == 0.0 and ({y} < 0.0 or {y} > 0.0), where({below}, {constant(-math.pi / 2)}, {constant(math.pi / 2)}), {value})"
+        value = f"where({y} == 0.0 and {x} == 0.0, where({left}, {half_turn}, {y}), {value})"
+        corner = f"where({x} > 0.0, {constant(math.pi / 4)}, {constant(3 * math.pi / 4)})"
+        value = f"where(abs({y}) == inf and abs({x}) == inf, where({below}, -{corner}, {corner}), {value})"
+        self.bind(node, value if kind == "f64" else f"{ {'Real': 'float'}.get(kind, kind)}({value})", out)
 
     def op_acosh(self, node):
         """`acosh(x) = log1p(t + sqrt(2t + t^2))`, t = x - 1 (exact near 1);
         past 2^28, log x + log 2; below 1, nan (a square root of a negative)."""
-        self.widened(
+        self.in_double(
             node,
-            "where({0} > 268435456.0, log({0}) + 0.6931471805599453, log1p(({0} - 1.0) + sqrt(2.0 * ({0} - 1.0) + ({0} - 1.0) * ({0} - 1.0))))",
+            lambda x, _: f"where({x} > 268435456.0, log({x}) + 0.6931471805599453, log1p(({x} - 1.0) + sqrt(2.0 * ({x} - 1.0) + ({x} - 1.0) * ({x} - 1.0))))",
         )
 
     def converted(self, arg, value, dtype):
