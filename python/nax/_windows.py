@@ -26,6 +26,20 @@ def _float_kind(node) -> str:
     return {"Real": "float", "f64": "f64", "bf16": "bf16", "f16": "f16"}[_kind(node.meta["val"].dtype)]
 
 
+def _cubic(t: str) -> list:
+    """torch's cubic convolution weights (A = -0.75) of the four positions
+    around a point at fraction `t` past the second."""
+    a = -0.75
+
+    def near(u):  # |u| <= 1
+        return f"(({a + 2!r} * ({u}) - {a + 3!r}) * ({u}) * ({u}) + 1.0)"
+
+    def far(u):  # 1 < |u| < 2
+        return f"((({a!r} * ({u}) - {5 * a!r}) * ({u}) + {8 * a!r}) * ({u}) - {4 * a!r})"
+
+    return [far(f"{t} + 1.0"), near(t), near(f"1.0 - {t}"), far(f"2.0 - {t}")]
+
+
 def _per_dim(value, count: int) -> list:
     """A kernel, stride, padding or dilation argument as one int per spatial dim."""
     values = list(value) if isinstance(value, (list, tuple)) else [value]
@@ -575,10 +589,7 @@ class WindowWriter:
                     fraction = f"minimum(maximum({fraction}, 0.0), 1.0)"
                     taps = [(f"{below}", f"1.0 - {fraction}"), (f"minimum({below} + 1, {n - 1})", fraction)]
                 else:
-                    a = -0.75
-                    near = lambda t: f"(({a + 2!r} * ({t}) - {a + 3!r}) * ({t}) * ({t}) + 1.0)"  # noqa: E731 - |t| <= 1
-                    far = lambda t: f"((({a!r} * ({t}) - {5 * a!r}) * ({t}) + {8 * a!r}) * ({t}) - {4 * a!r})"  # noqa: E731 - 1 < |t| < 2
-                    weights = [far(f"{fraction} + 1.0"), near(fraction), near(f"1.0 - {fraction}"), far(f"2.0 - {fraction}")]
+                    weights = _cubic(fraction)
                     taps = [(f"minimum(maximum({below} + {d}, 0), {n - 1})", w) for d, w in zip((-1, 0, 1, 2), weights)]
                 terms = [f"take({x}, {index}, {along}) * ({weight})" for index, weight in taps]
                 x = self.held(f"{node.name}_resampled", " + ".join(terms), xn)
@@ -599,8 +610,6 @@ class WindowWriter:
         even), a neighbour outside x counting 0. Gathered by `take` from x
         flattened with its batch, each point's batch leading its offset."""
         x_arg, grid_arg, mode, padding_mode, align = (list(node.args) + [0, 0, False])[:5]
-        if mode not in (0, 1):
-            self.unsupported(node, "grid_sampler_2d", "bicubic sampling is not supported yet")
         x, xn, xs = self.every_axis(x_arg, "input")
         grid, gn, gs = self.every_axis(grid_arg, "grid")
         batch, channels, rows, cols = xn
@@ -612,10 +621,13 @@ class WindowWriter:
         if real == "float" and str(node.meta["val"].dtype) != "torch.float32":
             x, grid = f"float({x})", self.held(f"{node.name}_grid", f"float({grid})", points + [pair])
 
-        def source(coordinate, size):
+        def unnormalized(coordinate, size):
             """A grid coordinate in [-1, 1] as a position along an axis of `size`."""
             at = f"(({coordinate} + 1.0) / 2.0) * {float(size - 1)!r}" if align else f"(({coordinate} + 1.0) * {float(size)!r} - 1.0) / 2.0"
-            at = self.held(f"{node.name}_at", at, points)
+            return self.held(f"{node.name}_at", at, points)
+
+        def padded(at, size):
+            """A position clipped to the axis (border) or reflected into it (reflection)."""
             if padding_mode == 2:
                 low, high = (0.0, 2.0 * (size - 1)) if align else (-1.0, 2.0 * size - 1.0)
                 if low == high:
@@ -630,7 +642,7 @@ class WindowWriter:
                 at = self.held(f"{node.name}_at", f"minimum(maximum({at}, 0.0), {float(size - 1)!r})", points)
             return at
 
-        across_at, down_at = source(f"{grid}[{pair} = 0]", n_cols), source(f"{grid}[{pair} = 1]", n_rows)
+        across_at, down_at = unnormalized(f"{grid}[{pair} = 0]", n_cols), unnormalized(f"{grid}[{pair} = 1]", n_rows)
         flat = self.fresh("flat")
         table = self.held(f"{node.name}_table", f"rearrange({x}, {' '.join(xn)} -> {channels} ({batch} {rows} {cols})) as [{channels} {flat}]", [channels, flat])
         first = f"rearrange(arange({batch}), {batch} -> {batch} 1 1) * {n_rows * n_cols}"
@@ -641,9 +653,23 @@ class WindowWriter:
             offset = f"{first} + int(minimum(maximum({row}, 0.0), {float(n_rows - 1)!r})) * {n_cols} + int(minimum(maximum({col}, 0.0), {float(n_cols - 1)!r}))"
             return f"where({inside}, take({table}, {offset}, {flat}), 0.0)"
 
-        if mode == 1:
+        if mode == 2:
+            # Bicubic: sixteen neighbours, each position padded on its own, as torch's.
+            top, left = self.held(f"{node.name}_top", f"floor({down_at})", points), self.held(f"{node.name}_left", f"floor({across_at})", points)
+            dy, dx = self.held(f"{node.name}_dy", f"{down_at} - {top}", points), self.held(f"{node.name}_dx", f"{across_at} - {left}", points)
+            weights = [_cubic(dy), _cubic(dx)]
+            terms = []
+            for j in range(4):
+                row = padded(self.held(f"{node.name}_row", f"{top} + {float(j - 1)!r}", points), n_rows)
+                for i in range(4):
+                    col = padded(self.held(f"{node.name}_col", f"{left} + {float(i - 1)!r}", points), n_cols)
+                    terms.append(f"{at(row, col)} * ({weights[0][j]}) * ({weights[1][i]})")
+            value = " + ".join(terms)
+        elif mode == 1:
+            down_at, across_at = padded(down_at, n_rows), padded(across_at, n_cols)
             value = at(f"round({down_at})", f"round({across_at})")
         else:
+            down_at, across_at = padded(down_at, n_rows), padded(across_at, n_cols)
             top, left = self.held(f"{node.name}_top", f"floor({down_at})", points), self.held(f"{node.name}_left", f"floor({across_at})", points)
             dy, dx = self.held(f"{node.name}_dy", f"{down_at} - {top}", points), self.held(f"{node.name}_dx", f"{across_at} - {left}", points)
             corners = [

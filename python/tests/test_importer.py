@@ -682,3 +682,28 @@ def test_inverse_trigonometric_and_hyperbolic_functions_are_within_an_ulp():
         got = np.asarray(imported.compile(backend=backend).forward(y, x))
         np.testing.assert_allclose(got, want, rtol=2e-7, atol=0)
         assert np.array_equal(np.signbit(got[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
+
+
+def test_grid_sample_in_every_mode_and_padding():
+    """`F.grid_sample`, bilinear, nearest and bicubic, with zeros, border
+    and reflection padding, corners aligned or not, at points inside and
+    outside the input (the OpInfo samples do not reach every pairing)."""
+    functional = torch.nn.functional
+
+    class Sampled(torch.nn.Module):
+        def __init__(self, **options):
+            super().__init__()
+            self.options = options
+
+        def forward(self, x, grid):
+            return functional.grid_sample(x, grid, **self.options)
+
+    x, grid = torch.randn(2, 3, 5, 6), torch.rand(2, 4, 7, 2) * 2.6 - 1.3
+    for mode in ("bilinear", "nearest", "bicubic"):
+        for padding_mode in ("zeros", "border", "reflection"):
+            for align_corners in (False, True):
+                module = Sampled(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+                imported = nax.from_torch(module, (x, grid))
+                for backend in ("interp", "llvm"):
+                    got = np.asarray(imported.compile(backend=backend).forward(x, grid))
+                    np.testing.assert_allclose(got, module(x, grid).numpy(), rtol=1e-5, atol=1e-5)
