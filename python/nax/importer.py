@@ -40,7 +40,10 @@ covered, covered partly (which arguments not), not yet, or not expressible
 (python/tests/test_opinfo.py). Hugging Face's GPT-2, Llama, BERT,
 GPT-NeoX, GPT-J, OPT, Falcon and T5's encoder import whole. Arguments of a
 form an operator's writer does not know are refused the same way, never a
-traceback from inside the importer.
+traceback from inside the importer. An operator the language has no word
+for is written as what it computes, exactly, whatever it costs: a scatter
+as a mask of the written positions, a sort as ranks by comparison, a
+convolution or a pool as its taps (nax/_windows.py).
 """
 
 from __future__ import annotations
