@@ -55,12 +55,12 @@ class WindowWriter:
 
     def every_axis(self, arg, prefix: str) -> tuple:
         """`arg`'s value with every torch axis present (one of size 1 under a
-        fresh name), its names, and its sizes."""
+        fresh name), its names, and its sizes (`None` where dynamic)."""
         from .importer import present
 
         value, axes = self.operand(arg)
         axes = axes or []
-        sizes = [int(size) for size in arg.meta["val"].shape]
+        sizes = [None if hasattr(size, "node") else int(size) for size in arg.meta["val"].shape]
         names = [a if a is not None else self.fresh(f"{prefix}_one") for a in axes]
         if None in axes:
             ones = ", ".join(f"{n}=1" for n, a in zip(names, axes) if a is None)
@@ -100,6 +100,8 @@ class WindowWriter:
     def padded(self, node, x, names, sizes, i, low, high, fill):
         """x padded along axis `i` by `low` and `high` positions of `fill` (a
         negative pad crops): the value, its names and sizes."""
+        if (low or high) and sizes[i] is None:
+            self.unsupported(node, str(node.target), "padding an axis of dynamic size is not supported yet")
         if low < 0 or high < 0:
             cropped = self.fresh(f"{names[i]}_cropped")
             start, stop = max(-low, 0), sizes[i] - max(-high, 0)

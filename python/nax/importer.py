@@ -153,7 +153,7 @@ class _Writer(WindowWriter):
         self.kinds = {}  # node name -> nax kind, where not plain (softmax's Prob(a))
         self.splits = {}  # a split's node name -> (its operand, axis, [(start, stop)])
         self.pairs = {}  # a node of two results (max over a dim) -> each one's (value, axes)
-        self.aranges = {}  # node name -> the axis whose positions it holds (arange, unsqueezed, plus 0)
+        self.aranges = {}  # node name -> the axis whose positions it holds (arange, unsqueezed, plus 0; None: of size 1)
         self.derived = {}  # `seq_2` -> `seq`: a second name for a size
         self.scoped = set()  # axis names the body has bound so far
         self.values = {}  # node name -> nax expression (a name, or a literal)
@@ -920,6 +920,9 @@ class _Writer(WindowWriter):
         if out == [None]:
             first = self.literal(node, start)
             self.bind(node, first if kind in ("Int", "Real") else f"full({kind}[], {first})", [])
+            if kind == "Int" and start == 0:
+                # The one position of an axis of size 1 (absent, so `None`).
+                self.aranges[node.name] = None
             return
         positions = f"arange({out[0]})" if kind == "Int" else f"{'float' if kind == 'Real' else kind}(arange({out[0]}))"
         if step != 1:
@@ -1395,59 +1398,18 @@ class _Writer(WindowWriter):
     def op_constant_pad_nd(self, node):
         """Padding with a value (`pad` pairs from the last axis): `concat`
         of the value repeated, the operand and the value again; a negative
-        pad crops (a slice). An axis of size 1 is given its name first, and
-        one the result has of size 1 is taken at its one position."""
-        x, axes = self.operand(node.args[0])
+        pad crops (a slice). Every axis is given its name first (one of
+        size 1 too), and one the result has of size 1 is taken at its one
+        position."""
         pads = list(node.args[1])
         value = node.args[2] if len(node.args) > 2 else 0
-        out = self.axes_of(node.meta["val"].shape)
-        if len(pads) % 2 or any(not isinstance(p, int) for p in pads) or not axes:
+        if len(pads) % 2 or any(not isinstance(p, int) for p in pads):
             self.unsupported(node, "constant_pad_nd", "pads given by dynamic sizes are not supported yet")
-        kind = _kind(node.meta["val"].dtype)
-        fill = self.literal(node, value)
-        constant = fill if kind in ("Real", "Int", "Mask") else f"full({kind}[], {fill})"
-        current = list(axes)
+        x, xn, xs = self.every_axis(node.args[0], "input")
+        fill = self.filled(node, value)
         for k in range(len(pads) // 2):
-            low, high = pads[2 * k], pads[2 * k + 1]
-            d = len(axes) - 1 - k
-            if low == 0 and high == 0:
-                continue
-            size = node.args[0].meta["val"].shape[d]
-            if hasattr(size, "node"):
-                self.unsupported(node, "constant_pad_nd", "padding an axis of dynamic size is not supported yet")
-            if current[d] is None:
-                own = self.fresh(f"{out[d] or 'one'}_single")
-                x = self.held(f"{node.name}_single", self.with_axis(x, current, d, own), current)
-                current[d] = own
-                self.scoped.add(own)
-            name = current[d]
-            if low < 0 or high < 0:
-                # Crop first: a slice of the axis.
-                start, stop = max(-low, 0), int(size) - max(-high, 0)
-                cropped = self.fresh(f"{name}_cropped")
-                current[d] = cropped
-                x = self.held(f"{node.name}_cropped", f"{x}[{name} = {start}:{stop} as {cropped}]", current)
-                name, low, high = cropped, max(low, 0), max(high, 0)
-                if low == 0 and high == 0:
-                    continue
-            parts, joined = [], []
-            for count, role in ((low, "before"), (None, "middle"), (high, "after")):
-                if count == 0:
-                    continue
-                own = self.fresh(f"{out[d] or name}_{role}")
-                joined.append(own)
-                if count is None:
-                    parts.append(f"({x} as [{' '.join(own if a == name else a for a in present(current))}])")
-                else:
-                    grown = [own if i == d else a for i, a in enumerate(current) if a is not None]
-                    parts.append(f"repeat({constant}, -> {' '.join(grown)}, {own}={count})")
-            current[d] = self.fresh(f"{out[d] or name}_padded")
-            x = self.held(f"{node.name}_padded", f"concat({', '.join(parts)}: {', '.join(joined)} -> {current[d]})", current)
-        for d, a in enumerate(current):
-            if a is not None and out[d] is None:
-                # Of size 1 in the result: its one element.
-                x, current[d] = f"{x}[{a} = 0]", None
-        self.bind(node, x, current)
+            x, xn, xs = self.padded(node, x, xn, xs, len(xn) - 1 - k, pads[2 * k], pads[2 * k + 1], fill)
+        self.settled(node, x, xn)
 
     def op_copy(self, node):
         """`copy(self, src)`: the source, broadcast to the destination's
@@ -1845,7 +1807,7 @@ class _Writer(WindowWriter):
         for position, index in enumerate(node.args[1]):
             if index is None:
                 continue
-            if axes[position] is not None and self.aranges.get(index.name) == axes[position]:
+            if index.name in self.aranges and self.aranges[index.name] == axes[position]:
                 continue
             gathers.append((position, index))
         if not gathers:

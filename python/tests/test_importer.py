@@ -34,6 +34,17 @@ class Block(torch.nn.Module):
         return torch.softmax(self.square(y).transpose(1, 2), -1)
 
 
+class Applied(torch.nn.Module):
+    """A function of tensors as a module, for `torch.export`."""
+
+    def __init__(self, f):
+        super().__init__()
+        self.f = f
+
+    def forward(self, *tensors):
+        return self.f(*tensors)
+
+
 def agrees_everywhere(imported, model, calls, tmp_path, atol=1e-5):
     """The imported program checks without a warning and, on every CPU back
     end and through a library built by `nax build --emit so` (called
@@ -507,16 +518,8 @@ def test_sort_and_topk_agree_with_pytorch():
         (lambda x: torch.sort(x, 0), torch.randn(5, 1, 3), 0, False),
     ]
 
-    class Sorted(torch.nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.f = f
-
-        def forward(self, x):
-            return self.f(x)
-
     for f, x, dim, stable in cases:
-        imported = nax.from_torch(Sorted(f), (x,))
+        imported = nax.from_torch(Applied(f), (x,))
         want_values, want_indices = f(x)
         for backend in ("interp", "llvm"):
             values, indices = (np.asarray(got).reshape(want.shape) for got, want in zip(imported.compile(backend=backend).forward(x), (want_values, want_indices)))
@@ -556,21 +559,14 @@ def test_cdist_broadcasts_batches_and_axes_of_size_one():
     size 1, for p in 0, 1, 2, 3 and inf (the OpInfo samples are of equal
     batches only)."""
 
-    class Distances(torch.nn.Module):
-        def __init__(self, p):
-            super().__init__()
-            self.p = p
-
-        def forward(self, a, b):
-            return torch.cdist(a, b, p=self.p)
-
     for a, b in [((1, 3), (5, 3)), ((4, 1), (5, 1)), ((2, 1, 4, 3), (3, 5, 3)), ((4, 3), (1, 3))]:
         for p in (0.0, 1.0, 2.0, 3.0, float("inf")):
             x, y = torch.randn(a), torch.randn(b)
-            imported = nax.from_torch(Distances(p), (x, y))
+            imported = nax.from_torch(Applied(lambda a, b: torch.cdist(a, b, p=p)), (x, y))
+            want = torch.cdist(x, y, p=p)
             for backend in ("interp", "llvm"):
                 got = np.asarray(imported.compile(backend=backend).forward(x, y))
-                np.testing.assert_allclose(got.reshape(Distances(p)(x, y).shape), Distances(p)(x, y).numpy(), rtol=1e-5, atol=1e-5)
+                np.testing.assert_allclose(got.reshape(want.shape), want.numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_max_pool_indices_are_torchs():
@@ -592,16 +588,8 @@ def test_max_pool_indices_are_torchs():
         (lambda x: functional.max_pool2d(x, 2, padding=1, ceil_mode=True, return_indices=True), (torch.randn(2, 3, 7, 6) * 10).long()),
     ]
 
-    class Pooled(torch.nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.f = f
-
-        def forward(self, x):
-            return self.f(x)
-
     for f, x in cases:
-        agrees_exactly(Pooled(f), (x,))
+        agrees_exactly(Applied(f), (x,))
 
 
 def test_fold_sums_blocks_back_as_torchs():
@@ -610,14 +598,6 @@ def test_fold_sums_blocks_back_as_torchs():
     and stride, batched or not."""
     functional = torch.nn.functional
 
-    class Folded(torch.nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.f = f
-
-        def forward(self, x):
-            return self.f(x)
-
     blocks = functional.unfold(torch.randn(1, 3, 7, 6), (3, 2), dilation=(1, 2), padding=1, stride=(2, 1))
     cases = [
         (lambda x: functional.fold(x, (4, 5), (2, 2)), torch.randn(2, 3 * 4, 12)),
@@ -625,7 +605,7 @@ def test_fold_sums_blocks_back_as_torchs():
         (lambda x: functional.fold(x, (4, 4), 2, stride=2), torch.randn(8, 4)),
     ]
     for f, x in cases:
-        imported = nax.from_torch(Folded(f), (x,))
+        imported = nax.from_torch(Applied(f), (x,))
         want = f(x)
         for backend in ("interp", "llvm"):
             got = np.asarray(imported.compile(backend=backend).forward(x)).reshape(want.shape)
@@ -649,14 +629,6 @@ def test_inverse_trigonometric_and_hyperbolic_functions_are_within_an_ulp():
         (torch.asinh, np.arcsinh, spread),
         (torch.acosh, np.arccosh, 1 + np.abs(spread)),
     ]
-
-    class Applied(torch.nn.Module):
-        def __init__(self, f):
-            super().__init__()
-            self.f = f
-
-        def forward(self, *x):
-            return self.f(*x)
 
     special = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1.0, -1.0, 2.0, -2.0])
     for f, exact, values in cases:
@@ -690,19 +662,11 @@ def test_grid_sample_in_every_mode_and_padding():
     outside the input (the OpInfo samples do not reach every pairing)."""
     functional = torch.nn.functional
 
-    class Sampled(torch.nn.Module):
-        def __init__(self, **options):
-            super().__init__()
-            self.options = options
-
-        def forward(self, x, grid):
-            return functional.grid_sample(x, grid, **self.options)
-
     x, grid = torch.randn(2, 3, 5, 6), torch.rand(2, 4, 7, 2) * 2.6 - 1.3
     for mode in ("bilinear", "nearest", "bicubic"):
         for padding_mode in ("zeros", "border", "reflection"):
             for align_corners in (False, True):
-                module = Sampled(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+                module = Applied(lambda x, grid: functional.grid_sample(x, grid, mode=mode, padding_mode=padding_mode, align_corners=align_corners))
                 imported = nax.from_torch(module, (x, grid))
                 for backend in ("interp", "llvm"):
                     got = np.asarray(imported.compile(backend=backend).forward(x, grid))
