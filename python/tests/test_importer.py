@@ -375,6 +375,60 @@ def test_families_the_importer_was_not_written_for_agree_with_pytorch(family):
             np.testing.assert_allclose(np.asarray(compiled.forward(ids)), want, rtol=1e-5, atol=1e-5, err_msg=f"{family} on {backend}")
 
 
+def families_of_convolutions(transformers):
+    """Hugging Face families built on convolutions, pools and windows, at
+    small sizes, each returning one tensor: ResNet (conv, batch norm, max
+    pool, adaptive average pool), ConvNeXt (depthwise convolutions, layer
+    norm over channels), ViT (a strided patch convolution, attention) and
+    Whisper's encoder (1-d convolutions with a stride, attention)."""
+    whisper = transformers.WhisperConfig(
+        num_mel_bins=16, d_model=32, encoder_layers=2, encoder_attention_heads=4, decoder_layers=1, decoder_attention_heads=4,
+        encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=20, vocab_size=100, pad_token_id=1, bos_token_id=2,
+        eos_token_id=3, decoder_start_token_id=2,
+    )
+    return {
+        "resnet": (
+            Applied(transformers.ResNetForImageClassification(transformers.ResNetConfig(
+                embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic", num_labels=5)).eval()),
+            lambda module, x: module.f(x).logits,
+            (2, 3, 32, 32),
+        ),
+        "convnext": (
+            Applied(transformers.ConvNextModel(transformers.ConvNextConfig(hidden_sizes=[8, 16], depths=[1, 1], num_stages=2)).eval()),
+            lambda module, x: module.f(x).last_hidden_state,
+            (2, 3, 32, 32),
+        ),
+        "vit": (
+            Applied(transformers.ViTModel(transformers.ViTConfig(
+                image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)).eval()),
+            lambda module, x: module.f(x).last_hidden_state,
+            (2, 3, 32, 32),
+        ),
+        "whisper_encoder": (
+            Applied(transformers.WhisperModel(whisper).encoder.eval()),
+            lambda module, x: module.f(x).last_hidden_state,
+            (2, 16, 40),
+        ),
+    }
+
+
+@pytest.mark.parametrize("family", ["resnet", "convnext", "vit", "whisper_encoder"])
+def test_families_of_convolutions_agree_with_pytorch(family):
+    """Each imports and agrees with PyTorch within 1e-5 (at the output's
+    scale) on the interpreter and llvm."""
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed: the families are not imported")
+    torch.manual_seed(7)
+    inner, output, shape = families_of_convolutions(transformers)[family]
+    model = Applied(lambda x: output(inner, x)).eval()
+    model.inner = inner  # its weights the module's parameters, as a user's module holds them
+    x = torch.randn(shape)
+    imported = nax.from_torch(model, (x,))
+    want = model(x).detach().numpy()
+    for backend in ("interp", "llvm"):
+        got = np.asarray(imported.compile(backend=backend).forward(x))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want).max())), err_msg=f"{family} on {backend}")
+
+
 def test_copy_and_numel_of_dynamic_dims_agree_with_pytorch():
     """`aten.copy` (the source broadcast to the destination's shape) and a
     tensor's element count over dynamic dims (`sym_numel`, a product of
