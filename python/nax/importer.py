@@ -2174,38 +2174,47 @@ class _Writer(WindowWriter, PositionWriter):
 
     def op_scaled_dot_product_attention(self, node):
         """softmax(q k^T * scale + an additive mask, masked where a boolean
-        mask is false and above the diagonal when causal) v."""
-        (q, qa), (k, ka), (v, va) = ((value, present(axes)) for value, axes in (self.operand(a) for a in node.args[:3]))
+        mask is false and above the diagonal when causal) v. Every axis is
+        given its name first (a query or a key of one, a head of size 1),
+        and the keys, the contracted head and the values' head are named
+        apart from the queries' axes, whatever their sizes: the shared head
+        of q and k is one axis, the keys another."""
+        if node.kwargs.get("enable_gqa"):
+            self.unsupported(node, "scaled_dot_product_attention", "grouped query heads (enable_gqa) are not supported yet")
         mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
         dropout = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
         causal = node.args[5] if len(node.args) > 5 else node.kwargs.get("is_causal", False)
         scale = node.kwargs.get("scale") or 1.0 / _hint(node.args[0].meta["val"].shape[-1]) ** 0.5
         if dropout:
             self.unsupported(node, "scaled_dot_product_attention", "dropout is not supported")
-        n, keys = qa[-2], qa[-2] + "_keys"
-        batch = qa[:-2]
-        keyed = f"({k} as [{' '.join(batch + [keys, ka[-1]])}])"
-        values = f"({v} as [{' '.join(batch + [keys, va[-1]])}])"
-        name = self.fresh(node.name + "_scores")
-        self.lines.append(f"{name} = einsum({q}, {keyed}: {' '.join(qa)}, {' '.join(batch + [keys, ka[-1]])} -> {' '.join(batch + [n, keys])}) * {scale!r}")
+        shapes = [list(a.meta["val"].shape) for a in node.args[:3]]
+        if not (len(shapes[0]) == len(shapes[1]) == len(shapes[2]) and shapes[0][:-2] == shapes[1][:-2] == shapes[2][:-2]):
+            self.unsupported(node, "scaled_dot_product_attention", "queries, keys and values of batches that broadcast are not supported yet")
+        q, qn, _ = self.every_axis(node.args[0], "query")
+        k, _, _ = self.every_axis(node.args[1], "key")
+        v, _, _ = self.every_axis(node.args[2], "value")
+        batch, queries, head = qn[:-2], qn[-2], qn[-1]
+        keys, value_head = self.fresh(f"{node.name}_keys"), self.fresh(f"{node.name}_head")
+        keyed, valued = batch + [keys, head], batch + [keys, value_head]
+        name = self.held(
+            node.name + "_scores",
+            f"einsum({q}, ({k} as [{' '.join(keyed)}]): {' '.join(qn)}, {' '.join(keyed)} -> {' '.join(batch + [queries, keys])}) * {scale!r}",
+            batch + [queries, keys],
+        )
         if mask is not None:
-            m, m_axes = self.operand(mask)
-            scores_axes = batch + [n, keys]
-            at = len(scores_axes) - len(m_axes)
-            renamed = [scores_axes[at + i] for i, a in enumerate(m_axes) if a is not None]
+            m, _ = self.lined_up(node, mask, batch + [queries, keys])
             if mask.meta["val"].dtype == __import__("torch").bool:
-                self.lines.append(f"{name} = masked_fill({name}, !({m} as [{' '.join(renamed)}]), -inf)")
+                self.lines.append(f"{name} = masked_fill({name}, !{m}, -inf)")
             else:
-                self.lines.append(f"{name} = {name} + ({m} as [{' '.join(renamed)}])")
+                self.lines.append(f"{name} = {name} + {m}")
         if causal:
-            visible = self.fresh(node.name + "_visible")
-            # torch's causal mask is the lower triangle from the top left
-            # (a key is visible where its position is at most the query's),
+            # torch's causal mask is the lower triangle from the top left (a
+            # key is visible where its position is at most the query's),
             # whatever the keys' length.
-            self.lines.append(f"{visible} = rearrange(arange({n}), {n} -> {n} 1) >= arange({keys})")
+            visible = self.held(node.name + "_visible", f"rearrange(arange({queries}), {queries} -> {queries} 1) >= arange({keys})", [queries, keys])
             self.lines.append(f"{name} = masked_fill({name}, !{visible}, -inf)")
         weights = f"softmax({name}, {keys})"
-        self.bind(node, f"einsum({weights}, {values}: {' '.join(batch + [n, keys])}, {' '.join(batch + [keys, va[-1]])} -> {' '.join(batch + [n, va[-1]])})", batch + [n, va[-1]])
+        self.settled(node, f"einsum({weights}, ({v} as [{' '.join(valued)}]): {' '.join(batch + [queries, keys])}, {' '.join(valued)} -> {' '.join(batch + [queries, value_head])})", batch + [queries, value_head])
 
 
 def p_norm(difference: str, feature, p: float) -> str:

@@ -380,7 +380,10 @@ def families_of_convolutions(transformers):
     small sizes, each returning one tensor: ResNet (conv, batch norm, max
     pool, adaptive average pool), ConvNeXt (depthwise convolutions, layer
     norm over channels), ViT (a strided patch convolution, attention) and
-    Whisper's encoder (1-d convolutions with a stride, attention)."""
+    Whisper's encoder (1-d convolutions with a stride, attention),
+    SegFormer (fewer keys than queries, as many as the head's size: the
+    attention the importer once contracted wrongly) and Swin (windows by
+    rolls and views)."""
     whisper = transformers.WhisperConfig(
         num_mel_bins=16, d_model=32, encoder_layers=2, encoder_attention_heads=4, decoder_layers=1, decoder_attention_heads=4,
         encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=20, vocab_size=100, pad_token_id=1, bos_token_id=2,
@@ -409,10 +412,23 @@ def families_of_convolutions(transformers):
             lambda module, x: module.f(x).last_hidden_state,
             (2, 16, 40),
         ),
+        "segformer": (
+            Applied(transformers.SegformerModel(transformers.SegformerConfig(
+                num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32], num_attention_heads=[1, 2],
+                mlp_ratios=[2, 2], patch_sizes=[7, 3], strides=[4, 2])).eval()),
+            lambda module, x: module.f(x).last_hidden_state,
+            (2, 3, 32, 32),
+        ),
+        "swin": (
+            Applied(transformers.SwinModel(transformers.SwinConfig(
+                image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4)).eval()),
+            lambda module, x: module.f(x).last_hidden_state,
+            (2, 3, 32, 32),
+        ),
     }
 
 
-@pytest.mark.parametrize("family", ["resnet", "convnext", "vit", "whisper_encoder"])
+@pytest.mark.parametrize("family", ["resnet", "convnext", "vit", "whisper_encoder", "segformer", "swin"])
 def test_families_of_convolutions_agree_with_pytorch(family):
     """Each imports and agrees with PyTorch within 1e-5 (at the output's
     scale) on the interpreter and llvm."""
@@ -427,6 +443,27 @@ def test_families_of_convolutions_agree_with_pytorch(family):
     for backend in ("interp", "llvm"):
         got = np.asarray(imported.compile(backend=backend).forward(x))
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want).max())), err_msg=f"{family} on {backend}")
+
+
+def test_attention_names_its_keys_and_head_apart_whatever_their_sizes():
+    """`scaled_dot_product_attention` where the keys are as many as the
+    head's size (the head and the keys were once lined up by size, a wrong
+    answer), one query and one key, an additive mask, causal, and values
+    with a head of another size: all as torch's, measured against f64."""
+    functional = torch.nn.functional
+    cases = [
+        (lambda q, k, v: functional.scaled_dot_product_attention(q, k, v), (2, 1, 64, 16), (2, 1, 16, 16), (2, 1, 16, 16)),
+        (lambda q, k, v: functional.scaled_dot_product_attention(q, k, v), (2, 3, 1, 8), (2, 3, 1, 8), (2, 3, 1, 8)),
+        (lambda q, k, v: functional.scaled_dot_product_attention(q, k, v, is_causal=True), (1, 4, 6, 8), (1, 4, 6, 8), (1, 4, 6, 6)),
+        (lambda q, k, v, m: functional.scaled_dot_product_attention(q, k, v, attn_mask=m), (2, 2, 5, 8), (2, 2, 7, 8), (2, 2, 7, 64), (5, 7)),
+    ]
+    for f, *shapes in cases:
+        args = tuple(torch.randn(shape) for shape in shapes)
+        imported = nax.from_torch(Applied(f), args)
+        exact = f(*[a.double() for a in args]).numpy()
+        for backend in ("interp", "llvm"):
+            got = np.asarray(imported.compile(backend=backend).forward(*args)).reshape(exact.shape)
+            np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-5)
 
 
 def test_copy_and_numel_of_dynamic_dims_agree_with_pytorch():
