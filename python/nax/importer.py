@@ -38,8 +38,8 @@ Which operators it writes: the book's "Importing PyTorch: the operators"
 covered, covered partly (which arguments not), not yet, or not expressible
 (why), each checked on PyTorch's own OpInfo samples
 (python/tests/test_opinfo.py). Hugging Face's GPT-2, Llama, BERT,
-GPT-NeoX, GPT-J, OPT, Falcon, T5's encoder, ResNet, ConvNeXt, ViT and
-Whisper's encoder import whole. Arguments of a
+GPT-NeoX, GPT-J, OPT, Falcon, T5's encoder, ResNet, ConvNeXt, ViT,
+Whisper's encoder, SegFormer and Swin import whole. Arguments of a
 form an operator's writer does not know are refused the same way, never a
 traceback from inside the importer. An operator the language has no word
 for is written as what it computes, exactly, whatever it costs: a scatter
