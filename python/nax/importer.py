@@ -39,7 +39,7 @@ covered, covered partly (which arguments not), not yet, or not expressible
 (why), each checked on PyTorch's own OpInfo samples
 (python/tests/test_opinfo.py). Hugging Face's GPT-2, Llama, BERT,
 GPT-NeoX, GPT-J, OPT, Falcon, T5's encoder, ResNet, ConvNeXt, ViT,
-Whisper's encoder, SegFormer and Swin import whole. Arguments of a
+Whisper's encoder, SegFormer, Wav2Vec2 and Swin import whole. Arguments of a
 form an operator's writer does not know are refused the same way, never a
 traceback from inside the importer. An operator the language has no word
 for is written as what it computes, exactly, whatever it costs: a scatter
@@ -2099,6 +2099,20 @@ class _Writer(WindowWriter, PositionWriter):
             parts.append(self.with_axis(value, [None if i == dim else a for i, a in enumerate(out)], dim, own))
             joined.append(own)
         self.bind(node, f"concat({', '.join(parts)}: {', '.join(joined)} -> {out[dim]})", out)
+
+    def op__weight_norm(self, node):
+        """`_weight_norm(v, g, dim)` (`weight_norm`'s reparametrization):
+        `v * g / ||v||`, the norm over every axis but `dim` (over every axis
+        where `dim` is -1, as torch's)."""
+        v, names, _ = self.every_axis(node.args[0], "weight")
+        dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+        kept = None if dim == -1 else names[dim % len(names)]
+        squares = f"{v} * {v}"
+        for a in names:
+            if a != kept:
+                squares = f"sum({squares}, {a})"
+        g, _ = self.lined_up(node, node.args[1], names)
+        self.settled(node, f"{v} * ({g} / sqrt({squares}))", names)
 
     def op_embedding_bag(self, node):
         """`aten.embedding_bag`: each bag's rows of the table (`take`),
