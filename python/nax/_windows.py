@@ -16,15 +16,6 @@ loop: correct first, the kernel fuser's to make fast.
 
 from __future__ import annotations
 
-import math
-
-
-def _float_kind(node) -> str:
-    """The conversion to the node's float dtype (`float`, `f64`, `bf16`, `f16`)."""
-    from .importer import _kind
-
-    return {"Real": "float", "f64": "f64", "bf16": "bf16", "f16": "f16"}[_kind(node.meta["val"].dtype)]
-
 
 def _cubic(t: str) -> list:
     """torch's cubic convolution weights (A = -0.75) of the four positions
@@ -202,9 +193,7 @@ class WindowWriter:
         """`convolved` of values: the input's and the weight's (value, names, sizes)."""
         (x, xn, xs), (w, wn, ws) = inp, weight
         if len(xs) == len(ws) - 1:
-            batch = self.fresh("batch")
-            x = self.held(f"{node.name}_batched", f"repeat({x}, {' '.join(xn)} -> {' '.join([batch] + xn)}, {batch}=1)", [batch] + xn)
-            xn, xs = [batch] + xn, [1] + xs
+            (x, xn), xs = self.named(node, x, [None] + xn, 0, "batch"), [1] + xs
         spatial = len(xs) - 2
         dilation = _per_dim(dilation, spatial)
         if isinstance(padding, str):
@@ -247,12 +236,12 @@ class WindowWriter:
         their places, the transposed convolution of the blocks' grid by a
         weight that takes block channel (c, tap) to channel c at that tap
         (a mask of equal positions)."""
+        from .importer import _float_kind
+
         output_size, kernel, dilation, padding, stride = (_per_dim(a, 2) for a in node.args[1:6])
         x, xn, xs = self.every_axis(node.args[0], "input")
         if len(xs) == 2:
-            batch = self.fresh("batch")
-            x = self.held(f"{node.name}_batched", f"repeat({x}, {' '.join(xn)} -> {' '.join([batch] + xn)}, {batch}=1)", [batch] + xn)
-            xn, xs = [batch] + xn, [1] + xs
+            (x, xn), xs = self.named(node, x, [None] + xn, 0, "batch"), [1] + xs
         taps = kernel[0] * kernel[1]
         grid = [(output_size[k] + 2 * padding[k] - dilation[k] * (kernel[k] - 1) - 1) // stride[k] + 1 for k in range(2)]
         rows, cols = self.fresh("block_rows"), self.fresh("block_cols")
@@ -353,23 +342,19 @@ class WindowWriter:
         kernel, stride, args = self.pool_arguments(node, spatial)
         padding, dilation = _per_dim(args[3] or 0, spatial), _per_dim(args[4] or 1, spatial)
         ceil_mode = bool(args[5])
+        from .importer import over
+
         x, xn, xs = self.every_axis(node.args[0], "input")
         plane = xs[len(xs) - spatial :]
         if node.args[0].meta["val"].dtype.is_floating_point:
             fill = self.filled(node, float("-inf"))
         else:
             # Integers have no -inf: the least element pads (never above a window's own).
-            fill = x
-            for a in xn:
-                fill = f"min({fill}, {a})"
-            fill = self.held(f"{node.name}_least", fill, [])
+            fill = self.held(f"{node.name}_least", over("min", x, xn), [])
         x, xn, xs, laid = self.windows(node, x, xn, xs, spatial, kernel, stride, padding, dilation, fill, ceil_mode)
         taps = [xn[i + 1] for i, _, _ in laid]
         kept = [a for a in xn if a not in taps]
-        largest = x
-        for t in taps:
-            largest = f"max({largest}, {t})"
-        largest = self.held(f"{node.name}_largest", largest, kept)
+        largest = self.held(f"{node.name}_largest", over("max", x, taps), kept)
         if not with_indices:
             self.settled(node, largest, kept)
             return
@@ -379,7 +364,7 @@ class WindowWriter:
         order, index, inside = [], [], []
         later_taps, later_plane = 1, 1
         for k in reversed(range(spatial)):
-            (i, count, pad), t = laid[k], taps[k]
+            (i, _, pad), t = laid[k], taps[k]
             at = xn[i]
             where_in = f"rearrange(rearrange(arange({at}), {at} -> {at} 1) * {stride[k]} + arange({t}) * {dilation[k]} - {pad}, {at} {t} -> {at} {t}{trailing(k)})"
             where_in = self.held(f"{node.name}_place", where_in, [at, t])
@@ -388,17 +373,15 @@ class WindowWriter:
             inside.append(f"({where_in} >= 0 and {where_in} < {plane[k]})")
             later_taps, later_plane = later_taps * kernel[k], later_plane * plane[k]
         order = self.held(f"{node.name}_order", " + ".join(order), taps)
-        index = self.held(f"{node.name}_index", " + ".join(index), [a for a in xn if a in taps or a in [xn[i] for i, _, _ in laid]])
-        inside = self.held(f"{node.name}_inside", " and ".join(inside), [a for a in xn if a in taps or a in [xn[i] for i, _, _ in laid]])
+        places = [a for a in xn if a in taps or a in [xn[i] for i, _, _ in laid]]
+        index = self.held(f"{node.name}_index", " + ".join(index), places)
+        inside = self.held(f"{node.name}_inside", " and ".join(inside), places)
         spread = " ".join(a if a not in taps else "1" for a in xn)
         at_largest = f"rearrange({largest}, {' '.join(kept)} -> {spread})"
-        first, last_nan = f"where({inside} and {x} == {at_largest}, {order}, {later_taps})", f"where({inside} and {x} != {x}, {order}, -1)"
-        for t in taps:
-            first, last_nan = f"min({first}, {t})", f"max({last_nan}, {t})"
+        first = over("min", f"where({inside} and {x} == {at_largest}, {order}, {later_taps})", taps)
+        last_nan = over("max", f"where({inside} and {x} != {x}, {order}, -1)", taps)
         chosen = self.held(f"{node.name}_chosen", f"where({last_nan} >= 0, {last_nan}, {first})", kept)
-        picked = f"where({order} == rearrange({chosen}, {' '.join(kept)} -> {spread}), {index}, 0)"
-        for t in taps:
-            picked = f"sum({picked}, {t})"
+        picked = over("sum", f"where({order} == rearrange({chosen}, {' '.join(kept)} -> {spread}), {index}, 0)", taps)
         self.settled(node, largest, kept, 0)
         self.settled(node, picked, kept, 1)
 
@@ -415,14 +398,14 @@ class WindowWriter:
         override = args[6]
         if not node.args[0].meta["val"].dtype.is_floating_point:
             self.unsupported(node, str(node.target), "an average of integers divides them (torch rounds toward zero): the language has no integer division")
+        from .importer import _float_kind, over
+
         x, xn, xs = self.every_axis(node.args[0], "input")
         plane = xs[len(xs) - spatial :]
         x, xn, xs, laid = self.windows(node, x, xn, xs, spatial, kernel, stride, padding, [1] * spatial, self.zero_of(node), ceil_mode)
         taps = [xn[i + 1] for i, _, _ in laid]
         kept = [a for a in xn if a not in taps]
-        total = x
-        for t in taps:
-            total = f"sum({total}, {t})"
+        total = over("sum", x, taps)
         if override:
             divisor = self.filled(node, override)
         else:
@@ -435,10 +418,7 @@ class WindowWriter:
             divisor = counts[0]
             for k, c in enumerate(counts[1:], 1):
                 divisor = f"rearrange({divisor}, {' '.join(xn[i] for i, _, _ in laid[:k])} -> {' '.join(xn[i] for i, _, _ in laid[:k])} 1) * {c}"
-            from .importer import _kind
-
-            kind = _kind(node.meta["val"].dtype)
-            divisor = {"Real": "float", "f64": "f64", "f16": "f16", "bf16": "bf16"}[kind] + f"({divisor})"
+            divisor = f"{_float_kind(node)}({divisor})"
         self.settled(node, f"{total} / {divisor}", kept)
 
     op_avg_pool1d = op_avg_pool3d = op_avg_pool2d
@@ -611,6 +591,8 @@ class WindowWriter:
         the four neighbours weighted (bilinear) or the nearest (half to
         even), a neighbour outside x counting 0. Gathered by `take` from x
         flattened with its batch, each point's batch leading its offset."""
+        from .importer import _float_kind
+
         x_arg, grid_arg, mode, padding_mode, align = (list(node.args) + [0, 0, False])[:5]
         x, xn, xs = self.every_axis(x_arg, "input")
         grid, gn, gs = self.every_axis(grid_arg, "grid")

@@ -40,19 +40,16 @@ class PositionWriter:
             checked = self.held(f"{node.name}_positions", self.repeat(checked, id_names, full), full)
         hit = self.held(f"{node.name}_hit", f"rearrange({checked}, {' '.join(full)} -> {' '.join(full)} 1) == arange({along})", full + [along])
 
-        def over_own(expr, reduction):
-            for a in own:
-                expr = f"{reduction}({expr}, {a})"
-            return expr
-
         import torch
+
+        from .importer import over
 
         dtype = dtype or node.meta["val"].dtype
         mask = dtype == torch.bool
         if mask and how != "set":
             # Masks as 0 and 1: their sum is an `or`, their product an `and`.
             return f"({self.written(node, f'int({x})', x_names, along, ids, id_names, sizes, f'int({src})', src_names, how, include_self, torch.int64)}) != 0"
-        count = self.held(f"{node.name}_count", over_own(f"int({hit})", "sum"), others + [along])
+        count = self.held(f"{node.name}_count", over("sum", f"int({hit})", own), others + [along])
         if how == "set":
             # Each element's row-major position among the written ones.
             position, stride = [], 1
@@ -60,15 +57,15 @@ class PositionWriter:
                 position.append(f"{self.repeat(f'arange({a})', [a], own)} * {stride}")
                 stride *= size
             position = self.held(f"{node.name}_order", " + ".join(reversed(position)) or "0", own)
-            last = self.held(f"{node.name}_last", over_own(f"where({hit}, {position}, -1)", "max"), others + [along])
+            last = self.held(f"{node.name}_last", over("max", f"where({hit}, {position}, -1)", own), others + [along])
             if src_names is None:
                 value = src
             else:
                 chosen = self.held(f"{node.name}_chosen", f"{hit} and (where({hit}, {position}, -1) == {last})", full + [along])
-                value = f"{over_own(f'int(where({chosen}, {src}, false))', 'sum')} > 0" if mask else over_own(f"where({chosen}, {src}, 0)", "sum")
+                value = f"{over('sum', f'int(where({chosen}, {src}, false))', own)} > 0" if mask else over("sum", f"where({chosen}, {src}, 0)", own)
             result = f"where({count} > 0, {value}, {x})"
         elif how in ("sum", "mean"):
-            total = over_own(f"where({hit}, {src}, 0)", "sum")
+            total = over("sum", f"where({hit}, {src}, 0)", own)
             if how == "mean":
                 divisor = self.converted(None, f"({count} + 1)" if include_self else count, dtype)
                 total = f"({total} + {x}) / {divisor}" if include_self else f"{total} / {divisor}"
@@ -76,7 +73,7 @@ class PositionWriter:
             else:
                 result = f"where({count} > 0, {total}, 0) + {x}" if include_self else f"where({count} > 0, {total}, {x})"
         elif how == "prod":
-            product = over_own(f"where({hit}, {src}, 1)", "prod")
+            product = over("prod", f"where({hit}, {src}, 1)", own)
             result = f"where({count} > 0, {product}, 1) * {x}" if include_self else f"where({count} > 0, {product}, {x})"
         else:
             reduction, pair = ("max", "maximum") if how == "amax" else ("min", "minimum")
@@ -84,10 +81,8 @@ class PositionWriter:
                 fill = "-inf" if how == "amax" else "inf"
             else:
                 # Below (above) every element written: src's own least (greatest).
-                fill = src
-                for a in src_names:
-                    fill = f"{'min' if how == 'amax' else 'max'}({fill}, {a})"
-            extreme = over_own(f"where({hit}, {src}, {fill})", reduction)
+                fill = over("min" if how == "amax" else "max", src, src_names)
+            extreme = over(reduction, f"where({hit}, {src}, {fill})", own)
             result = f"where({count} > 0, {pair}({extreme}, {x}), {x})" if include_self else f"where({count} > 0, {extreme}, {x})"
         if others + [along] != x_names:
             result = f"rearrange({result}, {' '.join(others + [along])} -> {' '.join(x_names)})"
@@ -122,8 +117,7 @@ class PositionWriter:
             return
         single = axes[dim] is None
         if single:
-            axes = [self.fresh("single") if i == dim else a for i, a in enumerate(axes)]
-            x = self.held(f"{node.name}_single", self.with_axis(x, [None if i == dim else a for i, a in enumerate(axes)], dim, axes[dim]), present(axes))
+            x, axes = self.named(node, x, axes, dim)
         # Along another axis the index may be shorter: the region of x it
         # covers is written, then joined with the rest.
         whole, whole_axes = x, list(axes)

@@ -395,7 +395,7 @@ class _Writer(WindowWriter, PositionWriter):
         kind = _kind(node.meta["val"].dtype)
         value = self.held(f"{node.name}_operand", value if kind == "f64" else f"f64({value})", present(axes or []))
         expr = formula(value, present(axes or []))
-        self.bind(node, expr if kind == "f64" else f"{ {'Real': 'float'}.get(kind, kind)}({expr})", axes)
+        self.bind(node, expr if kind == "f64" else f"{_float_kind(node)}({expr})", axes)
 
     def op_atanh(self, node):
         """`atanh(x) = sign(x) * log1p(2|x| / (1 - |x|)) / 2` (1 - |x| exact
@@ -427,10 +427,7 @@ class _Writer(WindowWriter, PositionWriter):
         numerator = f"(((({p[0]!r} * {z} + {p[1]!r}) * {z} + {p[2]!r}) * {z} + {p[3]!r}) * {z} + {p[4]!r})"
         denominator = f"((((({z} + {q[0]!r}) * {z} + {q[1]!r}) * {z} + {q[2]!r}) * {z} + {q[3]!r}) * {z} + {q[4]!r})"
 
-        def constant(c):
-            # Of f64 (a `where` of literals alone would be f32).
-            return f"full(f64[], {c!r})"
-
+        constant = _f64
         series = f"{reduced} * ({z} * {numerator} / {denominator}) + {reduced}"
         series = f"({series}) + where({a} > {big!r}, {constant(more)}, where({a} > {mid!r}, {constant(0.5 * more)}, {constant(0.0)}))"
         base = f"where({a} > {big!r}, {constant(1.5707963267948966)}, where({a} > {mid!r}, {constant(0.7853981633974483)}, {constant(0.0)}))"
@@ -459,9 +456,7 @@ class _Writer(WindowWriter, PositionWriter):
         quotient = self.held(f"{node.name}_quotient", f"{y} / {x}", axes)
         angle = self.held(f"{node.name}_angle", self.arctangent(node, quotient, axes), axes)
 
-        def constant(c):
-            return f"full(f64[], {c!r})"
-
+        constant = _f64
         below = f"({y} < 0.0 or ({y} == 0.0 and 1.0 / {y} < 0.0))"
         left = f"({x} < 0.0 or ({x} == 0.0 and 1.0 / {x} < 0.0))"
         half_turn = f"where({below}, {constant(-math.pi)}, {constant(math.pi)})"
@@ -471,7 +466,7 @@ class _Writer(WindowWriter, PositionWriter):
         value = f"where({y} == 0.0 and {x} == 0.0, where({left}, {half_turn}, {y}), {value})"
         corner = f"where({x} > 0.0, {constant(math.pi / 4)}, {constant(3 * math.pi / 4)})"
         value = f"where(abs({y}) == inf and abs({x}) == inf, where({below}, -{corner}, {corner}), {value})"
-        self.bind(node, value if kind == "f64" else f"{ {'Real': 'float'}.get(kind, kind)}({value})", out)
+        self.bind(node, value if kind == "f64" else f"{_float_kind(node)}({value})", out)
 
     def op_acosh(self, node):
         """`acosh(x) = log1p(t + sqrt(2t + t^2))`, t = x - 1 (exact near 1);
@@ -723,22 +718,19 @@ class _Writer(WindowWriter, PositionWriter):
         self.bind(node, f"{name}({', '.join(value for value, _ in operands)})", out)
 
     def op_min(self, node):
-        """`torch.min(a, b)` elementwise, or over a dim with its indices."""
-        if len(node.args) >= 2 and isinstance(node.args[1], int) and not isinstance(node.args[1], bool):
-            self.extremum_with_index(node, "min", "argmin")
-        elif len(node.args) == 1:
-            self.whole(node, "min")
-        else:
-            self.op_minimum(node)
+        self.extreme(node, "min")
 
     def op_max(self, node):
-        """`torch.max(a, b)` elementwise, or over a dim with its indices."""
+        self.extreme(node, "max")
+
+    def extreme(self, node, reduction):
+        """`torch.max(a, b)` (`min`) elementwise, of the whole tensor, or over a dim with its indices."""
         if len(node.args) >= 2 and isinstance(node.args[1], int) and not isinstance(node.args[1], bool):
-            self.extremum_with_index(node, "max", "argmax")
+            self.extremum_with_index(node, reduction, "arg" + reduction)
         elif len(node.args) == 1:
-            self.whole(node, "max")
+            self.whole(node, reduction)
         else:
-            self.op_maximum(node)
+            self.extremum(node, reduction + "imum", {"max": "or", "min": "and"}[reduction])
 
     def whole(self, node, reduction):
         """`max(x)`, `min(x)`: over every axis; of masks, whether any (every)
@@ -750,8 +742,7 @@ class _Writer(WindowWriter, PositionWriter):
             reduction = "sum"
         else:
             after = ""
-        for a in present(axes or []):
-            x = f"{reduction}({x}, {a})"
+        x = over(reduction, x, present(axes or []))
         self.bind(node, f"({x}){after}" if after else x, [])
 
     def extremum_with_index(self, node, reduction, arg_reduction):
@@ -765,14 +756,18 @@ class _Writer(WindowWriter, PositionWriter):
         left = [None if i == dim else a for i, a in enumerate(axes)] if keep else [a for i, a in enumerate(axes) if i != dim]
         values, indices = self.fresh(f"{node.name}_values"), self.fresh(f"{node.name}_indices")
         if axes[dim] is None:
-            # Over one element: itself, at index 0.
-            self.lines.append(f"{values} = {x}")
-            self.lines.append(f"{indices} = {self.repeat('0', [], present(left)) if present(left) else '0'}")
+            self.first_of_one(values, indices, x, left)
         else:
             numbers = f"int({x})" if mask else x
             self.lines.append(f"{values} = {reduction}({numbers}, {axes[dim]})" + (" > 0" if mask else ""))
             self.lines.append(f"{indices} = {arg_reduction}({numbers}, {axes[dim]})")
         self.pairs[node.name] = [(values, left), (indices, left)]
+
+    def first_of_one(self, values, indices, x, axes):
+        """A reduction over one element with its index (`values`, `indices`
+        the statements' names): the element itself, at index 0."""
+        self.lines.append(f"{values} = {x}")
+        self.lines.append(f"{indices} = {self.repeat('0', [], present(axes)) if present(axes) else '0'}")
 
     def op_sort(self, node):
         """`torch.sort(x, dim, descending)`: each element's rank along the
@@ -805,9 +800,7 @@ class _Writer(WindowWriter, PositionWriter):
         out = self.axes_of(node.meta["val"][0].shape)
         self.pairs[node.name] = [(values, out), (indices, out)]
         if along is None:
-            # One element: itself, at index 0.
-            self.lines.append(f"{values} = {x}")
-            self.lines.append(f"{indices} = {self.repeat('0', [], present(out)) if present(out) else '0'}")
+            self.first_of_one(values, indices, x, out)
             return
         others = [a for a in present(axes) if a != along]
         other = self.fresh(f"{along}_other")
@@ -1149,14 +1142,8 @@ class _Writer(WindowWriter, PositionWriter):
         weight = node.args[2] if len(node.args) > 2 else None
         bias = node.args[3] if len(node.args) > 3 else None
         eps = float(node.args[4]) if len(node.args) > 4 else 1e-5
-        mean = x
-        for a in normalized:
-            mean = f"mean({mean}, {a})"
-        centered = self.held(node.name + "_centered", f"{x} - {mean}", axes)
-        variance = f"{centered} * {centered}"
-        for a in normalized:
-            variance = f"mean({variance}, {a})"
-        expr = f"{centered} * rsqrt({variance} + {eps!r})"
+        centered = self.held(node.name + "_centered", f"{x} - {over('mean', x, normalized)}", axes)
+        expr = f"{centered} * rsqrt({over('mean', f'{centered} * {centered}', normalized)} + {eps!r})"
         if weight is not None:
             expr = f"{expr} * {self.lined_up(node, weight, axes)[0]}"
         if bias is not None:
@@ -1391,6 +1378,13 @@ class _Writer(WindowWriter, PositionWriter):
         grown = [own if i == dim else a for i, a in enumerate(axes) if a is not None or i == dim]
         return f"repeat({x}, {' '.join(present(axes))} -> {' '.join(grown)}{'' if own in self.scoped else f', {own}=1'})"
 
+    def named(self, node, x, axes, dim, want="single") -> tuple:
+        """x with its absent axis `dim` (of size 1) present under a fresh
+        name, as a statement of its own: the value and its axes."""
+        own = self.fresh(want)
+        x = self.held(f"{node.name}_{want}", self.with_axis(x, axes, dim, own), present(axes) + [own])
+        return x, [own if i == dim else a for i, a in enumerate(axes)]
+
     def held(self, want, expr, axes) -> str:
         """`expr` bound to a statement of its own (its axes' names then sizes in scope)."""
         name = self.fresh(want)
@@ -1533,9 +1527,7 @@ class _Writer(WindowWriter, PositionWriter):
         single = axes[1] is None
         if single:
             # One channel: given a name (and taken at its one position at the end).
-            channel = self.fresh("channel")
-            x = self.held(f"{node.name}_channel", self.with_axis(x, axes, 1, channel), present(axes) + [channel])
-            axes = [channel if i == 1 else a for i, a in enumerate(axes)]
+            x, axes = self.named(node, x, axes, 1, "channel")
         channel = axes[1]
 
         def per_channel(arg):
@@ -1644,9 +1636,7 @@ class _Writer(WindowWriter, PositionWriter):
         if len(id_axes) != len(axes):
             self.unsupported(node, "gather", "an index of another rank than the operand's")
         if axes[dim] is None:
-            single = self.fresh("single")
-            x = self.held(f"{node.name}_single", self.with_axis(x, axes, dim, single), present(axes) + [single])
-            axes = [single if i == dim else a for i, a in enumerate(axes)]
+            x, axes = self.named(node, x, axes, dim)
         along = self.fresh("gathered")
         if id_axes[dim] is None:
             ids = self.with_axis(ids, id_axes, dim, along)
@@ -1838,9 +1828,9 @@ class _Writer(WindowWriter, PositionWriter):
         out = self.axes_of(node.meta["val"].shape)
         together = positions == list(range(positions[0], positions[-1] + 1))
         first = positions[0] if together else 0
-        broadcast = out[first : first + len(out) - (len(axes) - len(positions))]
+        # The broadcast index axes: the result's names where they stand.
+        own = out[first : first + len(out) - (len(axes) - len(positions))]
         rest = [a for i, a in enumerate(axes) if i not in positions and a is not None]
-        own = broadcast
         ids = self.held(f"{node.name}_offsets", self.offsets(node, shape, indices, own), own)
         x, axes, before, after, flat = self.flattened(node, x, axes, positions, together)
         # x's other axes under names of their own where the index axes hold them.
@@ -1881,9 +1871,8 @@ class _Writer(WindowWriter, PositionWriter):
         rest = [a for i, a in enumerate(axes) if i not in positions and a is not None]
         if not indexed:
             # Every indexed axis of size 1: the first given its name.
-            single = self.fresh("single")
-            x = self.held(f"{node.name}_single", self.with_axis(x, axes, positions[0], single), rest + [single])
-            axes, indexed = [single if i == positions[0] else a for i, a in enumerate(axes)], [single]
+            x, axes = self.named(node, x, axes, positions[0])
+            indexed = [axes[positions[0]]]
         flat = self.fresh("indexed")
         before = [a for i, a in enumerate(axes) if a is not None and i < positions[0]] if together else []
         after = [a for a in rest if a not in before]
@@ -1899,9 +1888,7 @@ class _Writer(WindowWriter, PositionWriter):
         ids, id_axes = self.operand(node.args[2])
         if axes[dim] is None:
             # Of size 1: given a name, to take from (which checks the positions).
-            single = self.fresh("single")
-            x = self.held(f"{node.name}_single", self.with_axis(x, axes, dim, single), present(axes) + [single])
-            axes = [single if i == dim else a for i, a in enumerate(axes)]
+            x, axes = self.named(node, x, axes, dim)
         along = (id_axes or [None])[0]
         if along is not None and along in [a for i, a in enumerate(axes) if i != dim]:
             # The positions' axis under a name of its own (bind renames the result's axes).
@@ -2007,9 +1994,7 @@ class _Writer(WindowWriter, PositionWriter):
         dims = self.dims_of(node, axes)
         kept = [a for d, a in enumerate(axes) if d in dims and a is not None]
         count = " * ".join(kept) if kept else "1"
-        mean_all = x
-        for a in kept:
-            mean_all = f"mean({mean_all}, {a})"
+        mean_all = over("mean", x, kept)
         squares = f"({x} - {mean_all}) * ({x} - {mean_all})"
         scale = f" * ({count} / ({count} - {correction}))" if correction else ""
         # var.dim(x, dim, unbiased, keepdim): keepdim is the fourth argument.
@@ -2107,10 +2092,7 @@ class _Writer(WindowWriter, PositionWriter):
         v, names, _ = self.every_axis(node.args[0], "weight")
         dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
         kept = None if dim == -1 else names[dim % len(names)]
-        squares = f"{v} * {v}"
-        for a in names:
-            if a != kept:
-                squares = f"sum({squares}, {a})"
+        squares = over("sum", f"{v} * {v}", [a for a in names if a != kept])
         g, _ = self.lined_up(node, node.args[1], names)
         self.settled(node, f"{v} * ({g} / sqrt({squares}))", names)
 
@@ -2240,6 +2222,24 @@ def p_norm(difference: str, feature, p: float) -> str:
         return f"max(abs({difference}), {feature})"
     norms = {2.0: f"sqrt(sum({difference} * {difference}, {feature}))", 1.0: f"sum(abs({difference}), {feature})", 0.0: f"sum(float({difference} != 0.0), {feature})"}
     return norms[p] if p in norms else f"pow(sum(pow(abs({difference}), {p!r}), {feature}), {1.0 / p!r})"
+
+
+def over(reduction: str, value: str, axes) -> str:
+    """`reduction(... reduction(value, a) ..., z)` over each of `axes` in turn."""
+    for a in axes:
+        value = f"{reduction}({value}, {a})"
+    return value
+
+
+def _f64(c: float) -> str:
+    """A constant of f64 (a `where` of literals alone would be f32)."""
+    return f"full(f64[], {c!r})"
+
+
+def _float_kind(node) -> str:
+    """The conversion to the node's (first result's) float dtype: `float`, `f64`, `bf16`, `f16`."""
+    value = node.meta["val"]
+    return {"Real": "float", "f64": "f64", "bf16": "bf16", "f16": "f16"}[_kind((value[0] if isinstance(value, (list, tuple)) else value).dtype)]
 
 
 def present(axes) -> list:
