@@ -135,18 +135,22 @@ fn exp_parts<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> (E::Value, E::Value
     }
     let xc = clamp(e, k, x, -150.0, 89.0);
     let (r, shifted) = reduce_ln2(e, xc);
-    let p = expm1_reduced(e, r);
+    let p = expm1_reduced(e, r, &EXPM1_REDUCED);
     let one = f(e, k, 1.0);
     let p = add(e, k, p, one);
     let (_, s1, s2) = powers_of_two(e, shifted);
     (p, s1, s2)
 }
 
-/// `e^r - 1` for [`reduce_ln2`]'s `r`: `r + r^2 P(r)` with Cephes' `expf`
-/// polynomial (no cancellation near 0).
-fn expm1_reduced<E: Emitter>(e: &mut E, r: E::Value) -> E::Value {
+/// Cephes' `expf` polynomial `P`: `e^r - 1 = r + r^2 P(r)` for |r| <= ln2/2.
+const EXPM1_REDUCED: [f64; 6] = [5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4];
+
+/// `e^r - 1` for [`reduce_ln2`]'s `r`: `r + r^2 P(r)` (no cancellation
+/// near 0), `P` [`EXPM1_REDUCED`] or, where less accuracy is enough, a
+/// shorter fit.
+fn expm1_reduced<E: Emitter>(e: &mut E, r: E::Value, p: &[f64]) -> E::Value {
     let k = Kind::F32;
-    let p = poly(e, k, r, &[5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4]);
+    let p = poly(e, k, r, p);
     let r2 = mul(e, k, r, r);
     e.multiply_add(k, p, r2, r)
 }
@@ -304,7 +308,7 @@ fn expm1_f32<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
     let k = Kind::F32;
     let xc = clamp(e, k, x, -88.0, 88.75);
     let (r, shifted) = reduce_ln2(e, xc);
-    let em1 = expm1_reduced(e, r);
+    let em1 = expm1_reduced(e, r, &EXPM1_REDUCED);
     // 2^n (e^r - 1) + (2^n - 1); 2^n is a normal float for n in [-127, 128)
     // (n = 128, at x near 88.72, in two halves).
     let (ni, s1, s2) = powers_of_two(e, shifted);
@@ -585,16 +589,22 @@ const GELU_TAIL: [f64; 12] = [
     -0.13861245576751227,
 ];
 
+/// [`expm1_reduced`]'s `P` for gelu's tail, one degree below
+/// [`EXPM1_REDUCED`]: e^r within 3.1e-9 relative (a twentieth of an ulp of
+/// the tail; weighted least squares on mpmath's values).
+const GELU_EXPM1: [f64; 5] = [0.49999993446693963, 0.1666652061931586, 0.04166838825300325, 0.00836871813074032, 0.0013814590259392263];
+
 /// gelu, `x/2 erfc(-x/sqrt 2)`: no cancellation at either end, so the
 /// sign is always right and the negative tail keeps its relative accuracy
 /// down to the subnormals. f32: the tail `|x|/2 erfc(|x|/sqrt 2)` is
 /// `q e^(-x^2/2)`, `q = t K(t)` ([`GELU_TAIL`]) and `-x^2/2 = hi + lo` in
 /// two floats (Dekker's product: halving is exact), `e^(hi + lo)` as `2^n
-/// (1 + s)`, `s = e^r - 1 + lo + lo (e^r - 1)`, so the tail is `(q + q s)
-/// 2^n`, rounded once (2^n in two normal factors), in f32 lanes
-/// throughout (within 3 ulps; a quotient of two polynomials in |x|, up to
-/// 17, rounds to 7 in f32, and evaluated in f64 costs twice the time):
-/// `-tail` for x < 0, `x - tail` above. |x| is held to 17, where the tail
+/// (1 + s)`, `s = e^r - 1 + lo + lo (e^r - 1)` (`e^r - 1` by
+/// [`GELU_EXPM1`]), so the tail is `(q + q s) 2^n`, 2^n in two normal
+/// factors, in f32 lanes throughout (within 3 ulps; a quotient of two
+/// polynomials in |x|, up to 17, rounds to 7 in f32, and evaluated in f64
+/// costs twice the time): `-0 - tail` for x < 0, `x - tail` above, the
+/// second factor of 2^n fused into that subtraction (one rounding). |x| is held to 17, where the tail
 /// is 0 in f32: -0 at -inf, +inf at +inf, nan kept.
 fn gelu<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     if k == Kind::F64 {
@@ -618,7 +628,7 @@ fn gelu<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     let minus_half_a = mul(e, k, a, minus_half);
     let (hi, lo) = e.exact_product(k, minus_half_a, a);
     let (r, shifted) = reduce_ln2(e, hi);
-    let em1 = expm1_reduced(e, r);
+    let em1 = expm1_reduced(e, r, &GELU_EXPM1);
     let sum = add(e, k, em1, lo);
     let s = e.multiply_add(k, lo, em1, sum);
     let tail = e.multiply_add(k, q, s, q);
@@ -631,13 +641,14 @@ fn gelu<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     let scale = e.binary(Binary::Shl, Kind::I32, biased, twenty_three);
     let scale = e.bitcast(Kind::I32, Kind::F32, scale);
     let tail = mul(e, k, tail, scale);
-    let tiny = f(e, k, (-100f64).exp2());
-    let tail = mul(e, k, tail, tiny);
-    let low = e.unary(Unary::Neg, k, tail);
-    let high = sub(e, k, x, tail);
+    // x - tail 2^-100 above 0, -tail 2^-100 below: one fused rounding
+    // (-0 - 0 is -0, so the sign of a vanished tail is kept).
     let zero = f(e, k, 0.0);
     let negative = e.compare(Compare::Lt, k, x, zero);
-    e.select(k, negative, low, high)
+    let minus_zero = f(e, k, -0.0);
+    let kept = e.select(k, negative, minus_zero, x);
+    let minus_tiny = f(e, k, -(-100f64).exp2());
+    e.multiply_add(k, tail, minus_tiny, kept)
 }
 
 /// `1/sqrt 2` minus its f64 value.
