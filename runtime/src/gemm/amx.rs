@@ -50,6 +50,9 @@ const BLOCK: usize = 32;
 const MIN_PASS_CHUNKS: usize = 8;
 /// Bytes of split A one pass over the depth reads (the second level holds it).
 const PASS_A_BYTES: usize = 3 << 19;
+/// Bytes of one bf16 panel's B one step over the depth reads: it stays in
+/// the first level (48 KiB on Sapphire Rapids) beside a block of A's step.
+const STEP_B_BYTES: usize = 16 << 10;
 /// Products of fewer rows stay on the FMA path (a tile has 16 rows).
 const MIN_ROWS: usize = 16;
 /// Products of fewer rows whose B is not packed before the call stay on
@@ -63,6 +66,9 @@ const LARGEST_SPLIT: u32 = 0x7f7f_8000;
 thread_local! {
     /// The split A of the products started on this thread.
     static SPLIT_A: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    /// The split B of the products started on this thread whose B is not
+    /// packed before the call.
+    static SPLIT_B: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Whether products run on AMX tiles here: the CPU has AMX-TILE and
@@ -244,45 +250,98 @@ impl TileB {
     }
 }
 
-/// `p`'s B split for the tiles (`None` where an element does not split):
-/// each row of each panel split once, each part written where the tiles
-/// want it.
+/// `p`'s B split for the tiles (`None` where an element does not split),
+/// packed once (a weight's), its panels split in parallel.
 ///
 /// # Safety
 /// B's elements, `T`s, are inside its allocation.
 pub(super) unsafe fn pack_b<T: Element>(p: &Product) -> Option<TileB> {
+    let len = b_len::<T>(p);
+    let mut words = vec![0u64; (len * 2).div_ceil(8) + LINE / 8];
+    let address = (words.as_mut_ptr() as usize).div_ceil(LINE) * LINE;
+    // SAFETY: the buffer holds `len` bf16s past `address`; B as the caller promised.
+    let split = unsafe { split_b::<T>(p, address, true) };
+    split.then_some(TileB { words, k: p.k, n: p.n, parts: T::TILE_PARTS })
+}
+
+/// The bf16s of `p`'s B split for the tiles: a panel of [`block_len`] per
+/// 32 columns.
+fn b_len<T: Element>(p: &Product) -> usize {
+    p.n.div_ceil(BLOCK) * block_len(T::TILE_PARTS, p.k.div_ceil(CHUNK))
+}
+
+/// Splits `p`'s B for the tiles at `out`: each panel of 32 columns its
+/// parts one after another, each part its chunks of the depth, each chunk
+/// two 16 x 32 tiles of 16 columns (pairs of depth positions side by side,
+/// as `tdpbf16ps` reads them); each row of each panel split once (a bf16's
+/// one part is its own bits, copied). Panels in parallel where `parallel`.
+/// False where an element does not split.
+///
+/// # Safety
+/// B's elements, `T`s, are inside its allocation; `out` holds
+/// [`b_len`] bf16s, 64-byte aligned.
+unsafe fn split_b<T: Element>(p: &Product, out: usize, parallel: bool) -> bool {
     let parts = T::TILE_PARTS;
     let chunks = p.k.div_ceil(CHUNK);
-    let panels = p.n.div_ceil(BLOCK);
     let panel_len = block_len(parts, chunks);
-    let mut words = vec![0u64; (panels * panel_len * 2).div_ceil(8) + LINE / 8];
-    let address = (words.as_mut_ptr() as usize).div_ceil(LINE) * LINE;
-    // SAFETY: the buffer holds `panels * panel_len` bf16s past `address`.
-    let all = unsafe { std::slice::from_raw_parts_mut(address as *mut u16, panels * panel_len) };
+    // SAFETY: as the caller promised.
+    let all = unsafe { std::slice::from_raw_parts_mut(out as *mut u16, b_len::<T>(p)) };
     let size = std::mem::size_of::<T>();
-    let split_all = all.par_chunks_mut(panel_len).enumerate().all(|(panel, out)| {
+    let place = |out: &mut [u16], part: usize, k: usize, bits: &[u16]| {
+        let at = (part * chunks + k / CHUNK) * 2 * TILE + k % CHUNK / 2 * 32 + k % 2;
+        for (c, &bits) in bits.iter().enumerate() {
+            out[at + c / 16 * TILE + c % 16 * 2] = bits;
+        }
+    };
+    let split_panel = |(panel, out): (usize, &mut [u16])| {
+        out.fill(0);
         let first = panel * BLOCK;
         let cols = BLOCK.min(p.n - first);
+        if T::FORMAT == Format::BF16 && p.b.row_step == 1 {
+            // Each column's depth is contiguous (a transposed B: attention's
+            // keys): copied by runs of a chunk.
+            let mut kept = [0u16; CHUNK];
+            return (0..cols).all(|c| {
+                (0..chunks).all(|chunk| {
+                    let depth = CHUNK.min(p.k - chunk * CHUNK);
+                    // SAFETY: the column's `depth` bf16s from (chunk * CHUNK, first + c) are inside B, as the caller promised.
+                    let run = unsafe { std::slice::from_raw_parts(p.b.at(chunk * CHUNK, first + c, size) as *const u16, depth) };
+                    let copied = copy_bf16(run, &mut kept[..depth]);
+                    let at = chunk * 2 * TILE + c / 16 * TILE + c % 16 * 2;
+                    for (k, &bits) in kept[..depth].iter().enumerate() {
+                        out[at + k / 2 * 32 + k % 2] = bits;
+                    }
+                    copied
+                })
+            });
+        }
+        if T::FORMAT == Format::BF16 {
+            let (mut bits, mut kept) = ([0u16; BLOCK], [0u16; BLOCK]);
+            return (0..p.k).all(|k| {
+                for (c, bits) in bits[..cols].iter_mut().enumerate() {
+                    // SAFETY: (k, first + c) is inside B, as the caller promised.
+                    *bits = unsafe { *(p.b.at(k, first + c, size) as *const u16) };
+                }
+                let copied = copy_bf16(&bits[..cols], &mut kept[..cols]);
+                place(out, 0, k, &kept[..cols]);
+                copied
+            });
+        }
         let mut values = vec![0.0f32; cols];
         let mut row = [vec![0u16; cols], vec![0u16; cols], vec![0u16; cols]];
-        for k in 0..p.k {
+        (0..p.k).all(|k| {
             for (c, value) in values.iter_mut().enumerate() {
                 // SAFETY: (k, first + c) is inside B, as the caller promised.
                 *value = unsafe { *(p.b.at(k, first + c, size) as *const T) }.widen().to_f32();
             }
-            if !split(&values, &mut row) {
-                return false;
+            let split = split(&values, &mut row);
+            for (part, bits) in row[..parts].iter().enumerate() {
+                place(out, part, k, bits);
             }
-            for (j, part) in row[..parts].iter().enumerate() {
-                let at = (j * chunks + k / CHUNK) * 2 * TILE + k % CHUNK / 2 * 32 + k % 2;
-                for (c, &bits) in part.iter().enumerate() {
-                    out[at + c / 16 * TILE + c % 16 * 2] = bits;
-                }
-            }
-        }
-        true
-    });
-    split_all.then_some(TileB { words, k: p.k, n: p.n, parts })
+            split
+        })
+    };
+    if parallel { all.par_chunks_mut(panel_len).enumerate().all(split_panel) } else { all.chunks_mut(panel_len).enumerate().all(split_panel) }
 }
 
 /// Splits `p`'s A for the tiles at `out`: each block of 32 rows its parts
@@ -473,21 +532,31 @@ pub(super) unsafe fn multiply_with<T: Element>(
     kernel: TileKernel,
     tiles: bool,
 ) -> bool {
-    let own;
-    let b = match packed {
-        Some(b) if b.fits::<T>(&p) => b,
-        Some(_) => return false,
-        None => {
-            // SAFETY: as the caller promised.
-            match unsafe { pack_b::<T>(&p) } {
-                Some(b) => {
-                    own = b;
-                    &own
-                }
-                None => return false,
-            }
-        }
-    };
+    match packed {
+        Some(b) if b.fits::<T>(&p) => unsafe { multiply_split_b::<T>(p, b.address(), threads, work, epilogue, kernel, tiles) },
+        Some(_) => false,
+        // B split at the call, into this thread's scratch: large enough to
+        // split in parallel only where the product is split into parts.
+        None => with_scratch(&SPLIT_B, b_len::<T>(&p) * 2, |b| {
+            // SAFETY: the scratch holds the split B, aligned; B as the caller promised.
+            unsafe { split_b::<T>(&p, b, thread_parts(&p, threads, work) > 1) && multiply_split_b::<T>(p, b, threads, work, epilogue, kernel, tiles) }
+        }),
+    }
+}
+
+/// [`multiply_with`] on B split for the tiles at `b`.
+///
+/// # Safety
+/// As [`multiply`]; `b` is `p`'s B split by [`split_b`].
+unsafe fn multiply_split_b<T: Element>(
+    p: Product,
+    b: usize,
+    threads: usize,
+    work: usize,
+    epilogue: Option<Epilogue<'_>>,
+    kernel: TileKernel,
+    tiles: bool,
+) -> bool {
     let a_len = p.m.div_ceil(BLOCK) * block_len(T::TILE_PARTS, p.k.div_ceil(CHUNK));
     with_scratch(&SPLIT_A, a_len * 2, |a| {
         // SAFETY: the scratch holds the split A, aligned.
@@ -502,7 +571,7 @@ pub(super) unsafe fn multiply_with<T: Element>(
             let count = chunk.min(panels - first);
             // SAFETY: the split operands are this product's; the part's
             // panels are inside B and C.
-            unsafe { run_part::<T>(&p, a, b.address(), first, count, epilogue, kernel, tiles) };
+            unsafe { run_part::<T>(&p, a, b, first, count, epilogue, kernel, tiles) };
         };
         if parts > 1 {
             (0..panels.div_ceil(chunk)).into_par_iter().for_each(run);
@@ -537,6 +606,12 @@ unsafe fn run_part<T: Element>(p: &Product, a: usize, b: usize, first: usize, co
     let chunk_bytes = 2 * TILE * 2;
     let pass_chunks = (PASS_A_BYTES / (blocks * parts * chunk_bytes)).max(MIN_PASS_CHUNKS);
     let passes = chunks.div_ceil(pass_chunks);
+    // Within a pass, a bf16 panel's depth in steps whose B stays in the
+    // first level while every block of A runs over it (GPT-2's bf16
+    // prefill, Xeon with AMX: 5% faster). Operands of several parts run
+    // their whole pass at once: their sums, loaded and stored at every
+    // step, cost more than the steps save (its f32 prefill: 8% slower).
+    let step_chunks = if parts == 1 { STEP_B_BYTES / chunk_bytes } else { chunks };
     // Each block's two sums (leading, smaller), for one panel, or for every
     // panel when the depth takes passes.
     let scratch_panels = if passes == 1 { 1 } else { count };
@@ -553,18 +628,22 @@ unsafe fn run_part<T: Element>(p: &Product, a: usize, b: usize, first: usize, co
             for panel in 0..count {
                 let c_panel = c + if passes == 1 { 0 } else { panel * blocks * 2 * sums_bytes };
                 let b_panel = b + (first + panel) * block_bytes;
-                for block in 0..blocks {
-                    let sums = c_panel + block * 2 * sums_bytes;
-                    let segment =
-                        |&(i, j): &(usize, usize)| [a + block * block_bytes + (i * chunks + start) * chunk_bytes, b_panel + (j * chunks + start) * chunk_bytes];
-                    // The smaller terms' segments, on the stack (at most
-                    // five: this runs for every block of every panel).
-                    let mut smaller = [[0usize; 2]; 5];
-                    smaller.iter_mut().zip(&terms[..smaller_terms]).for_each(|(slot, term)| *slot = segment(term));
-                    // SAFETY: the chunks are inside the split operands; the sums inside the scratch.
-                    unsafe {
-                        kernel(&smaller[..smaller_terms], end - start, sums + sums_bytes, pass > 0);
-                        kernel(&[segment(&(0, 0))], end - start, sums, pass > 0);
+                for step in (start..end).step_by(step_chunks) {
+                    let step_end = (step + step_chunks).min(end);
+                    for block in 0..blocks {
+                        let sums = c_panel + block * 2 * sums_bytes;
+                        let segment = |&(i, j): &(usize, usize)| {
+                            [a + block * block_bytes + (i * chunks + step) * chunk_bytes, b_panel + (j * chunks + step) * chunk_bytes]
+                        };
+                        // The smaller terms' segments, on the stack (at most
+                        // five: this runs for every block of every panel).
+                        let mut smaller = [[0usize; 2]; 5];
+                        smaller.iter_mut().zip(&terms[..smaller_terms]).for_each(|(slot, term)| *slot = segment(term));
+                        // SAFETY: the chunks are inside the split operands; the sums inside the scratch.
+                        unsafe {
+                            kernel(&smaller[..smaller_terms], step_end - step, sums + sums_bytes, step > 0);
+                            kernel(&[segment(&(0, 0))], step_end - step, sums, step > 0);
+                        }
                     }
                 }
                 if pass + 1 == passes {
@@ -725,6 +804,103 @@ mod tests {
         }
         #[cfg(target_arch = "x86_64")]
         products_are_f32_grade(amx_kernel, true);
+    }
+
+    /// A bf16 B is laid out for the tiles from its own bits whichever way
+    /// it is stored (rows contiguous, columns contiguous as attention's
+    /// keys, or neither), as the general split lays out its f32 values;
+    /// a subnormal reads as a zero of its sign; an infinity refuses.
+    #[test]
+    fn bf16_b_is_laid_out_as_the_general_split_lays_it_out() {
+        let (k, n) = (70, 45);
+        let value = |i: usize| match i % 11 {
+            3 => half::bf16::from_bits(0x0003),
+            7 => half::bf16::from_bits(0x8040),
+            _ => half::bf16::from_f32((i * 7919 % 1009) as f32 / 1009.0 - 0.5),
+        };
+        let rows: Vec<half::bf16> = (0..k * n).map(value).collect();
+        let columns: Vec<half::bf16> = (0..k * n).map(|i| rows[(i % k) * n + i / k]).collect();
+        let spread: Vec<half::bf16> = (0..2 * k * n).map(|i| if i % 2 == 0 { rows[i / 2] } else { half::bf16::NAN }).collect();
+        let widened: Vec<f32> = rows.iter().map(|x| x.to_f32()).collect();
+        let product = |ptr: usize, row_step: isize, col_step: isize| Product {
+            m: 1,
+            n,
+            k,
+            a: Strided { ptr: 0, row_step: 1, col_step: 1 },
+            b: Strided { ptr, row_step, col_step },
+            c: Strided { ptr: 0, row_step: 1, col_step: 1 },
+            accumulate: false,
+        };
+        fn split<T: Element>(p: &Product) -> (bool, Vec<u16>) {
+            let len = b_len::<T>(p);
+            let mut out = vec![0xffffu64; len.div_ceil(4) + LINE / 8];
+            let at = (out.as_mut_ptr() as usize).div_ceil(LINE) * LINE;
+            // SAFETY: B holds every element; `out` holds the split B, aligned.
+            let ok = unsafe { split_b::<T>(p, at, false) };
+            // SAFETY: the split B's bits lie at `at`.
+            (ok, unsafe { std::slice::from_raw_parts(at as *const u16, len) }.to_vec())
+        }
+        let (general, all_parts) = split::<f32>(&product(widened.as_ptr() as usize, n as isize, 1));
+        let leading =
+            all_parts.chunks(block_len(3, k.div_ceil(CHUNK))).flat_map(|panel| panel[..block_len(1, k.div_ceil(CHUNK))].to_vec()).collect::<Vec<u16>>();
+        assert!(general);
+        for (what, p) in [
+            ("rows", product(rows.as_ptr() as usize, n as isize, 1)),
+            ("columns", product(columns.as_ptr() as usize, 1, k as isize)),
+            ("strided", product(spread.as_ptr() as usize, 2 * n as isize, 2)),
+        ] {
+            let (ok, laid_out) = split::<half::bf16>(&p);
+            assert!(ok, "{what}");
+            assert_eq!(laid_out, leading, "{what}");
+        }
+        for (mut bad, row_step, col_step) in [(rows.clone(), n as isize, 1), (columns.clone(), 1, k as isize)] {
+            bad[100] = half::bf16::INFINITY;
+            assert!(!split::<half::bf16>(&product(bad.as_ptr() as usize, row_step, col_step)).0);
+        }
+    }
+
+    /// bf16 products on the tiles (emulated, and this CPU's where it has
+    /// them), B stored either way and deep enough to take several steps
+    /// over the depth: each element within the bf16 rounding of its f32 sum.
+    #[test]
+    fn bf16_tile_products_round_their_f32_sums() {
+        bf16_products_round_their_f32_sums(emulated_kernel, false);
+        #[cfg(target_arch = "x86_64")]
+        if available() {
+            bf16_products_round_their_f32_sums(amx_kernel, true);
+        }
+    }
+
+    fn bf16_products_round_their_f32_sums(kernel: TileKernel, tiles: bool) {
+        for (m, n, k) in [(33, 40, 70), (64, 65, 700)] {
+            let value = |i: usize| half::bf16::from_f32(((i * 7919 % 1009) as f32 / 1009.0 - 0.5) * (1.0 + (i % 13) as f32 / 7.0));
+            let a: Vec<half::bf16> = (0..m * k).map(value).collect();
+            let b: Vec<half::bf16> = (0..k * n).map(|i| value(i + 17)).collect();
+            let b_columns: Vec<half::bf16> = (0..k * n).map(|i| b[(i % k) * n + i / k]).collect();
+            for (b_ptr, row_step, col_step) in [(b.as_ptr() as usize, n as isize, 1), (b_columns.as_ptr() as usize, 1, k as isize)] {
+                let mut c = vec![half::bf16::ZERO; m * n];
+                let p = Product {
+                    m,
+                    n,
+                    k,
+                    a: Strided { ptr: a.as_ptr() as usize, row_step: k as isize, col_step: 1 },
+                    b: Strided { ptr: b_ptr, row_step, col_step },
+                    c: Strided { ptr: c.as_mut_ptr() as usize, row_step: n as isize, col_step: 1 },
+                    accumulate: false,
+                };
+                // SAFETY: the matrices hold every element the steps reach.
+                assert!(unsafe { multiply_with::<half::bf16>(p, None, 1, 0, None, kernel, tiles) });
+                for i in 0..m {
+                    for j in 0..n {
+                        let terms = (0..k).map(|q| f64::from(a[i * k + q].to_f32()) * f64::from(b[q * n + j].to_f32()));
+                        let (exact, scale) = terms.fold((0.0, 0.0), |(s, t), x| (s + x, t + x.abs()));
+                        let got = f64::from(c[i * n + j].to_f32());
+                        let bound = exact.abs() / 256.0 + k as f64 * scale * f64::from(f32::EPSILON);
+                        assert!((got - exact).abs() <= bound, "{m}x{n}x{k} at ({i}, {j}), B steps ({row_step}, {col_step}): {got} against {exact}");
+                    }
+                }
+            }
+        }
     }
 
     fn products_are_f32_grade(kernel: TileKernel, tiles: bool) {
