@@ -532,54 +532,43 @@ pub(super) unsafe fn multiply_with<T: Element>(
     kernel: TileKernel,
     tiles: bool,
 ) -> bool {
+    // The product on B split for the tiles at `b`.
+    let on_split_b = |b: usize| {
+        let a_len = p.m.div_ceil(BLOCK) * block_len(T::TILE_PARTS, p.k.div_ceil(CHUNK));
+        with_scratch(&SPLIT_A, a_len * 2, |a| {
+            // SAFETY: the scratch holds the split A, aligned.
+            if !unsafe { split_a::<T>(&p, a, threads) } {
+                return false;
+            }
+            let panels = p.n.div_ceil(BLOCK);
+            let parts = thread_parts(&p, threads, work).min(panels);
+            let chunk = panels.div_ceil(parts);
+            let run = |part: usize| {
+                let first = part * chunk;
+                let count = chunk.min(panels - first);
+                // SAFETY: the split operands are this product's; the part's
+                // panels are inside B and C.
+                unsafe { run_part::<T>(&p, a, b, first, count, epilogue, kernel, tiles) };
+            };
+            if parts > 1 {
+                (0..panels.div_ceil(chunk)).into_par_iter().for_each(run);
+            } else {
+                run(0);
+            }
+            true
+        })
+    };
     match packed {
-        Some(b) if b.fits::<T>(&p) => unsafe { multiply_split_b::<T>(p, b.address(), threads, work, epilogue, kernel, tiles) },
+        Some(b) if b.fits::<T>(&p) => on_split_b(b.address()),
         Some(_) => false,
         // B split at the call, into this thread's scratch: large enough to
         // split in parallel only where the product is split into parts.
         None => with_scratch(&SPLIT_B, b_len::<T>(&p) * 2, |b| {
             // SAFETY: the scratch holds the split B, aligned; B as the caller promised.
-            unsafe { split_b::<T>(&p, b, thread_parts(&p, threads, work) > 1) && multiply_split_b::<T>(p, b, threads, work, epilogue, kernel, tiles) }
+            let split = unsafe { split_b::<T>(&p, b, thread_parts(&p, threads, work) > 1) };
+            split && on_split_b(b)
         }),
     }
-}
-
-/// [`multiply_with`] on B split for the tiles at `b`.
-///
-/// # Safety
-/// As [`multiply`]; `b` is `p`'s B split by [`split_b`].
-unsafe fn multiply_split_b<T: Element>(
-    p: Product,
-    b: usize,
-    threads: usize,
-    work: usize,
-    epilogue: Option<Epilogue<'_>>,
-    kernel: TileKernel,
-    tiles: bool,
-) -> bool {
-    let a_len = p.m.div_ceil(BLOCK) * block_len(T::TILE_PARTS, p.k.div_ceil(CHUNK));
-    with_scratch(&SPLIT_A, a_len * 2, |a| {
-        // SAFETY: the scratch holds the split A, aligned.
-        if !unsafe { split_a::<T>(&p, a, threads) } {
-            return false;
-        }
-        let panels = p.n.div_ceil(BLOCK);
-        let parts = thread_parts(&p, threads, work).min(panels);
-        let chunk = panels.div_ceil(parts);
-        let run = |part: usize| {
-            let first = part * chunk;
-            let count = chunk.min(panels - first);
-            // SAFETY: the split operands are this product's; the part's
-            // panels are inside B and C.
-            unsafe { run_part::<T>(&p, a, b, first, count, epilogue, kernel, tiles) };
-        };
-        if parts > 1 {
-            (0..panels.div_ceil(chunk)).into_par_iter().for_each(run);
-        } else {
-            run(0);
-        }
-        true
-    })
 }
 
 /// One part of a tile product: panels `first..first + count` of C. The
@@ -806,6 +795,17 @@ mod tests {
         products_are_f32_grade(amx_kernel, true);
     }
 
+    /// The `i`th element of a bf16 operand of the layout tests: values in
+    /// [-0.5, 0.5), a positive subnormal every 11th, -2^-126 (the smallest
+    /// normal) every 11th.
+    fn bf16_operand(i: usize) -> half::bf16 {
+        match i % 11 {
+            3 => half::bf16::from_bits(0x0003),
+            7 => half::bf16::from_bits(0x8040),
+            _ => half::bf16::from_f32((i * 7919 % 1009) as f32 / 1009.0 - 0.5),
+        }
+    }
+
     /// A bf16 B is laid out for the tiles from its own bits whichever way
     /// it is stored (rows contiguous, columns contiguous as attention's
     /// keys, or neither), as the general split lays out its f32 values;
@@ -813,12 +813,7 @@ mod tests {
     #[test]
     fn bf16_b_is_laid_out_as_the_general_split_lays_it_out() {
         let (k, n) = (70, 45);
-        let value = |i: usize| match i % 11 {
-            3 => half::bf16::from_bits(0x0003),
-            7 => half::bf16::from_bits(0x8040),
-            _ => half::bf16::from_f32((i * 7919 % 1009) as f32 / 1009.0 - 0.5),
-        };
-        let rows: Vec<half::bf16> = (0..k * n).map(value).collect();
+        let rows: Vec<half::bf16> = (0..k * n).map(bf16_operand).collect();
         let columns: Vec<half::bf16> = (0..k * n).map(|i| rows[(i % k) * n + i / k]).collect();
         let spread: Vec<half::bf16> = (0..2 * k * n).map(|i| if i % 2 == 0 { rows[i / 2] } else { half::bf16::NAN }).collect();
         let widened: Vec<f32> = rows.iter().map(|x| x.to_f32()).collect();
@@ -951,12 +946,7 @@ mod tests {
     #[test]
     fn bf16_rows_are_laid_out_as_the_general_split_lays_them() {
         let (m, k) = (45, 70);
-        let value = |i: usize| match i % 11 {
-            3 => half::bf16::from_bits(0x0003),
-            7 => half::bf16::from_bits(0x8040),
-            _ => half::bf16::from_f32((i * 7919 % 1009) as f32 / 1009.0 - 0.5),
-        };
-        let rows: Vec<half::bf16> = (0..m * k).map(value).collect();
+        let rows: Vec<half::bf16> = (0..m * k).map(bf16_operand).collect();
         let columns: Vec<half::bf16> = (0..m * k).map(|i| rows[(i % m) * k + i / m]).collect();
         let product = |a: &[half::bf16], row_step: isize, col_step: isize| Product {
             m,
