@@ -287,10 +287,11 @@ unsafe fn split_b<T: Element>(p: &Product, out: usize, parallel: bool) -> bool {
     // SAFETY: as the caller promised.
     let all = unsafe { std::slice::from_raw_parts_mut(out as *mut u16, b_len::<T>(p)) };
     let size = std::mem::size_of::<T>();
+    // Where part `part` of (k, c) of a panel goes.
+    let position = |part: usize, k: usize, c: usize| (part * chunks + k / CHUNK) * 2 * TILE + k % CHUNK / 2 * 32 + k % 2 + c / 16 * TILE + c % 16 * 2;
     let place = |out: &mut [u16], part: usize, k: usize, bits: &[u16]| {
-        let at = (part * chunks + k / CHUNK) * 2 * TILE + k % CHUNK / 2 * 32 + k % 2;
         for (c, &bits) in bits.iter().enumerate() {
-            out[at + c / 16 * TILE + c % 16 * 2] = bits;
+            out[position(part, k, c)] = bits;
         }
     };
     let split_panel = |(panel, out): (usize, &mut [u16])| {
@@ -307,9 +308,8 @@ unsafe fn split_b<T: Element>(p: &Product, out: usize, parallel: bool) -> bool {
                     // SAFETY: the column's `depth` bf16s from (chunk * CHUNK, first + c) are inside B, as the caller promised.
                     let run = unsafe { std::slice::from_raw_parts(p.b.at(chunk * CHUNK, first + c, size) as *const u16, depth) };
                     let copied = copy_bf16(run, &mut kept[..depth]);
-                    let at = chunk * 2 * TILE + c / 16 * TILE + c % 16 * 2;
                     for (k, &bits) in kept[..depth].iter().enumerate() {
-                        out[at + k / 2 * 32 + k % 2] = bits;
+                        out[position(0, chunk * CHUNK + k, c)] = bits;
                     }
                     copied
                 })

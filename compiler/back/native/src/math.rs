@@ -604,8 +604,9 @@ const GELU_EXPM1: [f64; 5] = [0.49999993446693963, 0.1666652061931586, 0.0416683
 /// factors, in f32 lanes throughout (within 3 ulps; a quotient of two
 /// polynomials in |x|, up to 17, rounds to 7 in f32, and evaluated in f64
 /// costs twice the time): `-0 - tail` for x < 0, `x - tail` above, the
-/// second factor of 2^n fused into that subtraction (one rounding). |x| is held to 17, where the tail
-/// is 0 in f32: -0 at -inf, +inf at +inf, nan kept.
+/// second factor of 2^n fused into that subtraction (one rounding). |x| is
+/// held to 17, where the tail is 0 in f32: -0 at -inf, +inf at +inf, nan
+/// kept.
 fn gelu<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     if k == Kind::F64 {
         return gelu64(e, x);
