@@ -58,6 +58,11 @@ pub struct CheckedFn {
     pub loops: Vec<LoopForm>,
     /// Sizes of this function, with the checks deferred to the call boundary.
     pub symbols: Symbols,
+    /// Whether the body takes a `grad`, itself or through a call (a
+    /// `grad` whose value calls it would be a second derivative: E0417).
+    pub differentiates: bool,
+    /// What the body's own `grad`s differentiate by, each once, in order.
+    pub grad_targets: Vec<GradTarget>,
 }
 
 /// A loop of the function's body as written (LANGUAGE.md section 14): its
@@ -285,4 +290,20 @@ pub enum TExprKind {
         function: usize,
         args: Vec<TExpr>,
     },
+    /// `grad(value, N1, ..., Nk)` (LANGUAGE.md section 15): the whole value
+    /// of an assignment that binds k + 1 names (the value, then each
+    /// derivative); its type is the value's.
+    Grad {
+        value: Box<TExpr>,
+        wrt: Vec<GradTarget>,
+    },
+}
+
+/// What a `grad` differentiates by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GradTarget {
+    /// A parameter of the function (index into [`CheckedFn::bindings`]).
+    Param(usize),
+    /// A weight (index into [`CheckedModule::weights`]).
+    Weight(usize),
 }

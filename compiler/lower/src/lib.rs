@@ -12,13 +12,15 @@
 
 use nax_front::check::sizes::Symbols;
 use nax_front::check::types::{Axis, Kind, TensorType, Type as Checked, arith_dtype};
-use nax_front::checked::{CheckedFn, CheckedModule, Elem, IndexEntry, PatternOp, ResolvedPattern, TExpr, TExprKind, TStmt};
+use nax_front::checked::{CheckedFn, CheckedModule, Elem, GradTarget, IndexEntry, PatternOp, ResolvedPattern, TExpr, TExprKind, TStmt};
 use nax_ir::{Graph, Literal, MapFn, Op, Output, Type, value_dtype};
 use nax_ops::{BinaryOp, UnaryOp};
 use nax_runtime::DType;
 use nax_runtime::{Size, SymDef};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::HashMap;
+
+mod grad;
 
 /// The most nodes a graph may have: inlining can multiply a program's size,
 /// and a graph past this is refused rather than exhausting memory.
@@ -139,6 +141,42 @@ impl Lowerer<'_> {
         for (i, a) in args.into_iter().enumerate() {
             env[i] = Some(a);
         }
+        // What a `grad` differentiates by is a variable of this function:
+        // inlined, its argument (or weight) gets a node of its own, so that
+        // the derivative neither flows into how the caller computed it nor
+        // merges two parameters given the same value.
+        let mut shadowed = Vec::new();
+        if !map.is_empty() {
+            for target in &f.grad_targets {
+                match *target {
+                    GradTarget::Param(i) => {
+                        if let Some(Some(a)) = env.get(i).copied() {
+                            let ty = self.ty(a).clone();
+                            env[i] = Some(self.g.add(Op::Rename, ty, &[a]));
+                        }
+                    }
+                    GradTarget::Weight(w) => {
+                        let node = self.weight(w);
+                        let name = self.module.weights[w].name.clone();
+                        let ty = self.ty(node).clone();
+                        let own = self.g.add(Op::Rename, ty, &[node]);
+                        shadowed.push((name.clone(), self.weights.insert(name, own)));
+                    }
+                }
+            }
+        }
+        let result = self.body(f, env, map);
+        for (name, outer) in shadowed {
+            match outer {
+                Some(n) => self.weights.insert(name, n),
+                None => self.weights.remove(&name),
+            };
+        }
+        result
+    }
+
+    /// The statements of [`Lowerer::function`], the parameters bound in `env`.
+    fn body(&mut self, f: &CheckedFn, mut env: Vec<Option<NodeIndex>>, map: &[Size]) -> Result<Vec<NodeIndex>, LowerError> {
         for stmt in &f.body {
             match stmt {
                 TStmt::Assign { targets, value } => {
@@ -151,6 +189,7 @@ impl Lowerer<'_> {
                             let types = targets.iter().map(|&t| map_type(&f.bindings[t].ty, map)).collect::<Result<Vec<_>, _>>()?;
                             self.call(*function, args, types, &env, f, map)?
                         }
+                        (TExprKind::Grad { value, wrt }, true) => self.grad(value, wrt, &env, f, map)?,
                         _ => vec![self.expr(value, &env, f, map)?; targets.len()],
                     };
                     if nodes.len() != targets.len() {
@@ -247,16 +286,7 @@ impl Lowerer<'_> {
             TExprKind::Float(v) => self.g.add(Op::Literal(Literal::Float(*v)), ty, &[]),
             TExprKind::Bool(v) => self.g.add(Op::Literal(Literal::Bool(*v)), ty, &[]),
             TExprKind::Local(i) => env.get(*i).copied().flatten().ok_or_else(|| internal(format!("`{}` used before it is bound", f.bindings[*i].name)))?,
-            TExprKind::Weight(w) => {
-                let weight = &self.module.weights[*w];
-                if let Some(&n) = self.weights.get(&weight.name) {
-                    n
-                } else {
-                    let n = self.g.add(Op::Weight { name: weight.name.clone() }, Type::Tensor(weight.ty.clone()), &[]);
-                    self.weights.insert(weight.name.clone(), n);
-                    n
-                }
-            }
+            TExprKind::Weight(w) => self.weight(*w),
             TExprKind::SizeValue(s) => self.g.add(Op::SizeValue(map_size(*s, map)), ty, &[]),
             TExprKind::Unary(op, a) => {
                 let x = self.expr(a, env, f, map)?;
@@ -353,6 +383,7 @@ impl Lowerer<'_> {
                 self.g.add(Op::ArgReduce { op: *op, axis: *axis }, ty, &[x])
             }
             TExprKind::Call { function, args } => self.call(*function, args, vec![ty], env, f, map)?[0],
+            TExprKind::Grad { .. } => return Err(internal("a `grad` used as one value")),
             TExprKind::Stack(values) => {
                 let stacked = tensor(&ty).cloned().ok_or_else(|| internal("a stack of host scalars"))?;
                 let mut turns = Vec::with_capacity(values.len());
@@ -370,6 +401,31 @@ impl Lowerer<'_> {
                 }
             }
         })
+    }
+
+    /// Weight `w`'s node (one per weight, made at its first use).
+    fn weight(&mut self, w: usize) -> NodeIndex {
+        let weight = &self.module.weights[w];
+        if let Some(&n) = self.weights.get(&weight.name) {
+            return n;
+        }
+        let n = self.g.add(Op::Weight { name: weight.name.clone() }, Type::Tensor(weight.ty.clone()), &[]);
+        self.weights.insert(weight.name.clone(), n);
+        n
+    }
+
+    /// `grad(value, wrt...)`: the value's node, then its derivative by each target.
+    fn grad(&mut self, value: &TExpr, wrt: &[GradTarget], env: &[Option<NodeIndex>], f: &CheckedFn, map: &[Size]) -> Result<Vec<NodeIndex>, LowerError> {
+        let v = self.expr(value, env, f, map)?;
+        let targets = wrt
+            .iter()
+            .map(|t| match *t {
+                GradTarget::Param(i) => env.get(i).copied().flatten().ok_or_else(|| internal(format!("`{}` used before it is bound", f.bindings[i].name))),
+                GradTarget::Weight(w) => Ok(self.weight(w)),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let derivatives = grad::differentiate(&mut self.g, &mut self.symbols, v, &targets)?;
+        Ok(std::iter::once(v).chain(derivatives).collect())
     }
 
     /// The size an `int` value gives (a keyword size passed by a caller):

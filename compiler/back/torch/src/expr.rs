@@ -11,7 +11,7 @@
 use crate::function::{FnEmitter, join, strip_parens};
 use crate::{EmitError, dtype_name};
 use nax_front::check::types::{DType, TensorType, Type, arith_dtype};
-use nax_front::checked::{AlongAxis, Constructor, Elementwise, IndexEntry, Reduction, TExpr, TExprKind};
+use nax_front::checked::{AlongAxis, Constructor, Elementwise, GradTarget, IndexEntry, Reduction, TExpr, TExprKind};
 use nax_front::syntax::ast::{BinaryOp, HostType, UnaryOp};
 
 /// A float literal: repr-exact, `math.inf` for infinity.
@@ -144,6 +144,17 @@ impl FnEmitter<'_> {
             TExprKind::Construct { func, value } => self.construct(e, *func, value.as_deref())?,
             TExprKind::Rename(x) => self.expr(x)?,
             TExprKind::Call { function, args } => self.call(*function, args)?,
+            TExprKind::Grad { value, wrt } => {
+                let value = self.expr(value)?;
+                let wrt = wrt
+                    .iter()
+                    .map(|t| match t {
+                        GradTarget::Param(i) => self.local(*i),
+                        GradTarget::Weight(w) => self.weight(*w),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                format!("_grad({}, [{}])", strip_parens(&value), wrt.join(", "))
+            }
             TExprKind::Stack(values) if values.is_empty() => self.construct(e, Constructor::Zeros, None)?,
             TExprKind::Stack(values) => {
                 let turns = values.iter().map(|v| self.expr(v).map(|t| strip_parens(&t).to_string())).collect::<Result<Vec<_>, _>>()?;

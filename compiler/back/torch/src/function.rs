@@ -7,7 +7,7 @@ use crate::{EmitError, dtype_name};
 use nax_front::CheckedModule;
 use nax_front::check::sizes::{Size, SymId};
 use nax_front::check::types::{DType, Type};
-use nax_front::checked::{CheckedFn, LoopForm, TStmt};
+use nax_front::checked::{CheckedFn, GradTarget, LoopForm, TStmt};
 use nax_front::syntax::ast::HostType;
 use std::collections::{BTreeSet, HashMap};
 
@@ -53,6 +53,8 @@ pub(crate) struct FnEmitter<'a> {
     pub needed: BTreeSet<u32>,
     /// Whether the code refers to `_dev`, the device of the arguments.
     pub needs_dev: bool,
+    /// Whether the function takes a `grad` itself (its results leave autograd's graph).
+    pub differentiates: bool,
 }
 
 /// The indentation of a function body.
@@ -65,8 +67,18 @@ impl<'a> FnEmitter<'a> {
         if !f.ok {
             return Err(EmitError::Unchecked { function: f.name.clone() });
         }
-        let mut e =
-            FnEmitter { cx, f, index, namer: cx.global.clone(), locals: HashMap::new(), size_vars: HashMap::new(), needed: BTreeSet::new(), needs_dev: false };
+        let targets = &f.grad_targets;
+        let mut e = FnEmitter {
+            cx,
+            f,
+            index,
+            namer: cx.global.clone(),
+            locals: HashMap::new(),
+            size_vars: HashMap::new(),
+            needed: BTreeSet::new(),
+            needs_dev: false,
+            differentiates: !targets.is_empty(),
+        };
         for b in &f.bindings {
             if !e.locals.contains_key(&b.name) {
                 let name = e.namer.fresh(&b.name);
@@ -98,8 +110,17 @@ impl<'a> FnEmitter<'a> {
         }
         let (sizes, unresolved) = e.size_plan();
         let (body, unresolved) = e.bind_from_values(body, &used, unresolved)?;
-        let mut text = signature;
+        // A function that differentiates records its forward for autograd
+        // from its own arguments on, whatever mode its caller runs in.
+        let mut text = if targets.is_empty() { signature } else { format!("@torch.enable_grad()\n{signature}") };
         text.push_str(&format!("{INDENT}\"\"\"{}\"\"\"\n", f.signature().replace('\\', "\\\\").replace('"', "'")));
+        for target in targets {
+            let name = match *target {
+                GradTarget::Param(i) => e.local(i)?,
+                GradTarget::Weight(w) => e.weight(w)?,
+            };
+            text.push_str(&format!("{INDENT}{name} = {name}.detach().requires_grad_()\n"));
+        }
         if e.needs_dev {
             text.push_str(&format!("{INDENT}_dev = {}\n", e.device_source()));
         }
@@ -230,7 +251,7 @@ impl<'a> FnEmitter<'a> {
                         (Type::Host(HostType::Float, _), Type::Host(HostType::Int, _)) => format!("float({text})"),
                         _ => text,
                     };
-                    texts.push(strip_parens(&text).to_string());
+                    texts.push(if self.differentiates { format!("_detached({})", strip_parens(&text)) } else { strip_parens(&text).to_string() });
                 }
                 Ok(format!("return {}", texts.join(", ")))
             }

@@ -40,7 +40,7 @@ use function::{Context, FnEmitter};
 use nax_front::CheckedModule;
 use nax_front::check::sizes::{Size, SymId};
 use nax_front::check::types::DType;
-use nax_front::checked::{CheckedFn, TExpr, TExprKind, TStmt};
+use nax_front::checked::{CheckedFn, GradTarget, TExpr, TExprKind, TStmt};
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -166,6 +166,12 @@ fn uses(f: &CheckedFn) -> (BTreeSet<usize>, BTreeSet<usize>) {
         TExprKind::Call { function, .. } => {
             calls.insert(function);
         }
+        TExprKind::Grad { ref wrt, .. } => {
+            weights.extend(wrt.iter().filter_map(|t| match t {
+                GradTarget::Weight(w) => Some(*w),
+                GradTarget::Param(_) => None,
+            }));
+        }
         _ => {}
     };
     for stmt in &f.body {
@@ -195,7 +201,8 @@ fn walk(e: &TExpr, visit: &mut impl FnMut(&TExpr)) {
             | TExprKind::Rename(x)
             | TExprKind::AlongAxis { arg: x, .. }
             | TExprKind::Scan { arg: x, .. }
-            | TExprKind::ArgReduce { arg: x, .. } => walk(x, visit),
+            | TExprKind::ArgReduce { arg: x, .. }
+            | TExprKind::Grad { value: x, .. } => walk(x, visit),
             TExprKind::Binary { lhs, rhs, .. } | TExprKind::MatMul { lhs, rhs, .. } | TExprKind::Take { table: lhs, ids: rhs, .. } => {
                 walk(lhs, visit);
                 walk(rhs, visit);

@@ -49,6 +49,20 @@ def _host(f, *args):
     return f(*[torch.tensor(a, dtype=torch.float64) for a in args]).item()
 
 
+def _grad(value, wrt):
+    """grad(E, N1, ..., Nk): E's value, then its derivative by each name
+    (zeros where E does not depend on it), kept differentiable."""
+    grads = [None] * len(wrt)
+    if isinstance(value, torch.Tensor) and value.requires_grad:
+        grads = torch.autograd.grad(value, wrt, allow_unused=True, create_graph=True)
+    return (value, *[torch.zeros_like(w) if g is None else g for g, w in zip(grads, wrt)])
+
+
+def _detached(value):
+    """A result of a function that differentiates, out of autograd's graph."""
+    return value.detach() if isinstance(value, torch.Tensor) else value
+
+
 def _extremum(x, dims, largest):
     """`amax` (or `amin`) over `dims`, with nax's value over an empty axis
     (where torch raises): -inf (inf) for floats, the dtype's least (greatest)

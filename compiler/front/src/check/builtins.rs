@@ -106,6 +106,7 @@ impl FnChecker<'_> {
             "take" => self.take(call),
             "cumsum" | "cumprod" => self.scan(call),
             "argmax" | "argmin" => self.arg_reduce(call),
+            "grad" => return self.grad_as_value(call, span),
             "rearrange" | "reduce" | "repeat" | "split" | "einsum" => {
                 let d = Diagnostic::new(Code::E0202, span, format!("`{name}` needs an operand and a pattern `inputs -> output`")).primary("missing pattern");
                 (TExprKind::Bool(false), self.report(d))

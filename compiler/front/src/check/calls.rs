@@ -105,6 +105,9 @@ impl FnChecker<'_> {
         if given.len() != params.len() || given.iter().any(|a| a.ty.is_error()) || !callee.ok {
             return error(given);
         }
+        if callee.differentiates {
+            self.grads += 1;
+        }
         match self.instantiate(callee, &slots, span) {
             Some(results) => {
                 let ty = results.first().cloned().unwrap_or(Type::Error);

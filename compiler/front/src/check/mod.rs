@@ -15,6 +15,7 @@ mod broadcast;
 mod builtins;
 mod calls;
 mod expr;
+mod grad;
 mod indexing;
 mod loops;
 mod patterns;
@@ -506,6 +507,10 @@ pub(crate) struct FnChecker<'a> {
     pub loop_depth: usize,
     /// The loops of the function's body as written (see [`LoopForm`]).
     pub loop_forms: Vec<crate::checked::LoopForm>,
+    /// The `grad`s checked so far, in the body and through calls.
+    pub grads: usize,
+    /// What the body's `grad`s differentiate by, each once.
+    pub grad_targets: Vec<crate::checked::GradTarget>,
 }
 
 impl<'a> FnChecker<'a> {
@@ -526,6 +531,8 @@ impl<'a> FnChecker<'a> {
             turns: 0,
             loop_depth: 0,
             loop_forms: Vec::new(),
+            grads: 0,
+            grad_targets: Vec::new(),
         };
         let mut defaults = Vec::new();
         let mut seen: HashMap<&str, Span> = HashMap::new();
@@ -564,6 +571,8 @@ impl<'a> FnChecker<'a> {
             body,
             loops: c.loop_forms,
             symbols: c.syms,
+            differentiates: c.grads > 0,
+            grad_targets: c.grad_targets,
         }
     }
 

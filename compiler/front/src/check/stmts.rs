@@ -20,6 +20,12 @@ impl FnChecker<'_> {
         {
             return self.call_results(call, value.span);
         }
+        if let ExprKind::Call(call) = &value.kind
+            && call.callee.name == "grad"
+            && call.pattern.is_none()
+        {
+            return self.grad(call, value.span);
+        }
         let value = self.expr(value);
         let count = match (&value.kind, &value.ty) {
             (TExprKind::Pattern { op: PatternOp::Split { count, .. }, .. }, ty) if !ty.is_error() => *count,
@@ -41,6 +47,7 @@ impl FnChecker<'_> {
             } else {
                 let source = match &value.kind {
                     TExprKind::Call { function, .. } => format!("`{}`", self.done[*function].as_ref().map_or("the call", |f| f.name.as_str())),
+                    TExprKind::Grad { .. } => "`grad`".to_string(),
                     _ => "split".to_string(),
                 };
                 format!("{source} gives {results} results but {} name{} bound", targets.len(), if targets.len() == 1 { " is" } else { "s are" })

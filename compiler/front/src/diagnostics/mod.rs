@@ -97,6 +97,7 @@ codes! {
     E0414 => "an index, a slice bound or a step outside its axis",
     E0415 => "an index tensor that is not `Int`",
     E0416 => "a loop whose bounds are not known when compiling, whose carried or yielded value changes type, or with a `return` inside",
+    E0417 => "a `grad` of a value with axes or not a float, with respect to a name that is not a float param or argument, a name given twice, or a `grad` inside another",
     E0501 => "a logical operation on non-masks",
     E0502 => "operands of different dtypes",
     E0505 => "arithmetic on masks",
