@@ -927,7 +927,7 @@ fn compare_with_torch(dir: &Path, jobs: &[TorchJob]) -> Vec<String> {
             weight_loads.push(format!("{name:?}: load_file({:?})['t']", path.display().to_string()));
         }
         driver.push_str(&format!(
-            "spec = importlib.util.spec_from_file_location({n:?}, {p:?})\nm = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\nr = call(m.{f}, [{a}], {{{w}}})\nrs = r if isinstance(r, tuple) else (r,)\nsave_file({{f'out{{i}}': (r if isinstance(r, torch.Tensor) else torch.tensor(r)).contiguous().clone() for i, r in enumerate(rs)}}, {o:?})\n",
+            "spec = importlib.util.spec_from_file_location({n:?}, {p:?})\nm = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\nr = call(m.{f}, [{a}], {{{w}}})\nrs = r if isinstance(r, tuple) else (r,)\nsave_file({{f'out{{i}}': (r if isinstance(r, torch.Tensor) else torch.tensor(r)).detach().contiguous().clone() for i, r in enumerate(rs)}}, {o:?})\n",
             n = case.name,
             p = module_path.display().to_string(),
             f = case.function,

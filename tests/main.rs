@@ -15,6 +15,7 @@
 //! - `footprint`: a size planted wrong after verification is the driver's internal error on every native back end;
 //! - `examples`: the example models check clean;
 //! - `native_math`: the accuracy of the native back ends' f32 math over the whole f32 range;
+//! - `grad`: gradients (LANGUAGE.md section 15) against PyTorch's autograd and f64 finite differences, on every back end;
 //! - `gpt2`: examples/gpt2 against transformers' GPT-2 (prefill, decoding step, greedy generation);
 //! - `graph`: every checked function lowers to a graph that verifies and whose text form parses back.
 
@@ -34,6 +35,7 @@ mod footprint;
 #[path = "support/generate.rs"]
 mod generate;
 mod gpt2;
+mod grad;
 mod graph;
 mod long_sums;
 mod native_math;

@@ -53,8 +53,6 @@ pub(crate) struct FnEmitter<'a> {
     pub needed: BTreeSet<u32>,
     /// Whether the code refers to `_dev`, the device of the arguments.
     pub needs_dev: bool,
-    /// Whether the function takes a `grad` itself (its results leave autograd's graph).
-    pub differentiates: bool,
 }
 
 /// The indentation of a function body.
@@ -68,17 +66,8 @@ impl<'a> FnEmitter<'a> {
             return Err(EmitError::Unchecked { function: f.name.clone() });
         }
         let targets = &f.grad_targets;
-        let mut e = FnEmitter {
-            cx,
-            f,
-            index,
-            namer: cx.global.clone(),
-            locals: HashMap::new(),
-            size_vars: HashMap::new(),
-            needed: BTreeSet::new(),
-            needs_dev: false,
-            differentiates: !targets.is_empty(),
-        };
+        let mut e =
+            FnEmitter { cx, f, index, namer: cx.global.clone(), locals: HashMap::new(), size_vars: HashMap::new(), needed: BTreeSet::new(), needs_dev: false };
         for b in &f.bindings {
             if !e.locals.contains_key(&b.name) {
                 let name = e.namer.fresh(&b.name);
@@ -119,7 +108,7 @@ impl<'a> FnEmitter<'a> {
                 GradTarget::Param(i) => e.local(i)?,
                 GradTarget::Weight(w) => e.weight(w)?,
             };
-            text.push_str(&format!("{INDENT}{name} = {name}.detach().requires_grad_()\n"));
+            text.push_str(&format!("{INDENT}{name} = _variable({name})\n"));
         }
         if e.needs_dev {
             text.push_str(&format!("{INDENT}_dev = {}\n", e.device_source()));
@@ -251,7 +240,7 @@ impl<'a> FnEmitter<'a> {
                         (Type::Host(HostType::Float, _), Type::Host(HostType::Int, _)) => format!("float({text})"),
                         _ => text,
                     };
-                    texts.push(if self.differentiates { format!("_detached({})", strip_parens(&text)) } else { strip_parens(&text).to_string() });
+                    texts.push(strip_parens(&text).to_string());
                 }
                 Ok(format!("return {}", texts.join(", ")))
             }

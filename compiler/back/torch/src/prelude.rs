@@ -58,9 +58,11 @@ def _grad(value, wrt):
     return (value, *[torch.zeros_like(w) if g is None else g for g, w in zip(grads, wrt)])
 
 
-def _detached(value):
-    """A result of a function that differentiates, out of autograd's graph."""
-    return value.detach() if isinstance(value, torch.Tensor) else value
+def _variable(x):
+    """A tensor a grad differentiates by, as a node of its own in autograd's
+    graph (two parameters given one tensor are two variables); a tensor
+    that already requires a gradient stays connected to what made it."""
+    return x.view_as(x) if x.requires_grad else x.detach().requires_grad_()
 
 
 def _extremum(x, dims, largest):

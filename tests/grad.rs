@@ -1,0 +1,208 @@
+//! Gradients (LANGUAGE.md section 15) on every back end: each program
+//! returns `grad(...)` of a loss built from one family of operations. In
+//! f32 every back end is compared with the interpreter and with PyTorch's
+//! `torch.autograd.grad` on the `--emit torch` code; in f64 every back
+//! end's derivatives are compared with central finite differences of the
+//! interpreter's value (`torch.autograd.gradcheck`'s tolerances); and the
+//! conventions of section 15 where a function is not smooth are checked
+//! at the points where they matter.
+
+use crate::backends::{Case, prepare, run_all, run_cases};
+use nax::pipeline::Backend;
+use nax_front::checked::GradTarget;
+use nax_runtime::{HostTensor, Value};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use std::collections::HashMap;
+
+/// The programs, in a kind-generic form: `R[` is a float tensor type and
+/// `cast(` a conversion to it (f32 or f64); each `f` returns `grad(...)`.
+const PROGRAMS: &[(&str, &str)] = &[
+    (
+        "unary_chain",
+        "dim b = 3\ndim D = 5\ndef f(x: R[b D]) -> (l: R[], d: R[b D]) {\n    p = x * x + 1.0\n    u = exp(x * 0.5) + log(p) + sqrt(p) + rsqrt(p) + log1p(p) + expm1(x * 0.25)\n    v = sin(x) * cos(x) + tanh(x) + erf(x) + sigmoid(x) + abs(x) + relu(x)\n    w = gelu(x) + silu(x) + softplus(x * 15.0) + floor(x) + round(x) * sign(x)\n    return grad(sum(sum(u * v + w, D), b), x)\n}\n",
+    ),
+    (
+        "binary_broadcast",
+        "dim b = 3\ndim D = 4\ndef f(x: R[b D], y: R[D], s: R[b 1]) -> (l: R[], dx: R[b D], dy: R[D], ds: R[b 1]) {\n    q = (x - y) * (x + s) / (y * y + 1.5) - 2.0 * x + x / 3.0\n    r = pow(x * x + 0.5, y) + maximum(x, y) - minimum(x, s)\n    return grad(sum(sum(q * r - x * y, D), b), x, y, s)\n}\n",
+    ),
+    (
+        "selections",
+        "dim b = 3\ndim D = 4\ndef f(x: R[b D], y: R[b D]) -> (l: R[], dx: R[b D], dy: R[b D]) {\n    a = where(x > y, x * y, y - x)\n    c = clamp(x, -0.5, 0.75) * y\n    m = masked_fill(x * x, y > 0.5, 2.0)\n    return grad(sum(sum(a * c + m, D), b), x, y)\n}\n",
+    ),
+    (
+        "products",
+        "dim b = 2\ndim n = 3\ndim D = 4\ndim F = 5\nparam w: R[D F]\ndef f(x: R[b n D], v: R[F]) -> (l: R[], dx: R[b n D], dw: R[D F], dv: R[F]) {\n    h = x @ w\n    k = einsum(h, x: b n F, b n D -> b F D)\n    o = h @ v\n    return grad(sum(sum(sum(k, D), F), b) + sum(sum(o * o, n), b), x, w, v)\n}\n",
+    ),
+    (
+        "patterns",
+        "dim b = 2\ndim D = 6\ndef f(x: R[b D], y: R[D]) -> (l: R[], dx: R[b D], dy: R[D]) {\n    t = rearrange(x, b (h d) -> d b h, h=2)\n    r = reduce(t * t, d b h -> h, \"sum\") + reduce(t, d b h -> h, \"max\")\n    p = repeat(y, D -> b D)\n    return grad(sum(r, h) + sum(sum(p * x * x, D), b) + sum(reduce(x, b D -> D, \"mean\") * y, D), x, y)\n}\n",
+    ),
+    (
+        "reductions",
+        "dim b = 3\ndim D = 5\ndef f(x: R[b D]) -> (l: R[], dx: R[b D]) {\n    a = sum(mean(x * x, D) * max(x, D), b)\n    c = sum(min(x, b) * prod(x + 0.25, b), D)\n    return grad(a + c + prod(sum(x, D), b), x)\n}\n",
+    ),
+    (
+        "along_an_axis",
+        "dim b = 3\ndim V = 6\ndef f(x: R[b V], y: R[b V]) -> (l: R[], dx: R[b V], dy: R[b V]) {\n    p = softmax(x, V)\n    q = log_softmax(x * y, V)\n    return grad(sum(sum(p * y + q * p, V), b) + sum(logsumexp(y - x, V), b), x, y)\n}\n",
+    ),
+    (
+        "indexing_and_joins",
+        "dim V = 6\ndim D = 4\ndef f(t: R[V D], ids: Int[n], x: R[m D]) -> (l: R[], dt: R[V D], dx: R[m D]) {\n    e = take(t, clamp(ids, 0, 5), V)\n    s = x[m = 1:-1 as k] * 2.0\n    odd = x[m = ::2 as j]\n    j2 = concat(x, s: m, k -> r)\n    one = t[V = 2] + x[m = 0]\n    return grad(sum(sum(e * e, D), n) + sum(sum(j2 * j2, D), r) + sum(sum(odd, D), j) + sum(one * one, D), t, x)\n}\n",
+    ),
+    (
+        "scans",
+        "dim b = 2\ndim n = 5\ndef f(x: R[b n]) -> (l: R[], dx: R[b n]) {\n    c = cumsum(x * x, n)\n    p = cumprod(x + 0.5, n)\n    return grad(sum(sum(c * p, n), b), x)\n}\n",
+    ),
+    (
+        "calls_and_loops",
+        "dim L = 3\ndim D = 4\nparam w: R[L D D]\ndef layer(h: R[b D], m: R[D D]) -> R[b D] {\n    return tanh(h @ m) + h\n}\ndef f(x: R[b D]) -> (l: R[], dw: R[L D D], dx: R[b D]) {\n    h = x\n    for i in 0..3 {\n        h = layer(h, w[L = i])\n    }\n    return grad(sum(sum(h * h, D), b), w, x)\n}\n",
+    ),
+    (
+        "a_callee_differentiates",
+        "dim D = 4\nparam w: R[D]\ndef inner(x: R[b D], y: R[b D]) -> (l: R[], dx: R[b D], dy: R[b D]) {\n    return grad(sum(sum(x * y * w, D), b), x, y)\n}\ndef f(x: R[b D]) -> (l: R[], dx: R[b D], dw: R[D]) {\n    l1, d1, d2 = inner(x, x)\n    return grad(l1 + sum(sum(d1 * x, D), b), x, w)\n}\n",
+    ),
+    (
+        "unused_target_is_zero",
+        "dim D = 4\nparam w: R[D]\ndef f(x: R[D], y: R[D]) -> (l: R[], dx: R[D], dy: R[D], dw: R[D]) {\n    return grad(sum(x * x, D), x, y, w)\n}\n",
+    ),
+];
+
+/// The programs as cases of one float kind (`R[` becomes `prefix[`, `cast(` becomes `cast(`).
+fn programs(prefix: &str, cast: &str) -> Vec<Case> {
+    PROGRAMS
+        .iter()
+        .map(|(name, source)| Case {
+            name: format!("grad_{name}"),
+            source: source.replace("R[", &format!("{prefix}[")).replace("cast(", &format!("{cast}(")),
+            function: "f".into(),
+            sizes: vec![("b", 2), ("n", 7), ("m", 5)],
+            special_values: false,
+            ints: Vec::new(),
+        })
+        .collect()
+}
+
+#[test]
+fn gradients_agree_on_every_backend_and_with_pytorch() {
+    let failures = run_cases(programs("", "float"), "grad");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `torch.autograd.gradcheck`'s step and tolerances (f64).
+const EPS: f64 = 1e-6;
+const ATOL: f64 = 1e-5;
+const RTOL: f64 = 1e-3;
+
+/// The value (result 0) at the given inputs, by the interpreter.
+fn value_at(graph: &nax_ir::Graph, args: &[Value], weights: &HashMap<String, HostTensor>) -> f64 {
+    let out = run_all(Backend::Interp, false, graph, args, weights).expect("the value runs");
+    out[0].to_f64_vec()[0]
+}
+
+/// `t` with element `i` moved by `by`.
+fn moved(t: &HostTensor, i: usize, by: f64) -> HostTensor {
+    let mut v = t.to_f64_vec();
+    v[i] += by;
+    HostTensor::from_f64(t.dtype(), t.shape().to_vec(), t.names().to_vec(), &v).expect("same shape")
+}
+
+#[test]
+fn gradients_match_finite_differences_in_f64_on_every_backend() {
+    let mut rng = SmallRng::seed_from_u64(15);
+    let mut failures = Vec::new();
+    let backends = [Backend::Interp, Backend::Llvm, Backend::Mlir, Backend::Cranelift, Backend::CudaEmulation];
+    for case in programs("f64", "f64") {
+        let (checked, graph, rewritten, args, weights) = prepare(&case, &mut rng, false).expect("the case runs");
+        let f = checked.module.functions.iter().find(|f| f.name == case.function).expect("f");
+        for backend in backends {
+            let g = if backend == Backend::Interp { &graph } else { &rewritten };
+            for check_bounds in [false, true] {
+                if check_bounds && backend == Backend::Interp {
+                    continue;
+                }
+                let out = run_all(backend, check_bounds, g, &args, &weights).unwrap_or_else(|e| panic!("{} on {}: {e}", case.name, backend.name()));
+                for (k, target) in f.grad_targets.iter().enumerate() {
+                    let derivative = out[k + 1].to_f64_vec();
+                    // Up to 16 elements of each target, spread over it.
+                    let count = derivative.len();
+                    for i in (0..count).step_by(count.div_ceil(16).max(1)) {
+                        let estimate = match *target {
+                            GradTarget::Param(p) => {
+                                let Value::Tensor(t) = &args[p] else { panic!("a tensor argument") };
+                                let at = |by: f64| {
+                                    let mut a = args.clone();
+                                    a[p] = Value::Tensor(moved(t, i, by));
+                                    value_at(&graph, &a, &weights)
+                                };
+                                (at(EPS) - at(-EPS)) / (2.0 * EPS)
+                            }
+                            GradTarget::Weight(w) => {
+                                let name = &checked.module.weights[w].name;
+                                let at = |by: f64| {
+                                    let mut ws = weights.clone();
+                                    ws.insert(name.clone(), moved(&weights[name], i, by));
+                                    value_at(&graph, &args, &ws)
+                                };
+                                (at(EPS) - at(-EPS)) / (2.0 * EPS)
+                            }
+                        };
+                        let got = derivative[i];
+                        if (got - estimate).abs() > ATOL + RTOL * estimate.abs() {
+                            failures.push(format!(
+                                "{} on {}{}: derivative {k} element {i} is {got}, finite differences give {estimate}",
+                                case.name,
+                                backend.name(),
+                                if check_bounds { " --check-bounds" } else { "" }
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A vector argument of f32 values along one axis named `n`.
+fn vector(values: &[f64]) -> Value {
+    Value::Tensor(HostTensor::from_f64(nax_runtime::DType::F32, vec![values.len()], vec![Some("n".into())], values).expect("a vector"))
+}
+
+/// Section 15's conventions, each at the points where it decides: the
+/// first derivative `f` returns at the given vector, on every back end.
+#[test]
+fn the_conventions_of_section_15_hold_on_every_backend() {
+    let cases: &[(&str, &str, &[f64], &[f64])] = &[
+        ("relu'(0) = 0", "sum(relu(x), n)", &[0.0, 1.5, -1.0], &[0.0, 1.0, 0.0]),
+        ("abs'(0) = 0", "sum(abs(x), n)", &[0.0, 2.0, -2.0], &[0.0, 1.0, -1.0]),
+        ("maximum halves ties", "sum(maximum(x, 1.0) + minimum(x, 2.0), n)", &[1.0, 2.0, 3.0, 0.0], &[1.5, 1.5, 1.0, 1.0]),
+        ("max shares ties", "max(x, n) + min(x, n)", &[3.0, 1.0, 3.0, 2.0], &[0.5, 1.0, 0.5, 0.0]),
+        ("clamp includes its bounds", "sum(clamp(x, 0.0, 1.0), n)", &[0.0, 1.0, 0.5, 2.0, -1.0], &[1.0, 1.0, 1.0, 0.0, 0.0]),
+        ("where gives the other operand exactly zero", "sum(where(x > 0.0, sqrt(x), 0.0), n)", &[0.0, 4.0, -1.0], &[0.0, 0.25, 0.0]),
+        ("through a chain after the where", "sum(where(x > 0.0, log(sqrt(x)) * 2.0, x), n)", &[0.0, 0.25, -1.0], &[1.0, 4.0, 1.0]),
+        ("masked_fill likewise", "sum(masked_fill(log(x), x <= 0.0, 0.0), n)", &[0.0, 2.0, -1.0], &[0.0, 0.5, 0.0]),
+        ("sqrt'(0) = inf", "sum(sqrt(x), n)", &[0.0, 1.0], &[f64::INFINITY, 0.5]),
+        ("steps have derivative zero", "sum(floor(x) + ceil(x) + round(x) + sign(x), n)", &[0.5, -1.5], &[0.0, 0.0]),
+        ("an integer stops the derivative", "sum(float(int(x * 3.0)) + x, n)", &[0.5, 1.5], &[1.0, 1.0]),
+        ("repeated take indices add up", "sum(take(x, clamp(arange(n) * 0 + 1, 0, 2), n), n)", &[5.0, 6.0, 7.0], &[0.0, 3.0, 0.0]),
+    ];
+    let backends = [Backend::Interp, Backend::Llvm, Backend::Mlir, Backend::Cranelift, Backend::CudaEmulation];
+    let mut failures = Vec::new();
+    // Each case: what it shows, the loss, the point, the derivative there.
+    for (what, body, at, want) in cases {
+        let source = format!("def f(x: [n]) -> (l: [], d: [n]) {{\n    return grad({body}, x)\n}}\n");
+        let checked = nax_front::check_source(&source);
+        assert!(!checked.has_errors(), "{what}: {:?}", checked.diagnostics);
+        let lowered = nax::pipeline::lower(&checked.module, "f", true, &mut nax::Timings::start()).unwrap_or_else(|e| panic!("{what}: {e}"));
+        for backend in backends {
+            let g = if backend == Backend::Interp { &lowered.lowered } else { lowered.graph() };
+            let out = run_all(backend, false, g, &[vector(at)], &HashMap::new()).unwrap_or_else(|e| panic!("{what} on {}: {e}", backend.name()));
+            let got = out[1].to_f64_vec();
+            if got.iter().zip(*want).any(|(g, w)| g != w) || got.len() != want.len() {
+                failures.push(format!("{what} on {}: {got:?}, expected {want:?}", backend.name()));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
