@@ -206,3 +206,189 @@ fn the_conventions_of_section_15_hold_on_every_backend() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The graph with every f32 value computed in f64 (so that finite
+/// differences of a generated f32 program measure the derivative, not
+/// f32's rounding).
+fn in_f64(g: &nax_ir::Graph) -> nax_ir::Graph {
+    use nax_runtime::DType;
+    let mut g = g.clone();
+    for node in g.graph.node_weights_mut() {
+        if let nax_ir::Type::Tensor(t) = &mut node.ty
+            && t.dtype == DType::F32
+        {
+            t.dtype = DType::F64;
+        }
+        if let nax_ir::Op::Map { compute, .. } = &mut node.op
+            && *compute == DType::F32
+        {
+            *compute = DType::F64;
+        }
+    }
+    g
+}
+
+/// A tensor's f32 values as f64.
+fn widened(t: &HostTensor) -> HostTensor {
+    if t.dtype() != nax_runtime::DType::F32 {
+        return t.clone();
+    }
+    HostTensor::from_f64(nax_runtime::DType::F64, t.shape().to_vec(), t.names().to_vec(), &t.to_f64_vec()).expect("same shape")
+}
+
+/// A generated module (calls, patterns, section 13's operations) with a
+/// function `loss` appended: it calls the module's last function in a
+/// loop of two turns (the first argument scaled by the turn), yields each
+/// result's sum of squares, and returns `grad` of their sum by every float
+/// tensor argument and weight. `None` when the last function's result is
+/// not a float.
+fn differentiable_program(rng: &mut SmallRng) -> Option<String> {
+    let source = crate::generate::well_formed_program(rng);
+    let checked = nax_front::check_source(&source);
+    let g = checked.module.functions.iter().max_by_key(|f| f.span.start)?;
+    let [result] = g.results.as_slice() else { return None };
+    let nax_front::check::types::Type::Tensor(r) = &result.ty else { return None };
+    if r.dtype != nax_runtime::DType::F32 || r.axes.iter().any(|a| a.name.is_none()) {
+        return None;
+    }
+    let mut params = Vec::new();
+    let mut args = Vec::new();
+    let mut targets = Vec::new();
+    let mut derivatives = Vec::new();
+    for (i, b) in g.bindings[..g.params].iter().enumerate() {
+        match &b.ty {
+            nax_front::check::types::Type::Tensor(t) => {
+                let axes: Vec<&str> = t.axes.iter().map(|a| a.name.as_deref().unwrap_or("_")).collect();
+                params.push(format!("{}: [{}]", b.name, axes.join(" ")));
+                args.push(if i == 0 { format!("{} * float(t + 1)", b.name) } else { b.name.clone() });
+                targets.push(b.name.clone());
+                derivatives.push(format!("d_{}: [{}]", b.name, axes.join(" ")));
+            }
+            _ => args.push("0.75".into()),
+        }
+    }
+    for w in &checked.module.weights {
+        if w.ty.dtype != nax_runtime::DType::F32 {
+            return None;
+        }
+        let axes: Vec<&str> = w.ty.axes.iter().map(|a| a.name.as_deref().unwrap_or("_")).collect();
+        targets.push(w.name.clone());
+        derivatives.push(format!("d_{}: [{}]", w.name, axes.join(" ")));
+    }
+    if targets.is_empty() {
+        return None;
+    }
+    let square = r.axes.iter().filter_map(|a| a.name.as_deref()).fold("v * v".to_string(), |e, a| format!("sum({e}, {a})"));
+    Some(format!(
+        "{source}\ndim turns = 2\ndef loss({}) -> (l: [], {}) {{\n    s = for t in turns {{\n        v = {}({})\n        yield {square}\n    }}\n    return grad(sum(s, turns), {})\n}}\n",
+        params.join(", "),
+        derivatives.join(", "),
+        g.name,
+        args.join(", "),
+        targets.join(", ")
+    ))
+}
+
+/// Random differentiable programs with calls and loops: every back end's
+/// derivatives (bounds-checked too) against f64 finite differences of the
+/// interpreter's value, on up to 4 elements of each target.
+#[test]
+fn generated_programs_have_the_derivatives_finite_differences_give() {
+    // NAX_GRAD_GENERATED=N runs N programs (default 1000), NAX_SEED picks the seed.
+    let count: usize = std::env::var("NAX_GRAD_GENERATED").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let seed: u64 = std::env::var("NAX_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(41);
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut failures = Vec::new();
+    let (mut run, mut skipped, mut not_run, mut checked_elements) = (0, 0, 0, 0);
+    let backends = [
+        (Backend::Llvm, false),
+        (Backend::Mlir, false),
+        (Backend::Cranelift, false),
+        (Backend::CudaEmulation, false),
+        (Backend::Llvm, true),
+        (Backend::Cranelift, true),
+    ];
+    while run < count {
+        let Some(source) = differentiable_program(&mut rng) else {
+            skipped += 1;
+            continue;
+        };
+        let case = Case { name: format!("generated_grad_{run}"), source, function: "loss".into(), sizes: Vec::new(), special_values: false, ints: Vec::new() };
+        run += 1;
+        let Some((checked, graph, rewritten, args, weights)) = prepare(&case, &mut rng, true) else {
+            not_run += 1;
+            continue;
+        };
+        let (graph, rewritten) = (in_f64(&graph), in_f64(&rewritten));
+        let args: Vec<Value> = args.iter().map(|a| if let Value::Tensor(t) = a { Value::Tensor(widened(t)) } else { a.clone() }).collect();
+        let weights: HashMap<String, HostTensor> = weights.iter().map(|(k, t)| (k.clone(), widened(t))).collect();
+        let f = checked.module.functions.iter().find(|f| f.name == "loss").expect("loss");
+        let reference = match run_all(Backend::Interp, false, &graph, &args, &weights) {
+            Ok(out) => out,
+            Err(e) if e.contains("is not known at this call") => {
+                not_run += 1;
+                continue;
+            }
+            Err(e) => panic!("{}: interp: {e}\n{}", case.name, case.source),
+        };
+        let value = reference[0].to_f64_vec()[0];
+        if !value.is_finite() || value.abs() > 1e12 {
+            not_run += 1;
+            continue;
+        }
+        let mut results = vec![("interp".to_string(), reference)];
+        for (backend, check_bounds) in backends {
+            let out = run_all(backend, check_bounds, &rewritten, &args, &weights)
+                .unwrap_or_else(|e| panic!("{} on {}: {e}\n{}", case.name, backend.name(), case.source));
+            results.push((format!("{}{}", backend.name(), if check_bounds { " --check-bounds" } else { "" }), out));
+        }
+        for (k, target) in f.grad_targets.iter().enumerate() {
+            let count = results[0].1[k + 1].to_f64_vec().len();
+            for i in (0..count).step_by(count.div_ceil(4).max(1)) {
+                let estimate = match *target {
+                    GradTarget::Param(p) => {
+                        let Value::Tensor(t) = &args[p] else { continue };
+                        let at = |by: f64| {
+                            let mut a = args.clone();
+                            a[p] = Value::Tensor(moved(t, i, by));
+                            value_at(&graph, &a, &weights)
+                        };
+                        (at(EPS) - at(-EPS)) / (2.0 * EPS)
+                    }
+                    GradTarget::Weight(w) => {
+                        let name = &checked.module.weights[w].name;
+                        let at = |by: f64| {
+                            let mut ws = weights.clone();
+                            ws.insert(name.clone(), moved(&weights[name], i, by));
+                            value_at(&graph, &args, &ws)
+                        };
+                        (at(EPS) - at(-EPS)) / (2.0 * EPS)
+                    }
+                };
+                if !estimate.is_finite() {
+                    continue;
+                }
+                checked_elements += 1;
+                for (label, out) in &results {
+                    let got = out[k + 1].to_f64_vec()[i];
+                    // gradcheck's tolerance, relative to the value's scale (a sum of large terms).
+                    let scale = estimate.abs().max(value.abs() * 1e-6);
+                    if (got - estimate).abs() > ATOL + RTOL * scale {
+                        failures.push(format!(
+                            "{} on {label}: derivative {k} element {i} is {got}, finite differences give {estimate}\n{}",
+                            case.name, case.source
+                        ));
+                    }
+                }
+            }
+        }
+        if failures.len() > 5 {
+            break;
+        }
+    }
+    println!(
+        "{run} generated programs, {not_run} of them not run (sizes no argument gives, a value past 1e12); {checked_elements} derivatives checked; {skipped} modules without a float result skipped"
+    );
+    assert!(not_run * 4 < run, "too few generated programs ran: {not_run} of {run} did not");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
