@@ -96,6 +96,9 @@ fn gpt2_agrees_with_transformers() {
     let made = Command::new(&python).arg(&script).arg(&dir).output().expect("run reference.py");
     assert!(made.status.success(), "reference.py failed:\n{}", String::from_utf8_lossy(&made.stderr));
     let reference: HashMap<String, HostTensor> = nax::read_tensors(&dir.join("reference.safetensors")).unwrap().into_iter().collect();
+    let gradients: HashMap<String, HostTensor> = nax::read_tensors(&dir.join("gradients.safetensors")).unwrap().into_iter().collect();
+    // The reference model's layers (convert.py pads to 12 with layers that add nothing).
+    let layers = 2;
     // Every back end: the prefill, the step's named results, and greedy generation.
     for backend in [Backend::Interp, Backend::Cranelift, Backend::Mlir, Backend::Llvm] {
         let program = Engine::new()
@@ -106,11 +109,38 @@ fn gpt2_agrees_with_transformers() {
             .expect("the weights bind");
         println!("{}:", backend.name());
         run(&program, &reference);
+        trains_as_transformers(&program, &reference["prompt"], &gradients, layers);
     }
     let program = Engine::new().compile_file(&dir.join("gpt2.nax")).unwrap().with_weights_file(&dir.join("weights.safetensors")).unwrap();
     c_decodes_greedily(&dir, &reference);
     bf16_agrees_with_f32(&dir, &program, &reference["prompt"]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `train_step` (the next-token cross entropy of the prompt and its
+/// gradient by every parameter) against transformers'
+/// `GPT2LMHeadModel(labels=prompt)` and `backward()`: the loss, and each
+/// gradient within 1e-4 of its scale (its largest magnitude), over the
+/// reference's own layers (the padding layers have no counterpart).
+fn trains_as_transformers(program: &nax::Program, prompt: &HostTensor, gradients: &HashMap<String, HostTensor>, layers: usize) {
+    let ids: Vec<i64> = prompt.to_f64_vec().iter().map(|&x| x as i64).collect();
+    let (inputs, targets) = (tokens(&ids[..ids.len() - 1]), tokens(&ids[1..]));
+    let step = program.function("train_step").unwrap();
+    let results = step.call_results([("tokens", Arg::from(inputs.view())), ("targets", Arg::from(targets.view()))]).unwrap();
+    let (loss, want) = (results[0].1.to_f64_vec()[0], gradients["loss"].to_f64_vec()[0]);
+    assert!((loss - want).abs() <= 1e-4 * want.abs(), "loss {loss}, transformers {want}");
+    for (name, got) in &results[1..] {
+        let want = &gradients[name.as_str()];
+        assert_eq!(got.shape(), want.shape(), "{name}");
+        // Per-layer gradients: the reference's layers only.
+        let stacked = got.names().first().is_some_and(|n| n.as_deref() == Some("L"));
+        let keep = if stacked { got.len() / got.shape()[0] * layers } else { got.len() };
+        let (got, want) = (&got.to_f64_vec()[..keep], &want.to_f64_vec()[..keep]);
+        let scale = want.iter().fold(0.0f64, |m, w| m.max(w.abs()));
+        let worst = got.iter().zip(want).map(|(g, w)| (g - w).abs()).fold(0.0f64, f64::max);
+        assert!(worst <= 1e-4 * scale, "{name}: differs from transformers' by {worst:.3e}, over 1e-4 of its scale {scale:.3e}");
+    }
+    println!("  train_step: loss {loss:.6} (transformers {want:.6}), {} gradients within 1e-4 of their scale", results.len() - 1);
 }
 
 /// examples/gpt2/decode.c, built against the library of the model, gives

@@ -26,6 +26,36 @@ HERE = pathlib.Path(__file__).resolve().parent
 LAYERS = 12
 
 
+def as_nax(tensors: dict, layers: int, d: int, gain: float = 1.0) -> dict:
+    """transformers' GPT-2 tensors (weights, or their gradients) by
+    gpt2.nax's names, per-layer ones stacked along L and padded to 12
+    layers (layer norms' gains with `gain`, everything else with zeros)."""
+
+    def stacked(name: str, shape: tuple, fill: float = 0.0) -> np.ndarray:
+        per_layer = [np.asarray(tensors[f"h.{i}.{name}"], dtype=np.float32) for i in range(layers)]
+        per_layer += [np.full(shape, fill, np.float32)] * (LAYERS - layers)
+        return np.ascontiguousarray(np.stack(per_layer))
+
+    return {
+        "wte": np.asarray(tensors["wte.weight"], dtype=np.float32),
+        "wpe": np.asarray(tensors["wpe.weight"], dtype=np.float32),
+        "ln1_g": stacked("ln_1.weight", (d,), gain),
+        "ln1_b": stacked("ln_1.bias", (d,)),
+        "attn_w": stacked("attn.c_attn.weight", (d, 3 * d)),
+        "attn_b": stacked("attn.c_attn.bias", (3 * d,)),
+        "proj_w": stacked("attn.c_proj.weight", (d, d)),
+        "proj_b": stacked("attn.c_proj.bias", (d,)),
+        "ln2_g": stacked("ln_2.weight", (d,), gain),
+        "ln2_b": stacked("ln_2.bias", (d,)),
+        "fc_w": stacked("mlp.c_fc.weight", (d, 4 * d)),
+        "fc_b": stacked("mlp.c_fc.bias", (4 * d,)),
+        "out_w": stacked("mlp.c_proj.weight", (4 * d, d)),
+        "out_b": stacked("mlp.c_proj.bias", (d,)),
+        "lnf_g": np.asarray(tensors["ln_f.weight"], dtype=np.float32),
+        "lnf_b": np.asarray(tensors["ln_f.bias"], dtype=np.float32),
+    }
+
+
 def convert(checkpoint: pathlib.Path, weights: pathlib.Path, nax: pathlib.Path | None = None) -> dict:
     config = json.loads((checkpoint / "config.json").read_text())
     if config.get("activation_function", "gelu_new") != "gelu_new":
@@ -40,29 +70,7 @@ def convert(checkpoint: pathlib.Path, weights: pathlib.Path, nax: pathlib.Path |
     if hidden != 4 * d:
         sys.exit("convert.py: gpt2.nax's MLP is 4 times the width")
 
-    def stacked(name: str, shape: tuple, fill: float = 0.0) -> np.ndarray:
-        per_layer = [tensors[f"h.{i}.{name}"].astype(np.float32) for i in range(layers)]
-        per_layer += [np.full(shape, fill, np.float32)] * (LAYERS - layers)
-        return np.ascontiguousarray(np.stack(per_layer))
-
-    out = {
-        "wte": tensors["wte.weight"].astype(np.float32),
-        "wpe": tensors["wpe.weight"].astype(np.float32),
-        "ln1_g": stacked("ln_1.weight", (d,), 1.0),
-        "ln1_b": stacked("ln_1.bias", (d,)),
-        "attn_w": stacked("attn.c_attn.weight", (d, 3 * d)),
-        "attn_b": stacked("attn.c_attn.bias", (3 * d,)),
-        "proj_w": stacked("attn.c_proj.weight", (d, d)),
-        "proj_b": stacked("attn.c_proj.bias", (d,)),
-        "ln2_g": stacked("ln_2.weight", (d,), 1.0),
-        "ln2_b": stacked("ln_2.bias", (d,)),
-        "fc_w": stacked("mlp.c_fc.weight", (d, 4 * d)),
-        "fc_b": stacked("mlp.c_fc.bias", (4 * d,)),
-        "out_w": stacked("mlp.c_proj.weight", (4 * d, d)),
-        "out_b": stacked("mlp.c_proj.bias", (d,)),
-        "lnf_g": tensors["ln_f.weight"].astype(np.float32),
-        "lnf_b": tensors["ln_f.bias"].astype(np.float32),
-    }
+    out = as_nax(tensors, layers, d)
     save_file(out, str(weights))
     if nax is not None:
         dims = {"D": d, "H": heads, "V": vocab, "P": positions}

@@ -10,10 +10,15 @@ OUT_DIR/gpt2.nax (through convert.py), and OUT_DIR/reference.safetensors:
 token after the prompt), `k_cache` and `v_cache` ([12 1 H n Dh], the
 model's past_key_values after the prompt, padded as convert.py pads the
 layers), `step_logits` ([1 1 V], the logits of `next` through that cache)
-and `generated` (Int [1 20], model.generate's greedy continuation).
+and `generated` (Int [1 20], model.generate's greedy continuation); and
+OUT_DIR/gradients.safetensors: `loss` (the next-token cross entropy of
+the prompt, `GPT2LMHeadModel(labels=prompt)`) and its gradient by every
+parameter after `backward()`, by gpt2.nax's names (`d_wte`, ...; the
+layers after the model's own are zeros).
 """
 
 import pathlib
+import re
 import sys
 
 import torch
@@ -21,7 +26,7 @@ from safetensors.torch import save_file
 from transformers import GPT2Config, GPT2LMHeadModel
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from convert import LAYERS, convert  # noqa: E402
+from convert import LAYERS, as_nax, convert  # noqa: E402
 
 PROMPT = 9
 NEW_TOKENS = 20
@@ -61,6 +66,14 @@ def main(out: pathlib.Path) -> None:
         },
         str(out / "reference.safetensors"),
     )
+
+
+    # The training loss and its gradients (eval mode: no dropout).
+    out_loss = model(prompt, labels=prompt).loss
+    out_loss.backward()
+    grads = {re.sub(r"^transformer\.", "", name): p.grad.numpy() for name, p in model.named_parameters() if p.grad is not None}
+    grads = {f"d_{k}": torch.from_numpy(v) for k, v in as_nax(grads, config.n_layer, config.n_embd, gain=0.0).items()}
+    save_file({"loss": out_loss.detach().reshape(()).contiguous(), **grads}, str(out / "gradients.safetensors"))
 
 
 if __name__ == "__main__":
