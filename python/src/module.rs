@@ -300,12 +300,46 @@ fn wait_for<T>(running: &std::thread::ScopedJoinHandle<'_, T>) -> bool {
     running.is_finished()
 }
 
+/// Whether a call goes through PyTorch's autograd: torch is loaded, its
+/// gradients are enabled, and some argument is a torch tensor that
+/// requires a gradient.
+fn through_autograd(py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<bool> {
+    let Ok(torch) = py.import("sys")?.getattr("modules")?.get_item("torch") else { return Ok(false) };
+    let requires_grad = |object: Bound<'_, PyAny>| -> PyResult<bool> {
+        Ok(object.hasattr("requires_grad")? && object.hasattr("grad_fn")? && object.getattr("requires_grad")?.is_truthy()?)
+    };
+    let mut any = false;
+    for object in args.iter() {
+        any |= requires_grad(object)?;
+    }
+    if let Some(kwargs) = kwargs {
+        for (_, object) in kwargs.iter() {
+            any |= requires_grad(object)?;
+        }
+    }
+    Ok(any && torch.getattr("is_grad_enabled")?.call0()?.is_truthy()?)
+}
+
 #[pymethods]
 impl Function {
     /// Calls the function: tensors read in place, the GIL released while it
-    /// runs; a `nax.Tensor`, or a named tuple of several results.
+    /// runs; a `nax.Tensor`, or a named tuple of several results. Called on
+    /// torch tensors that require a gradient (with torch's gradients
+    /// enabled), the results are torch tensors whose `backward` runs the
+    /// function's compiled backward function (`nax._autograd`).
     #[pyo3(signature = (*args, **kwargs))]
-    fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+    fn __call__(slf: &Bound<'_, Self>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        if through_autograd(py, args, kwargs)? {
+            return Ok(py.import("nax._autograd")?.getattr("call")?.call1((slf, args, kwargs))?.unbind());
+        }
+        slf.get()._call(py, args, kwargs)
+    }
+
+    /// The call itself, whatever its arguments (what `__call__` runs
+    /// outside autograd).
+    #[pyo3(signature = (*args, **kwargs))]
+    fn _call(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
         crate::errors::guard(|| {
             let signature = self.function.signature();
             let held = bind(&signature.name, &parameters(signature), args, kwargs)?;
@@ -343,6 +377,37 @@ impl Function {
     #[getter]
     fn signature(&self) -> String {
         self.function.signature().to_string()
+    }
+
+    /// The backward function by `names` (float tensor parameters of this
+    /// function, or weights), compiled once: called with this function's
+    /// arguments and a gradient per float result (`d_NAME`, `d_result` for
+    /// an unnamed result), it returns `(value, d_NAME...)`, the value and
+    /// the vector-Jacobian product by each name (LANGUAGE.md section 15).
+    #[pyo3(signature = (*names))]
+    fn backward(&self, py: Python<'_>, names: Vec<String>) -> PyResult<Function> {
+        let backward = py.detach(|| self.function.backward(&names)).map_err(error)?;
+        Ok(Function { name: backward.signature().name.clone(), function: backward })
+    }
+
+    /// The parameters' names, in order.
+    #[getter]
+    fn _parameters(&self) -> Vec<String> {
+        self.function.signature().params.iter().map(|p| p.name.clone()).collect()
+    }
+
+    /// The results' declared names (`result` for an unnamed one).
+    #[getter]
+    fn _result_names(&self) -> Vec<String> {
+        self.function.signature().results.iter().map(|r| r.name.clone().unwrap_or_else(|| "result".into())).collect()
+    }
+
+    /// For each result, the name of its gradient in the backward function
+    /// (`d_NAME`; `d_result` for an unnamed one), or `None` for a result
+    /// that is not a float.
+    #[getter]
+    fn _result_gradients(&self) -> Vec<Option<String>> {
+        self.function.signature().results.iter().map(|r| r.ty.dtype.is_float().then(|| format!("d_{}", r.name.as_deref().unwrap_or("result")))).collect()
     }
 
     fn __repr__(&self) -> String {

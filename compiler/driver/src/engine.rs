@@ -109,15 +109,13 @@ impl Engine {
         }
         // Checked outside the lock, so that threads compiling other sources
         // do not wait for this one.
-        let module = pipeline::check(file_name, source, &mut Timings::start())?;
-        let functions = module.functions.iter().map(|f| (f.name.clone(), OnceLock::new())).collect();
-        let pool = ThreadPool::new(self.options.threads)?;
+        let compiled = Compiled::check(file_name, source, self.options)?;
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         // Another thread may have compiled the same source meanwhile: one copy is kept.
         if let Some(compiled) = cached(&cache) {
             return Ok(program(compiled));
         }
-        let compiled = Arc::new(Compiled { module, options: self.options, functions, pool });
+        let compiled = Arc::new(compiled);
         cache.retain(|_, weak| weak.strong_count() > 0);
         cache.insert(key.clone(), Arc::downgrade(&compiled));
         Ok(program(compiled))
@@ -128,12 +126,28 @@ impl Engine {
 /// stage that failed and its message.
 type Compiling = OnceLock<Result<Arc<nax_runtime::Function>, Arc<Error>>>;
 
-/// A checked module with its functions' compiled code and its thread pool.
+/// A checked module with its source, its functions' compiled code and its
+/// thread pool.
 struct Compiled {
+    file_name: String,
+    source: String,
     module: CheckedModule,
     options: Options,
     functions: Vec<(String, Compiling)>,
     pool: ThreadPool,
+    /// The programs holding each backward function asked for so far, by
+    /// function and names: each compiled once.
+    backwards: Mutex<HashMap<(String, Vec<String>), Arc<Compiled>>>,
+}
+
+impl Compiled {
+    /// Checks `source`; its functions compile when first asked for.
+    fn check(file_name: &str, source: &str, options: Options) -> Result<Compiled, Error> {
+        let module = pipeline::check(file_name, source, &mut Timings::start())?;
+        let functions = module.functions.iter().map(|f| (f.name.clone(), OnceLock::new())).collect();
+        let pool = ThreadPool::new(options.threads)?;
+        Ok(Compiled { file_name: file_name.to_string(), source: source.to_string(), module, options, functions, pool, backwards: Mutex::default() })
+    }
 }
 
 /// A compiled program and the weights bound to it. Cheap to clone;
@@ -171,6 +185,30 @@ impl Program {
             Ok(f) => Ok(Function { program: self.clone(), function: Arc::clone(f) }),
             Err(e) => Err(Error::Shared(Arc::clone(e))),
         }
+    }
+
+    /// The backward function of `function` by `wrt` (float tensor
+    /// parameters of it and weights of the module, by name), compiled with
+    /// the program's options and bound to its weights: called with the
+    /// function's arguments and one gradient per float result (`d_NAME`,
+    /// `d_result` for an unnamed one), it gives the function's value
+    /// against those gradients (`value`) and its vector-Jacobian product
+    /// by each of `wrt` (`d_NAME`): what a host's autograd asks of a
+    /// function inside a model it trains (LANGUAGE.md section 15).
+    pub fn backward(&self, function: &str, wrt: &[String]) -> Result<Function, Error> {
+        let c = &self.compiled;
+        let backward = crate::backward::backward_source(&c.source, &c.module, function, wrt)?;
+        let key = (function.to_string(), wrt.to_vec());
+        let known = c.backwards.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+        let compiled = match known {
+            Some(compiled) => compiled,
+            None => {
+                let source = format!("{}{}", c.source, backward.source);
+                let compiled = Arc::new(Compiled::check(&format!("{} (with the backward of `{function}`)", c.file_name), &source, c.options)?);
+                c.backwards.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert(compiled).clone()
+            }
+        };
+        Program { compiled, weights: Arc::clone(&self.weights) }.function(&backward.name)
     }
 
     /// The same program with these weights: each tensor named like a weight
@@ -236,6 +274,11 @@ pub struct Function {
 }
 
 impl Function {
+    /// Its backward function by `wrt` ([`Program::backward`]).
+    pub fn backward(&self, wrt: &[String]) -> Result<Function, Error> {
+        self.program.backward(&self.function.signature().name, wrt)
+    }
+
     /// Its parameters (dtypes, axis names, symbolic sizes, defaults), the
     /// weights it reads and its result.
     pub fn signature(&self) -> &Signature {

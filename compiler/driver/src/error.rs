@@ -54,6 +54,16 @@ pub enum Error {
         /// What does not fit, with both sides.
         problem: String,
     },
+    /// A backward function was asked of a function that has none: no
+    /// float result, or a name that is not a float tensor parameter or
+    /// weight of it.
+    #[error("no backward function of `{function}`: {problem}")]
+    NotDifferentiable {
+        /// The function.
+        function: String,
+        /// Why.
+        problem: String,
+    },
     /// The runtime refused a call, a tensor or a file.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),

@@ -9,6 +9,7 @@
 //! runs ahead-of-time compiled code links alone.
 
 pub mod aot;
+mod backward;
 mod engine;
 mod error;
 pub mod pipeline;
