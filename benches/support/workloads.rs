@@ -8,7 +8,9 @@
 //! tensors: one elementwise kernel with no broadcasting, the
 //! memory-bandwidth reference), and GPT-2 small (examples/gpt2/gpt2.nax,
 //! issue 15): `gpt2_prefill` (`gpt2` on 128 tokens, batch 1) and
-//! `gpt2_decode` (`step`: one token after a cache of 127). Each is
+//! `gpt2_decode` (`step`: one token after a cache of 127), and
+//! `gpt2_train_step` (`train_step`: the loss and every gradient on 128
+//! tokens, issue 39). Each is
 //! compiled as `nax run` compiles it (checked, lowered with the optimizer
 //! on, compiled by a native back end); its float arguments and weights are
 //! seeded values in [-1, 1) (GPT-2's weights times 0.05, as PyTorch's side
@@ -69,6 +71,14 @@ pub fn all() -> Vec<Workload> {
         all.push(Workload { name: name.to_string(), function: function.to_string(), source: gpt2.clone(), sizes: sizes.clone(), weight_scale: 0.05 });
         all.push(Workload { name: format!("{name}_bf16"), function: function.to_string(), source: variants::bf16_variant(&gpt2), sizes, weight_scale: 0.05 });
     }
+    // Training (issue 39): the cross entropy and every parameter's gradient.
+    all.push(Workload {
+        name: "gpt2_train_step".into(),
+        function: "train_step".into(),
+        source: gpt2.clone(),
+        sizes: vec![("b", 1), ("n", 128)],
+        weight_scale: 0.05,
+    });
     all
 }
 

@@ -34,10 +34,10 @@ use petgraph::graph::NodeIndex;
 pub(crate) fn differentiate(g: &mut Graph, symbols: &mut Symbols, value: NodeIndex, wrt: &[NodeIndex]) -> Result<Vec<NodeIndex>, LowerError> {
     let mut r = Reverse { g, symbols };
     let active = r.active(value, wrt);
-    let mut adjoints: Vec<Vec<NodeIndex>> = vec![Vec::new(); r.g.graph.node_count()];
+    let mut adjoints: Vec<Vec<Part>> = (0..r.g.graph.node_count()).map(|_| Vec::new()).collect();
     if active[value.index()] {
         let seed = r.tensor(value)?;
-        adjoints[value.index()].push(r.constant(Constructor::Ones, &seed));
+        adjoints[value.index()].push(Part::Whole(r.constant(Constructor::Ones, &seed)));
     }
     let order = petgraph::algo::toposort(&r.g.graph, None).map_err(|_| internal("the graph has a cycle"))?;
     let mut finished: Vec<Option<NodeIndex>> = vec![None; adjoints.len()];
@@ -57,10 +57,18 @@ pub(crate) fn differentiate(g: &mut Graph, symbols: &mut Symbols, value: NodeInd
         if !needs.contains(&true) {
             continue;
         }
+        // A selection's adjoint is kept as it is until its operand's
+        // adjoint is summed: the selections of every position (a loop's
+        // `w[L = i]`) then make one concatenation, not a sum of tensors
+        // of the whole operand's size that are zero but at one position.
+        if let Op::Select { axis, index, count } = r.g.graph[n].op {
+            adjoints[operands[0].index()].push(Part::At { axis, index, count, node: adjoint });
+            continue;
+        }
         let parts = r.rule(n, adjoint, &operands, &needs)?;
         for ((o, part), need) in operands.iter().zip(parts).zip(needs) {
             if let (Some(part), true) = (part, need) {
-                adjoints[o.index()].push(part);
+                adjoints[o.index()].push(Part::Whole(part));
             }
         }
     }
@@ -73,6 +81,16 @@ pub(crate) fn differentiate(g: &mut Graph, symbols: &mut Symbols, value: NodeInd
             }
         })
         .collect()
+}
+
+/// A contribution to a node's adjoint.
+enum Part {
+    /// Of the node's type.
+    Whole(NodeIndex),
+    /// From a selection of position `index` of `axis` (of `count`
+    /// positions): `node` has the node's type without that axis, and the
+    /// contribution is zero at every other position.
+    At { axis: usize, index: usize, count: usize, node: NodeIndex },
 }
 
 /// The graph being extended, with the sizes it refers to.
@@ -114,10 +132,25 @@ impl Reverse<'_> {
             .collect()
     }
 
-    /// The contributions of a node's users added up (`None`: it has none).
-    fn sum(&mut self, contributions: &[NodeIndex], n: NodeIndex) -> Result<Option<NodeIndex>, LowerError> {
-        let Some((&first, rest)) = contributions.split_first() else { return Ok(None) };
+    /// The contributions of a node's users added up (`None`: it has none);
+    /// those of selections along one axis as one concatenation.
+    fn sum(&mut self, contributions: &[Part], n: NodeIndex) -> Result<Option<NodeIndex>, LowerError> {
         let t = adjoint_type(&self.tensor(n)?);
+        let mut wholes: Vec<NodeIndex> = Vec::new();
+        let mut selected: Vec<(usize, usize, Vec<(usize, NodeIndex)>)> = Vec::new();
+        for part in contributions {
+            match *part {
+                Part::Whole(node) => wholes.push(node),
+                Part::At { axis, index, count, node } => match selected.iter_mut().find(|(a, c, _)| *a == axis && *c == count) {
+                    Some((_, _, at)) => at.push((index, node)),
+                    None => selected.push((axis, count, vec![(index, node)])),
+                },
+            }
+        }
+        for (axis, count, at) in selected {
+            wholes.push(self.positions(&t, axis, count, &at)?);
+        }
+        let Some((&first, rest)) = wholes.split_first() else { return Ok(None) };
         let mut total = first;
         for &c in rest {
             total = self.binary(BinaryOp::Add, total, c, &t);
@@ -153,7 +186,7 @@ impl Reverse<'_> {
                 let result = self.tensor(n)?;
                 one(self.unbroadcast(g, &result, &map, operands[0]))
             }
-            Op::Select { axis, index, count } => one(self.select_rule(axis, index, count, g, operands[0])),
+            Op::Select { .. } => Err(internal("a selection's adjoint is summed with its operand's")),
             Op::Slice { axis, start, step } => one(self.slice_rule(axis, start, step, n, g, operands[0])),
             Op::Concat { axis } => self.concat_rule(axis, g, operands, needs),
             Op::Take { axis } => Ok(vec![Some(self.take_rule(axis, g, operands[0], operands[1])?), None]),
@@ -244,6 +277,46 @@ impl Reverse<'_> {
             return x;
         }
         self.g.add(Op::Expand { map: without(full.rank(), gone) }, Type::Tensor(adjoint_type(full)), &[x])
+    }
+
+    /// A contraction of `nodes` (with `labels`) onto `output`, of type
+    /// `t`. Where it sums over several labels that every operand carrying
+    /// one of them carries all of, side by side and in one order (a
+    /// weight's gradient sums over batch and positions), those axes are
+    /// first merged into one: a matrix product sums over one axis.
+    fn contract(&mut self, mut nodes: Vec<NodeIndex>, mut labels: Vec<Vec<usize>>, output: Vec<usize>, t: TensorType) -> Result<NodeIndex, LowerError> {
+        let mut summed: Vec<usize> = Vec::new();
+        for &l in labels.iter().flatten() {
+            if !output.contains(&l) && !summed.contains(&l) {
+                summed.push(l);
+            }
+        }
+        if summed.len() >= 2 {
+            // Their order in the first operand carrying them; each carrier must hold them in a run.
+            let carriers: Vec<usize> = (0..nodes.len()).filter(|&k| labels[k].iter().any(|l| summed.contains(l))).collect();
+            let run = |ls: &[usize]| -> Option<(usize, Vec<usize>)> {
+                let start = ls.iter().position(|l| summed.contains(l))?;
+                let run: Vec<usize> = ls[start..].iter().take_while(|l| summed.contains(l)).copied().collect();
+                (run.len() == summed.len()).then_some((start, run))
+            };
+            let first = carriers.first().and_then(|&k| run(&labels[k]));
+            let mergeable = first.as_ref().is_some_and(|(_, order)| carriers.iter().all(|&k| run(&labels[k]).is_some_and(|(_, r)| &r == order)));
+            if let (true, Some((_, order))) = (mergeable, first) {
+                for k in carriers {
+                    let (start, _) = run(&labels[k]).ok_or_else(|| internal("a summed run vanished"))?;
+                    let operand = self.tensor(nodes[k])?;
+                    let mut size = Size::Const(1);
+                    for a in &operand.axes[start..start + order.len()] {
+                        size = self.symbols.mul(size, a.size, Default::default()).ok_or_else(|| internal("a merged size too large"))?;
+                    }
+                    let mut axes = operand.axes.clone();
+                    axes.splice(start..start + order.len(), [Axis { name: None, size }]);
+                    nodes[k] = self.g.add(Op::Reshape, Type::Tensor(TensorType { axes, ..operand }), &[nodes[k]]);
+                    labels[k].splice(start..start + order.len(), [order[0]]);
+                }
+            }
+        }
+        Ok(self.g.add(Op::Contract { labels, output }, Type::Tensor(t), &nodes))
     }
 
     /// A contribution `c` over the axes of `result` to an operand whose

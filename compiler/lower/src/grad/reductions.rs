@@ -55,11 +55,7 @@ impl Reverse<'_> {
                 all_labels.push(labels[i].clone());
             }
             let axes: Vec<Axis> = direct.iter().map(|&j| t.axes[j].clone()).collect();
-            let c = self.g.add(
-                Op::Contract { labels: all_labels, output: direct.iter().map(|&j| own[j]).collect() },
-                Type::Tensor(TensorType { axes, ..t.clone() }),
-                &nodes,
-            );
+            let c = self.contract(nodes, all_labels, direct.iter().map(|&j| own[j]).collect(), TensorType { axes, ..t.clone() })?;
             let c = if direct.len() == t.rank() { c } else { self.g.add(Op::Expand { map: direct.clone() }, Type::Tensor(t.clone()), &[c]) };
             parts.push(Some(c));
         }

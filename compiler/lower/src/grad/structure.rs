@@ -15,13 +15,86 @@ use nax_values::{Axis, TensorType};
 use petgraph::graph::NodeIndex;
 
 impl Reverse<'_> {
-    /// `x[axis = index]` (the axis goes): the adjoint at that position, zeros elsewhere.
-    pub(super) fn select_rule(&mut self, axis: usize, index: usize, count: usize, g: NodeIndex, x: NodeIndex) -> Result<NodeIndex, LowerError> {
-        let t = adjoint_type(&self.tensor(x)?);
-        let mut one = t.clone();
-        one.axes[axis].size = Size::Const(1);
-        let g = self.g.add(Op::Reshape, Type::Tensor(one), &[g]);
-        Ok(self.between_zeros(g, &t, axis, Size::Const(index as u64), Size::Const((count - index - 1) as u64)))
+    /// The adjoints of selections of `axis` (of `count` positions) of a
+    /// value of type `t`, each at its position (`at`: position and node,
+    /// a node of `t`'s axes but `axis`), summed where one position is
+    /// selected more than once, zeros at the others: one concatenation.
+    pub(super) fn positions(&mut self, t: &TensorType, axis: usize, count: usize, at: &[(usize, NodeIndex)]) -> Result<NodeIndex, LowerError> {
+        if let Some(batched) = self.batched(t, axis, count, at)? {
+            return Ok(batched);
+        }
+        let mut slab = t.clone();
+        slab.axes[axis].size = Size::Const(1);
+        let reduced = TensorType { axes: t.axes.iter().enumerate().filter(|&(a, _)| a != axis).map(|(_, x)| x.clone()).collect(), ..t.clone() };
+        let mut pieces = Vec::new();
+        let mut zeros_from = None;
+        for index in 0..count {
+            let here: Vec<NodeIndex> = at.iter().filter(|(i, _)| *i == index).map(|&(_, n)| n).collect();
+            let Some((&first, rest)) = here.split_first() else {
+                zeros_from.get_or_insert(index);
+                continue;
+            };
+            if let Some(start) = zeros_from.take() {
+                pieces.push(self.zeros_along(t, axis, Size::Const((index - start) as u64)));
+            }
+            let mut sum = first;
+            for &n in rest {
+                sum = self.binary(BinaryOp::Add, sum, n, &reduced);
+            }
+            pieces.push(self.g.add(Op::Reshape, Type::Tensor(slab.clone()), &[sum]));
+        }
+        if let Some(start) = zeros_from {
+            pieces.push(self.zeros_along(t, axis, Size::Const((count - start) as u64)));
+        }
+        let op = if pieces.len() == 1 { Op::Reshape } else { Op::Concat { axis } };
+        Ok(self.g.add(op, Type::Tensor(t.clone()), &pieces))
+    }
+
+    /// [`Reverse::positions`] where every position has one adjoint and all
+    /// are contractions of the same form (a stacked weight's gradient:
+    /// `x_l^T g_l` for each layer `l`): one contraction batched over the
+    /// positions, of each operand's values stacked (activations, smaller
+    /// than the weights), instead of a concatenation of the products.
+    fn batched(&mut self, t: &TensorType, axis: usize, count: usize, at: &[(usize, NodeIndex)]) -> Result<Option<NodeIndex>, LowerError> {
+        if count < 2 || at.len() != count || (0..count).any(|i| at.iter().filter(|(j, _)| *j == i).count() != 1) {
+            return Ok(None);
+        }
+        let mut by_position: Vec<NodeIndex> = vec![at[0].1; count];
+        for &(i, n) in at {
+            by_position[i] = n;
+        }
+        let Op::Contract { labels, output } = self.g.graph[by_position[0]].op.clone() else { return Ok(None) };
+        let operands: Vec<Vec<NodeIndex>> = by_position.iter().map(|&n| self.g.operands(n)).collect();
+        let types = |r: &Self, ops: &[NodeIndex]| ops.iter().map(|&o| r.g.graph[o].ty.clone()).collect::<Vec<_>>();
+        let first_types = types(self, &operands[0]);
+        let same = by_position.iter().zip(&operands).all(|(&n, ops)| {
+            matches!(&self.g.graph[n].op, Op::Contract { labels: l, output: o } if *l == labels && *o == output) && types(self, ops) == first_types
+        });
+        if !same {
+            return Ok(None);
+        }
+        let batch = labels.iter().flatten().chain(&output).max().map_or(0, |m| m + 1);
+        let mut stacked = Vec::with_capacity(labels.len());
+        for (k, ty) in first_types.iter().enumerate() {
+            let Type::Tensor(operand) = ty else { return Ok(None) };
+            let mut one = operand.clone();
+            one.axes.insert(0, Axis { name: None, size: Size::Const(1) });
+            let mut all = operand.clone();
+            all.axes.insert(0, Axis { name: None, size: Size::Const(count as u64) });
+            let slabs: Vec<NodeIndex> = operands.iter().map(|ops| self.g.add(Op::Reshape, Type::Tensor(one.clone()), &[ops[k]])).collect();
+            stacked.push(self.g.add(Op::Concat { axis: 0 }, Type::Tensor(all), &slabs));
+        }
+        let labels = labels.iter().map(|l| std::iter::once(batch).chain(l.iter().copied()).collect()).collect();
+        let mut output = output;
+        output.insert(axis, batch);
+        Ok(Some(self.g.add(Op::Contract { labels, output }, Type::Tensor(t.clone()), &stacked)))
+    }
+
+    /// Zeros of `t` with `len` positions along `axis`.
+    fn zeros_along(&mut self, t: &TensorType, axis: usize, len: Size) -> NodeIndex {
+        let mut z = t.clone();
+        z.axes[axis].size = len;
+        self.g.add(Op::Construct { func: Constructor::Zeros }, Type::Tensor(z), &[])
     }
 
     /// `x[axis = start : start + step * len : step]`.
@@ -88,25 +161,20 @@ impl Reverse<'_> {
         let read_labels: Vec<usize> = (rank..rank + k).collect();
         let g_labels: Vec<usize> = (0..axis).chain(read_labels.iter().copied()).chain(axis + 1..rank).collect();
         let onehot_labels: Vec<usize> = read_labels.into_iter().chain([axis]).collect();
-        Ok(self.g.add(Op::Contract { labels: vec![g_labels, onehot_labels], output: (0..rank).collect() }, Type::Tensor(t.clone()), &[g, hits]))
+        self.contract(vec![g, hits], vec![g_labels, onehot_labels], (0..rank).collect(), t.clone())
     }
 
     /// `g` (of `t`'s axes, `axis` shorter) with `before` zeros before it
     /// and `after` after it along `axis`.
     fn between_zeros(&mut self, g: NodeIndex, t: &TensorType, axis: usize, before: Size, after: Size) -> NodeIndex {
         let mut pieces = Vec::with_capacity(3);
-        let zeros = |r: &mut Self, size: Size| {
-            if r.symbols.constant(size) != Some(0) {
-                let mut z = t.clone();
-                z.axes[axis].size = size;
-                Some(r.g.add(Op::Construct { func: Constructor::Zeros }, Type::Tensor(z), &[]))
-            } else {
-                None
-            }
-        };
-        pieces.extend(zeros(self, before));
+        if self.symbols.constant(before) != Some(0) {
+            pieces.push(self.zeros_along(t, axis, before));
+        }
         pieces.push(g);
-        pieces.extend(zeros(self, after));
+        if self.symbols.constant(after) != Some(0) {
+            pieces.push(self.zeros_along(t, axis, after));
+        }
         let op = if pieces.len() == 1 { Op::Rename } else { Op::Concat { axis } };
         self.g.add(op, Type::Tensor(t.clone()), &pieces)
     }
