@@ -153,8 +153,18 @@ WORKLOADS["gpt2_decode"] = ([("int", (1, 1)), (12, 1, 12, 127, 64), (12, 1, 12, 
 BF16 = {"gpt2_prefill_bf16": "gpt2_prefill", "gpt2_decode_bf16": "gpt2_decode"}
 WORKLOADS["gpt2_prefill_bf16"] = WORKLOADS["gpt2_prefill"]
 WORKLOADS["gpt2_decode_bf16"] = WORKLOADS["gpt2_decode"][:2] + (WORKLOADS["gpt2_decode"][2] // 2, None)
+# Training (issue 39): GPT-2 small's step (the cross entropy of 128
+# tokens and every parameter's gradient: the products forward, and twice
+# their FLOPs backward) and the block's (its value against a gradient of
+# its output, and the gradients by its input and every weight). nax runs
+# `train_step` and `block_train`; PyTorch runs the same forward (the
+# `--emit torch` code of `loss` and `block`) with the weights requiring
+# gradients, then `backward()`, eager and under torch.compile.
+WORKLOADS["gpt2_train_step"] = ([("int", (1, 128)), ("int", (1, 128))], GPT2_WEIGHTS, None, 3 * WORKLOADS["gpt2_prefill"][3])
+WORKLOADS["block_train"] = ([(4, 256, 512), (4, 256, 512)], BLOCK_WEIGHTS, None, 3 * WORKLOADS["block"][3])
+TRAINING = {"gpt2_train_step": "loss", "block_train": "block"}
 # The function each workload runs, where it is not the workload's name.
-FUNCTIONS = {"gpt2_prefill": "gpt2", "gpt2_decode": "step", "gpt2_prefill_bf16": "gpt2", "gpt2_decode_bf16": "step"}
+FUNCTIONS = {"gpt2_prefill": "gpt2", "gpt2_decode": "step", "gpt2_prefill_bf16": "gpt2", "gpt2_decode_bf16": "step", "gpt2_train_step": "train_step"}
 # Workloads also measured on transformers' own model (GPT2LMHeadModel, GPT-2
 # small's configuration, random weights), eager and compiled, when
 # transformers is importable: the row NAME_hf.
@@ -189,7 +199,7 @@ def timed(fn, seconds):
 def source_of(name, worker):
     if name == "elementwise":
         return ELEMENTWISE
-    if name in BF16:
+    if name in BF16 or name == "block_train":
         return subprocess.run([worker, "--source", name], capture_output=True, text=True, check=True).stdout
     path = os.path.join(ROOT, "examples", "gpt2", "gpt2.nax") if name in FUNCTIONS else os.path.join(ROOT, "examples", "workloads", name + ".nax")
     with open(path) as f:
@@ -368,9 +378,13 @@ def torch_side(nax, worker, torch, tmp, names):
         spec = importlib.util.spec_from_file_location(name + "_torch", py)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        fn = getattr(module, FUNCTIONS.get(name, name))
         args = [argument(torch, s, dtype) for s in shapes]
         weights = {w: ((torch.rand(s) * 2 - 1) * 0.05).to(dtype) for w, s in weight_shapes.items()}
+        if name in TRAINING:
+            fn = training(torch, getattr(module, TRAINING[name]), name == "block_train")
+            weights = {w: t.requires_grad_() for w, t in weights.items()}
+        else:
+            fn = getattr(module, FUNCTIONS.get(name, name))
         fn(*args, **weights)
         fast = torch.compile(fn)
         start = time.perf_counter()
@@ -382,6 +396,26 @@ def torch_side(nax, worker, torch, tmp, names):
         }
         inputs[name] = (fn, args, weights)
     return sides, compile_s, inputs
+
+
+def training(torch, forward, against_gradient):
+    """A training step of `forward` (gradients enabled whatever the
+    caller's mode): its value (times the last argument, a gradient of its
+    output, summed, where `against_gradient`), then `backward()`; gives
+    every weight's gradient, freed before the next step as an optimizer's
+    `zero_grad` does."""
+    def step(*args, **weights):
+        with torch.enable_grad():
+            for w in weights.values():
+                w.grad = None
+            if against_gradient:
+                *inputs, dy = args
+                value = (forward(*inputs, **weights) * dy).sum()
+            else:
+                value = forward(*args, **weights)
+            value.backward()
+            return [w.grad for w in weights.values()]
+    return step
 
 
 def check_against(name, side, got, want, tolerance):

@@ -10,7 +10,7 @@
 //! issue 15): `gpt2_prefill` (`gpt2` on 128 tokens, batch 1) and
 //! `gpt2_decode` (`step`: one token after a cache of 127), and
 //! `gpt2_train_step` (`train_step`: the loss and every gradient on 128
-//! tokens, issue 39). Each is
+//! tokens, issue 39) and `block_train` (the block's gradients). Each is
 //! compiled as `nax run` compiles it (checked, lowered with the optimizer
 //! on, compiled by a native back end); its float arguments and weights are
 //! seeded values in [-1, 1) (GPT-2's weights times 0.05, as PyTorch's side
@@ -31,6 +31,15 @@ mod variants;
 
 /// The built-in memory-bandwidth workload (`benches/compare.py` has the same source).
 const ELEMENTWISE: &str = "dim n = 4096\ndim m = 4096\n\ndef elementwise(x: [n m], y: [n m]) -> [n m] {\n    return x + y\n}\n";
+
+/// The block's training step (`block_train`): appended to
+/// examples/workloads/block.nax.
+const BLOCK_TRAIN: &str = "
+def block_train(x: [b n D], dy: [b n D]) -> (value: [], d_x: [b n D], d_ln1_g: [D], d_ln1_b: [D], d_w_qkv: [D (3 D)], d_w_o: [D D],
+                                          d_ln2_g: [D], d_ln2_b: [D], d_w_1: [D F], d_b_1: [F], d_w_2: [F D], d_b_2: [D]) {
+    return grad(sum(sum(sum(block(x) * dy, D), n), b), x, ln1_g, ln1_b, w_qkv, w_o, ln2_g, ln2_b, w_1, b_1, w_2, b_2)
+}
+";
 
 /// A workload: its name, its source, the function it runs and the
 /// sizes of that function's axes known only at the call.
@@ -71,7 +80,10 @@ pub fn all() -> Vec<Workload> {
         all.push(Workload { name: name.to_string(), function: function.to_string(), source: gpt2.clone(), sizes: sizes.clone(), weight_scale: 0.05 });
         all.push(Workload { name: format!("{name}_bf16"), function: function.to_string(), source: variants::bf16_variant(&gpt2), sizes, weight_scale: 0.05 });
     }
-    // Training (issue 39): the cross entropy and every parameter's gradient.
+    // Training (issue 39): the block against a gradient of its output, and
+    // GPT-2's cross entropy, each with every gradient.
+    let block = all.iter().find(|w| w.name == "block").map(|w| w.source.clone()).expect("examples/workloads/block.nax");
+    all.push(Workload { name: "block_train".into(), function: "block_train".into(), source: block + BLOCK_TRAIN, sizes: Vec::new(), weight_scale: 0.05 });
     all.push(Workload {
         name: "gpt2_train_step".into(),
         function: "train_step".into(),

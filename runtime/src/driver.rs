@@ -628,7 +628,11 @@ impl NativeFunction {
                 }
                 BufferKind::Temporary | BufferKind::Fault => {
                     let words = sizes.stored_bytes(b)?.div_ceil(8).max(1);
-                    let mut v = match pool.iter().position(|v| v.len() >= words) {
+                    // The smallest kept buffer that fits: a large one taken for
+                    // a small temporary would leave the large temporary to
+                    // fresh pages at every call.
+                    let fits = pool.iter().enumerate().filter(|(_, v)| v.len() >= words).min_by_key(|(_, v)| v.len()).map(|(i, _)| i);
+                    let mut v = match fits {
                         Some(i) => pool.swap_remove(i),
                         None => {
                             let mut v = fresh::<u64>(words)?;
