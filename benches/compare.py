@@ -157,9 +157,12 @@ WORKLOADS["gpt2_decode_bf16"] = WORKLOADS["gpt2_decode"][:2] + (WORKLOADS["gpt2_
 # tokens and every parameter's gradient: the products forward, and twice
 # their FLOPs backward) and the block's (its value against a gradient of
 # its output, and the gradients by its input and every weight). nax runs
-# `train_step` and `block_train`; PyTorch runs the same forward (the
-# `--emit torch` code of `loss` and `block`) with the weights requiring
-# gradients, then `backward()`, eager and under torch.compile.
+# `train_step` and `block_train`. PyTorch runs, eager and under
+# torch.compile, what its users run: for GPT-2, transformers'
+# GPT2LMHeadModel(labels=...) and `backward()` (its own fused code; the
+# `--emit torch` code of `loss` where transformers is not importable);
+# for the block, the `--emit torch` code of `block` with the weights
+# requiring gradients, then `backward()`.
 WORKLOADS["gpt2_train_step"] = ([("int", (1, 128)), ("int", (1, 128))], GPT2_WEIGHTS, None, 3 * WORKLOADS["gpt2_prefill"][3])
 WORKLOADS["block_train"] = ([(4, 256, 512), (4, 256, 512)], BLOCK_WEIGHTS, None, 3 * WORKLOADS["block"][3])
 TRAINING = {"gpt2_train_step": "loss", "block_train": "block"}
@@ -380,13 +383,16 @@ def torch_side(nax, worker, torch, tmp, names):
         spec.loader.exec_module(module)
         args = [argument(torch, s, dtype) for s in shapes]
         weights = {w: ((torch.rand(s) * 2 - 1) * 0.05).to(dtype) for w, s in weight_shapes.items()}
-        if name in TRAINING:
+        hf = name == "gpt2_train_step" and importlib.util.find_spec("transformers") is not None
+        if hf:
+            fn = transformers_training(torch)
+        elif name in TRAINING:
             fn = training(torch, getattr(module, TRAINING[name]), name == "block_train")
             weights = {w: t.requires_grad_() for w, t in weights.items()}
         else:
             fn = getattr(module, FUNCTIONS.get(name, name))
         fn(*args, **weights)
-        fast = torch.compile(fn)
+        fast = transformers_training(torch, compiled=True) if hf else torch.compile(fn)
         start = time.perf_counter()
         fast(*args, **weights)
         compile_s[name] = time.perf_counter() - start
@@ -415,6 +421,24 @@ def training(torch, forward, against_gradient):
                 value = forward(*args, **weights)
             value.backward()
             return [w.grad for w in weights.values()]
+    return step
+
+
+def transformers_training(torch, compiled=False):
+    """transformers' GPT-2 small (random weights, no dropout) training step
+    on the given tokens: the cross entropy against the targets (as
+    `labels`, which transformers shifts itself: the tokens then the last
+    target), `backward()`, every gradient."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    model = GPT2LMHeadModel(GPT2Config()).eval()
+    run = torch.compile(model) if compiled else model
+
+    def step(tokens, targets, **_weights):
+        with torch.enable_grad():
+            model.zero_grad(set_to_none=True)
+            ids = torch.cat([tokens, targets[:, -1:]], dim=1)
+            run(ids, labels=ids, use_cache=False).loss.backward()
+            return [p.grad for p in model.parameters()]
     return step
 
 

@@ -68,9 +68,17 @@ fn associate(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
 /// sum(contract(..), axes) => contract(..) without those output labels:
 /// the sum distributes into the contraction, which then sums them with its
 /// own (and association can sum them early, inside a pair). Floats only,
-/// in the contraction's own dtype.
+/// in the contraction's own dtype; and only where the sum is the
+/// contraction's one use: otherwise the product is computed anyway, and
+/// the sum of its result is cheap where a second product, summing more
+/// axes in a nest, is not (a layer norm's bias gradient, the sum over
+/// batch and positions of an input gradient, which the extraction, costing
+/// each use apart, would compute twice).
 fn sum_of_contraction(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     let Op::Reduce { op: Reduction::Sum, axes } = op else { return Vec::new() };
+    if eg[node.children[0]].parents().len() > 1 {
+        return Vec::new();
+    }
     let ty = node_type(eg, node).clone();
     let Type::Tensor(outer) = &ty else { return Vec::new() };
     let mut out = Vec::new();
@@ -128,6 +136,12 @@ mod tests {
     }
 
     // sum-of-contraction, then associate-contraction: sum(einsum(a, b, c), l) sums l inside the cheap pair
+    #[test]
+    fn a_sum_of_a_product_used_again_stays_a_sum() {
+        let g = optimized("dim i = 4\ndim j = 5\ndim k = 6\ndef f(a: [i j], b: [j k]) -> [i k] {\n    p = a @ b\n    return p + sum(p, k)\n}\n");
+        assert!(g.contains("(sum [1] (contract a[0 2] b[2 1] -> [0 1]))"), "{g}");
+    }
+
     #[test]
     fn a_sum_distributes_into_a_chain() {
         let g = optimized(
