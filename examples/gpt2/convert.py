@@ -26,14 +26,14 @@ HERE = pathlib.Path(__file__).resolve().parent
 LAYERS = 12
 
 
-def as_nax(tensors: dict, layers: int, d: int, gain: float = 1.0) -> dict:
+def as_nax(tensors: dict, layers: int, d: int, gain: float = 1.0, total: int = LAYERS) -> dict:
     """transformers' GPT-2 tensors (weights, or their gradients) by
-    gpt2.nax's names, per-layer ones stacked along L and padded to 12
+    gpt2.nax's names, per-layer ones stacked along L and padded to `total`
     layers (layer norms' gains with `gain`, everything else with zeros)."""
 
     def stacked(name: str, shape: tuple, fill: float = 0.0) -> np.ndarray:
         per_layer = [np.asarray(tensors[f"h.{i}.{name}"], dtype=np.float32) for i in range(layers)]
-        per_layer += [np.full(shape, fill, np.float32)] * (LAYERS - layers)
+        per_layer += [np.full(shape, fill, np.float32)] * (total - layers)
         return np.ascontiguousarray(np.stack(per_layer))
 
     return {

@@ -94,6 +94,9 @@ class Module:
     @property
     def weight_packings(self) -> int:
         """How many times its products packed a weight (each once per binding)."""
+    def with_weights(self, weights: Union[str, "os.PathLike[str]", dict[str, Any]]) -> "Module":
+        """The same compiled program with these weights (no recompilation)."""
+        ...
     def __getattr__(self, name: str) -> Function: ...
     def __getitem__(self, name: str) -> Function: ...
 

@@ -162,8 +162,16 @@ impl Module {
         self.program.packed_weights().packings()
     }
 
+    /// The same compiled program with other weights (a safetensors file or
+    /// a dict from weight name to tensor, copied; weights not given keep
+    /// their tensors): no recompilation, so a training loop rebinds its
+    /// updated weights at every step.
+    fn with_weights(&self, weights: &Bound<'_, PyAny>) -> PyResult<Module> {
+        crate::errors::guard(|| Ok(Module { program: self::weights(self.program.clone(), weights)? }))
+    }
+
     fn __dir__(&self) -> Vec<String> {
-        self.functions().into_iter().chain(["functions".to_string(), "weight_packings".to_string()]).collect()
+        self.functions().into_iter().chain(["functions".to_string(), "weight_packings".to_string(), "with_weights".to_string()]).collect()
     }
 
     fn __repr__(&self) -> String {
