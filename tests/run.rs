@@ -23,6 +23,10 @@ def g(x: [V], y: [W]) -> [W] {
 def several(x: [b n D], m: [n]) -> (scaled: [b n D], total: [b], m: [n]) {
     return x * 2.0, reduce(x, b n D -> b, sum), m
 }
+def fit(x: [b n D], m: [n]) -> (loss: [], d_w: [D D], d_m: [n]) {
+    y = x @ w + rearrange(m, n -> n 1)
+    return grad(sum(sum(sum(y * y, D), n), b) * 0.5, w, m)
+}
 ";
 
 /// One tensor to write: name, dtype, shape, little-endian bytes, axis names.
@@ -137,6 +141,31 @@ fn several_results_are_written_under_their_names() {
         assert_eq!(tensors["total"].to_f64_vec(), totals, "{backend}");
         assert_eq!(tensors["total"].names(), [Some("b".to_string())], "{backend}");
         assert_eq!(tensors["m"].to_f64_vec(), [-1.0, -0.5, 0.0, 0.5], "{backend}");
+    }
+}
+
+/// A `grad` (LANGUAGE.md section 15) through `nax run`: the value and each
+/// derivative under its result's name, with the names' axes, on every back end.
+#[test]
+fn gradients_are_written_under_their_names() {
+    let case = Case::new("gradients");
+    let x: Vec<f64> = (0..24).map(|i| i as f64 * 0.5 - 1.0).collect();
+    let w: Vec<f64> = (0..9).map(|i| i as f64 * 0.5 - 1.0).collect();
+    let m: Vec<f64> = (0..4).map(|i| i as f64 * 0.5 - 1.0).collect();
+    // y[b n j] = sum_i x[b n i] w[i j] + m[n]; loss = sum y^2 / 2.
+    let y = |b: usize, n: usize, j: usize| (0..3).map(|i| x[(b * 4 + n) * 3 + i] * w[i * 3 + j]).sum::<f64>() + m[n];
+    let d_w: Vec<f64> = (0..9).map(|k| (0..2).flat_map(|b| (0..4).map(move |n| (b, n))).map(|(b, n)| x[(b * 4 + n) * 3 + k / 3] * y(b, n, k % 3)).sum()).collect();
+    let d_m: Vec<f64> = (0..4).map(|n| (0..2).flat_map(|b| (0..3).map(move |j| (b, j))).map(|(b, j)| y(b, n, j)).sum()).collect();
+    for backend in ["interp", "llvm", "cranelift", "mlir"] {
+        let (p, i, wf, o) = (case.path("p.nax"), case.path("in.safetensors"), case.path("w.safetensors"), case.path("out.safetensors"));
+        let out = nax(&["run", &p, "--fn", "fit", "--inputs", &i, "--weights", &wf, "--out", &o, "--backend", backend]);
+        assert_eq!(out.status.code(), Some(0), "{backend}: {}", String::from_utf8_lossy(&out.stderr));
+        let tensors: HashMap<String, nax_runtime::HostTensor> = nax_runtime::read_tensors(&case.dir.join("out.safetensors")).unwrap().into_iter().collect();
+        let close = |got: Vec<f64>, want: &[f64]| got.len() == want.len() && got.iter().zip(want).all(|(g, w)| (g - w).abs() <= 1e-4 * w.abs().max(1.0));
+        assert!(close(tensors["d_w"].to_f64_vec(), &d_w), "{backend}: d_w {:?}, expected {d_w:?}", tensors["d_w"].to_f64_vec());
+        assert!(close(tensors["d_m"].to_f64_vec(), &d_m), "{backend}: d_m {:?}, expected {d_m:?}", tensors["d_m"].to_f64_vec());
+        assert_eq!(tensors["d_m"].names(), [Some("n".to_string())], "{backend}");
+        assert_eq!(tensors["loss"].shape(), &[] as &[usize], "{backend}");
     }
 }
 
