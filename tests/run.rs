@@ -154,7 +154,8 @@ fn gradients_are_written_under_their_names() {
     let m: Vec<f64> = (0..4).map(|i| i as f64 * 0.5 - 1.0).collect();
     // y[b n j] = sum_i x[b n i] w[i j] + m[n]; loss = sum y^2 / 2.
     let y = |b: usize, n: usize, j: usize| (0..3).map(|i| x[(b * 4 + n) * 3 + i] * w[i * 3 + j]).sum::<f64>() + m[n];
-    let d_w: Vec<f64> = (0..9).map(|k| (0..2).flat_map(|b| (0..4).map(move |n| (b, n))).map(|(b, n)| x[(b * 4 + n) * 3 + k / 3] * y(b, n, k % 3)).sum()).collect();
+    let d_w: Vec<f64> =
+        (0..9).map(|k| (0..2).flat_map(|b| (0..4).map(move |n| (b, n))).map(|(b, n)| x[(b * 4 + n) * 3 + k / 3] * y(b, n, k % 3)).sum()).collect();
     let d_m: Vec<f64> = (0..4).map(|n| (0..2).flat_map(|b| (0..3).map(move |j| (b, j))).map(|(b, j)| y(b, n, j)).sum()).collect();
     for backend in ["interp", "llvm", "cranelift", "mlir"] {
         let (p, i, wf, o) = (case.path("p.nax"), case.path("in.safetensors"), case.path("w.safetensors"), case.path("out.safetensors"));

@@ -126,6 +126,9 @@ impl Engine {
 /// stage that failed and its message.
 type Compiling = OnceLock<Result<Arc<nax_runtime::Function>, Arc<Error>>>;
 
+/// A backward function's function and the names it differentiates by.
+type BackwardKey = (String, Vec<String>);
+
 /// A checked module with its source, its functions' compiled code and its
 /// thread pool.
 struct Compiled {
@@ -137,7 +140,7 @@ struct Compiled {
     pool: ThreadPool,
     /// The programs holding each backward function asked for so far, by
     /// function and names: each compiled once.
-    backwards: Mutex<HashMap<(String, Vec<String>), Arc<Compiled>>>,
+    backwards: Mutex<HashMap<BackwardKey, Arc<Compiled>>>,
 }
 
 impl Compiled {

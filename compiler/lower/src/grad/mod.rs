@@ -93,6 +93,10 @@ enum Part {
     At { axis: usize, index: usize, count: usize, node: NodeIndex },
 }
 
+/// Selections' adjoints along one axis: the axis, its positions, and each
+/// adjoint with its position.
+type Selections = (usize, usize, Vec<(usize, NodeIndex)>);
+
 /// The graph being extended, with the sizes it refers to.
 struct Reverse<'a> {
     g: &'a mut Graph,
@@ -137,7 +141,7 @@ impl Reverse<'_> {
     fn sum(&mut self, contributions: &[Part], n: NodeIndex) -> Result<Option<NodeIndex>, LowerError> {
         let t = adjoint_type(&self.tensor(n)?);
         let mut wholes: Vec<NodeIndex> = Vec::new();
-        let mut selected: Vec<(usize, usize, Vec<(usize, NodeIndex)>)> = Vec::new();
+        let mut selected: Vec<Selections> = Vec::new();
         for part in contributions {
             match *part {
                 Part::Whole(node) => wholes.push(node),
