@@ -61,3 +61,28 @@ def test_library_errors(library):
         nax.load(d / "libmissing.so")
     with pytest.raises(nax.Error):
         nax.load(d / "libproj.so", weights=d / "missing.safetensors")
+
+
+def test_a_librarys_gradients_are_the_compiled_modules(tmp_path):
+    """A function returning `grad(...)` (LANGUAGE.md section 15) built into a
+    library: its value and derivatives by name, through the C ABI, are the
+    compiled module's."""
+    binary = nax_binary()
+    if binary is None:
+        pytest.skip("no nax binary (build it with cargo build, or set NAX): the library tests are skipped")
+    safetensors = pytest.importorskip("safetensors.numpy", reason="the safetensors package is not installed")
+    source = SOURCE + "def fit(x: [n d], y: [n k]) -> (loss: [], d_w: [d k], d_x: [n d]) {\n    e = x @ w - y\n    return grad(mean(sum(e * e, k), n), w, x)\n}\n"
+    (tmp_path / "fit.nax").write_text(source)
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((3, 4)).astype(np.float32)
+    safetensors.save_file({"w": w}, str(tmp_path / "w.safetensors"))
+    out = subprocess.run([binary, "build", str(tmp_path / "fit.nax"), "--emit", "so", "-o", str(tmp_path / "libfit.so")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    x, y = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+    got = nax.load(tmp_path / "libfit.so", weights=tmp_path / "w.safetensors", threads=1).fit(x, y)
+    want = nax.compile(source, weights={"w": w}).fit(x, y)
+    assert got._fields == ("loss", "d_w", "d_x")
+    e = x @ w - y
+    assert np.allclose(np.asarray(got.d_w), 2 * x.T @ e / 5, rtol=1e-5, atol=1e-6)
+    for a, b in zip(got, want):
+        assert np.allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
