@@ -386,3 +386,49 @@ fn generated_programs_have_the_derivatives_finite_differences_give() {
     assert!(not_run * 4 < run, "too few generated programs ran: {not_run} of {run} did not");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A derivative of a bf16 program is computed in bf16 (LANGUAGE.md section
+/// 15: in the forward's dtype), the same on every back end, and within 2%
+/// of its scale of the f32 program's at the same (bf16) point.
+#[test]
+fn bf16_derivatives_follow_the_f32_ones_on_every_backend() {
+    let source = |kind: &str| {
+        format!(
+            "dim b = 4\ndim D = 8\nparam w: {kind}[D]\ndef f(x: {kind}[b D]) -> (l: {kind}[], d_w: {kind}[D], d_x: {kind}[b D]) {{\n    e = tanh(x * w) - 0.5\n    return grad(mean(sum(e * e, D), b), w, x)\n}}\n"
+        )
+    };
+    let point = |dtype: nax_runtime::DType, shape: Vec<usize>, names: Vec<Option<String>>, seed: u64| {
+        let values: Vec<f64> =
+            (0..shape.iter().product::<usize>()).map(|i| f64::from(half::bf16::from_f64(((i as u64 * 7 + seed) % 13) as f64 / 6.5 - 1.0))).collect();
+        HostTensor::from_f64(dtype, shape, names, &values).expect("a tensor")
+    };
+    let run = |kind: &str, dtype: nax_runtime::DType, backend: Backend| {
+        let checked = nax_front::check_source(&source(kind));
+        assert!(!checked.has_errors(), "{:?}", checked.diagnostics);
+        let lowered = nax::pipeline::lower(&checked.module, "f", true, &mut nax::Timings::start()).expect("lowers");
+        let g = if backend == Backend::Interp { &lowered.lowered } else { lowered.graph() };
+        let x = Value::Tensor(point(dtype, vec![4, 8], vec![Some("b".into()), Some("D".into())], 3));
+        let weights = HashMap::from([("w".to_string(), point(dtype, vec![8], vec![Some("D".into())], 5))]);
+        run_all(backend, false, g, &[x], &weights).unwrap_or_else(|e| panic!("{kind} on {}: {e}", backend.name()))
+    };
+    let f32s = run("f32", nax_runtime::DType::F32, Backend::Interp);
+    let mut reference: Option<Vec<HostTensor>> = None;
+    for backend in [Backend::Interp, Backend::Llvm, Backend::Mlir, Backend::Cranelift, Backend::CudaEmulation] {
+        let out = run("bf16", nax_runtime::DType::BF16, backend);
+        assert!(out.iter().all(|t| t.dtype() == nax_runtime::DType::BF16), "{}: the results are bf16", backend.name());
+        for (k, (got, want)) in out.iter().zip(&f32s).enumerate().skip(1) {
+            let (got, want) = (got.to_f64_vec(), want.to_f64_vec());
+            let scale = want.iter().fold(0.0f64, |m, w| m.max(w.abs()));
+            let worst = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
+            assert!(worst <= 2e-2 * scale, "{}: derivative {k} differs from f32's by {worst}, over 2% of {scale}", backend.name());
+        }
+        match &reference {
+            None => reference = Some(out),
+            Some(r) => {
+                for (k, (a, b)) in out.iter().zip(r).enumerate() {
+                    crate::backends::compare(&format!("bf16 derivative {k} on {}", backend.name()), a, b, 0).unwrap();
+                }
+            }
+        }
+    }
+}
