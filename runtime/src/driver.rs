@@ -1,7 +1,9 @@
 //! The driver of natively compiled functions: binds a checked call's
-//! arguments and the weights to the plan's buffers without copying, takes
-//! temporaries from a pool that keeps them between calls (so repeated calls
-//! do not pay for fresh pages), allocates the result as the returned
+//! arguments and the weights to the plan's buffers without copying, lets
+//! temporaries whose lifetimes do not overlap share memory (a memory plan
+//! from the kernels' footprints, [`Slots`]), takes that memory from a pool
+//! that keeps it between calls (so repeated calls do not pay for fresh
+//! pages), allocates the result as the returned
 //! tensor's own storage or writes the caller's buffer (the last kernel
 //! writes it in place: no copy), and runs the kernels in order inside the
 //! caller's thread pool: a nest's parallel loop split across its threads,
@@ -71,6 +73,10 @@ pub struct NativeFunction {
     entries: Vec<KernelFn>,
     /// Temporaries kept between calls.
     temporaries: Mutex<Vec<Vec<u64>>>,
+    /// When each buffer is in use ([`lifetimes`]); empty when the plan's
+    /// kernels do not all name their footprints (no temporary then shares
+    /// memory with another).
+    lifetimes: Vec<Option<(usize, usize)>>,
     /// Calls and each kernel's summed seconds since the last report (`NAX_PROFILE`).
     profile: Mutex<(usize, Vec<f64>)>,
     /// Declared last: dropped after everything that points into the code.
@@ -108,11 +114,13 @@ impl NativeFunction {
                 plan.microkernels.len()
             )));
         }
+        let lifetimes = lifetimes(&plan);
         Ok(NativeFunction {
             signature,
             plan,
             entries,
             temporaries: Mutex::new(Vec::new()),
+            lifetimes,
             profile: Mutex::new((0, Vec::new())),
             _code: SyncCode { _owner: code },
         })
@@ -163,6 +171,21 @@ fn fresh<T>(count: usize) -> Result<Vec<T>, RuntimeError> {
     v.try_reserve_exact(count).map_err(|_| RuntimeError::Allocation { bytes, count })?;
     advise_huge_pages(v.as_mut_ptr().cast(), bytes);
     Ok(v)
+}
+
+/// A temporary of `words` words: the smallest kept one that fits (a large
+/// one taken for a small temporary would leave the large temporary to
+/// fresh pages at every call), else fresh zeros.
+fn take_kept(pool: &mut Vec<Vec<u64>>, words: usize) -> Result<Vec<u64>, RuntimeError> {
+    let fits = pool.iter().enumerate().filter(|(_, v)| v.len() >= words).min_by_key(|(_, v)| v.len()).map(|(i, _)| i);
+    Ok(match fits {
+        Some(i) => pool.swap_remove(i),
+        None => {
+            let mut v = fresh::<u64>(words)?;
+            v.resize(words, 0);
+            v
+        }
+    })
 }
 
 /// Reads `count` elements of `dtype` at `ptr` into a host tensor's data.
@@ -401,6 +424,36 @@ impl NativeFunction {
         Sizes::of(&self.plan, call)
     }
 
+    /// The slots of this call's temporaries (see [`Slots`]): each, in the
+    /// order of their first use, takes the smallest free slot that holds
+    /// it (else the largest free one, grown; else a new one). A result's
+    /// memory, and a buffer no kernel names, has no slot: its own memory.
+    fn slots(&self, sizes: &Sizes<'_>) -> Result<Slots, RuntimeError> {
+        let p = &self.plan;
+        let results: Vec<usize> = p.results.iter().map(|&r| p.alias_root(r)).collect();
+        let mut order: Vec<(usize, usize, usize)> = (0..p.buffers.len())
+            .filter(|&b| p.buffers[b].kind == BufferKind::Temporary && !results.contains(&b))
+            .filter_map(|b| self.lifetimes.get(b).copied().flatten().map(|(first, last)| (first, last, b)))
+            .collect();
+        order.sort_unstable();
+        let mut of = vec![None; p.buffers.len()];
+        let (mut words, mut busy_until): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+        for (first, last, b) in order {
+            let need = sizes.stored_bytes(b)?.div_ceil(8).max(1);
+            let free = || (0..words.len()).filter(|&s| busy_until[s] < first);
+            let slot = free().filter(|&s| words[s] >= need).min_by_key(|&s| words[s]).or_else(|| free().max_by_key(|&s| words[s]));
+            let slot = slot.unwrap_or_else(|| {
+                words.push(0);
+                busy_until.push(0);
+                words.len() - 1
+            });
+            words[slot] = words[slot].max(need);
+            busy_until[slot] = last;
+            of[b] = Some(slot);
+        }
+        Ok(Slots { of, words })
+    }
+
     /// For each result, the buffer it lives in (through reshapes) when a
     /// kernel writes that buffer and no earlier result lives there: the
     /// result is then written in its own storage. Any other result (an
@@ -414,6 +467,34 @@ impl NativeFunction {
         }
         roots
     }
+}
+
+/// When each buffer is in use: from the first kernel that reads or writes
+/// it (through any alias, its index checks included) to the last, both
+/// included. Empty when some kernel does not name its footprint.
+fn lifetimes(plan: &NativePlan) -> Vec<Option<(usize, usize)>> {
+    if plan.kernels.iter().any(|k| k.footprint.is_empty()) {
+        return Vec::new();
+    }
+    let mut life: Vec<Option<(usize, usize)>> = vec![None; plan.buffers.len()];
+    for (k, kernel) in plan.kernels.iter().enumerate() {
+        let touched = kernel.footprint.iter().map(|a| a.buffer).chain([kernel.output]).chain(kernel.checks.iter().map(|c| c.buffer));
+        for b in touched {
+            if let Some(l) = life.get_mut(plan.alias_root(b)) {
+                *l = Some(l.map_or((k, k), |(first, _)| (first, k)));
+            }
+        }
+    }
+    life
+}
+
+/// The memory plan of a call's temporaries: temporaries whose lifetimes do
+/// not overlap share a slot (the kernels write every element of their
+/// output before reading it, so what an earlier one left there is never
+/// read); the slot of each buffer, and each slot's size in words.
+struct Slots {
+    of: Vec<Option<usize>>,
+    words: Vec<usize>,
 }
 
 /// Per-thread scratch of the matrix products and attention tiles, and
@@ -460,9 +541,10 @@ impl Execute for NativeFunction {
         let Ok(sizes) = self.sizes(call) else { return Peak::default() };
         let bytes_of = |b: usize| sizes.shape(b).iter().fold(p.buffers[b].dtype.size_bytes() as u128, |a, &s| a.saturating_mul(s as u128));
         let roots = self.result_roots();
-        let mut bytes: u128 = 0;
+        let Ok(slots) = self.slots(&sizes) else { return Peak::default() };
+        let mut bytes: u128 = slots.words.iter().fold(0, |total, &w| total.saturating_add(w as u128 * 8));
         for (b, buffer) in p.buffers.iter().enumerate() {
-            if buffer.kind == BufferKind::Temporary {
+            if buffer.kind == BufferKind::Temporary && slots.of[b].is_none() {
                 let own = if roots.contains(&Some(b)) { if into { 0 } else { bytes_of(b) } } else { bytes_of(b).div_ceil(8).max(1) * 8 };
                 bytes = bytes.saturating_add(own);
             }
@@ -595,6 +677,14 @@ impl NativeFunction {
         }
         let mut pool = std::mem::take(&mut *self.temporaries.lock().map_err(|_| RuntimeError::Internal("a previous call panicked".into()))?);
         let mut storage: Vec<Vec<u64>> = Vec::new();
+        // The shared slots' memory, each from the kept temporaries where one fits.
+        let slots = self.slots(sizes)?;
+        let mut slot_memory: Vec<*mut u8> = Vec::with_capacity(slots.words.len());
+        for &words in &slots.words {
+            let mut v = take_kept(&mut pool, words)?;
+            slot_memory.push(v.as_mut_ptr().cast::<u8>());
+            storage.push(v);
+        }
         let mut table: Vec<*mut u8> = Vec::with_capacity(p.buffers.len());
         for (b, buffer) in p.buffers.iter().enumerate() {
             let ptr = match &buffer.kind {
@@ -626,20 +716,10 @@ impl NativeFunction {
                         (None, None) => return Err(RuntimeError::Internal("a result has no storage".into())),
                     }
                 }
+                BufferKind::Temporary if slots.of[b].is_some() => slot_memory[slots.of[b].unwrap_or(0)],
                 BufferKind::Temporary | BufferKind::Fault => {
                     let words = sizes.stored_bytes(b)?.div_ceil(8).max(1);
-                    // The smallest kept buffer that fits: a large one taken for
-                    // a small temporary would leave the large temporary to
-                    // fresh pages at every call.
-                    let fits = pool.iter().enumerate().filter(|(_, v)| v.len() >= words).min_by_key(|(_, v)| v.len()).map(|(i, _)| i);
-                    let mut v = match fits {
-                        Some(i) => pool.swap_remove(i),
-                        None => {
-                            let mut v = fresh::<u64>(words)?;
-                            v.resize(words, 0);
-                            v
-                        }
-                    };
+                    let mut v = take_kept(&mut pool, words)?;
                     if buffer.kind == BufferKind::Fault {
                         // Zeros, then each buffer's length in bytes (a tile's
                         // scratch, which the kernels do not check, as the largest).
