@@ -73,10 +73,10 @@ pub struct NativeFunction {
     entries: Vec<KernelFn>,
     /// Temporaries kept between calls.
     temporaries: Mutex<Vec<Vec<u64>>>,
-    /// When each buffer is in use ([`lifetimes`]); empty when the plan's
-    /// kernels do not all name their footprints (no temporary then shares
-    /// memory with another).
-    lifetimes: Vec<Option<(usize, usize)>>,
+    /// The temporaries that may share memory, each with the first and the
+    /// last kernel that use it, in that order ([`shareable`]): decided
+    /// once, from the plan.
+    shared: Vec<(usize, usize, usize)>,
     /// Calls and each kernel's summed seconds since the last report (`NAX_PROFILE`).
     profile: Mutex<(usize, Vec<f64>)>,
     /// Declared last: dropped after everything that points into the code.
@@ -114,13 +114,13 @@ impl NativeFunction {
                 plan.microkernels.len()
             )));
         }
-        let lifetimes = lifetimes(&plan);
+        let shared = shareable(&plan);
         Ok(NativeFunction {
             signature,
             plan,
             entries,
             temporaries: Mutex::new(Vec::new()),
-            lifetimes,
+            shared,
             profile: Mutex::new((0, Vec::new())),
             _code: SyncCode { _owner: code },
         })
@@ -430,15 +430,9 @@ impl NativeFunction {
     /// memory, and a buffer no kernel names, has no slot: its own memory.
     fn slots(&self, sizes: &Sizes<'_>) -> Result<Slots, RuntimeError> {
         let p = &self.plan;
-        let results: Vec<usize> = p.results.iter().map(|&r| p.alias_root(r)).collect();
-        let mut order: Vec<(usize, usize, usize)> = (0..p.buffers.len())
-            .filter(|&b| p.buffers[b].kind == BufferKind::Temporary && !results.contains(&b))
-            .filter_map(|b| self.lifetimes.get(b).copied().flatten().map(|(first, last)| (first, last, b)))
-            .collect();
-        order.sort_unstable();
         let mut of = vec![None; p.buffers.len()];
         let (mut words, mut busy_until): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
-        for (first, last, b) in order {
+        for &(first, last, b) in &self.shared {
             let need = sizes.stored_bytes(b)?.div_ceil(8).max(1);
             let free = || (0..words.len()).filter(|&s| busy_until[s] < first);
             let slot = free().filter(|&s| words[s] >= need).min_by_key(|&s| words[s]).or_else(|| free().max_by_key(|&s| words[s]));
@@ -469,10 +463,12 @@ impl NativeFunction {
     }
 }
 
-/// When each buffer is in use: from the first kernel that reads or writes
-/// it (through any alias, its index checks included) to the last, both
-/// included. Empty when some kernel does not name its footprint.
-fn lifetimes(plan: &NativePlan) -> Vec<Option<(usize, usize)>> {
+/// The temporaries that may share memory (not a result's), each with the
+/// first and the last kernel that read or write it (through any alias,
+/// its index checks included), both included, in the order of their first
+/// use. None when some kernel does not name its footprint: each temporary
+/// then has memory of its own.
+fn shareable(plan: &NativePlan) -> Vec<(usize, usize, usize)> {
     if plan.kernels.iter().any(|k| k.footprint.is_empty()) {
         return Vec::new();
     }
@@ -485,7 +481,13 @@ fn lifetimes(plan: &NativePlan) -> Vec<Option<(usize, usize)>> {
             }
         }
     }
-    life
+    let results: Vec<usize> = plan.results.iter().map(|&r| plan.alias_root(r)).collect();
+    let mut shared: Vec<(usize, usize, usize)> = (0..plan.buffers.len())
+        .filter(|&b| plan.buffers[b].kind == BufferKind::Temporary && !results.contains(&b))
+        .filter_map(|b| life[b].map(|(first, last)| (first, last, b)))
+        .collect();
+    shared.sort_unstable();
+    shared
 }
 
 /// The memory plan of a call's temporaries: temporaries whose lifetimes do

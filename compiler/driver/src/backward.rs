@@ -22,16 +22,15 @@ use nax_front::check::types::Type;
 use nax_front::syntax::ast::{Item, Results, TypeRef};
 use nax_runtime::DType;
 
-/// The backward function: its name and its source text.
-pub(crate) struct Backward {
-    pub name: String,
-    pub source: String,
+/// The name of `function`'s backward function.
+pub(crate) fn backward_name(function: &str) -> String {
+    format!("nax_backward_{function}")
 }
 
-/// The backward function of `function` by `wrt` (its float tensor
-/// parameters and the module's weights, by name), for `source` (the
+/// The source of the backward function of `function` by `wrt` (its float
+/// tensor parameters and the module's weights, by name), for `source` (the
 /// module's text, which `module` is the checked form of).
-pub(crate) fn backward_source(source: &str, module: &CheckedModule, function: &str, wrt: &[String]) -> Result<Backward, Error> {
+pub(crate) fn backward_source(source: &str, module: &CheckedModule, function: &str, wrt: &[String]) -> Result<String, Error> {
     let refused = |problem: String| Error::NotDifferentiable { function: function.to_string(), problem };
     let ast = nax_front::syntax::parse(source, &mut Vec::new());
     let defs: Vec<_> = ast.items.iter().filter_map(|i| if let Item::Def(d) = i { Some(d) } else { None }).collect();
@@ -98,8 +97,8 @@ pub(crate) fn backward_source(source: &str, module: &CheckedModule, function: &s
         .collect();
     let arguments: Vec<&str> = def.params.iter().map(|p| p.name.name.as_str()).collect();
     let bound: Vec<String> = (0..results.len()).map(|i| format!("nax_r_{i}")).collect();
-    let name = format!("nax_backward_{function}");
-    let source = format!(
+    let name = backward_name(function);
+    Ok(format!(
         "\ndef {name}({}) -> (value: [], {}) {{\n    {} = {function}({})\n    return grad({}, {})\n}}\n",
         params.iter().chain(&gradients).cloned().collect::<Vec<_>>().join(", "),
         derivatives.join(", "),
@@ -107,8 +106,7 @@ pub(crate) fn backward_source(source: &str, module: &CheckedModule, function: &s
         arguments.join(", "),
         terms.join(" + "),
         wrt.join(", ")
-    );
-    Ok(Backward { name, source })
+    ))
 }
 
 /// A float tensor type's text as a plain type of the same dtype and axes

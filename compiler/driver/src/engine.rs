@@ -200,18 +200,18 @@ impl Program {
     /// function inside a model it trains (LANGUAGE.md section 15).
     pub fn backward(&self, function: &str, wrt: &[String]) -> Result<Function, Error> {
         let c = &self.compiled;
-        let backward = crate::backward::backward_source(&c.source, &c.module, function, wrt)?;
         let key = (function.to_string(), wrt.to_vec());
         let known = c.backwards.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
         let compiled = match known {
             Some(compiled) => compiled,
             None => {
-                let source = format!("{}{}", c.source, backward.source);
+                let backward = crate::backward::backward_source(&c.source, &c.module, function, wrt)?;
+                let source = format!("{}{backward}", c.source);
                 let compiled = Arc::new(Compiled::check(&format!("{} (with the backward of `{function}`)", c.file_name), &source, c.options)?);
                 c.backwards.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert(compiled).clone()
             }
         };
-        Program { compiled, weights: Arc::clone(&self.weights) }.function(&backward.name)
+        Program { compiled, weights: Arc::clone(&self.weights) }.function(&crate::backward::backward_name(function))
     }
 
     /// The same program with these weights: each tensor named like a weight

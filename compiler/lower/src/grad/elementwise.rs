@@ -9,16 +9,13 @@
 //! operands read through their index maps; the contribution is then
 //! summed back to each operand's shape.
 
-use super::{Reverse, adjoint_type};
+use super::{Arg, Reverse, adjoint_type};
 use crate::LowerError;
 use nax_ir::{MapFn, Type};
 use nax_ops::{BinaryOp, Elementwise as E, UnaryOp};
 use nax_values::TensorType;
 use petgraph::graph::NodeIndex;
 use std::f64::consts::{FRAC_1_SQRT_2, PI};
-
-/// An operand as an elementwise node reads it: the node and its map.
-type Arg = (NodeIndex, Vec<usize>);
 
 /// What an operand receives, over the node's axes.
 enum Local {
@@ -81,15 +78,6 @@ impl Reverse<'_> {
         Ok(parts)
     }
 
-    /// A node of the result's axes as an argument.
-    fn here(&self, n: NodeIndex) -> Arg {
-        let rank = match &self.g.graph[n].ty {
-            Type::Tensor(t) => t.rank(),
-            Type::Host(..) => 0,
-        };
-        (n, (0..rank).collect())
-    }
-
     fn op(&mut self, op: BinaryOp, a: Arg, b: Arg, r: &TensorType) -> NodeIndex {
         self.map(MapFn::Binary(op), &[a, b], r)
     }
@@ -99,8 +87,7 @@ impl Reverse<'_> {
     }
 
     fn negate(&mut self, n: NodeIndex, r: &TensorType) -> NodeIndex {
-        let a = self.here(n);
-        self.map(MapFn::Unary(UnaryOp::Neg), &[a], r)
+        self.same_shape(MapFn::Unary(UnaryOp::Neg), &[n], r)
     }
 
     fn lit(&mut self, v: f64) -> Arg {

@@ -83,6 +83,9 @@ pub(crate) fn differentiate(g: &mut Graph, symbols: &mut Symbols, value: NodeInd
         .collect()
 }
 
+/// An operand as an elementwise node reads it: the node and its map.
+type Arg = (NodeIndex, Vec<usize>);
+
 /// A contribution to a node's adjoint.
 enum Part {
     /// Of the node's type.
@@ -231,7 +234,7 @@ impl Reverse<'_> {
     /// An elementwise node over the axes of `shape`: each operand given
     /// with its map (host scalars with none), computing in `shape`'s dtype;
     /// a comparison gives a mask.
-    fn map(&mut self, func: MapFn, operands: &[(NodeIndex, Vec<usize>)], shape: &TensorType) -> NodeIndex {
+    fn map(&mut self, func: MapFn, operands: &[Arg], shape: &TensorType) -> NodeIndex {
         let compares = matches!(func, MapFn::Binary(op) if op.is_comparison());
         let t = if compares { TensorType { dtype: DType::Bool, range: None, ..adjoint_type(shape) } } else { adjoint_type(shape) };
         let compute = shape.dtype;
@@ -240,10 +243,19 @@ impl Reverse<'_> {
         self.g.add(Op::Map { func, maps, compute }, Type::Tensor(t), &nodes)
     }
 
+    /// A node as an elementwise node of its own axes reads it (a host
+    /// scalar with no map).
+    fn here(&self, n: NodeIndex) -> Arg {
+        let rank = match &self.g.graph[n].ty {
+            Type::Tensor(t) => t.rank(),
+            Type::Host(..) => 0,
+        };
+        (n, (0..rank).collect())
+    }
+
     /// An elementwise node whose tensor operands all have `shape`.
     fn same_shape(&mut self, func: MapFn, operands: &[NodeIndex], shape: &TensorType) -> NodeIndex {
-        let identity: Vec<usize> = (0..shape.rank()).collect();
-        let operands: Vec<(NodeIndex, Vec<usize>)> = operands.iter().map(|&o| (o, identity.clone())).collect();
+        let operands: Vec<Arg> = operands.iter().map(|&o| self.here(o)).collect();
         self.map(func, &operands, shape)
     }
 

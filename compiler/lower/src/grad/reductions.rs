@@ -43,11 +43,11 @@ impl Reverse<'_> {
             // broadcast is summed to size 1, a label only it has is
             // broadcast back: both by the expansion below).
             let t = adjoint_type(&types[k]);
-            let carried = |r: &Self, l: usize, skip: usize| {
-                output.contains(&l) || (0..operands.len()).any(|i| i != skip && labels[i].iter().zip(&types[i].axes).any(|(&m, a)| m == l && !r.is_one(a.size)))
+            let carried = |r: &Self, l: usize| {
+                output.contains(&l) || (0..operands.len()).any(|i| i != k && labels[i].iter().zip(&types[i].axes).any(|(&m, a)| m == l && !r.is_one(a.size)))
             };
             let broadcast = |r: &Self, j: usize| r.is_one(t.axes[j].size) && !r.all_one(own[j], labels, &types);
-            let direct: Vec<usize> = (0..own.len()).filter(|&j| carried(self, own[j], k) && !broadcast(self, j)).collect();
+            let direct: Vec<usize> = (0..own.len()).filter(|&j| carried(self, own[j]) && !broadcast(self, j)).collect();
             let mut nodes = vec![g];
             let mut all_labels = vec![output.to_vec()];
             for i in (0..operands.len()).filter(|&i| i != k) {
@@ -56,8 +56,8 @@ impl Reverse<'_> {
             }
             let axes: Vec<Axis> = direct.iter().map(|&j| t.axes[j].clone()).collect();
             let c = self.contract(nodes, all_labels, direct.iter().map(|&j| own[j]).collect(), TensorType { axes, ..t.clone() })?;
-            let c = if direct.len() == t.rank() { c } else { self.g.add(Op::Expand { map: direct.clone() }, Type::Tensor(t.clone()), &[c]) };
-            parts.push(Some(c));
+            let gone: Vec<usize> = (0..t.rank()).filter(|j| !direct.contains(j)).collect();
+            parts.push(Some(self.expand(c, &t, &gone)));
         }
         Ok(parts)
     }
