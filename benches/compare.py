@@ -96,6 +96,14 @@ shares.
    benches/compare.png unless told), and with --json FILE dumps every raw
    per-round number (and the machine's load average at the start and the
    end: other work on a shared machine shows there).
+6. After the rounds, the training rows' peak memory: each side's process
+   peak resident memory over three steps after the peak is reset
+   (`/proc/self/clear_refs`, so that setup and compile do not count,
+   while weights, packed panels and caches still resident do): nax's
+   worker (`memory 3`, which also gives the memory plan's figure for one
+   call), and eager and torch.compile each set up alone in a fresh
+   process of their own (this script's `--peak-memory` mode). Printed as
+   a second table.
 """
 
 import argparse
@@ -294,6 +302,13 @@ class Worker:
         self.process.stdin.flush()
         return self.reply()
 
+    def memory(self, calls):
+        """The process's peak resident memory over `calls` calls (after the
+        peak is reset) and the memory plan's figure for one call."""
+        self.process.stdin.write(f"memory {calls}\n")
+        self.process.stdin.flush()
+        return self.reply()
+
     def close(self):
         if self.process.poll() is None:
             try:
@@ -365,10 +380,11 @@ def limit(binary, seconds):
     return result
 
 
-def torch_side(nax, worker, torch, tmp, names):
+def torch_side(nax, worker, torch, tmp, names, only=None):
     """Each workload's PyTorch callables, eager and under torch.compile (with
     the compile time: the first call's), on seeded inputs (bf16 floats for
-    the bf16 variants)."""
+    the bf16 variants); `only` one of the two sides, where it is named (a
+    memory measurement's process holds nothing of the other)."""
     sides, compile_s, inputs = {}, {}, {}
     for name in names:
         shapes, weight_shapes, _, _ = WORKLOADS[name]
@@ -385,21 +401,23 @@ def torch_side(nax, worker, torch, tmp, names):
         weights = {w: ((torch.rand(s) * 2 - 1) * 0.05).to(dtype) for w, s in weight_shapes.items()}
         hf = name == "gpt2_train_step" and importlib.util.find_spec("transformers") is not None
         if hf:
-            fn = transformers_training(torch)
+            # transformers' model holds its own weights.
+            fn, weights = (None if only == "compile" else transformers_training(torch)), {}
         elif name in TRAINING:
             fn = training(torch, getattr(module, TRAINING[name]), name == "block_train")
             weights = {w: t.requires_grad_() for w, t in weights.items()}
         else:
             fn = getattr(module, FUNCTIONS.get(name, name))
-        fn(*args, **weights)
-        fast = transformers_training(torch, compiled=True) if hf else torch.compile(fn)
-        start = time.perf_counter()
-        fast(*args, **weights)
-        compile_s[name] = time.perf_counter() - start
-        sides[name] = {
-            "eager": lambda fn=fn, args=args, weights=weights: fn(*args, **weights),
-            "compile": lambda fast=fast, args=args, weights=weights: fast(*args, **weights),
-        }
+        sides[name] = {}
+        if fn is not None:
+            fn(*args, **weights)
+            sides[name]["eager"] = lambda fn=fn, args=args, weights=weights: fn(*args, **weights)
+        if only != "eager":
+            fast = transformers_training(torch, compiled=True) if hf else torch.compile(fn)
+            start = time.perf_counter()
+            fast(*args, **weights)
+            compile_s[name] = time.perf_counter() - start
+            sides[name]["compile"] = lambda fast=fast, args=args, weights=weights: fast(*args, **weights)
         inputs[name] = (fn, args, weights)
     return sides, compile_s, inputs
 
@@ -439,6 +457,68 @@ def transformers_training(torch, compiled=False):
             run(tokens, labels=tokens, use_cache=False).loss.backward()
             return [p.grad for p in model.parameters()]
     return step
+
+
+def peak_rss(step, calls=3):
+    """The process's peak resident memory over `calls` steps, in bytes:
+    the peak is reset first (Linux's /proc/self/clear_refs), so what the
+    setup and the compile held and freed does not count, while everything
+    still resident (weights, packed panels, caches) does."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    for _ in range(calls):
+        step()
+    with open("/proc/self/status") as f:
+        kib = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    return kib * 1024
+
+
+def torch_peak_memory(nax, worker, name, side):
+    """Mode `--peak-memory`: one PyTorch side of a training workload set
+    up alone in this fresh process, warmed up, then its peak resident
+    memory over three steps, printed as JSON."""
+    import torch
+    torch.set_num_threads(THREADS)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor")
+        with torch.no_grad():
+            sides, _, _ = torch_side(nax, worker, torch, tmp, [name], only=side)
+            step = sides[name][side]
+            step()
+            print(json.dumps({"peak_rss_bytes": peak_rss(step)}))
+
+
+def peak_memory(nax, worker_binary, workers, names):
+    """Each training workload's peak resident memory per side: nax's
+    worker (and its memory plan's figure for one call), and each PyTorch
+    side in a process of its own (`--peak-memory`), three steps each after
+    the peak is reset."""
+    memory = {}
+    for name in names:
+        if name not in TRAINING:
+            continue
+        nax_side = workers[name].memory(3)
+        memory[name] = {"nax": nax_side["peak_rss_bytes"], "nax_plan": nax_side["plan_bytes"]}
+        for side in ("eager", "compile"):
+            run = subprocess.run([sys.executable, os.path.abspath(__file__), "--peak-memory", name, side, nax, worker_binary],
+                                 capture_output=True, text=True)
+            if run.returncode != 0:
+                sys.exit(f"error: the {side} side's memory of {name} was not measured:\n{run.stderr[-2000:]}")
+            memory[name][side] = json.loads(run.stdout.strip().splitlines()[-1])["peak_rss_bytes"]
+    return memory
+
+
+def memory_table(memory):
+    """The Markdown table of the training rows' peak memory."""
+    mb = lambda b: f"{b / 1e6:.0f}"
+    lines = ["", "", "Peak resident memory of a process over three training steps, after the peak is reset (MB; the memory plan's "
+             "figure is what one nax call allocates at most, the weights and their packed panels apart):", "",
+             "| workload | nax process | nax memory plan | eager process | torch.compile process | nax / eager | nax / compile |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, m in memory.items():
+        lines.append(f"| {name} | {mb(m['nax'])} | {mb(m['nax_plan'])} | {mb(m['eager'])} | {mb(m['compile'])} | "
+                     f"{m['nax'] / m['eager']:.2f} | {m['nax'] / m['compile']:.2f} |")
+    return "\n".join(lines)
 
 
 def check_against(name, side, got, want, tolerance):
@@ -815,7 +895,11 @@ def main():
     ap.add_argument("--markdown", help="also write the table to this file")
     ap.add_argument("--chart", default=os.path.join(ROOT, "benches", "compare.png"), help="the PNG bar chart")
     ap.add_argument("--json", help="dump every raw per-round number to this file")
+    ap.add_argument("--peak-memory", nargs=4, metavar=("NAME", "SIDE", "NAX", "WORKER"), help=argparse.SUPPRESS)
     opts = ap.parse_args()
+    if opts.peak_memory:
+        name, side, nax, worker = opts.peak_memory
+        return torch_peak_memory(nax, worker, name, side)
     if opts.rounds < 1 or not opts.seconds > 0:
         ap.error("--rounds must be at least 1 and --seconds above 0")
     ensure_packages()
@@ -849,6 +933,8 @@ def main():
                 for name, calls in runtime_sides(torch, tmp, inputs).items():
                     models.setdefault(name, {}).update(calls)
                 raw = rounds(opts, names, libraries, workers, sides, {"triad": triad_binary, "peak": peak_binary}, models)
+            # After the rounds, each side's memory, one side per process.
+            memory = peak_memory(nax, worker_binary, workers, names)
         finally:
             for w in workers.values():
                 w.close()
@@ -866,7 +952,7 @@ def main():
               f"{top['median'] / 1e9:.1f} GFLOP/s ({top['min'] / 1e9:.1f}-{top['max'] / 1e9:.1f}).")
     compile_ms = dict({n: workers[n].compile_ms for n in names}, **{n + "_so": {"llvm": build_ms[n]} for n in libraries})
     rows = [row for n in names for row in [n] + ([n + "_so"] if n in libraries else []) + ([n + "_hf"] if "hf" in models.get(n, {}) else [])]
-    text = table(summary, rows, compile_ms, compile_s, header)
+    text = table(summary, rows, compile_ms, compile_s, header) + (memory_table(memory) if memory else "")
     chart(opts.chart, names, summary, opts.rounds)
     print(text)
     if opts.markdown:
@@ -879,7 +965,7 @@ def main():
             compiles = dict({n: {"nax_ms": compile_ms[n], "torch_compile_s": compile_s[n]} for n in names},
                             **{n + "_so": {"nax_build_ms": build_ms[n]} for n in libraries},
                             **{n + "_hf": {"torch_compile_s": compile_s[n + "_hf"]} for n in models if "hf" in models[n]})
-            json.dump({"machine": machine, "compile": compiles, "rounds": raw, "summary": summary}, f, indent=1)
+            json.dump({"machine": machine, "compile": compiles, "rounds": raw, "summary": summary, "peak_memory_bytes": memory}, f, indent=1)
             f.write("\n")
 
 

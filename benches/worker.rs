@@ -17,7 +17,13 @@
 //! `measure SECONDS` calls the function repeatedly for about that long
 //! (at least 3 calls; each call allocates its output, as a user's call
 //! does) and prints `{"median_ms": .., "min_ms": .., "calls": N}`; `quit`
-//! or the end of stdin exits.
+//! or the end of stdin exits. `memory CALLS` resets the process's peak
+//! resident memory (Linux's `/proc/self/clear_refs`), makes that many
+//! calls and prints `{"peak_rss_bytes": .., "plan_bytes": ..,
+//! "packed_bytes": ..}`: the process's peak over those calls (its
+//! weights, packed panels and everything else resident included), the
+//! memory plan's figure for one call (`Function::peak`) and the bytes of
+//! the weights' packed panels.
 //!
 //!     target/release/examples/bench_worker --source NAME
 //!
@@ -81,6 +87,28 @@ fn main() {
                 let n = times.len();
                 let median = if n % 2 == 1 { times[n / 2] } else { (times[n / 2 - 1] + times[n / 2]) / 2.0 };
                 reply(&mut out, &format!("{{\"median_ms\": {median:.6}, \"min_ms\": {:.6}, \"calls\": {n}}}", times[0]));
+            }
+            ["memory", calls] => {
+                let calls: usize = calls.parse().unwrap_or_else(|_| fail(&format!("bad line: {line}")));
+                std::fs::write("/proc/self/clear_refs", "5").unwrap_or_else(|e| fail(&format!("cannot reset the peak resident memory: {e}")));
+                for _ in 0..calls {
+                    drop(program.run(&call, &pool));
+                }
+                let status = std::fs::read_to_string("/proc/self/status").unwrap_or_else(|e| fail(&format!("/proc/self/status: {e}")));
+                let kib: u64 = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                    .unwrap_or_else(|| fail("no VmHWM in /proc/self/status"));
+                reply(
+                    &mut out,
+                    &format!(
+                        "{{\"peak_rss_bytes\": {}, \"plan_bytes\": {}, \"packed_bytes\": {}}}",
+                        kib * 1024,
+                        program.f.peak(&call).unwrap_or_else(|e| fail(&format!("peak: {e}"))).bytes,
+                        program.weights.packed_weights().bytes()
+                    ),
+                );
             }
             ["quit"] => return,
             _ => fail(&format!("bad line: {line}")),

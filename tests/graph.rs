@@ -258,3 +258,17 @@ fn malformed_attention_kernels_are_rejected() {
         assert!(problems.iter().any(|p| p.contains(needle)), "{to}: {problems:?}");
     }
 }
+
+/// The verifier rejects a scatter the lowering could not run: along an
+/// axis the output does not have, at a position that is not an integer,
+/// or with its loops reordered.
+#[test]
+fn malformed_scatters_are_rejected() {
+    let scatter = first_program("gather_adjoint.kernels");
+    for (from, to) in [("scatter i0", "scatter i2"), ("at load %2[i2 i3]", "at load %1[i2 i3 i1]"), ("reduce] check", "reduce] order [i0 i1 i3 i2] check")] {
+        assert!(scatter.contains(from), "{from}");
+        let broken = nax_kernel::text::parse(&scatter.replace(from, to)).expect("parse");
+        let problems = nax_kernel::verify(&broken);
+        assert!(problems.iter().any(|p| p.contains("a scatter adds along an output axis")), "{to}: {problems:?}");
+    }
+}

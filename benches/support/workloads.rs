@@ -175,9 +175,9 @@ impl Workload {
 /// A workload's compiled function with its arguments and weights (bound
 /// as a user's program binds them: their packed panels kept between calls).
 pub struct Program {
-    f: Function,
+    pub f: Function,
     args: Vec<HostTensor>,
-    weights: BoundWeights,
+    pub weights: BoundWeights,
 }
 
 impl Program {

@@ -77,6 +77,9 @@ pub struct NativeFunction {
     /// last kernel that use it, in that order ([`shareable`]): decided
     /// once, from the plan.
     shared: Vec<(usize, usize, usize)>,
+    /// How each kernel's product reads its weight, if its B is one
+    /// ([`weight_reads`]): decided once, from the plan.
+    weight_reads: Vec<WeightRead>,
     /// Calls and each kernel's summed seconds since the last report (`NAX_PROFILE`).
     profile: Mutex<(usize, Vec<f64>)>,
     /// Declared last: dropped after everything that points into the code.
@@ -115,12 +118,14 @@ impl NativeFunction {
             )));
         }
         let shared = shareable(&plan);
+        let weight_reads = weight_reads(&plan);
         Ok(NativeFunction {
             signature,
             plan,
             entries,
             temporaries: Mutex::new(Vec::new()),
             shared,
+            weight_reads,
             profile: Mutex::new((0, Vec::new())),
             _code: SyncCode { _owner: code },
         })
@@ -315,11 +320,12 @@ impl<'p> Sizes<'p> {
         self.plan.kernels.iter().filter(reads).any(|k| k.footprint.is_empty() || k.footprint.iter().any(|a| self.plan.alias_root(a.buffer) == buffer))
     }
 
-    /// The bytes of [`Sizes::stored_elements`].
+    /// The bytes of [`Sizes::stored_elements`]. Elements that are
+    /// addressable but whose bytes are not (2^61 f64s: an f32 sum's wide
+    /// scratch) are memory the call cannot have, a clean error.
     pub(crate) fn stored_bytes(&self, buffer: usize) -> Result<usize, RuntimeError> {
-        self.stored_elements(buffer)?
-            .checked_mul(self.plan.buffers[buffer].dtype.size_bytes())
-            .ok_or_else(|| RuntimeError::Internal("a buffer is too large to address".into()))
+        let count = self.stored_elements(buffer)?;
+        count.checked_mul(self.plan.buffers[buffer].dtype.size_bytes()).ok_or(RuntimeError::Allocation { bytes: usize::MAX, count })
     }
 
     /// The elements each buffer's memory holds at this call: an argument's
@@ -463,6 +469,60 @@ impl NativeFunction {
     }
 }
 
+/// How a product reads the weight that is its B (see [`weight_reads`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WeightRead {
+    /// From panels packed once into the call's store, split for the AMX
+    /// tiles where the product suits them (and any product whose B is no
+    /// weight, which has nothing to pack there).
+    Packed,
+    /// From panels packed once for the FMA path: the plan also reads this
+    /// weight transposed.
+    Panels,
+    /// Packed at each call, as a product of two activations: the plan's
+    /// first product of this weight reads it the other way, and keeps the
+    /// one packed copy.
+    AtCall,
+}
+
+/// For each kernel, how its product reads its weight. A weight the plan's
+/// products read in both orientations (a training step's `x @ w` and
+/// `dy @ w^T`) is packed once, in the orientation of the first product
+/// that reads it (the forward's), as FMA panels: the AMX tiles' split of
+/// an f32 weight takes 1.5 times the weight, and panels of both
+/// orientations twice it (GPT-2 small's step: 1.25 GB of panels for 0.5
+/// GB of weights with both, 0.49 GB with one, the process's peak 3.02 ->
+/// 1.96 GB, PyTorch eager's 2.24; the transposed products, packing at
+/// their calls, cost the step 5-10%).
+fn weight_reads(plan: &NativePlan) -> Vec<WeightRead> {
+    let orientation = |g: &GemmPlan| {
+        let axis = |l: usize| g.b.index.iter().position(|&i| i == Index::Loop(l));
+        Some((plan.weight_behind(g.b.buffer)?, axis(g.cols?)? < axis(g.inner)?))
+    };
+    let orientations: Vec<Option<(&str, bool)>> = plan
+        .kernels
+        .iter()
+        .map(|k| match &k.strategy {
+            Strategy::Gemm(g) => orientation(g),
+            _ => None,
+        })
+        .collect();
+    // Each weight's first orientation, and whether it is read the other way too.
+    let mut seen: std::collections::HashMap<&str, (bool, bool)> = std::collections::HashMap::new();
+    for &(name, transposed) in orientations.iter().flatten() {
+        let (first, both) = seen.entry(name).or_insert((transposed, false));
+        *both |= *first != transposed;
+    }
+    orientations
+        .iter()
+        .map(|o| match o.map(|(name, transposed)| (seen[name], transposed)) {
+            Some(((first, true), transposed)) if transposed != first => WeightRead::AtCall,
+            Some(((_, true), _)) => WeightRead::Panels,
+            _ => WeightRead::Packed,
+        })
+        .collect()
+}
+
 /// The temporaries that may share memory (not a result's), each with the
 /// first and the last kernel that read or write it (through any alias,
 /// its index checks included), both included, in the order of their first
@@ -586,23 +646,24 @@ impl Execute for NativeFunction {
         bytes = bytes.saturating_add(products).saturating_add(attention);
         // The weights the products pack into the call's store (each weight
         // whole and once, in its largest packed form here: widened to the
-        // microkernel's type, or split into the AMX tiles' bf16 parts),
-        // less what the store holds already: the first call packs them,
-        // and they stay.
+        // microkernel's type, or split into the AMX tiles' bf16 parts
+        // where it is read one way only), less what the store holds
+        // already: the first call packs them, and they stay.
         if let Some(store) = call.packed_weights() {
-            let mut packed: Vec<usize> = p
+            let mut packed: Vec<(usize, bool)> = p
                 .kernels
                 .iter()
-                .filter_map(|k| match &k.strategy {
-                    Strategy::Gemm(g) => p.weight_behind(g.b.buffer).map(|_| p.alias_root(g.b.buffer)),
+                .zip(&self.weight_reads)
+                .filter_map(|(k, &read)| match &k.strategy {
+                    Strategy::Gemm(g) => p.weight_behind(g.b.buffer).map(|_| (p.alias_root(g.b.buffer), read == WeightRead::Packed)),
                     _ => None,
                 })
                 .collect();
             packed.sort_unstable();
-            packed.dedup();
-            let needed = packed.iter().fold(0u128, |total, &w| {
+            packed.dedup_by_key(|(w, _)| *w);
+            let needed = packed.iter().fold(0u128, |total, &(w, tiles)| {
                 let dtype = p.buffers[w].dtype;
-                total.saturating_add((bytes_of(w) / dtype.size_bytes() as u128).saturating_mul(crate::gemm::packed_bytes_per_element(dtype)))
+                total.saturating_add((bytes_of(w) / dtype.size_bytes() as u128).saturating_mul(crate::gemm::packed_bytes_per_element(dtype, tiles)))
             });
             bytes = bytes.saturating_add(needed.saturating_sub(u128::from(store.bytes())));
         }
@@ -765,7 +826,19 @@ impl NativeFunction {
             let started = profile.is_some().then(std::time::Instant::now);
             match &kernel.strategy {
                 Strategy::Nest(n) => run_nest(sizes, kernel, n, f, &table, threads),
-                Strategy::Gemm(g) => run_gemm(sizes, kernel, g, (f, micro(g.microkernel, g.blocking)), &table, threads, call.packed_weights()),
+                Strategy::Gemm(g) => run_gemm(
+                    sizes,
+                    kernel,
+                    g,
+                    (f, micro(g.microkernel, g.blocking)),
+                    &table,
+                    threads,
+                    match self.weight_reads[index] {
+                        WeightRead::Packed => call.packed_weights().map(|store| (store, true)),
+                        WeightRead::Panels => call.packed_weights().map(|store| (store, false)),
+                        WeightRead::AtCall => None,
+                    },
+                ),
                 Strategy::Attention(a) => run_attention(sizes, kernel, a, (f, micro(a.microkernel, a.blocking)), &table, threads),
             }
             if let (Some(p), Some(t)) = (profile.as_mut(), started) {
@@ -828,11 +901,17 @@ impl NativeFunction {
 }
 
 /// `NAX_PROFILE=N`: every N calls of a function, the driver prints to
-/// stderr each kernel's mean time over those calls (the slowest first),
-/// its strategy and its loops' extents: where a model's time goes.
+/// stderr each kernel's mean time over those calls (the slowest first,
+/// the [`profiled_kernels`] slowest), its strategy and its loops'
+/// extents: where a model's time goes.
 fn profiling() -> Option<usize> {
     static EVERY: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     *EVERY.get_or_init(|| std::env::var("NAX_PROFILE").ok().and_then(|v| v.parse().ok()).filter(|&n: &usize| n > 0))
+}
+
+/// How many kernels a profile lists: `NAX_PROFILE_TOP`, else 40.
+fn profiled_kernels() -> usize {
+    std::env::var("NAX_PROFILE_TOP").ok().and_then(|v| v.parse().ok()).unwrap_or(40)
 }
 
 impl NativeFunction {
@@ -853,7 +932,7 @@ impl NativeFunction {
         let sum: f64 = total.iter().sum();
         let mut text = format!("nax profile of `{}`: {:.3} ms per call over {calls} calls\n", self.signature.name, sum / *calls as f64 * 1e3);
         let check = self.plan.kernels.len();
-        for i in order.into_iter().filter(|&i| i != check).take(40) {
+        for i in order.into_iter().filter(|&i| i != check).take(profiled_kernels()) {
             let k = &self.plan.kernels[i];
             let kind = match &k.strategy {
                 Strategy::Nest(_) => "nest",
@@ -933,8 +1012,17 @@ fn run_nest(sizes: &Sizes<'_>, kernel: &KernelPlan, nest: &Nest, f: KernelFn, ta
 ///
 /// Where B is a weight (or a reshape of one) and the call's weights keep
 /// packed panels ([`crate::Weights::packed`]), B is packed at the first
-/// call and read from there after.
-fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, entries: (KernelFn, Micro), table: &Table, threads: usize, store: Option<&PackedWeights>) {
+/// call and read from there after: for the AMX tiles only where the
+/// store comes with `true` (see [`weight_reads`]).
+fn run_gemm(
+    sizes: &Sizes<'_>,
+    kernel: &KernelPlan,
+    g: &GemmPlan,
+    entries: (KernelFn, Micro),
+    table: &Table,
+    threads: usize,
+    store: Option<(&PackedWeights, bool)>,
+) {
     let (epilogue_fn, micro) = entries;
     let p = sizes.plan;
     let extents = sizes.extents(kernel);
@@ -966,7 +1054,7 @@ fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, entries: (Kern
     let size = dtype.size_bytes();
     let (out_ptr, a_ptr, b_ptr) = (table.0[kernel.output] as usize, table.0[g.a.buffer] as usize, table.0[g.b.buffer] as usize);
     let base = sizes.slots.len();
-    let weight = store.and_then(|store| p.weight_behind(g.b.buffer).map(|name| (store, name)));
+    let weight = store.and_then(|(store, tiles)| p.weight_behind(g.b.buffer).map(|name| (store, tiles, name)));
     let product = |position: usize, threads: usize| {
         let (mut oo, mut oa, mut ob) = (bo, ba, bb);
         let mut slots = sizes.slots.clone();
@@ -1010,8 +1098,8 @@ fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, entries: (Kern
             })
         };
         let epilogue: Option<crate::gemm::Epilogue<'_>> = if g.epilogue { Some(&tile) } else { None };
-        let packed = weight.and_then(|(store, name)| {
-            let packing = crate::gemm::packing(&product, dtype, &micro, threads, PARALLEL_WORK)?;
+        let packed = weight.and_then(|(store, tiles, name)| {
+            let packing = crate::gemm::packing(&product, dtype, &micro, threads, PARALLEL_WORK, tiles)?;
             let key = PackKey {
                 weight: name.to_string(),
                 offset: ob,
@@ -1023,7 +1111,7 @@ fn run_gemm(sizes: &Sizes<'_>, kernel: &KernelPlan, g: &GemmPlan, entries: (Kern
                 packing,
             };
             // SAFETY: as for the product below, for its B.
-            store.get_or_pack(key, || unsafe { crate::gemm::pack_b(product, dtype, &micro, threads, PARALLEL_WORK) })
+            store.get_or_pack(key, || unsafe { crate::gemm::pack_b(product, dtype, &micro, threads, PARALLEL_WORK, tiles) })
         });
         // SAFETY: the offsets and steps stay inside the buffers (the plan
         // validated; the kernel verified against the program); the output

@@ -113,14 +113,28 @@ impl Function {
         self.admit_and_execute(call, None, pool)
     }
 
+    /// The memory plan's figure for a call already checked against this
+    /// function's signature: what it allocates at most while it runs (its
+    /// temporaries, sharing memory where their lifetimes allow, its
+    /// results, the packing of its strided arguments), the figure the call
+    /// is admitted against before it runs.
+    pub fn peak(&self, call: &CheckedCall<'_>) -> Result<Peak, RuntimeError> {
+        call.require(&self.signature)?;
+        Ok(self.call_peak(call, false))
+    }
+
+    /// [`Self::peak`], the result written into the caller's buffer or not.
+    fn call_peak(&self, call: &CheckedCall<'_>, into: bool) -> Peak {
+        let peak = self.exec.peak(call, into);
+        Peak { bytes: peak.bytes.saturating_add(call.packing_bytes()), ..peak }
+    }
+
     /// Admits the call's peak, the packing of its strided arguments
     /// included, before anything of its size is allocated; then packs
     /// them (inside `pool`) and runs it.
     fn admit_and_execute(&self, call: &CheckedCall<'_>, into: Option<&mut TensorMut<'_>>, pool: &ThreadPool) -> Result<Vec<HostTensor>, RuntimeError> {
-        let peak = self.exec.peak(call, into.is_some());
-        let packing = call.packing_bytes();
-        call.admit(Peak { bytes: peak.bytes.saturating_add(packing), ..peak })?;
-        if packing == 0 {
+        call.admit(self.call_peak(call, into.is_some()))?;
+        if call.packing_bytes() == 0 {
             return self.exec.execute(call, into, pool);
         }
         let packed = pool.install(|| call.packed())?;

@@ -249,11 +249,11 @@ impl PackedB {
 }
 
 /// The most bytes per element of B that a packed weight of `dtype` takes
-/// on this machine: its panels, widened to the microkernel's type, or its
-/// bf16 parts for the AMX tiles.
-pub(crate) fn packed_bytes_per_element(dtype: DType) -> u128 {
+/// on this machine: its panels, widened to the microkernel's type, or
+/// (where `tiles`) its bf16 parts for the AMX tiles.
+pub(crate) fn packed_bytes_per_element(dtype: DType, tiles: bool) -> u128 {
     with_element!(dtype, T => {
-        let (wide, tiles) = (std::mem::size_of::<<T as Element>::Wide>(), if amx::available() { 2 * T::TILE_PARTS } else { 0 });
+        let (wide, tiles) = (std::mem::size_of::<<T as Element>::Wide>(), if tiles && amx::available() { 2 * T::TILE_PARTS } else { 0 });
         wide.max(tiles) as u128
     })
 }
@@ -273,13 +273,14 @@ pub(crate) enum Packing {
 /// `work` reads it; `None` where that product packs no B (no depth, or a C
 /// whose rows are contiguous, which turns B into the transposed product's
 /// A). A product of at most [`UNPACKED_ROWS`] rows gets its B in the
-/// column blocks it reads ([`Packing::Rows`]).
+/// column blocks it reads ([`Packing::Rows`]). Without `tiles`, never
+/// for the AMX tiles (the product then runs on the FMA path).
 ///
 /// # Safety
 /// As [`multiply`], for B.
-pub(crate) unsafe fn pack_b(p: Product, dtype: DType, micro: &Micro, threads: usize, work: usize) -> Option<PackedB> {
+pub(crate) unsafe fn pack_b(p: Product, dtype: DType, micro: &Micro, threads: usize, work: usize, tiles: bool) -> Option<PackedB> {
     // SAFETY: as the caller promised.
-    with_element!(dtype, T => unsafe { pack_b_as::<T>(p, micro, threads, work) })
+    with_element!(dtype, T => unsafe { pack_b_as::<T>(p, micro, threads, work, tiles) })
 }
 
 /// [`pack_b`] for `T` matrices: split for the tiles where the product
@@ -287,8 +288,8 @@ pub(crate) unsafe fn pack_b(p: Product, dtype: DType, micro: &Micro, threads: us
 ///
 /// # Safety
 /// As [`pack_b`].
-unsafe fn pack_b_as<T: Element>(p: Product, micro: &Micro, threads: usize, work: usize) -> Option<PackedB> {
-    if amx::suits::<T>(&p) {
+unsafe fn pack_b_as<T: Element>(p: Product, micro: &Micro, threads: usize, work: usize, tiles: bool) -> Option<PackedB> {
+    if tiles && amx::suits::<T>(&p) {
         // SAFETY: as the caller promised.
         if let Some(tiles) = unsafe { amx::pack_b::<T>(&p) } {
             return Some(PackedB(Packed::Tiles(tiles)));
@@ -313,8 +314,8 @@ unsafe fn pack_b_as<T: Element>(p: Product, micro: &Micro, threads: usize, work:
 
 /// How [`pack_b`] would pack `p`'s B, of `dtype` elements; `None` where it
 /// packs none.
-pub(crate) fn packing(p: &Product, dtype: DType, micro: &Micro, threads: usize, work: usize) -> Option<Packing> {
-    if with_element!(dtype, T => amx::suits::<T>(p)) {
+pub(crate) fn packing(p: &Product, dtype: DType, micro: &Micro, threads: usize, work: usize, tiles: bool) -> Option<Packing> {
+    if tiles && with_element!(dtype, T => amx::suits::<T>(p)) {
         return Some(Packing::Tiles);
     }
     if unpacks(p) {
@@ -1178,8 +1179,8 @@ mod tests {
                     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
                     // A weight's B, packed once into the blocks the product reads.
                     // SAFETY: B holds every element the steps reach.
-                    let packed = unsafe { pack_b(p, DType::F32, &micro(), 2, 0) }.expect("a weight of a product of few rows is packed");
-                    assert!(matches!(packing(&p, DType::F32, &micro(), 2, 0), Some(Packing::Rows)));
+                    let packed = unsafe { pack_b(p, DType::F32, &micro(), 2, 0, true) }.expect("a weight of a product of few rows is packed");
+                    assert!(matches!(packing(&p, DType::F32, &micro(), 2, 0, true), Some(Packing::Rows)));
                     for b_packed in [None, Some(&packed)] {
                         c.fill(1.0);
                         // SAFETY: the matrices hold every element the steps reach; the packed B is this product's.

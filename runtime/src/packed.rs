@@ -17,6 +17,10 @@
 //! new binding with a new store: nothing packed from old weights is
 //! ever read for new ones.
 //!
+//! A weight a program reads in both orientations is packed in one only
+//! (the driver's `weight_reads` decides which, from the plan): the store
+//! is not asked for the other.
+//!
 
 use crate::call::Weights;
 use crate::dtype::DType;

@@ -119,6 +119,15 @@ pub enum Op {
     Take {
         axis: usize,
     },
+    /// The adjoint of [`Op::Take`]: zeros of the node's type (or operand
+    /// 2, of that type, when there is one), to which each element of
+    /// operand 0 (the node's axes with `axis` replaced, where it stands, by
+    /// the axes of operand 1) is added at the position along `axis` that
+    /// operand 1 holds; positions that repeat sum. A position outside the
+    /// axis fails the call, as `take`'s does.
+    ScatterAdd {
+        axis: usize,
+    },
     /// A running sum (`Sum`) or product (`Prod`) along `axis`.
     Scan {
         op: Reduction,
@@ -208,15 +217,17 @@ impl Graph {
         self.graph = kept;
     }
 
-    /// How the errors of a `take` node `n` name the axis it gathers along
+    /// How the errors of a `take` node `n` (or of its adjoint, a
+    /// `scatter_add`) name the axis it gathers along
     /// (`axis 'V'`, or `axis 0` when unnamed): the interpreter's and the
     /// native driver's index checks say the same.
     pub fn take_axis_label(&self, n: NodeIndex) -> String {
-        let axis = match self.graph[n].op {
-            Op::Take { axis } => axis,
-            _ => 0,
+        let (axis, table) = match self.graph[n].op {
+            Op::Take { axis } => (axis, self.operands(n).first().map(|&o| &self.graph[o].ty)),
+            Op::ScatterAdd { axis } => (axis, Some(&self.graph[n].ty)),
+            _ => (0, None),
         };
-        let name = match self.operands(n).first().map(|&o| &self.graph[o].ty) {
+        let name = match table {
             Some(Type::Tensor(t)) => t.axes.get(axis).and_then(|a| a.name.clone()),
             _ => None,
         };

@@ -187,6 +187,7 @@ pub fn print(g: &Graph) -> String {
             Op::Slice { axis, start, step } => format!("slice {axis} {} {step} {}", size_text(*start), operand(0)),
             Op::Concat { axis } => format!("concat {axis} {}", ops.join(" ")),
             Op::Take { axis } => format!("take {axis} {} {}", operand(0), operand(1)),
+            Op::ScatterAdd { axis } => format!("scatter_add {axis} {}", ops.join(" ")),
             Op::Scan { op, axis } => format!("scan {} {axis} {}", name_of(REDUCTIONS, *op), operand(0)),
             Op::ArgReduce { op, axis } => format!("arg {} {axis} {}", name_of(REDUCTIONS, *op), operand(0)),
             Op::Construct { func } => format!("construct {} {}", name_of(CONSTRUCTORS, *func), ops.join(" ")).trim_end().to_string(),
@@ -623,11 +624,15 @@ fn parse_op(w: &mut Words) -> Result<(Op, Vec<NodeIndex>), ParseError> {
             }
             (Op::Concat { axis }, operands)
         }
-        "take" => {
+        "take" | "scatter_add" => {
             let axis = w.number()?;
             let mut operands = single(w)?;
             operands.extend(single(w)?);
-            (Op::Take { axis }, operands)
+            // A scatter's optional base.
+            if kind == "scatter_add" && w.words.get(w.pos).is_some_and(|t| t.starts_with('%')) {
+                operands.extend(single(w)?);
+            }
+            (if kind == "take" { Op::Take { axis } } else { Op::ScatterAdd { axis } }, operands)
         }
         "scan" | "arg" => {
             let name = w.next()?;

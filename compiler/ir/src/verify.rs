@@ -206,19 +206,33 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
                 }
             }
         }
-        Op::Take { axis } => {
-            count(2)?;
-            let (s, i) = (sizes(ty(0)), sizes(ty(1)));
+        Op::Take { axis } | Op::ScatterAdd { axis } => {
+            if ops.len() == 3 && matches!(node.op, Op::ScatterAdd { .. }) {
+                let base = sizes(ty(2));
+                let dtype = |t: &Type| tensor(t).map(|t| t.dtype);
+                if base.len() != out.len() || base.iter().zip(&out).any(|(&a, &b)| !same(a, b)) || dtype(ty(2)) != dtype(&node.ty) {
+                    return Err("a scatter's base does not have its result's type".into());
+                }
+            } else {
+                count(2)?;
+            }
+            // The table (take's operand, scatter_add's result) and the gathered values.
+            let scatter = matches!(node.op, Op::ScatterAdd { .. });
+            if scatter {
+                same_dtype()?;
+            }
+            let (s, i) = (if scatter { out.clone() } else { sizes(ty(0)) }, sizes(ty(1)));
+            let gathered = if scatter { sizes(ty(0)) } else { out.clone() };
             let index_dtype = match ty(1) {
                 Type::Tensor(t) => t.dtype,
                 Type::Host(..) => nax_runtime::DType::I64,
             };
             if *axis >= s.len() || !index_dtype.is_int() {
-                return Err("take's axis or indices are wrong".into());
+                return Err("a gather's (or scatter's) axis or indices are wrong".into());
             }
             let want: Vec<Size> = s[..*axis].iter().chain(&i).chain(&s[axis + 1..]).copied().collect();
-            if want.len() != out.len() || want.iter().zip(&out).any(|(&a, &b)| !same(a, b)) {
-                return Err("take's result does not have the table's and the indices' axes".into());
+            if want.len() != gathered.len() || want.iter().zip(&gathered).any(|(&a, &b)| !same(a, b)) {
+                return Err("a gather's values do not have the table's and the indices' axes".into());
             }
         }
         Op::Scan { op, axis } => {

@@ -139,6 +139,19 @@ pub enum Body {
     /// It runs as one flash-attention pass (see [`AttentionLoops`]): the
     /// scores and the probabilities never exist whole.
     Attention { keys: usize, logit: Expr, visible: Option<Expr>, value: Expr },
+    /// `take`'s adjoint (a scatter-add): the output set to zeros (or to
+    /// `init`, a value at each output position) over its loops, then, at
+    /// each point of the positions' loops (the loops after
+    /// the output's) and of the output loops other than `axis`, `value`
+    /// added to the output at the position along `axis` that `position`
+    /// computes (clamped into the axis; the driver checks the positions
+    /// first, as `take`'s). Where loop 0 splits across threads, each adds
+    /// only into its range of loop 0: a thread whose loop 0 is `axis`
+    /// skips the values whose position falls outside its range, so no two
+    /// threads add into one element. An `init` that loads the output at
+    /// its own position adds into what an earlier kernel wrote there, in
+    /// place.
+    Scatter { axis: usize, init: Option<Expr>, position: Expr, value: Expr },
 }
 
 impl Expr {
@@ -231,11 +244,21 @@ impl Expr {
 }
 
 impl Body {
+    /// Whether a scatter adds into what its output already holds: its
+    /// `init` loads `output` at the position it initialises.
+    pub fn scatters_in_place(&self, output: usize) -> bool {
+        match self {
+            Body::Scatter { init: Some(Expr::Load { buffer, index }), .. } => *buffer == output && index.iter().enumerate().all(|(a, &i)| i == Index::Loop(a)),
+            _ => false,
+        }
+    }
+
     /// The expressions evaluated at each point of the nest.
     pub fn exprs(&self) -> Vec<&Expr> {
         match self {
             Body::Store(v) | Body::Reduce { value: v, .. } | Body::Along { value: v, .. } => vec![v],
             Body::Attention { logit, visible, value, .. } => [Some(logit), visible.as_ref(), Some(value)].into_iter().flatten().collect(),
+            Body::Scatter { init, position, value, .. } => init.iter().chain([position, value]).collect(),
         }
     }
 
@@ -244,6 +267,7 @@ impl Body {
         match self {
             Body::Store(v) | Body::Reduce { value: v, .. } | Body::Along { value: v, .. } => vec![v],
             Body::Attention { logit, visible, value, .. } => [Some(logit), visible.as_mut(), Some(value)].into_iter().flatten().collect(),
+            Body::Scatter { init, position, value, .. } => init.iter_mut().chain([position, value]).collect(),
         }
     }
 }
@@ -638,7 +662,20 @@ impl Program {
                 (Body::Reduce { value, .. }, None) => value.operations() + 1,
                 (Body::Along { value, .. }, None) => value.operations() + 4,
                 (Body::Attention { logit, .. }, None) => logit.operations() + 6,
+                // Its iterations skip the scattered axis (see below).
+                (Body::Scatter { value, .. }, None) => value.operations() + 1,
             };
+        if let Body::Scatter { axis, .. } = &k.body {
+            // Zeros over the output, then an add per value.
+            let values = k
+                .loops
+                .iter()
+                .enumerate()
+                .filter(|(l, _)| l != axis)
+                .try_fold(1u64, |p, (_, l)| self.symbols.constant(l.extent).and_then(|c| p.checked_mul(c)));
+            let flops = values.and_then(|v| v.checked_mul(per_iteration)?.checked_add(self.elements(k.output)?));
+            return Estimate { bytes, flops };
+        }
         // A GEMM's epilogue runs once per output element.
         let epilogue = match k.schedule.gemm.as_ref().and_then(|g| g.epilogue.as_ref()) {
             Some(e) => self.elements(k.output).and_then(|n| n.checked_mul(e.operations())),

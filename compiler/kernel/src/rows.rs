@@ -47,7 +47,7 @@ pub fn fuse(p: &mut Program) {
                         });
                     }
                 }
-                Body::Along { .. } | Body::Attention { .. } => {}
+                Body::Along { .. } | Body::Attention { .. } | Body::Scatter { .. } => {}
             }
         }
         remove_kernels(p, pairs.into_iter().map(|(_, producer)| producer).collect());
@@ -136,7 +136,7 @@ fn first_fusion(p: &Program, readers: &Readers, ci: usize, c: &Kernel) -> Option
         let fits = match &k.body {
             Body::Reduce { .. } => k.loops.len() == r + 1 && (0..=r).all(|j| same(j, j)),
             Body::Store(v) => k.loops.len() == r && (0..r).all(|j| same(j, j)) && v.operations() <= MAX_RECOMPUTED,
-            Body::Along { .. } | Body::Attention { .. } => false,
+            Body::Along { .. } | Body::Attention { .. } | Body::Scatter { .. } => false,
         };
         if fits {
             return Some(pi);
@@ -151,8 +151,8 @@ fn first_fusion(p: &Program, readers: &Readers, ci: usize, c: &Kernel) -> Option
 pub(crate) struct Readers {
     /// Each buffer's loads: the kernel and the indices.
     loads: HashMap<usize, Vec<(usize, Vec<Index>)>>,
-    /// The first kernel that writes each buffer.
-    writers: HashMap<usize, usize>,
+    /// The first kernel that writes each buffer, and how many do.
+    writers: HashMap<usize, (usize, usize)>,
     /// The buffers an alias views.
     aliased: HashSet<usize>,
     /// The buffers whose integers the driver checks (`take`'s indices).
@@ -166,7 +166,7 @@ impl Readers {
             for (buffer, index) in k.values().flat_map(|v| v.loads()) {
                 readers.loads.entry(buffer).or_default().push((i, index.to_vec()));
             }
-            readers.writers.entry(k.output).or_insert(i);
+            readers.writers.entry(k.output).or_insert((i, 0)).1 += 1;
             readers.checked.extend(k.checks.iter().map(|c| c.buffer));
         }
         readers.aliased = p.buffers.iter().filter_map(|b| if let BufferKind::Alias(a) = b.kind { Some(a) } else { None }).collect();
@@ -182,8 +182,10 @@ impl Readers {
             && self.loads.get(&buffer).into_iter().flatten().all(|(k, index)| *k == reader && index.as_slice() == row)
     }
 
-    /// The first kernel that writes `buffer`.
+    /// The kernel that writes `buffer`, when one alone does (a scatter
+    /// into a product's output, in place, is a second: neither is the
+    /// value a reader may compute in its place).
     pub(crate) fn writer(&self, buffer: usize) -> Option<usize> {
-        self.writers.get(&buffer).copied()
+        self.writers.get(&buffer).filter(|&&(_, count)| count == 1).map(|&(first, _)| first)
     }
 }

@@ -19,7 +19,8 @@
 //! (loops, `_` for none; an epilogue follows as `then EXPR;`), `flash [BATCH] ROWS COLS 64x128 %S %A %M`
 //! (an attention's loops, tiles and tile buffers). Row reductions come next, each ending in `;`
 //! (`row mean f32 load %0[i0 i1];`), and the body reads them as `row0`, ...
-//! An attention's body is `attention KEYS LOGIT [where VISIBLE] by VALUE`.
+//! An attention's body is `attention KEYS LOGIT [where VISIBLE] by VALUE`;
+//! a scatter-add's `scatter AXIS [from INIT] at POSITION add VALUE`.
 //! The products' microkernels come before the kernels, one line per dtype:
 //! `microkernel f32 6x16 lanes 8 block 256x680x2048` (rows x columns of
 //! its tile, lanes per vector, and the blocking: depth x rows x columns).
@@ -95,6 +96,10 @@ pub fn print(p: &Program) -> String {
             Body::Attention { keys, logit, visible, value } => {
                 let visible = visible.as_ref().map_or(String::new(), |v| format!(" where {}", expr_text(v)));
                 format!("attention i{keys} {}{visible} by {}", expr_text(logit), expr_text(value))
+            }
+            Body::Scatter { axis, init, position, value } => {
+                let init = init.as_ref().map_or(String::new(), |e| format!(" from {}", expr_text(e)));
+                format!("scatter i{axis}{init} at {} add {}", expr_text(position), expr_text(value))
             }
         };
         let mut schedule = String::new();
@@ -458,6 +463,14 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                         let visible = if c.eat("where") { Some(c.expr()?) } else { None };
                         c.expect("by")?;
                         Body::Attention { keys, logit, visible, value: c.expr()? }
+                    }
+                    "scatter" => {
+                        let axis = c.loop_index()?;
+                        let init = if c.eat("from") { Some(c.expr()?) } else { None };
+                        c.expect("at")?;
+                        let position = c.expr()?;
+                        c.expect("add")?;
+                        Body::Scatter { axis, init, position, value: c.expr()? }
                     }
                     other => return Err(c.err(format!("unknown kernel body `{other}`"))),
                 };

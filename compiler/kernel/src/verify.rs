@@ -38,7 +38,7 @@ pub fn verify(p: &Program) -> Vec<String> {
         let extra_ok = matches!(
             (&kernel.body, extra),
             (Body::Store(_) | Body::Along { .. }, Some(0))
-                | (Body::Reduce { .. }, Some(_))
+                | (Body::Reduce { .. } | Body::Scatter { .. }, Some(_))
                 | (Body::Along { func: nax_ops::AlongAxis::LogSumExp, .. }, Some(1))
                 | (Body::Attention { .. }, Some(2))
         );
@@ -108,6 +108,21 @@ pub fn verify(p: &Program) -> Vec<String> {
             errors.push(format!(
                 "kernel {k}: only a store without row reductions, in its loops' order and untiled or tiled with a transposed read, streams its results, in vectors of a power of two lanes (of the transposed read's blocks, if any)"
             ));
+        }
+        if let Body::Scatter { axis, init, position, .. } = &kernel.body {
+            if *axis >= rank || !kernel.schedule.order.is_empty() || kernel.schedule.flat > 0 || !position_is_int(p, position) {
+                errors.push(format!("kernel {k}: a scatter adds along an output axis, at an integer position, with its loops in order"));
+            }
+            // In place: an earlier kernel wrote the output; else the
+            // initial value reads other buffers at the output's loops.
+            let in_place = kernel.body.scatters_in_place(kernel.output);
+            let earlier = p.kernels[..k].iter().any(|e| e.output == kernel.output);
+            let reads_output = init.as_ref().is_some_and(|e| e.loads().iter().any(|(b, _)| *b == kernel.output));
+            let init_loops = init.as_ref().is_none_or(|e| (rank..kernel.loops.len()).all(|l| !e.reads_loop(l)));
+            if (in_place && !earlier) || (!in_place && reads_output) || !init_loops {
+                errors
+                    .push(format!("kernel {k}: a scatter starts from zeros, from values at its output's loops, or in place from what an earlier kernel wrote"));
+            }
         }
         let attention = matches!(kernel.body, Body::Attention { .. });
         if attention != kernel.schedule.attention.is_some() {
@@ -248,5 +263,17 @@ fn check_expr(p: &Program, kernel: &crate::kernel::Kernel, e: &Expr, rows: usize
         Expr::Row(r) if *r >= rows => report(format!("row {r} is read before it is computed")),
         Expr::Apply { args, .. } => args.iter().for_each(|a| check_expr(p, kernel, a, rows, report)),
         _ => {}
+    }
+}
+
+/// Whether a scatter's position is an integer: a load of an integer
+/// buffer, an integer's arithmetic, a size or a loop's position.
+fn position_is_int(p: &Program, e: &Expr) -> bool {
+    match e {
+        Expr::Load { buffer, .. } | Expr::Gather { buffer, .. } => p.buffers.get(*buffer).is_some_and(|b| b.dtype.is_int()),
+        Expr::Apply { compute, .. } => compute.is_int(),
+        Expr::Literal(l) => matches!(l, nax_ir::Literal::Int(_)),
+        Expr::Size(_) | Expr::LoopIndex(_) => true,
+        Expr::Row(_) => false,
     }
 }

@@ -3,9 +3,11 @@
 //! elements kept); a slice that falls inside one operand of a
 //! concatenation is that operand's slice; a gather of a gather gathers the
 //! indices first (`take(take(t, i, V), j, n)` is `take(t, take(i, j, n),
-//! V)`: the small index tensor is gathered, not the rows); and a permute
-//! moves out through a slice, a scan and an arg-reduction, where its
-//! consumers can absorb it.
+//! V)`: the small index tensor is gathered, not the rows); a tensor added
+//! to a scatter-add is its base (`x + scatter_add(v, i)` is
+//! `scatter_add(v, i, x)`: the values are added into `x` rather than into
+//! zeros that are then added to it); and a permute moves out through a
+//! slice, a scan and an arg-reduction, where its consumers can absorb it.
 
 use crate::language::{EG, ENode, Types, add, node_type, nodes_of, rule, tensor_of, type_of, unary_nodes, with_axes};
 use crate::permute::{permutation, reduction_through, then_permute};
@@ -114,6 +116,28 @@ fn take_of_take(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     out
 }
 
+/// add(x, scatter_add(v, i)) (either order, same types, no broadcast) =>
+/// scatter_add(v, i, x).
+fn add_of_scatter(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
+    let Op::Map { func: nax_ir::MapFn::Binary(nax_ops::BinaryOp::Add), maps, compute } = op else { return Vec::new() };
+    let ty = node_type(eg, node).clone();
+    let Type::Tensor(t) = &ty else { return Vec::new() };
+    let identity: Vec<usize> = (0..t.rank()).collect();
+    if node.children.len() != 2 || maps.iter().any(|m| *m != identity) || *compute != t.dtype || node.children.iter().any(|&c| *type_of(eg, c) != ty) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (k, &c) in node.children.iter().enumerate() {
+        let base = node.children[1 - k];
+        for (scatter, scatter_op) in nodes_of(eg, c, |o| matches!(o, Op::ScatterAdd { .. })) {
+            if scatter.children.len() == 2 {
+                out.push(add(eg, scatter_op, ty.clone(), vec![scatter.children[0], scatter.children[1], base]));
+            }
+        }
+    }
+    out
+}
+
 /// slice(permute(x, p), a) => permute(slice(x, p[a]), p); likewise a scan.
 fn through_permute(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     let ty = node_type(eg, node).clone();
@@ -151,6 +175,7 @@ pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
         rule("slice-of-map", |o| matches!(o, Op::Slice { .. }), slice_of_map)?,
         rule("slice-of-concat", |o| matches!(o, Op::Slice { .. }), slice_of_concat)?,
         rule("take-of-take", |o| matches!(o, Op::Take { .. }), take_of_take)?,
+        rule("add-of-scatter", |o| matches!(o, Op::Map { func: nax_ir::MapFn::Binary(nax_ops::BinaryOp::Add), .. }), add_of_scatter)?,
         rule("slice-of-permute", |o| matches!(o, Op::Slice { .. }), through_permute)?,
         rule("scan-of-permute", |o| matches!(o, Op::Scan { .. }), through_permute)?,
         rule("arg-of-permute", |o| matches!(o, Op::ArgReduce { .. }), arg_of_permute)?,
@@ -177,6 +202,13 @@ mod tests {
     #[test]
     fn take_of_take() {
         assert_eq!(f("t: [a c], i: Int[n], j: Int[m]) -> [m c]", "take(take(t, i, a), j, n)"), "(take 0 t (take 0 i j))");
+    }
+
+    // add-of-scatter: add(x, scatter_add(v, i)) => scatter_add(v, i, x)
+    #[test]
+    fn add_of_scatter() {
+        let graph = "graph f\n%0 = input 0 \"x\" : f32 plain [V:6 D:4] range -inf inf\n%1 = input 1 \"v\" : f32 plain [n:3 D:4] range -inf inf\n%2 = input 2 \"i\" : i64 plain [n:3] range -inf inf\n%3 = scatter_add 0 %1 %2 : f32 plain [V:6 D:4] range -inf inf\n%4 = map add compute f32 %0[0 1] %3[0 1] : f32 plain [V:6 D:4] range -inf inf\ninputs %0 %1 %2\noutput %4\n";
+        assert_eq!(crate::testing::optimized_text(graph), "(scatter_add 0 v i x)");
     }
 
     // slice-of-permute: slice(permute(x, [1 0]), 0) => permute(slice(x, 1), [1 0])

@@ -334,6 +334,8 @@ impl CostFunction<ENode> for Cost<'_> {
             Op::Map { func: nax_ir::MapFn::Builtin(nax_ops::Elementwise::MaskedFill), .. } => own * enode.children.len() as f64 + 1.0,
             Op::Map { .. } => own * enode.children.len().max(1) as f64,
             Op::Expand { .. } | Op::Construct { .. } | Op::Select { .. } | Op::Slice { .. } | Op::Concat { .. } | Op::Take { .. } => own,
+            // Zeros of its own size, then each gathered value added once.
+            Op::ScatterAdd { .. } => own + operand(0),
             Op::Scan { .. } | Op::ArgReduce { .. } => operand(0),
             Op::Permute { .. } => 4.0 * own,
             Op::Reduce { .. } => operand(0),

@@ -195,6 +195,7 @@ pub(crate) mod testing {
             Op::Slice { axis, start, step } => format!("(slice {axis} {} {step} {})", nax_ir::text::size_text(*start), args[0]),
             Op::Concat { axis } => format!("(concat {axis} {})", args.join(" ")),
             Op::Take { axis } => format!("(take {axis} {} {})", args[0], args[1]),
+            Op::ScatterAdd { axis } => format!("(scatter_add {axis} {})", args.join(" ")),
             Op::Scan { op, axis } => format!("(scan {} {axis} {})", nax_ir::text::reduction_name(*op), args[0]),
             Op::ArgReduce { op, axis } => format!("(arg{} {axis} {})", nax_ir::text::reduction_name(*op), args[0]),
             Op::Construct { .. } => format!("(construct {})", args.join(" ")),

@@ -109,9 +109,9 @@ fn os_grants_tiles() -> bool {
 }
 
 /// Whether `p`, of `T` matrices, runs on tiles (when its operands split):
-/// f32 (three parts, six terms) only up to [`MAX_F32_DEPTH`].
+/// f32 (three parts, six terms) only up to [`MAX_F32_DEPTH`] and [`MAX_F32_ROWS`].
 pub(super) fn suits<T: Element>(p: &Product) -> bool {
-    T::TILE_PARTS > 0 && p.m >= MIN_ROWS && p.n > 0 && p.k > 0 && (T::TILE_PARTS < 3 || p.k <= MAX_F32_DEPTH) && available()
+    T::TILE_PARTS > 0 && p.m >= MIN_ROWS && p.n > 0 && p.k > 0 && (T::TILE_PARTS < 3 || (p.k <= MAX_F32_DEPTH && p.m <= MAX_F32_ROWS)) && available()
 }
 
 /// The deepest f32 product the tiles take: deeper, each row block's three
@@ -120,6 +120,14 @@ pub(super) fn suits<T: Element>(p: &Product) -> bool {
 /// 768]`, Xeon with AMX: 3.1 ms on the tiles, 2.4 ms on the FMA path; at
 /// depth 768 the tiles are as fast or faster, the tied head 1.3x).
 const MAX_F32_DEPTH: usize = 2048;
+
+/// The most rows of an f32 product the tiles take: with more, the FMA
+/// path's blocks reuse each panel of B over enough rows that the six
+/// terms lose (Xeon with AMX, 2 threads, interleaved: `block_train`'s
+/// 1024-row products 12.5 ms on the tiles, 7.3 ms on the FMA path for
+/// `gelu(h) @ w_2`, the step 127 -> 113 ms; `block`, `mlp` and GPT-2's
+/// 128-row prefill unchanged within the noise).
+const MAX_F32_ROWS: usize = 256;
 
 /// Whether `p` may split its B for the tiles at the call (no B packed
 /// before): enough rows to pay for it, and operands of at most two parts

@@ -131,6 +131,7 @@ pub fn evaluate(g: &Graph, inputs: Vec<Value>, mut weights: HashMap<String, Valu
                 Op::Input { index, name } => inputs.get_mut(*index).and_then(Option::take).ok_or_else(|| error(format!("no argument for `{name}`")))?,
                 Op::Weight { name } => weights.remove(name).ok_or_else(|| error(format!("no weight `{name}`")))?,
                 Op::Take { axis } => take(g, n, *axis, &args, shape)?,
+                Op::ScatterAdd { axis } => scatter_add(g, n, *axis, &args, dtype, shape)?,
                 op => compute(g, sizes, op, &args, dtype, shape)?,
             }
         };
@@ -209,7 +210,9 @@ pub fn work(g: &Graph, sizes: &Sizes) -> u128 {
 /// The value of one operation that is not an input or a weight.
 fn compute(g: &Graph, sizes: &Sizes, op: &Op, args: &[&Value], dtype: DType, shape: Vec<usize>) -> Result<Value, RuntimeError> {
     Ok(match op {
-        Op::Input { .. } | Op::Weight { .. } | Op::Take { .. } => return Err(error("an input or a gather is not computed here".into())),
+        Op::Input { .. } | Op::Weight { .. } | Op::Take { .. } | Op::ScatterAdd { .. } => {
+            return Err(error("an input or a gather is not computed here".into()));
+        }
         Op::Literal(l) => match l {
             Literal::Int(v) => Value { dtype, shape, data: Data::Int(vec![*v]) }.cast(dtype)?,
             Literal::Float(v) => Value { dtype, shape, data: Data::Float(vec![*v]) }.cast(dtype)?,
@@ -791,17 +794,75 @@ fn take(g: &Graph, n: NodeIndex, axis: usize, args: &[&Value], shape: Vec<usize>
     let len = table.shape[axis];
     let outer = count(&table.shape[..axis])?;
     let inner = count(&table.shape[axis + 1..])?;
+    let rows = positions(g, n, "take", ids, len)?;
+    let index = (0..outer).flat_map(|o| rows.iter().flat_map(move |&r| (0..inner).map(move |i| (o * len + r) * inner + i)));
+    let total = count(&shape)?;
+    table.gather(shape, ExactIter { inner: index, left: total })
+}
+
+/// The rows of `ids`, each checked to lie in `[0, len)` (the error names
+/// the node's operation and axis).
+fn positions(g: &Graph, n: NodeIndex, op: &str, ids: &Value, len: usize) -> Result<Vec<usize>, RuntimeError> {
     let mut rows = room::<usize>(ids.len())?;
     for i in 0..ids.len() {
         let id = ids.i64_at(i);
         match usize::try_from(id) {
             Ok(row) if row < len => rows.push(row),
-            _ => return Err(RuntimeError::IndexOutOfRange { op: "take".into(), axis: g.take_axis_label(n), index: id, size: len as u64 }),
+            _ => return Err(RuntimeError::IndexOutOfRange { op: op.into(), axis: g.take_axis_label(n), index: id, size: len as u64 }),
         }
     }
-    let index = (0..outer).flat_map(|o| rows.iter().flat_map(move |&r| (0..inner).map(move |i| (o * len + r) * inner + i)));
+    Ok(rows)
+}
+
+/// `take`'s adjoint: zeros of `shape` (or `args[2]`'s values, when it is
+/// given), each value of `args[0]` added at the position along `axis`
+/// that `args[1]` holds, in the values' order,
+/// each sum rounded to the accumulator's dtype (f32 for half floats,
+/// rounded to the dtype at the end), as the compiled kernel adds them.
+fn scatter_add(g: &Graph, n: NodeIndex, axis: usize, args: &[&Value], dtype: DType, shape: Vec<usize>) -> Result<Value, RuntimeError> {
+    let (values, ids) = (args[0], args[1]);
+    let len = shape[axis];
+    let outer = count(&shape[..axis])?;
+    let inner = count(&shape[axis + 1..])?;
+    let rows = positions(g, n, "take", ids, len)?;
+    let wide = if matches!(dtype, DType::F16 | DType::BF16) { DType::F32 } else { dtype };
     let total = count(&shape)?;
-    table.gather(shape, ExactIter { inner: index, left: total })
+    // Zeros or the base, then each value added at its row, in order.
+    fn added<T: Copy>(start: Vec<T>, v: &[T], rows: &[usize], (outer, len, inner): (usize, usize, usize), add: impl Fn(T, T) -> T) -> Vec<T> {
+        let mut out = start;
+        for o in 0..outer {
+            for (p, &r) in rows.iter().enumerate() {
+                for i in 0..inner {
+                    let at = (o * len + r) * inner + i;
+                    out[at] = add(out[at], v[(o * rows.len() + p) * inner + i]);
+                }
+            }
+        }
+        out
+    }
+    fn start<T: Copy>(base: Option<&[T]>, total: usize, zero: T) -> Result<Vec<T>, RuntimeError> {
+        let mut out = room::<T>(total)?;
+        match base {
+            Some(b) => out.extend_from_slice(b),
+            None => out.resize(total, zero),
+        }
+        Ok(out)
+    }
+    let extents = (outer, len, inner);
+    let data = match (&values.data, args.get(2).map(|b| &b.data)) {
+        (Data::Float(v), base) => {
+            let base = if let Some(Data::Float(b)) = base { Some(b.as_slice()) } else { None };
+            let mut out = added(start(base, total, 0.0)?, v, &rows, extents, |a, b| round_float(wide, a + b));
+            out.iter_mut().for_each(|x| *x = round_float(dtype, *x));
+            Data::Float(out)
+        }
+        (Data::Int(v), base) => {
+            let base = if let Some(Data::Int(b)) = base { Some(b.as_slice()) } else { None };
+            Data::Int(added(start(base, total, 0)?, v, &rows, extents, |a, b| wrap_int(dtype, a.wrapping_add(b))))
+        }
+        (Data::Bool(_), _) => return Err(error("a scatter of a mask".into())),
+    };
+    Ok(Value { dtype, shape, data })
 }
 
 /// An iterator of known length (a flattened gather's offsets).

@@ -244,6 +244,7 @@ impl<E: Emitter> Lowering<'_, E> {
             }
             Body::Reduce { op, value } => self.reduce_in_memory(*op, value, &order, rank),
             Body::Attention { keys, logit, visible, .. } => self.attention_tile(*keys, logit, visible.as_ref()),
+            Body::Scatter { axis, init, position, value } => self.scatter(*axis, init.as_ref(), position, value, rank),
             Body::Along { func, axis, value } => match self.k.schedule.columns {
                 Some(width) => self.along_columns(*axis, value, width as i64),
                 None => self.along(*func, *axis, value),
@@ -723,6 +724,64 @@ impl<E: Emitter> Lowering<'_, E> {
             self.e.store(mem, out, at, stored);
             self.close(open);
         }
+    }
+
+    /// `take`'s adjoint (see [`Body::Scatter`]): zeros (or `init`; nothing
+    /// in place) over this call's range of the output, then, over the
+    /// positions' loops and inside
+    /// them the output's other loops, each value added at its position
+    /// (clamped into the axis). Where loop 0 is the scattered axis and
+    /// splits across threads, a value is added only by the thread whose
+    /// range holds its position: a loop that runs once or not at all.
+    fn scatter(&mut self, axis: usize, init: Option<&Expr>, position: &Expr, value: &Expr, rank: usize) {
+        let out = self.k.output;
+        let dtype = self.p.buffers[out].dtype;
+        let mem = memory_kind(dtype);
+        let (acc_kind, zero) = self.accumulator(Reduction::Sum, dtype, value);
+        if !self.k.body.scatters_in_place(out) {
+            let outer: Vec<usize> = (0..rank).collect();
+            let open = self.open(&outer);
+            let at = self.output_at();
+            let (first, kind) = match init {
+                Some(e) => self.eval(e),
+                None => (zero, acc_kind),
+            };
+            let first = self.e.convert(kind, acc_kind, first);
+            let stored = to_memory(self.e, first, acc_kind, dtype);
+            self.e.store(mem, out, at, stored);
+            self.close(open);
+        }
+        let positions: Vec<usize> = (rank..self.k.loops.len()).collect();
+        let others: Vec<usize> = (0..rank).filter(|&a| a != axis).collect();
+        let open = self.open_around(&positions, &others);
+        let (p, kind) = self.eval(position);
+        let p = self.e.convert(kind, Kind::I64, p);
+        let (first, last) = (self.e.int(Kind::I64, 0), self.e.int(Kind::I64, 1));
+        let last = self.e.binary(Binary::Sub, Kind::I64, self.extents[axis], last);
+        let p = self.e.binary(Binary::Min, Kind::I64, p, last);
+        let p = self.e.binary(Binary::Max, Kind::I64, p, first);
+        let mut guard = Vec::new();
+        if axis == 0 && self.k.parallel_loop() {
+            let (begin, end) = self.e.range();
+            let after = self.e.compare(Compare::Ge, Kind::I64, p, begin);
+            let before = self.e.compare(Compare::Lt, Kind::I64, p, end);
+            let mine = self.e.binary(Binary::And, Kind::Bool, after, before);
+            let once = self.e.int(Kind::I64, 1);
+            let times = self.e.select(Kind::I64, mine, once, first);
+            guard.push(self.e.begin_loop(first, times, 1).0);
+        }
+        self.index[axis] = Some(p);
+        let inner = self.open(&others);
+        let (x, kind) = self.eval(value);
+        let x = self.e.convert(kind, acc_kind, x);
+        let at = self.output_at();
+        let current = self.load_accumulator(at, acc_kind);
+        let sum = self.e.accumulate(Binary::Add, acc_kind, current, x);
+        let stored = to_memory(self.e, sum, acc_kind, dtype);
+        self.e.store(mem, out, at, stored);
+        self.close(inner);
+        self.close(guard);
+        self.close(open);
     }
 
     /// The output element at `at` as an accumulator of `acc_kind`.

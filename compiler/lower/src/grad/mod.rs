@@ -197,6 +197,10 @@ impl Reverse<'_> {
             Op::Slice { axis, start, step } => one(self.slice_rule(axis, start, step, n, g, operands[0])),
             Op::Concat { axis } => self.concat_rule(axis, g, operands, needs),
             Op::Take { axis } => Ok(vec![Some(self.take_rule(axis, g, operands[0], operands[1])?), None]),
+            // A base's adjoint is the node's own.
+            Op::ScatterAdd { axis } => {
+                Ok([Some(self.scatter_rule(axis, g, operands[0], operands[1])?), None, Some(g)].into_iter().take(operands.len()).collect())
+            }
             // Positions and constants carry no derivative.
             Op::ArgReduce { .. } | Op::Construct { .. } => Ok(vec![None; operands.len()]),
             Op::Input { .. } | Op::Weight { .. } | Op::Literal(_) | Op::SizeValue(_) => Ok(Vec::new()),

@@ -2,15 +2,16 @@
 //! 15: the gradient goes to the elements read, summed where one is read
 //! more than once, zero elsewhere): a selection and a slice of step 1 put
 //! the adjoint between zeros (a concatenation), a concatenation slices it,
-//! and a strided slice or a gather (`take`) sends it back through a
-//! one-hot contraction over the axis read (`arange(n) == position`), which
-//! sums repeated positions as a scatter-add would.
+//! and a strided slice or a gather (`take`) sends it back with a
+//! scatter-add into zeros (`Op::ScatterAdd`, which sums repeated
+//! positions): work linear in the positions, not in positions times the
+//! axis.
 
 use super::{Reverse, adjoint_type};
 use crate::{LowerError, internal};
 use nax_ir::{Literal, MapFn, Op, Type};
 use nax_ops::{BinaryOp, Constructor};
-use nax_runtime::{DType, HostType, Size};
+use nax_runtime::{HostType, Size};
 use nax_values::{Axis, TensorType};
 use petgraph::graph::NodeIndex;
 
@@ -116,7 +117,7 @@ impl Reverse<'_> {
             let strided = self.map(MapFn::Binary(BinaryOp::Mul), &[(counting, vec![0]), (step, Vec::new())], &int);
             self.map(MapFn::Binary(BinaryOp::Add), &[(strided, vec![0]), (start, Vec::new())], &int)
         };
-        self.scatter(g, &t, axis, positions, &[Axis { name: None, size: len }])
+        Ok(self.scatter(g, &t, axis, positions))
     }
 
     /// `concat` along `axis`: each operand's part of the adjoint.
@@ -135,33 +136,21 @@ impl Reverse<'_> {
     /// `take(x, ids, axis)`: the adjoint's elements summed into the rows they came from.
     pub(super) fn take_rule(&mut self, axis: usize, g: NodeIndex, x: NodeIndex, ids: NodeIndex) -> Result<NodeIndex, LowerError> {
         let t = adjoint_type(&self.tensor(x)?);
-        let id_axes = match &self.g.graph[ids].ty {
-            Type::Tensor(i) => i.axes.clone(),
-            Type::Host(..) => Vec::new(),
-        };
-        self.scatter(g, &t, axis, ids, &id_axes)
+        Ok(self.scatter(g, &t, axis, ids))
     }
 
-    /// `g` (the axes of `t` with `axis` replaced by `read`) sent back to
-    /// `t`'s axes: element p of `read` to position `positions[p]` of
-    /// `axis`, summed where positions repeat. A contraction with the
-    /// one-hot `arange(n) == positions`.
-    fn scatter(&mut self, g: NodeIndex, t: &TensorType, axis: usize, positions: NodeIndex, read: &[Axis]) -> Result<NodeIndex, LowerError> {
-        let k = read.len();
-        let mut onehot_axes = read.to_vec();
-        onehot_axes.push(t.axes[axis].clone());
-        let onehot_type = TensorType { axes: onehot_axes, ..t.clone() };
-        let counting = self.arange(t.axes[axis].size);
-        let position_map = if matches!(self.g.graph[positions].ty, Type::Tensor(_)) { (0..k).collect() } else { Vec::new() };
-        let hits =
-            self.map(MapFn::Binary(BinaryOp::Eq), &[(counting, vec![k]), (positions, position_map)], &TensorType { dtype: DType::I64, ..onehot_type.clone() });
-        let hits = self.indicator(hits, &onehot_type);
-        // Labels: t's axes 0..rank, the read axes after them.
-        let rank = t.rank();
-        let read_labels: Vec<usize> = (rank..rank + k).collect();
-        let g_labels: Vec<usize> = (0..axis).chain(read_labels.iter().copied()).chain(axis + 1..rank).collect();
-        let onehot_labels: Vec<usize> = read_labels.into_iter().chain([axis]).collect();
-        self.contract(vec![g, hits], vec![g_labels, onehot_labels], (0..rank).collect(), t.clone())
+    /// `scatter_add(values, ids, axis)` (itself an adjoint): the values'
+    /// adjoint is `g` read back at the positions, a `take`.
+    pub(super) fn scatter_rule(&mut self, axis: usize, g: NodeIndex, values: NodeIndex, ids: NodeIndex) -> Result<NodeIndex, LowerError> {
+        let t = adjoint_type(&self.tensor(values)?);
+        Ok(self.g.add(Op::Take { axis }, Type::Tensor(t), &[g, ids]))
+    }
+
+    /// `g` (the axes of `t` with `axis` replaced by the positions' axes)
+    /// sent back to `t`'s axes: element p to position `positions[p]` of
+    /// `axis`, summed where positions repeat (a scatter-add into zeros).
+    fn scatter(&mut self, g: NodeIndex, t: &TensorType, axis: usize, positions: NodeIndex) -> NodeIndex {
+        self.g.add(Op::ScatterAdd { axis }, Type::Tensor(t.clone()), &[g, positions])
     }
 
     /// `g` (of `t`'s axes, `axis` shorter) with `before` zeros before it
