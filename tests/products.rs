@@ -6,8 +6,9 @@
 //! every edge: depth passes, row and column blocks, partial tiles.
 //! Shapes: odd sizes, batches (one per operand and
 //! broadcast), operands and results transposed through strides, f32, f64,
-//! f16 and bf16 (widened to f32 as they are packed, or on the AMX tiles
-//! where the CPU has them: the suite runs again with them off), and each
+//! f16 and bf16 (widened to f32 as they are packed, or on the bf16 dot
+//! products, AMX tiles or `vdpbf16ps`, where the CPU has them: the suite
+//! runs again with each turned off), and each
 //! kind of epilogue (bias, activation, scale, residual, over batch loops).
 
 use crate::backends::{Case, case, compare, pool, prepare};
@@ -49,21 +50,25 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// The products above with the AMX tiles turned off (`NAX_AMX=0`, in a
-/// child process: the choice is made once per process), so that the FMA
-/// path's half floats are checked on a CPU that has the tiles too (and
-/// the tiles' path, by the test above, where it has them).
+/// The products above with the bf16 dot products turned off, in child
+/// processes (the choice is made once per process): the AMX tiles alone
+/// (`NAX_AMX=0`: `vdpbf16ps` on a CPU with the tiles and AVX512_BF16),
+/// then `vdpbf16ps` too (`NAX_DPBF16=0`), so that the FMA path's half
+/// floats are checked on a CPU that has either (and the CPU's own engine
+/// by the test above).
 #[test]
-fn products_agree_with_the_interpreter_without_the_tiles() {
-    if std::env::var_os("NAX_AMX").is_some() {
+fn products_agree_with_the_interpreter_without_the_bf16_dot_products() {
+    if std::env::var_os("NAX_AMX").is_some() || std::env::var_os("NAX_DPBF16").is_some() {
         return;
     }
-    let status = std::process::Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["products::products_agree_with_the_interpreter_across_blocking_edges", "--exact", "--quiet"])
-        .env("NAX_AMX", "0")
-        .status()
-        .expect("the test binary runs");
-    assert!(status.success(), "the products disagree on the FMA path (NAX_AMX=0)");
+    for (variables, path) in [(&[("NAX_AMX", "0")][..], "without the AMX tiles"), (&[("NAX_AMX", "0"), ("NAX_DPBF16", "0")], "on the FMA path")] {
+        let status = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+            .args(["products::products_agree_with_the_interpreter_across_blocking_edges", "--exact", "--quiet"])
+            .envs(variables.iter().copied())
+            .status()
+            .expect("the test binary runs");
+        assert!(status.success(), "the products disagree {path} ({variables:?})");
+    }
 }
 
 #[test]

@@ -21,7 +21,9 @@
 //!
 //! Half-float matrices (f16, bf16) are widened to f32 as they are packed,
 //! accumulate in f32 (a wide copy of C), and are rounded once per element
-//! when a tile is finished.
+//! when a tile is finished. Where the CPU multiplies bf16 pairs in one
+//! instruction (AMX tiles, AVX512_BF16's `vdpbf16ps`), products of 16 rows
+//! or more run there instead ([`dot`]).
 //!
 //! A product of at most [`UNPACKED_ROWS`] rows (a decoding step's
 //! matrix-vector products) is not packed into panels: that would copy all
@@ -65,10 +67,10 @@ macro_rules! with_element {
 }
 
 /// Whether products run on this CPU's AMX tiles (bf16 and f16 operands,
-/// and f32 weights split into bf16 parts; see [`amx`]): the CPU has
+/// and f32 weights split into bf16 parts; see [`dot`]): the CPU has
 /// AMX-BF16, the OS grants the tile state, and `NAX_AMX` is not `0`.
 pub fn matrix_tiles() -> bool {
-    amx::available()
+    dot::tiles()
 }
 
 use crate::dtype::DType;
@@ -195,7 +197,7 @@ pub(crate) unsafe fn multiply(
 
 /// All of a product's B packed once (a weight's): panels for the
 /// microkernel, block after block as [`Blocks::b_offset`] places them for
-/// [`Split`]'s `nc`, or split for the AMX tiles ([`amx`]). What a product
+/// [`Split`]'s `nc`, or split for bf16 dot products ([`dot`]). What a product
 /// whose B is a weight reads at every call ([`pack_b`]).
 pub struct PackedB(Packed);
 
@@ -207,7 +209,7 @@ enum Packed {
         /// The packed elements (wide), from [`PackedB::address`].
         len: usize,
     },
-    Tiles(amx::TileB),
+    Tiles(dot::TileB),
     /// The B of a product of few rows, in strips ([`rows`]).
     Rows(rows::Rows),
 }
@@ -240,7 +242,7 @@ impl PackedB {
         }
     }
 
-    fn tiles(&self) -> Option<&amx::TileB> {
+    fn tiles(&self) -> Option<&dot::TileB> {
         match &self.0 {
             Packed::Tiles(tiles) => Some(tiles),
             _ => None,
@@ -250,10 +252,10 @@ impl PackedB {
 
 /// The most bytes per element of B that a packed weight of `dtype` takes
 /// on this machine: its panels, widened to the microkernel's type, or
-/// (where `tiles`) its bf16 parts for the AMX tiles.
+/// (where `tiles`) its bf16 parts for the bf16 dot products.
 pub(crate) fn packed_bytes_per_element(dtype: DType, tiles: bool) -> u128 {
     with_element!(dtype, T => {
-        let (wide, tiles) = (std::mem::size_of::<<T as Element>::Wide>(), if tiles && amx::available() { 2 * T::TILE_PARTS } else { 0 });
+        let (wide, tiles) = (std::mem::size_of::<<T as Element>::Wide>(), if tiles && dot::takes::<T>() { 2 * T::TILE_PARTS } else { 0 });
         wide.max(tiles) as u128
     })
 }
@@ -274,7 +276,7 @@ pub(crate) enum Packing {
 /// whose rows are contiguous, which turns B into the transposed product's
 /// A). A product of at most [`UNPACKED_ROWS`] rows gets its B in the
 /// column blocks it reads ([`Packing::Rows`]). Without `tiles`, never
-/// for the AMX tiles (the product then runs on the FMA path).
+/// for the bf16 dot products (the product then runs on the FMA path).
 ///
 /// # Safety
 /// As [`multiply`], for B.
@@ -289,9 +291,9 @@ pub(crate) unsafe fn pack_b(p: Product, dtype: DType, micro: &Micro, threads: us
 /// # Safety
 /// As [`pack_b`].
 unsafe fn pack_b_as<T: Element>(p: Product, micro: &Micro, threads: usize, work: usize, tiles: bool) -> Option<PackedB> {
-    if tiles && amx::suits::<T>(&p) {
+    if tiles && dot::suits::<T>(&p) {
         // SAFETY: as the caller promised.
-        if let Some(tiles) = unsafe { amx::pack_b::<T>(&p) } {
+        if let Some(tiles) = unsafe { dot::pack_b::<T>(&p) } {
             return Some(PackedB(Packed::Tiles(tiles)));
         }
     }
@@ -315,7 +317,7 @@ unsafe fn pack_b_as<T: Element>(p: Product, micro: &Micro, threads: usize, work:
 /// How [`pack_b`] would pack `p`'s B, of `dtype` elements; `None` where it
 /// packs none.
 pub(crate) fn packing(p: &Product, dtype: DType, micro: &Micro, threads: usize, work: usize, tiles: bool) -> Option<Packing> {
-    if tiles && with_element!(dtype, T => amx::suits::<T>(p)) {
+    if tiles && with_element!(dtype, T => dot::suits::<T>(p)) {
         return Some(Packing::Tiles);
     }
     if unpacks(p) {
@@ -330,7 +332,7 @@ fn packs_no_b(p: &Product) -> bool {
 }
 
 /// Whether [`multiply`] runs `p` as [`unpacked`] column blocks (few rows,
-/// B's columns or its depth contiguous), not the AMX tiles.
+/// B's columns or its depth contiguous), not the bf16 dot products.
 fn unpacks(p: &Product) -> bool {
     p.m > 0 && p.m <= UNPACKED_ROWS && p.n > 0 && p.k > 0 && (p.b.col_step == 1 || p.b.row_step == 1)
 }
@@ -411,10 +413,10 @@ unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, wor
     if p.m == 0 || p.n == 0 {
         return;
     }
-    if amx::suits::<T>(&p) {
+    if dot::suits::<T>(&p) {
         let tiles = packed_b.and_then(PackedB::tiles);
         // SAFETY: as the caller promised; the tiles are available.
-        if (tiles.is_some() || (packed_b.is_none() && amx::packs_at_call::<T>(&p))) && unsafe { amx::multiply::<T>(p, tiles, threads, work, epilogue) } {
+        if (tiles.is_some() || (packed_b.is_none() && dot::packs_at_call::<T>(&p))) && unsafe { dot::multiply::<T>(p, tiles, threads, work, epilogue) } {
             return;
         }
     }
@@ -581,7 +583,7 @@ macro_rules! for_widest_vectors {
     };
 }
 
-mod amx;
+mod dot;
 mod rows;
 
 for_widest_vectors! {
@@ -754,8 +756,8 @@ trait Element: Copy + Default + Send + Sync {
     type Wide: Wide;
     /// Which of the element types it is (what vector code reads it as).
     const FORMAT: Format;
-    /// The bf16 parts an element splits into exactly on the AMX tiles
-    /// (see [`amx`]); 0 for elements the tiles do not multiply.
+    /// The bf16 parts an element splits into exactly for the bf16 dot
+    /// products (see [`dot`]); 0 for elements they do not multiply.
     const TILE_PARTS: usize;
     fn widen(self) -> Self::Wide;
     fn narrow(wide: Self::Wide) -> Self;

@@ -1,7 +1,10 @@
-//! Products on AMX tiles (Intel's Advanced Matrix Extensions, Sapphire
-//! Rapids and later): `tdpbf16ps` multiplies a 16 x 32 tile of bf16 by a
-//! 32 x 16 one into 16 x 16 f32 accumulators, sixteen times the work per
-//! cycle of the AVX-512 FMA units.
+//! Products on bf16 dot-product instructions: AMX tiles (Intel's Advanced
+//! Matrix Extensions, Sapphire Rapids and later), whose `tdpbf16ps`
+//! multiplies a 16 x 32 tile of bf16 by a 32 x 16 one into 16 x 16 f32
+//! accumulators, sixteen times the work per cycle of the AVX-512 FMA
+//! units; or, on CPUs with AVX512_BF16 and no tiles (AMD Zen 4 and Zen 5),
+//! `vdpbf16ps` in vector registers, two bf16 products per f32 lane and
+//! instruction, twice the FMA path's work per instruction ([`Engine`]).
 //!
 //! **f32-grade results from bf16 tiles.** Each operand element is split
 //! into bf16 parts whose sum is exactly the element ([`split_values`]: an
@@ -13,27 +16,32 @@
 //! product is exact in f32; the leading parts' product `(0, 0)` is
 //! accumulated in one block of f32 sums and the smaller terms in another
 //! (2^-8 of the result), added once at the end: the sum's rounding is that
-//! of an f32 sum of the leading products.
+//! of an f32 sum of the leading products. The vector engine takes bf16
+//! operands only (one part, one term): split operands' several terms at
+//! twice the work per instruction lose to the FMA path.
 //!
 //! Operands the parts cannot represent exactly (infinities, NaNs, values
 //! under 2^-103 whose lowest part would be subnormal, which tiles read as
 //! zero) send the product back to the FMA path; a subnormal is a zero of
 //! its sign, as every product here reads it. Results under the smallest
-//! normal are flushed to zero by the tiles.
+//! normal are flushed to zero by the tiles and by `vdpbf16ps`.
 //!
 //! **Layouts.** B (a weight's, packed once; or split per call for a
 //! product of many rows) is in panels of 32 columns, each panel its parts
 //! one after another, each part its chunks of 32 depth positions, each
 //! chunk two 16 x 32 tiles (pairs of depth positions side by side, as
-//! `tdpbf16ps` reads them). A is split per call into blocks of 32 rows laid
-//! out the same way. One microkernel call keeps a 32 x 32 block of C in
-//! four tiles over every term that goes to one block of sums, for a pass
-//! of the depth (its split A stays in the second level). Every tile is
-//! 64-byte aligned: a misaligned tile load costs six times as much.
+//! `tdpbf16ps` and `vdpbf16ps` read them: a tile's row is one vector of
+//! 16 columns' pairs). A is split per call into blocks of 32 rows laid
+//! out the same way. One microkernel call keeps a 32 x 32 block of C
+//! (in four tiles, or eight rows at a time in vector registers) over
+//! every term that goes to one block of sums, for a pass of the depth
+//! (its split A stays in the second level). Every tile is 64-byte
+//! aligned: a misaligned tile load costs six times as much.
 //!
 //! The tiles are used where the CPU has AMX-BF16 and the OS grants the
 //! process its tile state (Linux's `arch_prctl(ARCH_REQ_XCOMP_PERM)`), and
-//! `NAX_AMX` is not `0`.
+//! `NAX_AMX` is not `0`; else the vectors where the CPU has AVX512_BF16
+//! and `NAX_DPBF16` is not `0`.
 
 use super::{Element, Epilogue, Format, LINE, Product, SCRATCH, Wide, parts as thread_parts, with_scratch};
 use rayon::prelude::*;
@@ -71,12 +79,59 @@ thread_local! {
     static SPLIT_B: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Whether products run on AMX tiles here: the CPU has AMX-TILE and
-/// AMX-BF16, the OS granted this process the tile state, and `NAX_AMX` is
-/// not `0`. Decided once.
-pub(crate) fn available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| std::env::var_os("NAX_AMX").is_none_or(|v| v != "0") && cpu_has_amx() && os_grants_tiles())
+/// The instructions bf16 dot products run on here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Engine {
+    /// AMX tiles (`tdpbf16ps`): operands of any element type, split into
+    /// bf16 parts.
+    Tiles,
+    /// AVX512_BF16's `vdpbf16ps` in vector registers: bf16 operands.
+    Vectors,
+}
+
+impl Engine {
+    /// Whether this engine multiplies `T` matrices faster than the FMA
+    /// path: every type on the tiles, bf16 alone on the vectors.
+    fn takes<T: Element>(self) -> bool {
+        T::TILE_PARTS > 0 && (self == Engine::Tiles || T::TILE_PARTS == 1)
+    }
+
+    /// The microkernel, and whether it needs the tile configuration.
+    #[cfg(target_arch = "x86_64")]
+    fn kernel(self) -> (TileKernel, bool) {
+        match self {
+            Engine::Tiles => (amx_kernel, true),
+            Engine::Vectors => (vector_kernel, false),
+        }
+    }
+}
+
+/// The engine bf16 dot products run on here, decided once: the AMX tiles
+/// where the CPU has AMX-TILE and AMX-BF16, the OS granted this process
+/// the tile state, and `NAX_AMX` is not `0`; else `vdpbf16ps` where the
+/// CPU has AVX512_BF16 and `NAX_DPBF16` is not `0`; else none.
+pub(crate) fn engine() -> Option<Engine> {
+    static ENGINE: OnceLock<Option<Engine>> = OnceLock::new();
+    *ENGINE.get_or_init(|| {
+        let allowed = |name: &str| std::env::var_os(name).is_none_or(|v| v != "0");
+        if allowed("NAX_AMX") && cpu_has_amx() && os_grants_tiles() {
+            Some(Engine::Tiles)
+        } else if allowed("NAX_DPBF16") && crate::cpu::has("avx512bf16") == Some(true) {
+            Some(Engine::Vectors)
+        } else {
+            None
+        }
+    })
+}
+
+/// Whether products run on AMX tiles here (see [`engine`]).
+pub(crate) fn tiles() -> bool {
+    engine() == Some(Engine::Tiles)
+}
+
+/// Whether this machine's engine takes products of `T` matrices.
+pub(crate) fn takes<T: Element>() -> bool {
+    engine().is_some_and(Engine::takes::<T>)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -108,10 +163,11 @@ fn os_grants_tiles() -> bool {
     false
 }
 
-/// Whether `p`, of `T` matrices, runs on tiles (when its operands split):
-/// f32 (three parts, six terms) only up to [`MAX_F32_DEPTH`] and [`MAX_F32_ROWS`].
+/// Whether `p`, of `T` matrices, runs on this machine's engine (when its
+/// operands split): f32 (three parts, six terms) only up to
+/// [`MAX_F32_DEPTH`] and [`MAX_F32_ROWS`].
 pub(super) fn suits<T: Element>(p: &Product) -> bool {
-    T::TILE_PARTS > 0 && p.m >= MIN_ROWS && p.n > 0 && p.k > 0 && (T::TILE_PARTS < 3 || (p.k <= MAX_F32_DEPTH && p.m <= MAX_F32_ROWS)) && available()
+    p.m >= MIN_ROWS && p.n > 0 && p.k > 0 && (T::TILE_PARTS < 3 || (p.k <= MAX_F32_DEPTH && p.m <= MAX_F32_ROWS)) && takes::<T>()
 }
 
 /// The deepest f32 product the tiles take: deeper, each row block's three
@@ -478,6 +534,64 @@ unsafe fn amx_kernel(segments: &[[usize; 2]], chunks: usize, c: usize, load: boo
     }
 }
 
+/// The microkernel on `vdpbf16ps`: the 32 x 32 block of C eight rows at
+/// a time, each row two vectors of 16 sums; for each pair of depth
+/// positions, B's two rows of the chunk's tiles are loaded once and each
+/// row's pair of A broadcast to every lane.
+///
+/// # Safety
+/// As [`amx_kernel`]'s; the CPU has AVX-512 F and AVX512_BF16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn vector_kernel(segments: &[[usize; 2]], chunks: usize, c: usize, load: bool) {
+    use std::arch::x86_64::{
+        __m512, __m512bh, __m512i, _mm512_dpbf16_ps, _mm512_load_ps, _mm512_load_si512, _mm512_set1_epi32, _mm512_setzero_ps, _mm512_store_ps,
+    };
+    /// Rows of C in registers at once: 16 vectors of sums.
+    const ROWS: usize = 8;
+    /// Pairs of depth positions in a tile's row (as i32s: a chunk's two
+    /// tiles are [`TILE`] of them).
+    const PAIRS: usize = CHUNK / 2;
+    let sums = c as *mut f32;
+    // SAFETY: the two types are 64 bytes of any bits.
+    let as_bh = |v: __m512i| unsafe { std::mem::transmute::<__m512i, __m512bh>(v) };
+    for first in (0..BLOCK).step_by(ROWS) {
+        // SAFETY (the block): as the caller promised, the block of C, and
+        // every segment's chunks, lie inside their buffers, 64-byte aligned.
+        unsafe {
+            let mut acc: [[__m512; 2]; ROWS] = [[_mm512_setzero_ps(); 2]; ROWS];
+            if load {
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let row = sums.add((first + r) * BLOCK);
+                    *acc = [_mm512_load_ps(row), _mm512_load_ps(row.add(16))];
+                }
+            }
+            for &[a, b] in segments {
+                // This group's rows in the chunks' tiles of 16 rows (pairs as i32s).
+                let a = (a as *const i32).add(first / 16 * TILE / 2 + first % 16 * PAIRS);
+                let b = b as *const i32;
+                for chunk in 0..chunks {
+                    let (a, b) = (a.add(chunk * TILE), b.add(chunk * TILE));
+                    for pair in 0..PAIRS {
+                        let left = as_bh(_mm512_load_si512(b.add(pair * 16) as *const __m512i));
+                        let right = as_bh(_mm512_load_si512(b.add(TILE / 2 + pair * 16) as *const __m512i));
+                        for (r, acc) in acc.iter_mut().enumerate() {
+                            let x = as_bh(_mm512_set1_epi32(*a.add(r * PAIRS + pair)));
+                            acc[0] = _mm512_dpbf16_ps(acc[0], x, left);
+                            acc[1] = _mm512_dpbf16_ps(acc[1], x, right);
+                        }
+                    }
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                let row = sums.add((first + r) * BLOCK);
+                _mm512_store_ps(row, acc[0]);
+                _mm512_store_ps(row.add(16), acc[1]);
+            }
+        }
+    }
+}
+
 /// Loads the tile configuration the microkernel uses: eight tiles of 16
 /// rows of 64 bytes.
 ///
@@ -507,23 +621,21 @@ unsafe fn release() {
     unsafe { std::arch::asm!("tilerelease", options(nostack, nomem)) };
 }
 
-/// Runs `p` on the tiles with B split in `packed` (or split here), `threads`
-/// parts of whole panels of columns when its work reaches `work`; false
-/// (C untouched) where an operand does not split.
+/// Runs `p` on this machine's engine with B split in `packed` (or split
+/// here), `threads` parts of whole panels of columns when its work
+/// reaches `work`; false (C untouched) where an operand does not split.
 ///
 /// # Safety
-/// As [`super::multiply`]; the tiles are [`available`].
+/// As [`super::multiply`]; the engine [`takes`] `T`.
 pub(super) unsafe fn multiply<T: Element>(p: Product, packed: Option<&TileB>, threads: usize, work: usize, epilogue: Option<Epilogue<'_>>) -> bool {
     #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: as the caller promised.
-        unsafe { multiply_with::<T>(p, packed, threads, work, epilogue, amx_kernel, true) }
+    if let Some(engine) = engine() {
+        let (kernel, tiles) = engine.kernel();
+        // SAFETY: as the caller promised; the engine is this machine's.
+        return unsafe { multiply_with::<T>(p, packed, threads, work, epilogue, kernel, tiles) };
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (p, packed, threads, work, epilogue);
-        false
-    }
+    let _ = (p, packed, threads, work, epilogue);
+    false
 }
 
 /// [`multiply`] with the microkernel `kernel` (`tiles`: the AMX one,
@@ -795,12 +907,30 @@ mod tests {
 
     #[test]
     fn products_on_this_cpus_tiles_are_f32_grade() {
-        if !available() {
+        if !tiles() {
             eprintln!("skipped: this CPU or OS gives no AMX tiles (or NAX_AMX=0)");
             return;
         }
         #[cfg(target_arch = "x86_64")]
         products_are_f32_grade(amx_kernel, true);
+    }
+
+    /// Whether this CPU has `vdpbf16ps` (whichever engine it runs on).
+    fn has_vector_dot_products() -> bool {
+        crate::cpu::has("avx512bf16") == Some(true)
+    }
+
+    /// The vector microkernel reads the tiles' layout as the tiles do:
+    /// split f32 operands (six terms through two blocks of sums) come out
+    /// f32-grade, across every edge the emulated tiles' test crosses.
+    #[test]
+    fn products_on_this_cpus_vector_dot_products_are_f32_grade() {
+        if !has_vector_dot_products() {
+            eprintln!("skipped: this CPU has no AVX512_BF16 (the layout is checked on the emulated tiles)");
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        products_are_f32_grade(vector_kernel, false);
     }
 
     /// The `i`th element of a bf16 operand of the layout tests: values in
@@ -863,14 +993,18 @@ mod tests {
     }
 
     /// bf16 products on the tiles (emulated, and this CPU's where it has
-    /// them), B stored either way and deep enough to take several steps
+    /// them) and on `vdpbf16ps` (where it has it), B stored either way and deep enough to take several steps
     /// over the depth: each element within the bf16 rounding of its f32 sum.
     #[test]
     fn bf16_tile_products_round_their_f32_sums() {
         bf16_products_round_their_f32_sums(emulated_kernel, false);
         #[cfg(target_arch = "x86_64")]
-        if available() {
+        if tiles() {
             bf16_products_round_their_f32_sums(amx_kernel, true);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if has_vector_dot_products() {
+            bf16_products_round_their_f32_sums(vector_kernel, false);
         }
     }
 
