@@ -545,7 +545,8 @@ unsafe fn amx_kernel(segments: &[[usize; 2]], chunks: usize, c: usize, load: boo
 #[target_feature(enable = "avx512f,avx512bf16")]
 unsafe fn vector_kernel(segments: &[[usize; 2]], chunks: usize, c: usize, load: bool) {
     use std::arch::x86_64::{
-        __m512, __m512bh, __m512i, _mm512_dpbf16_ps, _mm512_load_ps, _mm512_load_si512, _mm512_set1_epi32, _mm512_setzero_ps, _mm512_store_ps,
+        __m512, __m512bh, __m512i, _MM_HINT_T0, _mm_prefetch, _mm512_dpbf16_ps, _mm512_load_ps, _mm512_load_si512, _mm512_set1_epi32, _mm512_setzero_ps,
+        _mm512_store_ps,
     };
     /// Rows of C in registers at once: 16 vectors of sums.
     const ROWS: usize = 8;
@@ -573,6 +574,14 @@ unsafe fn vector_kernel(segments: &[[usize; 2]], chunks: usize, c: usize, load: 
                 for chunk in 0..chunks {
                     let (a, b) = (a.add(chunk * TILE), b.add(chunk * TILE));
                     for pair in 0..PAIRS {
+                        if first == 0 {
+                            // The first rows ask for the lines of B one call
+                            // further on (the next step over the depth, most
+                            // often from memory); a prefetch never faults.
+                            let ahead = b.wrapping_add(chunks * TILE + pair * 16) as *const i8;
+                            _mm_prefetch::<_MM_HINT_T0>(ahead);
+                            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(2 * TILE));
+                        }
                         let left = as_bh(_mm512_load_si512(b.add(pair * 16) as *const __m512i));
                         let right = as_bh(_mm512_load_si512(b.add(TILE / 2 + pair * 16) as *const __m512i));
                         for (r, acc) in acc.iter_mut().enumerate() {
