@@ -914,32 +914,27 @@ mod tests {
         products_are_f32_grade(emulated_kernel, false);
     }
 
+    /// This CPU's microkernels on the same products: the AMX tiles where
+    /// it has them, and `vdpbf16ps` where it has AVX512_BF16 (which reads
+    /// the tiles' layout as the tiles do: split f32 operands, six terms
+    /// through two blocks of sums, come out f32-grade too).
     #[test]
-    fn products_on_this_cpus_tiles_are_f32_grade() {
-        if !tiles() {
-            eprintln!("skipped: this CPU or OS gives no AMX tiles (or NAX_AMX=0)");
-            return;
-        }
+    fn products_on_this_cpus_dot_products_are_f32_grade() {
         #[cfg(target_arch = "x86_64")]
-        products_are_f32_grade(amx_kernel, true);
+        for (has, kernel, tiles, what) in
+            [(tiles(), amx_kernel as TileKernel, true, "AMX tiles (or NAX_AMX=0)"), (has_vector_dot_products(), vector_kernel, false, "AVX512_BF16")]
+        {
+            if has {
+                products_are_f32_grade(kernel, tiles);
+            } else {
+                eprintln!("skipped: this CPU or OS gives no {what}; the layout is checked on the emulated tiles");
+            }
+        }
     }
 
     /// Whether this CPU has `vdpbf16ps` (whichever engine it runs on).
     fn has_vector_dot_products() -> bool {
         crate::cpu::has("avx512bf16") == Some(true)
-    }
-
-    /// The vector microkernel reads the tiles' layout as the tiles do:
-    /// split f32 operands (six terms through two blocks of sums) come out
-    /// f32-grade, across every edge the emulated tiles' test crosses.
-    #[test]
-    fn products_on_this_cpus_vector_dot_products_are_f32_grade() {
-        if !has_vector_dot_products() {
-            eprintln!("skipped: this CPU has no AVX512_BF16 (the layout is checked on the emulated tiles)");
-            return;
-        }
-        #[cfg(target_arch = "x86_64")]
-        products_are_f32_grade(vector_kernel, false);
     }
 
     /// The `i`th element of a bf16 operand of the layout tests: values in
