@@ -67,7 +67,7 @@ macro_rules! with_element {
 }
 
 /// Whether products run on this CPU's AMX tiles (bf16 and f16 operands,
-/// and f32 weights split into bf16 parts; see [`dot`]): the CPU has
+/// and f32 weights split into bf16 parts; see `gemm/dot.rs`): the CPU has
 /// AMX-BF16, the OS grants the tile state, and `NAX_AMX` is not `0`.
 pub fn matrix_tiles() -> bool {
     dot::tiles()
