@@ -472,9 +472,10 @@ impl NativeFunction {
 /// How a product reads the weight that is its B (see [`weight_reads`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum WeightRead {
-    /// From panels packed once into the call's store, split for the AMX
-    /// tiles where the product suits them (and any product whose B is no
-    /// weight, which has nothing to pack there).
+    /// From panels packed once into the call's store, laid out for the
+    /// bf16 dot products (AMX tiles, `vdpbf16ps`) where the product suits
+    /// them (and any product whose B is no weight, which has nothing to
+    /// pack there).
     Packed,
     /// From panels packed once for the FMA path: the plan also reads this
     /// weight transposed.
@@ -646,7 +647,7 @@ impl Execute for NativeFunction {
         bytes = bytes.saturating_add(products).saturating_add(attention);
         // The weights the products pack into the call's store (each weight
         // whole and once, in its largest packed form here: widened to the
-        // microkernel's type, or split into the AMX tiles' bf16 parts
+        // microkernel's type, or split into the bf16 dot products' parts
         // where it is read one way only), less what the store holds
         // already: the first call packs them, and they stay.
         if let Some(store) = call.packed_weights() {
@@ -1012,8 +1013,8 @@ fn run_nest(sizes: &Sizes<'_>, kernel: &KernelPlan, nest: &Nest, f: KernelFn, ta
 ///
 /// Where B is a weight (or a reshape of one) and the call's weights keep
 /// packed panels ([`crate::Weights::packed`]), B is packed at the first
-/// call and read from there after: for the AMX tiles only where the
-/// store comes with `true` (see [`weight_reads`]).
+/// call and read from there after: for the bf16 dot products only where
+/// the store comes with `true` (see [`weight_reads`]).
 fn run_gemm(
     sizes: &Sizes<'_>,
     kernel: &KernelPlan,

@@ -116,7 +116,7 @@ pub(crate) fn engine() -> Option<Engine> {
         let allowed = |name: &str| std::env::var_os(name).is_none_or(|v| v != "0");
         if allowed("NAX_AMX") && cpu_has_amx() && os_grants_tiles() {
             Some(Engine::Tiles)
-        } else if allowed("NAX_DPBF16") && crate::cpu::has("avx512bf16") == Some(true) {
+        } else if allowed("NAX_DPBF16") && cpu_has_vector_dot_products() {
             Some(Engine::Vectors)
         } else {
             None
@@ -132,6 +132,11 @@ pub(crate) fn tiles() -> bool {
 /// Whether this machine's engine takes products of `T` matrices.
 pub(crate) fn takes<T: Element>() -> bool {
     engine().is_some_and(Engine::takes::<T>)
+}
+
+/// Whether this CPU runs [`vector_kernel`]: it has AVX-512 F and AVX512_BF16.
+fn cpu_has_vector_dot_products() -> bool {
+    crate::cpu::missing(["avx512f", "avx512bf16"]).is_empty()
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -922,7 +927,7 @@ mod tests {
     fn products_on_this_cpus_dot_products_are_f32_grade() {
         #[cfg(target_arch = "x86_64")]
         for (has, kernel, tiles, what) in
-            [(tiles(), amx_kernel as TileKernel, true, "AMX tiles (or NAX_AMX=0)"), (has_vector_dot_products(), vector_kernel, false, "AVX512_BF16")]
+            [(tiles(), amx_kernel as TileKernel, true, "AMX tiles (or NAX_AMX=0)"), (cpu_has_vector_dot_products(), vector_kernel, false, "AVX512_BF16")]
         {
             if has {
                 products_are_f32_grade(kernel, tiles);
@@ -930,11 +935,6 @@ mod tests {
                 eprintln!("skipped: this CPU or OS gives no {what}; the layout is checked on the emulated tiles");
             }
         }
-    }
-
-    /// Whether this CPU has `vdpbf16ps` (whichever engine it runs on).
-    fn has_vector_dot_products() -> bool {
-        crate::cpu::has("avx512bf16") == Some(true)
     }
 
     /// The `i`th element of a bf16 operand of the layout tests: values in
@@ -997,8 +997,9 @@ mod tests {
     }
 
     /// bf16 products on the tiles (emulated, and this CPU's where it has
-    /// them) and on `vdpbf16ps` (where it has it), B stored either way and deep enough to take several steps
-    /// over the depth: each element within the bf16 rounding of its f32 sum.
+    /// them) and on `vdpbf16ps` (where it has it), B stored either way and
+    /// deep enough to take several steps over the depth: each element
+    /// within the bf16 rounding of its f32 sum.
     #[test]
     fn bf16_tile_products_round_their_f32_sums() {
         bf16_products_round_their_f32_sums(emulated_kernel, false);
@@ -1007,7 +1008,7 @@ mod tests {
             bf16_products_round_their_f32_sums(amx_kernel, true);
         }
         #[cfg(target_arch = "x86_64")]
-        if has_vector_dot_products() {
+        if cpu_has_vector_dot_products() {
             bf16_products_round_their_f32_sums(vector_kernel, false);
         }
     }

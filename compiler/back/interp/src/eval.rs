@@ -794,21 +794,21 @@ fn take(g: &Graph, n: NodeIndex, axis: usize, args: &[&Value], shape: Vec<usize>
     let len = table.shape[axis];
     let outer = count(&table.shape[..axis])?;
     let inner = count(&table.shape[axis + 1..])?;
-    let rows = positions(g, n, "take", ids, len)?;
+    let rows = positions(g, n, ids, len)?;
     let index = (0..outer).flat_map(|o| rows.iter().flat_map(move |&r| (0..inner).map(move |i| (o * len + r) * inner + i)));
     let total = count(&shape)?;
     table.gather(shape, ExactIter { inner: index, left: total })
 }
 
 /// The rows of `ids`, each checked to lie in `[0, len)` (the error names
-/// the node's operation and axis).
-fn positions(g: &Graph, n: NodeIndex, op: &str, ids: &Value, len: usize) -> Result<Vec<usize>, RuntimeError> {
+/// `take`, which a scatter-add is the adjoint of, and the node's axis).
+fn positions(g: &Graph, n: NodeIndex, ids: &Value, len: usize) -> Result<Vec<usize>, RuntimeError> {
     let mut rows = room::<usize>(ids.len())?;
     for i in 0..ids.len() {
         let id = ids.i64_at(i);
         match usize::try_from(id) {
             Ok(row) if row < len => rows.push(row),
-            _ => return Err(RuntimeError::IndexOutOfRange { op: op.into(), axis: g.take_axis_label(n), index: id, size: len as u64 }),
+            _ => return Err(RuntimeError::IndexOutOfRange { op: "take".into(), axis: g.take_axis_label(n), index: id, size: len as u64 }),
         }
     }
     Ok(rows)
@@ -824,7 +824,7 @@ fn scatter_add(g: &Graph, n: NodeIndex, axis: usize, args: &[&Value], dtype: DTy
     let len = shape[axis];
     let outer = count(&shape[..axis])?;
     let inner = count(&shape[axis + 1..])?;
-    let rows = positions(g, n, "take", ids, len)?;
+    let rows = positions(g, n, ids, len)?;
     let wide = if matches!(dtype, DType::F16 | DType::BF16) { DType::F32 } else { dtype };
     let total = count(&shape)?;
     // Zeros or the base, then each value added at its row, in order.
