@@ -1003,8 +1003,9 @@ fn an_empty_sum_is_positive_zero_everywhere() {
 
 /// Stores whose outputs outgrow the caches stream them (the kernel says
 /// `stream`, non-temporal stores where LLVM emits them): a transposed add
-/// (tiled) and an elementwise function, an f32 one and a mask (bytes),
-/// with rows a whole number of vectors (the streaming stores'
+/// (tiled), an elementwise function, an f32 one and a mask (bytes), and
+/// a store after a row reduction (its rows' maxima subtracted), with rows
+/// a whole number of vectors (the streaming stores'
 /// alignment) and rows that are not (plain stores where a vector
 /// straddles), bit for bit on every native back end, bounds-checked too.
 #[test]
@@ -1015,6 +1016,7 @@ fn outputs_larger_than_the_caches_stream_on_every_backend() {
         let graph = nax::pipeline::lower(&checked.module, "f", true, &mut nax::Timings::start()).unwrap().lowered;
         let kernels = nax_kernel::text::print(&nax_kernel::form(&graph, &nax_kernel::Target::host()).unwrap());
         assert!(kernels.contains(" stream "), "not streamed:\n{kernels}");
+        assert!(!source.contains("reduce") || kernels.contains(" row max "), "not a row reduction:\n{kernels}");
         for backend in NATIVE_BACKENDS {
             for check_bounds in [false, true] {
                 let got = run_with(backend, check_bounds, &graph, args, &HashMap::new()).unwrap().to_f64_vec();
@@ -1034,6 +1036,14 @@ fn outputs_larger_than_the_caches_stream_on_every_backend() {
         check(&format!("dim n = {n}\ndim m = {m}\ndef f(x: [n m], y: [m n]) -> [n m] {{\n    return x + y\n}}\n"), &args, &transposed);
         let scaled: Vec<f64> = x.iter().map(|&v| f64::from(v as f32 * 2.0 + 1.0)).collect();
         check(&format!("dim n = {n}\ndim m = {m}\ndef f(x: [n m]) -> [n m] {{\n    return x * 2.0 + 1.0\n}}\n"), &args[..1], &scaled);
+        let below_maxima: Vec<f64> = x
+            .chunks(m)
+            .flat_map(|row| {
+                let top = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                row.iter().map(move |&v| v - top)
+            })
+            .collect();
+        check(&format!("dim n = {n}\ndim m = {m}\ndef f(x: [n m]) -> [n m] {{\n    return x - reduce(x, n m -> n, max)\n}}\n"), &args[..1], &below_maxima);
         // Four thresholds: a mask's byte per element outgrows the caches too.
         let thresholds = [100.0, 200.0, 300.0, 400.0];
         let above: Vec<f64> = thresholds.iter().flat_map(|&t| x.iter().map(move |&v| f64::from(u8::from(t < v)))).collect();

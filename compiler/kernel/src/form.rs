@@ -754,9 +754,9 @@ impl Former<'_> {
     }
 
     /// The lanes a CPU kernel streams its results in (see
-    /// [`Schedule::stream`]): a store without row reductions, in its
-    /// loops' order, untiled or staging a transposed read, whose output
-    /// outgrows the caches.
+    /// [`Schedule::stream`]): a store (after its row reductions, if any),
+    /// in its loops' order, untiled or staging a transposed read, whose
+    /// output outgrows the caches.
     fn streamed(&self, k: &Kernel) -> Option<u32> {
         let s = &k.schedule;
         let rank = self.p.buffers[k.output].shape.len();
@@ -765,7 +765,7 @@ impl Former<'_> {
             (Some(_), Some(t)) => t.lanes,
             _ => return None,
         };
-        let plain = matches!(k.body, Body::Store(_)) && k.rows.is_empty() && rank >= 1 && k.loops.len() == rank && s.order.is_empty();
+        let plain = matches!(k.body, Body::Store(_)) && rank >= 1 && k.loops.len() == rank && s.order.is_empty();
         (plain && s.gemm.is_none() && lanes >= 2 && lanes.is_power_of_two() && self.outgrows_caches(k.output)).then_some(lanes)
     }
 

@@ -302,15 +302,18 @@ pub struct Schedule {
     /// A tiled store's transposed read, staged through a scratch tile by
     /// in-register transposes (see [`Transpose`]).
     pub transpose: Option<Transpose>,
-    /// A store (plain, or tiled with a transposed read) writes its results
+    /// A store (plain, after its row reductions if any, or tiled with a
+    /// transposed read) writes its results
     /// to the output with streaming (non-temporal) stores where the back
     /// end has them, in vectors of this many lanes: an output far larger
     /// than the caches, which nothing reads before it has left them, is
     /// written without reading its lines first (a third of an
     /// elementwise function's traffic, a quarter of an add's) and without
-    /// evicting the operands' lines. A plain store computes each block of
-    /// [`STREAM_BLOCK`] positions of its last loop into a scratch array,
-    /// then copies the block out; a tiled one copies its scratch tile.
+    /// evicting the operands' lines (a layer norm's output, for one: its
+    /// rows' reductions read the input, never the output). A plain store
+    /// computes each block of [`STREAM_BLOCK`] positions of its last loop
+    /// into a scratch array, then copies the block out; a tiled one copies
+    /// its scratch tile.
     pub stream: Option<u32>,
     /// A softmax or log_softmax along a strided axis runs in blocks of
     /// this many positions of the last loop: per block, its passes along

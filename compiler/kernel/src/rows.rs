@@ -87,11 +87,12 @@ fn prefetch_rows(p: &Program, kernel: usize) -> Option<u64> {
 const MAX_RECOMPUTED: u64 = 4;
 
 /// A store that can take row reductions: a plain schedule (but for the
-/// prefetch of rows it gets with them, or a GPU's flat loops) and a last loop that runs whole
+/// prefetch of rows it gets with them, a GPU's flat loops, or a CPU's
+/// streamed results) and a last loop that runs whole
 /// inside one call (not the parallel one).
 pub(crate) fn takes_rows(c: &Kernel) -> bool {
     matches!(c.body, Body::Store(_))
-        && c.schedule == Schedule { prefetch: c.schedule.prefetch, flat: c.schedule.flat, ..Schedule::default() }
+        && c.schedule == Schedule { prefetch: c.schedule.prefetch, flat: c.schedule.flat, stream: c.schedule.stream, ..Schedule::default() }
         && c.loops.len() >= 2
         && !matches!(c.loops[c.loops.len() - 1].role, Role::Parallel | Role::ParallelVector)
 }

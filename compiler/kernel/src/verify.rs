@@ -106,7 +106,7 @@ pub fn verify(p: &Program) -> Vec<String> {
             && !streams(p, kernel, lanes)
         {
             errors.push(format!(
-                "kernel {k}: only a store without row reductions, in its loops' order and untiled or tiled with a transposed read, streams its results, in vectors of a power of two lanes (of the transposed read's blocks, if any)"
+                "kernel {k}: only a store in its loops' order, untiled (after its row reductions, if any) or tiled with a transposed read, streams its results, in vectors of a power of two lanes (of the transposed read's blocks, if any)"
             ));
         }
         if let Body::Scatter { axis, init, position, .. } = &kernel.body {
@@ -217,7 +217,6 @@ fn streams(p: &Program, kernel: &crate::kernel::Kernel, lanes: u32) -> bool {
         _ => false,
     };
     matches!(kernel.body, Body::Store(_))
-        && kernel.rows.is_empty()
         && rank >= 1
         && kernel.loops.len() == rank
         && kernel.order() == (0..rank).collect::<Vec<_>>()

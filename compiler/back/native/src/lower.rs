@@ -183,10 +183,19 @@ impl<E: Emitter> Lowering<'_, E> {
                     let stored = to_memory(self.e, x, kind, row.dtype);
                     self.rows.push((from_memory(self.e, stored, row.dtype), register_kind(row.dtype)));
                 }
-                let inner = self.open(&[last]);
-                let (x, kind) = self.eval(v);
-                self.store_output(x, kind);
-                self.close(inner);
+                match self.k.schedule.stream {
+                    Some(lanes) => {
+                        self.declare_scratch(STREAM_BLOCK);
+                        self.stream_last_loop(last, lanes, v);
+                        self.e.streaming_fence();
+                    }
+                    None => {
+                        let inner = self.open(&[last]);
+                        let (x, kind) = self.eval(v);
+                        self.store_output(x, kind);
+                        self.close(inner);
+                    }
+                }
                 self.close(open);
             }
             Body::Store(v) => {
@@ -357,7 +366,8 @@ impl<E: Emitter> Lowering<'_, E> {
 
     /// Prefetches the row `ahead` rows after the current one (the last
     /// loop's positions) of each operand the kernel reads at its own
-    /// position, to read, and of the output, to write: one request per
+    /// position, to read, and of the output, to write (unless streamed,
+    /// see [`nax_kernel::Schedule::stream`]): one request per
     /// cache line of each, the operands' first (they are needed first),
     /// line by line. The row's index along the last loop is left at 0.
     fn prefetch_row(&mut self, ahead: i64) {
@@ -369,7 +379,10 @@ impl<E: Emitter> Lowering<'_, E> {
                 rows.push((b, false));
             }
         }
-        rows.push((self.k.output, true));
+        if self.k.schedule.stream.is_none() {
+            // A streamed output is written without reading its lines.
+            rows.push((self.k.output, true));
+        }
         self.index[last] = Some(self.e.int(Kind::I64, 0));
         let length = self.extents[last];
         let rows_ahead = self.e.int(Kind::I64, ahead);
@@ -485,6 +498,15 @@ impl<E: Emitter> Lowering<'_, E> {
     fn streamed_store(&mut self, loops: &[usize], lanes: u32, v: &Expr) {
         let Some((&last, outer)) = loops.split_last() else { return };
         let open = self.open_around(outer, &[last]);
+        self.stream_last_loop(last, lanes, v);
+        self.close(open);
+    }
+
+    /// The last loop of a streamed store, the loops outside it open: per
+    /// block of [`STREAM_BLOCK`] of its positions, the store's values
+    /// computed into the scratch and copied out in streaming vectors of
+    /// `lanes`.
+    fn stream_last_loop(&mut self, last: usize, lanes: u32, v: &Expr) {
         let (block, first, stop) = self.open_blocks(last, STREAM_BLOCK as i64);
         self.staging = Some(Staging { outer: None, inner: last, first_inner: first, width: STREAM_BLOCK as i64 });
         let h = self.open_from(last, first, stop);
@@ -493,7 +515,6 @@ impl<E: Emitter> Lowering<'_, E> {
         self.copy_row(lanes, first, stop);
         self.staging = None;
         self.e.end_loop(block);
-        self.close(open);
     }
 
     /// Evaluates a store's value at the current position into the scratch.
