@@ -1003,8 +1003,19 @@ unsafe fn transpose_tiles<T: Element>(src: *const T, row_step: isize, rows: usiz
     // matrices, as the caller promised.
     let at = |r: usize, p: usize| unsafe { *src.offset(r as isize * row_step + p as isize) }.operand();
     let (whole_rows, whole_len) = (rows / TILE * TILE, len / TILE * TILE);
+    #[cfg(target_arch = "x86_64")]
+    let f32_tiles = T::FORMAT == Format::F32 && std::arch::is_x86_feature_detected!("avx");
     for p0 in (0..whole_len).step_by(TILE) {
         for r0 in (0..whole_rows).step_by(TILE) {
+            #[cfg(target_arch = "x86_64")]
+            if f32_tiles {
+                // SAFETY: `T` and `T::Wide` are f32 (its format); the tile's
+                // rows and panel positions are inside, as promised; the CPU has AVX.
+                unsafe {
+                    f32_tile::transpose(src.offset(r0 as isize * row_step + p0 as isize) as *const f32, row_step, dst.add(p0 * width + r0) as *mut f32, width)
+                };
+                continue;
+            }
             let mut tile = [[T::Wide::default(); TILE]; TILE];
             for (r, row) in tile.iter_mut().enumerate() {
                 for (p, x) in row.iter_mut().enumerate() {
@@ -1201,6 +1212,58 @@ mod tests {
     }
 }
 
+/// [`transpose_tiles`]' whole tiles of f32 in AVX registers: the
+/// compiler's own code for the generic tile went through the stack
+/// (stores then loads of parts of them, which the CPU cannot forward),
+/// and a product's row-major A is packed this way for every product.
+#[cfg(target_arch = "x86_64")]
+mod f32_tile {
+    use super::TILE;
+    use std::arch::x86_64::*;
+
+    /// The 8 x 8 tile of f32 at `src` (rows `row_step` elements apart)
+    /// written transposed at `dst` (its rows `width` apart), a subnormal
+    /// as a zero of its sign (as [`super::Element::operand`]).
+    ///
+    /// # Safety
+    /// The tile's rows are inside `src`'s matrix and its transposed rows
+    /// inside `dst`'s; AVX.
+    #[target_feature(enable = "avx")]
+    pub(super) unsafe fn transpose(src: *const f32, row_step: isize, dst: *mut f32, width: usize) {
+        const { assert!(TILE == 8) };
+        // SAFETY: as the caller promised.
+        let row = |r: isize| unsafe { _mm256_loadu_ps(src.offset(r * row_step)) };
+        let (r0, r1, r2, r3, r4, r5, r6, r7) = (row(0), row(1), row(2), row(3), row(4), row(5), row(6), row(7));
+        // Pairs of rows interleaved, then quarters: columns c and c + 4 of
+        // four rows in each half, then the halves of two of those.
+        let (t0, t1, t2, t3) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1), _mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
+        let (t4, t5, t6, t7) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5), _mm256_unpacklo_ps(r6, r7), _mm256_unpackhi_ps(r6, r7));
+        let (s0, s1) = (_mm256_shuffle_ps::<0x44>(t0, t2), _mm256_shuffle_ps::<0xEE>(t0, t2));
+        let (s2, s3) = (_mm256_shuffle_ps::<0x44>(t1, t3), _mm256_shuffle_ps::<0xEE>(t1, t3));
+        let (s4, s5) = (_mm256_shuffle_ps::<0x44>(t4, t6), _mm256_shuffle_ps::<0xEE>(t4, t6));
+        let (s6, s7) = (_mm256_shuffle_ps::<0x44>(t5, t7), _mm256_shuffle_ps::<0xEE>(t5, t7));
+        let columns = [
+            _mm256_permute2f128_ps::<0x20>(s0, s4),
+            _mm256_permute2f128_ps::<0x20>(s1, s5),
+            _mm256_permute2f128_ps::<0x20>(s2, s6),
+            _mm256_permute2f128_ps::<0x20>(s3, s7),
+            _mm256_permute2f128_ps::<0x31>(s0, s4),
+            _mm256_permute2f128_ps::<0x31>(s1, s5),
+            _mm256_permute2f128_ps::<0x31>(s2, s6),
+            _mm256_permute2f128_ps::<0x31>(s3, s7),
+        ];
+        let sign = _mm256_set1_ps(-0.0);
+        let smallest = _mm256_set1_ps(f32::MIN_POSITIVE);
+        for (p, column) in columns.into_iter().enumerate() {
+            // |x| below the smallest normal (nan compares false): its sign alone.
+            let subnormal = _mm256_cmp_ps::<_CMP_LT_OQ>(_mm256_andnot_ps(sign, column), smallest);
+            let operand = _mm256_blendv_ps(column, _mm256_and_ps(column, sign), subnormal);
+            // SAFETY: as the caller promised.
+            unsafe { _mm256_storeu_ps(dst.add(p * width), operand) };
+        }
+    }
+}
+
 #[cfg(test)]
 mod transposing_pack {
     use super::*;
@@ -1225,19 +1288,19 @@ mod transposing_pack {
     }
 
     /// Packing reads a subnormal as a zero of its sign, in every layout
-    /// (rows contiguous, depth contiguous, neither), and keeps zeros,
-    /// normals, infinities and nan as they are.
+    /// (rows contiguous, depth contiguous, neither; whole transposed tiles
+    /// and their edges), and keeps zeros, normals, infinities and nan as
+    /// they are.
     #[test]
     fn packs_subnormals_as_zeros_of_their_sign() {
-        let values = [1e-40f32, -1e-40, f32::MIN_POSITIVE, -f32::MIN_POSITIVE, 0.0, -0.0, 1.5, f32::INFINITY, f32::NAN, -3e-39];
+        let values = [1e-40f32, -1e-40, f32::MIN_POSITIVE, -f32::MIN_POSITIVE, 0.0, -0.0, 1.5, f32::INFINITY, f32::NAN, -3e-39, -f32::NAN];
         let want = |x: f32| if x.is_subnormal() { 0.0f32.copysign(x) } else { x };
         let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
-        let (n, k) = (values.len(), 3);
-        let w: Vec<f32> = (0..n * k).map(|i| values[i % n]).collect();
-        for (row_step, col_step) in [(k as isize, 1), (1, n as isize), (2 * k as isize, 2)] {
+        let (n, k) = (values.len() * 2, 19);
+        let w: Vec<f32> = (0..n * k).map(|i| values[i % values.len()]).collect();
+        for (row_step, col_step, width) in [(k as isize, 1, 4), (k as isize, 1, 8), (k as isize, 1, 16), (1, n as isize, 4), (2 * k as isize, 2, 4)] {
             let rows = if row_step == 2 * k as isize { n / 2 } else { n };
             let m = Strided { ptr: w.as_ptr() as usize, row_step, col_step };
-            let width = 4;
             let mut out = vec![f32::NAN; rows.div_ceil(width) * width * k];
             // SAFETY: every (row, depth) the steps reach is inside `w`; `out` holds every panel.
             unsafe { pack::<f32>(m, 0, rows, 0, k, width, out.as_mut_ptr()) };
@@ -1245,7 +1308,7 @@ mod transposing_pack {
                 for p in 0..k {
                     let x = w[(r as isize * row_step + p as isize * col_step) as usize];
                     let got = out[(r / width) * width * k + p * width + r % width];
-                    assert!(same(got, want(x)), "steps ({row_step}, {col_step}): row {r}, depth {p}: {got:e} for {x:e}");
+                    assert!(same(got, want(x)), "steps ({row_step}, {col_step}), panels of {width}: row {r}, depth {p}: {got:e} for {x:e}");
                 }
             }
         }
