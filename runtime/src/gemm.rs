@@ -206,6 +206,8 @@ enum Packed {
         words: Vec<u64>,
         /// The columns of B's blocks.
         nc: usize,
+        /// The depth of a pass (of its panels).
+        kc: usize,
         /// The packed elements (wide), from [`PackedB::address`].
         len: usize,
     },
@@ -225,10 +227,11 @@ impl PackedB {
     }
 
     /// The address of the first packed element (a cache line's) of panels
-    /// packed for blocks of `nc` columns, `len` elements in all.
-    fn panels(&self, nc: usize, len: usize) -> Option<usize> {
+    /// packed for blocks of `nc` columns and passes of `kc` depth
+    /// positions, `len` elements in all.
+    fn panels(&self, nc: usize, kc: usize, len: usize) -> Option<usize> {
         match &self.0 {
-            Packed::Panels { words, nc: packed_nc, len: packed_len } if *packed_nc == nc && *packed_len == len => {
+            Packed::Panels { words, nc: packed_nc, kc: packed_kc, len: packed_len } if *packed_nc == nc && *packed_kc == kc && *packed_len == len => {
                 Some((words.as_ptr() as usize).div_ceil(LINE) * LINE)
             }
             _ => None,
@@ -261,11 +264,14 @@ pub(crate) fn packed_bytes_per_element(dtype: DType, tiles: bool) -> u128 {
 }
 
 /// How a product whose B is a weight reads it packed: panels for blocks of
-/// this many columns, or split for the tiles (what a store of packed
+/// `nc` columns and passes of `kc` depth positions, or split for the tiles (what a store of packed
 /// weights keys them by, with the weight and the product's geometry).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Packing {
-    Panels(usize),
+    Panels {
+        nc: usize,
+        kc: usize,
+    },
     Tiles,
     /// In strips, for a product of few rows.
     Rows,
@@ -305,13 +311,13 @@ unsafe fn pack_b_as<T: Element>(p: Product, micro: &Micro, threads: usize, work:
         return None;
     }
     let split = Split::of(&p, micro, threads, work);
-    let blocks = Blocks::new(&p, micro, split.nc);
+    let blocks = Blocks::new(&p, micro, &split);
     let len = blocks.packed_b_len(&p);
     let mut words = vec![0u64; (len * std::mem::size_of::<T::Wide>()).div_ceil(8) + LINE / 8];
     let address = (words.as_mut_ptr() as usize).div_ceil(LINE) * LINE;
     // SAFETY: B as the caller promised; the buffer holds `len` wide elements past `address`.
     unsafe { pack_whole_b::<T>(&p, &blocks, address) };
-    Some(PackedB(Packed::Panels { words, nc: split.nc, len }))
+    Some(PackedB(Packed::Panels { words, nc: split.nc, kc: blocks.kc, len }))
 }
 
 /// How [`pack_b`] would pack `p`'s B, of `dtype` elements; `None` where it
@@ -323,7 +329,10 @@ pub(crate) fn packing(p: &Product, dtype: DType, micro: &Micro, threads: usize, 
     if unpacks(p) {
         return Some(Packing::Rows);
     }
-    (!packs_no_b(p)).then(|| Packing::Panels(Split::of(p, micro, threads, work).nc))
+    (!packs_no_b(p)).then(|| {
+        let split = Split::of(p, micro, threads, work);
+        Packing::Panels { nc: split.nc, kc: Blocks::new(p, micro, &split).kc }
+    })
 }
 
 /// Whether [`multiply`] runs `p` without packing B into panels (see [`pack_b`]).
@@ -374,6 +383,8 @@ struct Split {
     by_rows: bool,
     chunk: usize,
     nc: usize,
+    /// The depth of a pass (see [`Split::depth`]).
+    kc: usize,
 }
 
 impl Split {
@@ -384,12 +395,30 @@ impl Split {
         let by_rows = p.m.div_ceil(mr) >= p.n.div_ceil(nr);
         if parts == 1 || by_rows {
             let chunk = p.m.div_ceil(parts).div_ceil(mr) * mr;
-            return Split { parts, by_rows: true, chunk, nc: widest };
+            return Split { parts, by_rows: true, chunk, nc: widest, kc: Split::depth(p, micro, chunk, widest) };
         }
         let chunk = p.n.div_ceil(parts).div_ceil(nr) * nr;
         let blocks = chunk.div_ceil(widest);
         let nc = chunk.div_ceil(blocks).div_ceil(nr) * nr;
-        Split { parts, by_rows: false, chunk: nc * blocks, nc }
+        Split { parts, by_rows: false, chunk: nc * blocks, nc, kc: Split::depth(p, micro, p.m, nc) }
+    }
+
+    /// The depth of a pass over a part of `rows` rows in column blocks of
+    /// `nc`: the blocking's, or all of it in one pass where A's rows at
+    /// their whole depth fit the blocking's block of A (half the second
+    /// level) and C's block (`rows` by `nc`) outgrows twice that: each
+    /// pass reads and writes that block of C, which the caches then do
+    /// not keep between passes. GPT-2's tied head (128 rows of 768 by
+    /// 50257 columns, f32, Zen 4, 2 threads, `NAX_PROFILE`, four
+    /// interleaved runs): 58-59 ms in passes of 128, 51-53 in one; its
+    /// layers' products, whose C stays in the second level, took 10%
+    /// longer in one pass, so they keep the blocking's.
+    fn depth(p: &Product, micro: &Micro, rows: usize, nc: usize) -> usize {
+        let blocked = (micro.blocking.depth as usize).min(p.k.max(1));
+        let a_block = micro.blocking.rows as usize * micro.blocking.depth as usize;
+        let rows = rows.div_ceil(micro.shape.rows as usize) * micro.shape.rows as usize;
+        let nc = nc.min(p.n.div_ceil(micro.shape.cols as usize) * micro.shape.cols as usize);
+        if rows.saturating_mul(p.k) <= a_block && rows.saturating_mul(nc) > 2 * a_block { p.k.max(1) } else { blocked }
     }
 }
 
@@ -444,11 +473,11 @@ unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, wor
     let split = Split::of(&p, micro, threads, work);
     let size = std::mem::size_of::<T>();
     let wide_size = std::mem::size_of::<T::Wide>();
-    let blocks = Blocks::new(&p, micro, split.nc);
-    let packed_b = packed_b.filter(|_| !transposed && p.k > 0).and_then(|b| b.panels(split.nc, blocks.packed_b_len(&p)));
+    let blocks = Blocks::new(&p, micro, &split);
+    let packed_b = packed_b.filter(|_| !transposed && p.k > 0).and_then(|b| b.panels(split.nc, blocks.kc, blocks.packed_b_len(&p)));
     if split.parts == 1 {
         // SAFETY: as the caller promised.
-        unsafe { blocked::<T>(p, micro, &finish, packed_b, split.nc) };
+        unsafe { blocked::<T>(p, micro, &finish, packed_b, &split) };
         return;
     }
     let length = if split.by_rows { p.m } else { p.n };
@@ -477,7 +506,7 @@ unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, wor
             // a shared packed B is the whole product's, which a part of
             // rows multiplies whole and a part of columns reads from its
             // first block on.
-            unsafe { blocked::<T>(q, micro, &shifted, part_b, split.nc) };
+            unsafe { blocked::<T>(q, micro, &shifted, part_b, &split) };
         })
     };
     if packed_b.is_some() {
@@ -679,14 +708,15 @@ struct Blocks {
 }
 
 impl Blocks {
-    /// The blocking of `p` with B in blocks of `nc` columns (whole panels;
-    /// fewer where `p` has fewer).
-    fn new(p: &Product, micro: &Micro, nc: usize) -> Blocks {
+    /// The blocking of `p` (the whole product or one of `split`'s parts)
+    /// with B in blocks of `split`'s `nc` columns (whole panels; fewer
+    /// where `p` has fewer), in passes of its `kc`.
+    fn new(p: &Product, micro: &Micro, split: &Split) -> Blocks {
         let (mr, nr) = (micro.shape.rows as usize, micro.shape.cols as usize);
         Blocks {
-            kc: (micro.blocking.depth as usize).min(p.k.max(1)),
+            kc: split.kc.min(p.k.max(1)),
             mc: (micro.blocking.rows as usize).min(p.m.div_ceil(mr) * mr),
-            nc: nc.min(p.n.div_ceil(nr) * nr).max(nr),
+            nc: split.nc.min(p.n.div_ceil(nr) * nr).max(nr),
             nr,
         }
     }
@@ -851,14 +881,15 @@ impl Element for half::bf16 {
 }
 
 /// The blocked loops of one thread's product of `T` matrices, B in blocks
-/// of `nc` columns, packed here block by block, or all of it already
+/// of `split`'s `nc` columns and passes of its `kc` depth positions,
+/// packed here block by block, or all of it already
 /// packed at `shared_b` (see [`Blocks::b_offset`]). When `T` is narrower than its wide type, the
 /// microkernel accumulates into a wide copy of C, which each tile is
 /// rounded from after its last depth pass.
 ///
 /// # Safety
 /// As [`multiply`].
-unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize, usize, usize, usize) + Sync), shared_b: Option<usize>, nc: usize) {
+unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize, usize, usize, usize) + Sync), shared_b: Option<usize>, split: &Split) {
     let (size, wide_size) = (std::mem::size_of::<T>(), std::mem::size_of::<T::Wide>());
     let (mr, nr) = (micro.shape.rows as usize, micro.shape.cols as usize);
     if p.k == 0 {
@@ -905,7 +936,7 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
         }
         finish(i, rows, j, cols);
     };
-    let blocks = Blocks::new(&p, micro, nc);
+    let blocks = Blocks::new(&p, micro, split);
     let (kc, mc, nc) = (blocks.kc, blocks.mc, blocks.nc);
     let (a_len, b_len, tile_len) = (mc * kc, if shared_b.is_some() { 0 } else { kc * nc }, mr * nr);
     // Each region of the scratch starts on a cache line.
@@ -1120,6 +1151,50 @@ mod tests {
             entry: reference_micro,
             shape: Microkernel { dtype: DType::F32, rows: 3, cols: 4, lanes: 4 },
             blocking: Blocking { depth: 5, rows: 6, cols: 8 },
+        }
+    }
+
+    /// A product of few rows whose block of C outgrows twice the blocking's
+    /// block of A runs its whole depth in one pass (see [`Split::depth`]),
+    /// on one thread and two, with B packed at the call and before it
+    /// (the weights' packing, which the pass's depth keys); more rows
+    /// keep the blocking's depth.
+    #[test]
+    fn few_rows_with_a_wide_c_run_their_whole_depth_in_one_pass() {
+        let micro = Micro { blocking: Blocking { depth: 5, rows: 12, cols: 64 }, ..micro() };
+        for (m, n, k, threads, one_pass) in [(5, 70, 9, 1, true), (6, 70, 9, 2, true), (6, 130, 7, 2, true), (7, 70, 9, 2, false)] {
+            let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
+            for packed_before in [false, true] {
+                let mut c = vec![f32::NAN; m * n];
+                let p = Product {
+                    m,
+                    n,
+                    k,
+                    a: Strided { ptr: a.as_ptr() as usize, row_step: k as isize, col_step: 1 },
+                    b: Strided { ptr: b.as_ptr() as usize, row_step: n as isize, col_step: 1 },
+                    c: Strided { ptr: c.as_mut_ptr() as usize, row_step: n as isize, col_step: 1 },
+                    accumulate: false,
+                };
+                let split = Split::of(&p, &micro, threads, 0);
+                let blocks = Blocks::new(&p, &micro, &split);
+                assert_eq!(blocks.kc == k, one_pass, "{m}x{n}x{k} on {threads} threads");
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                pool.install(|| {
+                    // SAFETY: the matrices hold every element the steps reach; the packed B is this product's.
+                    let packed = packed_before.then(|| unsafe { pack_b(p, DType::F32, &micro, threads, 0, false) }).flatten();
+                    // Packed as the product reads it, so read, not packed again.
+                    assert_eq!(packed.as_ref().and_then(|b| b.panels(split.nc, blocks.kc, blocks.packed_b_len(&p))).is_some(), packed_before);
+                    // SAFETY: as above.
+                    unsafe { multiply(p, DType::F32, &micro, threads, 0, None, packed.as_ref()) }
+                });
+                for i in 0..m {
+                    for j in 0..n {
+                        let want: f32 = (0..k).map(|q| a[i * k + q] * b[q * n + j]).sum();
+                        assert_eq!(c[i * n + j], want, "{m}x{n}x{k} on {threads} threads, B packed before: {packed_before}, at ({i}, {j})");
+                    }
+                }
+            }
         }
     }
 
