@@ -317,7 +317,7 @@ unsafe fn pack_b_as<T: Element>(p: Product, micro: &Micro, threads: usize, work:
     let address = (words.as_mut_ptr() as usize).div_ceil(LINE) * LINE;
     // SAFETY: B as the caller promised; the buffer holds `len` wide elements past `address`.
     unsafe { pack_whole_b::<T>(&p, &blocks, address) };
-    Some(PackedB(Packed::Panels { words, nc: split.nc, kc: blocks.kc, len }))
+    Some(PackedB(Packed::Panels { words, nc: split.nc, kc: split.kc, len }))
 }
 
 /// How [`pack_b`] would pack `p`'s B, of `dtype` elements; `None` where it
@@ -331,7 +331,7 @@ pub(crate) fn packing(p: &Product, dtype: DType, micro: &Micro, threads: usize, 
     }
     (!packs_no_b(p)).then(|| {
         let split = Split::of(p, micro, threads, work);
-        Packing::Panels { nc: split.nc, kc: Blocks::new(p, micro, &split).kc }
+        Packing::Panels { nc: split.nc, kc: split.kc }
     })
 }
 
@@ -713,12 +713,7 @@ impl Blocks {
     /// where `p` has fewer), in passes of its `kc`.
     fn new(p: &Product, micro: &Micro, split: &Split) -> Blocks {
         let (mr, nr) = (micro.shape.rows as usize, micro.shape.cols as usize);
-        Blocks {
-            kc: split.kc.min(p.k.max(1)),
-            mc: (micro.blocking.rows as usize).min(p.m.div_ceil(mr) * mr),
-            nc: split.nc.min(p.n.div_ceil(nr) * nr).max(nr),
-            nr,
-        }
+        Blocks { kc: split.kc, mc: (micro.blocking.rows as usize).min(p.m.div_ceil(mr) * mr), nc: split.nc.min(p.n.div_ceil(nr) * nr).max(nr), nr }
     }
 
     /// Where the packed block of B at columns `jc` and depth `pc` starts,

@@ -185,7 +185,6 @@ impl<E: Emitter> Lowering<'_, E> {
                 }
                 match self.k.schedule.stream {
                     Some(lanes) => {
-                        self.declare_scratch(STREAM_BLOCK);
                         self.stream_last_loop(last, lanes, v);
                         self.e.streaming_fence();
                     }
@@ -220,10 +219,7 @@ impl<E: Emitter> Lowering<'_, E> {
                         self.close(inside.into());
                         self.close(open);
                     }
-                    (None, _, Some(lanes)) => {
-                        self.declare_scratch(STREAM_BLOCK);
-                        self.streamed_store(&order, lanes, v);
-                    }
+                    (None, _, Some(lanes)) => self.streamed_store(&order, lanes, v),
                     (None, _, None) if self.k.schedule.flat > 0 => {
                         // A GPU's store: every loop in one flat parallel loop; a
                         // CPU's: the loops before the last (the vectorised one).
@@ -525,9 +521,10 @@ impl<E: Emitter> Lowering<'_, E> {
 
     /// The last loop of a streamed store, the loops outside it open: per
     /// block of [`STREAM_BLOCK`] of its positions, the store's values
-    /// computed into the scratch and copied out in streaming vectors of
-    /// `lanes`.
+    /// computed into the scratch (declared here, the kernel's only one)
+    /// and copied out in streaming vectors of `lanes`.
     fn stream_last_loop(&mut self, last: usize, lanes: u32, v: &Expr) {
+        self.declare_scratch(STREAM_BLOCK);
         let (block, first, stop) = self.open_blocks(last, STREAM_BLOCK as i64);
         self.staging = Some(Staging { outer: None, inner: last, first_inner: first, width: STREAM_BLOCK as i64 });
         let h = self.open_from(last, first, stop);
