@@ -346,8 +346,13 @@ fn unpacks(p: &Product) -> bool {
     p.m > 0 && p.m <= UNPACKED_ROWS && p.n > 0 && p.k > 0 && (p.b.col_step == 1 || p.b.row_step == 1)
 }
 
+/// Panels of B one task of [`pack_whole_b`] packs: a row-major B's
+/// rows are read `PANELS_PER_TASK` panels wide (1 KiB of f32 with
+/// AVX-512's panels of 32), long enough runs for the prefetchers.
+const PANELS_PER_TASK: usize = 8;
+
 /// Packs all of `p`'s B at `packed` (block after block, see
-/// [`Blocks::b_offset`]), one task per panel.
+/// [`Blocks::b_offset`]), one task per [`PANELS_PER_TASK`] panels of a block.
 ///
 /// # Safety
 /// B as [`multiply`]'s caller promised; `packed` holds
@@ -359,12 +364,12 @@ unsafe fn pack_whole_b<T: Element>(p: &Product, blocks: &Blocks, packed: usize) 
         let ncb = blocks.nc.min(p.n - jc);
         for pc in (0..p.k).step_by(blocks.kc) {
             let kcb = blocks.kc.min(p.k - pc);
-            for first in (0..ncb).step_by(nr) {
-                panels.push((blocks.b_offset(p, jc, pc) + first * kcb, jc + first, nr.min(ncb - first), pc, kcb));
+            for first in (0..ncb).step_by(nr * PANELS_PER_TASK) {
+                panels.push((blocks.b_offset(p, jc, pc) + first * kcb, jc + first, (nr * PANELS_PER_TASK).min(ncb - first), pc, kcb));
             }
         }
     }
-    panels.par_iter().with_min_len(4).for_each(|&(offset, first, count, pc, kcb)| {
+    panels.par_iter().for_each(|&(offset, first, count, pc, kcb)| {
         // SAFETY: the panel is inside B; it lands inside the packed
         // buffer, which holds `packed_b_len` wide elements.
         unsafe { pack::<T>(p.b.transposed(), first, count, pc, kcb, nr, (packed as *mut T::Wide).add(offset)) };
@@ -1067,6 +1072,44 @@ unsafe fn transpose_tiles<T: Element>(src: *const T, row_step: isize, rows: usiz
     }
 }
 
+for_widest_vectors! {
+    /// [`pack_contiguous_rows`] for this machine.
+    fn pack_contiguous_rows_for = pack_contiguous_rows(src: *const T, step: isize, count: usize, len: usize, width: usize, out: *mut T::Wide)
+}
+
+/// [`pack`] of `count` rows that lie next to each other at each depth
+/// position (`src[p * step + r]` is row `r` at position `p < len`): depth
+/// position by depth position, each position's `count` elements copied,
+/// widened, into the panels of `width` rows they belong to; the last
+/// panel's missing rows are zeros.
+///
+/// # Safety
+/// `src` holds `len` positions of `count` elements, `step` apart; `out`
+/// holds `count.div_ceil(width) * width * len` wide elements.
+#[inline(always)]
+unsafe fn pack_contiguous_rows<T: Element>(src: *const T, step: isize, count: usize, len: usize, width: usize, out: *mut T::Wide) {
+    let whole = count / width * width;
+    for p in 0..len {
+        // SAFETY (throughout): position `p`'s elements are inside `src`,
+        // and each panel's row of them inside `out`, as promised.
+        let row = unsafe { std::slice::from_raw_parts(src.offset(p as isize * step), count) };
+        for (panel, chunk) in row[..whole].chunks_exact(width).enumerate() {
+            let dst = unsafe { std::slice::from_raw_parts_mut(out.add((panel * len + p) * width), width) };
+            for (d, &x) in dst.iter_mut().zip(chunk) {
+                *d = x.operand();
+            }
+        }
+        if whole < count {
+            let dst = unsafe { std::slice::from_raw_parts_mut(out.add((whole / width * len + p) * width), width) };
+            let (values, padding) = dst.split_at_mut(count - whole);
+            for (d, &x) in values.iter_mut().zip(&row[whole..]) {
+                *d = x.operand();
+            }
+            padding.fill(T::Wide::default());
+        }
+    }
+}
+
 /// Packs rows `first..first + count` of `m` (depth positions
 /// `depth..depth + len` of each) into panels of `width` rows, each panel
 /// depth-major (`[p][r]`), the last one zero-padded to `width` rows,
@@ -1077,23 +1120,22 @@ unsafe fn transpose_tiles<T: Element>(src: *const T, row_step: isize, rows: usiz
 /// `count.div_ceil(width) * width * len` wide elements.
 unsafe fn pack<T: Element>(m: Strided, first: usize, count: usize, depth: usize, len: usize, width: usize, out: *mut T::Wide) {
     let size = std::mem::size_of::<T>();
+    if m.row_step == 1 {
+        // The rows are contiguous at each depth position: read them in
+        // that order, every panel's part of one position after the other,
+        // so that the reads run along memory (a panel at a time, they
+        // would stride over `len` positions, a page apart in a large B).
+        // SAFETY: `count` consecutive elements at each depth position are
+        // inside `m`; the panels, whole, inside `out`.
+        unsafe { pack_contiguous_rows_for::<T>()(m.at(first, depth, size) as *const T, m.col_step, count, len, width, out) };
+        return;
+    }
     for (panel, start) in (0..count).step_by(width).enumerate() {
         let rows = width.min(count - start);
         // SAFETY: the panel lies inside `out`.
         let dst = unsafe { std::slice::from_raw_parts_mut(out.add(panel * width * len), width * len) };
         if rows < width {
             dst.fill(T::Wide::default());
-        }
-        if m.row_step == 1 {
-            // The panel's rows are contiguous: one copy per depth position.
-            for p in 0..len {
-                // SAFETY: `rows` consecutive elements at depth `depth + p`, inside `m`.
-                let src = unsafe { std::slice::from_raw_parts(m.at(first + start, depth + p, size) as *const T, rows) };
-                for (d, &x) in dst[p * width..p * width + rows].iter_mut().zip(src) {
-                    *d = x.operand();
-                }
-            }
-            continue;
         }
         if m.col_step == 1 {
             // Rows contiguous along the depth (a transposed weight): a
@@ -1339,19 +1381,26 @@ mod transposing_pack {
     use super::*;
 
     /// Packing rows contiguous along the depth (a transposed weight)
-    /// transposes them into panels, tiles and ragged edges alike.
+    /// transposes them into panels, tiles and ragged edges alike; rows
+    /// contiguous at each depth position are copied into the same places.
     #[test]
     fn packs_every_element_where_the_panel_wants_it() {
         for (n, k, depth, len, width) in [(37usize, 21usize, 3usize, 17usize, 32usize), (64, 64, 0, 64, 32), (5, 9, 1, 8, 8)] {
             let w: Vec<f32> = (0..n * k).map(|i| i as f32).collect();
-            let m = Strided { ptr: w.as_ptr() as usize, row_step: k as isize, col_step: 1 };
-            let mut out = vec![f32::NAN; n.div_ceil(width) * width * len];
-            // SAFETY: the block is inside `w`; `out` holds every panel.
-            unsafe { pack::<f32>(m, 0, n, depth, len, width, out.as_mut_ptr()) };
-            for r in 0..n.div_ceil(width) * width {
-                for p in 0..len {
-                    let want = if r < n { w[r * k + depth + p] } else { 0.0 };
-                    assert_eq!(out[(r / width) * width * len + p * width + r % width], want, "{n}x{k}: row {r}, depth {p}");
+            // The depth contiguous (a transposed weight, A) and the rows
+            // contiguous (B), the same matrix.
+            let depth_major: Vec<f32> = (0..k * n).map(|i| w[(i % n) * k + i / n]).collect();
+            let layouts = [(&w, k as isize, 1), (&depth_major, 1, n as isize)];
+            for (values, row_step, col_step) in layouts {
+                let m = Strided { ptr: values.as_ptr() as usize, row_step, col_step };
+                let mut out = vec![f32::NAN; n.div_ceil(width) * width * len];
+                // SAFETY: the block is inside `values`; `out` holds every panel.
+                unsafe { pack::<f32>(m, 0, n, depth, len, width, out.as_mut_ptr()) };
+                for r in 0..n.div_ceil(width) * width {
+                    for p in 0..len {
+                        let want = if r < n { w[r * k + depth + p] } else { 0.0 };
+                        assert_eq!(out[(r / width) * width * len + p * width + r % width], want, "{n}x{k} rows {row_step} apart: row {r}, depth {p}");
+                    }
                 }
             }
         }
