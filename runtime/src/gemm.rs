@@ -976,6 +976,16 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
                             if let Some(next) = next_panel {
                                 prefetch(next + tile_index * share, share.min(panel_bytes.saturating_sub(tile_index * share)));
                             }
+                            // The next tile's rows of C, which a C larger
+                            // than the caches brings from memory: in flight
+                            // while this tile computes, not waited for when
+                            // the next one adds to them.
+                            let next_tile = if ir + mr < mcb { Some((ir + mr, jr)) } else { (jr + nr < ncb).then_some((0, jr + nr)) };
+                            if let Some((next_ir, next_jr)) = next_tile.filter(|_| c.col_step == 1) {
+                                for r in ic + next_ir..ic + (next_ir + mr).min(mcb) {
+                                    prefetch(c.at(r, jc + next_jr, wide_size), nr.min(ncb - next_jr) * wide_size);
+                                }
+                            }
                             let buffers = [
                                 (a_pack + ir * kcb * wide_size) as *mut u8,
                                 (b_pack + jr * kcb * wide_size) as *mut u8,
