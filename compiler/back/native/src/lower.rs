@@ -1135,20 +1135,26 @@ impl<E: Emitter> Lowering<'_, E> {
         let probe = self.e.size(base + loops + 2);
         if let Some(visible) = visible {
             let (h_probe, _) = self.e.begin_loop(zero_i, probe, 1);
-            let one = self.e.float(f, 1.0);
-            let any = self.e.variable(f, neg_inf);
+            // Whether any key shows, as an integer `or` of the mask: a
+            // reduction the loop vectoriser takes (a float maximum of a
+            // select between constants became a conditional chain, one
+            // element a step, a third of the causal block's attention time).
+            let any = self.e.variable(Kind::I64, zero_i);
             let (h_row, i) = self.e.begin_loop(zero_i, rows, 1);
             self.index[a.rows] = Some(self.e.binary(Binary::Add, Kind::I64, first_row, i));
             let (h, j) = self.e.begin_loop(zero_i, cols, 1);
             self.index[keys] = Some(self.e.binary(Binary::Add, Kind::I64, first_key, j));
             let (shown, _) = self.eval(visible);
-            let x = self.e.select(f, shown, one, neg_inf);
+            let x = self.e.convert(Kind::Bool, Kind::I64, shown);
             let y = self.e.get(any);
-            let y2 = self.e.accumulate(Binary::Max, f, y, x);
+            let y2 = self.e.accumulate(Binary::Or, Kind::I64, y, x);
             self.e.set(any, y2);
             self.e.end_loop(h);
             self.e.end_loop(h_row);
             let y = self.e.get(any);
+            let seen = self.e.compare(Compare::Ne, Kind::I64, y, zero_i);
+            let one = self.e.float(f, 1.0);
+            let y = self.e.select(f, seen, one, neg_inf);
             self.e.store(f, stats, last, y);
             self.e.end_loop(h_probe);
         }
