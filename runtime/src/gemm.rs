@@ -479,7 +479,7 @@ unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, wor
     let size = std::mem::size_of::<T>();
     let wide_size = std::mem::size_of::<T::Wide>();
     let blocks = Blocks::new(&p, micro, &split);
-    let packed_b = packed_b.filter(|_| !transposed && p.k > 0).and_then(|b| b.panels(split.nc, blocks.kc, blocks.packed_b_len(&p)));
+    let packed_b = packed_b.filter(|_| !transposed && p.k > 0).and_then(|b| b.panels(split.nc, split.kc, blocks.packed_b_len(&p)));
     if split.parts == 1 {
         // SAFETY: as the caller promised.
         unsafe { blocked::<T>(p, micro, &finish, packed_b, &split) };
@@ -1098,21 +1098,14 @@ for_widest_vectors! {
 /// holds `count.div_ceil(width) * width * len` wide elements.
 #[inline(always)]
 unsafe fn pack_contiguous_rows<T: Element>(src: *const T, step: isize, count: usize, len: usize, width: usize, out: *mut T::Wide) {
-    let whole = count / width * width;
     for p in 0..len {
         // SAFETY (throughout): position `p`'s elements are inside `src`,
         // and each panel's row of them inside `out`, as promised.
         let row = unsafe { std::slice::from_raw_parts(src.offset(p as isize * step), count) };
-        for (panel, chunk) in row[..whole].chunks_exact(width).enumerate() {
+        for (panel, chunk) in row.chunks(width).enumerate() {
             let dst = unsafe { std::slice::from_raw_parts_mut(out.add((panel * len + p) * width), width) };
-            for (d, &x) in dst.iter_mut().zip(chunk) {
-                *d = x.operand();
-            }
-        }
-        if whole < count {
-            let dst = unsafe { std::slice::from_raw_parts_mut(out.add((whole / width * len + p) * width), width) };
-            let (values, padding) = dst.split_at_mut(count - whole);
-            for (d, &x) in values.iter_mut().zip(&row[whole..]) {
+            let (values, padding) = dst.split_at_mut(chunk.len());
+            for (d, &x) in values.iter_mut().zip(chunk) {
                 *d = x.operand();
             }
             padding.fill(T::Wide::default());
