@@ -552,7 +552,8 @@ impl Former<'_> {
                 | Op::Take { .. }
                 | Op::ScatterAdd { .. }
                 | Op::Scan { .. }
-                | Op::ArgReduce { .. } => true,
+                | Op::ArgReduce { .. }
+                | Op::Rename => true,
                 Op::Along { .. } => is_cheap,
                 _ => false,
             });
@@ -942,6 +943,15 @@ impl Former<'_> {
                 };
                 let value = self.read(ops[0], &at, &loops);
                 self.kernel(n, loops, Body::Along { func: *func, axis: along, value })
+            }
+            // A renamed value not in memory stays where it is computed: its
+            // consumers read it at the same positions (a call's argument
+            // that selects a layer of a stacked input is read in place,
+            // not copied at the call).
+            Op::Rename if matches!(self.values[&ops[0]], Value::Inline { .. }) => {
+                let loops = self.output_loops(&out);
+                let value = self.read(ops[0], &(0..out.len()).map(Index::Loop).collect::<Vec<_>>(), &loops);
+                self.store(n, loops, value)
             }
             Op::Reshape | Op::Rename => {
                 // A view needs its operand in memory.
