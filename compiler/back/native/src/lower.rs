@@ -269,6 +269,9 @@ impl<E: Emitter> Lowering<'_, E> {
             self.index[l] = Some(self.e.size(base + l));
         }
         let zero = self.e.int(Kind::I64, 0);
+        if let (Some(rows), Some(cols)) = (g.rows, g.cols) {
+            self.prefetch_next_tile(epilogue, rows, cols, base);
+        }
         let mut handles = Vec::new();
         for (l, count) in [(g.rows, base + loops), (g.cols, base + loops + 1)] {
             let Some(l) = l else { continue };
@@ -280,6 +283,42 @@ impl<E: Emitter> Lowering<'_, E> {
         let (x, kind) = self.eval(epilogue);
         self.store_output(x, kind);
         self.close(handles);
+    }
+
+    /// Asks for the rows of the next tile down (the driver's products
+    /// finish a column of tiles row block by row block) of each operand
+    /// other than the output that the epilogue reads at the output's own
+    /// position: a full-size operand stored long before (a backward
+    /// pass's saved activation) comes from memory, and each tile would
+    /// otherwise wait for its lines.
+    fn prefetch_next_tile(&mut self, epilogue: &Expr, rows: usize, cols: usize, base: usize) {
+        let loops = self.k.loops.len();
+        let rank = self.p.buffers[self.k.output].shape.len();
+        let own: Vec<Index> = (0..rank).map(Index::Loop).collect();
+        let mut streams: Vec<usize> = Vec::new();
+        for (b, index) in epilogue.loads() {
+            if index == own.as_slice() && b != self.k.output && !streams.contains(&b) {
+                streams.push(b);
+            }
+        }
+        if streams.is_empty() {
+            return;
+        }
+        let (first_row, first_col) = (self.e.size(base + rows), self.e.size(base + cols));
+        let (tile_rows, tile_cols) = (self.e.size(base + loops), self.e.size(base + loops + 1));
+        let next_row = self.e.binary(Binary::Add, Kind::I64, first_row, tile_rows);
+        let zero = self.e.int(Kind::I64, 0);
+        let widest = streams.iter().map(|&b| self.p.buffers[b].dtype.size_bytes()).max().unwrap_or(1);
+        let (h_row, r) = self.e.begin_loop(zero, tile_rows, 1);
+        self.index[rows] = Some(self.e.binary(Binary::Add, Kind::I64, next_row, r));
+        let (h_col, c) = self.e.begin_loop(zero, tile_cols, (64 / widest).max(1) as i64);
+        self.index[cols] = Some(self.e.binary(Binary::Add, Kind::I64, first_col, c));
+        for &b in &streams {
+            let at = self.offset(b, &own);
+            self.e.prefetch(memory_kind(self.p.buffers[b].dtype), b, at, false);
+        }
+        self.e.end_loop(h_col);
+        self.e.end_loop(h_row);
     }
 
     /// The range loop `i` runs over: the driver's `begin..end` for the parallel loop.
