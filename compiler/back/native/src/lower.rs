@@ -295,12 +295,8 @@ impl<E: Emitter> Lowering<'_, E> {
         let loops = self.k.loops.len();
         let rank = self.p.buffers[self.k.output].shape.len();
         let own: Vec<Index> = (0..rank).map(Index::Loop).collect();
-        let mut streams: Vec<usize> = Vec::new();
-        for (b, index) in epilogue.loads() {
-            if index == own.as_slice() && b != self.k.output && !streams.contains(&b) {
-                streams.push(b);
-            }
-        }
+        let mut streams = loaded_at([epilogue], &own);
+        streams.retain(|&b| b != self.k.output);
         if streams.is_empty() {
             return;
         }
@@ -308,10 +304,10 @@ impl<E: Emitter> Lowering<'_, E> {
         let (tile_rows, tile_cols) = (self.e.size(base + loops), self.e.size(base + loops + 1));
         let next_row = self.e.binary(Binary::Add, Kind::I64, first_row, tile_rows);
         let zero = self.e.int(Kind::I64, 0);
-        let widest = streams.iter().map(|&b| self.p.buffers[b].dtype.size_bytes()).max().unwrap_or(1);
+        let per_line = self.elements_per_line(streams.iter().copied());
         let (h_row, r) = self.e.begin_loop(zero, tile_rows, 1);
         self.index[rows] = Some(self.e.binary(Binary::Add, Kind::I64, next_row, r));
-        let (h_col, c) = self.e.begin_loop(zero, tile_cols, (64 / widest).max(1) as i64);
+        let (h_col, c) = self.e.begin_loop(zero, tile_cols, per_line);
         self.index[cols] = Some(self.e.binary(Binary::Add, Kind::I64, first_col, c));
         for &b in &streams {
             let at = self.offset(b, &own);
@@ -319,6 +315,14 @@ impl<E: Emitter> Lowering<'_, E> {
         }
         self.e.end_loop(h_col);
         self.e.end_loop(h_row);
+    }
+
+    /// The step of a loop that asks for each 64-byte cache line of these
+    /// buffers once: the widest one's elements per line (a narrower one's
+    /// lines get a request or more each).
+    fn elements_per_line(&self, buffers: impl IntoIterator<Item = usize>) -> i64 {
+        let widest = buffers.into_iter().map(|b| self.p.buffers[b].dtype.size_bytes()).max().unwrap_or(1);
+        (64 / widest).max(1) as i64
     }
 
     /// The range loop `i` runs over: the driver's `begin..end` for the parallel loop.
@@ -408,12 +412,7 @@ impl<E: Emitter> Lowering<'_, E> {
     fn prefetch_row(&mut self, ahead: i64) {
         let last = self.k.loops.len() - 1;
         let own: Vec<Index> = (0..=last).map(Index::Loop).collect();
-        let mut rows: Vec<(usize, bool)> = Vec::new();
-        for (b, index) in self.k.values().flat_map(|v| v.loads()) {
-            if index == own.as_slice() && !rows.iter().any(|&(r, _)| r == b) {
-                rows.push((b, false));
-            }
-        }
+        let mut rows: Vec<(usize, bool)> = loaded_at(self.k.values(), &own).into_iter().map(|b| (b, false)).collect();
         if self.k.schedule.stream.is_none() {
             // A streamed output is written without reading its lines.
             rows.push((self.k.output, true));
@@ -429,10 +428,9 @@ impl<E: Emitter> Lowering<'_, E> {
                 self.e.binary(Binary::Add, Kind::I64, start, skip)
             })
             .collect();
-        // One step per 64-byte line of the widest elements (a narrower one's lines get a request or more each).
-        let widest = rows.iter().map(|&(b, _)| self.p.buffers[b].dtype.size_bytes()).max().unwrap_or(1);
+        let per_line = self.elements_per_line(rows.iter().map(|&(b, _)| b));
         let zero = self.e.int(Kind::I64, 0);
-        let (h, k) = self.e.begin_loop(zero, length, (64 / widest).max(1) as i64);
+        let (h, k) = self.e.begin_loop(zero, length, per_line);
         for (&(b, write), &first) in rows.iter().zip(&next) {
             let at = self.e.binary(Binary::Add, Kind::I64, first, k);
             self.e.prefetch(memory_kind(self.p.buffers[b].dtype), b, at, write);
@@ -506,7 +504,7 @@ impl<E: Emitter> Lowering<'_, E> {
     /// one request per line, before this tile's staging.
     fn prefetch_next_transposed(&mut self, t: &Transpose, [(outer, first_outer, stop_outer), (inner, _, stop_inner)]: [Span<E::Value>; 2], width: i64) {
         let kind = memory_kind(self.p.buffers[t.buffer].dtype);
-        let per_line = (64 / self.p.buffers[t.buffer].dtype.size_bytes()).max(1) as i64;
+        let per_line = self.elements_per_line([t.buffer]);
         let width = self.e.int(Kind::I64, width);
         let past = self.e.binary(Binary::Add, Kind::I64, stop_inner, width);
         let end = self.e.binary(Binary::Min, Kind::I64, past, self.extents[inner]);
@@ -1396,6 +1394,19 @@ impl<E: Emitter> Lowering<'_, E> {
             MapFn::Builtin(b) => builtin(e, b, ck, &values),
         }
     }
+}
+
+/// The buffers `exprs` load at exactly the positions `own`, each once, in
+/// the order first read (the operands read along with an output, which a
+/// prefetch can fetch ahead at the output's next positions).
+fn loaded_at<'e>(exprs: impl IntoIterator<Item = &'e Expr>, own: &[Index]) -> Vec<usize> {
+    let mut found = Vec::new();
+    for (b, index) in exprs.into_iter().flat_map(Expr::loads) {
+        if index == own && !found.contains(&b) {
+            found.push(b);
+        }
+    }
+    found
 }
 
 /// Transposes a square block of vectors of `lanes` elements in
