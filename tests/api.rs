@@ -384,11 +384,35 @@ fn the_runtime_depends_on_no_compiler_crate() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let tree = String::from_utf8_lossy(&out.stdout);
     assert!(tree.starts_with("nax-runtime "), "{tree}");
-    let compiler: Vec<&str> = tree.lines().filter(|l| l.starts_with("nax") && !l.starts_with("nax-runtime ")).collect();
+    // The contract below both (the machine description) is the one nax crate it links.
+    let compiler: Vec<&str> = tree.lines().filter(|l| l.starts_with("nax") && !l.starts_with("nax-runtime ") && !l.starts_with("nax-contract ")).collect();
     assert!(compiler.is_empty(), "the runtime pulls in {compiler:?}");
     for heavy in ["inkwell", "melior", "cranelift", "egg ", "petgraph", "llvm-sys", "mlir-sys"] {
         assert!(!tree.lines().any(|l| l.starts_with(heavy)), "the runtime pulls in {heavy}");
     }
+}
+
+/// The machine is described once (`nax_contract::Machine`): no other
+/// source file asks the CPU what it has.
+#[test]
+fn only_the_machine_description_detects_the_cpu() {
+    let root = crate::support::root();
+    let mut offenders = Vec::new();
+    let mut dirs = vec![root.join("compiler"), root.join("runtime"), root.join("python/src"), root.join("benches"), root.join("examples")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().map(Result::unwrap) {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") && !path.starts_with(root.join("runtime/contract")) {
+                let text = std::fs::read_to_string(&path).unwrap();
+                if ["is_x86_feature_detected", "__cpuid", "get_host_cpu_features"].iter().any(|probe| text.contains(probe)) {
+                    offenders.push(path.strip_prefix(&root).unwrap().display().to_string());
+                }
+            }
+        }
+    }
+    assert_eq!(offenders, ["compiler/back/llvm/src/lib.rs"], "only the contract's machine description (and LLVM's own spelling of the host) detect the CPU");
 }
 
 /// After the lowering, no stage links the checker: the IR, the optimizer,
@@ -436,7 +460,7 @@ fn signatures_and_native_plans_round_trip_through_json() {
             let signature = nax_ir::signature(&graph, &nax::pipeline::defaults(f));
             let text = serde_json::to_string(&signature).unwrap();
             assert_eq!(serde_json::from_str::<nax::Signature>(&text).unwrap(), signature, "{}", f.name);
-            let program = nax::pipeline::kernels(&graph, &nax::pipeline::Backend::Llvm.target(nax::pipeline::Cpu::Native)).unwrap();
+            let program = nax::pipeline::kernels(&graph, &nax::pipeline::Machine::host(), nax::pipeline::FormOptions::default()).unwrap();
             let plan = nax_back_native::Slots::new(&program).plan(&program).unwrap();
             plan.validate(signature.params.len()).unwrap();
             let text = serde_json::to_string(&plan).unwrap();

@@ -491,8 +491,9 @@ pub fn run_all(
     args: &[Value],
     weights: &HashMap<String, HostTensor>,
 ) -> Result<Vec<HostTensor>, String> {
-    let target = nax::pipeline::Target { check_bounds, ..backend.target(nax::pipeline::Cpu::Native) };
-    let f = nax::pipeline::compile_graph_for(g.clone(), &[], backend, &target, &mut nax::Timings::start()).map_err(|e| e.to_string())?;
+    let machine = backend.machine(nax::pipeline::Machine::host());
+    let options = nax::pipeline::FormOptions { check_bounds };
+    let f = nax::pipeline::compile_graph_for(g.clone(), &[], backend, &machine, options, &mut nax::Timings::start()).map_err(|e| e.to_string())?;
     let call = f.signature().check(args.iter().map(Value::arg).collect(), weights).map_err(|e| e.to_string())?;
     f.run_results(&call, pool()).map_err(|e| e.to_string())
 }
@@ -1014,7 +1015,7 @@ fn outputs_larger_than_the_caches_stream_on_every_backend() {
     let check = |source: &str, args: &[Value], want: &[f64]| {
         let checked = nax_front::check_source(source);
         let graph = nax::pipeline::lower(&checked.module, "f", true, &mut nax::Timings::start()).unwrap().lowered;
-        let kernels = nax_kernel::text::print(&nax_kernel::form(&graph, &nax_kernel::Target::host()).unwrap());
+        let kernels = nax_kernel::text::print(&nax_kernel::form(&graph, &nax_contract::Machine::host(), nax_kernel::FormOptions::default()).unwrap());
         assert!(kernels.contains(" stream "), "not streamed:\n{kernels}");
         assert!(!source.contains("reduce") || kernels.contains(" row max "), "not a row reduction:\n{kernels}");
         for backend in NATIVE_BACKENDS {

@@ -9,7 +9,7 @@
 
 use crate::backends::{cases, model_cases, run_on};
 use crate::support::{nax, nax_files, root, tempdir};
-use nax::pipeline::{self, Backend, Target};
+use nax::pipeline::{self, Backend, FormOptions, Machine};
 use nax_runtime::cuda::CudaPlan;
 use nax_runtime::{DType, HostTensor, Scalar, Value};
 use std::collections::HashMap;
@@ -65,7 +65,7 @@ fn every_case_and_workload_compiles_to_ptx_that_ptxas_accepts() {
         };
         for f in functions {
             let lowered = pipeline::lower(&checked.module, &f, true, &mut nax::Timings::start()).unwrap_or_else(|e| panic!("{name}: {e}"));
-            let program = pipeline::kernels(lowered.graph(), &Target::CUDA).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let program = pipeline::kernels(lowered.graph(), &Machine::CUDA, FormOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
             let plan = nax_back_mlir::cuda(&program).unwrap_or_else(|e| panic!("{name}: {f}: {e}"));
             check_plan(&plan, nax_ir::signature(lowered.graph(), &[]).params.len(), &name);
             let file = dir.join(format!("{}_{f}.ptx", written.len()));
@@ -160,7 +160,7 @@ enum Check {
 /// threads), the inputs' and weights' bytes for a case, and what to check.
 fn export(dir: &Path, name: &str, graph: &nax_ir::Graph, args: &[Value], weights: &HashMap<String, HostTensor>, check: Check) {
     use nax_runtime::plan::{BufferKind, SizeRef};
-    let program = pipeline::kernels(graph, &Target::CUDA).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let program = pipeline::kernels(graph, &Machine::CUDA, FormOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
     let cuda = nax_back_mlir::cuda(&program).unwrap_or_else(|e| panic!("{name}: {e}"));
     let plan = &cuda.plan;
     let signature = nax_ir::signature(graph, &[]);

@@ -138,8 +138,8 @@ fn every_graph_forms_kernels_that_verify() {
         for f in checked.module.functions.iter().filter(|f| f.ok) {
             let g = nax_lower::lower(&checked.module, &f.name).expect("lower");
             // For a CPU and for a GPU (flat parallel loops, no library products).
-            for target in [nax_kernel::Target::GENERIC, nax_kernel::Target::CUDA] {
-                let p = nax_kernel::form(&g, &target).unwrap_or_else(|e| panic!("{what}: {}: {e}", f.name));
+            for machine in [nax_contract::Machine::GENERIC, nax_contract::Machine::CUDA] {
+                let p = nax_kernel::form(&g, &machine, nax_kernel::FormOptions::default()).unwrap_or_else(|e| panic!("{what}: {}: {e}", f.name));
                 let problems = nax_kernel::verify(&p);
                 let text = nax_kernel::text::print(&p);
                 assert!(problems.is_empty(), "{what}: {}: {problems:?}\n{text}", f.name);

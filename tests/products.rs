@@ -12,7 +12,7 @@
 //! kind of epilogue (bias, activation, scale, residual, over batch loops).
 
 use crate::backends::{Case, case, compare, pool, prepare};
-use nax::pipeline::{self, Backend, Target};
+use nax::pipeline::{self, Backend, FormOptions, Machine};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
@@ -73,8 +73,8 @@ fn products_agree_with_the_interpreter_without_the_bf16_dot_products() {
 
 #[test]
 fn products_agree_with_the_interpreter_across_blocking_edges() {
-    let host = Target::host();
-    let tiny_caches = Target { cache_bytes: [1 << 10, 8 << 10, 64 << 10], ..host };
+    let host = Machine::host();
+    let tiny_caches = Machine { cache_bytes: [1 << 10, 8 << 10, 64 << 10], ..host };
     let mut rng = SmallRng::seed_from_u64(17);
     let mut failures = Vec::new();
     for case in cases() {
@@ -82,10 +82,10 @@ fn products_agree_with_the_interpreter_across_blocking_edges() {
         let want = crate::backends::run_on(Backend::Interp, &graph, &args, &weights).unwrap_or_else(|e| panic!("{}: interp: {e}", case.name));
         for backend in [Backend::Llvm, Backend::Mlir, Backend::Cranelift] {
             for (machine, what) in [(host, "host"), (tiny_caches, "tiny caches")] {
-                let target = backend.narrow(machine);
-                let kernels = pipeline::kernels(&rewritten, &target).unwrap();
+                let target = backend.machine(machine);
+                let kernels = pipeline::kernels(&rewritten, &target, FormOptions::default()).unwrap();
                 assert!(!kernels.products.is_empty(), "{}: no kernel runs as a matrix product", case.name);
-                let f = pipeline::compile_graph_for(rewritten.clone(), &[], backend, &target, &mut nax::Timings::start()).unwrap();
+                let f = pipeline::compile_graph_for(rewritten.clone(), &[], backend, &target, FormOptions::default(), &mut nax::Timings::start()).unwrap();
                 let call = f.signature().check(args.iter().map(nax_runtime::Value::arg).collect(), &weights).unwrap();
                 let got = f.run(&call, pool()).unwrap_or_else(|e| panic!("{}: {}: {e}", case.name, backend.name()));
                 if let Err(e) = compare(&format!("{} on {} ({what})", case.name, backend.name()), &got, &want, 150) {
@@ -135,8 +135,8 @@ fn weights_are_packed_once_and_read_packed_at_every_call() {
             true,
         ),
     ];
-    let host = Target::host();
-    let tiny_caches = Target { cache_bytes: [1 << 10, 8 << 10, 64 << 10], ..host };
+    let host = Machine::host();
+    let tiny_caches = Machine { cache_bytes: [1 << 10, 8 << 10, 64 << 10], ..host };
     let two = nax_runtime::ThreadPool::new(2).expect("a pool of 2 threads");
     let mut rng = SmallRng::seed_from_u64(29);
     let mut failures = Vec::new();
@@ -145,8 +145,8 @@ fn weights_are_packed_once_and_read_packed_at_every_call() {
         let want = crate::backends::run_on(Backend::Interp, &graph, &args, &weights).unwrap_or_else(|e| panic!("{name}: interp: {e}"));
         for backend in [Backend::Llvm, Backend::Mlir, Backend::Cranelift] {
             for (machine, what) in [(host, "host"), (tiny_caches, "tiny caches")] {
-                let target = backend.narrow(machine);
-                let f = pipeline::compile_graph_for(rewritten.clone(), &[], backend, &target, &mut nax::Timings::start()).unwrap();
+                let target = backend.machine(machine);
+                let f = pipeline::compile_graph_for(rewritten.clone(), &[], backend, &target, FormOptions::default(), &mut nax::Timings::start()).unwrap();
                 let bound = nax_runtime::BoundWeights::new(weights.clone());
                 let mut packings = Vec::new();
                 for call in 0..3 {
@@ -179,7 +179,7 @@ fn a_weight_read_both_ways_is_packed_once_in_panels() {
     let Some((_, graph, rewritten, args, weights)) = prepare(&case("both_ways", source), &mut rng, false) else { unreachable!("the sizes are constants") };
     let want = crate::backends::run_on(Backend::Interp, &graph, &args, &weights).expect("interp");
     let two = nax_runtime::ThreadPool::new(2).expect("a pool of 2 threads");
-    let f = pipeline::compile_graph_for(rewritten, &[], Backend::Llvm, &Target::host(), &mut nax::Timings::start()).unwrap();
+    let f = pipeline::compile_graph_for(rewritten, &[], Backend::Llvm, &Machine::host(), FormOptions::default(), &mut nax::Timings::start()).unwrap();
     let bound = nax_runtime::BoundWeights::new(weights);
     for call in 0..3 {
         let checked = f.signature().check(args.iter().map(nax_runtime::Value::arg).collect(), &bound).unwrap();

@@ -584,7 +584,7 @@ unsafe fn unpacked<T: Element>(p: Product, threads: usize, work: usize, finish: 
 
 /// `$name::<T>()`: the function `$inner::<T>` compiled for this machine's
 /// widest vectors (AVX-512, AVX2 with FMA, or the baseline), chosen when
-/// called (the detection is cached by the standard library).
+/// called by the host's [`nax_contract::Machine`] (detected once).
 macro_rules! for_widest_vectors {
     ($(#[$doc:meta])* fn $name:ident = $inner:ident($($arg:ident: $ty:ty),*)) => {
         $(#[$doc])*
@@ -603,14 +603,12 @@ macro_rules! for_widest_vectors {
             unsafe fn baseline<T: Element>($($arg: $ty),*) {
                 unsafe { $inner::<T>($($arg),*) }
             }
+            // The host's vector width implies the features each variant enables.
             #[cfg(target_arch = "x86_64")]
-            {
-                if std::arch::is_x86_feature_detected!("avx512f") {
-                    return avx512::<T>;
-                }
-                if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                    return avx2::<T>;
-                }
+            match nax_contract::Machine::host().vector_bytes() {
+                64 => return avx512::<T>,
+                32 => return avx2::<T>,
+                _ => {}
             }
             baseline::<T>
         }
@@ -1045,7 +1043,7 @@ unsafe fn transpose_tiles<T: Element>(src: *const T, row_step: isize, rows: usiz
     let at = |r: usize, p: usize| unsafe { *src.offset(r as isize * row_step + p as isize) }.operand();
     let (whole_rows, whole_len) = (rows / TILE * TILE, len / TILE * TILE);
     #[cfg(target_arch = "x86_64")]
-    let f32_tiles = T::FORMAT == Format::F32 && std::arch::is_x86_feature_detected!("avx");
+    let f32_tiles = T::FORMAT == Format::F32 && nax_contract::Machine::host().has(nax_contract::Feature::Avx);
     for p0 in (0..whole_len).step_by(TILE) {
         for r0 in (0..whole_rows).step_by(TILE) {
             #[cfg(target_arch = "x86_64")]

@@ -27,7 +27,6 @@
 pub mod algebra;
 mod binding;
 mod call;
-pub mod cpu;
 pub mod cuda;
 mod driver;
 mod dtype;

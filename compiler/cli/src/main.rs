@@ -170,10 +170,12 @@ fn main() -> ExitCode {
             run_command(&req, backend, timings)
         }
         Command::Build { file, emit, out, backend, target, cpu, weights, embed_weights, timings, opt_level, check_bounds } => {
-            let Some(cpu) = pipeline::Cpu::parse(&cpu) else {
-                let names: Vec<&str> = pipeline::NAMED_CPUS.iter().map(|c| c.name).collect();
-                eprintln!("error: --cpu {cpu}: not a CPU nax knows; give native, generic or one of: {}", names.join(", "));
-                return ExitCode::from(2);
+            let machine = match pipeline::Machine::parse(&cpu) {
+                Ok(machine) => machine,
+                Err(e) => {
+                    eprintln!("error: --cpu {cpu}: {e}");
+                    return ExitCode::from(2);
+                }
             };
             let embedded = match (weights, embed_weights) {
                 (Some(w), true) => Some(w),
@@ -183,7 +185,7 @@ fn main() -> ExitCode {
                 }
                 (_, false) => None,
             };
-            build(&file, &out, backend, timings, Options { emit, optimize: opt_level > 0, cpu, device: target, embedded_weights: embedded, check_bounds })
+            build(&file, &out, backend, timings, Options { emit, optimize: opt_level > 0, machine, device: target, embedded_weights: embedded, check_bounds })
         }
         Command::Explain { code } => explain(&code),
     }
@@ -239,7 +241,8 @@ fn run_command(req: &run::RunRequest, backend: Backend, show_timings: bool) -> E
 struct Options {
     emit: Emit,
     optimize: bool,
-    cpu: pipeline::Cpu,
+    /// `--cpu`.
+    machine: pipeline::Machine,
     /// `--target`.
     device: Target,
     /// `--weights` with `--embed-weights`.
@@ -251,12 +254,16 @@ struct Options {
 impl Options {
     /// The machine kernels are formed for: the GPU of `--target cuda`, or
     /// the LLVM back end's view of `--cpu`.
-    fn target(&self) -> nax_kernel::Target {
-        let target = match self.device {
-            Target::Cuda => nax_kernel::Target::CUDA,
-            Target::Cpu => Backend::Llvm.target(self.cpu),
-        };
-        nax_kernel::Target { check_bounds: self.check_bounds, ..target }
+    fn machine(&self) -> pipeline::Machine {
+        match self.device {
+            Target::Cuda => Backend::Cuda.machine(self.machine),
+            Target::Cpu => Backend::Llvm.machine(self.machine),
+        }
+    }
+
+    /// How kernels are formed besides.
+    fn form(&self) -> pipeline::FormOptions {
+        pipeline::FormOptions { check_bounds: self.check_bounds }
     }
 }
 
@@ -278,7 +285,7 @@ fn annotated_graph(module: &nax_front::CheckedModule, function: &str, options: &
             let _ = writeln!(text, "# rewriting is off (-O0)");
         }
     }
-    let program = pipeline::kernels(lowered.graph(), &options.target())?;
+    let program = pipeline::kernels(lowered.graph(), &options.machine(), options.form())?;
     let _ = writeln!(text, "# kernels: {}", program.kernels.len());
     for (i, k) in program.kernels.iter().enumerate() {
         let e = program.estimate(k);
@@ -302,14 +309,14 @@ fn human(v: f64, unit: &str) -> String {
 /// What `--emit` writes for every function of the module.
 fn emitted(module: &nax_front::CheckedModule, options: &Options, timings: &mut Timings) -> Result<Vec<u8>, nax::Error> {
     let names: Vec<&str> = module.functions.iter().map(|f| f.name.as_str()).collect();
-    let (emit, optimize, target) = (options.emit, options.optimize, options.target());
+    let (emit, optimize, machine) = (options.emit, options.optimize, options.machine());
     Ok(match emit {
         Emit::Graph => names.iter().map(|f| annotated_graph(module, f, options, timings)).collect::<Result<String, _>>()?.into_bytes(),
         Emit::Kernels => {
             let mut text = String::new();
             for f in names {
                 let lowered = pipeline::lower(module, f, optimize, timings)?;
-                text.push_str(&nax_kernel::text::print(&pipeline::kernels(lowered.graph(), &target)?));
+                text.push_str(&nax_kernel::text::print(&pipeline::kernels(lowered.graph(), &machine, options.form())?));
             }
             text.into_bytes()
         }
@@ -317,7 +324,7 @@ fn emitted(module: &nax_front::CheckedModule, options: &Options, timings: &mut T
         _ => {
             let programs = names
                 .iter()
-                .map(|f| pipeline::lower(module, f, optimize, timings).and_then(|l| pipeline::kernels(l.graph(), &target)))
+                .map(|f| pipeline::lower(module, f, optimize, timings).and_then(|l| pipeline::kernels(l.graph(), &machine, options.form())))
                 .collect::<Result<Vec<_>, _>>()?;
             let failed = |e: nax_back_native::CodegenError| nax::Error::Compile { stage: "codegen", error: e.into() };
             match (emit, options.device) {
@@ -327,7 +334,7 @@ fn emitted(module: &nax_front::CheckedModule, options: &Options, timings: &mut T
                 _ => {}
             }
             let artifact = if emit == Emit::Obj { nax_back_llvm::Artifact::Object } else { nax_back_llvm::Artifact::Ir };
-            nax_back_llvm::emit(&programs, artifact, options.cpu).map_err(failed)?
+            nax_back_llvm::emit(&programs, artifact, &machine).map_err(failed)?
         }
     })
 }
@@ -373,7 +380,7 @@ fn build(path: &Path, out: &Path, name: BackendName, show_timings: bool, options
     let mut timings = Timings::start();
     if emit == Emit::So {
         let library = nax::aot::LibraryOptions {
-            cpu: options.cpu,
+            machine: options.machine,
             optimize: options.optimize,
             check_bounds: options.check_bounds,
             embedded_weights: options.embedded_weights.clone(),

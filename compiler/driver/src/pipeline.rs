@@ -6,11 +6,11 @@
 
 use crate::error::{Error, StageError};
 use crate::timings::Timings;
-pub use nax_back_llvm::{Cpu, NAMED_CPUS};
+pub use nax_contract::{Machine, NAMED_CPUS, UnknownCpu};
 use nax_front::CheckedModule;
 use nax_front::checked::{CheckedFn, TExprKind};
 use nax_ir::Graph;
-pub use nax_kernel::Target;
+pub use nax_kernel::FormOptions;
 use nax_runtime::{Function, HostType, Scalar};
 use std::sync::Arc;
 
@@ -37,24 +37,14 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// The machine kernel formation plans for when this back end compiles
-    /// for `cpu`: Cranelift's vectors are at most 16 bytes.
-    pub fn target(self, cpu: Cpu) -> Target {
-        if matches!(self, Backend::CudaEmulation | Backend::Cuda) {
-            return Target::CUDA;
-        }
-        self.narrow(match cpu {
-            Cpu::Native => Target::host(),
-            Cpu::Generic => Target::GENERIC,
-            Cpu::Named(c) => Target { vector_bytes: c.vector_bytes(), ..Target::GENERIC },
-        })
-    }
-
-    /// A machine as this back end's code sees it.
-    pub fn narrow(self, machine: Target) -> Target {
+    /// `machine` as this back end's code sees it, which kernel formation
+    /// plans for: the GPU for the CUDA back ends; Cranelift's vectors are
+    /// at most 16 bytes.
+    pub fn machine(self, machine: Machine) -> Machine {
         match self {
+            Backend::CudaEmulation | Backend::Cuda => Machine::CUDA,
             Backend::Cranelift => machine.with_vector_bytes(16),
-            Backend::Llvm | Backend::Mlir | Backend::Interp | Backend::CudaEmulation | Backend::Cuda => machine,
+            Backend::Llvm | Backend::Mlir | Backend::Interp => machine,
         }
     }
 
@@ -140,9 +130,9 @@ fn verify_graph(g: &Graph, what: &'static str) -> Result<(), Error> {
     Err(Error::Compile { stage: "lower", error: StageError::Verify { what, function: g.name.clone(), problems } })
 }
 
-/// The kernels of a graph, formed for `target` and verified.
-pub fn kernels(graph: &Graph, target: &Target) -> Result<nax_kernel::Program, Error> {
-    let program = nax_kernel::form(graph, target).map_err(Error::stage("kernels"))?;
+/// The kernels of a graph, formed for `machine` and verified.
+pub fn kernels(graph: &Graph, machine: &Machine, options: FormOptions) -> Result<nax_kernel::Program, Error> {
+    let program = nax_kernel::form(graph, machine, options).map_err(Error::stage("kernels"))?;
     let problems = nax_kernel::verify(&program);
     if !problems.is_empty() {
         return Err(Error::Compile { stage: "kernels", error: StageError::Verify { what: "kernels", function: graph.name.clone(), problems } });
@@ -173,12 +163,20 @@ pub fn defaults(f: &CheckedFn) -> Vec<Option<Scalar>> {
 /// Compiles a graph with a back end into a callable function. Records
 /// `kernels` (native back ends), `codegen` and `link`.
 pub fn compile_graph(graph: Graph, defaults: &[Option<Scalar>], backend: Backend, timings: &mut Timings) -> Result<Function, Error> {
-    compile_graph_for(graph, defaults, backend, &backend.target(Cpu::Native), timings)
+    compile_graph_for(graph, defaults, backend, &backend.machine(Machine::host()), FormOptions::default(), timings)
 }
 
-/// [`compile_graph`] with the kernels formed for `target` (the JIT's is
-/// the host; tests give small caches to reach every blocking edge).
-pub fn compile_graph_for(graph: Graph, defaults: &[Option<Scalar>], backend: Backend, target: &Target, timings: &mut Timings) -> Result<Function, Error> {
+/// [`compile_graph`] with the kernels formed for `machine` (the JIT's is
+/// the host as the back end sees it; tests give small caches to reach
+/// every blocking edge) with `options`.
+pub fn compile_graph_for(
+    graph: Graph,
+    defaults: &[Option<Scalar>],
+    backend: Backend,
+    machine: &Machine,
+    options: FormOptions,
+    timings: &mut Timings,
+) -> Result<Function, Error> {
     let signature = Arc::new(nax_ir::signature(&graph, defaults));
     let mut stage = |name| timings.mark(name);
     let exec: Box<dyn nax_runtime::Execute> = match backend {
@@ -188,7 +186,7 @@ pub fn compile_graph_for(graph: Graph, defaults: &[Option<Scalar>], backend: Bac
             Box::new(interpreter)
         }
         Backend::Llvm | Backend::Mlir | Backend::Cranelift | Backend::CudaEmulation => {
-            let program = kernels(&graph, target)?;
+            let program = kernels(&graph, machine, options)?;
             stage("kernels");
             let compiled = match backend {
                 Backend::Llvm => nax_back_llvm::compile(&program, Arc::clone(&signature), &mut stage),
@@ -199,7 +197,7 @@ pub fn compile_graph_for(graph: Graph, defaults: &[Option<Scalar>], backend: Bac
             Box::new(compiled.map_err(Error::stage("codegen"))?)
         }
         Backend::Cuda => {
-            let program = kernels(&graph, target)?;
+            let program = kernels(&graph, machine, options)?;
             stage("kernels");
             let plan = nax_back_mlir::cuda(&program).map_err(Error::stage("codegen"))?;
             stage("codegen");
@@ -223,6 +221,6 @@ pub fn compile_function(
 ) -> Result<Function, Error> {
     let defaults = defaults(function(module, name)?);
     let lowered = lower(module, name, optimize, timings)?;
-    let target = Target { check_bounds, ..backend.target(Cpu::Native) };
-    compile_graph_for(lowered.into_graph(), &defaults, backend, &target, timings)
+    let machine = backend.machine(Machine::host());
+    compile_graph_for(lowered.into_graph(), &defaults, backend, &machine, FormOptions { check_bounds }, timings)
 }

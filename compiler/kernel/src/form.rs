@@ -8,8 +8,9 @@
 //! whose loads index the operand; host scalars fold into the expressions
 //! that use them.
 
-use crate::Target;
+use crate::ProductKernel;
 use crate::kernel::{Body, Buffer, BufferKind, Expr, Index, IndexCheck, Kernel, Loop, Program, Role, Schedule, Transpose, constructor_value};
+use nax_contract::Machine;
 use nax_ir::Type;
 use nax_ir::{Graph, MapFn, Op};
 use nax_ops::{AlongAxis, Reduction};
@@ -190,8 +191,19 @@ pub enum FormError {
     NoOutput { function: String },
 }
 
-/// Forms the kernels of a graph, for a machine of this target.
-pub fn form(g: &Graph, target: &Target) -> Result<Program, FormError> {
+/// How kernels are formed beyond the machine they are for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FormOptions {
+    /// Every load and store of every kernel is checked against its
+    /// buffer's length at run time (`--check-bounds`): an access outside
+    /// fails the call instead of being made. The program gets a fault
+    /// record ([`crate::BufferKind::Fault`]).
+    pub check_bounds: bool,
+}
+
+/// Forms the kernels of a graph for `machine` (as the code generator sees
+/// it: [`Machine::with_vector_bytes`] where its vectors are narrower).
+pub fn form(g: &Graph, machine: &Machine, options: FormOptions) -> Result<Program, FormError> {
     let order = petgraph::algo::toposort(&g.graph, None).map_err(|_| FormError::Cycle { function: g.name.clone() })?;
     let mut f = Former {
         g,
@@ -205,7 +217,7 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, FormError> {
             products: Vec::new(),
         },
         values: HashMap::new(),
-        target: *target,
+        machine: *machine,
         checks: Vec::new(),
     };
     for n in order {
@@ -239,7 +251,7 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, FormError> {
     crate::attention::fuse(&mut f.p);
     crate::rows::fuse(&mut f.p);
     crate::epilogue::fuse(&mut f.p);
-    if target.gpu {
+    if machine.gpu() {
         let flats: Vec<usize> = f.p.kernels.iter().map(|k| flat_loops(k, &f.p)).collect();
         for (k, flat) in f.p.kernels.iter_mut().zip(flats) {
             // A GPU has no prefetches (the row fusion may have asked for one).
@@ -257,7 +269,7 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, FormError> {
         }
     }
     f.p.drop_unused_buffers();
-    if target.check_bounds {
+    if options.check_bounds {
         let words = Size::Const((nax_runtime::plan::FAULT_WORDS + f.p.buffers.len() + 1) as u64);
         f.p.buffers.push(Buffer { dtype: DType::I64, shape: vec![words], kind: BufferKind::Fault });
     }
@@ -265,7 +277,7 @@ pub fn form(g: &Graph, target: &Target) -> Result<Program, FormError> {
     let dtypes: Vec<DType> = f.p.kernels.iter().filter_map(|k| f.p.product_dtype(k)).collect();
     for dtype in dtypes {
         if f.p.product_kernel(dtype).is_none() {
-            f.p.products.push(target.product_kernel(dtype));
+            f.p.products.push(ProductKernel::for_machine(machine, dtype));
         }
     }
     Ok(f.p)
@@ -314,7 +326,7 @@ struct Former<'g> {
     g: &'g Graph,
     p: Program,
     values: HashMap<NodeIndex, Value>,
-    target: Target,
+    machine: Machine,
     /// Checks of `take`'s indices waiting for the next kernel formed
     /// (which runs after the indices are computed and before any kernel
     /// that reads the gather).
@@ -705,7 +717,7 @@ impl Former<'_> {
         };
         let contiguous = |l: usize| loads.iter().any(|(_, index)| index.last() == Some(&Index::Loop(l)));
         let mut s = Schedule { gemm: self.gemm_loops(out, loops, body), ..Schedule::default() };
-        if self.target.gpu {
+        if self.machine.gpu() {
             // One thread per output position; the flat loop is set once the kernels are fused (`gpu_schedule`).
             return s;
         }
@@ -740,7 +752,7 @@ impl Former<'_> {
     /// The width of the column blocks of a softmax into `out` along an axis
     /// of `extent` positions: the widest power of two whose block of the
     /// input and the output (`extent` rows each) fills at most half the
-    /// target's second-level cache, so the passes after the first (the
+    /// machine's second-level cache, so the passes after the first (the
     /// sum of exponentials, kept in the output, and their scaling) find the
     /// block there, within [`COLUMNS`]. Measured on `softmax_mid` (`[32 512
     /// 512]` f32, 1 MiB second-level cache: 128 columns, ms, interleaved
@@ -752,7 +764,7 @@ impl Former<'_> {
     fn column_block(&self, out: usize, extent: Size) -> u64 {
         let rows = self.p.symbols.constant(extent).unwrap_or(1).max(1);
         let bytes = self.p.buffers[out].dtype.size_bytes() as u64;
-        let fits = self.target.cache_bytes[1] / 2 / rows.saturating_mul(2 * bytes);
+        let fits = self.machine.cache_bytes[1] / 2 / rows.saturating_mul(2 * bytes);
         let widest = if fits == 0 { 0 } else { 1 << fits.ilog2() };
         widest.clamp(COLUMNS.0, COLUMNS.1)
     }
@@ -765,7 +777,7 @@ impl Former<'_> {
         let s = &k.schedule;
         let rank = self.p.buffers[k.output].shape.len();
         let lanes = match (&s.tile, &s.transpose) {
-            (None, None) => self.target.vector_bytes / self.p.buffers[k.output].dtype.size_bytes() as u32,
+            (None, None) => self.machine.vector_bytes() / self.p.buffers[k.output].dtype.size_bytes() as u32,
             (Some(_), Some(t)) => t.lanes,
             _ => return None,
         };
@@ -781,18 +793,18 @@ impl Former<'_> {
     fn outgrows_caches(&self, out: usize) -> bool {
         let bytes =
             self.p.buffers[out].shape.iter().try_fold(self.p.buffers[out].dtype.size_bytes() as u64, |n, &s| n.checked_mul(self.p.symbols.constant(s)?));
-        let cached = self.target.cache_bytes[2].min(STREAMED_L2S.saturating_mul(self.target.cache_bytes[1]));
+        let cached = self.machine.cache_bytes[2].min(STREAMED_L2S.saturating_mul(self.machine.cache_bytes[1]));
         bytes.is_some_and(|b| b > cached)
     }
 
     /// The read a tiled store over `rank` loops stages through a scratch tile
     /// (see [`Transpose`]): the first load whose last axis alone the outer
     /// tiled loop (`rank - 2`) indexes and another the inner one, of the
-    /// output's element width, in blocks of the target's vector lanes.
+    /// output's element width, in blocks of the machine's vector lanes.
     fn transposed_read(&self, out: usize, loads: &[(usize, &[Index])], rank: usize) -> Option<Transpose> {
         let (outer, inner) = (Index::Loop(rank - 2), Index::Loop(rank - 1));
         let width = self.p.buffers[out].dtype.size_bytes();
-        let lanes = self.target.vector_bytes / width as u32;
+        let lanes = self.machine.vector_bytes() / width as u32;
         let &(buffer, index) = loads.iter().find(|(b, index)| {
             let Some((last, rest)) = index.split_last() else { return false };
             *last == outer && !rest.contains(&outer) && rest.contains(&inner) && self.p.buffers[*b].dtype.size_bytes() == width
@@ -814,7 +826,7 @@ impl Former<'_> {
         };
         let [Expr::Load { buffer: a, index: ia }, Expr::Load { buffer: b, index: ib }] = args.as_slice() else { return None };
         let rank = self.p.buffers[out].shape.len();
-        if self.target.gpu
+        if self.machine.gpu()
             || nax_runtime::plan::Microkernel::compute_dtype(dtype).is_none()
             || *compute != dtype
             || self.p.buffers[*a].dtype != dtype

@@ -12,7 +12,7 @@ use nax_runtime::DType;
 use nax_runtime::Size;
 use nax_runtime::SizeTable;
 
-pub use crate::target::ProductKernel;
+pub use crate::product_kernel::ProductKernel;
 
 /// A buffer: one graph value in memory, row-major and contiguous.
 #[derive(Clone, Debug, PartialEq)]
@@ -529,7 +529,7 @@ pub struct Program {
     /// Sizes given by host int parameters (see the graph's).
     pub size_arguments: Vec<(Size, usize)>,
     /// The matrix-product microkernels of the kernels' products, one per
-    /// dtype used, with their blocking (decided for the [`crate::Target`]).
+    /// dtype used, with their blocking (decided for the machine: [`crate::ProductKernel::for_machine`]).
     pub products: Vec<ProductKernel>,
 }
 
@@ -544,7 +544,7 @@ pub struct Estimate {
 
 impl Program {
     /// The fault record of a program formed with bounds checks
-    /// ([`crate::Target::check_bounds`]).
+    /// ([`crate::FormOptions::check_bounds`]).
     pub fn fault_buffer(&self) -> Option<usize> {
         self.buffers.iter().position(|b| b.kind == BufferKind::Fault)
     }

@@ -8,14 +8,14 @@ mod attention;
 mod epilogue;
 mod form;
 mod kernel;
+mod product_kernel;
 mod rows;
-mod target;
 pub mod text;
 mod verify;
 
-pub use form::{FormError, form};
+pub use form::{FormError, FormOptions, form};
 pub use kernel::{
     AttentionLoops, Body, Buffer, BufferKind, Estimate, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, STREAM_BLOCK, Schedule, Transpose,
 };
-pub use target::{ProductKernel, Target};
+pub use product_kernel::ProductKernel;
 pub use verify::verify;

@@ -113,7 +113,7 @@ impl Model {
             )));
         }
         let needed: Vec<&str> = cpu.split(',').filter(|f| !f.is_empty()).collect();
-        let missing = nax_runtime::cpu::missing(needed.iter().copied());
+        let missing = nax_contract::Machine::host().missing(needed.iter().copied());
         if !missing.is_empty() {
             return Err(Failure {
                 code: crate::status::CPU,

@@ -44,6 +44,7 @@
 //! and `NAX_DPBF16` is not `0`.
 
 use super::{Element, Epilogue, Format, LINE, Product, SCRATCH, Wide, parts as thread_parts, with_scratch};
+use nax_contract::machine::{Feature, Machine};
 use rayon::prelude::*;
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -114,7 +115,7 @@ pub(crate) fn engine() -> Option<Engine> {
     static ENGINE: OnceLock<Option<Engine>> = OnceLock::new();
     *ENGINE.get_or_init(|| {
         let allowed = |name: &str| std::env::var_os(name).is_none_or(|v| v != "0");
-        if allowed("NAX_AMX") && cpu_has_amx() && os_grants_tiles() {
+        if allowed("NAX_AMX") && Machine::host().amx && os_grants_tiles() {
             Some(Engine::Tiles)
         } else if allowed("NAX_DPBF16") && cpu_has_vector_dot_products() {
             Some(Engine::Vectors)
@@ -136,22 +137,8 @@ pub(crate) fn takes<T: Element>() -> bool {
 
 /// Whether this CPU runs [`vector_kernel`]: it has AVX-512 F and AVX512_BF16.
 fn cpu_has_vector_dot_products() -> bool {
-    crate::cpu::missing(["avx512f", "avx512bf16"]).is_empty()
-}
-
-#[cfg(target_arch = "x86_64")]
-fn cpu_has_amx() -> bool {
-    use std::arch::x86_64::{__cpuid, __cpuid_count};
-    // CPUID leaf 7, sub-leaf 0: EDX bit 22 is AMX-BF16, bit 24 AMX-TILE.
-    #[allow(unused_unsafe)]
-    // SAFETY: CPUID exists on every x86-64 CPU.
-    let (max, features) = unsafe { (__cpuid(0).eax, __cpuid_count(7, 0).edx) };
-    max >= 7 && features & (1 << 22) != 0 && features & (1 << 24) != 0
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn cpu_has_amx() -> bool {
-    false
+    let host = Machine::host();
+    host.has(Feature::Avx512f) && host.has(Feature::Avx512bf16)
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -258,10 +245,16 @@ unsafe fn copy_bf16_avx512(from: &[u16], to: &mut [u16]) -> bool {
     copy_bf16_values(from, to)
 }
 
+/// Whether this CPU moves bf16 values in 64-byte vectors: AVX-512 BW and VL.
+fn wide_bf16_moves() -> bool {
+    let host = Machine::host();
+    host.has(Feature::Avx512bw) && host.has(Feature::Avx512vl)
+}
+
 /// [`copy_bf16_values`] in the widest vectors this CPU has.
 fn copy_bf16(from: &[u16], to: &mut [u16]) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512bw") && std::arch::is_x86_feature_detected!("avx512vl") {
+    if wide_bf16_moves() {
         // SAFETY: the CPU has the features.
         return unsafe { copy_bf16_avx512(from, to) };
     }
@@ -271,7 +264,7 @@ fn copy_bf16(from: &[u16], to: &mut [u16]) -> bool {
 /// [`split_values`] in the widest vectors this CPU has.
 fn split(values: &[f32], parts: &mut [Vec<u16>; 3]) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512bw") && std::arch::is_x86_feature_detected!("avx512vl") {
+    if wide_bf16_moves() {
         // SAFETY: the CPU has the features.
         return unsafe { split_values_avx512(values, parts) };
     }

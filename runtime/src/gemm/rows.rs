@@ -136,7 +136,7 @@ unsafe fn multiply_with<T: Element>(p: &Product, rows: &Rows, threads: usize, wo
 /// The strips' kernel for `T` on this machine.
 fn strip_kernel<T: Element>() -> StripFn<T::Wide> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f")
+    if nax_contract::Machine::host().has(nax_contract::Feature::Avx512f)
         && let Some(kernel) = avx512::kernel::<T>()
     {
         return kernel;

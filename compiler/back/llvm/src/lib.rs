@@ -29,6 +29,7 @@ use inkwell::module::{Linkage, Module};
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine};
 use nax_back_native::{CodegenError, Sharing, Slots, lower_kernel, lower_microkernel};
+use nax_contract::{Machine, Processor};
 use nax_kernel::Program;
 use nax_runtime::{KernelFn, NativeFunction, NativePlan, Signature};
 use rayon::prelude::*;
@@ -51,111 +52,23 @@ pub enum Artifact {
     Ir,
 }
 
-/// A CPU `nax build --cpu NAME` knows: its LLVM name and the features of
-/// [`nax_runtime::cpu::FEATURES`] it has, as the groups each generation
-/// adds.
-#[derive(Debug, PartialEq, Eq)]
-pub struct NamedCpu {
-    /// The name, as LLVM spells it (and as the code is tuned for).
-    pub name: &'static str,
-    /// What the code may use: the union of these groups.
-    pub groups: &'static [&'static [&'static str]],
-}
-
-/// What x86-64-v2 adds to the baseline.
-const V2: &[&str] = &["sse3", "ssse3", "sse4.1", "sse4.2", "popcnt"];
-/// What x86-64-v3 adds to v2.
-const V3: &[&str] = &["avx", "avx2", "fma", "f16c", "bmi", "bmi2", "lzcnt", "movbe"];
-/// What x86-64-v4 adds to v3.
-const V4: &[&str] = &["avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"];
-/// What Cascade Lake adds to v4.
-const VNNI: &[&str] = &["avx512vnni"];
-/// What Ice Lake adds to Cascade Lake.
-const ICELAKE: &[&str] = &["avx512vbmi", "avx512ifma"];
-
-/// The CPUs `--cpu NAME` takes.
-pub const NAMED_CPUS: [NamedCpu; 13] = [
-    NamedCpu { name: "x86-64-v2", groups: &[V2] },
-    NamedCpu { name: "x86-64-v3", groups: &[V2, V3] },
-    NamedCpu { name: "x86-64-v4", groups: &[V2, V3, V4] },
-    NamedCpu { name: "haswell", groups: &[V2, V3] },
-    NamedCpu { name: "skylake", groups: &[V2, V3] },
-    NamedCpu { name: "skylake-avx512", groups: &[V2, V3, V4] },
-    NamedCpu { name: "cascadelake", groups: &[V2, V3, V4, VNNI] },
-    NamedCpu { name: "icelake-server", groups: &[V2, V3, V4, VNNI, ICELAKE] },
-    NamedCpu { name: "sapphirerapids", groups: &[V2, V3, V4, VNNI, ICELAKE, &["avx512bf16", "avx512fp16"]] },
-    NamedCpu { name: "znver2", groups: &[V2, V3] },
-    NamedCpu { name: "znver3", groups: &[V2, V3] },
-    NamedCpu { name: "znver4", groups: &[V2, V3, V4, VNNI, ICELAKE, &["avx512bf16"]] },
-    NamedCpu { name: "znver5", groups: &[V2, V3, V4, VNNI, ICELAKE, &["avx512bf16"]] },
-];
-
-/// The CPU that code is compiled for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Cpu {
-    /// This machine's CPU, with every feature it has (the default).
-    #[default]
-    Native,
-    /// Any x86-64 CPU (SSE2 only).
-    Generic,
-    /// A CPU of [`NAMED_CPUS`].
-    Named(&'static NamedCpu),
-}
-
-impl Cpu {
-    /// `native`, `generic`, or one of [`NAMED_CPUS`]; `None` for another name.
-    pub fn parse(name: &str) -> Option<Cpu> {
-        match name {
-            "native" => Some(Cpu::Native),
-            "generic" => Some(Cpu::Generic),
-            _ => NAMED_CPUS.iter().find(|c| c.name == name).map(Cpu::Named),
-        }
-    }
-
-    /// The features of [`nax_runtime::cpu::FEATURES`] code compiled for
-    /// this CPU may use (this machine's, for `Native`): exactly what a
-    /// library checks when it is opened.
-    pub fn features(self) -> Result<Vec<&'static str>, String> {
-        Ok(match self {
-            Cpu::Generic => Vec::new(),
-            Cpu::Named(c) => c.features(),
-            Cpu::Native => {
-                let host = host()?;
-                let has: Vec<&str> = host.features.split(',').filter_map(|f| f.strip_prefix('+')).collect();
-                nax_runtime::cpu::FEATURES.into_iter().filter(|f| has.contains(f)).collect()
-            }
-        })
-    }
-}
-
-impl NamedCpu {
-    /// Every feature its code may use.
-    pub fn features(&self) -> Vec<&'static str> {
-        self.groups.concat()
-    }
-
-    /// The widest vector registers its code may use, in bytes.
-    pub fn vector_bytes(&self) -> u32 {
-        let features = self.features();
-        if features.contains(&"avx512f") {
-            64
-        } else if features.contains(&"avx2") && features.contains(&"fma") {
-            32
-        } else {
-            16
-        }
-    }
-}
-
-/// The machine code's target: its triple, CPU name and features, and the
-/// CPU it is tuned for.
+/// The machine code's target as LLVM spells it: its triple, CPU name and
+/// features, the CPU it is tuned for, and the vector width its loops prefer.
 struct Host {
     triple: inkwell::targets::TargetTriple,
     cpu: String,
     features: String,
     tune: Option<String>,
+    prefer_vector_width: &'static str,
 }
 
+/// The vector width LLVM's loops prefer on `machine`: 512 bits where its
+/// vectors are 64 bytes, else 256.
+fn prefer_vector_width(machine: &Machine) -> &'static str {
+    if machine.vector_bytes() >= 64 { "512" } else { "256" }
+}
+
+/// This machine as LLVM detects it (every feature it has, for the JIT).
 fn host() -> Result<&'static Host, String> {
     static HOST: OnceLock<Result<Host, String>> = OnceLock::new();
     HOST.get_or_init(|| {
@@ -165,24 +78,31 @@ fn host() -> Result<&'static Host, String> {
             cpu: TargetMachine::get_host_cpu_name().to_string(),
             features: TargetMachine::get_host_cpu_features().to_string(),
             tune: None,
+            prefer_vector_width: prefer_vector_width(&Machine::host()),
         })
     })
     .as_ref()
     .map_err(Clone::clone)
 }
 
-/// The target of ahead-of-time code for `cpu`, on this machine's triple:
-/// baseline x86-64 with exactly `cpu`'s features (so the list a library
-/// checks is everything its code needs), tuned for the CPU.
-fn host_for(cpu: Cpu) -> Result<Host, String> {
+/// The target of ahead-of-time code for `machine`, on this machine's
+/// triple: baseline x86-64 with exactly `machine`'s features (so the list
+/// a library checks is everything its code needs), tuned for its CPU.
+fn host_for(machine: &Machine) -> Result<Host, String> {
     let h = host()?;
-    let features: Vec<String> = cpu.features()?.into_iter().map(|f| format!("+{f}")).collect();
-    let tune = match cpu {
-        Cpu::Native => h.cpu.clone(),
-        Cpu::Generic => "generic".to_string(),
-        Cpu::Named(c) => c.name.to_string(),
+    let features: Vec<String> = machine.features.iter().map(|f| format!("+{f}")).collect();
+    let tune = match machine.processor {
+        Processor::Native => h.cpu.clone(),
+        Processor::Generic | Processor::Cuda => "generic".to_string(),
+        Processor::Named(c) => c.name.to_string(),
     };
-    Ok(Host { triple: TargetMachine::get_default_triple(), cpu: "x86-64".to_string(), features: features.join(","), tune: Some(tune) })
+    Ok(Host {
+        triple: TargetMachine::get_default_triple(),
+        cpu: "x86-64".to_string(),
+        features: features.join(","),
+        tune: Some(tune),
+        prefer_vector_width: prefer_vector_width(machine),
+    })
 }
 
 fn target_machine(h: &Host) -> Result<TargetMachine, String> {
@@ -204,7 +124,7 @@ fn build_module<'ctx>(context: &'ctx Context, parts: &[Part<'_>], h: &Host, tm: 
     let mut target_attributes = vec![
         context.create_string_attribute("target-cpu", &h.cpu),
         context.create_string_attribute("target-features", &h.features),
-        context.create_string_attribute("prefer-vector-width", if h.features.contains("+avx512f") { "512" } else { "256" }),
+        context.create_string_attribute("prefer-vector-width", h.prefer_vector_width),
     ];
     if let Some(tune) = &h.tune {
         target_attributes.push(context.create_string_attribute("tune-cpu", tune));
@@ -341,16 +261,16 @@ fn add_kernels<'ctx>(
 /// Compiles the kernel programs of a module's functions to one object file
 /// or to optimised LLVM IR. Each program's kernels are exported as
 /// `<program>_k<i>` and its microkernels as `<program>_m<i>`, with the
-/// driver's signature, for `cpu` (baseline x86-64 with exactly its
-/// features, tuned for it), position-independent.
-pub fn emit(programs: &[Program], artifact: Artifact, cpu: Cpu) -> Result<Vec<u8>, CodegenError> {
+/// driver's signature, for `machine` (baseline x86-64 with exactly its
+/// features, tuned for its CPU), position-independent.
+pub fn emit(programs: &[Program], artifact: Artifact, machine: &Machine) -> Result<Vec<u8>, CodegenError> {
     let name = programs.first().map_or("", |p| p.name.as_str());
-    emit_programs(programs, artifact, cpu).map_err(CodegenError::backend("llvm", name))
+    emit_programs(programs, artifact, machine).map_err(CodegenError::backend("llvm", name))
 }
 
 /// [`emit`]'s work.
-fn emit_programs(programs: &[Program], artifact: Artifact, cpu: Cpu) -> Result<Vec<u8>, String> {
-    let h = &host_for(cpu)?;
+fn emit_programs(programs: &[Program], artifact: Artifact, machine: &Machine) -> Result<Vec<u8>, String> {
+    let h = &host_for(machine)?;
     let tm = target_machine(h)?;
     let slots: Vec<Slots> = programs.iter().map(Slots::new).collect();
     let sharing: Vec<Sharing> = programs.iter().zip(&slots).map(|(p, s)| Sharing::new(p, s)).collect();
@@ -469,24 +389,4 @@ fn compile_planned(
     // entries after them the plan's microkernels, in order; `code` owns
     // the engines that hold the machine code.
     unsafe { NativeFunction::new(signature, plan, kernels, Box::new(code)) }.map_err(|e| e.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_named_cpu_uses_only_features_a_library_can_check() {
-        for c in &NAMED_CPUS {
-            for f in c.features() {
-                assert!(nax_runtime::cpu::FEATURES.contains(&f), "{}: {f}", c.name);
-            }
-            assert_eq!(Cpu::parse(c.name), Some(Cpu::Named(c)));
-        }
-        assert_eq!(Cpu::parse("generic"), Some(Cpu::Generic));
-        assert_eq!(Cpu::parse("pentium"), None);
-        assert_eq!(NAMED_CPUS[2].vector_bytes(), 64);
-        assert_eq!(NAMED_CPUS[1].vector_bytes(), 32);
-        assert_eq!(NAMED_CPUS[0].vector_bytes(), 16);
-    }
 }

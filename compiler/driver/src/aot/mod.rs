@@ -13,10 +13,9 @@ mod c;
 mod manifest;
 
 use crate::error::{Error, StageError};
-use crate::pipeline::{self, Backend, Cpu};
+use crate::pipeline::{self, Backend, FormOptions, Machine};
 use crate::timings::Timings;
 use nax_front::CheckedModule;
-use nax_kernel::Target;
 use nax_runtime::plan::StoredFunction;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,8 +30,8 @@ static CAPI_ARCHIVE: &[u8] = include_bytes!(env!("NAX_CAPI_ARCHIVE"));
 /// What to build.
 #[derive(Clone, Debug)]
 pub struct LibraryOptions {
-    /// The CPU the kernels are compiled for (and the library checks at `NAME_open`).
-    pub cpu: Cpu,
+    /// The CPU the kernels are compiled for (and whose features the library checks at `NAME_open`).
+    pub machine: Machine,
     /// Whether the graphs are rewritten (`-O1`).
     pub optimize: bool,
     /// Whether every load and store is bounds-checked (`--check-bounds`).
@@ -59,14 +58,15 @@ pub fn library_name(out: &Path) -> Result<String, String> {
 /// `codegen` and `link`.
 pub fn build_library(module: &CheckedModule, out: &Path, options: &LibraryOptions, timings: &mut Timings) -> Result<(), Error> {
     let name = library_name(out).map_err(|message| Error::Link { message })?;
-    let target = Target { check_bounds: options.check_bounds, ..Backend::Llvm.target(options.cpu) };
-    let cpu = options.cpu.features().map_err(nax_back_native::CodegenError::backend("llvm", &options.source_name)).map_err(Error::stage("codegen"))?;
+    let machine = Backend::Llvm.machine(options.machine);
+    let form = FormOptions { check_bounds: options.check_bounds };
+    let cpu = machine.features.names();
     let mut programs = Vec::with_capacity(module.functions.len());
     let mut stored = Vec::with_capacity(module.functions.len());
     for (i, f) in module.functions.iter().enumerate() {
         let lowered = pipeline::lower(module, &f.name, options.optimize, timings)?;
         let signature = nax_ir::signature(lowered.graph(), &pipeline::defaults(f));
-        let mut program = pipeline::kernels(lowered.graph(), &target)?;
+        let mut program = pipeline::kernels(lowered.graph(), &machine, form)?;
         timings.mark("kernels");
         // Kernel symbols of their own, which no `NAME_` entry can take.
         program.name = format!("__nax_f{i}");
@@ -74,7 +74,7 @@ pub fn build_library(module: &CheckedModule, out: &Path, options: &LibraryOption
         stored.push(StoredFunction { name: f.name.clone(), signature, plan });
         programs.push(program);
     }
-    let object = nax_back_llvm::emit(&programs, nax_back_llvm::Artifact::LibraryObject, options.cpu).map_err(Error::stage("codegen"))?;
+    let object = nax_back_llvm::emit(&programs, nax_back_llvm::Artifact::LibraryObject, &machine).map_err(Error::stage("codegen"))?;
     timings.mark("codegen");
 
     let functions: Vec<c::CFunction<'_>> = stored
