@@ -14,6 +14,7 @@ mod run;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use nax::Timings;
+use nax::emit::{Device, Emit, EmitOptions, Emitted};
 use nax::pipeline::{self, Backend};
 use nax_front::Code;
 use std::path::{Path, PathBuf};
@@ -82,7 +83,7 @@ enum Command {
         /// The .nax source file.
         file: PathBuf,
         #[arg(long, value_enum)]
-        emit: Emit,
+        emit: EmitName,
         /// The output file.
         #[arg(short = 'o', value_name = "OUT")]
         out: PathBuf,
@@ -138,7 +139,7 @@ enum BackendName {
 
 /// What `nax build --emit` writes.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Emit {
+enum EmitName {
     So,
     Obj,
     LlvmIr,
@@ -156,6 +157,21 @@ enum Target {
     Cuda,
 }
 
+impl From<EmitName> for Emit {
+    fn from(name: EmitName) -> Emit {
+        match name {
+            EmitName::So => Emit::So,
+            EmitName::Obj => Emit::Obj,
+            EmitName::LlvmIr => Emit::LlvmIr,
+            EmitName::Mlir => Emit::Mlir,
+            EmitName::Ptx => Emit::Ptx,
+            EmitName::Graph => Emit::Graph,
+            EmitName::Kernels => Emit::Kernels,
+            EmitName::Torch => Emit::Torch,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -169,7 +185,7 @@ fn main() -> ExitCode {
             };
             run_command(&req, backend, timings)
         }
-        Command::Build { file, emit, out, backend, target, cpu, weights, embed_weights, timings, opt_level, check_bounds } => {
+        Command::Build { file, emit, out, backend: name, target, cpu, weights, embed_weights, timings, opt_level, check_bounds } => {
             let machine = match pipeline::Machine::parse(&cpu) {
                 Ok(machine) => machine,
                 Err(e) => {
@@ -177,7 +193,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let embedded = match (weights, embed_weights) {
+            let embedded_weights = match (weights, embed_weights) {
                 (Some(w), true) => Some(w),
                 (None, true) => {
                     eprintln!("error: --embed-weights needs the file to embed: --weights W.safetensors");
@@ -185,7 +201,21 @@ fn main() -> ExitCode {
                 }
                 (_, false) => None,
             };
-            build(&file, &out, backend, timings, Options { emit, optimize: opt_level > 0, machine, device: target, embedded_weights: embedded, check_bounds })
+            let device = match target {
+                Target::Cpu => Device::Cpu,
+                Target::Cuda => Device::Cuda,
+            };
+            let options = EmitOptions {
+                emit: emit.into(),
+                device,
+                backend: backend(name),
+                machine,
+                optimize: opt_level > 0,
+                check_bounds,
+                embedded_weights,
+                source_name: file.display().to_string(),
+            };
+            build(&file, &out, timings, options)
         }
         Command::Explain { code } => explain(&code),
     }
@@ -236,115 +266,10 @@ fn run_command(req: &run::RunRequest, backend: Backend, show_timings: bool) -> E
     }
 }
 
-/// What `nax build` was asked to write, and how.
-#[derive(Clone)]
-struct Options {
-    emit: Emit,
-    optimize: bool,
-    /// `--cpu`.
-    machine: pipeline::Machine,
-    /// `--target`.
-    device: Target,
-    /// `--weights` with `--embed-weights`.
-    embedded_weights: Option<PathBuf>,
-    /// `--check-bounds`.
-    check_bounds: bool,
-}
-
-impl Options {
-    /// The machine kernels are formed for: the GPU of `--target cuda`, or
-    /// the LLVM back end's view of `--cpu`.
-    fn machine(&self) -> pipeline::Machine {
-        match self.device {
-            Target::Cuda => Backend::Cuda.machine(self.machine),
-            Target::Cpu => Backend::Llvm.machine(self.machine),
-        }
-    }
-
-    /// How kernels are formed besides.
-    fn form(&self) -> pipeline::FormOptions {
-        pipeline::FormOptions { check_bounds: self.check_bounds }
-    }
-}
-
-/// The graph of one function as lowered and as rewritten, with the
-/// optimizer's report and the kernels' estimates, as `--emit graph` prints it.
-fn annotated_graph(module: &nax_front::CheckedModule, function: &str, options: &Options, timings: &mut Timings) -> Result<String, nax::Error> {
-    use std::fmt::Write;
-    let lowered = pipeline::lower(module, function, options.optimize, timings)?;
-    let mut text = format!("# `{function}` as lowered\n{}", nax_ir::text::print(&lowered.lowered));
-    match &lowered.rewritten {
-        Some((rewritten, report)) => {
-            let _ = writeln!(text, "# `{function}` rewritten");
-            for line in report.lines() {
-                let _ = writeln!(text, "# {line}");
-            }
-            text.push_str(&nax_ir::text::print(rewritten));
-        }
-        None => {
-            let _ = writeln!(text, "# rewriting is off (-O0)");
-        }
-    }
-    let program = pipeline::kernels(lowered.graph(), &options.machine(), options.form())?;
-    let _ = writeln!(text, "# kernels: {}", program.kernels.len());
-    for (i, k) in program.kernels.iter().enumerate() {
-        let e = program.estimate(k);
-        let cost = match (e.bytes, e.flops) {
-            (Some(b), Some(f)) => format!("{} moved, {}", human(b as f64, "B"), human(f as f64, "FLOP")),
-            _ => "bytes and FLOPs depend on run-time sizes".to_string(),
-        };
-        let _ = writeln!(text, "#   k{i} -> %{}: {cost}", k.output);
-    }
-    Ok(text)
-}
-
-fn human(v: f64, unit: &str) -> String {
-    let prefixes = [("G", 1e9), ("M", 1e6), ("k", 1e3)];
-    match prefixes.iter().find(|(_, scale)| v >= *scale) {
-        Some((p, scale)) => format!("{:.2} {p}{unit}", v / scale),
-        None => format!("{v} {unit}"),
-    }
-}
-
-/// What `--emit` writes for every function of the module.
-fn emitted(module: &nax_front::CheckedModule, options: &Options, timings: &mut Timings) -> Result<Vec<u8>, nax::Error> {
-    let names: Vec<&str> = module.functions.iter().map(|f| f.name.as_str()).collect();
-    let (emit, optimize, machine) = (options.emit, options.optimize, options.machine());
-    Ok(match emit {
-        Emit::Graph => names.iter().map(|f| annotated_graph(module, f, options, timings)).collect::<Result<String, _>>()?.into_bytes(),
-        Emit::Kernels => {
-            let mut text = String::new();
-            for f in names {
-                let lowered = pipeline::lower(module, f, optimize, timings)?;
-                text.push_str(&nax_kernel::text::print(&pipeline::kernels(lowered.graph(), &machine, options.form())?));
-            }
-            text.into_bytes()
-        }
-        Emit::Torch => nax_back_torch::emit_module(module).map_err(|e| nax::Error::Compile { stage: "emit", error: e.into() })?.into_bytes(),
-        _ => {
-            let programs = names
-                .iter()
-                .map(|f| pipeline::lower(module, f, optimize, timings).and_then(|l| pipeline::kernels(l.graph(), &machine, options.form())))
-                .collect::<Result<Vec<_>, _>>()?;
-            let failed = |e: nax_back_native::CodegenError| nax::Error::Compile { stage: "codegen", error: e.into() };
-            match (emit, options.device) {
-                (Emit::Mlir, Target::Cpu) => return nax_back_mlir::emit(&programs, nax_back_mlir::Device::Cpu).map(String::into_bytes).map_err(failed),
-                (Emit::Mlir, Target::Cuda) => return nax_back_mlir::emit(&programs, nax_back_mlir::Device::Gpu).map(String::into_bytes).map_err(failed),
-                (Emit::Ptx, _) => return nax_back_mlir::ptx(&programs).map(String::into_bytes).map_err(failed),
-                _ => {}
-            }
-            let artifact = if emit == Emit::Obj { nax_back_llvm::Artifact::Object } else { nax_back_llvm::Artifact::Ir };
-            nax_back_llvm::emit(&programs, artifact, &machine).map_err(failed)?
-        }
-    })
-}
-
-fn build(path: &Path, out: &Path, name: BackendName, show_timings: bool, options: Options) -> ExitCode {
-    let (emit, target) = (options.emit, options.device);
-    if emit == Emit::So
-        && let Err(message) = nax::aot::library_name(out)
-    {
-        eprintln!("error: {message}");
+/// Compiles `path` into what `options` names, written at `out`.
+fn build(path: &Path, out: &Path, show_timings: bool, options: EmitOptions) -> ExitCode {
+    if let Err(e) = options.check(out) {
+        eprintln!("error: {e}");
         return ExitCode::from(2);
     }
     let out = match output::target(out) {
@@ -359,52 +284,14 @@ fn build(path: &Path, out: &Path, name: BackendName, show_timings: bool, options
         Ok(s) => s,
         Err(code) => return code,
     };
-    let backend = backend(name);
-    match (emit, target) {
-        (Emit::Graph | Emit::Kernels | Emit::Torch | Emit::Mlir, _) => {}
-        (Emit::Ptx, Target::Cuda) => {}
-        (Emit::Ptx, Target::Cpu) => {
-            eprintln!("error: --emit ptx is GPU code: add --target cuda");
-            return ExitCode::from(2);
-        }
-        (Emit::Obj | Emit::LlvmIr | Emit::So, Target::Cuda) => {
-            eprintln!("error: --emit so, obj and llvm-ir are CPU code; for --target cuda, --emit ptx (or mlir) writes the kernels");
-            return ExitCode::from(2);
-        }
-        (Emit::Obj | Emit::LlvmIr | Emit::So, Target::Cpu) if backend == Backend::Llvm => {}
-        (Emit::Obj | Emit::LlvmIr | Emit::So, Target::Cpu) => {
-            eprintln!("error: --emit so, obj and llvm-ir come from the llvm back end (--backend llvm)");
-            return ExitCode::from(2);
-        }
-    }
     let mut timings = Timings::start();
-    if emit == Emit::So {
-        let library = nax::aot::LibraryOptions {
-            machine: options.machine,
-            optimize: options.optimize,
-            check_bounds: options.check_bounds,
-            embedded_weights: options.embedded_weights.clone(),
-            source_name: path.display().to_string(),
-        };
-        let built = pipeline::check(&path.display().to_string(), &source, &mut timings)
-            .and_then(|module| nax::aot::build_library(&module, out, &library, &mut timings));
-        if show_timings {
-            eprint!("{}", timings.report(backend.name()));
-        }
-        return match built {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(nax::Error::Diagnostics { rendered, .. }) => {
-                eprint!("{rendered}");
-                ExitCode::from(1)
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(1)
-            }
-        };
+    let emitted = pipeline::check(&options.source_name, &source, &mut timings).and_then(|module| nax::emit::emit(&module, &options, out, &mut timings));
+    if show_timings {
+        eprint!("{}", timings.report(options.backend.name()));
     }
-    let text = match pipeline::check(&path.display().to_string(), &source, &mut timings).and_then(|module| emitted(&module, &options, &mut timings)) {
-        Ok(text) => text,
+    let bytes = match emitted {
+        Ok(Emitted::Library) => return ExitCode::SUCCESS,
+        Ok(Emitted::Bytes(bytes)) => bytes,
         Err(nax::Error::Diagnostics { rendered, .. }) => {
             eprint!("{rendered}");
             return ExitCode::from(1);
@@ -414,16 +301,7 @@ fn build(path: &Path, out: &Path, name: BackendName, show_timings: bool, options
             return ExitCode::from(1);
         }
     };
-    timings.mark(match emit {
-        Emit::Graph => "lower",
-        Emit::Kernels => "kernels",
-        Emit::Obj | Emit::LlvmIr | Emit::Mlir | Emit::Ptx => "codegen",
-        _ => "emit",
-    });
-    if show_timings {
-        eprint!("{}", timings.report(backend.name()));
-    }
-    match output::write(out, &text) {
+    match output::write(out, &bytes) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: cannot write `{}`: {e}", out.display());

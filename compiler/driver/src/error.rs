@@ -64,6 +64,9 @@ pub enum Error {
         /// Why.
         problem: String,
     },
+    /// An artifact that cannot be made as asked (`nax build --emit`).
+    #[error(transparent)]
+    Unsupported(#[from] crate::emit::Unsupported),
     /// The runtime refused a call, a tensor or a file.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),

@@ -10,6 +10,7 @@
 
 pub mod aot;
 mod backward;
+pub mod emit;
 mod engine;
 mod error;
 pub mod pipeline;
