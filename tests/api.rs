@@ -392,6 +392,24 @@ fn the_runtime_depends_on_no_compiler_crate() {
     }
 }
 
+/// The command line is a client of the driver: it parses flags, calls
+/// `nax` (the pipeline, `nax::emit`) and prints; of the compiler it links
+/// directly only the front end (its diagnostics and `--types`).
+#[test]
+fn the_command_line_depends_on_the_driver_and_the_front_end_only() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["tree", "-p", "nax-cli", "-e", "normal", "--depth", "1", "--prefix", "none", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo tree");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tree = String::from_utf8_lossy(&out.stdout);
+    let mut nax: Vec<&str> = tree.lines().filter(|l| l.starts_with("nax")).filter_map(|l| l.split(' ').next()).collect();
+    nax.sort_unstable();
+    assert_eq!(nax, ["nax", "nax-cli", "nax-front"], "{tree}");
+}
+
 /// The machine is described once (`nax_contract::Machine`): no other
 /// source file asks the CPU what it has.
 #[test]
