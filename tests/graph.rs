@@ -185,7 +185,7 @@ fn malformed_transposed_reads_are_rejected() {
         assert!(transpose_add.contains(from), "{from}");
         let broken = nax_kernel::text::parse(&transpose_add.replace(from, to)).expect("parse");
         let problems = nax_kernel::verify(&broken);
-        assert!(problems.iter().any(|p| p.contains("a transposed read")), "{to}: {problems:?}");
+        assert!(problems.iter().any(|p| p.to_string().contains("a transposed read")), "{to}: {problems:?}");
     }
 }
 
@@ -197,10 +197,10 @@ fn malformed_transposed_reads_are_rejected() {
 fn views_of_another_element_size_are_rejected() {
     let graph = "graph f\n%0 = input 0 \"x\" : f32 plain [n:4] range -inf inf\n%1 = rename %0 : i64 plain [n:4] range -inf inf\ninputs %0\noutput %1\n";
     let g = nax_ir::text::parse(graph).expect("parse");
-    assert!(nax_ir::verify(&g).iter().any(|p| p.contains("changes a tensor's dtype from f32 to i64")), "{:?}", nax_ir::verify(&g));
+    assert!(nax_ir::verify(&g).iter().any(|p| p.to_string().contains("changes a tensor's dtype from f32 to i64")), "{:?}", nax_ir::verify(&g));
     let kernels = "program f\nbuffer %0 f32[4] temporary\nbuffer %1 i64[4] alias %0\nkernel %0 loops [4 parallel-vector] store 0.0\nresult %1\n";
     let p = nax_kernel::text::parse(kernels).expect("parse");
-    assert!(nax_kernel::verify(&p).iter().any(|e| e.contains("an alias of %0 with elements of another size")), "{:?}", nax_kernel::verify(&p));
+    assert!(nax_kernel::verify(&p).iter().any(|e| e.to_string().contains("an alias of %0 with elements of another size")), "{:?}", nax_kernel::verify(&p));
 }
 
 /// The verifier accepts streamed results only from a store in its loops'
@@ -218,7 +218,7 @@ fn streamed_results_need_a_plain_or_staged_store() {
         layernorm.replacen(" prefetch 1", " stream 3 prefetch 1", 1),
     ] {
         let problems = nax_kernel::verify(&nax_kernel::text::parse(&broken).expect("parse"));
-        assert!(problems.iter().any(|p| p.contains("streams its results")), "{broken}: {problems:?}");
+        assert!(problems.iter().any(|p| p.to_string().contains("streams its results")), "{broken}: {problems:?}");
     }
     let plain = transpose_add.replace("tile 64x256 transpose %0[i1 i0] by 4 stream 4", "stream 4").replace("load %0[i1 i0]", "load %0[i0 i1]");
     let after_rows = layernorm.replacen(" prefetch 1", " stream 16 prefetch 1", 1);
@@ -236,7 +236,7 @@ fn prefetches_of_rows_need_row_reductions() {
     let transpose_add = first_program("schedules.kernels");
     for broken in [layernorm.replacen("prefetch 1", "prefetch 0", 1), transpose_add.replacen(" store", " prefetch 1 store", 1)] {
         let problems = nax_kernel::verify(&nax_kernel::text::parse(&broken).expect("parse"));
-        assert!(problems.iter().any(|p| p.contains("prefetches rows")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.to_string().contains("prefetches rows")), "{problems:?}");
     }
 }
 
@@ -259,7 +259,7 @@ fn malformed_attention_kernels_are_rejected() {
         assert!(causal.contains(from), "{from}");
         let broken = nax_kernel::text::parse(&causal.replace(from, to)).expect("parse");
         let problems = nax_kernel::verify(&broken);
-        assert!(problems.iter().any(|p| p.contains(needle)), "{to}: {problems:?}");
+        assert!(problems.iter().any(|p| p.to_string().contains(needle)), "{to}: {problems:?}");
     }
 }
 
@@ -273,6 +273,6 @@ fn malformed_scatters_are_rejected() {
         assert!(scatter.contains(from), "{from}");
         let broken = nax_kernel::text::parse(&scatter.replace(from, to)).expect("parse");
         let problems = nax_kernel::verify(&broken);
-        assert!(problems.iter().any(|p| p.contains("a scatter adds along an output axis")), "{to}: {problems:?}");
+        assert!(problems.iter().any(|p| p.to_string().contains("a scatter adds along an output axis")), "{to}: {problems:?}");
     }
 }

@@ -54,7 +54,7 @@ pub fn read_tensors(path: &Path) -> Result<Vec<(String, HostTensor)>, RuntimeErr
     let mut bytes = Vec::new();
     bytes.try_reserve_exact(length as usize).map_err(|_| RuntimeError::Allocation { bytes: length as usize, count: length as usize })?;
     std::io::Read::read_to_end(&mut file, &mut bytes).map_err(read_error)?;
-    parse(&bytes, path, |t| HostTensor::new(TensorData::from_le_bytes(t.dtype, t.raw), t.shape, t.names).map_err(|e| format!("tensor '{}': {e}", t.name)))
+    parse(&bytes, path, |t| HostTensor::new(TensorData::from_le_bytes(t.dtype, t.raw), t.shape, t.names))
 }
 
 /// The most bytes a header may have (the `safetensors` crate's own cap).
@@ -105,12 +105,9 @@ pub enum StoredTensor<'a> {
 /// As [`read_tensors`], from a file's bytes already in memory (`origin`
 /// names them in errors), each tensor viewed in place when it can be.
 pub fn read_tensors_in_place<'a>(bytes: &'a [u8], origin: &Path) -> Result<Vec<(String, StoredTensor<'a>)>, RuntimeError> {
-    parse(bytes, origin, |t| {
-        match in_place(&t) {
-            Some(view) => view.map(StoredTensor::InPlace),
-            None => HostTensor::new(TensorData::from_le_bytes(t.dtype, t.raw), t.shape, t.names).map(StoredTensor::Copied),
-        }
-        .map_err(|e| format!("tensor '{}': {e}", t.name))
+    parse(bytes, origin, |t| match in_place(&t) {
+        Some(view) => view.map(StoredTensor::InPlace),
+        None => HostTensor::new(TensorData::from_le_bytes(t.dtype, t.raw), t.shape, t.names).map(StoredTensor::Copied),
     })
 }
 
@@ -131,7 +128,6 @@ fn in_place<'a>(t: &RawTensor<'a>) -> Option<Result<TensorView<'a>, RuntimeError
 
 /// One tensor of a parsed file, its bytes not yet decoded.
 struct RawTensor<'a> {
-    name: String,
     dtype: DType,
     shape: Vec<usize>,
     names: Vec<Option<String>>,
@@ -139,8 +135,9 @@ struct RawTensor<'a> {
 }
 
 /// Parses a safetensors file's bytes and makes each tensor with `make`
-/// (whose error message is wrapped as the file's); sorted by name.
-fn parse<'a, T>(bytes: &'a [u8], path: &Path, make: impl Fn(RawTensor<'a>) -> Result<T, String>) -> Result<Vec<(String, T)>, RuntimeError> {
+/// (whose error is reported as the file's, naming the tensor); sorted by
+/// name.
+fn parse<'a, T>(bytes: &'a [u8], path: &Path, make: impl Fn(RawTensor<'a>) -> Result<T, RuntimeError>) -> Result<Vec<(String, T)>, RuntimeError> {
     let bad_file = |message: String| RuntimeError::Format { path: path.into(), message };
     let (header_len, metadata) = SafeTensors::read_metadata(bytes).map_err(|e| bad_file(repeated_name(bytes).unwrap_or_else(|| describe(&e, bytes))))?;
     let data = header_len.checked_add(8).and_then(|start| bytes.get(start..)).ok_or_else(|| bad_file("the header runs past the end of the file".into()))?;
@@ -162,7 +159,7 @@ fn parse<'a, T>(bytes: &'a [u8], path: &Path, make: impl Fn(RawTensor<'a>) -> Re
             Some(axes) => parse_axes(path, &name, axes, shape.len())?,
             None => vec![None; shape.len()],
         };
-        let tensor = make(RawTensor { name: name.clone(), dtype, shape, names, raw }).map_err(bad_file)?;
+        let tensor = make(RawTensor { dtype, shape, names, raw }).map_err(|e| bad_file(format!("tensor '{name}': {e}")))?;
         out.push((name, tensor));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));

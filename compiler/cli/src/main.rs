@@ -255,12 +255,12 @@ fn run_command(req: &run::RunRequest, backend: Backend, show_timings: bool) -> E
     }
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(run::Failure::Diagnostics(rendered)) => {
+        Err(run::RunError::Compile(nax::Error::Diagnostics { rendered, .. })) => {
             eprint!("{rendered}");
             ExitCode::from(1)
         }
-        Err(run::Failure::Message(message)) => {
-            eprintln!("error: {message}");
+        Err(e) => {
+            eprintln!("error: {e}");
             ExitCode::from(1)
         }
     }

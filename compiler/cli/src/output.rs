@@ -9,26 +9,49 @@ use std::io::Write;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
+/// Why `out` cannot be written, found before any work.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// The directory `out` would be created in does not exist.
+    #[error("cannot write `{}`: the directory `{}` does not exist ({error}); create it first", .out.display(), .dir.display())]
+    NoDirectory { out: PathBuf, dir: PathBuf, error: std::io::Error },
+    /// What `out` would be created in is not a directory.
+    #[error("cannot write `{}`: `{}` is not a directory", .out.display(), .dir.display())]
+    NotADirectory { out: PathBuf, dir: PathBuf },
+    /// `out` is a symbolic link to nothing.
+    #[error("cannot write `{}`: it is a symbolic link to nothing that exists ({error})", .out.display())]
+    DanglingLink { out: PathBuf, error: std::io::Error },
+    /// `out` cannot be inspected.
+    #[error("cannot write `{}`: {error}", .out.display())]
+    Inspect { out: PathBuf, error: std::io::Error },
+    /// `out` (or what its link leads to) is not a regular file.
+    #[error("`{}` is {what}{}: the output is written to a regular file or a new path", .out.display(), through(.out, .resolved))]
+    NotAFile { out: PathBuf, resolved: PathBuf, what: &'static str },
+}
+
+/// ` (through the link to `R`)` where a link led from `out` to `resolved`.
+fn through(out: &Path, resolved: &Path) -> String {
+    if resolved != out { format!(" (through the link to `{}`)", resolved.display()) } else { String::new() }
+}
+
 /// The file `out` names, to be replaced by the result: `out` itself, or
 /// the regular file a symbolic link `out` leads to; why not, otherwise.
-pub fn target(out: &Path) -> Result<PathBuf, String> {
-    let shown = out.display();
+pub fn target(out: &Path) -> Result<PathBuf, OutputError> {
+    let inspect = |error| OutputError::Inspect { out: out.to_path_buf(), error };
     let resolved = match std::fs::symlink_metadata(out) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let dir = directory(out);
             return match std::fs::metadata(dir) {
                 Ok(meta) if meta.is_dir() => Ok(out.to_path_buf()),
-                Ok(_) => Err(format!("cannot write `{shown}`: `{}` is not a directory", dir.display())),
-                Err(e) => Err(format!("cannot write `{shown}`: the directory `{}` does not exist ({e}); create it first", dir.display())),
+                Ok(_) => Err(OutputError::NotADirectory { out: out.to_path_buf(), dir: dir.to_path_buf() }),
+                Err(error) => Err(OutputError::NoDirectory { out: out.to_path_buf(), dir: dir.to_path_buf(), error }),
             };
         }
-        Err(e) => return Err(format!("cannot write `{shown}`: {e}")),
-        Ok(meta) if meta.file_type().is_symlink() => {
-            std::fs::canonicalize(out).map_err(|e| format!("cannot write `{shown}`: it is a symbolic link to nothing that exists ({e})"))?
-        }
+        Err(e) => return Err(inspect(e)),
+        Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(out).map_err(|error| OutputError::DanglingLink { out: out.to_path_buf(), error })?,
         Ok(_) => out.to_path_buf(),
     };
-    let meta = std::fs::metadata(&resolved).map_err(|e| format!("cannot write `{shown}`: {e}"))?;
+    let meta = std::fs::metadata(&resolved).map_err(inspect)?;
     let kind = meta.file_type();
     let what = if kind.is_file() {
         return Ok(resolved);
@@ -45,8 +68,7 @@ pub fn target(out: &Path) -> Result<PathBuf, String> {
     } else {
         "not a regular file"
     };
-    let through = if resolved != out { format!(" (through the link to `{}`)", resolved.display()) } else { String::new() };
-    Err(format!("`{shown}` is {what}{through}: the output is written to a regular file or a new path"))
+    Err(OutputError::NotAFile { out: out.to_path_buf(), resolved, what })
 }
 
 /// Prints `text` to stdout; a reader that closed the pipe ends it quietly.

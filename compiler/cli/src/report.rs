@@ -2,7 +2,7 @@
 
 use nax_front::Checked;
 use nax_front::check::range::Range;
-use nax_front::check::types::Type;
+use nax_front::check::types::{ShownSize, Type};
 use nax_front::checked::CheckedFn;
 use nax_front::diagnostics::LineIndex;
 use serde_json::{Value, json};
@@ -26,8 +26,8 @@ fn sizes_json(f: &CheckedFn, ty: &Type) -> Value {
         ty.sizes(&f.symbols)
             .into_iter()
             .map(|s| match s {
-                Ok(v) => json!(v),
-                Err(name) => json!(name),
+                ShownSize::Constant(v) => json!(v),
+                ShownSize::Named(name) => json!(name),
             })
             .collect(),
     )
@@ -73,7 +73,7 @@ pub fn types_text(source: &str, checked: &Checked) -> String {
         out.push_str(&f.signature());
         out.push('\n');
         for b in f.bindings[f.params..].iter().filter(|b| !b.hidden) {
-            let sizes: Vec<String> = b.ty.sizes(&f.symbols).into_iter().map(|s| s.map_or_else(|name| name, |v| v.to_string())).collect();
+            let sizes: Vec<String> = b.ty.sizes(&f.symbols).iter().map(ShownSize::to_string).collect();
             let range = b.ty.range().map_or("-".to_string(), |r| r.to_string());
             out.push_str(&format!(
                 "  {:<12} {:<28} sizes [{}]  range {}  (line {})\n",

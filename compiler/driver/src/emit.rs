@@ -78,8 +78,8 @@ pub enum Unsupported {
     #[error("--emit so, obj and llvm-ir come from the llvm back end (--backend llvm)")]
     NotLlvm,
     /// A library's output path that is not `DIR/libNAME.so`.
-    #[error("{0}")]
-    LibraryName(String),
+    #[error(transparent)]
+    LibraryName(#[from] aot::LibraryNameError),
 }
 
 /// What [`emit`] made.

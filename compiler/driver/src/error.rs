@@ -94,12 +94,21 @@ pub enum StageError {
     /// Writing PyTorch code.
     #[error(transparent)]
     Emit(#[from] nax_back_torch::EmitError),
-    /// A stage's output does not verify (a bug of nax): every problem found.
-    #[error("internal error: the {what} of `{function}` do{} not verify: {}", if .what.ends_with('s') { "" } else { "es" }, .problems.join("; "))]
-    Verify { what: &'static str, function: String, problems: Vec<String> },
+    /// A graph (as lowered, or rewritten) does not verify (a bug of nax):
+    /// every problem found.
+    #[error("internal error: the {what} of `{function}` does not verify: {}", joined(.problems))]
+    VerifyGraph { what: &'static str, function: String, problems: Vec<nax_ir::Problem> },
+    /// Formed kernels do not verify (a bug of nax): every problem found.
+    #[error("internal error: the kernels of `{function}` do not verify: {}", joined(.problems))]
+    VerifyKernels { function: String, problems: Vec<nax_kernel::Problem> },
     /// The plans or the manifest of a library do not serialise (a bug of nax).
     #[error("internal error: the {what} do not serialise: {message}")]
     Serialise { what: &'static str, message: String },
+}
+
+/// Problems, `; ` between them.
+fn joined<P: std::fmt::Display>(problems: &[P]) -> String {
+    problems.iter().map(P::to_string).collect::<Vec<_>>().join("; ")
 }
 
 impl Error {

@@ -127,7 +127,7 @@ fn verify_graph(g: &Graph, what: &'static str) -> Result<(), Error> {
     if problems.is_empty() {
         return Ok(());
     }
-    Err(Error::Compile { stage: "lower", error: StageError::Verify { what, function: g.name.clone(), problems } })
+    Err(Error::Compile { stage: "lower", error: StageError::VerifyGraph { what, function: g.name.clone(), problems } })
 }
 
 /// The kernels of a graph, formed for `machine` and verified.
@@ -135,7 +135,7 @@ pub fn kernels(graph: &Graph, machine: &Machine, options: FormOptions) -> Result
     let program = nax_kernel::form(graph, machine, options).map_err(Error::stage("kernels"))?;
     let problems = nax_kernel::verify(&program);
     if !problems.is_empty() {
-        return Err(Error::Compile { stage: "kernels", error: StageError::Verify { what: "kernels", function: graph.name.clone(), problems } });
+        return Err(Error::Compile { stage: "kernels", error: StageError::VerifyKernels { function: graph.name.clone(), problems } });
     }
     Ok(program)
 }

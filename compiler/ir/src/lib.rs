@@ -15,4 +15,4 @@ mod verify;
 
 pub use graph::{Graph, Literal, MapFn, Node, Op, Output, Type, value_dtype};
 pub use signature::signature;
-pub use verify::verify;
+pub use verify::{Problem, verify};

@@ -11,20 +11,24 @@ use nax_runtime::algebra::Algebra;
 use nax_values::TensorType;
 use petgraph::graph::NodeIndex;
 
-/// Every problem found, as `%N: message`; empty when the graph is well formed.
-pub fn verify(g: &Graph) -> Vec<String> {
-    let mut errors = Vec::new();
+/// A problem the verifier found (a bug of nax).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    /// The graph has a cycle.
+    #[error("the graph has a cycle")]
+    Cycle,
+    /// A node does not fit its operation, its operands or its type.
+    #[error("%{node}: {what}")]
+    Node { node: usize, what: String },
+}
+
+/// Every problem found; empty when the graph is well formed.
+pub fn verify(g: &Graph) -> Vec<Problem> {
     if petgraph::algo::is_cyclic_directed(&g.graph) {
-        errors.push("the graph has a cycle".to_string());
-        return errors;
+        return vec![Problem::Cycle];
     }
     let algebra = Algebra::new(&g.symbols);
-    for n in g.graph.node_indices() {
-        if let Err(message) = check_node(g, &algebra, n) {
-            errors.push(format!("%{}: {message}", n.index()));
-        }
-    }
-    errors
+    g.graph.node_indices().filter_map(|n| check_node(g, &algebra, n).err()).collect()
 }
 
 fn tensor(ty: &Type) -> Option<&TensorType> {
@@ -44,53 +48,58 @@ fn sizes(ty: &Type) -> Vec<Size> {
 
 /// Checks one node; sizes are equal when the size algebra proves it
 /// (their normal forms agree), whatever symbols name them.
-fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), String> {
+fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Problem> {
+    let wrong = |what: String| Problem::Node { node: n.index(), what };
     let node = &g.graph[n];
     let ops = g.operands(n);
     let ty = |i: usize| &g.graph[ops[i]].ty;
     let same = |a: Size, b: Size| algebra.equal(a, b);
     let is_one = |s: Size| g.symbols.constant(s) == Some(1);
-    let count = |want: usize| if ops.len() == want { Ok(()) } else { Err(format!("expects {want} operands, has {}", ops.len())) };
+    let count = |want: usize| if ops.len() == want { Ok(()) } else { Err(wrong(format!("expects {want} operands, has {}", ops.len()))) };
     let out = sizes(&node.ty);
     // A view of a tensor reads its buffer: the dtype (the element's size) is kept.
     let same_dtype = || match (ops.first().map(|&o| &g.graph[o].ty).and_then(tensor), tensor(&node.ty)) {
-        (Some(a), Some(b)) if a.dtype != b.dtype => Err(format!("a view changes a tensor's dtype from {} to {}", a.dtype.as_str(), b.dtype.as_str())),
+        (Some(a), Some(b)) if a.dtype != b.dtype => Err(wrong(format!("a view changes a tensor's dtype from {} to {}", a.dtype.as_str(), b.dtype.as_str()))),
         _ => Ok(()),
     };
     match &node.op {
         Op::Input { index, .. } => {
             count(0)?;
             if g.inputs.get(*index).is_none_or(|&i| i != n) {
-                return Err(format!("input {index} is not the graph's input {index}"));
+                return Err(wrong(format!("input {index} is not the graph's input {index}")));
             }
         }
         Op::Weight { .. } | Op::Literal(_) | Op::SizeValue(_) => count(0)?,
         Op::Map { maps, .. } => {
             if maps.len() != ops.len() {
-                return Err("one index map per operand".into());
+                return Err(wrong("one index map per operand".into()));
             }
             for (k, m) in maps.iter().enumerate() {
                 let s = sizes(ty(k));
                 if m.len() != s.len() {
-                    return Err(format!("operand {k} has rank {} but its map has {} entries", s.len(), m.len()));
+                    return Err(wrong(format!("operand {k} has rank {} but its map has {} entries", s.len(), m.len())));
                 }
                 for (j, &r) in m.iter().enumerate() {
-                    let Some(&o) = out.get(r) else { return Err(format!("operand {k} axis {j} reads result axis {r}, out of range")) };
+                    let Some(&o) = out.get(r) else { return Err(wrong(format!("operand {k} axis {j} reads result axis {r}, out of range"))) };
                     if !same(s[j], o) && !is_one(s[j]) {
-                        return Err(format!("operand {k} axis {j} has size {} but result axis {r} has {}", g.symbols.display(s[j]), g.symbols.display(o)));
+                        return Err(wrong(format!(
+                            "operand {k} axis {j} has size {} but result axis {r} has {}",
+                            g.symbols.display(s[j]),
+                            g.symbols.display(o)
+                        )));
                     }
                 }
             }
         }
         Op::Contract { labels, output } => {
             if labels.len() != ops.len() || output.len() != out.len() {
-                return Err("labels do not match the operands or the result".into());
+                return Err(wrong("labels do not match the operands or the result".into()));
             }
             let mut extent: Vec<Option<Size>> = Vec::new();
             for (k, ls) in labels.iter().enumerate() {
                 let s = sizes(ty(k));
                 if ls.len() != s.len() {
-                    return Err(format!("operand {k} has rank {} but {} labels", s.len(), ls.len()));
+                    return Err(wrong(format!("operand {k} has rank {} but {} labels", s.len(), ls.len())));
                 }
                 for (&l, &size) in ls.iter().zip(&s) {
                     if extent.len() <= l {
@@ -99,7 +108,7 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
                     // A size-1 axis broadcasts against its label's extent.
                     match extent[l] {
                         _ if is_one(size) => {}
-                        Some(e) if !same(e, size) && !is_one(e) => return Err(format!("label {l} has two sizes")),
+                        Some(e) if !same(e, size) && !is_one(e) => return Err(wrong(format!("label {l} has two sizes"))),
                         _ => extent[l] = Some(size),
                     }
                 }
@@ -108,7 +117,7 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
                 match extent.get(l).copied().flatten() {
                     Some(e) if same(e, o) => {}
                     None if is_one(o) => {}
-                    _ => return Err(format!("output label {l} does not match the result's size")),
+                    _ => return Err(wrong(format!("output label {l} does not match the result's size"))),
                 }
             }
         }
@@ -117,13 +126,13 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
             let s = sizes(ty(0));
             let kept: Vec<Size> = (0..s.len()).filter(|a| !axes.contains(a)).map(|a| s[a]).collect();
             if axes.iter().any(|&a| a >= s.len()) || kept.len() != out.len() || kept.iter().zip(&out).any(|(&a, &b)| !same(a, b)) {
-                return Err("reduced axes do not give the result's shape".into());
+                return Err(wrong("reduced axes do not give the result's shape".into()));
             }
         }
         Op::Along { axis, .. } => {
             count(1)?;
             if *axis >= rank(ty(0)) {
-                return Err(format!("axis {axis} out of range"));
+                return Err(wrong(format!("axis {axis} out of range")));
             }
         }
         Op::Reshape => {
@@ -134,11 +143,11 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
             if let (Some(a), Some(b)) = (product(&input), product(&out))
                 && a != b
             {
-                return Err(format!("reshape from {a} to {b} elements"));
+                return Err(wrong(format!("reshape from {a} to {b} elements")));
             }
             if !algebra.equal_products(&input, &out) {
                 let shown = |v: &[Size]| v.iter().map(|&s| g.symbols.display(s)).collect::<Vec<_>>().join(" ");
-                return Err(format!("reshape from [{}] to [{}]: the element counts are not provably equal", shown(&input), shown(&out)));
+                return Err(wrong(format!("reshape from [{}] to [{}]: the element counts are not provably equal", shown(&input), shown(&out))));
             }
         }
         Op::Rename => {
@@ -146,7 +155,7 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
             same_dtype()?;
             let s = sizes(ty(0));
             if s.len() != out.len() || s.iter().zip(&out).any(|(&a, &b)| !same(a, b)) {
-                return Err("rename changes sizes".into());
+                return Err(wrong("rename changes sizes".into()));
             }
         }
         Op::Permute { perm } => {
@@ -155,25 +164,25 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
             let mut seen = vec![false; s.len()];
             for &p in perm {
                 if p >= s.len() || std::mem::replace(&mut seen[p], true) {
-                    return Err("not a permutation".into());
+                    return Err(wrong("not a permutation".into()));
                 }
             }
             if perm.len() != s.len() || perm.iter().zip(&out).any(|(&p, &o)| !same(s[p], o)) {
-                return Err("permuted sizes differ from the result's".into());
+                return Err(wrong("permuted sizes differ from the result's".into()));
             }
         }
         Op::Expand { map } => {
             count(1)?;
             let s = sizes(ty(0));
             if map.len() != s.len() || map.iter().zip(&s).any(|(&r, &a)| out.get(r).is_none_or(|&o| !same(a, o) && !is_one(a))) {
-                return Err("expanded axes do not match the result".into());
+                return Err(wrong("expanded axes do not match the result".into()));
             }
         }
         Op::Select { axis, index, count: c } => {
             count(1)?;
             let s = sizes(ty(0));
             if *axis >= s.len() || index >= c || g.symbols.constant(s[*axis]) != Some(*c as u64) || s.len() != out.len() + 1 {
-                return Err("selection out of range".into());
+                return Err(wrong("selection out of range".into()));
             }
         }
         Op::Slice { axis, start, step } => {
@@ -189,20 +198,20 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
                 _ => true,
             };
             if *axis >= s.len() || s.len() != out.len() || *step == 0 || !fits {
-                return Err("slice out of range".into());
+                return Err(wrong("slice out of range".into()));
             }
             if (0..s.len()).any(|a| a != *axis && !same(s[a], out[a])) {
-                return Err("a slice changes another axis".into());
+                return Err(wrong("a slice changes another axis".into()));
             }
         }
         Op::Concat { axis } => {
             if ops.len() < 2 {
-                return Err("concat needs at least two operands".into());
+                return Err(wrong("concat needs at least two operands".into()));
             }
             for k in 0..ops.len() {
                 let s = sizes(ty(k));
                 if s.len() != out.len() || *axis >= s.len() || (0..s.len()).any(|a| a != *axis && !same(s[a], out[a])) {
-                    return Err(format!("operand {k} does not line up with the result"));
+                    return Err(wrong(format!("operand {k} does not line up with the result")));
                 }
             }
         }
@@ -211,7 +220,7 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
                 let base = sizes(ty(2));
                 let dtype = |t: &Type| tensor(t).map(|t| t.dtype);
                 if base.len() != out.len() || base.iter().zip(&out).any(|(&a, &b)| !same(a, b)) || dtype(ty(2)) != dtype(&node.ty) {
-                    return Err("a scatter's base does not have its result's type".into());
+                    return Err(wrong("a scatter's base does not have its result's type".into()));
                 }
             } else {
                 count(2)?;
@@ -228,11 +237,11 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
                 Type::Host(..) => nax_runtime::DType::I64,
             };
             if *axis >= s.len() || !index_dtype.is_int() {
-                return Err("a gather's (or scatter's) axis or indices are wrong".into());
+                return Err(wrong("a gather's (or scatter's) axis or indices are wrong".into()));
             }
             let want: Vec<Size> = s[..*axis].iter().chain(&i).chain(&s[axis + 1..]).copied().collect();
             if want.len() != gathered.len() || want.iter().zip(&gathered).any(|(&a, &b)| !same(a, b)) {
-                return Err("a gather's values do not have the table's and the indices' axes".into());
+                return Err(wrong("a gather's values do not have the table's and the indices' axes".into()));
             }
         }
         Op::Scan { op, axis } => {
@@ -243,7 +252,7 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
                 || s.len() != out.len()
                 || s.iter().zip(&out).any(|(&a, &b)| !same(a, b))
             {
-                return Err("a scan keeps its operand's shape".into());
+                return Err(wrong("a scan keeps its operand's shape".into()));
             }
         }
         Op::ArgReduce { op, axis } => {
@@ -255,12 +264,12 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Stri
                 || kept.len() != out.len()
                 || kept.iter().zip(&out).any(|(&a, &b)| !same(a, b))
             {
-                return Err("an arg-reduction drops its axis".into());
+                return Err(wrong("an arg-reduction drops its axis".into()));
             }
         }
         Op::Construct { .. } => {
             if ops.len() > 1 {
-                return Err("a constructor takes at most one operand".into());
+                return Err(wrong("a constructor takes at most one operand".into()));
             }
         }
     }

@@ -183,9 +183,9 @@ pub enum FormError {
     /// The graph has a cycle.
     #[error("internal error: the graph of `{function}` has a cycle")]
     Cycle { function: String },
-    /// A node cannot become a kernel or an index map.
-    #[error("internal error: node %{node} of `{function}`: {what}")]
-    Node { function: String, node: usize, what: String },
+    /// A contraction node without operands.
+    #[error("internal error: node %{node} of `{function}`: a contraction without operands")]
+    EmptyContraction { function: String, node: usize },
     /// The graph's output has no value.
     #[error("internal error: the graph of `{function}` has no output")]
     NoOutput { function: String },
@@ -221,7 +221,7 @@ pub fn form(g: &Graph, machine: &Machine, options: FormOptions) -> Result<Progra
         checks: Vec::new(),
     };
     for n in order {
-        let v = f.node(n).map_err(|what| FormError::Node { function: g.name.clone(), node: n.index(), what })?;
+        let v = f.node(n)?;
         f.values.insert(n, v);
     }
     for output in g.output_nodes() {
@@ -875,7 +875,7 @@ impl Former<'_> {
         }
     }
 
-    fn node(&mut self, n: NodeIndex) -> Result<Value, String> {
+    fn node(&mut self, n: NodeIndex) -> Result<Value, FormError> {
         let node = &self.g.graph[n];
         let ops = self.g.operands(n);
         let out = shape(&node.ty);
@@ -917,7 +917,7 @@ impl Former<'_> {
                 let value = reads
                     .into_iter()
                     .reduce(|a, b| Expr::Apply { func: MapFn::Binary(nax_ops::BinaryOp::Mul), compute: dtype, args: vec![a, b] })
-                    .ok_or("a contraction without operands")?;
+                    .ok_or_else(|| FormError::EmptyContraction { function: self.g.name.clone(), node: n.index() })?;
                 self.kernel(n, loops, Body::Reduce { op: Reduction::Sum, value })
             }
             Op::Reduce { op, axes } => {

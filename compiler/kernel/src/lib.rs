@@ -18,4 +18,4 @@ pub use kernel::{
     AttentionLoops, Body, Buffer, BufferKind, Estimate, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, STREAM_BLOCK, Schedule, Transpose,
 };
 pub use product_kernel::ProductKernel;
-pub use verify::verify;
+pub use verify::{Problem, verify};

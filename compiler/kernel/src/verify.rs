@@ -8,14 +8,28 @@
 
 use crate::kernel::{Body, Expr, Index, Program};
 
-/// Every problem found, as `kernel N: message`; empty when the program is well formed.
-pub fn verify(p: &Program) -> Vec<String> {
+/// A problem the verifier found (a bug of nax): where, and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    /// A product's microkernel.
+    #[error("microkernel {microkernel}: {what}")]
+    Microkernel { microkernel: usize, what: String },
+    /// A buffer.
+    #[error("buffer %{buffer}: {what}")]
+    Buffer { buffer: usize, what: String },
+    /// A kernel.
+    #[error("kernel {kernel}: {what}")]
+    Kernel { kernel: usize, what: String },
+}
+
+/// Every problem found; empty when the program is well formed.
+pub fn verify(p: &Program) -> Vec<Problem> {
     let mut errors = Vec::new();
     for (i, product) in p.products.iter().enumerate() {
         let (m, b) = (product.micro, product.blocking);
         let fits = m.is_valid() && m.fits(&b) && p.products[..i].iter().all(|q| q.micro.dtype != m.dtype);
         if !fits {
-            errors.push(format!("microkernel {i}: {m:?} with {b:?} is not a microkernel the driver runs"));
+            errors.push(Problem::Microkernel { microkernel: i, what: format!("{m:?} with {b:?} is not a microkernel the driver runs") });
         }
     }
     // An alias reads its target's memory: the element's size is the same
@@ -24,12 +38,12 @@ pub fn verify(p: &Program) -> Vec<String> {
         if let crate::kernel::BufferKind::Alias(a) = buffer.kind
             && p.buffers.get(a).is_none_or(|target| target.dtype.size_bytes() != buffer.dtype.size_bytes())
         {
-            errors.push(format!("buffer %{b}: an alias of %{a} with elements of another size"));
+            errors.push(Problem::Buffer { buffer: b, what: format!("an alias of %{a} with elements of another size") });
         }
     }
     for (k, kernel) in p.kernels.iter().enumerate() {
         let Some(out) = p.buffers.get(kernel.output) else {
-            errors.push(format!("kernel {k}: no output buffer %{}", kernel.output));
+            errors.push(Problem::Kernel { kernel: k, what: format!("no output buffer %{}", kernel.output) });
             continue;
         };
         // The output's loops come first; any after them reduce.
@@ -43,75 +57,82 @@ pub fn verify(p: &Program) -> Vec<String> {
                 | (Body::Attention { .. }, Some(2))
         );
         if !extra_ok || kernel.loops[rank.min(kernel.loops.len())..].iter().any(|l| l.role != crate::kernel::Role::Reduce) {
-            errors.push(format!("kernel {k}: {} loops do not fit a rank-{rank} output and its body", kernel.loops.len()));
+            errors.push(Problem::Kernel { kernel: k, what: format!("{} loops do not fit a rank-{rank} output and its body", kernel.loops.len()) });
         }
         for (i, (&s, l)) in out.shape.iter().zip(&kernel.loops).enumerate() {
             if !p.symbols.same(s, l.extent) {
-                errors.push(format!("kernel {k}: loop {i} does not cover output axis {i}"));
+                errors.push(Problem::Kernel { kernel: k, what: format!("loop {i} does not cover output axis {i}") });
             }
         }
         let order = kernel.order();
         let mut sorted = order.clone();
         sorted.sort_unstable();
         if sorted != (0..kernel.loops.len()).collect::<Vec<_>>() {
-            errors.push(format!("kernel {k}: the order {order:?} is not an order of its {} loops", kernel.loops.len()));
+            errors.push(Problem::Kernel { kernel: k, what: format!("the order {order:?} is not an order of its {} loops", kernel.loops.len()) });
         } else if kernel.parallel_loop() && order.first() != Some(&0) {
-            errors.push(format!("kernel {k}: the parallel loop is not outermost"));
+            errors.push(Problem::Kernel { kernel: k, what: "the parallel loop is not outermost".to_string() });
         }
         let flat = kernel.schedule.flat;
         let rank = p.buffers[kernel.output].shape.len();
         if flat > 0
             && (flat > rank || !kernel.parallel_loop() || kernel.order() != (0..kernel.loops.len()).collect::<Vec<_>>() || kernel.schedule.tile.is_some())
         {
-            errors.push(format!("kernel {k}: a flat parallel loop covers leading output loops of a parallel kernel whose loops run in order, untiled"));
+            errors.push(Problem::Kernel {
+                kernel: k,
+                what: "a flat parallel loop covers leading output loops of a parallel kernel whose loops run in order, untiled".to_string(),
+            });
         }
         if kernel.schedule.tile.is_some() && !(matches!(kernel.body, Body::Store(_)) && kernel.loops.len() >= 2) {
-            errors.push(format!("kernel {k}: only a store over two or more loops can be tiled"));
+            errors.push(Problem::Kernel { kernel: k, what: "only a store over two or more loops can be tiled".to_string() });
         }
         if let Some(g) = &kernel.schedule.gemm {
             let mut all: Vec<usize> = g.batch.iter().copied().chain(g.rows).chain(g.cols).chain([g.inner]).collect();
             all.sort_unstable();
             let product_of_two_loads = matches!(&kernel.body, Body::Reduce { value: Expr::Apply { args, .. }, .. } if args.len() == 2 && args.iter().all(|a| matches!(a, Expr::Load { .. })));
             if all != (0..kernel.loops.len()).collect::<Vec<_>>() || g.inner + 1 != kernel.loops.len() || !product_of_two_loads {
-                errors.push(format!("kernel {k}: the GEMM loops do not fit the kernel"));
+                errors.push(Problem::Kernel { kernel: k, what: "the GEMM loops do not fit the kernel".to_string() });
             }
             if g.epilogue.as_ref().is_some_and(|e| e.reads_loop(g.inner)) {
-                errors.push(format!("kernel {k}: a GEMM's epilogue reads its inner loop"));
+                errors.push(Problem::Kernel { kernel: k, what: "a GEMM's epilogue reads its inner loop".to_string() });
             }
         }
         if let Some(dtype) = p.product_dtype(kernel)
             && p.product_kernel(dtype).is_none()
         {
-            errors.push(format!("kernel {k}: no {} microkernel for its products", dtype.as_str()));
+            errors.push(Problem::Kernel { kernel: k, what: format!("no {} microkernel for its products", dtype.as_str()) });
         }
         let takes_columns = match kernel.body {
             Body::Along { func, axis, .. } => crate::kernel::Schedule::takes_columns(&p.symbols, out.dtype, &kernel.loops, func, axis),
             _ => false,
         };
         if kernel.schedule.columns.is_some_and(|c| c == 0 || !takes_columns) {
-            errors.push(format!("kernel {k}: only a softmax along a middle axis of two or more positions runs in column blocks (of one or more)"));
+            errors.push(Problem::Kernel {
+                kernel: k,
+                what: "only a softmax along a middle axis of two or more positions runs in column blocks (of one or more)".to_string(),
+            });
         }
         if kernel.schedule.tile.is_some_and(|(a, b)| a == 0 || b == 0) {
-            errors.push(format!("kernel {k}: a tile of edge 0"));
+            errors.push(Problem::Kernel { kernel: k, what: "a tile of edge 0".to_string() });
         }
         if let Some(t) = &kernel.schedule.transpose
             && !stages_transposed(p, kernel, t)
         {
-            errors.push(format!(
-                "kernel {k}: a transposed read is a load of the tiled store, of the output's element width, whose last axis alone the tile's outer loop indexes and another its inner loop (the output's last two), in blocks of a power of two (two or more) lanes, and its tile's scratch holds at most {} bytes",
+            errors.push(Problem::Kernel { kernel: k, what: format!(
+                "a transposed read is a load of the tiled store, of the output's element width, whose last axis alone the tile's outer loop indexes and another its inner loop (the output's last two), in blocks of a power of two (two or more) lanes, and its tile's scratch holds at most {} bytes",
                 crate::kernel::MAX_SCRATCH_BYTES
-            ));
+            ) });
         }
         if let Some(lanes) = kernel.schedule.stream
             && !streams(p, kernel, lanes)
         {
-            errors.push(format!(
-                "kernel {k}: only a store in its loops' order, untiled (after its row reductions, if any) or tiled with a transposed read, streams its results, in vectors of a power of two lanes (of the transposed read's blocks, if any)"
-            ));
+            errors.push(Problem::Kernel { kernel: k, what: "only a store in its loops' order, untiled (after its row reductions, if any) or tiled with a transposed read, streams its results, in vectors of a power of two lanes (of the transposed read's blocks, if any)".to_string() });
         }
         if let Body::Scatter { axis, init, position, .. } = &kernel.body {
             if *axis >= rank || !kernel.schedule.order.is_empty() || kernel.schedule.flat > 0 || !position_is_int(p, position) {
-                errors.push(format!("kernel {k}: a scatter adds along an output axis, at an integer position, with its loops in order"));
+                errors.push(Problem::Kernel {
+                    kernel: k,
+                    what: "a scatter adds along an output axis, at an integer position, with its loops in order".to_string(),
+                });
             }
             // In place: an earlier kernel wrote the output; else the
             // initial value reads other buffers at the output's loops.
@@ -120,13 +141,15 @@ pub fn verify(p: &Program) -> Vec<String> {
             let reads_output = init.as_ref().is_some_and(|e| e.loads().iter().any(|(b, _)| *b == kernel.output));
             let init_loops = init.as_ref().is_none_or(|e| (rank..kernel.loops.len()).all(|l| !e.reads_loop(l)));
             if (in_place && !earlier) || (!in_place && reads_output) || !init_loops {
-                errors
-                    .push(format!("kernel {k}: a scatter starts from zeros, from values at its output's loops, or in place from what an earlier kernel wrote"));
+                errors.push(Problem::Kernel {
+                    kernel: k,
+                    what: "a scatter starts from zeros, from values at its output's loops, or in place from what an earlier kernel wrote".to_string(),
+                });
             }
         }
         let attention = matches!(kernel.body, Body::Attention { .. });
         if attention != kernel.schedule.attention.is_some() {
-            errors.push(format!("kernel {k}: an attention body and a flash schedule go together"));
+            errors.push(Problem::Kernel { kernel: k, what: "an attention body and a flash schedule go together".to_string() });
         }
         if let (Body::Attention { keys, logit, visible, value }, Some(a)) = (&kernel.body, &kernel.schedule.attention) {
             let mut all: Vec<usize> = a.batch.iter().copied().chain([a.rows, a.cols]).collect();
@@ -144,7 +167,7 @@ pub fn verify(p: &Program) -> Vec<String> {
                 || kernel.schedule.columns.is_some()
                 || kernel.schedule.tile.is_some()
             {
-                errors.push(format!("kernel {k}: the attention loops do not fit the kernel (batch and rows and columns are the f32 output's loops, then keys, then the depth of its one summed score, a product of two loads, and its value a load)"));
+                errors.push(Problem::Kernel { kernel: k, what: "the attention loops do not fit the kernel (batch and rows and columns are the f32 output's loops, then keys, then the depth of its one summed score, a product of two loads, and its value a load)".to_string() });
             } else if a.scratch.iter().zip(a.scratch_shapes(&kernel.loops)).any(|(&b, shape)| {
                 p.buffers.get(b).is_none_or(|b| {
                     b.kind != crate::kernel::BufferKind::Tile
@@ -153,7 +176,7 @@ pub fn verify(p: &Program) -> Vec<String> {
                         || !b.shape.iter().zip(&shape).all(|(&s, &t)| p.symbols.same(s, t))
                 })
             }) {
-                errors.push(format!("kernel {k}: an attention's scratch buffers are f32 tile buffers of its tile's shapes"));
+                errors.push(Problem::Kernel { kernel: k, what: "an attention's scratch buffers are f32 tile buffers of its tile's shapes".to_string() });
             } else if [Some(logit), visible.as_ref()].into_iter().flatten().any(|e| e.reads_loop(a.cols) || e.reads_loop(depth))
                 || visible.as_ref().is_some_and(crate::attention::reads_score)
                 || value.reads_loop(a.rows)
@@ -161,18 +184,18 @@ pub fn verify(p: &Program) -> Vec<String> {
                 || a.tile.0 == 0
                 || a.tile.1 == 0
             {
-                errors.push(format!("kernel {k}: an attention's logit and mask read only its batch, rows and keys (the mask not the score), its value only its batch, keys and columns, and its tiles are not empty"));
+                errors.push(Problem::Kernel { kernel: k, what: "an attention's logit and mask read only its batch, rows and keys (the mask not the score), its value only its batch, keys and columns, and its tiles are not empty".to_string() });
             }
         }
         if !kernel.rows.is_empty() && !attention && !crate::rows::takes_rows(kernel) {
-            errors.push(format!("kernel {k}: row reductions need a plain store whose last loop is not parallel"));
+            errors.push(Problem::Kernel { kernel: k, what: "row reductions need a plain store whose last loop is not parallel".to_string() });
         }
         if kernel.schedule.prefetch.is_some_and(|rows| rows == 0 || kernel.rows.is_empty() || attention) {
-            errors.push(format!("kernel {k}: only a store with row reductions prefetches rows ahead (one or more)"));
+            errors.push(Problem::Kernel { kernel: k, what: "only a store with row reductions prefetches rows ahead (one or more)".to_string() });
         }
         // Row reduction j reads rows before it; the body reads any.
         for (j, value) in kernel.values().enumerate() {
-            check_expr(p, kernel, value, j, &mut |m| errors.push(format!("kernel {k}: {m}")));
+            check_expr(p, kernel, value, j, &mut |what| errors.push(Problem::Kernel { kernel: k, what }));
         }
     }
     errors

@@ -5,7 +5,7 @@
 //! `where(m, v, x)`, and a scale of a contraction by a scalar moves onto
 //! its smallest operand (`einsum(q, k) / sqrt(d)` scales `q`).
 
-use crate::language::{EG, ENode, Types, add, as_type, node_type, nodes_of, plain, rule, tensor_of, type_of};
+use crate::language::{EG, ENode, RuleError, Types, add, as_type, node_type, nodes_of, plain, rule, tensor_of, type_of};
 use egg::{Id, Rewrite};
 use nax_ir::Type;
 use nax_ir::{MapFn, Op};
@@ -142,7 +142,7 @@ fn scale_through_contraction(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
 }
 
 /// The family's rules.
-pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
+pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, RuleError> {
     Ok(vec![
         rule("log-of-softmax", |o| is_builtin(o, Elementwise::Log), log_of_softmax)?,
         rule("exp-of-log", |o| is_builtin(o, Elementwise::Exp), exp_of_log)?,

@@ -5,7 +5,7 @@
 //! their count; `mean`, `max` and `min` over them are the value itself; a
 //! reduction over the original axes runs before the expansion).
 
-use crate::language::{EG, ENode, Types, absorb_operands, add, as_type, is_identity, node_type, rule, tensor_of, unary_nodes, with_axes};
+use crate::language::{EG, ENode, RuleError, Types, absorb_operands, add, as_type, is_identity, node_type, rule, tensor_of, unary_nodes, with_axes};
 use egg::{Id, Rewrite};
 use nax_ir::Type;
 use nax_ir::{Literal, MapFn, Op};
@@ -142,7 +142,7 @@ fn reduce_of_expand(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
 }
 
 /// The family's rules.
-pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
+pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, RuleError> {
     Ok(vec![
         rule("expand-into-map", |o| matches!(o, Op::Map { .. }), expand_into_operand)?,
         rule("expand-of-expand", is_expand, expand_of_expand)?,

@@ -8,7 +8,7 @@
 //! output distributes into it, so the association sums that label as early
 //! as it can.
 
-use crate::language::{EG, ENode, Types, add, node_type, nodes_of, plain, rule, tensor_of};
+use crate::language::{EG, ENode, RuleError, Types, add, node_type, nodes_of, plain, rule, tensor_of};
 use egg::{Id, Rewrite};
 use nax_ir::Op;
 use nax_ir::Type;
@@ -94,7 +94,7 @@ fn sum_of_contraction(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
 }
 
 /// The family's rules.
-pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
+pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, RuleError> {
     Ok(vec![
         rule("associate-contraction", |o| matches!(o, Op::Contract { labels, .. } if labels.len() >= 3), associate)?,
         rule("sum-of-contraction", |o| matches!(o, Op::Reduce { op: Reduction::Sum, .. }), sum_of_contraction)?,

@@ -9,7 +9,7 @@
 //! zeros that are then added to it); and a permute moves out through a
 //! slice, a scan and an arg-reduction, where its consumers can absorb it.
 
-use crate::language::{EG, ENode, Types, add, node_type, nodes_of, rule, tensor_of, type_of, unary_nodes, with_axes};
+use crate::language::{EG, ENode, RuleError, Types, add, node_type, nodes_of, rule, tensor_of, type_of, unary_nodes, with_axes};
 use crate::permute::{permutation, reduction_through, then_permute};
 use egg::{Id, Rewrite};
 use nax_ir::{Op, Type};
@@ -170,7 +170,7 @@ fn arg_of_permute(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
 }
 
 /// The family's rules.
-pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
+pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, RuleError> {
     Ok(vec![
         rule("slice-of-map", |o| matches!(o, Op::Slice { .. }), slice_of_map)?,
         rule("slice-of-concat", |o| matches!(o, Op::Slice { .. }), slice_of_concat)?,

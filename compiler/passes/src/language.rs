@@ -264,10 +264,18 @@ pub struct NodeRule {
     pub apply: fn(&mut EG, &ENode, &Op) -> Vec<Id>,
 }
 
+/// A rewrite rule egg refused to build (a bug of nax): its name and egg's reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{rule}`: {reason}")]
+pub struct RuleError {
+    pub rule: String,
+    pub reason: String,
+}
+
 /// A named rewrite from a [`NodeRule`].
-pub fn rule(name: &str, wants: fn(&Op) -> bool, apply: fn(&mut EG, &ENode, &Op) -> Vec<Id>) -> Result<Rewrite<ENode, Types>, String> {
+pub fn rule(name: &str, wants: fn(&Op) -> bool, apply: fn(&mut EG, &ENode, &Op) -> Vec<Id>) -> Result<Rewrite<ENode, Types>, RuleError> {
     let r = NodeRule { wants, apply };
-    Rewrite::new(name, r, r)
+    Rewrite::new(name, r, r).map_err(|reason| RuleError { rule: name.to_string(), reason })
 }
 
 impl Searcher<ENode, Types> for NodeRule {

@@ -16,6 +16,7 @@ pub mod permute;
 pub mod view;
 
 use egg::{Rewrite, Runner, SimpleScheduler};
+pub use language::RuleError;
 use language::{ENode, Types};
 use nax_ir::Graph;
 use std::time::Duration;
@@ -57,7 +58,7 @@ impl Report {
 }
 
 /// Every family's rules.
-pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
+pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, RuleError> {
     let mut all = permute::rules()?;
     all.extend(broadcast::rules()?);
     all.extend(view::rules()?);
@@ -72,7 +73,7 @@ pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
 pub enum OptimizeError {
     /// A rewrite rule could not be built.
     #[error("internal error: a rewrite rule does not build: {0}")]
-    Rule(String),
+    Rule(#[from] RuleError),
     /// The graph given has a cycle.
     #[error("internal error: the graph of `{function}` has a cycle")]
     Cycle { function: String },
@@ -95,7 +96,7 @@ pub fn optimize(g: &Graph) -> Result<(Graph, Report), OptimizeError> {
         .with_node_limit(NODE_LIMIT)
         .with_iter_limit(ITERATION_LIMIT)
         .with_time_limit(TIME_LIMIT)
-        .run(&rules().map_err(OptimizeError::Rule)?);
+        .run(&rules()?);
     if let Some(message) = &runner.egraph.analysis.contradiction {
         return Err(OptimizeError::Contradiction { function: g.name.clone(), message: message.clone() });
     }

@@ -5,7 +5,9 @@
 //! consumers can absorb them. No kernel then materialises a transpose
 //! unless the result itself is one.
 
-use crate::language::{EG, ENode, Types, absorb_operands, add, as_type, inverse, is_identity, node_type, nodes_of, rule, tensor_of, unary_nodes, with_axes};
+use crate::language::{
+    EG, ENode, RuleError, Types, absorb_operands, add, as_type, inverse, is_identity, node_type, nodes_of, rule, tensor_of, unary_nodes, with_axes,
+};
 use egg::{Id, Rewrite};
 use nax_ir::Op;
 use nax_ir::Type;
@@ -155,7 +157,7 @@ fn along_of_permute(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
 }
 
 /// The family's rules.
-pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
+pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, RuleError> {
     Ok(vec![
         rule("permute-of-permute", is_permute, permute_of_permute)?,
         rule("identity-permute", is_permute, identity_permute)?,

@@ -4,7 +4,7 @@
 //! types agree. `rearrange(x, "b (h d) -> b h d")` followed by
 //! `rearrange(_, "b h d -> b (h d)")` cancels.
 
-use crate::language::{EG, ENode, Types, add, as_type, node_type, nodes_of, rule, type_of};
+use crate::language::{EG, ENode, RuleError, Types, add, as_type, node_type, nodes_of, rule, type_of};
 use egg::{Id, Rewrite};
 use nax_ir::Op;
 use nax_ir::Type;
@@ -37,7 +37,7 @@ fn identity_view(eg: &mut EG, node: &ENode, _op: &Op) -> Vec<Id> {
 }
 
 /// The family's rules.
-pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, String> {
+pub fn rules() -> Result<Vec<Rewrite<ENode, Types>>, RuleError> {
     Ok(vec![rule("view-of-view", is_view, view_of_view)?, rule("identity-view", is_view, identity_view)?])
 }
 

@@ -11,6 +11,7 @@
 //! ([`nax_back_native::Sharing`]).
 
 mod emit;
+mod error;
 
 use cranelift_codegen::ir::{AbiParam, types};
 use cranelift_codegen::settings::{self, Configurable};
@@ -18,6 +19,7 @@ use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, ModuleError, default_libcall_names};
 use emit::{KernelEmitter, kernel_signature, write_entry};
+pub use error::CraneliftError;
 use nax_back_native::{CodegenError, LIBM, Parameters, Sharing, Slots};
 use nax_kernel::Program;
 use nax_runtime::{KernelFn, NativeFunction, NativePlan, Signature};
@@ -30,7 +32,7 @@ use std::sync::Arc;
 pub fn compile(program: &Program, signature: Arc<Signature>, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, CodegenError> {
     let slots = Slots::new(program);
     let plan = slots.plan(program)?;
-    compile_planned(program, &slots, plan, signature, stage).map_err(CodegenError::backend("cranelift", &program.name))
+    compile_planned(program, &slots, plan, signature, stage).map_err(|e| e.into_codegen(&program.name))
 }
 
 /// [`compile`] once the plan is made.
@@ -40,7 +42,7 @@ fn compile_planned(
     plan: NativePlan,
     signature: Arc<Signature>,
     stage: &mut dyn FnMut(&'static str),
-) -> Result<NativeFunction, String> {
+) -> Result<NativeFunction, CraneliftError> {
     let mut module = host_module()?;
     let libm = declare_libm(&mut module)?;
     let entry = kernel_signature(&module);
@@ -51,11 +53,11 @@ fn compile_planned(
     let mut bodies = HashMap::new();
     for (i, kernel) in program.kernels.iter().enumerate().filter(|&(i, _)| sharing.is_shared(i)) {
         let name = format!("body{i}");
-        let id = module.declare_function(&name, Linkage::Local, &entry).map_err(|e| internal(&format!("declaring {name}"), &e))?;
+        let id = module.declare_function(&name, Linkage::Local, &entry).map_err(CraneliftError::module(format!("declaring {name}")))?;
         module.clear_context(&mut context);
         context.func.signature = entry.clone();
         let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &program.kernel_buffers(kernel), true);
-        nax_back_native::lower_kernel(&mut emitter, program, slots, kernel, &sharing.parameters[i]).map_err(|e| e.to_string())?;
+        nax_back_native::lower_kernel(&mut emitter, program, slots, kernel, &sharing.parameters[i])?;
         emitter.finish();
         define(&mut module, id, &mut context, &name)?;
         bodies.insert(i, id);
@@ -68,7 +70,7 @@ fn compile_planned(
             Some(_) => format!("kernel{i}"),
             None => format!("microkernel{}", i - program.kernels.len()),
         };
-        let id = module.declare_function(&name, Linkage::Local, &entry).map_err(|e| internal(&format!("declaring {name}"), &e))?;
+        let id = module.declare_function(&name, Linkage::Local, &entry).map_err(CraneliftError::module(format!("declaring {name}")))?;
         module.clear_context(&mut context);
         context.func.signature = entry.clone();
         let body = sharing.body.get(i).and_then(|b| bodies.get(b).map(|&id| (*b, id)));
@@ -87,11 +89,11 @@ fn compile_planned(
             }
             (Some(kernel), None) => {
                 let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &program.kernel_buffers(kernel), false);
-                nax_back_native::lower_kernel(&mut emitter, program, slots, kernel, &Parameters::default()).map_err(|e| e.to_string())?;
+                nax_back_native::lower_kernel(&mut emitter, program, slots, kernel, &Parameters::default())?;
                 emitter.finish();
             }
             (None, _) => {
-                let product = program.products.get(i - program.kernels.len()).ok_or("internal error: no such microkernel")?;
+                let product = program.products.get(i - program.kernels.len()).ok_or(CraneliftError::Missing("no such microkernel"))?;
                 // A microkernel's A panel, B panel, C and scratch tile.
                 let mut emitter = KernelEmitter::new(&mut context.func, &mut builder_context, &mut module, &libm, &[0, 1, 2, 3], false);
                 nax_back_native::lower_microkernel(&mut emitter, &product.micro);
@@ -102,7 +104,7 @@ fn compile_planned(
         ids.push(id);
     }
     stage("codegen");
-    module.finalize_definitions().map_err(|e| internal("linking the kernels", &e))?;
+    module.finalize_definitions().map_err(CraneliftError::module("linking the kernels"))?;
     let kernels = ids
         .into_iter()
         .map(|id| {
@@ -117,26 +119,21 @@ fn compile_planned(
     // driver's signature from the slots the plan was made from, and the
     // entries after them the plan's microkernels, in order; the module
     // owns the machine code and frees it when dropped.
-    unsafe { NativeFunction::new(signature, plan, kernels, Box::new(JitCode(Some(module)))) }.map_err(|e| e.to_string())
+    Ok(unsafe { NativeFunction::new(signature, plan, kernels, Box::new(JitCode(Some(module)))) }?)
 }
 
 /// Compiles the function in `context` as `id`.
-fn define(module: &mut JITModule, id: FuncId, context: &mut cranelift_codegen::Context, name: &str) -> Result<(), String> {
+fn define(module: &mut JITModule, id: FuncId, context: &mut cranelift_codegen::Context, name: &str) -> Result<(), CraneliftError> {
     module.define_function(id, context).map_err(|e| match e {
         ModuleError::Compilation(error) => {
-            format!("internal error: Cranelift rejected {name}: {}", cranelift_codegen::print_errors::pretty_error(&context.func, error))
+            CraneliftError::Rejected { name: name.to_string(), report: cranelift_codegen::print_errors::pretty_error(&context.func, error) }
         }
-        other => internal(&format!("compiling {name}"), &other),
+        other => CraneliftError::module(format!("compiling {name}"))(other),
     })
 }
 
-/// A Cranelift error as an internal error, with what was being done.
-fn internal(doing: &str, e: &ModuleError) -> String {
-    format!("internal error: Cranelift failed {doing}: {e}")
-}
-
 /// A JIT module for the host CPU at `opt_level=speed`.
-fn host_module() -> Result<JITModule, String> {
+fn host_module() -> Result<JITModule, CraneliftError> {
     let mut flags = settings::builder();
     // Imported functions may lie anywhere in the address space: calls to
     // them need long-range relocations (as `JITBuilder::with_flags` sets).
@@ -146,18 +143,18 @@ fn host_module() -> Result<JITModule, String> {
     let settings =
         [("opt_level", "speed"), ("use_colocated_libcalls", "false"), ("is_pic", "false"), ("enable_probestack", "true"), ("probestack_strategy", "inline")];
     for (name, value) in settings {
-        flags.set(name, value).map_err(|e| format!("internal error: the Cranelift setting {name}={value}: {e}"))?;
+        flags.set(name, value).map_err(|error| CraneliftError::Setting { name, value, error })?;
     }
     let isa = cranelift_native::builder()
-        .map_err(|e| format!("Cranelift does not support this host: {e}"))?
+        .map_err(|e| CraneliftError::Host(e.to_string()))?
         .finish(settings::Flags::new(flags))
-        .map_err(|e| format!("Cranelift does not support this host: {e}"))?;
+        .map_err(|e| CraneliftError::Host(e.to_string()))?;
     if isa.pointer_type() != types::I64 {
-        return Err(format!("the Cranelift back end needs a 64-bit host, not {}", isa.triple()));
+        return Err(CraneliftError::NotSixtyFourBits(isa.triple().to_string()));
     }
     let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
     for name in LIBM {
-        let address = nax_runtime::libm::address(name).ok_or_else(|| format!("internal error: no implementation of `{name}`"))?;
+        let address = nax_runtime::libm::address(name).ok_or(CraneliftError::NoMath(name))?;
         builder.symbol(name, address);
     }
     Ok(JITModule::new(builder))
@@ -165,14 +162,14 @@ fn host_module() -> Result<JITModule, String> {
 
 /// Declares the C math library functions the lowering may call, as
 /// imports bound to `nax_runtime::libm::address` (see `host_module`).
-fn declare_libm(module: &mut JITModule) -> Result<HashMap<&'static str, FuncId>, String> {
+fn declare_libm(module: &mut JITModule) -> Result<HashMap<&'static str, FuncId>, CraneliftError> {
     LIBM.iter()
         .map(|&name| {
             let mut signature = module.make_signature();
             let arity = if name == "pow" { 2 } else { 1 };
             signature.params.extend(std::iter::repeat_n(AbiParam::new(types::F64), arity));
             signature.returns.push(AbiParam::new(types::F64));
-            let id = module.declare_function(name, Linkage::Import, &signature).map_err(|e| internal(&format!("declaring {name}"), &e))?;
+            let id = module.declare_function(name, Linkage::Import, &signature).map_err(CraneliftError::module(format!("declaring {name}")))?;
             Ok((name, id))
         })
         .collect()

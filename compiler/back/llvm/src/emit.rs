@@ -8,6 +8,7 @@
 //! A builder error (a bug, never an input's fault) is kept and reported by
 //! [`LlvmEmitter::finish`], so nothing here panics.
 
+use crate::LlvmError;
 use inkwell::basic_block::BasicBlock;
 use inkwell::builder::{Builder, BuilderError};
 use inkwell::context::Context;
@@ -35,14 +36,14 @@ pub struct LlvmEmitter<'a, 'ctx> {
     pub sizes: PointerValue<'ctx>,
     pub begin: IntValue<'ctx>,
     pub end: IntValue<'ctx>,
-    pub error: Option<String>,
+    pub error: Option<LlvmError>,
 }
 
 impl<'ctx> LlvmEmitter<'_, 'ctx> {
     /// The first builder error, if any.
-    pub fn finish(self) -> Result<(), String> {
+    pub fn finish(self) -> Result<(), LlvmError> {
         match self.error {
-            Some(e) => Err(format!("internal error: LLVM code generation: {e}")),
+            Some(e) => Err(e),
             None => Ok(()),
         }
     }
@@ -73,7 +74,7 @@ impl<'ctx> LlvmEmitter<'_, 'ctx> {
         match r {
             Ok(v) => v.into(),
             Err(e) => {
-                self.error.get_or_insert(e.to_string());
+                self.error.get_or_insert(e.into());
                 self.poison(kind)
             }
         }
@@ -81,14 +82,14 @@ impl<'ctx> LlvmEmitter<'_, 'ctx> {
 
     fn done<T>(&mut self, r: Result<T, BuilderError>) {
         if let Err(e) = r {
-            self.error.get_or_insert(e.to_string());
+            self.error.get_or_insert(e.into());
         }
     }
 
     /// Calls an overloaded intrinsic on `args`, typed by `types`.
     fn intrinsic(&mut self, name: &str, types: &[BasicTypeEnum<'ctx>], args: &[BasicValueEnum<'ctx>], kind: Kind) -> BasicValueEnum<'ctx> {
         let Some(decl) = Intrinsic::find(name).and_then(|i| i.get_declaration(self.module, types)) else {
-            self.error.get_or_insert(format!("no intrinsic {name}"));
+            self.error.get_or_insert(LlvmError::NoIntrinsic(name.to_string()));
             return self.poison(kind);
         };
         let args: Vec<_> = args.iter().map(|&a| a.into()).collect();
@@ -98,7 +99,7 @@ impl<'ctx> LlvmEmitter<'_, 'ctx> {
                 None => self.poison(kind),
             },
             Err(e) => {
-                self.error.get_or_insert(e.to_string());
+                self.error.get_or_insert(e.into());
                 self.poison(kind)
             }
         }
@@ -106,7 +107,7 @@ impl<'ctx> LlvmEmitter<'_, 'ctx> {
 
     fn element_pointer(&mut self, kind: Kind, buffer: usize, index: BasicValueEnum<'ctx>) -> Option<PointerValue<'ctx>> {
         let Some(&base) = self.buffers.get(&buffer) else {
-            self.error.get_or_insert(format!("buffer %{buffer} is not a parameter of the kernel"));
+            self.error.get_or_insert(LlvmError::NotAParameter(buffer));
             return None;
         };
         // SAFETY (of the emitted code): the lowering indexes inside the buffer's shape.
@@ -114,7 +115,7 @@ impl<'ctx> LlvmEmitter<'_, 'ctx> {
         match gep {
             Ok(p) => Some(p),
             Err(e) => {
-                self.error.get_or_insert(e.to_string());
+                self.error.get_or_insert(e.into());
                 None
             }
         }
@@ -127,7 +128,7 @@ impl<'ctx> LlvmEmitter<'_, 'ctx> {
         // value's type (or null, which is refused below).
         let frozen = unsafe { inkwell::llvm_sys::core::LLVMBuildFreeze(self.builder.as_mut_ptr(), v.as_value_ref(), c"".as_ptr()) };
         if frozen.is_null() {
-            self.error.get_or_insert("LLVM could not freeze a value".to_string());
+            self.error.get_or_insert(LlvmError::Freeze);
             return v;
         }
         // SAFETY: `frozen` is a non-null value of `v`'s (basic) type.
@@ -137,7 +138,7 @@ impl<'ctx> LlvmEmitter<'_, 'ctx> {
     /// Sets a vector load's or store's alignment to its elements'.
     fn align(&mut self, i: InstructionValue<'ctx>, kind: Kind) {
         if let Err(e) = i.set_alignment(kind.width().div_ceil(8)) {
-            self.error.get_or_insert(e.to_string());
+            self.error.get_or_insert(e.into());
         }
     }
 
@@ -160,7 +161,7 @@ impl<'ctx> LlvmEmitter<'_, 'ctx> {
         match b.build_alloca(ty, "") {
             Ok(p) => Some(p),
             Err(e) => {
-                self.error.get_or_insert(e.to_string());
+                self.error.get_or_insert(e.into());
                 None
             }
         }
@@ -239,7 +240,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
                     return self.intrinsic(name, &[t], &[a, b], kind);
                 }
                 other => {
-                    self.error.get_or_insert(format!("{other:?} on floats"));
+                    self.error.get_or_insert(LlvmError::NoOperation(format!("{other:?} on floats")));
                     return self.poison(kind);
                 }
             };
@@ -263,7 +264,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
                 return self.intrinsic(name, &[t], &[a, b], kind);
             }
             Binary::Div => {
-                self.error.get_or_insert("integer division".to_string());
+                self.error.get_or_insert(LlvmError::NoOperation("integer division".to_string()));
                 return self.poison(kind);
             }
         };
@@ -381,7 +382,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
         match self.builder.build_call(function, &args, "") {
             Ok(call) => call.try_as_basic_value().basic().unwrap_or_else(|| self.poison(Kind::F64)),
             Err(e) => {
-                self.error.get_or_insert(e.to_string());
+                self.error.get_or_insert(e.into());
                 self.poison(Kind::F64)
             }
         }
@@ -411,7 +412,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
                 self.value(r, Kind::I64)
             }
             Err(e) => {
-                self.error.get_or_insert(e.to_string());
+                self.error.get_or_insert(e.into());
                 self.poison(Kind::I64)
             }
         }
@@ -458,7 +459,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
             match self.builder.build_store(ptr, value) {
                 Ok(i) => self.align(i, kind),
                 Err(e) => {
-                    self.error.get_or_insert(e.to_string());
+                    self.error.get_or_insert(e.into());
                 }
             }
         }
@@ -469,7 +470,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
             BasicTypeEnum::FloatType(t) => t.array_type(elements),
             BasicTypeEnum::IntType(t) => t.array_type(elements),
             other => {
-                self.error.get_or_insert(format!("no scratch array of {other}"));
+                self.error.get_or_insert(LlvmError::NoOperation(format!("no scratch array of {other}")));
                 return;
             }
         };
@@ -477,7 +478,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
             if let Some(i) = p.as_instruction_value()
                 && let Err(e) = i.set_alignment(SCRATCH_ALIGN)
             {
-                self.error.get_or_insert(e.to_string());
+                self.error.get_or_insert(e.into());
             }
             self.buffers.insert(buffer, p);
         }
@@ -492,7 +493,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
         let address = match self.builder.build_ptr_to_int(ptr, i64_type, "") {
             Ok(a) => a,
             Err(e) => {
-                self.error.get_or_insert(e.to_string());
+                self.error.get_or_insert(e.into());
                 return;
             }
         };
@@ -511,11 +512,11 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
                 let node = self.context.metadata_node(&[self.context.i32_type().const_int(1, false).into()]);
                 let kind_id = self.context.get_kind_id("nontemporal");
                 if let Err(e) = i.set_metadata(node, kind_id).and_then(|()| i.set_alignment(bytes as u32)) {
-                    self.error.get_or_insert(e.to_string());
+                    self.error.get_or_insert(e.into());
                 }
             }
             Err(e) => {
-                self.error.get_or_insert(e.to_string());
+                self.error.get_or_insert(e.into());
             }
         }
         let r = self.builder.build_unconditional_branch(joined);
@@ -546,7 +547,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
         let first = match first {
             Ok(f) => f,
             Err(e) => {
-                self.error.get_or_insert(e.to_string());
+                self.error.get_or_insert(e.into());
                 return self.poison(kind);
             }
         };
@@ -574,7 +575,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
 
     fn prefetch(&mut self, kind: Kind, buffer: usize, index: Self::Value, write: bool) {
         let Some(&base) = self.buffers.get(&buffer) else {
-            self.error.get_or_insert(format!("buffer %{buffer} is not a parameter of the kernel"));
+            self.error.get_or_insert(LlvmError::NotAParameter(buffer));
             return;
         };
         // Not `inbounds`: the address may lie past the buffer (a prefetch never faults).
@@ -582,7 +583,7 @@ impl<'ctx> Emitter for LlvmEmitter<'_, 'ctx> {
         let ptr = match unsafe { self.builder.build_gep(self.ty(kind), base, &[index.into_int_value()], "") } {
             Ok(p) => p,
             Err(e) => {
-                self.error.get_or_insert(e.to_string());
+                self.error.get_or_insert(e.into());
                 return;
             }
         };

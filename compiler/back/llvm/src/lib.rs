@@ -18,8 +18,10 @@
 //! ([`nax_back_native::Sharing`]).
 
 mod emit;
+mod error;
 
 use emit::LlvmEmitter;
+pub use error::{LlvmError, NativeTargetError};
 use inkwell::OptimizationLevel;
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::context::Context;
@@ -69,10 +71,10 @@ fn prefer_vector_width(machine: &Machine) -> &'static str {
 }
 
 /// This machine as LLVM detects it (every feature it has, for the JIT).
-fn host() -> Result<&'static Host, String> {
-    static HOST: OnceLock<Result<Host, String>> = OnceLock::new();
+fn host() -> Result<&'static Host, LlvmError> {
+    static HOST: OnceLock<Result<Host, NativeTargetError>> = OnceLock::new();
     HOST.get_or_init(|| {
-        Target::initialize_native(&InitializationConfig::default()).map_err(|e| format!("LLVM cannot target this machine: {e}"))?;
+        Target::initialize_native(&InitializationConfig::default()).map_err(NativeTargetError)?;
         Ok(Host {
             triple: TargetMachine::get_default_triple(),
             cpu: TargetMachine::get_host_cpu_name().to_string(),
@@ -82,13 +84,13 @@ fn host() -> Result<&'static Host, String> {
         })
     })
     .as_ref()
-    .map_err(Clone::clone)
+    .map_err(|e| e.clone().into())
 }
 
 /// The target of ahead-of-time code for `machine`, on this machine's
 /// triple: baseline x86-64 with exactly `machine`'s features (so the list
 /// a library checks is everything its code needs), tuned for its CPU.
-fn host_for(machine: &Machine) -> Result<Host, String> {
+fn host_for(machine: &Machine) -> Result<Host, LlvmError> {
     let h = host()?;
     let features: Vec<String> = machine.features.iter().map(|f| format!("+{f}")).collect();
     let tune = match machine.processor {
@@ -105,11 +107,11 @@ fn host_for(machine: &Machine) -> Result<Host, String> {
     })
 }
 
-fn target_machine(h: &Host) -> Result<TargetMachine, String> {
-    let target = Target::from_triple(&h.triple).map_err(|e| format!("LLVM has no target for {}: {e}", h.triple))?;
+fn target_machine(h: &Host) -> Result<TargetMachine, LlvmError> {
+    let target = Target::from_triple(&h.triple).map_err(|e| LlvmError::NoTarget { triple: h.triple.to_string(), message: e.to_string() })?;
     target
         .create_target_machine(&h.triple, &h.cpu, &h.features, OptimizationLevel::Aggressive, RelocMode::PIC, CodeModel::Default)
-        .ok_or_else(|| format!("LLVM cannot make a target machine for {} ({})", h.triple, h.cpu))
+        .ok_or_else(|| LlvmError::TargetMachine { triple: h.triple.to_string(), cpu: h.cpu.clone() })
 }
 
 /// Some functions of a program: the program, its size slots, the kernels
@@ -117,7 +119,7 @@ fn target_machine(h: &Host) -> Result<TargetMachine, String> {
 type Part<'a> = (&'a Program, &'a Slots, &'a Sharing, &'a [usize]);
 
 /// Builds and verifies the module of some programs' kernels.
-fn build_module<'ctx>(context: &'ctx Context, parts: &[Part<'_>], h: &Host, tm: &TargetMachine) -> Result<Module<'ctx>, String> {
+fn build_module<'ctx>(context: &'ctx Context, parts: &[Part<'_>], h: &Host, tm: &TargetMachine) -> Result<Module<'ctx>, LlvmError> {
     let module = context.create_module(parts.first().map_or("nax", |(p, ..)| p.name.as_str()));
     module.set_triple(&h.triple);
     module.set_data_layout(&tm.get_target_data().get_data_layout());
@@ -133,17 +135,17 @@ fn build_module<'ctx>(context: &'ctx Context, parts: &[Part<'_>], h: &Host, tm: 
     for &(p, plan, sharing, which) in parts {
         add_kernels(context, &module, p, plan, sharing, which, &target_attributes, &enum_attribute)?;
     }
-    module.verify().map_err(|e| format!("internal error: the LLVM module does not verify: {e}"))?;
+    module.verify().map_err(|e| LlvmError::Verify(e.to_string()))?;
     Ok(module)
 }
 
 /// Runs LLVM's O3 pipeline, with both vectorisers, for the host.
-fn optimise(module: &Module<'_>, tm: &TargetMachine) -> Result<(), String> {
+fn optimise(module: &Module<'_>, tm: &TargetMachine) -> Result<(), LlvmError> {
     let options = PassBuilderOptions::create();
     options.set_loop_vectorization(true);
     options.set_loop_slp_vectorization(true);
     options.set_loop_unrolling(true);
-    module.run_passes("default<O3>", tm, options).map_err(|e| format!("internal error: LLVM optimisation failed: {e}"))
+    module.run_passes("default<O3>", tm, options).map_err(|e| LlvmError::Optimise(e.to_string()))
 }
 
 /// Adds some functions of a program (its kernels, then its
@@ -160,7 +162,7 @@ fn add_kernels<'ctx>(
     which: &[usize],
     target_attributes: &[Attribute],
     enum_attribute: &dyn Fn(&str) -> Attribute,
-) -> Result<(), String> {
+) -> Result<(), LlvmError> {
     let ptr = context.ptr_type(inkwell::AddressSpace::default());
     let i64t = context.i64_type();
     let body_of = |i: usize| sharing.body.get(i).copied().unwrap_or(i);
@@ -186,8 +188,8 @@ fn add_kernels<'ctx>(
         let entry = context.append_basic_block(body, "entry");
         let builder = context.create_builder();
         builder.position_at_end(entry);
-        let param = |j: usize| body.get_nth_param(j as u32).ok_or_else(|| "internal error: a kernel parameter is missing".to_string());
-        let buffers: HashMap<usize, _> = used.iter().enumerate().map(|(j, &b)| Ok((b, param(j)?.into_pointer_value()))).collect::<Result<_, String>>()?;
+        let param = |j: usize| body.get_nth_param(j as u32).ok_or(LlvmError::Missing("a kernel parameter is missing"));
+        let buffers: HashMap<usize, _> = used.iter().enumerate().map(|(j, &b)| Ok((b, param(j)?.into_pointer_value()))).collect::<Result<_, LlvmError>>()?;
         let mut e = LlvmEmitter {
             context,
             module,
@@ -201,19 +203,18 @@ fn add_kernels<'ctx>(
             error: None,
         };
         match p.kernels.get(i) {
-            Some(k) => lower_kernel(&mut e, p, plan, k, &sharing.parameters[i]).map_err(|e| e.to_string())?,
+            Some(k) => lower_kernel(&mut e, p, plan, k, &sharing.parameters[i])?,
             None => {
-                let product = p.products.get(i - p.kernels.len()).ok_or("internal error: no such microkernel")?;
+                let product = p.products.get(i - p.kernels.len()).ok_or(LlvmError::Missing("no such microkernel"))?;
                 lower_microkernel(&mut e, &product.micro);
             }
         }
         let r = e.builder.build_return(None);
         e.finish()?;
-        r.map_err(|x| x.to_string())?;
+        r?;
     }
-    let err = |x: inkwell::builder::BuilderError| format!("internal error: LLVM code generation: {x}");
     for &i in which {
-        let body = module.get_function(&format!("{}_body", p.function_name(body_of(i)))).ok_or("internal error: a kernel's body is not in its module")?;
+        let body = module.get_function(&format!("{}_body", p.function_name(body_of(i)))).ok_or(LlvmError::Missing("a kernel's body is not in its module"))?;
         // The exported entry with the driver's signature.
         let entry_fn = module.add_function(&p.function_name(i), context.void_type().fn_type(&[ptr.into(), ptr.into(), i64t.into(), i64t.into()], false), None);
         for &a in target_attributes {
@@ -223,14 +224,14 @@ fn add_kernels<'ctx>(
         let block = context.append_basic_block(entry_fn, "entry");
         let b = context.create_builder();
         b.position_at_end(block);
-        let param = |j: u32| entry_fn.get_nth_param(j).ok_or("internal error: a kernel parameter is missing");
+        let param = |j: u32| entry_fn.get_nth_param(j).ok_or(LlvmError::Missing("a kernel parameter is missing"));
         let table = param(0)?.into_pointer_value();
         let used = used_by(i);
         let mut args: Vec<inkwell::values::BasicMetadataValueEnum> = Vec::with_capacity(used.len() + 3);
         for &buffer in &used {
             // SAFETY (of the emitted code): the table has one pointer per buffer.
-            let slot = unsafe { b.build_in_bounds_gep(ptr, table, &[i64t.const_int(buffer as u64, false)], "") }.map_err(err)?;
-            args.push(b.build_load(ptr, slot, "").map_err(err)?.into());
+            let slot = unsafe { b.build_in_bounds_gep(ptr, table, &[i64t.const_int(buffer as u64, false)], "") }?;
+            args.push(b.build_load(ptr, slot, "")?.into());
         }
         let sizes = param(1)?.into_pointer_value();
         let positions = sharing.arguments.get(i).map_or(&[][..], Vec::as_slice);
@@ -239,21 +240,21 @@ fn add_kernels<'ctx>(
         } else {
             // The driver's values, then this kernel's positions.
             let first = sharing.parameters[body_of(i)].first_slot();
-            let own = b.build_array_alloca(i64t, i64t.const_int((first + positions.len()) as u64, false), "sizes").map_err(err)?;
+            let own = b.build_array_alloca(i64t, i64t.const_int((first + positions.len()) as u64, false), "sizes")?;
             if first > 0 {
-                b.build_memcpy(own, 8, sizes, 8, i64t.const_int(8 * first as u64, false)).map_err(|x| format!("internal error: LLVM code generation: {x}"))?;
+                b.build_memcpy(own, 8, sizes, 8, i64t.const_int(8 * first as u64, false))?;
             }
             for (j, &v) in positions.iter().enumerate() {
                 // SAFETY (of the emitted code): the array has `first + positions.len()` values.
-                let at = unsafe { b.build_in_bounds_gep(i64t, own, &[i64t.const_int((first + j) as u64, false)], "") }.map_err(err)?;
-                b.build_store(at, i64t.const_int(v as u64, true)).map_err(err)?;
+                let at = unsafe { b.build_in_bounds_gep(i64t, own, &[i64t.const_int((first + j) as u64, false)], "") }?;
+                b.build_store(at, i64t.const_int(v as u64, true))?;
             }
             args.push(own.into());
         }
         args.push(param(2)?.into());
         args.push(param(3)?.into());
-        b.build_call(body, &args, "").map_err(err)?;
-        b.build_return(None).map_err(err)?;
+        b.build_call(body, &args, "")?;
+        b.build_return(None)?;
     }
     Ok(())
 }
@@ -265,11 +266,11 @@ fn add_kernels<'ctx>(
 /// features, tuned for its CPU), position-independent.
 pub fn emit(programs: &[Program], artifact: Artifact, machine: &Machine) -> Result<Vec<u8>, CodegenError> {
     let name = programs.first().map_or("", |p| p.name.as_str());
-    emit_programs(programs, artifact, machine).map_err(CodegenError::backend("llvm", name))
+    emit_programs(programs, artifact, machine).map_err(|e| e.into_codegen(name))
 }
 
 /// [`emit`]'s work.
-fn emit_programs(programs: &[Program], artifact: Artifact, machine: &Machine) -> Result<Vec<u8>, String> {
+fn emit_programs(programs: &[Program], artifact: Artifact, machine: &Machine) -> Result<Vec<u8>, LlvmError> {
     let h = &host_for(machine)?;
     let tm = target_machine(h)?;
     let slots: Vec<Slots> = programs.iter().map(Slots::new).collect();
@@ -290,7 +291,7 @@ fn emit_programs(programs: &[Program], artifact: Artifact, machine: &Machine) ->
     match artifact {
         Artifact::Ir => Ok(module.print_to_string().to_bytes().to_vec()),
         Artifact::Object | Artifact::LibraryObject => {
-            tm.write_to_memory_buffer(&module, FileType::Object).map(|b| b.as_slice().to_vec()).map_err(|e| format!("LLVM cannot write the object file: {e}"))
+            tm.write_to_memory_buffer(&module, FileType::Object).map(|b| b.as_slice().to_vec()).map_err(|e| LlvmError::Object(e.to_string()))
         }
     }
 }
@@ -316,7 +317,7 @@ impl Drop for Code {
 }
 
 /// Builds and optimises the module of some kernels; gives its bitcode.
-fn optimised_bitcode(part: Part<'_>, h: &Host) -> Result<Vec<u8>, String> {
+fn optimised_bitcode(part: Part<'_>, h: &Host) -> Result<Vec<u8>, LlvmError> {
     let tm = target_machine(h)?;
     let context = Context::create();
     let module = build_module(&context, &[part], h, &tm)?;
@@ -325,14 +326,14 @@ fn optimised_bitcode(part: Part<'_>, h: &Host) -> Result<Vec<u8>, String> {
 }
 
 /// JIT-compiles bitcode of some kernels of `p`; gives the code and each kernel's entry.
-fn jit(p: &Program, which: &[usize], bitcode: &[u8]) -> Result<(Code, Vec<(usize, KernelFn)>), String> {
+fn jit(p: &Program, which: &[usize], bitcode: &[u8]) -> Result<(Code, Vec<(usize, KernelFn)>), LlvmError> {
     let context = Box::new(Context::create());
     // SAFETY: the context is boxed (it does not move) and `Code` drops the
     // engine, and with it the module, before the context.
     let context_ref: &'static Context = unsafe { &*(context.as_ref() as *const Context) };
     let buffer = MemoryBuffer::create_from_memory_range_copy(bitcode, &p.name);
-    let module = Module::parse_bitcode_from_buffer(&buffer, context_ref).map_err(|e| format!("internal error: LLVM cannot read back its bitcode: {e}"))?;
-    let engine = module.create_jit_execution_engine(OptimizationLevel::Aggressive).map_err(|e| format!("LLVM cannot JIT-compile: {e}"))?;
+    let module = Module::parse_bitcode_from_buffer(&buffer, context_ref).map_err(|e| LlvmError::Bitcode(e.to_string()))?;
+    let engine = module.create_jit_execution_engine(OptimizationLevel::Aggressive).map_err(|e| LlvmError::Jit(e.to_string()))?;
     for name in nax_back_native::LIBM {
         if let (Some(f), Some(address)) = (module.get_function(name), nax_runtime::libm::address(name)) {
             engine.add_global_mapping(&f, address as usize);
@@ -340,7 +341,7 @@ fn jit(p: &Program, which: &[usize], bitcode: &[u8]) -> Result<(Code, Vec<(usize
     }
     let mut entries = Vec::with_capacity(which.len());
     for &i in which {
-        let address = engine.get_function_address(&p.function_name(i)).map_err(|e| format!("internal error: function {i} was not compiled: {e:?}"))?;
+        let address = engine.get_function_address(&p.function_name(i)).map_err(|e| LlvmError::Address { index: i, message: format!("{e:?}") })?;
         // SAFETY: the function has the driver's signature (see `add_kernels`).
         entries.push((i, unsafe { std::mem::transmute::<usize, KernelFn>(address) }));
     }
@@ -356,7 +357,7 @@ fn jit(p: &Program, which: &[usize], bitcode: &[u8]) -> Result<(Code, Vec<(usize
 pub fn compile(p: &Program, signature: Arc<Signature>, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, CodegenError> {
     let slots = Slots::new(p);
     let plan = slots.plan(p)?;
-    compile_planned(p, &slots, plan, signature, stage).map_err(CodegenError::backend("llvm", &p.name))
+    compile_planned(p, &slots, plan, signature, stage).map_err(|e| e.into_codegen(&p.name))
 }
 
 /// [`compile`] once the plan is made.
@@ -366,14 +367,14 @@ fn compile_planned(
     plan: NativePlan,
     signature: Arc<Signature>,
     stage: &mut dyn FnMut(&'static str),
-) -> Result<NativeFunction, String> {
+) -> Result<NativeFunction, LlvmError> {
     let h = host()?;
     let count = p.function_count();
     let sharing = Sharing::new(p, slots);
     let parts = sharing.parts(count);
-    let bitcode = parts.par_iter().map(|which| optimised_bitcode((p, slots, &sharing, which), h)).collect::<Result<Vec<_>, String>>()?;
+    let bitcode = parts.par_iter().map(|which| optimised_bitcode((p, slots, &sharing, which), h)).collect::<Result<Vec<_>, LlvmError>>()?;
     stage("codegen");
-    let compiled = parts.par_iter().zip(&bitcode).map(|(which, code)| jit(p, which, code)).collect::<Result<Vec<_>, String>>()?;
+    let compiled = parts.par_iter().zip(&bitcode).map(|(which, code)| jit(p, which, code)).collect::<Result<Vec<_>, LlvmError>>()?;
     let mut kernels: Vec<Option<KernelFn>> = vec![None; count];
     let mut code = Vec::with_capacity(compiled.len());
     for (c, entries) in compiled {
@@ -382,11 +383,11 @@ fn compile_planned(
             kernels[i] = Some(f);
         }
     }
-    let kernels = kernels.into_iter().collect::<Option<Vec<_>>>().ok_or("internal error: a kernel was not compiled")?;
+    let kernels = kernels.into_iter().collect::<Option<Vec<_>>>().ok_or(LlvmError::Missing("a kernel was not compiled"))?;
     stage("link");
     // SAFETY: entry `i` is kernel `i` of `p`, compiled with the driver's
     // signature from the same slots the plan was made from, and the
     // entries after them the plan's microkernels, in order; `code` owns
     // the engines that hold the machine code.
-    unsafe { NativeFunction::new(signature, plan, kernels, Box::new(code)) }.map_err(|e| e.to_string())
+    Ok(unsafe { NativeFunction::new(signature, plan, kernels, Box::new(code)) }?)
 }

@@ -4,6 +4,7 @@
 //! gives an error instead, binds symbols before the code is initialised,
 //! and finds functions by their C names.
 
+use crate::MlirError;
 use melior::StringRef;
 use melior::ir::Module;
 use mlir_sys::{
@@ -24,12 +25,13 @@ unsafe impl Send for Engine {}
 impl Engine {
     /// Translates `module` (LLVM dialect only) to LLVM IR, optimises it at
     /// `-O3` for the host CPU and JIT-compiles it, with `symbols` (C name,
-    /// address) bound before any code is initialised.
-    pub fn new(module: &Module<'_>, symbols: &[(&str, *const u8)]) -> Result<Engine, String> {
+    /// address) bound before any code is initialised; `None` where the
+    /// engine rejects the module (it does not translate to LLVM IR).
+    pub fn new(module: &Module<'_>, symbols: &[(&str, *const u8)]) -> Option<Engine> {
         // SAFETY: the module is valid for the call; no shared libraries are given.
         let raw = unsafe { mlirExecutionEngineCreate(module.to_raw(), 3, 0, std::ptr::null(), false, false) };
         if raw.ptr.is_null() {
-            return Err("internal error: MLIR's execution engine rejected the module (it does not translate to LLVM IR)".to_string());
+            return None;
         }
         let engine = Engine { raw };
         for &(name, address) in symbols {
@@ -38,15 +40,15 @@ impl Engine {
         }
         // SAFETY: the engine is live and every symbol its code calls is bound.
         unsafe { mlirExecutionEngineInitialize(engine.raw) };
-        Ok(engine)
+        Some(engine)
     }
 
     /// The address of the function named `name`.
-    pub fn lookup(&self, name: &str) -> Result<*const u8, String> {
+    pub fn lookup(&self, name: &str) -> Result<*const u8, MlirError> {
         // SAFETY: the engine is live.
         let address = unsafe { mlirExecutionEngineLookup(self.raw, StringRef::new(name).to_raw()) };
         if address.is_null() {
-            return Err(format!("internal error: MLIR's execution engine has no function `{name}`"));
+            return Err(MlirError::NoFunction(name.to_string()));
         }
         Ok(address as *const u8)
     }

@@ -16,10 +16,12 @@
 //! microkernels are `<program>_m<i>`.
 
 mod engine;
+mod error;
 mod lower;
 mod text;
 
 use engine::Engine;
+pub use error::MlirError;
 use melior::Context;
 use melior::dialect::DialectRegistry;
 use melior::ir::attribute::AttributeLike;
@@ -54,7 +56,7 @@ struct Session {
 }
 
 impl Session {
-    fn new() -> Result<Session, String> {
+    fn new() -> Session {
         static PASSES: Once = Once::new();
         PASSES.call_once(melior::utility::register_all_passes);
         let registry = DialectRegistry::new();
@@ -69,7 +71,7 @@ impl Session {
             sink.borrow_mut().push(format!("{}: {d}", d.location()));
             true
         });
-        Ok(Session { context, diagnostics })
+        Session { context, diagnostics }
     }
 
     /// The MLIR diagnostics reported so far, one per line.
@@ -79,30 +81,29 @@ impl Session {
 
     /// Parses and verifies a module, nax's dialect loaded from `dialect`
     /// (which must live as long as the module is used).
-    fn parse<'c>(&'c self, dialect: &Module<'c>, source: &str) -> Result<Module<'c>, String> {
+    fn parse<'c>(&'c self, dialect: &Module<'c>, source: &str) -> Result<Module<'c>, MlirError> {
         if !melior::utility::load_irdl_dialects(dialect) {
-            return Err(format!("internal error: nax's IRDL dialect does not load: {}", self.reported()));
+            return Err(MlirError::DialectLoad { reported: self.reported() });
         }
-        let module =
-            Module::parse(&self.context, source).ok_or_else(|| format!("internal error: the MLIR of the kernels does not parse: {}", self.reported()))?;
+        let module = Module::parse(&self.context, source).ok_or_else(|| MlirError::Parse { reported: self.reported() })?;
         if !module.as_operation().verify() {
-            return Err(format!("internal error: the MLIR of the kernels does not verify: {}", self.reported()));
+            return Err(MlirError::Verify { reported: self.reported() });
         }
         Ok(module)
     }
 
     /// Lowers nax's ops to the LLVM dialect (the rewrite patterns of
     /// [`lower`]), then runs `pipeline` on the module.
-    fn lower(&self, module: &mut Module<'_>, pipeline: &str) -> Result<(), String> {
+    fn lower(&self, module: &mut Module<'_>, pipeline: &str) -> Result<(), MlirError> {
         apply_patterns_and_fold_greedily(module, lower::patterns(&self.context).freeze(), &GreedyRewriteDriverConfig::new())
-            .map_err(|e| format!("internal error: lowering nax's dialect: {e}: {}", self.reported()))?;
+            .map_err(|error| MlirError::Rewrite { error, reported: self.reported() })?;
         let passes = PassManager::new(&self.context);
-        melior::utility::parse_pass_pipeline(passes.as_operation_pass_manager(), pipeline).map_err(|e| format!("internal error: the MLIR pipeline: {e}"))?;
-        passes.run(module).map_err(|e| format!("internal error: the MLIR pipeline failed: {e}: {}", self.reported()))
+        melior::utility::parse_pass_pipeline(passes.as_operation_pass_manager(), pipeline).map_err(MlirError::Pipeline)?;
+        passes.run(module).map_err(|error| MlirError::Passes { error, reported: self.reported() })
     }
 
-    fn dialect(&self) -> Result<Module<'_>, String> {
-        Module::parse(&self.context, DIALECT).ok_or_else(|| format!("internal error: nax's IRDL dialect does not parse: {}", self.reported()))
+    fn dialect(&self) -> Result<Module<'_>, MlirError> {
+        Module::parse(&self.context, DIALECT).ok_or_else(|| MlirError::DialectParse { reported: self.reported() })
     }
 }
 
@@ -110,7 +111,7 @@ impl Session {
 /// dialect and upstream dialects, for `device`: on a GPU, one `gpu.module`
 /// named after the first program, of one kernel per kernel (programs for
 /// a GPU have no microkernels: their contractions are loop nests).
-fn module_text(programs: &[Program], device: Device) -> Result<String, String> {
+fn module_text(programs: &[Program], device: Device) -> Result<String, MlirError> {
     let all: Vec<Vec<usize>> = programs.iter().map(|p| (0..p.function_count()).collect()).collect();
     let parts: Vec<(&Program, &[usize])> = programs.iter().zip(&all).map(|(p, which)| (p, which.as_slice())).collect();
     part_text(&parts, device)
@@ -118,13 +119,13 @@ fn module_text(programs: &[Program], device: Device) -> Result<String, String> {
 
 /// [`module_text`] of some functions of some programs (their numbers:
 /// kernels, then microkernels).
-fn part_text(parts: &[(&Program, &[usize])], device: Device) -> Result<String, String> {
+fn part_text(parts: &[(&Program, &[usize])], device: Device) -> Result<String, MlirError> {
     let mut functions = String::new();
     let mut libm = std::collections::BTreeSet::new();
     let mut unsupported = std::collections::BTreeSet::new();
     for &(p, which) in parts {
         if device != Device::Cpu && !p.products.is_empty() {
-            return Err("internal error: kernels for a GPU use the runtime's matrix products".to_string());
+            return Err(MlirError::GpuProducts);
         }
         let slots = Slots::new(p);
         for &i in which {
@@ -136,9 +137,9 @@ fn part_text(parts: &[(&Program, &[usize])], device: Device) -> Result<String, S
             };
             let mut e = KernelText::new(&used, device, kernel.is_some_and(|k| k.parallel_loop()));
             match kernel {
-                Some(k) => lower_kernel(&mut e, p, &slots, k, &Parameters::default()).map_err(|e| e.to_string())?,
+                Some(k) => lower_kernel(&mut e, p, &slots, k, &Parameters::default())?,
                 None => {
-                    let product = p.products.get(i - p.kernels.len()).ok_or("internal error: no such microkernel")?;
+                    let product = p.products.get(i - p.kernels.len()).ok_or(MlirError::Missing("no such microkernel"))?;
                     lower_microkernel(&mut e, &product.micro);
                 }
             }
@@ -155,11 +156,7 @@ fn part_text(parts: &[(&Program, &[usize])], device: Device) -> Result<String, S
         }
     }
     if !unsupported.is_empty() {
-        let names: Vec<String> = unsupported.iter().map(|n| format!("`{n}`")).collect();
-        return Err(format!(
-            "internal error: the CUDA target cannot compute {}: a GPU has no C math library, and nax's own math has no such function",
-            names.join(", ")
-        ));
+        return Err(MlirError::NoGpuMath { functions: unsupported.iter().map(|n| n.to_string()).collect() });
     }
     if device == Device::Gpu {
         let name = parts.first().map_or("nax", |(p, _)| p.name.as_str());
@@ -198,12 +195,12 @@ fn entry(name: &str, used: &[usize]) -> String {
 /// lowering, as MLIR prints it after parsing and verifying it (`nax build
 /// --emit mlir`).
 pub fn emit(programs: &[Program], device: Device) -> Result<String, CodegenError> {
-    emit_text(programs, device).map_err(CodegenError::backend("mlir", first_name(programs)))
+    emit_text(programs, device).map_err(|e| e.into_codegen(first_name(programs)))
 }
 
 /// [`emit`]'s work.
-fn emit_text(programs: &[Program], device: Device) -> Result<String, String> {
-    let session = Session::new()?;
+fn emit_text(programs: &[Program], device: Device) -> Result<String, MlirError> {
+    let session = Session::new();
     let dialect = session.dialect()?;
     let module = session.parse(&dialect, &module_text(programs, device)?)?;
     Ok(module.as_operation().to_string())
@@ -220,7 +217,7 @@ const TO_PTX: &str = "builtin.module(nvvm-attach-target{chip=sm_90 O=3},gpu.modu
 /// slots and the range `begin, end` of its parallel loop (thread `t`
 /// computes position `begin + t`).
 pub fn ptx(programs: &[Program]) -> Result<String, CodegenError> {
-    ptx_text(programs).map_err(CodegenError::backend("mlir", first_name(programs)))
+    ptx_text(programs).map_err(|e| e.into_codegen(first_name(programs)))
 }
 
 /// The name errors give for some programs: the first's.
@@ -229,12 +226,12 @@ fn first_name(programs: &[Program]) -> &str {
 }
 
 /// [`ptx`]'s work.
-fn ptx_text(programs: &[Program]) -> Result<String, String> {
-    let session = Session::new()?;
+fn ptx_text(programs: &[Program]) -> Result<String, MlirError> {
+    let session = Session::new();
     let dialect = session.dialect()?;
     let mut module = session.parse(&dialect, &module_text(programs, Device::Gpu)?)?;
     session.lower(&mut module, TO_PTX)?;
-    gpu_object(&module).ok_or_else(|| format!("internal error: MLIR made no PTX: {}", session.reported()))
+    gpu_object(&module).ok_or_else(|| MlirError::NoPtx { reported: session.reported() })
 }
 
 /// A function's kernels (formed for [`nax_kernel::Target::CUDA`]) as the
@@ -275,7 +272,7 @@ fn gpu_object(module: &Module<'_>) -> Option<String> {
 /// one launch of `end - begin` threads.
 pub fn compile(p: &Program, device: Device, signature: Arc<Signature>, stage: &mut dyn FnMut(&'static str)) -> Result<NativeFunction, CodegenError> {
     let plan = Slots::new(p).plan(p)?;
-    compile_planned(p, device, plan, signature, stage).map_err(CodegenError::backend("mlir", &p.name))
+    compile_planned(p, device, plan, signature, stage).map_err(|e| e.into_codegen(&p.name))
 }
 
 /// [`compile`] once the plan is made.
@@ -285,14 +282,14 @@ fn compile_planned(
     plan: NativePlan,
     signature: Arc<Signature>,
     stage: &mut dyn FnMut(&'static str),
-) -> Result<NativeFunction, String> {
+) -> Result<NativeFunction, MlirError> {
     if device == Device::Gpu {
-        return Err("internal error: GPU kernels are compiled to PTX (`ptx`), not for the host".to_string());
+        return Err(MlirError::GpuOnHost);
     }
     let count = p.function_count();
     let parts = nax_back_native::per_thread(count);
     let symbols: Vec<(&str, usize)> = LIBM.iter().filter_map(|&name| Some((name, nax_runtime::libm::address(name)? as usize))).collect();
-    let compiled = parts.par_iter().map(|which| compile_part(p, which, device, &symbols)).collect::<Result<Vec<_>, String>>()?;
+    let compiled = parts.par_iter().map(|which| compile_part(p, which, device, &symbols)).collect::<Result<Vec<_>, MlirError>>()?;
     stage("codegen");
     let mut kernels: Vec<Option<KernelFn>> = vec![None; count];
     let mut engines = Vec::with_capacity(compiled.len());
@@ -302,25 +299,25 @@ fn compile_planned(
         }
         engines.push(engine);
     }
-    let kernels = kernels.into_iter().collect::<Option<Vec<_>>>().ok_or("internal error: a kernel was not compiled")?;
+    let kernels = kernels.into_iter().collect::<Option<Vec<_>>>().ok_or(MlirError::Missing("a kernel was not compiled"))?;
     stage("link");
     // SAFETY: entry `i` is kernel `i` of `p`, compiled with the driver's
     // signature from the slots the plan was made from, and the entries
     // after them the plan's microkernels, in order; the engines own the
     // machine code.
-    unsafe { NativeFunction::new(signature, plan, kernels, Box::new(engines)) }.map_err(|e| e.to_string())
+    Ok(unsafe { NativeFunction::new(signature, plan, kernels, Box::new(engines)) }?)
 }
 
 /// Some functions of a program in one module of their own context, lowered
 /// and JIT-compiled, `symbols` (C name, address) bound: the engine that
 /// owns the code, and each function's number and entry.
-fn compile_part(p: &Program, which: &[usize], device: Device, symbols: &[(&str, usize)]) -> Result<(Engine, Vec<(usize, KernelFn)>), String> {
-    let session = Session::new()?;
+fn compile_part(p: &Program, which: &[usize], device: Device, symbols: &[(&str, usize)]) -> Result<(Engine, Vec<(usize, KernelFn)>), MlirError> {
+    let session = Session::new();
     let dialect = session.dialect()?;
     let mut module = session.parse(&dialect, &part_text(&[(p, which)], device)?)?;
     session.lower(&mut module, TO_LLVM)?;
     let symbols: Vec<(&str, *const u8)> = symbols.iter().map(|&(name, address)| (name, address as *const u8)).collect();
-    let engine = Engine::new(&module, &symbols).map_err(|e| format!("{e}: {}", session.reported()))?;
+    let engine = Engine::new(&module, &symbols).ok_or_else(|| MlirError::Engine { reported: session.reported() })?;
     // The first lookup compiles, on this thread.
     let entries = which
         .iter()
@@ -329,7 +326,7 @@ fn compile_part(p: &Program, which: &[usize], device: Device, symbols: &[(&str, 
             // SAFETY: the function has the driver's signature (see `entry`).
             Ok((i, unsafe { std::mem::transmute::<*const u8, KernelFn>(address) }))
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, MlirError>>()?;
     Ok((engine, entries))
 }
 
@@ -339,8 +336,8 @@ mod tests {
 
     /// A module of one function whose body is `ops`, parsed and verified
     /// with nax's dialect loaded.
-    fn check(ops: &str) -> Result<(), String> {
-        let session = Session::new()?;
+    fn check(ops: &str) -> Result<(), MlirError> {
+        let session = Session::new();
         let dialect = session.dialect()?;
         let source = format!("module {{\n  func.func @f(%b: !llvm.ptr, %s: !llvm.ptr, %i: i64, %x: f32) {{\n{ops}\n    return\n  }}\n}}");
         session.parse(&dialect, &source).map(|_| ())
@@ -364,7 +361,7 @@ mod tests {
             (r#""nax.prefetch"(%b, %i) {write = 1 : i32} : (!llvm.ptr, i64) -> ()"#, "no element type"),
         ] {
             let err = check(bad).expect_err(why);
-            assert!(err.contains("does not verify") || err.contains("does not parse"), "{why}: {err}");
+            assert!(matches!(err, MlirError::Verify { .. } | MlirError::Parse { .. }), "{why}: {err}");
         }
     }
 }

@@ -22,8 +22,13 @@ pub use nax_runtime::libm::NAMES as LIBM;
 pub use plan::Slots;
 pub use share::{Parameters, Sharing};
 
+/// A code generator's own error (LLVM's, MLIR's, Cranelift's), kept as
+/// its type: [`CodegenError::Backend`] shows it and gives it back by
+/// downcasting.
+pub type BackendFailure = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+
 /// Why code generation failed.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum CodegenError {
     /// A kernel does not have the form its schedule needs (a bug of nax).
     #[error("internal error: kernel {kernel} of `{function}` does not have the form its schedule needs")]
@@ -33,15 +38,15 @@ pub enum CodegenError {
     #[error("internal error: kernel {kernel} of `{function}` would access buffer {buffer} of {expected} elements as {accessed}")]
     Access { function: String, kernel: usize, buffer: usize, expected: String, accessed: String },
     /// The code generator, its engine or its target failed on `function`'s kernels.
-    #[error("{what}")]
-    Backend { backend: &'static str, function: String, what: String },
+    #[error("{error}")]
+    Backend { backend: &'static str, function: String, error: BackendFailure },
 }
 
 impl CodegenError {
-    /// A failure of `backend` on the kernels of `function`.
-    pub fn backend(backend: &'static str, function: &str) -> impl FnOnce(String) -> CodegenError {
+    /// A failure of `backend` on the kernels of `function`, with its own error.
+    pub fn backend<E: std::error::Error + Send + Sync + 'static>(backend: &'static str, function: &str) -> impl FnOnce(E) -> CodegenError {
         let function = function.to_string();
-        move |what| CodegenError::Backend { backend, function, what }
+        move |error| CodegenError::Backend { backend, function, error: std::sync::Arc::new(error) }
     }
 }
 

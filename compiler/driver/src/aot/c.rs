@@ -99,20 +99,36 @@ impl CFunction<'_> {
     }
 }
 
+/// Why a path or a name is not a library's (`DIR/libNAME.so`, NAME a C
+/// identifier that no runtime symbol starts with).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LibraryNameError {
+    /// The file is not named `libNAME.so`.
+    #[error("the output of --emit so must be named libNAME.so (NAME a C identifier), not `{}`", .0.display())]
+    NotLibName(std::path::PathBuf),
+    /// NAME is not a C identifier.
+    #[error("the library name `{0}` (from libNAME.so) must be a C identifier: letters, digits and `_`, not starting with a digit")]
+    NotIdentifier(String),
+    /// NAME starts as the runtime's symbols do.
+    #[error("the library name `{name}` is reserved: names starting `{prefix}` are the runtime's")]
+    Reserved { name: String, prefix: &'static str },
+    /// NAME is a system library's.
+    #[error("the library name `{0}` is a system library's (lib{0}.so): linking with -l{0} would find one or the other; choose another name")]
+    System(String),
+}
+
 /// Whether `name` is a library NAME: a C identifier that no runtime symbol starts with.
-pub fn valid_library_name(name: &str) -> Result<(), String> {
+pub fn valid_library_name(name: &str) -> Result<(), LibraryNameError> {
     let mut chars = name.chars();
     let ident = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !ident {
-        return Err(format!("the library name `{name}` (from libNAME.so) must be a C identifier: letters, digits and `_`, not starting with a digit"));
+        return Err(LibraryNameError::NotIdentifier(name.to_string()));
     }
-    if let Some(r) = RESERVED.iter().find(|r| format!("{name}_").starts_with(*r) || name.starts_with(*r)) {
-        return Err(format!("the library name `{name}` is reserved: names starting `{r}` are the runtime's"));
+    if let Some(&prefix) = RESERVED.iter().find(|r| format!("{name}_").starts_with(*r) || name.starts_with(*r)) {
+        return Err(LibraryNameError::Reserved { name: name.to_string(), prefix });
     }
     if SYSTEM_LIBRARIES.contains(&name) {
-        return Err(format!(
-            "the library name `{name}` is a system library's (lib{name}.so): linking with -l{name} would find one or the other; choose another name"
-        ));
+        return Err(LibraryNameError::System(name.to_string()));
     }
     Ok(())
 }

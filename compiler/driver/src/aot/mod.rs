@@ -20,7 +20,7 @@ use nax_runtime::plan::StoredFunction;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-pub use c::valid_library_name;
+pub use c::{LibraryNameError, valid_library_name};
 
 /// The C ABI's static archive: the runtime every library links statically.
 /// A `static`, not a `const`: a constant's bytes would be copied into the
@@ -43,12 +43,9 @@ pub struct LibraryOptions {
 }
 
 /// The library NAME of an output path `DIR/libNAME.so`, or why it is not one.
-pub fn library_name(out: &Path) -> Result<String, String> {
+pub fn library_name(out: &Path) -> Result<String, LibraryNameError> {
     let file = out.file_name().and_then(|f| f.to_str()).unwrap_or_default();
-    let name = file
-        .strip_prefix("lib")
-        .and_then(|f| f.strip_suffix(".so"))
-        .ok_or_else(|| format!("the output of --emit so must be named libNAME.so (NAME a C identifier), not `{}`", out.display()))?;
+    let name = file.strip_prefix("lib").and_then(|f| f.strip_suffix(".so")).ok_or_else(|| LibraryNameError::NotLibName(out.to_path_buf()))?;
     valid_library_name(name)?;
     Ok(name.to_string())
 }
@@ -57,7 +54,7 @@ pub fn library_name(out: &Path) -> Result<String, String> {
 /// function of `module`. Records `lower`, `rewrite`, `kernels`,
 /// `codegen` and `link`.
 pub fn build_library(module: &CheckedModule, out: &Path, options: &LibraryOptions, timings: &mut Timings) -> Result<(), Error> {
-    let name = library_name(out).map_err(|message| Error::Link { message })?;
+    let name = library_name(out).map_err(|e| Error::Unsupported(e.into()))?;
     let machine = Backend::Llvm.machine(options.machine);
     let form = FormOptions { check_bounds: options.check_bounds };
     let cpu = machine.features.names();

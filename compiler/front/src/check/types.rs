@@ -41,10 +41,30 @@ impl Type {
     }
 
     /// Each axis's size: a constant, or the symbol's name.
-    pub fn sizes(&self, syms: &Symbols) -> Vec<Result<u64, String>> {
+    pub fn sizes(&self, syms: &Symbols) -> Vec<ShownSize> {
         match self {
-            Type::Tensor(t) => t.axes.iter().map(|a| syms.constant(a.size).ok_or_else(|| syms.display(a.size))).collect(),
+            Type::Tensor(t) => {
+                t.axes.iter().map(|a| syms.constant(a.size).map_or_else(|| ShownSize::Named(syms.display(a.size)), ShownSize::Constant)).collect()
+            }
             _ => Vec::new(),
+        }
+    }
+}
+
+/// An axis's size as `--types` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ShownSize {
+    /// A constant.
+    Constant(u64),
+    /// A size known by name (a symbol, or an expression of symbols).
+    Named(String),
+}
+
+impl std::fmt::Display for ShownSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ShownSize::Constant(n) => write!(f, "{n}"),
+            ShownSize::Named(name) => f.write_str(name),
         }
     }
 }
