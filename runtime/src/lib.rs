@@ -24,7 +24,6 @@
 
 #![warn(missing_docs)]
 
-pub mod algebra;
 mod binding;
 mod call;
 pub mod cuda;

@@ -8,6 +8,7 @@
 //! (names; sizes as constants or symbols of the graph's table), dtype, kind
 //! and range, and the verifier accepts every graph the lowering produces.
 
+pub mod algebra;
 mod graph;
 mod signature;
 pub mod text;

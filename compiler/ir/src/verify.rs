@@ -7,7 +7,7 @@
 use crate::graph::Type;
 use crate::graph::{Graph, Op};
 use nax_runtime::Size;
-use nax_runtime::algebra::Algebra;
+use crate::algebra::Algebra;
 use nax_values::TensorType;
 use petgraph::graph::NodeIndex;
 
