@@ -10,7 +10,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use nax::{Arg, DType, Engine, HostTensor};
-use nax_runtime::NamedTensor;
+use nax_named::NamedTensor;
 
 /// The allocator of the `nax` command, as in the workloads bench.
 #[global_allocator]

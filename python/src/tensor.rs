@@ -12,7 +12,8 @@
 use crate::dlpack::{Imported, Layout, shape, to_host, type_name};
 use crate::errors::error;
 use nax_capi::Input;
-use nax_runtime::{BinaryOp, DType, HostTensor, NamedTensor, TensorView};
+use nax_named::{BinaryOp, NamedTensor};
+use nax_runtime::{DType, HostTensor, TensorView};
 use pyo3::prelude::*;
 use pyo3::pyclass::CompareOp;
 use pyo3::types::{PyDict, PyInt, PyString, PyTuple};

@@ -1,6 +1,6 @@
 //! The runtime's errors: reading and writing tensor files, building host
-//! tensors, binding them to parameters, and eager pointwise ops between
-//! named tensors (LANGUAGE.md section 12).
+//! tensors, binding them to parameters (LANGUAGE.md section 12), checking
+//! and running calls.
 //!
 //! Every variant carries what its message needs (the file, the tensor or
 //! parameter, the axis, the sizes, the dtype), so a caller can print it as
@@ -8,8 +8,6 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-
-use crate::named::Operand;
 
 /// An error of the runtime. The `Display` text is a complete sentence
 /// fragment meant for users, e.g. `parameter 'x': axis 'n' is missing from
@@ -139,7 +137,7 @@ pub enum RuntimeError {
     #[error(
         "{} axis names {} given for a tensor of rank {rank}",
         .given.len(),
-        fmt_names(.given)
+        shown_names(.given)
     )]
     NamesRank {
         /// The names given.
@@ -170,8 +168,8 @@ pub enum RuntimeError {
     /// A tensor whose rank differs from its parameter's.
     #[error(
         "parameter '{param}': expected a tensor of rank {expected} {}, got one of rank {actual} {}",
-        fmt_names(.param_axes),
-        fmt_names(.tensor_names)
+        shown_names(.param_axes),
+        shown_names(.tensor_names)
     )]
     RankMismatch {
         /// The parameter.
@@ -190,7 +188,7 @@ pub enum RuntimeError {
     #[error(
         "parameter '{param}': axis '{}' is missing from the tensor's names {}",
         shortened(.axis),
-        fmt_names(.tensor_names)
+        shown_names(.tensor_names)
     )]
     MissingAxis {
         /// The parameter.
@@ -205,7 +203,7 @@ pub enum RuntimeError {
     #[error(
         "parameter '{param}': the tensor's axis '{}' is not an axis of the parameter {}",
         shortened(.axis),
-        fmt_names(.param_axes)
+        shown_names(.param_axes)
     )]
     ExtraAxis {
         /// The parameter.
@@ -220,8 +218,8 @@ pub enum RuntimeError {
     #[error(
         "parameter '{param}': axis {position} of the parameter {} is unnamed, so it takes an \
          unnamed or partially named tensor, not the fully named {}",
-        fmt_names(.param_axes),
-        fmt_names(.tensor_names)
+        shown_names(.param_axes),
+        shown_names(.tensor_names)
     )]
     NamedForUnnamedAxis {
         /// The parameter.
@@ -238,7 +236,7 @@ pub enum RuntimeError {
     #[error(
         "parameter '{param}': the tensor's axis {position} is unnamed but follows a named axis \
          in {}; the unnamed axes of a partially named tensor must all lead",
-        fmt_names(.tensor_names)
+        shown_names(.tensor_names)
     )]
     UnnamedAfterNamed {
         /// The parameter.
@@ -394,128 +392,6 @@ pub enum RuntimeError {
     /// itself: a bug in the compiler or a damaged artifact, never the caller's data.
     #[error("internal error: {0}")]
     Internal(String),
-
-    /// A named tensor given a number of coordinate label lists other than
-    /// its rank.
-    #[error(
-        "{given} coordinate label lists given for a tensor of rank {} {}",
-        .names.len(),
-        fmt_names(.names)
-    )]
-    CoordsRank {
-        /// The number of label lists given.
-        given: usize,
-        /// The tensor's axis names (one per axis).
-        names: Vec<Option<String>>,
-    },
-
-    /// An axis whose coordinate labels are not one per position.
-    #[error("{} has size {size} but {labels} coordinate labels", fmt_axis(*.axis, .name))]
-    LabelCount {
-        /// The axis position.
-        axis: usize,
-        /// The axis name, if any.
-        name: Option<String>,
-        /// The size of the axis.
-        size: usize,
-        /// The number of labels given.
-        labels: usize,
-    },
-
-    /// A coordinate label that occurs twice on one axis.
-    #[error(
-        "{} has the coordinate label '{label}' twice; the labels of an axis must be unique",
-        fmt_axis(*.axis, .name)
-    )]
-    DuplicateLabel {
-        /// The axis position.
-        axis: usize,
-        /// The axis name, if any.
-        name: Option<String>,
-        /// The repeated label.
-        label: String,
-    },
-
-    /// An axis position that is not below the rank.
-    #[error("axis {axis} does not exist in a tensor of rank {rank}")]
-    AxisOutOfRange {
-        /// The rejected position.
-        axis: usize,
-        /// The tensor's rank.
-        rank: usize,
-    },
-
-    /// An eager op between operands whose names differ, one of which has
-    /// an unnamed axis after a named one: pairing by name would be
-    /// ambiguous.
-    #[error(
-        "axis {position} of the {side} operand is unnamed but follows a named axis, and the \
-         operands' names differ (left {}, right {}): pairing axes by name would be ambiguous; \
-         put the unnamed axes first, name every axis, or give both operands the same names",
-        fmt_names(.left_names),
-        fmt_names(.right_names)
-    )]
-    UnnamedAfterNamedOperand {
-        /// The operand with the misplaced unnamed axis.
-        side: Operand,
-        /// The position of that axis in that operand.
-        position: usize,
-        /// The left operand's axis names.
-        left_names: Vec<Option<String>>,
-        /// The right operand's axis names.
-        right_names: Vec<Option<String>>,
-    },
-
-    /// Two axes of an eager op that meet but whose sizes neither match nor
-    /// broadcast (one of them 1).
-    #[error(
-        "{} (size {left_size}) of the left operand {} and {} (size {right_size}) of the right \
-         operand {} do not broadcast: the sizes must be equal or one of them 1",
-        fmt_axis_in(*.left_axis, .left_names),
-        fmt_names(.left_names),
-        fmt_axis_in(*.right_axis, .right_names),
-        fmt_names(.right_names)
-    )]
-    OperandSizes {
-        /// The left operand's axis position.
-        left_axis: usize,
-        /// Its size.
-        left_size: usize,
-        /// The left operand's axis names.
-        left_names: Vec<Option<String>>,
-        /// The right operand's axis position.
-        right_axis: usize,
-        /// Its size.
-        right_size: usize,
-        /// The right operand's axis names.
-        right_names: Vec<Option<String>>,
-    },
-
-    /// A labelled axis of size 1 in an eager op that would broadcast to a
-    /// larger size: its one label cannot describe the result's positions.
-    #[error(
-        "{} of the {side} operand {} has size 1 and a coordinate label, so it cannot broadcast \
-         to size {size}; drop its labels or give the other operand's axis the same labels",
-        fmt_axis_in(*.axis, .names),
-        fmt_names(.names)
-    )]
-    LabelsBroadcast {
-        /// The operand with the labelled axis.
-        side: Operand,
-        /// The axis position in that operand.
-        axis: usize,
-        /// That operand's axis names.
-        names: Vec<Option<String>>,
-        /// The size it would broadcast to.
-        size: usize,
-    },
-
-    /// `-` between two bool tensors, which torch rejects too.
-    #[error(
-        "subtraction of two bool tensors is not supported (as in torch); use `ne` for an \
-         exclusive or"
-    )]
-    BoolSubtraction,
 }
 
 impl From<crate::call::CallError> for RuntimeError {
@@ -537,8 +413,9 @@ fn fmt_shape(shape: &[usize]) -> String {
     s
 }
 
-/// `[b _ n]`: axis names as in a type, `_` for an unnamed axis.
-pub(crate) fn fmt_names(names: &[Option<String>]) -> String {
+/// `[b _ n]`: axis names as in a type, `_` for an unnamed axis (each name
+/// [`shortened`]).
+pub fn shown_names(names: &[Option<String>]) -> String {
     let mut s = String::new();
     for (i, n) in names.iter().enumerate() {
         if i > 0 {
@@ -562,20 +439,6 @@ pub fn shortened(text: &str) -> String {
     }
 }
 
-/// `axis 'n'` for a named axis, `axis 2` for an unnamed one.
-fn fmt_axis(position: usize, name: &Option<String>) -> String {
-    match name {
-        Some(n) => format!("axis '{}'", shortened(n)),
-        None => format!("axis {position}"),
-    }
-}
-
-/// `axis 'n'` or `axis 2` for the axis at `position` of an operand with
-/// these names.
-fn fmt_axis_in(position: usize, names: &[Option<String>]) -> String {
-    fmt_axis(position, names.get(position).unwrap_or(&None))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -586,15 +449,13 @@ mod tests {
 
     #[test]
     fn formats_names_and_shapes() {
-        assert_eq!(fmt_names(&names(&["b", "_", "n"])), "[b _ n]");
-        assert_eq!(fmt_names(&[]), "[]");
+        assert_eq!(shown_names(&names(&["b", "_", "n"])), "[b _ n]");
+        assert_eq!(shown_names(&[]), "[]");
         assert_eq!(fmt_shape(&[2, 3]), "[2 3]");
         assert_eq!(fmt_shape(&[]), "[]");
-        assert_eq!(fmt_axis(1, &None), "axis 1");
-        assert_eq!(fmt_axis(1, &Some("n".into())), "axis 'n'");
         let long = "a".repeat(200_000);
         assert_eq!(shortened(&long), format!("{}... (200000 bytes)", "a".repeat(80)));
-        assert_eq!(fmt_names(&[Some(long.clone()), None]).len(), 2 + 80 + "... (200002 bytes)".len());
+        assert_eq!(shown_names(&[Some(long.clone()), None]).len(), 2 + 80 + "... (200002 bytes)".len());
     }
 
     #[test]

@@ -321,11 +321,11 @@ impl<'a> TensorView<'a> {
     fn tiled<T: Element>(&self) -> Option<Result<Vec<T>, RuntimeError>> {
         let strides: Vec<usize> = self.strides.iter().map(|&s| usize::try_from(s).ok()).collect::<Option<_>>()?;
         let (_, hi) = reach(&self.shape, &self.strides)??;
-        let geometry = crate::named::Geometry::new(&self.shape, &strides, &strides)?;
+        let geometry = crate::strided::Geometry::new(&self.shape, &strides, &strides)?;
         // SAFETY: the view reaches offsets 0..=hi from its start (strides
         // are non-negative), all inside the slice it borrows (see `strided`).
         let data = unsafe { std::slice::from_raw_parts(self.start.cast::<T>(), hi as usize + 1) };
-        Some(crate::named::pointwise(&geometry, data, data, |x, _| x).map_err(|_| self.allocation_error()))
+        Some(crate::strided::pointwise(&geometry, data, data, |x, _| x).map_err(|_| self.allocation_error()))
     }
 
     /// Calls `f` with the offset of each element, in row-major order of the

@@ -4,10 +4,10 @@
 //! Run after lowering and after any pass; a graph that fails is a
 //! compiler bug, reported with the node and what is wrong.
 
+use crate::algebra::Algebra;
 use crate::graph::Type;
 use crate::graph::{Graph, Op};
 use nax_runtime::Size;
-use crate::algebra::Algebra;
 use nax_values::TensorType;
 use petgraph::graph::NodeIndex;
 

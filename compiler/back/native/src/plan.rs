@@ -5,9 +5,9 @@
 //! buffers with their shapes in slots, and each kernel's strategy as the
 //! driver runs it.
 
+use nax_ir::algebra::{Algebra, Normal};
 use nax_kernel::{Body, Expr, Kernel, Program};
 use nax_runtime::Size;
-use nax_ir::algebra::{Algebra, Normal};
 use nax_runtime::plan::{Access, AttentionPlan, BufferPlan, GemmPlan, Index, IndexCheck, KernelPlan, Nest, Operand, Reach, SizeRef, Strategy};
 use nax_runtime::{NativePlan, SymId};
 use std::collections::HashMap;

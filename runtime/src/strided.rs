@@ -1,4 +1,5 @@
-//! The pointwise kernel: `out[i] = op(a[i], b[i])` over a result of any
+//! The strided pointwise kernel (a view's copy, and the eager named
+//! tensors' arithmetic, `nax-named`): `out[i] = op(a[i], b[i])` over a result of any
 //! shape, each operand read through its own strides (0 where it
 //! broadcasts), the result written row-major.
 //!
@@ -29,7 +30,7 @@ use crate::tensor::row_major_strides;
 /// The index geometry of a pointwise op after merging axes: the result's
 /// sizes and, per axis, each operand's stride in elements.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Geometry {
+pub struct Geometry {
     dims: Vec<usize>,
     a: Vec<usize>,
     b: Vec<usize>,
@@ -40,7 +41,7 @@ impl Geometry {
     /// The geometry of a result of sizes `dims` whose operands step by
     /// `a[k]` and `b[k]` elements along axis `k` (0 where they broadcast).
     /// `None` when the element count overflows `usize`.
-    pub(crate) fn new(dims: &[usize], a: &[usize], b: &[usize]) -> Option<Geometry> {
+    pub fn new(dims: &[usize], a: &[usize], b: &[usize]) -> Option<Geometry> {
         let axes: Vec<(usize, usize, usize)> = dims.iter().zip(a).zip(b).map(|((&d, &sa), &sb)| (d, sa, sb)).collect();
         // The element count of the axes kept, which the kernel writes.
         let len = if axes.iter().any(|&(d, _, _)| d == 0) { 0 } else { axes.iter().try_fold(1usize, |acc, &(d, _, _)| acc.checked_mul(d))? };
@@ -92,7 +93,7 @@ impl Tuning {
 
 /// `op(a, b)` elementwise over `geo`, on rayon's current pool. The only
 /// error is a failed allocation of the result.
-pub(crate) fn pointwise<T, U, F>(geo: &Geometry, a: &[T], b: &[T], op: F) -> Result<Vec<U>, TryReserveError>
+pub fn pointwise<T, U, F>(geo: &Geometry, a: &[T], b: &[T], op: F) -> Result<Vec<U>, TryReserveError>
 where
     T: Copy + Sync,
     U: Copy + Send,

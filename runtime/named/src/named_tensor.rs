@@ -6,9 +6,9 @@
 
 use std::collections::HashSet;
 
-use crate::dtype::DType;
-use crate::error::RuntimeError;
-use crate::tensor::HostTensor;
+use crate::NamedError;
+use nax_runtime::DType;
+use nax_runtime::HostTensor;
 
 /// A host tensor with coordinate labels: a [`HostTensor`] (dtype, shape, a
 /// name or none per axis, row-major elements) and, per axis, either no
@@ -26,13 +26,13 @@ pub struct NamedTensor {
 impl NamedTensor {
     /// A named tensor of `tensor` with these coordinate labels, one entry
     /// per axis (`None` for an unlabelled axis). Errors: the number of
-    /// entries is not the rank ([`RuntimeError::CoordsRank`]), an axis has
+    /// entries is not the rank ([`NamedError::CoordsRank`]), an axis has
     /// a number of labels other than its size
-    /// ([`RuntimeError::LabelCount`]), or a label repeats within an axis
-    /// ([`RuntimeError::DuplicateLabel`]).
-    pub fn new(tensor: HostTensor, coords: Vec<Option<Vec<String>>>) -> Result<NamedTensor, RuntimeError> {
+    /// ([`NamedError::LabelCount`]), or a label repeats within an axis
+    /// ([`NamedError::DuplicateLabel`]).
+    pub fn new(tensor: HostTensor, coords: Vec<Option<Vec<String>>>) -> Result<NamedTensor, NamedError> {
         if coords.len() != tensor.rank() {
-            return Err(RuntimeError::CoordsRank { given: coords.len(), names: tensor.names().to_vec() });
+            return Err(NamedError::CoordsRank { given: coords.len(), names: tensor.names().to_vec() });
         }
         for (axis, labels) in coords.iter().enumerate() {
             if let Some(labels) = labels {
@@ -51,8 +51,8 @@ impl NamedTensor {
 
     /// The same tensor with the labels of axis `axis` set to `labels`.
     /// Errors: `axis` is not below the rank
-    /// ([`RuntimeError::AxisOutOfRange`]), or as in [`NamedTensor::new`].
-    pub fn with_labels<I, S>(mut self, axis: usize, labels: I) -> Result<NamedTensor, RuntimeError>
+    /// ([`NamedError::AxisOutOfRange`]), or as in [`NamedTensor::new`].
+    pub fn with_labels<I, S>(mut self, axis: usize, labels: I) -> Result<NamedTensor, NamedError>
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -60,7 +60,7 @@ impl NamedTensor {
         let labels: Vec<String> = labels.into_iter().map(Into::into).collect();
         let rank = self.rank();
         if axis >= rank {
-            return Err(RuntimeError::AxisOutOfRange { axis, rank });
+            return Err(NamedError::AxisOutOfRange { axis, rank });
         }
         check_labels(&self.tensor, axis, &labels)?;
         if let Some(slot) = self.coords.get_mut(axis) {
@@ -136,15 +136,15 @@ impl From<HostTensor> for NamedTensor {
 
 /// Checks that `labels` fit axis `axis` of `tensor`: one per position, no
 /// repeats.
-fn check_labels(tensor: &HostTensor, axis: usize, labels: &[String]) -> Result<(), RuntimeError> {
+fn check_labels(tensor: &HostTensor, axis: usize, labels: &[String]) -> Result<(), NamedError> {
     let name = tensor.names().get(axis).cloned().flatten();
     let size = tensor.shape().get(axis).copied().unwrap_or(0);
     if labels.len() != size {
-        return Err(RuntimeError::LabelCount { axis, name, size, labels: labels.len() });
+        return Err(NamedError::LabelCount { axis, name, size, labels: labels.len() });
     }
     let mut seen = HashSet::with_capacity(labels.len());
     match labels.iter().find(|l| !seen.insert(l.as_str())) {
-        Some(label) => Err(RuntimeError::DuplicateLabel { axis, name, label: label.clone() }),
+        Some(label) => Err(NamedError::DuplicateLabel { axis, name, label: label.clone() }),
         None => Ok(()),
     }
 }
@@ -178,7 +178,7 @@ mod tests {
         assert_eq!(t.to_f64_vec(), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
 
         let e = NamedTensor::new(tensor(&[3, 2], "x _"), vec![None]).unwrap_err();
-        assert!(matches!(e, RuntimeError::CoordsRank { given: 1, .. }), "{e}");
+        assert!(matches!(e, NamedError::CoordsRank { given: 1, .. }), "{e}");
         assert_eq!(e.to_string(), "1 coordinate label lists given for a tensor of rank 2 [x _]");
         let e = NamedTensor::new(tensor(&[3, 2], "x _"), vec![labels("A B"), None]).unwrap_err();
         assert_eq!(e.to_string(), "axis 'x' has size 3 but 2 coordinate labels");

@@ -12,7 +12,7 @@
 //!    rule, axes right-aligned by position; the result keeps the other
 //!    operand's names.
 //! 3. An unnamed axis after a named one: an error
-//!    ([`RuntimeError::UnnamedAfterNamedOperand`]).
+//!    ([`NamedError::UnnamedAfterNamedOperand`]).
 //! 4. Otherwise each operand is a run of unnamed axes and then named ones:
 //!    the unnamed runs meet right-aligned by position, the named axes by
 //!    name. The result is the unnamed run, then the left operand's names in
@@ -24,13 +24,13 @@
 //! both have, in the left operand's order, and each operand is read at its
 //! positions of those labels; otherwise the sizes must be equal or one of
 //! them 1, and a labelled axis keeps its labels (a labelled axis of size 1
-//! cannot broadcast: [`RuntimeError::LabelsBroadcast`]).
+//! cannot broadcast: [`NamedError::LabelsBroadcast`]).
 
 use std::collections::HashMap;
 use std::fmt;
 
-use crate::error::RuntimeError;
-use crate::named::NamedTensor;
+use crate::NamedError;
+use crate::NamedTensor;
 
 /// One operand of a binary op, as errors name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -90,7 +90,7 @@ enum Pair {
 }
 
 /// Lines `left` and `right` up by the rules of the module documentation.
-pub(crate) fn align(left: &NamedTensor, right: &NamedTensor) -> Result<Alignment, RuntimeError> {
+pub(crate) fn align(left: &NamedTensor, right: &NamedTensor) -> Result<Alignment, NamedError> {
     let pairs = pair_axes(left.names(), right.names())?;
     let mut al = Alignment {
         shape: Vec::with_capacity(pairs.len()),
@@ -128,7 +128,7 @@ fn own_axis(t: &NamedTensor, axis: usize) -> (usize, Option<Vec<String>>) {
 
 /// The size and labels of the result axis where axis `i` of `left` meets
 /// axis `j` of `right`; records the positions a label join keeps.
-fn meet(left: &NamedTensor, i: usize, right: &NamedTensor, j: usize, al: &mut Alignment) -> Result<(usize, Option<Vec<String>>), RuntimeError> {
+fn meet(left: &NamedTensor, i: usize, right: &NamedTensor, j: usize, al: &mut Alignment) -> Result<(usize, Option<Vec<String>>), NamedError> {
     let ls = left.shape().get(i).copied().unwrap_or(1);
     let rs = right.shape().get(j).copied().unwrap_or(1);
     match (left.labels(i), right.labels(j)) {
@@ -142,13 +142,13 @@ fn meet(left: &NamedTensor, i: usize, right: &NamedTensor, j: usize, al: &mut Al
             }
             Ok((labels.len(), Some(labels)))
         }
-        (Some(_), None) if ls == 1 && rs != 1 => Err(RuntimeError::LabelsBroadcast { side: Operand::Left, axis: i, names: left.names().to_vec(), size: rs }),
-        (None, Some(_)) if rs == 1 && ls != 1 => Err(RuntimeError::LabelsBroadcast { side: Operand::Right, axis: j, names: right.names().to_vec(), size: ls }),
+        (Some(_), None) if ls == 1 && rs != 1 => Err(NamedError::LabelsBroadcast { side: Operand::Left, axis: i, names: left.names().to_vec(), size: rs }),
+        (None, Some(_)) if rs == 1 && ls != 1 => Err(NamedError::LabelsBroadcast { side: Operand::Right, axis: j, names: right.names().to_vec(), size: ls }),
         (ll, rl) if ls == rs || ls == 1 || rs == 1 => {
             let labels = ll.or(rl).map(<[String]>::to_vec);
             Ok((if ls == 1 { rs } else { ls }, labels))
         }
-        _ => Err(RuntimeError::OperandSizes {
+        _ => Err(NamedError::OperandSizes {
             left_axis: i,
             left_size: ls,
             left_names: left.names().to_vec(),
@@ -181,7 +181,7 @@ fn join_labels(left: &[String], right: &[String]) -> (Vec<String>, Option<Vec<us
 }
 
 /// The operand axes that meet on each result axis, in the result's order.
-fn pair_axes(ln: &[Option<String>], rn: &[Option<String>]) -> Result<Vec<Pair>, RuntimeError> {
+fn pair_axes(ln: &[Option<String>], rn: &[Option<String>]) -> Result<Vec<Pair>, NamedError> {
     if ln == rn {
         return Ok((0..ln.len()).map(|i| Pair::Both(i, i)).collect());
     }
@@ -222,10 +222,10 @@ fn right_aligned(nl: usize, nr: usize) -> Vec<Pair> {
 
 /// The number of leading unnamed axes of `names`, which has a named axis;
 /// an error when an unnamed axis follows a named one.
-fn leading_unnamed(names: &[Option<String>], side: Operand, ln: &[Option<String>], rn: &[Option<String>]) -> Result<usize, RuntimeError> {
+fn leading_unnamed(names: &[Option<String>], side: Operand, ln: &[Option<String>], rn: &[Option<String>]) -> Result<usize, NamedError> {
     let first_named = names.iter().position(Option::is_some).unwrap_or(names.len());
     match names.iter().skip(first_named).position(Option::is_none) {
-        Some(k) => Err(RuntimeError::UnnamedAfterNamedOperand { side, position: first_named + k, left_names: ln.to_vec(), right_names: rn.to_vec() }),
+        Some(k) => Err(NamedError::UnnamedAfterNamedOperand { side, position: first_named + k, left_names: ln.to_vec(), right_names: rn.to_vec() }),
         None => Ok(first_named),
     }
 }
@@ -234,7 +234,7 @@ fn leading_unnamed(names: &[Option<String>], side: Operand, ln: &[Option<String>
 mod tests {
     use super::*;
     use crate::test_support::names;
-    use crate::{DType, HostTensor};
+    use nax_runtime::{DType, HostTensor};
 
     fn t(shape: &[usize], axis_names: &str) -> NamedTensor {
         let n: usize = shape.iter().product();
@@ -242,7 +242,7 @@ mod tests {
         HostTensor::from_f64(DType::F32, shape.to_vec(), names(axis_names), &v).unwrap().into()
     }
 
-    fn pairs(l: &str, r: &str) -> Result<Vec<Pair>, RuntimeError> {
+    fn pairs(l: &str, r: &str) -> Result<Vec<Pair>, NamedError> {
         pair_axes(&names(l), &names(r))
     }
 
@@ -270,7 +270,7 @@ mod tests {
              put the unnamed axes first, name every axis, or give both operands the same names"
         );
         let e = pairs("_ x", "_ x _").unwrap_err();
-        assert!(matches!(e, RuntimeError::UnnamedAfterNamedOperand { side: Operand::Right, position: 2, .. }), "{e}");
+        assert!(matches!(e, NamedError::UnnamedAfterNamedOperand { side: Operand::Right, position: 2, .. }), "{e}");
         // With an operand without names the pairing is positional: no error.
         assert!(pairs("x _", "_ _").is_ok());
     }

@@ -13,14 +13,14 @@ use std::ops::{Add, Div, Mul, Sub};
 use half::{bf16, f16};
 use rayon::prelude::*;
 
-use crate::dtype::DType;
-use crate::error::RuntimeError;
-use crate::named::NamedTensor;
-use crate::named::alignment::align;
-use crate::named::element::Arithmetic;
-use crate::named::kernel::{Geometry, pointwise};
-use crate::tensor::{HostTensor, TensorData, row_major_strides};
-use crate::view::Element;
+use crate::NamedError;
+use crate::NamedTensor;
+use crate::alignment::align;
+use crate::element::Arithmetic;
+use nax_runtime::DType;
+use nax_runtime::Element;
+use nax_runtime::strided::{Geometry, pointwise};
+use nax_runtime::{HostTensor, RuntimeError, TensorData, row_major_strides};
 
 /// A pointwise binary operation between named tensors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -79,13 +79,13 @@ impl NamedTensor {
     /// [`BinaryOp::result_dtype`].
     ///
     /// Errors: an unnamed axis after a named one on operands whose names
-    /// differ ([`RuntimeError::UnnamedAfterNamedOperand`]), sizes that do
-    /// not broadcast ([`RuntimeError::OperandSizes`]), a labelled size-1
-    /// axis that would broadcast ([`RuntimeError::LabelsBroadcast`]), `-`
-    /// of two bool tensors ([`RuntimeError::BoolSubtraction`]), a result
+    /// differ ([`NamedError::UnnamedAfterNamedOperand`]), sizes that do
+    /// not broadcast ([`NamedError::OperandSizes`]), a labelled size-1
+    /// axis that would broadcast ([`NamedError::LabelsBroadcast`]), `-`
+    /// of two bool tensors ([`NamedError::BoolSubtraction`]), a result
     /// too large to count or allocate ([`RuntimeError::ShapeOverflow`],
-    /// [`RuntimeError::Allocation`]).
-    pub fn binary(&self, op: BinaryOp, rhs: &NamedTensor) -> Result<NamedTensor, RuntimeError> {
+    /// [`RuntimeError::Allocation`], inside [`NamedError::Runtime`]).
+    pub fn binary(&self, op: BinaryOp, rhs: &NamedTensor) -> Result<NamedTensor, NamedError> {
         let al = align(self, rhs)?;
         let (left, left_shape) = take(self.tensor(), &al.left.take);
         let (right, right_shape) = take(rhs.tensor(), &al.right.take);
@@ -106,54 +106,54 @@ impl NamedTensor {
     }
 
     /// `self + rhs` (logical or on bools): see [`NamedTensor::binary`].
-    pub fn add(&self, rhs: &NamedTensor) -> Result<NamedTensor, RuntimeError> {
+    pub fn add(&self, rhs: &NamedTensor) -> Result<NamedTensor, NamedError> {
         self.binary(BinaryOp::Add, rhs)
     }
 
     /// `self - rhs` (an error on two bools): see [`NamedTensor::binary`].
-    pub fn sub(&self, rhs: &NamedTensor) -> Result<NamedTensor, RuntimeError> {
+    pub fn sub(&self, rhs: &NamedTensor) -> Result<NamedTensor, NamedError> {
         self.binary(BinaryOp::Sub, rhs)
     }
 
     /// `self * rhs` (logical and on bools): see [`NamedTensor::binary`].
-    pub fn mul(&self, rhs: &NamedTensor) -> Result<NamedTensor, RuntimeError> {
+    pub fn mul(&self, rhs: &NamedTensor) -> Result<NamedTensor, NamedError> {
         self.binary(BinaryOp::Mul, rhs)
     }
 
     /// `self / rhs`, true division (integers and bools give f32): see
     /// [`NamedTensor::binary`].
-    pub fn div(&self, rhs: &NamedTensor) -> Result<NamedTensor, RuntimeError> {
+    pub fn div(&self, rhs: &NamedTensor) -> Result<NamedTensor, NamedError> {
         self.binary(BinaryOp::Div, rhs)
     }
 
     /// `self == rhs` elementwise, a bool tensor: see [`NamedTensor::binary`].
     /// (`==` between two named tensors is whole-value equality.)
-    pub fn eq(&self, rhs: &NamedTensor) -> Result<NamedTensor, RuntimeError> {
+    pub fn eq(&self, rhs: &NamedTensor) -> Result<NamedTensor, NamedError> {
         self.binary(BinaryOp::Eq, rhs)
     }
 
     /// `self != rhs` elementwise, a bool tensor: see [`NamedTensor::binary`].
-    pub fn ne(&self, rhs: &NamedTensor) -> Result<NamedTensor, RuntimeError> {
+    pub fn ne(&self, rhs: &NamedTensor) -> Result<NamedTensor, NamedError> {
         self.binary(BinaryOp::Ne, rhs)
     }
 
     /// `self < rhs` elementwise, a bool tensor: see [`NamedTensor::binary`].
-    pub fn lt(&self, rhs: &NamedTensor) -> Result<NamedTensor, RuntimeError> {
+    pub fn lt(&self, rhs: &NamedTensor) -> Result<NamedTensor, NamedError> {
         self.binary(BinaryOp::Lt, rhs)
     }
 
     /// `self <= rhs` elementwise, a bool tensor: see [`NamedTensor::binary`].
-    pub fn le(&self, rhs: &NamedTensor) -> Result<NamedTensor, RuntimeError> {
+    pub fn le(&self, rhs: &NamedTensor) -> Result<NamedTensor, NamedError> {
         self.binary(BinaryOp::Le, rhs)
     }
 
     /// `self > rhs` elementwise, a bool tensor: see [`NamedTensor::binary`].
-    pub fn gt(&self, rhs: &NamedTensor) -> Result<NamedTensor, RuntimeError> {
+    pub fn gt(&self, rhs: &NamedTensor) -> Result<NamedTensor, NamedError> {
         self.binary(BinaryOp::Gt, rhs)
     }
 
     /// `self >= rhs` elementwise, a bool tensor: see [`NamedTensor::binary`].
-    pub fn ge(&self, rhs: &NamedTensor) -> Result<NamedTensor, RuntimeError> {
+    pub fn ge(&self, rhs: &NamedTensor) -> Result<NamedTensor, NamedError> {
         self.binary(BinaryOp::Ge, rhs)
     }
 }
@@ -163,7 +163,7 @@ impl NamedTensor {
 macro_rules! operator {
     ($trait:ident, $method:ident, $op:ident) => {
         impl $trait for &NamedTensor {
-            type Output = Result<NamedTensor, RuntimeError>;
+            type Output = Result<NamedTensor, NamedError>;
 
             fn $method(self, rhs: &NamedTensor) -> Self::Output {
                 NamedTensor::binary(self, BinaryOp::$op, rhs)
@@ -241,7 +241,7 @@ fn strides(shape: &[usize], axis_at: &[Option<usize>]) -> Vec<usize> {
 
 /// `op` over `geo` with both operands in the element type `T` (converted
 /// where they are not). `shape` is the result's, for the errors.
-fn compute<T: Arithmetic>(op: BinaryOp, geo: &Geometry, a: &TensorData, b: &TensorData, shape: &[usize]) -> Result<TensorData, RuntimeError> {
+fn compute<T: Arithmetic>(op: BinaryOp, geo: &Geometry, a: &TensorData, b: &TensorData, shape: &[usize]) -> Result<TensorData, NamedError> {
     let oom = |_| {
         let count = shape.iter().fold(1usize, |n, &d| n.saturating_mul(d));
         let bytes = count.saturating_mul(op.result_dtype(T::DTYPE, T::DTYPE).size_bytes());
@@ -254,7 +254,7 @@ fn compute<T: Arithmetic>(op: BinaryOp, geo: &Geometry, a: &TensorData, b: &Tens
         BinaryOp::Add => T::into_data(pointwise(geo, a, b, T::plus).map_err(oom)?),
         BinaryOp::Sub => match T::minus() {
             Some(minus) => T::into_data(pointwise(geo, a, b, minus).map_err(oom)?),
-            None => return Err(RuntimeError::BoolSubtraction),
+            None => return Err(NamedError::BoolSubtraction),
         },
         BinaryOp::Mul => T::into_data(pointwise(geo, a, b, T::times).map_err(oom)?),
         BinaryOp::Div => T::Quotient::into_data(pointwise(geo, a, b, T::over).map_err(oom)?),
@@ -402,7 +402,7 @@ mod tests {
         assert_eq!(r.to_f64_vec(), [0.0, 2.0, 4.0, 3.0, 5.0, 7.0]);
         // Unnamed runs that do not broadcast.
         let e = iota(&[2, 3], "_ x").add(&iota(&[4, 3], "_ x")).unwrap_err();
-        assert!(matches!(e, RuntimeError::OperandSizes { .. }), "{e}");
+        assert!(matches!(e, NamedError::OperandSizes { .. }), "{e}");
     }
 
     #[test]
@@ -445,7 +445,7 @@ mod tests {
         assert!(msg.starts_with("axis 1 of the left operand is unnamed"), "{msg}");
         assert!(msg.contains("left [x _], right [x y]"), "{msg}");
         let e = iota(&[3], "y").add(&iota(&[2, 3], "y _")).unwrap_err();
-        assert!(matches!(&e, RuntimeError::UnnamedAfterNamedOperand { side: crate::named::Operand::Right, position: 1, .. }), "{e}");
+        assert!(matches!(&e, NamedError::UnnamedAfterNamedOperand { side: crate::Operand::Right, position: 1, .. }), "{e}");
         assert!(e.to_string().contains("axis 1 of the right operand"), "{e}");
         let e = iota(&[2], "x").add(&iota(&[3], "x")).unwrap_err();
         assert_eq!(
@@ -494,7 +494,7 @@ mod tests {
         let t = nt(DType::Bool, &[4], "i", &[0.0, 0.0, 1.0, 1.0]);
         let u = nt(DType::Bool, &[4], "i", &[0.0, 1.0, 0.0, 1.0]);
         let e = t.sub(&u).unwrap_err();
-        assert!(matches!(e, RuntimeError::BoolSubtraction), "{e}");
+        assert!(matches!(e, NamedError::BoolSubtraction), "{e}");
         let or = t.add(&u).unwrap();
         assert_eq!(or.dtype(), DType::Bool);
         assert_eq!(or.to_f64_vec(), [0.0, 1.0, 1.0, 1.0]);

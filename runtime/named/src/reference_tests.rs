@@ -14,7 +14,8 @@
 
 use proptest::prelude::*;
 
-use crate::{BinaryOp, DType, HostTensor, NamedTensor, RuntimeError};
+use crate::{BinaryOp, NamedError, NamedTensor};
+use nax_runtime::{DType, HostTensor};
 
 /// The kinds of error the reference tells apart.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -54,10 +55,10 @@ fn actual(op: BinaryOp, l: &NamedTensor, r: &NamedTensor) -> Outcome {
             values: nan_as_none(t.to_f64_vec()),
         },
         Err(e) => Outcome::Rejected(match e {
-            RuntimeError::UnnamedAfterNamedOperand { .. } => Rejection::UnnamedAfterNamed,
-            RuntimeError::OperandSizes { .. } => Rejection::Sizes,
-            RuntimeError::LabelsBroadcast { .. } => Rejection::LabelsBroadcast,
-            RuntimeError::BoolSubtraction => Rejection::BoolSubtraction,
+            NamedError::UnnamedAfterNamedOperand { .. } => Rejection::UnnamedAfterNamed,
+            NamedError::OperandSizes { .. } => Rejection::Sizes,
+            NamedError::LabelsBroadcast { .. } => Rejection::LabelsBroadcast,
+            NamedError::BoolSubtraction => Rejection::BoolSubtraction,
             other => panic!("unexpected error: {other}"),
         }),
     }

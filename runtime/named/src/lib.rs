@@ -7,20 +7,31 @@
 //!
 //! The pieces: `named_tensor` (the type and its invariants), `alignment`
 //! (the pairing rules), `element` (torch's arithmetic per element type),
-//! `kernel` (the vectorised, tiled and parallel loops) and `pointwise` (the
-//! ops that tie them together).
+//! `pointwise` (the ops, on the runtime's vectorised, tiled and parallel
+//! loops, `nax_runtime::strided`) and `error` ([`NamedError`]). A crate of
+//! its own: the Python package and Rust hosts use it; the runtime that
+//! runs compiled code does not.
 //!
 #![doc = include_str!("../../../docs/src/named-tensors.md")]
 
 mod alignment;
 mod element;
-mod kernel;
+mod error;
 mod named_tensor;
 mod pointwise;
 #[cfg(test)]
 mod reference_tests;
 
 pub use alignment::Operand;
-pub(crate) use kernel::{Geometry, pointwise};
+pub use error::NamedError;
 pub use named_tensor::NamedTensor;
 pub use pointwise::BinaryOp;
+
+/// Helpers shared by the unit tests.
+#[cfg(test)]
+mod test_support {
+    /// Axis names from `"b _ n"` (`_` is unnamed).
+    pub fn names(s: &str) -> Vec<Option<String>> {
+        s.split_whitespace().map(|n| (n != "_").then(|| n.to_string())).collect()
+    }
+}
