@@ -134,7 +134,7 @@ fn partially_named(param: &str, param_axes: &[Option<String>], names: &[Option<S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dtype::DType;
+    use crate::DType;
     use crate::test_support::names;
 
     /// A tensor whose elements are their own row-major positions.

@@ -6,15 +6,15 @@
 //! [`Signature::check`] makes: a binding that has not been checked cannot
 //! reach compiled code.
 
+use crate::DType;
 use crate::binding::bind;
-use crate::dtype::DType;
 use crate::error::RuntimeError;
 use crate::memory::{self, Limit, Peak, SMALL_PEAK};
 use crate::packed::PackedWeights;
 use crate::signature::{HostType, ParamType, Scalar, Signature, TensorSpec};
-use crate::sizes::{Size, SizeError, SymDef};
 use crate::tensor::HostTensor;
 use crate::view::TensorView;
+use crate::{Size, SizeError, SymDef};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::AtomicBool;

@@ -11,8 +11,8 @@
 //! by [`crate::gemm`]), flash attention tile by tile. Large fresh buffers ask the OS for transparent
 //! huge pages, which cuts the cost of first touching them.
 
+use crate::DType;
 use crate::call::CheckedCall;
-use crate::dtype::DType;
 use crate::error::RuntimeError;
 use crate::gemm::{Micro, Product, Strided, multiply, with_scratch};
 use crate::memory::Peak;
@@ -235,9 +235,9 @@ impl<'p> Sizes<'p> {
             .slots
             .iter()
             .map(|&id| {
-                call.size(crate::sizes::Size::Sym(id))
+                call.size(crate::Size::Sym(id))
                     .and_then(|v| i64::try_from(v).ok())
-                    .ok_or_else(|| RuntimeError::UnknownSize { size: table.display(crate::sizes::Size::Sym(id)) })
+                    .ok_or_else(|| RuntimeError::UnknownSize { size: table.display(crate::Size::Sym(id)) })
             })
             .collect::<Result<Vec<i64>, RuntimeError>>()?;
         Ok(Sizes { plan, slots })

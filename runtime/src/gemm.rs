@@ -73,7 +73,7 @@ pub fn matrix_tiles() -> bool {
     dot::tiles()
 }
 
-use crate::dtype::DType;
+use crate::DType;
 use crate::plan::{Blocking, Microkernel};
 use rayon::prelude::*;
 use std::cell::RefCell;

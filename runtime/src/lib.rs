@@ -17,8 +17,9 @@
 //!   ([`read_tensors`], [`write_tensor_atomic`]).
 //!
 //! Architecture invariant: this crate depends on no part of the compiler;
-//! the compiler depends on it for the vocabulary both sides share (dtypes,
-//! sizes, host scalar types, kernel indices). Nothing here panics on any
+//! the compiler depends on it for the vocabulary both sides share (host
+//! scalar types, signatures, the plan's kernel indices; dtypes and sizes
+//! are `nax-contract`'s, below both, re-exported here). Nothing here panics on any
 //! input: bad files, shapes, names, views, bindings and plans are
 //! [`RuntimeError`]s.
 
@@ -28,7 +29,6 @@ mod binding;
 mod call;
 pub mod cuda;
 mod driver;
-mod dtype;
 mod error;
 mod function;
 mod gemm;
@@ -38,7 +38,6 @@ mod packed;
 pub mod plan;
 mod safetensors_io;
 mod signature;
-mod sizes;
 pub mod strided;
 mod tensor;
 mod threads;
@@ -47,15 +46,15 @@ mod view;
 pub use binding::{bind, bind_owned};
 pub use call::{Arg, CallError, CheckedCall, MAX_ITERATIONS, SizeSource, Subject, Value, Weights, check_work};
 pub use driver::{CodeOwner, Execute, KernelFn, NativeFunction};
-pub use dtype::DType;
 pub use error::{RuntimeError, shortened, shown_names};
 pub use function::Function;
 pub use gemm::matrix_tiles;
+pub use nax_contract::DType;
+pub use nax_contract::{MAX_SIZE, Size, SizeError, SizeTable, SymDef, SymId, Symbol, clipped_position};
 pub use packed::{BoundWeights, PackedWeights};
 pub use plan::NativePlan;
 pub use safetensors_io::{StoredTensor, read_tensors, read_tensors_in_place, write_tensor_atomic, write_tensors_atomic};
 pub use signature::{AxisSpec, HostType, Param, ParamType, ResultSpec, Scalar, Signature, TensorSpec, WeightSpec};
-pub use sizes::{MAX_SIZE, Size, SizeError, SizeTable, SymDef, SymId, Symbol, clipped_position};
 pub use tensor::{HostTensor, TensorData, row_major_strides};
 pub use threads::{MAX_THREADS, ThreadPool};
 pub use view::{Element, TensorMut, TensorView};

@@ -22,8 +22,8 @@
 //! is not asked for the other.
 //!
 
+use crate::DType;
 use crate::call::Weights;
-use crate::dtype::DType;
 use crate::gemm::{PackedB, Packing};
 use crate::tensor::HostTensor;
 use crate::view::TensorView;

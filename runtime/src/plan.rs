@@ -10,9 +10,9 @@
 //! A plan is a plain value (serde): the JIT hands it to the driver with
 //! function pointers, an AOT library will carry it beside its code.
 
-use crate::dtype::DType;
+use crate::DType;
+use crate::SymId;
 use crate::error::RuntimeError;
-use crate::sizes::SymId;
 use serde::{Deserialize, Serialize};
 
 /// A size as kernels see it: compiled in, or read from the call's size slots.

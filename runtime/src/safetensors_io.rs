@@ -19,7 +19,7 @@ use std::path::Path;
 
 use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, View};
 
-use crate::dtype::DType;
+use crate::DType;
 use crate::error::RuntimeError;
 use crate::tensor::{HostTensor, TensorData};
 use crate::view::{TensorView, row_major_steps};

@@ -9,7 +9,7 @@
 
 use half::{bf16, f16};
 
-use crate::dtype::DType;
+use crate::DType;
 use crate::error::RuntimeError;
 
 /// The elements of a tensor, row-major and contiguous, one variant per

@@ -6,7 +6,7 @@
 //! strides reach lies inside the slice it borrows (checked with overflow
 //! checks), so nothing reads out of bounds whatever the caller passes.
 
-use crate::dtype::DType;
+use crate::DType;
 use crate::error::RuntimeError;
 use crate::tensor::{HostTensor, TensorData, check_names, element_count};
 use half::{bf16, f16};

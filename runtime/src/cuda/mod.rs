@@ -130,7 +130,7 @@ impl CudaPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dtype::DType;
+    use crate::DType;
     use crate::plan::{BufferPlan, KernelPlan, Nest};
 
     #[test]
