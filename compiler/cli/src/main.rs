@@ -137,39 +137,25 @@ enum BackendName {
     Interp,
 }
 
-/// What `nax build --emit` writes.
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum EmitName {
-    So,
-    Obj,
-    LlvmIr,
-    Mlir,
-    Ptx,
-    Graph,
-    /// The kernel IR (loop nests), after kernel formation.
-    Kernels,
-    Torch,
+/// What `nax build --emit` writes: the driver's artifacts, by their names.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct EmitName(Emit);
+
+impl ValueEnum for EmitName {
+    fn value_variants<'a>() -> &'a [Self] {
+        static ALL: std::sync::LazyLock<[EmitName; 8]> = std::sync::LazyLock::new(|| Emit::ALL.map(EmitName));
+        &*ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.name()).help(self.0.about()))
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Target {
     Cpu,
     Cuda,
-}
-
-impl From<EmitName> for Emit {
-    fn from(name: EmitName) -> Emit {
-        match name {
-            EmitName::So => Emit::So,
-            EmitName::Obj => Emit::Obj,
-            EmitName::LlvmIr => Emit::LlvmIr,
-            EmitName::Mlir => Emit::Mlir,
-            EmitName::Ptx => Emit::Ptx,
-            EmitName::Graph => Emit::Graph,
-            EmitName::Kernels => Emit::Kernels,
-            EmitName::Torch => Emit::Torch,
-        }
-    }
 }
 
 fn main() -> ExitCode {
@@ -206,7 +192,7 @@ fn main() -> ExitCode {
                 Target::Cuda => Device::Cuda,
             };
             let options = EmitOptions {
-                emit: emit.into(),
+                emit: emit.0,
                 device,
                 backend: backend(name),
                 machine,

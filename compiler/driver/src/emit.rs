@@ -12,26 +12,50 @@ use crate::timings::Timings;
 use nax_front::CheckedModule;
 use std::path::{Path, PathBuf};
 
-/// An artifact.
+/// An artifact (each variant's [`Emit::about`] says what it is).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Emit {
-    /// An AOT shared library `libNAME.so` and its header `NAME.h` (C ABI).
     So,
-    /// An object file of the kernels, calling the C library's math.
     Obj,
-    /// The kernels' optimised LLVM IR.
     LlvmIr,
-    /// The kernels in MLIR (nax's dialect and upstream dialects).
     Mlir,
-    /// The kernels as PTX for an NVIDIA GPU.
     Ptx,
-    /// Each function's graph as lowered and as rewritten, with the
-    /// optimizer's report and each kernel's bytes and FLOPs.
     Graph,
-    /// The kernel IR (loop nests), after kernel formation.
     Kernels,
-    /// The module as a PyTorch program.
     Torch,
+}
+
+impl Emit {
+    /// Every artifact.
+    pub const ALL: [Emit; 8] = [Emit::So, Emit::Obj, Emit::LlvmIr, Emit::Mlir, Emit::Ptx, Emit::Graph, Emit::Kernels, Emit::Torch];
+
+    /// What it is, in a line (`nax build --help` shows it).
+    pub fn about(self) -> &'static str {
+        match self {
+            Emit::So => "An AOT shared library libNAME.so and its header NAME.h (the C ABI)",
+            Emit::Obj => "An object file of the kernels, calling the C library's math",
+            Emit::LlvmIr => "The kernels' optimised LLVM IR",
+            Emit::Mlir => "The kernels in MLIR (nax's dialect and upstream dialects)",
+            Emit::Ptx => "The kernels as PTX for an NVIDIA GPU (with --target cuda)",
+            Emit::Graph => "Each function's graph as lowered and as rewritten, with the optimizer's report and each kernel's bytes and FLOPs",
+            Emit::Kernels => "The kernel IR (loop nests), after kernel formation",
+            Emit::Torch => "The module as a PyTorch program",
+        }
+    }
+
+    /// Its name as `--emit` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Emit::So => "so",
+            Emit::Obj => "obj",
+            Emit::LlvmIr => "llvm-ir",
+            Emit::Mlir => "mlir",
+            Emit::Ptx => "ptx",
+            Emit::Graph => "graph",
+            Emit::Kernels => "kernels",
+            Emit::Torch => "torch",
+        }
+    }
 }
 
 /// Where the kernels run.
