@@ -7,6 +7,7 @@
 
 use crate::aot;
 use crate::error::Error;
+pub use crate::error::Unsupported;
 use crate::pipeline::{self, Backend, FormOptions, Machine};
 use crate::timings::Timings;
 use nax_front::CheckedModule;
@@ -87,23 +88,6 @@ pub struct EmitOptions {
     pub embedded_weights: Option<PathBuf>,
     /// The source's name, for diagnostics and the header's first comment.
     pub source_name: String,
-}
-
-/// An artifact that cannot be made as asked, found before any work.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Unsupported {
-    /// PTX for the CPU.
-    #[error("--emit ptx is GPU code: add --target cuda")]
-    PtxForCpu,
-    /// A CPU artifact for the GPU.
-    #[error("--emit so, obj and llvm-ir are CPU code; for --target cuda, --emit ptx (or mlir) writes the kernels")]
-    CpuCodeForGpu,
-    /// A CPU artifact from another back end than LLVM.
-    #[error("--emit so, obj and llvm-ir come from the llvm back end (--backend llvm)")]
-    NotLlvm,
-    /// A library's output path that is not `DIR/libNAME.so`.
-    #[error(transparent)]
-    LibraryName(#[from] aot::LibraryNameError),
 }
 
 /// What [`emit`] made.

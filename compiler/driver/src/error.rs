@@ -66,7 +66,7 @@ pub enum Error {
     },
     /// An artifact that cannot be made as asked (`nax build --emit`).
     #[error(transparent)]
-    Unsupported(#[from] crate::emit::Unsupported),
+    Unsupported(#[from] Unsupported),
     /// The runtime refused a call, a tensor or a file.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
@@ -104,6 +104,41 @@ pub enum StageError {
     /// The plans or the manifest of a library do not serialise (a bug of nax).
     #[error("internal error: the {what} do not serialise: {message}")]
     Serialise { what: &'static str, message: String },
+}
+
+/// An artifact that cannot be made as asked, found before any work.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unsupported {
+    /// PTX for the CPU.
+    #[error("--emit ptx is GPU code: add --target cuda")]
+    PtxForCpu,
+    /// A CPU artifact for the GPU.
+    #[error("--emit so, obj and llvm-ir are CPU code; for --target cuda, --emit ptx (or mlir) writes the kernels")]
+    CpuCodeForGpu,
+    /// A CPU artifact from another back end than LLVM.
+    #[error("--emit so, obj and llvm-ir come from the llvm back end (--backend llvm)")]
+    NotLlvm,
+    /// A library's output path that is not `DIR/libNAME.so`.
+    #[error(transparent)]
+    LibraryName(#[from] LibraryNameError),
+}
+
+/// Why a path or a name is not a library's (`DIR/libNAME.so`, NAME a C
+/// identifier that no runtime symbol starts with).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LibraryNameError {
+    /// The file is not named `libNAME.so`.
+    #[error("the output of --emit so must be named libNAME.so (NAME a C identifier), not `{}`", .0.display())]
+    NotLibName(std::path::PathBuf),
+    /// NAME is not a C identifier.
+    #[error("the library name `{0}` (from libNAME.so) must be a C identifier: letters, digits and `_`, not starting with a digit")]
+    NotIdentifier(String),
+    /// NAME starts as the runtime's symbols do.
+    #[error("the library name `{name}` is reserved: names starting `{prefix}` are the runtime's")]
+    Reserved { name: String, prefix: &'static str },
+    /// NAME is a system library's.
+    #[error("the library name `{0}` is a system library's (lib{0}.so): linking with -l{0} would find one or the other; choose another name")]
+    System(String),
 }
 
 /// Problems, `; ` between them.

@@ -8,6 +8,7 @@
 //! page-aligned in a large-data section) and the version script that
 //! exports only the `NAME_` entries.
 
+use crate::error::LibraryNameError;
 use nax_runtime::{HostType, ParamType, Signature};
 use std::fmt::Write;
 
@@ -97,24 +98,6 @@ impl CFunction<'_> {
     fn entries(&self) -> usize {
         self.kernels + self.microkernels
     }
-}
-
-/// Why a path or a name is not a library's (`DIR/libNAME.so`, NAME a C
-/// identifier that no runtime symbol starts with).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum LibraryNameError {
-    /// The file is not named `libNAME.so`.
-    #[error("the output of --emit so must be named libNAME.so (NAME a C identifier), not `{}`", .0.display())]
-    NotLibName(std::path::PathBuf),
-    /// NAME is not a C identifier.
-    #[error("the library name `{0}` (from libNAME.so) must be a C identifier: letters, digits and `_`, not starting with a digit")]
-    NotIdentifier(String),
-    /// NAME starts as the runtime's symbols do.
-    #[error("the library name `{name}` is reserved: names starting `{prefix}` are the runtime's")]
-    Reserved { name: String, prefix: &'static str },
-    /// NAME is a system library's.
-    #[error("the library name `{0}` is a system library's (lib{0}.so): linking with -l{0} would find one or the other; choose another name")]
-    System(String),
 }
 
 /// Whether `name` is a library NAME: a C identifier that no runtime symbol starts with.

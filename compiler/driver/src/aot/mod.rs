@@ -20,7 +20,8 @@ use nax_runtime::plan::StoredFunction;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-pub use c::{LibraryNameError, valid_library_name};
+pub use crate::error::LibraryNameError;
+pub use c::valid_library_name;
 
 /// The C ABI's static archive: the runtime every library links statically.
 /// A `static`, not a `const`: a constant's bytes would be copied into the
