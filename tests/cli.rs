@@ -367,3 +367,40 @@ fn a_closed_pipe_ends_printing_quietly() {
     assert_eq!(status.code(), Some(0), "{err}");
     assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{err}");
 }
+
+/// Every flag CLI.md names is a flag of `nax` (in a command's `--help`)
+/// and is in the book: where the contract, the command and the book part,
+/// this fails.
+#[test]
+fn every_flag_of_the_contract_is_in_the_help_and_the_book() {
+    let contract = std::fs::read_to_string(crate::support::shared().join("spec/CLI.md")).expect("CLI.md");
+    let mut help = String::new();
+    for command in [&["--help"][..], &["check", "--help"], &["run", "--help"], &["build", "--help"], &["explain", "--help"]] {
+        let out = crate::support::nax(command);
+        assert!(out.status.success(), "nax {command:?}");
+        help.push_str(&String::from_utf8_lossy(&out.stdout));
+    }
+    let root = crate::support::root();
+    let book: String = std::fs::read_dir(root.join("docs/src"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let mut flags: Vec<&str> = contract
+        .match_indices("--")
+        .filter_map(|(i, _)| {
+            let rest = &contract[i + 2..];
+            let end = rest.find(|c: char| !(c.is_ascii_lowercase() || c == '-')).unwrap_or(rest.len());
+            (end > 0 && rest.starts_with(|c: char| c.is_ascii_lowercase())).then(|| &contract[i..i + 2 + end])
+        })
+        .collect();
+    flags.sort_unstable();
+    flags.dedup();
+    assert!(flags.len() >= 8, "CLI.md names only {flags:?}");
+    for flag in flags {
+        let word = |text: &str| text.match_indices(flag).any(|(i, _)| !text[i + flag.len()..].starts_with(|c: char| c.is_ascii_lowercase() || c == '-'));
+        assert!(word(&help), "CLI.md's {flag} is no flag of `nax` (its --help)");
+        assert!(word(&book), "CLI.md's {flag} is not in the book (docs/src)");
+    }
+}

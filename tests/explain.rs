@@ -50,3 +50,27 @@ fn codes_parse_back() {
     }
     assert_eq!(Code::parse("E9999"), None);
 }
+
+/// The book's reference chapter shows every code's explanation (included
+/// from the registry's files, so the two cannot differ), and every code
+/// LANGUAGE.md names is a code of the registry: where the contract and
+/// the book part, this fails.
+#[test]
+fn the_book_explains_every_code_the_language_names() {
+    let root = crate::support::root();
+    let chapter = std::fs::read_to_string(root.join("docs/src/error-codes.md")).expect("the book's error-code chapter");
+    for &code in Code::ALL {
+        let include = format!("{{{{#include ../../compiler/front/error_codes/{}.md}}}}", code.as_str());
+        assert!(chapter.contains(&include), "docs/src/error-codes.md does not include {code}'s explanation");
+    }
+    let language = std::fs::read_to_string(crate::support::shared().join("spec/LANGUAGE.md")).expect("LANGUAGE.md");
+    let mut named = 0;
+    for word in language.split(|c: char| !c.is_ascii_alphanumeric()) {
+        let is_code = word.len() == 5 && (word.starts_with('E') || word.starts_with('W')) && word[1..].chars().all(|c| c.is_ascii_digit());
+        if is_code {
+            assert!(Code::parse(word).is_some(), "LANGUAGE.md names {word}, which the registry (and so the book) lacks");
+            named += 1;
+        }
+    }
+    assert!(named >= Code::ALL.len(), "LANGUAGE.md names only {named} codes");
+}

@@ -8,13 +8,13 @@
 
 use crate::DType;
 use crate::binding::bind;
-use crate::error::RuntimeError;
-use crate::memory::{self, Limit, Peak, SMALL_PEAK};
-use crate::packed::PackedWeights;
+use crate::error::{CallError, MAX_ITERATIONS, RuntimeError, SizeSource, Subject};
+use crate::memory::{self, Peak, SMALL_PEAK};
+use crate::packed::{PackedWeights, Weights};
 use crate::signature::{HostType, ParamType, Scalar, Signature, TensorSpec};
 use crate::tensor::HostTensor;
 use crate::view::TensorView;
-use crate::{Size, SizeError, SymDef};
+use crate::{Size, SymDef};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::AtomicBool;
@@ -72,204 +72,6 @@ impl From<bool> for Arg<'_> {
     }
 }
 
-/// What a call-boundary message is about: a parameter or a weight.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Subject {
-    /// The function's parameter of this name.
-    Parameter(String),
-    /// The module weight of this name.
-    Weight(String),
-}
-
-impl fmt::Display for Subject {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Subject::Parameter(n) => write!(f, "parameter '{n}'"),
-            Subject::Weight(n) => write!(f, "weight '{n}'"),
-        }
-    }
-}
-
-/// Where a size given at a call comes from.
-#[derive(Clone, Debug, PartialEq)]
-pub enum SizeSource {
-    /// An axis (named, or `None`) of a parameter's or weight's tensor.
-    Axis {
-        /// Whose axis.
-        of: Subject,
-        /// Its name, if it has one.
-        axis: Option<String>,
-    },
-    /// A host `int` parameter that gives a size.
-    SizeParameter(String),
-}
-
-impl fmt::Display for SizeSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SizeSource::Axis { of, axis: Some(n) } => write!(f, "{of}: axis '{n}'"),
-            SizeSource::Axis { of, axis: None } => write!(f, "{of}: an unnamed axis"),
-            SizeSource::SizeParameter(n) => write!(f, "parameter '{n}' (a size)"),
-        }
-    }
-}
-
-/// A call the boundary check refuses. The messages are the ones `nax run`
-/// prints.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum CallError {
-    /// The wrong number of arguments.
-    #[error("`{function}` takes {expected} arguments, {given} given")]
-    ArgumentCount {
-        /// The function.
-        function: String,
-        /// Its number of parameters.
-        expected: usize,
-        /// The number of arguments given.
-        given: usize,
-    },
-    /// A tensor given for a host scalar parameter.
-    #[error("{0} is a host scalar, not a tensor")]
-    ExpectedScalar(Subject),
-    /// A host scalar given for a tensor parameter.
-    #[error("{0} needs a tensor, not a host scalar")]
-    ExpectedTensor(Subject),
-    /// A host scalar of the wrong type.
-    #[error("{subject} is a host {}, not {}", .expected.as_str(), .given.as_str())]
-    ScalarType {
-        /// The parameter.
-        subject: Subject,
-        /// Its type.
-        expected: HostType,
-        /// The type given.
-        given: HostType,
-    },
-    /// A tensor of the wrong dtype.
-    #[error("{subject} is {} but the tensor is {}", .expected.as_str(), .given.as_str())]
-    DType {
-        /// The parameter or weight.
-        subject: Subject,
-        /// Its dtype.
-        expected: DType,
-        /// The tensor's.
-        given: DType,
-    },
-    /// A tensor of the wrong rank.
-    #[error("{subject} has {expected} axes but the tensor has {given}")]
-    Rank {
-        /// The parameter or weight.
-        subject: Subject,
-        /// Its rank.
-        expected: usize,
-        /// The tensor's.
-        given: usize,
-    },
-    /// A weight the function reads was not given.
-    #[error("the weight '{0}' is missing")]
-    MissingWeight(String),
-    /// A parameter with no value and no default.
-    #[error("parameter '{name}' ({}) needs a value", .ty)]
-    MissingArgument {
-        /// The parameter.
-        name: String,
-        /// What it takes, as written in a type.
-        ty: String,
-    },
-    /// An argument named after no parameter.
-    #[error("`{function}` has no parameter '{name}'")]
-    UnknownParameter {
-        /// The function.
-        function: String,
-        /// The name given.
-        name: String,
-    },
-    /// A parameter given two arguments.
-    #[error("parameter '{0}' is given twice")]
-    DuplicateArgument(String),
-    /// A size parameter that is not positive.
-    #[error("parameter '{name}' gives the size `{size}`, which must be positive, not {value}")]
-    NonPositiveSize {
-        /// The parameter.
-        name: String,
-        /// The size it gives, as printed.
-        size: String,
-        /// The value given.
-        value: i64,
-    },
-    /// A size parameter given something other than an int.
-    #[error("parameter '{0}' gives a size and must be an int")]
-    SizeNotInt(String),
-    /// A size that differs from the constant the type requires.
-    #[error("{source_} has size {actual}, expected {expected}")]
-    Size {
-        /// Where the size comes from.
-        source_: SizeSource,
-        /// The size given.
-        actual: u64,
-        /// The size required.
-        expected: u64,
-    },
-    /// A size that differs from the one an earlier argument gave the same symbol.
-    #[error("{source_} has size {actual}, but {earlier} gave `{symbol}` the size {value}")]
-    SizeConflict {
-        /// Where the size comes from.
-        source_: SizeSource,
-        /// The size given.
-        actual: u64,
-        /// The argument that gave the symbol its value first.
-        earlier: Box<SizeSource>,
-        /// The symbol, as printed.
-        symbol: String,
-        /// Its value from the earlier argument.
-        value: u64,
-    },
-    /// Sizes that contradict a derived size (an inexact division, ...).
-    #[error("the sizes of the arguments do not fit `{function}`: {error}")]
-    Sizes {
-        /// The function.
-        function: String,
-        /// What failed.
-        error: SizeError,
-    },
-    /// The call's peak (what its executor would allocate while it runs)
-    /// is more than the memory the process can still have.
-    #[error(
-        "`{function}` needs {peak} bytes of memory at its peak ({}), more than the {available} bytes ({}) {}; its largest value is {largest}",
-        human(*.peak),
-        human(*.available),
-        .limit.describe()
-    )]
-    Memory {
-        /// The function.
-        function: String,
-        /// The bytes the call would allocate at its peak.
-        peak: u128,
-        /// The bytes the process can still have.
-        available: u128,
-        /// The limit that leaves that.
-        limit: Limit,
-        /// The call's largest value, as `a f32 tensor of shape [n=4 8], 128 bytes`.
-        largest: String,
-    },
-    /// One loop nest of the call would run more than [`MAX_ITERATIONS`]
-    /// times: it would not finish (and counts past 2^53 are not exact in
-    /// the f64 a mean divides by).
-    #[error("`{function}` would run a loop nest over [{extents}], {iterations} iterations, more than {MAX_ITERATIONS} (2^53): it would not finish")]
-    Work {
-        /// The function.
-        function: String,
-        /// The nest's extents, as `1 9223372036854775807`.
-        extents: String,
-        /// Their product.
-        iterations: u128,
-    },
-}
-
-/// The most iterations one loop nest of a call may run (2^53, about 100
-/// days at one iteration per nanosecond): sizes past it are a mistake,
-/// refused before anything runs rather than left to spin.
-pub const MAX_ITERATIONS: u128 = 1 << 53;
-
 /// The iterations of a loop nest over `extents` (saturating).
 pub(crate) fn iterations(extents: &[u64]) -> u128 {
     extents.iter().fold(1u128, |n, &e| n.saturating_mul(u128::from(e)))
@@ -286,18 +88,6 @@ pub fn check_work(function: &str, extents: &[u64]) -> Result<(), CallError> {
     Err(CallError::Work { function: function.to_string(), extents, iterations })
 }
 
-/// Bytes as a person reads them: `16.0 GiB`.
-fn human(bytes: u128) -> String {
-    let units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < units.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{bytes} bytes") } else { format!("{value:.1} {}", units[unit]) }
-}
-
 /// An argument after binding: a tensor in the parameter's axis order (the
 /// caller's memory when it lies row-major in that order, else a packed
 /// copy), or a host scalar.
@@ -306,28 +96,6 @@ enum Bound<'a> {
     View(TensorView<'a>),
     Packed(HostTensor),
     Scalar(Scalar),
-}
-
-/// A program's weights as calls read them, each bound in its declared
-/// axis order and contiguous: tensors read from a file (a map by name), or
-/// views of memory that lives as long as the program (an AOT library's
-/// embedded weights, read in place).
-pub trait Weights: Sync {
-    /// The weight `name`, or `None` when there is none of that name.
-    fn weight(&self, name: &str) -> Option<TensorView<'_>>;
-
-    /// Where the matrix products keep the weights they pack, packed once
-    /// for as long as these weights are bound (see [`PackedWeights`]);
-    /// `None`, the default, packs them at every call.
-    fn packed(&self) -> Option<&PackedWeights> {
-        None
-    }
-}
-
-impl Weights for HashMap<String, HostTensor> {
-    fn weight(&self, name: &str) -> Option<TensorView<'_>> {
-        self.get(name).map(HostTensor::view)
-    }
 }
 
 /// A call that passed the boundary check: every tensor bound, in its

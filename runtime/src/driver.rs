@@ -17,18 +17,13 @@ use crate::error::RuntimeError;
 use crate::gemm::{Micro, Product, Strided, multiply, with_scratch};
 use crate::memory::Peak;
 use crate::packed::{PackKey, PackedWeights};
-use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, IndexCheck, KernelPlan, NativePlan, Nest, Operand, Reach, SizeRef, Strategy};
+use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, IndexCheck, KernelFn, KernelPlan, NativePlan, Nest, Operand, Reach, SizeRef, Strategy};
 use crate::signature::Signature;
 use crate::tensor::{HostTensor, TensorData};
 use crate::threads::ThreadPool;
 use crate::view::TensorMut;
 use rayon::prelude::*;
 use std::sync::{Arc, Mutex};
-
-/// A compiled kernel: `kernel(buffers, sizes, begin, end)`: the table of
-/// every buffer's address, the size slots' values, and the range of the
-/// outermost loop to run.
-pub type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i64, i64);
 
 /// Work below which a kernel runs on the calling thread: splitting costs
 /// more than it saves.
@@ -768,7 +763,7 @@ impl NativeFunction {
                     (None, Some(s)) => (&mut scalars[s] as *mut u64).cast::<u8>(),
                     (None, None) => return Err(RuntimeError::Internal(format!("no argument {i}"))),
                 },
-                BufferKind::Weight(name) => call.weight(name).ok_or_else(|| crate::call::CallError::MissingWeight(name.clone()))?.as_ptr() as *mut u8,
+                BufferKind::Weight(name) => call.weight(name).ok_or_else(|| crate::CallError::MissingWeight(name.clone()))?.as_ptr() as *mut u8,
                 BufferKind::Alias(a) => table[*a],
                 // Given per tile by the attention kernel that uses it.
                 BufferKind::Tile => std::ptr::null_mut(),

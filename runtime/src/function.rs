@@ -4,10 +4,11 @@
 //! the process can still have ([`CheckedCall::admit`]), and then runs in the thread pool the caller gives; nothing of the compiler
 //! is involved, so the JIT, AOT libraries and Python share this path.
 
-use crate::call::{Arg, CheckedCall, Weights};
+use crate::call::{Arg, CheckedCall};
 use crate::driver::Execute;
 use crate::error::RuntimeError;
 use crate::memory::Peak;
+use crate::packed::Weights;
 use crate::signature::Signature;
 use crate::tensor::HostTensor;
 use crate::threads::ThreadPool;

@@ -80,7 +80,7 @@ use std::cell::RefCell;
 
 /// The microkernel's entry: the kernels' signature
 /// (`f(buffers, sizes, begin, end)`, see [`Microkernel`]).
-pub(crate) type MicroFn = crate::driver::KernelFn;
+pub(crate) type MicroFn = crate::plan::KernelFn;
 
 /// A matrix in memory: the address of element `(0, 0)` and the steps, in
 /// elements, from one row to the next and from one column to the next.

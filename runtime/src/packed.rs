@@ -1,4 +1,4 @@
-//! Weights packed once. A matrix product whose B operand is a weight (or
+//! The weights a call reads ([`Weights`]), and weights packed once. A matrix product whose B operand is a weight (or
 //! a reshape of one) reads B from panels in the microkernel's layout
 //! (see [`crate::gemm`]); a weight is the same at every call, so its
 //! panels are packed at the first call that needs them and kept with the
@@ -23,13 +23,34 @@
 //!
 
 use crate::DType;
-use crate::call::Weights;
 use crate::gemm::{PackedB, Packing};
 use crate::tensor::HostTensor;
 use crate::view::TensorView;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+
+/// A program's weights as calls read them, each bound in its declared
+/// axis order and contiguous: tensors read from a file (a map by name), or
+/// views of memory that lives as long as the program (an AOT library's
+/// embedded weights, read in place).
+pub trait Weights: Sync {
+    /// The weight `name`, or `None` when there is none of that name.
+    fn weight(&self, name: &str) -> Option<TensorView<'_>>;
+
+    /// Where the matrix products keep the weights they pack, packed once
+    /// for as long as these weights are bound (see [`PackedWeights`]);
+    /// `None`, the default, packs them at every call.
+    fn packed(&self) -> Option<&PackedWeights> {
+        None
+    }
+}
+
+impl Weights for HashMap<String, HostTensor> {
+    fn weight(&self, name: &str) -> Option<TensorView<'_>> {
+        self.get(name).map(HostTensor::view)
+    }
+}
 
 /// What one weight's packed panels were packed for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

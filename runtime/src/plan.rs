@@ -5,7 +5,7 @@
 //! outer loop the driver splits across threads (column-block softmaxes
 //! and row reductions are nests too: their blocks live inside the compiled
 //! code), a matrix product run through the program's compiled
-//! microkernels (blocked and packed by [`crate::gemm`]) with an optional
+//! microkernels (blocked and packed by the runtime's products) with an optional
 //! elementwise epilogue per tile, or flash attention run tile by tile.
 //! A plan is a plain value (serde): the JIT hands it to the driver with
 //! function pointers, an AOT library will carry it beside its code.
@@ -14,6 +14,11 @@ use crate::DType;
 use crate::SymId;
 use crate::error::RuntimeError;
 use serde::{Deserialize, Serialize};
+
+/// A compiled kernel: `kernel(buffers, sizes, begin, end)`: the table of
+/// every buffer's address, the size slots' values, and the range of the
+/// outermost loop to run.
+pub type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i64, i64, i64);
 
 /// A size as kernels see it: compiled in, or read from the call's size slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -124,7 +124,7 @@ impl CudaFunction {
                 (None, Some(_)) => Some(&scalars[*i][..]),
                 (None, None) => return Err(RuntimeError::Internal(format!("no argument {i}"))),
             },
-            BufferKind::Weight(name) => Some(bytes_of(&call.weight(name).ok_or_else(|| crate::call::CallError::MissingWeight(name.clone()))?)?),
+            BufferKind::Weight(name) => Some(bytes_of(&call.weight(name).ok_or_else(|| crate::CallError::MissingWeight(name.clone()))?)?),
             _ => None,
         })
     }
