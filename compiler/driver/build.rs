@@ -15,7 +15,16 @@ use std::process::Command;
 fn main() {
     // The repository's root: this package is compiler/driver.
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..");
-    for watched in ["runtime/src", "runtime/capi/src", "runtime/Cargo.toml", "runtime/capi/Cargo.toml", "Cargo.lock"] {
+    // The archive's crates: the C ABI, the runtime and the contract below it.
+    for watched in [
+        "runtime/src",
+        "runtime/capi/src",
+        "runtime/contract/src",
+        "runtime/Cargo.toml",
+        "runtime/capi/Cargo.toml",
+        "runtime/contract/Cargo.toml",
+        "Cargo.lock",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     let target_dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from).join("capi");

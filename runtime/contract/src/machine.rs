@@ -26,18 +26,6 @@ pub enum Processor {
     Cuda,
 }
 
-impl Processor {
-    /// Its name as `--cpu` takes it (`cuda` for the GPU).
-    pub fn name(self) -> &'static str {
-        match self {
-            Processor::Native => "native",
-            Processor::Generic => "generic",
-            Processor::Named(c) => c.name,
-            Processor::Cuda => "cuda",
-        }
-    }
-}
-
 /// A CPU `--cpu NAME` knows: its name (as LLVM spells it, and as code is
 /// tuned for) and its features, as the groups each generation adds.
 #[derive(Debug, PartialEq, Eq)]
@@ -213,7 +201,6 @@ mod tests {
     fn names_parse_and_unknown_ones_are_refused_with_the_choices() {
         for c in &NAMED_CPUS {
             assert_eq!(Machine::parse(c.name).unwrap().processor, Processor::Named(c));
-            assert_eq!(Processor::Named(c).name(), c.name);
         }
         assert_eq!(Machine::parse("native").unwrap(), Machine::host());
         let e = Machine::parse("pentium").unwrap_err();

@@ -164,11 +164,6 @@ impl Features {
         Features(self.0 | Features::bit(feature))
     }
 
-    /// The features of the set that `keep` keeps.
-    pub fn filter(self, keep: impl Fn(Feature) -> bool) -> Features {
-        self.iter().filter(|&f| keep(f)).collect()
-    }
-
     /// The features, in [`Feature::ALL`]'s order.
     pub fn iter(self) -> impl Iterator<Item = Feature> {
         Feature::ALL.into_iter().filter(move |&f| self.contains(f))
