@@ -195,11 +195,7 @@ fn main() -> ExitCode {
                 emit: emit.0,
                 device,
                 backend: backend(name),
-                machine,
-                optimize: opt_level > 0,
-                check_bounds,
-                embedded_weights,
-                source_name: file.display().to_string(),
+                build: nax::aot::BuildOptions { machine, optimize: opt_level > 0, check_bounds, embedded_weights, source_name: file.display().to_string() },
             };
             build(&file, &out, timings, options)
         }
@@ -271,7 +267,7 @@ fn build(path: &Path, out: &Path, show_timings: bool, options: EmitOptions) -> E
         Err(code) => return code,
     };
     let mut timings = Timings::start();
-    let emitted = pipeline::check(&options.source_name, &source, &mut timings).and_then(|module| nax::emit::emit(&module, &options, out, &mut timings));
+    let emitted = pipeline::check(&options.build.source_name, &source, &mut timings).and_then(|module| nax::emit::emit(&module, &options, out, &mut timings));
     if show_timings {
         eprint!("{}", timings.report(options.backend.name()));
     }

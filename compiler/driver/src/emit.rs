@@ -11,7 +11,7 @@ pub use crate::error::Unsupported;
 use crate::pipeline::{self, Backend, FormOptions, Machine};
 use crate::timings::Timings;
 use nax_front::CheckedModule;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// An artifact (each variant's [`Emit::about`] says what it is).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,16 +78,8 @@ pub struct EmitOptions {
     pub device: Device,
     /// The CPU's code generator (objects, LLVM IR and libraries come from LLVM's).
     pub backend: Backend,
-    /// The CPU the kernels are compiled for (`--cpu`).
-    pub machine: Machine,
-    /// Whether the graphs are rewritten (`-O1`).
-    pub optimize: bool,
-    /// Whether every load and store is bounds-checked (`--check-bounds`).
-    pub check_bounds: bool,
-    /// A safetensors file a library embeds (`--embed-weights`).
-    pub embedded_weights: Option<PathBuf>,
-    /// The source's name, for diagnostics and the header's first comment.
-    pub source_name: String,
+    /// The CPU, `-O`, `--check-bounds`, the weights a library embeds, the source's name.
+    pub build: aot::BuildOptions,
 }
 
 /// What [`emit`] made.
@@ -117,13 +109,13 @@ impl EmitOptions {
     /// show kernels show the ones the default back end compiles).
     fn kernel_machine(&self) -> Machine {
         match self.device {
-            Device::Cuda => Backend::Cuda.machine(self.machine),
-            Device::Cpu => Backend::Llvm.machine(self.machine),
+            Device::Cuda => Backend::Cuda.machine(self.build.machine),
+            Device::Cpu => Backend::Llvm.machine(self.build.machine),
         }
     }
 
     fn form(&self) -> FormOptions {
-        FormOptions { check_bounds: self.check_bounds }
+        FormOptions { check_bounds: self.build.check_bounds }
     }
 }
 
@@ -133,14 +125,7 @@ impl EmitOptions {
 pub fn emit(module: &CheckedModule, options: &EmitOptions, out: &Path, timings: &mut Timings) -> Result<Emitted, Error> {
     options.check(out).map_err(Error::Unsupported)?;
     if options.emit == Emit::So {
-        let library = aot::LibraryOptions {
-            machine: options.machine,
-            optimize: options.optimize,
-            check_bounds: options.check_bounds,
-            embedded_weights: options.embedded_weights.clone(),
-            source_name: options.source_name.clone(),
-        };
-        aot::build_library(module, out, &library, timings)?;
+        aot::build_library(module, out, &options.build, timings)?;
         return Ok(Emitted::Library);
     }
     let bytes = artifact(module, options, timings)?;
@@ -158,7 +143,7 @@ fn artifact(module: &CheckedModule, options: &EmitOptions, timings: &mut Timings
     let names: Vec<&str> = module.functions.iter().map(|f| f.name.as_str()).collect();
     let machine = options.kernel_machine();
     let kernels = |name: &str, timings: &mut Timings| {
-        pipeline::lower(module, name, options.optimize, timings).and_then(|l| pipeline::kernels(l.graph(), &machine, options.form()))
+        pipeline::lower(module, name, options.build.optimize, timings).and_then(|l| pipeline::kernels(l.graph(), &machine, options.form()))
     };
     let failed = |e: nax_back_native::CodegenError| Error::Compile { stage: "codegen", error: e.into() };
     Ok(match options.emit {
@@ -190,7 +175,7 @@ fn artifact(module: &CheckedModule, options: &EmitOptions, timings: &mut Timings
 /// optimizer's report and the kernels' estimates.
 fn annotated_graph(module: &CheckedModule, function: &str, options: &EmitOptions, timings: &mut Timings) -> Result<String, Error> {
     use std::fmt::Write;
-    let lowered = pipeline::lower(module, function, options.optimize, timings)?;
+    let lowered = pipeline::lower(module, function, options.build.optimize, timings)?;
     let mut text = format!("# `{function}` as lowered\n{}", nax_ir::text::print(&lowered.lowered));
     match &lowered.rewritten {
         Some((rewritten, report)) => {

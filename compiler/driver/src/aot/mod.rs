@@ -28,10 +28,11 @@ pub use c::valid_library_name;
 /// crate's metadata (about 120 MB, once per build of the crate).
 static CAPI_ARCHIVE: &[u8] = include_bytes!(env!("NAX_CAPI_ARCHIVE"));
 
-/// What to build.
+/// How a module is compiled ahead of time (into a library or any other
+/// artifact of [`crate::emit`]).
 #[derive(Clone, Debug)]
-pub struct LibraryOptions {
-    /// The CPU the kernels are compiled for (and whose features the library checks at `NAME_open`).
+pub struct BuildOptions {
+    /// The CPU the kernels are compiled for (`--cpu`; a library checks its features at `NAME_open`).
     pub machine: Machine,
     /// Whether the graphs are rewritten (`-O1`).
     pub optimize: bool,
@@ -39,7 +40,7 @@ pub struct LibraryOptions {
     pub check_bounds: bool,
     /// A safetensors file to embed (`--embed-weights`), read in place by `NAME_open(NULL, ...)`.
     pub embedded_weights: Option<PathBuf>,
-    /// The source's name, for the header's first comment.
+    /// The source's name, for diagnostics and the header's first comment.
     pub source_name: String,
 }
 
@@ -54,7 +55,7 @@ pub fn library_name(out: &Path) -> Result<String, LibraryNameError> {
 /// Builds `out` (`DIR/libNAME.so`) and its header `DIR/NAME.h` from every
 /// function of `module`. Records `lower`, `rewrite`, `kernels`,
 /// `codegen` and `link`.
-pub fn build_library(module: &CheckedModule, out: &Path, options: &LibraryOptions, timings: &mut Timings) -> Result<(), Error> {
+pub fn build_library(module: &CheckedModule, out: &Path, options: &BuildOptions, timings: &mut Timings) -> Result<(), Error> {
     let name = library_name(out).map_err(|e| Error::Unsupported(e.into()))?;
     let machine = Backend::Llvm.machine(options.machine);
     let form = FormOptions { check_bounds: options.check_bounds };
