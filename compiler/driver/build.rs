@@ -15,13 +15,16 @@ use std::process::Command;
 fn main() {
     // The repository's root: this package is compiler/driver.
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..");
-    // The archive's crates: the C ABI, the runtime and the contract below it.
+    // The archive's crates: the C ABI, the runtime, and the host data and
+    // the contract below it.
     for watched in [
         "runtime/src",
         "runtime/capi/src",
+        "runtime/host/src",
         "runtime/contract/src",
         "runtime/Cargo.toml",
         "runtime/capi/Cargo.toml",
+        "runtime/host/Cargo.toml",
         "runtime/contract/Cargo.toml",
         "Cargo.lock",
     ] {

@@ -13,7 +13,7 @@
 //! tensor `out`. Exit 1 with the error on stderr when anything fails.
 
 use nax_runtime::cuda::{CudaFunction, CudaPlan};
-use nax_runtime::{Arg, Function, HostTensor, RuntimeError, Scalar, Signature, ThreadPool};
+use nax_runtime::{Arg, Function, HostError, HostTensor, RuntimeError, Scalar, Signature, ThreadPool};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;
@@ -37,6 +37,8 @@ enum Failure {
     Read { path: String, source: std::io::Error },
     #[error("{path}: not a call description: {source}")]
     Json { path: String, source: serde_json::Error },
+    #[error(transparent)]
+    Host(#[from] HostError),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
 }

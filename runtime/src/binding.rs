@@ -22,8 +22,8 @@
 //! ranks are.
 
 use crate::error::RuntimeError;
-use crate::tensor::HostTensor;
-use crate::view::TensorView;
+use nax_host::HostTensor;
+use nax_host::TensorView;
 
 /// Binds `t` to the parameter `param` whose axes are `param_axes` (a name or
 /// `None` per axis): returns `t` transposed into the parameter's axis order
@@ -38,12 +38,12 @@ pub fn bind<'a>(param: &str, param_axes: &[Option<String>], t: &TensorView<'a>) 
         // Unnamed (or rank 0): by position.
         None => {
             check_rank(param, param_axes, names)?;
-            return t.clone().with_names(param_axes.to_vec());
+            return Ok(t.clone().with_names(param_axes.to_vec())?);
         }
         Some(0) => by_name(param, param_axes, names)?,
         Some(first_named) => partially_named(param, param_axes, names, first_named)?,
     };
-    t.permuted(&perm)?.with_names(param_axes.to_vec())
+    Ok(t.permuted(&perm)?.with_names(param_axes.to_vec())?)
 }
 
 /// [`bind`] for a tensor the caller hands over (a weight, a file's
@@ -51,7 +51,7 @@ pub fn bind<'a>(param: &str, param_axes: &[Option<String>], t: &TensorView<'a>) 
 /// else its contiguous copy in the parameter's axis order.
 pub fn bind_owned(param: &str, param_axes: &[Option<String>], t: HostTensor) -> Result<HostTensor, RuntimeError> {
     let bound = bind(param, param_axes, &t.view())?;
-    if bound.is_contiguous() { t.with_names(param_axes.to_vec()) } else { bound.to_host() }
+    Ok(if bound.is_contiguous() { t.with_names(param_axes.to_vec())? } else { bound.to_host()? })
 }
 
 /// The error for a tensor whose rank differs from the parameter's.
@@ -277,6 +277,6 @@ mod tests {
     #[test]
     fn invalid_parameter_names_are_errors() {
         let t = iota(&[2], "_");
-        assert!(matches!(bind("x", &[Some("_".into())], &t.view()).unwrap_err(), RuntimeError::InvalidAxisName { .. }));
+        assert!(matches!(bind("x", &[Some("_".into())], &t.view()).unwrap_err(), RuntimeError::Host(nax_host::HostError::InvalidAxisName { .. })));
     }
 }

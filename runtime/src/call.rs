@@ -12,9 +12,9 @@ use crate::error::{CallError, MAX_ITERATIONS, RuntimeError, SizeSource, Subject}
 use crate::memory::{self, Peak, SMALL_PEAK};
 use crate::packed::{PackedWeights, Weights};
 use crate::signature::{HostType, ParamType, Scalar, Signature, TensorSpec};
-use crate::tensor::HostTensor;
-use crate::view::TensorView;
 use crate::{Size, SymDef};
+use nax_host::HostTensor;
+use nax_host::TensorView;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::AtomicBool;

@@ -19,9 +19,10 @@ use crate::memory::Peak;
 use crate::packed::{PackKey, PackedWeights};
 use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, IndexCheck, KernelFn, KernelPlan, NativePlan, Nest, Operand, Reach, SizeRef, Strategy};
 use crate::signature::Signature;
-use crate::tensor::{HostTensor, TensorData};
 use crate::threads::ThreadPool;
-use crate::view::TensorMut;
+use nax_host::HostError;
+use nax_host::TensorMut;
+use nax_host::{HostTensor, TensorData};
 use rayon::prelude::*;
 use std::sync::{Arc, Mutex};
 
@@ -168,7 +169,7 @@ fn room(dtype: DType, count: usize) -> Result<TensorData, RuntimeError> {
 fn fresh<T>(count: usize) -> Result<Vec<T>, RuntimeError> {
     let mut v: Vec<T> = Vec::new();
     let bytes = count.saturating_mul(std::mem::size_of::<T>());
-    v.try_reserve_exact(count).map_err(|_| RuntimeError::Allocation { bytes, count })?;
+    v.try_reserve_exact(count).map_err(|_| HostError::Allocation { bytes, count })?;
     advise_huge_pages(v.as_mut_ptr().cast(), bytes);
     Ok(v)
 }
@@ -320,7 +321,7 @@ impl<'p> Sizes<'p> {
     /// scratch) are memory the call cannot have, a clean error.
     pub(crate) fn stored_bytes(&self, buffer: usize) -> Result<usize, RuntimeError> {
         let count = self.stored_elements(buffer)?;
-        count.checked_mul(self.plan.buffers[buffer].dtype.size_bytes()).ok_or(RuntimeError::Allocation { bytes: usize::MAX, count })
+        count.checked_mul(self.plan.buffers[buffer].dtype.size_bytes()).ok_or(HostError::Allocation { bytes: usize::MAX, count }.into())
     }
 
     /// The elements each buffer's memory holds at this call: an argument's
@@ -358,7 +359,7 @@ impl<'p> Sizes<'p> {
             'access: for a in &k.footprint {
                 let Some(len) = memory.get(a.buffer).copied().flatten() else { continue };
                 let shape = self.shape(a.buffer);
-                let steps = crate::view::row_major_steps(&shape);
+                let steps = nax_host::row_major_steps(&shape);
                 let verb = if a.write { "write" } else { "read" };
                 let mut last: u128 = 0;
                 for (axis, (&r, (&size, &step))) in a.reach.iter().zip(shape.iter().zip(&steps)).enumerate() {
@@ -399,7 +400,7 @@ impl<'p> Sizes<'p> {
     /// fixed offset, for a kernel of `loops` loops.
     fn steps(&self, loops: usize, operand: &Operand) -> (Vec<isize>, isize) {
         let shape = self.shape(operand.buffer);
-        let axis = crate::view::row_major_steps(&shape);
+        let axis = nax_host::row_major_steps(&shape);
         let mut per_loop = vec![0isize; loops];
         let mut base = 0isize;
         for (d, &i) in operand.index.iter().enumerate() {
@@ -708,7 +709,7 @@ impl NativeFunction {
             };
             let dtype = p.buffers[*result].dtype;
             if out.dtype() != dtype || out.len() != *len {
-                return Err(RuntimeError::OutputBuffer { expected_dtype: dtype, expected_len: *len, dtype: out.dtype(), len: out.len() });
+                return Err(HostError::OutputBuffer { expected_dtype: dtype, expected_len: *len, dtype: out.dtype(), len: out.len() }.into());
             }
         }
         let checking = profiling().map(|_| std::time::Instant::now());

@@ -1,6 +1,8 @@
-//! The runtime's errors: reading and writing tensor files, building host
-//! tensors, binding them to parameters (LANGUAGE.md section 12), checking
-//! and running calls.
+//! The runtime's errors, by concern: host data ([`HostError`], from
+//! `nax-host`: files, tensors, views, their memory), the call boundary
+//! ([`CallError`]: counts, kinds, dtypes, sizes, memory limits), binding
+//! tensors to parameters by name (section 12 of the language), and running
+//! kernels (bounds, indices, interruption, devices, threads).
 //!
 //! Every variant carries what its message needs (the file, the tensor or
 //! parameter, the axis, the sizes, the dtype), so a caller can print it as
@@ -8,21 +10,26 @@
 
 use crate::memory::Limit;
 use crate::{DType, HostType, SizeError};
+use nax_host::{HostError, shortened, shown_names};
 use std::fmt;
-use std::fmt::Write as _;
-use std::path::PathBuf;
 
 /// An error of the runtime. The `Display` text is a complete sentence
 /// fragment meant for users, e.g. `parameter 'x': axis 'n' is missing from
 /// the tensor's names [b m]`.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
+    /// Host data (a tensor, a view, a file of tensors, memory for them)
+    /// that the call cannot use; the message names what is wrong.
+    #[error(transparent)]
+    Host(#[from] HostError),
+
     /// A program was to run on a GPU, and this machine has no NVIDIA driver.
     #[error("no NVIDIA GPU driver on this machine: libcuda.so.1 cannot be loaded ({reason}); --target cuda runs on an NVIDIA GPU")]
     NoCudaDriver {
         /// Why the library does not load.
         reason: String,
     },
+
     /// A call into NVIDIA's driver failed.
     #[error("CUDA: {operation} failed: {message}")]
     Cuda {
@@ -30,142 +37,6 @@ pub enum RuntimeError {
         operation: String,
         /// The driver's name and explanation of the error (and its log, for PTX it refused).
         message: String,
-    },
-
-    /// A file could not be read (missing, unreadable, a directory, ...).
-    #[error("cannot read '{}': {source}", .path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The operating system's error.
-        source: std::io::Error,
-    },
-
-    /// A file could not be written, or not moved into place.
-    #[error("cannot write '{}': {source}", .path.display())]
-    Write {
-        /// The file that was to be written.
-        path: PathBuf,
-        /// The operating system's error.
-        source: std::io::Error,
-    },
-
-    /// A file is not a well-formed safetensors file (truncated, a header
-    /// length or data offsets past the end, invalid JSON, ...).
-    #[error("'{}' is not a valid safetensors file: {message}", .path.display())]
-    Format {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with it.
-        message: String,
-    },
-
-    /// A tensor in a file has an element type nax does not support.
-    #[error(
-        "'{}': tensor '{}' has dtype {}, which nax does not support \
-         (supported: F16 BF16 F32 F64 I32 I64 BOOL)",
-        .path.display(),
-        shortened(.tensor),
-        shortened(.dtype)
-    )]
-    UnsupportedDType {
-        /// The file.
-        path: PathBuf,
-        /// The tensor's name in the file.
-        tensor: String,
-        /// The dtype as the file spells it (`U8`, `F8_E4M3`, ...).
-        dtype: String,
-    },
-
-    /// The `NAME.axes` metadata of a tensor does not fit the tensor.
-    #[error(
-        "'{}': the metadata '{}.axes' = \"{}\" {problem}",
-        .path.display(),
-        shortened(.tensor),
-        shortened(.axes)
-    )]
-    BadAxesMetadata {
-        /// The file.
-        path: PathBuf,
-        /// The tensor's name in the file.
-        tensor: String,
-        /// The metadata value as written in the file.
-        axes: String,
-        /// What is wrong: a count that differs from the rank, a bad name.
-        problem: String,
-    },
-
-    /// A tensor name that cannot be written to a safetensors file.
-    #[error("cannot write '{}': invalid tensor name '{}' ({reason})", .path.display(), shortened(.name))]
-    InvalidTensorName {
-        /// The file that was to be written.
-        path: PathBuf,
-        /// The rejected name.
-        name: String,
-        /// Why it is rejected.
-        reason: &'static str,
-    },
-
-    /// Serializing a tensor failed in the safetensors library.
-    #[error("cannot write '{}': {message}", .path.display())]
-    Serialize {
-        /// The file that was to be written.
-        path: PathBuf,
-        /// The library's message.
-        message: String,
-    },
-
-    /// The product of a shape does not fit in `usize`.
-    #[error("the element count of shape {} overflows", fmt_shape(.shape))]
-    ShapeOverflow {
-        /// The shape.
-        shape: Vec<usize>,
-    },
-
-    /// The number of elements given does not match the shape.
-    #[error(
-        "shape {} holds {expected} elements, but {actual} were given",
-        fmt_shape(.shape)
-    )]
-    ElementCount {
-        /// The shape.
-        shape: Vec<usize>,
-        /// The product of the shape.
-        expected: usize,
-        /// The number of elements given.
-        actual: usize,
-    },
-
-    /// The number of axis names does not match the rank.
-    #[error(
-        "{} axis names {} given for a tensor of rank {rank}",
-        .given.len(),
-        shown_names(.given)
-    )]
-    NamesRank {
-        /// The names given.
-        given: Vec<Option<String>>,
-        /// The tensor's rank.
-        rank: usize,
-    },
-
-    /// An axis name that is empty, `_`, or contains white space (it could
-    /// not travel in the space-separated `NAME.axes` metadata).
-    #[error("invalid axis name '{}': {reason}", shortened(.name))]
-    InvalidAxisName {
-        /// The rejected name.
-        name: String,
-        /// Why it is rejected.
-        reason: &'static str,
-    },
-
-    /// A permutation that is not one of `0..rank`.
-    #[error("{perm:?} is not a permutation of the {rank} axes of a tensor")]
-    InvalidPermutation {
-        /// The rejected permutation.
-        perm: Vec<usize>,
-        /// The tensor's rank.
-        rank: usize,
     },
 
     /// A tensor whose rank differs from its parameter's.
@@ -250,32 +121,6 @@ pub enum RuntimeError {
         tensor_names: Vec<Option<String>>,
     },
 
-    /// A view whose strides are not one per axis.
-    #[error("a view of shape {} needs one stride per axis, not {strides:?}", fmt_shape(.shape))]
-    StridesRank {
-        /// The shape.
-        shape: Vec<usize>,
-        /// The strides given.
-        strides: Vec<isize>,
-    },
-
-    /// A view that would reach outside the memory it borrows.
-    #[error(
-        "a view of shape {} with strides {strides:?} from element {offset} reaches outside \
-         the {len} elements it borrows",
-        fmt_shape(.shape)
-    )]
-    ViewOutOfBounds {
-        /// The shape.
-        shape: Vec<usize>,
-        /// The strides, in elements.
-        strides: Vec<isize>,
-        /// The first element's position.
-        offset: usize,
-        /// The number of elements borrowed.
-        len: usize,
-    },
-
     /// A function with several results called for one.
     #[error("`{function}` has {count} results ({names}); take them all (`call_results`, `NAME_call_n`)")]
     SeveralResults {
@@ -285,23 +130,6 @@ pub enum RuntimeError {
         count: usize,
         /// Their names, in order.
         names: String,
-    },
-
-    /// A result buffer of the wrong dtype or length.
-    #[error(
-        "the result is {expected_len} elements of {}, but the buffer given holds {len} elements of {}",
-        .expected_dtype.as_str(),
-        .dtype.as_str()
-    )]
-    OutputBuffer {
-        /// The result's dtype.
-        expected_dtype: crate::DType,
-        /// The result's element count.
-        expected_len: usize,
-        /// The buffer's dtype.
-        dtype: crate::DType,
-        /// The buffer's element count.
-        len: usize,
     },
 
     /// A call the call-boundary check refuses (argument count, kinds,
@@ -341,15 +169,6 @@ pub enum RuntimeError {
         index: i64,
         /// The axis's size.
         size: u64,
-    },
-
-    /// Memory for a buffer could not be had.
-    #[error("cannot allocate {bytes} bytes for a buffer of {count} elements")]
-    Allocation {
-        /// The bytes asked for.
-        bytes: usize,
-        /// The elements asked for.
-        count: usize,
     },
 
     /// The reference interpreter could not evaluate the call.
@@ -613,45 +432,6 @@ fn human(bytes: u128) -> String {
     if unit == 0 { format!("{bytes} bytes") } else { format!("{value:.1} {}", units[unit]) }
 }
 
-/// `[2 3 4]`.
-fn fmt_shape(shape: &[usize]) -> String {
-    let mut s = String::from("[");
-    for (i, d) in shape.iter().enumerate() {
-        if i > 0 {
-            s.push(' ');
-        }
-        let _ = write!(s, "{d}");
-    }
-    s.push(']');
-    s
-}
-
-/// `[b _ n]`: axis names as in a type, `_` for an unnamed axis (each name
-/// [`shortened`]).
-pub fn shown_names(names: &[Option<String>]) -> String {
-    let mut s = String::new();
-    for (i, n) in names.iter().enumerate() {
-        if i > 0 {
-            s.push(' ');
-        }
-        s.push_str(n.as_deref().unwrap_or("_"));
-    }
-    format!("[{}]", shortened(&s))
-}
-
-/// How many characters of a user's text a message quotes.
-const QUOTED_CHARS: usize = 80;
-
-/// User data (a name, a metadata value) as a message quotes it: whole when
-/// short, else its first [`QUOTED_CHARS`] characters and its length, so
-/// that a 200 KB axis name does not fill a terminal.
-pub fn shortened(text: &str) -> String {
-    match text.char_indices().nth(QUOTED_CHARS) {
-        Some((end, _)) => format!("{}... ({} bytes)", &text[..end], text.len()),
-        None => text.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -661,27 +441,8 @@ mod tests {
     }
 
     #[test]
-    fn formats_names_and_shapes() {
-        assert_eq!(shown_names(&names(&["b", "_", "n"])), "[b _ n]");
-        assert_eq!(shown_names(&[]), "[]");
-        assert_eq!(fmt_shape(&[2, 3]), "[2 3]");
-        assert_eq!(fmt_shape(&[]), "[]");
-        let long = "a".repeat(200_000);
-        assert_eq!(shortened(&long), format!("{}... (200000 bytes)", "a".repeat(80)));
-        assert_eq!(shown_names(&[Some(long.clone()), None]).len(), 2 + 80 + "... (200002 bytes)".len());
-    }
-
-    #[test]
     fn missing_axis_message() {
         let e = RuntimeError::MissingAxis { param: "x".into(), axis: "n".into(), tensor_names: names(&["b", "m"]) };
         assert_eq!(e.to_string(), "parameter 'x': axis 'n' is missing from the tensor's names [b m]");
-    }
-
-    #[test]
-    fn file_messages_name_the_file() {
-        let e = RuntimeError::Format { path: "/tmp/a.safetensors".into(), message: "truncated".into() };
-        assert_eq!(e.to_string(), "'/tmp/a.safetensors' is not a valid safetensors file: truncated");
-        let e = RuntimeError::UnsupportedDType { path: "f".into(), tensor: "w".into(), dtype: "U8".into() };
-        assert!(e.to_string().contains("tensor 'w' has dtype U8"));
     }
 }

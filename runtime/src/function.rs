@@ -10,9 +10,9 @@ use crate::error::RuntimeError;
 use crate::memory::Peak;
 use crate::packed::Weights;
 use crate::signature::Signature;
-use crate::tensor::HostTensor;
 use crate::threads::ThreadPool;
-use crate::view::TensorMut;
+use nax_host::HostTensor;
+use nax_host::TensorMut;
 use std::sync::Arc;
 
 /// A callable function: `Send + Sync`, callable from many threads at once.

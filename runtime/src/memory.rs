@@ -175,19 +175,19 @@ mod tests {
 
     #[test]
     fn a_cgroup_v1_level_leaves_its_limit_less_what_it_cannot_reclaim() {
-        let temp = crate::test_support::TempDir::new("cgroup");
-        let dir = temp.path("");
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path();
         std::fs::write(dir.join("memory.limit_in_bytes"), "1000000\n").unwrap();
         std::fs::write(dir.join("memory.usage_in_bytes"), "600000\n").unwrap();
         std::fs::write(dir.join("memory.stat"), "cache 1\ntotal_inactive_file 100000\n").unwrap();
-        assert_eq!(Version::One.left(&dir), Some(500_000));
+        assert_eq!(Version::One.left(dir), Some(500_000));
         std::fs::write(dir.join("memory.limit_in_bytes"), "9223372036854771712\n").unwrap();
-        assert_eq!(Version::One.left(&dir), None, "no limit");
+        assert_eq!(Version::One.left(dir), None, "no limit");
         std::fs::write(dir.join("memory.max"), "max\n").unwrap();
-        assert_eq!(Version::Two.left(&dir), None, "no limit");
+        assert_eq!(Version::Two.left(dir), None, "no limit");
         std::fs::write(dir.join("memory.max"), "2000\n").unwrap();
         std::fs::write(dir.join("memory.current"), "5000\n").unwrap();
         std::fs::write(dir.join("memory.stat"), "inactive_file 10\n").unwrap();
-        assert_eq!(Version::Two.left(&dir), Some(0), "over its limit");
+        assert_eq!(Version::Two.left(dir), Some(0), "over its limit");
     }
 }

@@ -24,8 +24,8 @@
 
 use crate::DType;
 use crate::gemm::{PackedB, Packing};
-use crate::tensor::HostTensor;
-use crate::view::TensorView;
+use nax_host::HostTensor;
+use nax_host::TensorView;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};

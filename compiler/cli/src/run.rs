@@ -33,7 +33,10 @@ pub enum RunError {
     /// The source does not check, or the function does not compile.
     #[error(transparent)]
     Compile(#[from] nax::Error),
-    /// A file, a tensor or the call was refused.
+    /// A file of tensors, or a tensor in it, was refused.
+    #[error(transparent)]
+    Host(#[from] nax::HostError),
+    /// The call was refused.
     #[error(transparent)]
     Runtime(#[from] nax::RuntimeError),
     /// A tensor of `--weights` does not bind to its weight.

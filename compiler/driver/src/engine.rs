@@ -24,7 +24,7 @@ use crate::error::Error;
 use crate::pipeline::{self, Backend};
 use crate::timings::Timings;
 use nax_front::CheckedModule;
-use nax_runtime::{Arg, BoundWeights, CheckedCall, HostTensor, PackedWeights, RuntimeError, Signature, TensorMut, ThreadPool};
+use nax_runtime::{Arg, BoundWeights, CheckedCall, HostError, HostTensor, PackedWeights, Signature, TensorMut, ThreadPool};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -96,7 +96,7 @@ impl Engine {
 
     /// [`Engine::compile`] of a file's source; diagnostics name the file.
     pub fn compile_file(&self, path: &Path) -> Result<Program, Error> {
-        let source = std::fs::read_to_string(path).map_err(|source| RuntimeError::Read { path: path.to_path_buf(), source })?;
+        let source = std::fs::read_to_string(path).map_err(|source| HostError::Read { path: path.to_path_buf(), source })?;
         self.compile_named(&path.display().to_string(), &source)
     }
 

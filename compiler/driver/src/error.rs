@@ -5,7 +5,7 @@
 
 use nax_front::Diagnostic;
 use nax_front::diagnostics::LineIndex;
-use nax_runtime::RuntimeError;
+use nax_runtime::{HostError, RuntimeError};
 use serde_json::{Value, json};
 
 /// An error of nax as a library.
@@ -74,6 +74,14 @@ pub enum Error {
     /// compile fails the same way at every use).
     #[error(transparent)]
     Shared(std::sync::Arc<Error>),
+}
+
+/// Host data the runtime refused (a file of weights, a tensor) is the
+/// runtime's refusal: one variant, [`Error::Runtime`], for both.
+impl From<HostError> for Error {
+    fn from(e: HostError) -> Error {
+        Error::Runtime(e.into())
+    }
 }
 
 /// Why a stage of the compiler failed: each stage's own error type.

@@ -3,7 +3,7 @@
 //! `NAX_ERR_INTERNAL` with its message, never an unwind across the C
 //! boundary or an abort, and nothing is printed.
 
-use nax_runtime::{CallError, RuntimeError, Subject};
+use nax_runtime::{CallError, HostError, RuntimeError, Subject};
 use std::cell::RefCell;
 use std::ffi::{CString, c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -51,9 +51,10 @@ impl Failure {
 
     /// A runtime error in `context` (`in `forward``), with the code its kind
     /// calls for.
-    pub fn runtime(context: &str, e: RuntimeError) -> Failure {
+    pub fn runtime(context: &str, e: impl Into<RuntimeError>) -> Failure {
+        let e = e.into();
         let code = match &e {
-            RuntimeError::Allocation { .. } => MEMORY,
+            RuntimeError::Host(HostError::Allocation { .. }) => MEMORY,
             RuntimeError::Call(c) => match c.as_ref() {
                 CallError::Memory { .. } => MEMORY,
                 CallError::MissingWeight(_) => WEIGHTS,
@@ -61,7 +62,9 @@ impl Failure {
                 _ => ARGUMENT,
             },
             RuntimeError::Internal(_) | RuntimeError::WrongFunction { .. } | RuntimeError::UnknownSize { .. } | RuntimeError::ThreadPool { .. } => INTERNAL,
-            RuntimeError::Read { .. } | RuntimeError::Format { .. } | RuntimeError::UnsupportedDType { .. } | RuntimeError::BadAxesMetadata { .. } => WEIGHTS,
+            RuntimeError::Host(HostError::Read { .. } | HostError::Format { .. } | HostError::UnsupportedDType { .. } | HostError::BadAxesMetadata { .. }) => {
+                WEIGHTS
+            }
             _ => ARGUMENT,
         };
         let message = if code == INTERNAL { format!("internal error {context}: {e}") } else { format!("{context}: {e}") };

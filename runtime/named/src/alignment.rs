@@ -234,7 +234,7 @@ fn leading_unnamed(names: &[Option<String>], side: Operand, ln: &[Option<String>
 mod tests {
     use super::*;
     use crate::test_support::names;
-    use nax_runtime::{DType, HostTensor};
+    use nax_host::{DType, HostTensor};
 
     fn t(shape: &[usize], axis_names: &str) -> NamedTensor {
         let n: usize = shape.iter().product();

@@ -16,7 +16,7 @@
 
 use half::{bf16, f16};
 
-use nax_runtime::Element;
+use nax_host::Element;
 
 /// An element type the kernels run on: a tensor [`Element`] with torch's
 /// arithmetic.
@@ -223,7 +223,7 @@ impl Arithmetic for bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nax_runtime::TensorData;
+    use nax_host::TensorData;
 
     #[test]
     fn integer_arithmetic_wraps_and_divides_in_f32() {

@@ -4,7 +4,7 @@
 //! underneath (memory, a size past the machine's) as itself.
 
 use crate::Operand;
-use nax_runtime::{RuntimeError, shortened, shown_names};
+use nax_host::{HostError, shortened, shown_names};
 
 /// Why an eager named-tensor operation failed. The `Display` text is a
 /// complete sentence fragment meant for users, naming the operands and
@@ -133,9 +133,9 @@ pub enum NamedError {
     )]
     BoolSubtraction,
 
-    /// The runtime refused (memory, a size past the machine's, a tensor).
+    /// Host data refused (memory, a size past the machine's, a tensor).
     #[error(transparent)]
-    Runtime(#[from] RuntimeError),
+    Host(#[from] HostError),
 }
 
 /// `axis 'n'` for a named axis, `axis 2` for an unnamed one.

@@ -8,7 +8,7 @@
 //! The pieces: `named_tensor` (the type and its invariants), `alignment`
 //! (the pairing rules), `element` (torch's arithmetic per element type),
 //! `pointwise` (the ops, on the runtime's vectorised, tiled and parallel
-//! loops, `nax_runtime::strided`) and `error` ([`NamedError`]). A crate of
+//! loops, `nax_host::strided`) and `error` ([`NamedError`]). A crate of
 //! its own: the Python package and Rust hosts use it; the runtime that
 //! runs compiled code does not.
 //!
@@ -24,6 +24,7 @@ mod reference_tests;
 
 pub use alignment::Operand;
 pub use error::NamedError;
+pub use nax_host::{DType, HostTensor};
 pub use named_tensor::NamedTensor;
 pub use pointwise::BinaryOp;
 

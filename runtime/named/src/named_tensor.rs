@@ -7,8 +7,8 @@
 use std::collections::HashSet;
 
 use crate::NamedError;
-use nax_runtime::DType;
-use nax_runtime::HostTensor;
+use nax_host::DType;
+use nax_host::HostTensor;
 
 /// A host tensor with coordinate labels: a [`HostTensor`] (dtype, shape, a
 /// name or none per axis, row-major elements) and, per axis, either no

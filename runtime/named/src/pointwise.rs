@@ -17,10 +17,10 @@ use crate::NamedError;
 use crate::NamedTensor;
 use crate::alignment::align;
 use crate::element::Arithmetic;
-use nax_runtime::DType;
-use nax_runtime::Element;
-use nax_runtime::strided::{Geometry, pointwise};
-use nax_runtime::{HostTensor, RuntimeError, TensorData, row_major_strides};
+use nax_host::DType;
+use nax_host::Element;
+use nax_host::strided::{Geometry, pointwise};
+use nax_host::{HostError, HostTensor, TensorData, row_major_strides};
 
 /// A pointwise binary operation between named tensors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -83,14 +83,14 @@ impl NamedTensor {
     /// not broadcast ([`NamedError::OperandSizes`]), a labelled size-1
     /// axis that would broadcast ([`NamedError::LabelsBroadcast`]), `-`
     /// of two bool tensors ([`NamedError::BoolSubtraction`]), a result
-    /// too large to count or allocate ([`RuntimeError::ShapeOverflow`],
-    /// [`RuntimeError::Allocation`], inside [`NamedError::Runtime`]).
+    /// too large to count or allocate ([`HostError::ShapeOverflow`],
+    /// [`HostError::Allocation`], inside [`NamedError::Host`]).
     pub fn binary(&self, op: BinaryOp, rhs: &NamedTensor) -> Result<NamedTensor, NamedError> {
         let al = align(self, rhs)?;
         let (left, left_shape) = take(self.tensor(), &al.left.take);
         let (right, right_shape) = take(rhs.tensor(), &al.right.take);
         let geo = Geometry::new(&al.shape, &strides(&left_shape, &al.left.axis_at), &strides(&right_shape, &al.right.axis_at))
-            .ok_or_else(|| RuntimeError::ShapeOverflow { shape: al.shape.clone() })?;
+            .ok_or_else(|| HostError::ShapeOverflow { shape: al.shape.clone() })?;
         let (l, r, shape) = (left.as_ref(), right.as_ref(), al.shape.as_slice());
         let data = match DType::promote(self.dtype(), rhs.dtype()) {
             DType::F16 => compute::<f16>(op, &geo, l, r, shape),
@@ -245,7 +245,7 @@ fn compute<T: Arithmetic>(op: BinaryOp, geo: &Geometry, a: &TensorData, b: &Tens
     let oom = |_| {
         let count = shape.iter().fold(1usize, |n, &d| n.saturating_mul(d));
         let bytes = count.saturating_mul(op.result_dtype(T::DTYPE, T::DTYPE).size_bytes());
-        RuntimeError::Allocation { bytes, count }
+        HostError::Allocation { bytes, count }
     };
     let (a, b) = (converted::<T>(a), converted::<T>(b));
     let (a, b) = (a.as_ref(), b.as_ref());

@@ -15,7 +15,7 @@
 use proptest::prelude::*;
 
 use crate::{BinaryOp, NamedError, NamedTensor};
-use nax_runtime::{DType, HostTensor};
+use nax_host::{DType, HostTensor};
 
 /// The kinds of error the reference tells apart.
 #[derive(Clone, Copy, Debug, PartialEq)]

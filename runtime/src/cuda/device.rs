@@ -24,10 +24,11 @@ use crate::error::RuntimeError;
 use crate::memory::Peak;
 use crate::plan::BufferKind;
 use crate::signature::{Scalar, Signature};
-use crate::tensor::HostTensor;
 use crate::threads::ThreadPool;
-use crate::view::{TensorMut, TensorView};
 use cudarc::driver::{CudaContext, CudaFunction as Entry, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg, sys};
+use nax_host::HostError;
+use nax_host::HostTensor;
+use nax_host::{TensorMut, TensorView};
 use std::sync::Arc;
 
 /// Positions one launch covers at most: the grid's limit of blocks in x.
@@ -172,7 +173,7 @@ impl Execute for CudaFunction {
             };
             let (dtype, len) = (p.buffers[*result].dtype, sizes.elements(*result)?);
             if out.dtype() != dtype || out.len() != len {
-                return Err(RuntimeError::OutputBuffer { expected_dtype: dtype, expected_len: len, dtype: out.dtype(), len: out.len() });
+                return Err(HostError::OutputBuffer { expected_dtype: dtype, expected_len: len, dtype: out.dtype(), len: out.len() }.into());
             }
         }
         // Host scalars as the kernels read them: 8 bytes, the value first.

@@ -50,7 +50,7 @@ impl Execute for Interpreter {
             results.push(into_host(value, names)?);
         }
         match (into, results.as_slice()) {
-            (Some(out), [result]) => out.copy_from(result).map(|()| Vec::new()),
+            (Some(out), [result]) => Ok(out.copy_from(result).map(|()| Vec::new())?),
             (Some(_), _) => Err(RuntimeError::Internal(format!("a function of {} results was given one output buffer", results.len()))),
             (None, _) => Ok(results),
         }
@@ -103,5 +103,5 @@ fn into_host(v: Value, names: Vec<Option<String>>) -> Result<HostTensor, Runtime
         (DType::Bool, Data::Bool(x)) => TensorData::Bool(x),
         (dtype, _) => return Err(RuntimeError::Internal(format!("a {} result holds data of another kind", dtype.as_str()))),
     };
-    HostTensor::new(data, v.shape, names)
+    Ok(HostTensor::new(data, v.shape, names)?)
 }

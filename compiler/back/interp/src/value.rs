@@ -4,12 +4,12 @@
 //! allocation is fallible: memory that cannot be had is an error naming
 //! the size, never an abort.
 
-use nax_runtime::{DType, RuntimeError};
+use nax_runtime::{DType, HostError, RuntimeError};
 
 /// An empty vector with room for `count` elements, or the error naming them.
 pub fn room<T>(count: usize) -> Result<Vec<T>, RuntimeError> {
     let mut v = Vec::new();
-    v.try_reserve_exact(count).map_err(|_| RuntimeError::Allocation { bytes: count.saturating_mul(std::mem::size_of::<T>()), count })?;
+    v.try_reserve_exact(count).map_err(|_| HostError::Allocation { bytes: count.saturating_mul(std::mem::size_of::<T>()), count })?;
     Ok(v)
 }
 

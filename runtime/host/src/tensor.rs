@@ -10,7 +10,7 @@
 use half::{bf16, f16};
 
 use crate::DType;
-use crate::error::RuntimeError;
+use crate::HostError;
 
 /// The elements of a tensor, row-major and contiguous, one variant per
 /// [`DType`].
@@ -160,10 +160,10 @@ impl HostTensor {
     /// per axis. Errors: the element count is not the product of the shape,
     /// the product overflows, the number of names is not the rank, or a
     /// name is invalid (empty, `_`, or containing white space).
-    pub fn new(data: TensorData, shape: Vec<usize>, names: Vec<Option<String>>) -> Result<HostTensor, RuntimeError> {
+    pub fn new(data: TensorData, shape: Vec<usize>, names: Vec<Option<String>>) -> Result<HostTensor, HostError> {
         let expected = element_count(&shape)?;
         if data.len() != expected {
-            return Err(RuntimeError::ElementCount { shape, expected, actual: data.len() });
+            return Err(HostError::ElementCount { shape, expected, actual: data.len() });
         }
         check_names(&names, shape.len())?;
         Ok(HostTensor { dtype: data.dtype(), shape, names, data })
@@ -175,10 +175,10 @@ impl HostTensor {
     /// Rust's `as` (out-of-range values saturate at the type's bounds, NaN
     /// gives 0); bool is `value != 0` (so NaN is `true`, as in torch).
     /// Errors as [`HostTensor::new`].
-    pub fn from_f64(dtype: DType, shape: Vec<usize>, names: Vec<Option<String>>, values: &[f64]) -> Result<HostTensor, RuntimeError> {
+    pub fn from_f64(dtype: DType, shape: Vec<usize>, names: Vec<Option<String>>, values: &[f64]) -> Result<HostTensor, HostError> {
         let expected = element_count(&shape)?;
         if values.len() != expected {
-            return Err(RuntimeError::ElementCount { shape, expected, actual: values.len() });
+            return Err(HostError::ElementCount { shape, expected, actual: values.len() });
         }
         HostTensor::new(TensorData::from_f64(dtype, values), shape, names)
     }
@@ -255,7 +255,7 @@ impl HostTensor {
     }
 
     /// The same tensor with other axis names. Errors as [`HostTensor::new`].
-    pub fn with_names(self, names: Vec<Option<String>>) -> Result<HostTensor, RuntimeError> {
+    pub fn with_names(self, names: Vec<Option<String>>) -> Result<HostTensor, HostError> {
         check_names(&names, self.rank())?;
         Ok(HostTensor { names, ..self })
     }
@@ -264,30 +264,30 @@ impl HostTensor {
     /// axis `perm[i]` of `self`, names included (the view's permutation,
     /// copied by its tiled kernel). An error when `perm` is not a
     /// permutation of `0..rank`.
-    pub fn permuted(&self, perm: &[usize]) -> Result<HostTensor, RuntimeError> {
+    pub fn permuted(&self, perm: &[usize]) -> Result<HostTensor, HostError> {
         self.view().permuted(perm)?.to_host()
     }
 }
 
 /// An error unless `perm` is a permutation of `0..rank`.
-pub(crate) fn check_permutation(perm: &[usize], rank: usize) -> Result<(), RuntimeError> {
+pub(crate) fn check_permutation(perm: &[usize], rank: usize) -> Result<(), HostError> {
     let mut seen = vec![false; rank];
     let valid = perm.len() == rank && perm.iter().all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
-    if valid { Ok(()) } else { Err(RuntimeError::InvalidPermutation { perm: perm.to_vec(), rank }) }
+    if valid { Ok(()) } else { Err(HostError::InvalidPermutation { perm: perm.to_vec(), rank }) }
 }
 
 /// The product of `shape`: 0 when any size is 0, an error when it
 /// overflows `usize`.
-pub(crate) fn element_count(shape: &[usize]) -> Result<usize, RuntimeError> {
+pub(crate) fn element_count(shape: &[usize]) -> Result<usize, HostError> {
     if shape.contains(&0) {
         return Ok(0);
     }
-    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).ok_or_else(|| RuntimeError::ShapeOverflow { shape: shape.to_vec() })
+    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).ok_or_else(|| HostError::ShapeOverflow { shape: shape.to_vec() })
 }
 
 /// Checks that an axis name can be written to and read back from the
 /// `NAME.axes` metadata: non-empty, not `_`, no white space.
-fn check_axis_name(name: &str) -> Result<(), RuntimeError> {
+fn check_axis_name(name: &str) -> Result<(), HostError> {
     let reason = if name.is_empty() {
         "an axis name cannot be empty"
     } else if name == "_" {
@@ -299,13 +299,13 @@ fn check_axis_name(name: &str) -> Result<(), RuntimeError> {
     } else {
         return Ok(());
     };
-    Err(RuntimeError::InvalidAxisName { name: name.to_string(), reason })
+    Err(HostError::InvalidAxisName { name: name.to_string(), reason })
 }
 
 /// Checks one name slot per axis, each name valid.
-pub(crate) fn check_names(names: &[Option<String>], rank: usize) -> Result<(), RuntimeError> {
+pub(crate) fn check_names(names: &[Option<String>], rank: usize) -> Result<(), HostError> {
     if names.len() != rank {
-        return Err(RuntimeError::NamesRank { given: names.to_vec(), rank });
+        return Err(HostError::NamesRank { given: names.to_vec(), rank });
     }
     names.iter().flatten().try_for_each(|n| check_axis_name(n))
 }
@@ -350,12 +350,12 @@ mod tests {
         assert_eq!(t.data(), &TensorData::I32(vec![1, 2, 3, 4, 5, 6]));
 
         let e = HostTensor::new(TensorData::I32(vec![1, 2]), vec![3], names("_")).unwrap_err();
-        assert!(matches!(e, RuntimeError::ElementCount { expected: 3, actual: 2, .. }), "{e}");
+        assert!(matches!(e, HostError::ElementCount { expected: 3, actual: 2, .. }), "{e}");
         let e = HostTensor::new(TensorData::I32(vec![1, 2]), vec![2], names("a b")).unwrap_err();
-        assert!(matches!(e, RuntimeError::NamesRank { rank: 1, .. }), "{e}");
+        assert!(matches!(e, HostError::NamesRank { rank: 1, .. }), "{e}");
         assert_eq!(e.to_string(), "2 axis names [a b] given for a tensor of rank 1");
         let e = HostTensor::new(TensorData::I32(vec![]), vec![usize::MAX, 2], names("_ _")).unwrap_err();
-        assert!(matches!(e, RuntimeError::ShapeOverflow { .. }), "{e}");
+        assert!(matches!(e, HostError::ShapeOverflow { .. }), "{e}");
         // A zero anywhere makes the count 0, even after sizes whose product overflows.
         let t = HostTensor::new(TensorData::F64(vec![]), vec![usize::MAX, 2, 0], names("_ _ _")).unwrap();
         assert!(t.is_empty());
@@ -376,7 +376,7 @@ mod tests {
     fn new_rejects_bad_names() {
         for bad in ["", "_", "a b", "a\tb"] {
             let e = HostTensor::new(TensorData::Bool(vec![true]), vec![1], vec![Some(bad.into())]).unwrap_err();
-            assert!(matches!(e, RuntimeError::InvalidAxisName { .. }), "{bad:?}: {e}");
+            assert!(matches!(e, HostError::InvalidAxisName { .. }), "{bad:?}: {e}");
         }
     }
 
@@ -401,7 +401,7 @@ mod tests {
         let t = HostTensor::from_f64(DType::F64, vec![1], n.clone(), &[0.1]).unwrap();
         assert_eq!(t.data(), &TensorData::F64(vec![0.1]));
         let e = HostTensor::from_f64(DType::F64, vec![2], n, &[0.1]).unwrap_err();
-        assert!(matches!(e, RuntimeError::ElementCount { expected: 2, actual: 1, .. }));
+        assert!(matches!(e, HostError::ElementCount { expected: 2, actual: 1, .. }));
     }
 
     #[test]
@@ -509,7 +509,7 @@ mod tests {
         let t = iota(&[2, 3]);
         for bad in [&[0][..], &[0, 0], &[0, 2], &[1, 0, 2]] {
             let e = t.permuted(bad).unwrap_err();
-            assert!(matches!(e, RuntimeError::InvalidPermutation { rank: 2, .. }), "{bad:?}");
+            assert!(matches!(e, HostError::InvalidPermutation { rank: 2, .. }), "{bad:?}");
         }
     }
 }

@@ -7,7 +7,7 @@
 //! checks), so nothing reads out of bounds whatever the caller passes.
 
 use crate::DType;
-use crate::error::RuntimeError;
+use crate::HostError;
 use crate::tensor::{HostTensor, TensorData, check_names, element_count};
 use half::{bf16, f16};
 use std::marker::PhantomData;
@@ -69,7 +69,7 @@ unsafe impl Send for TensorView<'_> {}
 unsafe impl Sync for TensorView<'_> {}
 
 /// The row-major strides of a shape, in elements, as a view's steps.
-pub(crate) fn row_major_steps(shape: &[usize]) -> Vec<isize> {
+pub fn row_major_steps(shape: &[usize]) -> Vec<isize> {
     crate::row_major_strides(shape).into_iter().map(|s| s as isize).collect()
 }
 
@@ -96,10 +96,10 @@ impl<'a> TensorView<'a> {
     /// A contiguous, row-major view of `data` with this shape and one name
     /// or `None` per axis. Errors: the element count is not the product of
     /// the shape, or the names do not fit.
-    pub fn new<T: Element>(data: &'a [T], shape: Vec<usize>, names: Vec<Option<String>>) -> Result<TensorView<'a>, RuntimeError> {
+    pub fn new<T: Element>(data: &'a [T], shape: Vec<usize>, names: Vec<Option<String>>) -> Result<TensorView<'a>, HostError> {
         let expected = element_count(&shape)?;
         if data.len() != expected {
-            return Err(RuntimeError::ElementCount { shape, expected, actual: data.len() });
+            return Err(HostError::ElementCount { shape, expected, actual: data.len() });
         }
         let strides = row_major_steps(&shape);
         TensorView::strided(data, 0, shape, strides, names)
@@ -111,14 +111,14 @@ impl<'a> TensorView<'a> {
     /// element would lie outside `data`, or the names do not fit.
     ///
     /// ```
-    /// use nax_runtime::TensorView;
+    /// use nax_host::TensorView;
     /// // A 2 x 3 row-major buffer seen as its 3 x 2 transpose, without a copy.
     /// let data = [0f32, 1.0, 2.0, 3.0, 4.0, 5.0];
     /// let t = TensorView::strided(&data, 0, vec![3, 2], vec![1, 3], vec![Some("m".into()), Some("n".into())])?;
     /// assert_eq!(t.to_host()?.to_f64_vec(), [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
     /// // A step that would leave the buffer is refused.
     /// assert!(TensorView::strided(&data, 0, vec![3, 2], vec![2, 3], vec![None, None]).is_err());
-    /// # Ok::<(), nax_runtime::RuntimeError>(())
+    /// # Ok::<(), nax_host::HostError>(())
     /// ```
     pub fn strided<T: Element>(
         data: &'a [T],
@@ -126,14 +126,14 @@ impl<'a> TensorView<'a> {
         shape: Vec<usize>,
         strides: Vec<isize>,
         names: Vec<Option<String>>,
-    ) -> Result<TensorView<'a>, RuntimeError> {
+    ) -> Result<TensorView<'a>, HostError> {
         if strides.len() != shape.len() {
-            return Err(RuntimeError::StridesRank { shape, strides });
+            return Err(HostError::StridesRank { shape, strides });
         }
         check_names(&names, shape.len())?;
         // The element count fits in `usize` (zero strides could repeat one element past it).
         element_count(&shape)?;
-        let out_of_bounds = || RuntimeError::ViewOutOfBounds { shape: shape.clone(), strides: strides.clone(), offset, len: data.len() };
+        let out_of_bounds = || HostError::ViewOutOfBounds { shape: shape.clone(), strides: strides.clone(), offset, len: data.len() };
         let start = match reach(&shape, &strides).ok_or_else(out_of_bounds)? {
             None => data.as_ptr(),
             Some((lo, hi)) => {
@@ -167,7 +167,7 @@ impl<'a> TensorView<'a> {
         shape: Vec<usize>,
         strides: Vec<isize>,
         names: Vec<Option<String>>,
-    ) -> Result<TensorView<'a>, RuntimeError> {
+    ) -> Result<TensorView<'a>, HostError> {
         // The view over the dtype's element type.
         macro_rules! typed {
             ($t:ty) => {
@@ -255,7 +255,7 @@ impl<'a> TensorView<'a> {
     }
 
     /// The same elements under other axis names.
-    pub fn with_names(self, names: Vec<Option<String>>) -> Result<TensorView<'a>, RuntimeError> {
+    pub fn with_names(self, names: Vec<Option<String>>) -> Result<TensorView<'a>, HostError> {
         check_names(&names, self.rank())?;
         Ok(TensorView { names, ..self })
     }
@@ -263,7 +263,7 @@ impl<'a> TensorView<'a> {
     /// The axes reordered without a copy: axis `i` of the result is axis
     /// `perm[i]` of `self`, names included. An error when `perm` is not a
     /// permutation of `0..rank`.
-    pub fn permuted(&self, perm: &[usize]) -> Result<TensorView<'a>, RuntimeError> {
+    pub fn permuted(&self, perm: &[usize]) -> Result<TensorView<'a>, HostError> {
         crate::tensor::check_permutation(perm, self.rank())?;
         Ok(TensorView {
             dtype: self.dtype,
@@ -280,7 +280,7 @@ impl<'a> TensorView<'a> {
     /// kernel of the named ops (a transposed view is read in cache tiles,
     /// large copies split across rayon's current pool); others element by
     /// element.
-    pub fn to_host(&self) -> Result<HostTensor, RuntimeError> {
+    pub fn to_host(&self) -> Result<HostTensor, HostError> {
         macro_rules! gather {
             ($t:ty) => {{
                 let out: Vec<$t> = match self.tiled::<$t>() {
@@ -311,14 +311,14 @@ impl<'a> TensorView<'a> {
     }
 
     /// The error for a copy that cannot be allocated.
-    fn allocation_error(&self) -> RuntimeError {
+    fn allocation_error(&self) -> HostError {
         let count = self.len();
-        RuntimeError::Allocation { bytes: count.saturating_mul(self.dtype.size_bytes()), count }
+        HostError::Allocation { bytes: count.saturating_mul(self.dtype.size_bytes()), count }
     }
 
     /// The copy through the tiled kernel, when every stride is
     /// non-negative (`None` otherwise, or for an empty view).
-    fn tiled<T: Element>(&self) -> Option<Result<Vec<T>, RuntimeError>> {
+    fn tiled<T: Element>(&self) -> Option<Result<Vec<T>, HostError>> {
         let strides: Vec<usize> = self.strides.iter().map(|&s| usize::try_from(s).ok()).collect::<Option<_>>()?;
         let (_, hi) = reach(&self.shape, &self.strides)??;
         let geometry = crate::strided::Geometry::new(&self.shape, &strides, &strides)?;
@@ -406,9 +406,9 @@ impl<'a> TensorMut<'a> {
     }
 
     /// Copies a result of the same dtype and element count into the buffer.
-    pub fn copy_from(&mut self, t: &HostTensor) -> Result<(), RuntimeError> {
+    pub fn copy_from(&mut self, t: &HostTensor) -> Result<(), HostError> {
         if t.dtype() != self.dtype || t.len() != self.len {
-            return Err(RuntimeError::OutputBuffer { expected_dtype: t.dtype(), expected_len: t.len(), dtype: self.dtype, len: self.len });
+            return Err(HostError::OutputBuffer { expected_dtype: t.dtype(), expected_len: t.len(), dtype: self.dtype, len: self.len });
         }
         let bytes = self.len * self.dtype.size_bytes();
         // SAFETY: both hold `len` elements of one dtype; the caller's buffer
@@ -440,13 +440,13 @@ mod tests {
     #[test]
     fn views_never_reach_past_their_slice() {
         let data = [0i64; 6];
-        assert!(matches!(TensorView::strided(&data, 0, vec![2, 3], vec![3, 2], names("_ _")), Err(RuntimeError::ViewOutOfBounds { .. })));
+        assert!(matches!(TensorView::strided(&data, 0, vec![2, 3], vec![3, 2], names("_ _")), Err(HostError::ViewOutOfBounds { .. })));
         assert!(TensorView::strided(&data, 1, vec![2, 3], vec![3, 1], names("_ _")).is_err());
         assert!(TensorView::strided(&data, 0, vec![2, 3], vec![-3, 1], names("_ _")).is_err());
         assert!(TensorView::strided(&data, 0, vec![usize::MAX, 2], vec![isize::MAX, 1], names("_ _")).is_err());
         assert!(TensorView::strided(&data, 0, vec![2], vec![1, 1], names("_")).is_err());
         // Zero strides repeat one element, but never past a countable size.
-        assert!(matches!(TensorView::strided(&data, 0, vec![1 << 40, 1 << 40], vec![0, 0], names("_ _")), Err(RuntimeError::ShapeOverflow { .. })));
+        assert!(matches!(TensorView::strided(&data, 0, vec![1 << 40, 1 << 40], vec![0, 0], names("_ _")), Err(HostError::ShapeOverflow { .. })));
         assert_eq!(TensorView::strided(&data, 0, vec![3, 4], vec![0, 0], names("_ _")).unwrap().to_host().unwrap().len(), 12);
         // Nothing is reached by an empty view, whatever its strides.
         assert!(TensorView::strided(&data, 99, vec![0, 3], vec![1000, 1], names("_ _")).is_ok());
