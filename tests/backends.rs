@@ -11,6 +11,7 @@
 use nax::pipeline::Backend;
 use nax_front::check::types::Type;
 use nax_front::syntax::ast::HostType;
+use nax_runtime::CallBoundary;
 use nax_runtime::{DType, HostTensor, Scalar, ThreadPool, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

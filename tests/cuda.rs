@@ -10,6 +10,7 @@
 use crate::backends::{cases, model_cases, run_on};
 use crate::support::{nax, nax_files, root, tempdir};
 use nax::pipeline::{self, Backend, FormOptions, Machine};
+use nax_runtime::CallBoundary;
 use nax_runtime::cuda::CudaPlan;
 use nax_runtime::{DType, HostTensor, Scalar, Value};
 use std::collections::HashMap;

@@ -13,6 +13,7 @@
 
 use crate::backends::{Case, case, compare, pool, prepare};
 use nax::pipeline::{self, Backend, FormOptions, Machine};
+use nax_runtime::CallBoundary;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 

@@ -9,6 +9,7 @@ use crate::generate;
 use crate::support::{nax_files, root, shared};
 use nax_front::diagnostics::render_text;
 use nax_front::{Checked, check_source};
+use nax_runtime::CallBoundary;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::panic::{AssertUnwindSafe, catch_unwind};

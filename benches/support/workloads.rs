@@ -21,6 +21,7 @@ use nax::pipeline::{self, Backend};
 use nax_front::check::sizes::{Size, Symbols};
 use nax_front::check::types::{DType, TensorType, Type};
 use nax_ir::Graph;
+use nax_runtime::CallBoundary;
 use nax_runtime::{Arg, BoundWeights, CheckedCall, Function, HostTensor, TensorData, ThreadPool};
 use std::collections::HashMap;
 use std::path::Path;

@@ -12,6 +12,7 @@ use crate::errors::{error, from_nax};
 use crate::tensor::Tensor;
 use nax::{Arg, Backend, Engine, HostType, ParamType, Scalar, Signature};
 use nax_capi::Input;
+use nax_runtime::CallBoundary;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use std::path::PathBuf;

@@ -11,7 +11,7 @@ use crate::binding::bind;
 use crate::error::{CallError, MAX_ITERATIONS, RuntimeError, SizeSource, Subject};
 use crate::memory::{self, Peak, SMALL_PEAK};
 use crate::packed::{PackedWeights, Weights};
-use crate::signature::{HostType, ParamType, Scalar, Signature, TensorSpec};
+use crate::{HostType, ParamType, Scalar, Signature, TensorSpec};
 use crate::{Size, SymDef};
 use nax_host::HostTensor;
 use nax_host::TensorView;
@@ -261,7 +261,19 @@ impl CheckedCall<'_> {
     }
 }
 
-impl Signature {
+/// The call boundary, on a function's [`Signature`] (which the contract
+/// crate defines, as the compiler writes it): what turns a caller's
+/// arguments into a [`CheckedCall`].
+pub trait CallBoundary {
+    /// Binds and checks the arguments and weights of a call (see the
+    /// implementation on [`Signature`]).
+    fn check<'a>(&'a self, args: Vec<Arg<'a>>, weights: &'a dyn Weights) -> Result<CheckedCall<'a>, RuntimeError>;
+
+    /// The arguments of a call given by name, in the parameters' order.
+    fn arguments<'a>(&self, named: Vec<(&str, Arg<'a>)>) -> Result<Vec<Arg<'a>>, RuntimeError>;
+}
+
+impl CallBoundary for Signature {
     /// The call-boundary check: binds each tensor argument to its parameter
     /// (LANGUAGE.md section 12: by name, by position, transposed without a
     /// copy), then checks every argument and weight against the types
@@ -269,7 +281,7 @@ impl Signature {
     /// first binding, then every derived size and exact division); views
     /// whose strides are not row-major are packed, once the memory plan
     /// admits the copies. `weights` are bound in their declared axis order already.
-    pub fn check<'a>(&'a self, args: Vec<Arg<'a>>, weights: &'a dyn Weights) -> Result<CheckedCall<'a>, RuntimeError> {
+    fn check<'a>(&'a self, args: Vec<Arg<'a>>, weights: &'a dyn Weights) -> Result<CheckedCall<'a>, RuntimeError> {
         if args.len() != self.params.len() {
             return Err(CallError::ArgumentCount { function: self.name.clone(), expected: self.params.len(), given: args.len() }.into());
         }
@@ -361,7 +373,7 @@ impl Signature {
     /// The arguments of a call given by name: each parameter takes the
     /// argument of its name or else its default. Errors: a name that is no
     /// parameter's, a parameter with no value.
-    pub fn arguments<'a>(&self, mut named: Vec<(&str, Arg<'a>)>) -> Result<Vec<Arg<'a>>, RuntimeError> {
+    fn arguments<'a>(&self, mut named: Vec<(&str, Arg<'a>)>) -> Result<Vec<Arg<'a>>, RuntimeError> {
         let mut args = Vec::with_capacity(self.params.len());
         for p in &self.params {
             match named.iter().position(|(n, _)| *n == p.name) {

@@ -12,13 +12,13 @@
 //! huge pages, which cuts the cost of first touching them.
 
 use crate::DType;
+use crate::Signature;
 use crate::call::CheckedCall;
 use crate::error::RuntimeError;
 use crate::gemm::{Micro, Product, Strided, multiply, with_scratch};
 use crate::memory::Peak;
 use crate::packed::{PackKey, PackedWeights};
 use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, IndexCheck, KernelFn, KernelPlan, NativePlan, Nest, Operand, Reach, SizeRef, Strategy};
-use crate::signature::Signature;
 use crate::threads::ThreadPool;
 use nax_host::HostError;
 use nax_host::TensorMut;

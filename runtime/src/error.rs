@@ -9,7 +9,7 @@
 //! is or inspect the fields.
 
 use crate::memory::Limit;
-use crate::{DType, HostType, SizeError};
+use crate::{DType, HostType, MalformedPlan, SizeError};
 use nax_host::{HostError, shortened, shown_names};
 use std::fmt;
 
@@ -209,6 +209,11 @@ pub enum RuntimeError {
         /// The size, as printed.
         size: String,
     },
+
+    /// A plan that contradicts itself (checked before it runs): a bug in
+    /// the compiler or a damaged artifact, never the caller's data.
+    #[error("internal error: {0}")]
+    MalformedPlan(#[from] MalformedPlan),
 
     /// A plan that does not fit the code it came with, or that contradicts
     /// itself: a bug in the compiler or a damaged artifact, never the caller's data.

@@ -4,12 +4,13 @@
 //! the process can still have ([`CheckedCall::admit`]), and then runs in the thread pool the caller gives; nothing of the compiler
 //! is involved, so the JIT, AOT libraries and Python share this path.
 
+use crate::CallBoundary;
+use crate::Signature;
 use crate::call::{Arg, CheckedCall};
 use crate::driver::Execute;
 use crate::error::RuntimeError;
 use crate::memory::Peak;
 use crate::packed::Weights;
-use crate::signature::Signature;
 use crate::threads::ThreadPool;
 use nax_host::HostTensor;
 use nax_host::TensorMut;

@@ -8,7 +8,7 @@
 //!   serialisable values;
 //! - the call boundary: arguments borrowed from the caller ([`TensorView`],
 //!   any strides, named axes), bound by name by the rules of the host boundary
-//!   ([`bind`]) and checked ([`Signature::check`]) into a [`CheckedCall`],
+//!   ([`bind`]) and checked ([`CallBoundary::check`]) into a [`CheckedCall`],
 //!   the only value that reaches compiled code;
 //! - the driver ([`NativeFunction`]): runs a plan's kernels in a thread
 //!   pool the caller owns, matrix products and flash attention included;
@@ -35,26 +35,24 @@ mod gemm;
 pub mod libm;
 pub mod memory;
 mod packed;
-pub mod plan;
-mod signature;
 mod threads;
 
 pub use binding::{bind, bind_owned};
-pub use call::{Arg, CheckedCall, Value, check_work};
+pub use call::{Arg, CallBoundary, CheckedCall, Value, check_work};
 pub use driver::{CodeOwner, Execute, NativeFunction};
 pub use error::{CallError, MAX_ITERATIONS, RuntimeError, SizeSource, Subject};
 pub use function::Function;
 pub use gemm::matrix_tiles;
 pub use nax_contract::DType;
+pub use nax_contract::plan;
+pub use nax_contract::plan::{KernelFn, MalformedPlan, NativePlan};
+pub use nax_contract::{AxisSpec, HostType, Param, ParamType, ResultSpec, Scalar, Signature, TensorSpec, WeightSpec};
 pub use nax_contract::{MAX_SIZE, Size, SizeError, SizeTable, SymDef, SymId, Symbol, clipped_position};
 pub use nax_host::{
     Element, HostError, HostTensor, StoredTensor, TensorData, TensorMut, TensorView, read_tensors, read_tensors_in_place, row_major_strides, shortened,
     shown_names, write_tensor_atomic, write_tensors_atomic,
 };
 pub use packed::{BoundWeights, PackedWeights, Weights};
-pub use plan::KernelFn;
-pub use plan::NativePlan;
-pub use signature::{AxisSpec, HostType, Param, ParamType, ResultSpec, Scalar, Signature, TensorSpec, WeightSpec};
 pub use threads::{MAX_THREADS, ThreadPool};
 
 /// Helpers shared by the unit tests.

@@ -24,6 +24,7 @@ use crate::error::Error;
 use crate::pipeline::{self, Backend};
 use crate::timings::Timings;
 use nax_front::CheckedModule;
+use nax_runtime::CallBoundary;
 use nax_runtime::{Arg, BoundWeights, CheckedCall, HostError, HostTensor, PackedWeights, Signature, TensorMut, ThreadPool};
 use std::collections::HashMap;
 use std::path::Path;

@@ -19,8 +19,8 @@ mod timings;
 pub use engine::{Engine, Function, Program};
 pub use error::{Error, StageError, diagnostics_json};
 pub use nax_runtime::{
-    Arg, DType, HostError, HostTensor, HostType, MAX_THREADS, Param, ParamType, RuntimeError, Scalar, Signature, Size, TensorData, TensorMut, TensorSpec,
-    TensorView, ThreadPool, Value, bind, bind_owned, read_tensors, write_tensor_atomic, write_tensors_atomic,
+    Arg, CallBoundary, DType, HostError, HostTensor, HostType, MAX_THREADS, Param, ParamType, RuntimeError, Scalar, Signature, Size, TensorData, TensorMut,
+    TensorSpec, TensorView, ThreadPool, Value, bind, bind_owned, read_tensors, write_tensor_atomic, write_tensors_atomic,
 };
 pub use pipeline::Backend;
 pub use timings::Timings;

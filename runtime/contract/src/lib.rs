@@ -1,6 +1,8 @@
 //! What the compiler and the runtime agree on, below both: the element
 //! types ([`DType`]), symbolic sizes and the size table a compiled
-//! function carries ([`SizeTable`], solved at each call), and the
+//! function carries ([`SizeTable`], solved at each call), what a compiled
+//! function takes and gives ([`Signature`]), the plan its native code runs
+//! by ([`plan`]: buffers, kernels, each one's strategy), and the
 //! description of the machine code runs on ([`machine`]), read by kernel
 //! formation, every back end, the ahead-of-time libraries' feature check
 //! and the runtime's dispatch of its products. Nothing here compiles or
@@ -9,8 +11,11 @@
 
 mod dtype;
 pub mod machine;
+pub mod plan;
+mod signature;
 mod sizes;
 
 pub use dtype::DType;
 pub use machine::{Feature, Features, Machine, NAMED_CPUS, NamedCpu, Processor, UnknownCpu};
+pub use signature::{AxisSpec, HostType, Param, ParamType, ResultSpec, Scalar, Signature, TensorSpec, WeightSpec};
 pub use sizes::{MAX_SIZE, Size, SizeError, SizeTable, SymDef, SymId, Symbol, clipped_position};

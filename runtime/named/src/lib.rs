@@ -24,8 +24,8 @@ mod reference_tests;
 
 pub use alignment::Operand;
 pub use error::NamedError;
-pub use nax_host::{DType, HostTensor};
 pub use named_tensor::NamedTensor;
+pub use nax_host::{DType, HostTensor};
 pub use pointwise::BinaryOp;
 
 /// Helpers shared by the unit tests.

@@ -12,8 +12,14 @@
 
 use crate::DType;
 use crate::SymId;
-use crate::error::RuntimeError;
 use serde::{Deserialize, Serialize};
+
+/// A plan that contradicts itself (an index out of range, a missing
+/// result, a tile of another shape): a bug of the compiler or a damaged
+/// artifact, never the caller's data. The message says what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the plan is malformed: {0}")]
+pub struct MalformedPlan(pub String);
 
 /// A compiled kernel: `kernel(buffers, sizes, begin, end)`: the table of
 /// every buffer's address, the size slots' values, and the range of the
@@ -314,7 +320,7 @@ pub struct StoredFunction {
     /// The function's name in the program.
     pub name: String,
     /// What it takes and gives.
-    pub signature: crate::signature::Signature,
+    pub signature: crate::Signature,
     /// How its kernels run.
     pub plan: NativePlan,
 }
@@ -366,8 +372,8 @@ impl NativePlan {
     /// aliases to earlier buffers, tile buffers where attention uses them.
     /// The driver relies on this (a damaged or mismatched plan is an
     /// error here, never an access out of bounds later).
-    pub fn validate(&self, inputs: usize) -> Result<(), RuntimeError> {
-        let bad = |what: String| Err(RuntimeError::Internal(format!("the plan is malformed: {what}")));
+    pub fn validate(&self, inputs: usize) -> Result<(), MalformedPlan> {
+        let bad = |what: String| Err(MalformedPlan(what));
         let buffers = self.buffers.len();
         if self.results.is_empty() {
             return bad("no result".into());
