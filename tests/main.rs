@@ -17,7 +17,8 @@
 //! - `native_math`: the accuracy of the native back ends' f32 math over the whole f32 range;
 //! - `grad`: gradients (LANGUAGE.md section 15) against PyTorch's autograd and f64 finite differences, on every back end;
 //! - `gpt2`: examples/gpt2 against transformers' GPT-2 (prefill, decoding step, greedy generation);
-//! - `graph`: every checked function lowers to a graph that verifies and whose text form parses back.
+//! - `graph`: every checked function lowers to a graph that verifies and whose text form parses back;
+//! - `reference`: the book's reference part against the contracts it restates.
 
 mod aot;
 mod api;
@@ -40,6 +41,7 @@ mod graph;
 mod long_sums;
 mod native_math;
 mod products;
+mod reference;
 mod robustness;
 mod run;
 mod support;

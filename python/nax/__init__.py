@@ -14,13 +14,13 @@ numpy arrays, torch tensors or any ``__dlpack__`` object, without copies.
   ``nax build --emit so``.
 - ``nax.Tensor(data, names=None, coords=None)`` names a tensor's axes (and
   labels them); ``+ - * /`` and comparisons align operands by name
-  (LANGUAGE.md section 12).
+  (the host boundary's rules).
 - ``nax.from_torch(module, args, dynamic_shapes=...)`` writes a PyTorch
   program (``torch.export``) as nax source with named axes (``nax.importer``).
 - ``nax.CompileError`` (a program that does not check: ``.diagnostics``)
   and ``nax.Error`` (a bad call, tensor, file or library) are ValueErrors.
 
-The contract is PYTHON.md in nax's specification.
+The reference is the book's chapter "The Python package" (``docs/src/python.md``).
 """
 
 from ._nax import CompileError, Error, Function, Library, LibraryFunction, Module, Tensor, compile, load

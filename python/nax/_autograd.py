@@ -4,7 +4,7 @@ A nax function called on torch tensors that require a gradient (with
 torch's gradients enabled) runs as a ``torch.autograd.Function``: its
 forward is the nax call (the results are torch tensors sharing nax's
 memory), and its backward is the function's backward function
-(``Function.backward``, LANGUAGE.md section 15's ``grad`` of the sum of
+(``Function.backward``, the language's ``grad`` of the sum of
 each float result times its gradient), compiled once per function and set
 of differentiated arguments. The backward recomputes the forward from the
 saved arguments: nothing but the arguments is kept between the two.

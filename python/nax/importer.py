@@ -28,7 +28,7 @@ argument's is dropped at once, a result's restored at the end), so that
 broadcasting by name does what torch's broadcasting does by position.
 
 A program of several outputs is a function of several results, named
-after the graph's nodes (LANGUAGE.md section 14). Weights keep their
+after the graph's nodes. Weights keep their
 dtype (f32, f16, bf16): a half-precision model computes in it, as
 PyTorch does, and its conversions are nax's (`float(x)`, `bf16(x)`,
 `f16(x)`: Llama's RMSNorm computes in f32 between two).

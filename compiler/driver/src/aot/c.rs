@@ -311,13 +311,13 @@ pub fn header(name: &str, source: &str, functions: &[CFunction<'_>], cpu: &[&str
         h,
         "/* {name}.h: the C interface of lib{name}.so, compiled by nax from {source}\n   \
          for CPUs with: {cpu}.\n   \
-         The ABI: nax's ABI.md. Link with `cc app.c -L. -l{name}`. */\n\
+         The ABI: the nax book's chapter \"The C ABI\". Link with `cc app.c -L. -l{name}`. */\n\
          #ifndef {guard}\n#define {guard}\n\n#include <stdbool.h>\n#include <stddef.h>\n#include <stdint.h>\n\n{DLPACK}\n{SHARED}\n\
          #ifdef __cplusplus\nextern \"C\" {{\n#endif\n\n\
          #define {name}_ABI_VERSION 1\n\n\
          typedef struct {name}_model {name}_model;  /* the library's functions bound to one set of weights */\n\n\
          uint32_t    {name}_abi_version(void);                 /* == {name}_ABI_VERSION */\n\
-         const char *{name}_manifest(void);                    /* JSON (ABI.md); static storage */\n\
+         const char *{name}_manifest(void);                    /* JSON manifest; static storage  */\n\
          const char *{name}_last_error(void);                  /* this thread's last error message, \"\" if none */\n\n\
          int  {name}_open(const char *weights_path,            /* NULL: embedded weights, or none needed */\n\
          \x20                int32_t threads,                     /* 0: one per core; 1: the calling thread only */\n\
@@ -327,7 +327,7 @@ pub fn header(name: &str, source: &str, functions: &[CFunction<'_>], cpu: &[&str
          \x20                const nax_arg *args, size_t nargs,   /* in any order, bound by name */\n\
          \x20                nax_result *result);\n\
          int  {name}_call_n({name}_model *model, const char *function, /* any function; one with several */\n\
-         \x20                  const nax_arg *args, size_t nargs,   /* results (LANGUAGE.md section 14) */\n\
+         \x20                  const nax_arg *args, size_t nargs,   /* results                       */\n\
          \x20                  nax_result *results, size_t nresults); /* must be called this way */\n"
     );
     for (f, typed) in functions.iter().zip(typed_names(name, functions)) {
