@@ -18,7 +18,7 @@
 //! A name repeated in a parameter (`[n n]`) or a tensor pairs by occurrence:
 //! the i-th `n` of the tensor with the i-th `n` of the parameter. A rank-0
 //! tensor counts as unnamed. Sizes are not checked here: the caller checks
-//! them against the compiled program's sizes (see [`crate::CheckedCall`]);
+//! them against the compiled program's sizes (see the call boundary, `call.rs`);
 //! ranks are.
 
 use crate::error::RuntimeError;
@@ -134,8 +134,8 @@ fn partially_named(param: &str, param_axes: &[Option<String>], names: &[Option<S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DType;
     use crate::test_support::names;
+    use nax_contract::DType;
 
     /// A tensor whose elements are their own row-major positions.
     fn iota(shape: &[usize], axes: &str) -> HostTensor {

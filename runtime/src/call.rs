@@ -6,13 +6,13 @@
 //! [`Signature::check`] makes: a binding that has not been checked cannot
 //! reach compiled code.
 
-use crate::DType;
 use crate::binding::bind;
 use crate::error::{CallError, MAX_ITERATIONS, RuntimeError, SizeSource, Subject};
 use crate::memory::{self, Peak, SMALL_PEAK};
 use crate::packed::{PackedWeights, Weights};
-use crate::{HostType, ParamType, Scalar, Signature, TensorSpec};
-use crate::{Size, SymDef};
+use nax_contract::DType;
+use nax_contract::{HostType, ParamType, Scalar, Signature, TensorSpec};
+use nax_contract::{Size, SymDef};
 use nax_host::HostTensor;
 use nax_host::TensorView;
 use std::collections::HashMap;

@@ -11,15 +11,15 @@
 //! by [`crate::gemm`]), flash attention tile by tile. Large fresh buffers ask the OS for transparent
 //! huge pages, which cuts the cost of first touching them.
 
-use crate::DType;
-use crate::Signature;
 use crate::call::CheckedCall;
 use crate::error::RuntimeError;
 use crate::gemm::{Micro, Product, Strided, multiply, with_scratch};
 use crate::memory::Peak;
 use crate::packed::{PackKey, PackedWeights};
-use crate::plan::{AttentionPlan, BufferKind, GemmPlan, Index, IndexCheck, KernelFn, KernelPlan, NativePlan, Nest, Operand, Reach, SizeRef, Strategy};
 use crate::threads::ThreadPool;
+use nax_contract::DType;
+use nax_contract::Signature;
+use nax_contract::plan::{AttentionPlan, BufferKind, GemmPlan, Index, IndexCheck, KernelFn, KernelPlan, NativePlan, Nest, Operand, Reach, SizeRef, Strategy};
 use nax_host::HostError;
 use nax_host::TensorMut;
 use nax_host::{HostTensor, TensorData};
@@ -100,7 +100,7 @@ impl NativeFunction {
     /// # Safety
     /// Entry `i` must be the compiled code of the plan's kernel `i`, with
     /// the [`KernelFn`] signature, and the entries after the kernels' the
-    /// plan's microkernels (their contract: [`crate::plan::Microkernel`]), reading and writing only the buffers its
+    /// plan's microkernels (their contract: [`nax_contract::plan::Microkernel`]), reading and writing only the buffers its
     /// plan names at the sizes the slots give for calls of this signature,
     /// and valid while `code` lives.
     pub unsafe fn new(signature: Arc<Signature>, plan: NativePlan, entries: Vec<KernelFn>, code: CodeOwner) -> Result<NativeFunction, RuntimeError> {
@@ -231,9 +231,9 @@ impl<'p> Sizes<'p> {
             .slots
             .iter()
             .map(|&id| {
-                call.size(crate::Size::Sym(id))
+                call.size(nax_contract::Size::Sym(id))
                     .and_then(|v| i64::try_from(v).ok())
-                    .ok_or_else(|| RuntimeError::UnknownSize { size: table.display(crate::Size::Sym(id)) })
+                    .ok_or_else(|| RuntimeError::UnknownSize { size: table.display(nax_contract::Size::Sym(id)) })
             })
             .collect::<Result<Vec<i64>, RuntimeError>>()?;
         Ok(Sizes { plan, slots })
@@ -246,7 +246,7 @@ impl<'p> Sizes<'p> {
     }
 
     /// Refuses the call when one of its loop nests runs more than
-    /// [`crate::MAX_ITERATIONS`] iterations.
+    /// [`crate::error::MAX_ITERATIONS`] iterations.
     pub(crate) fn check_work(&self, function: &str) -> Result<(), RuntimeError> {
         for extents in self.nests() {
             crate::call::check_work(function, &extents)?;
@@ -764,7 +764,7 @@ impl NativeFunction {
                     (None, Some(s)) => (&mut scalars[s] as *mut u64).cast::<u8>(),
                     (None, None) => return Err(RuntimeError::Internal(format!("no argument {i}"))),
                 },
-                BufferKind::Weight(name) => call.weight(name).ok_or_else(|| crate::CallError::MissingWeight(name.clone()))?.as_ptr() as *mut u8,
+                BufferKind::Weight(name) => call.weight(name).ok_or_else(|| crate::error::CallError::MissingWeight(name.clone()))?.as_ptr() as *mut u8,
                 BufferKind::Alias(a) => table[*a],
                 // Given per tile by the attention kernel that uses it.
                 BufferKind::Tile => std::ptr::null_mut(),
@@ -787,7 +787,7 @@ impl NativeFunction {
                             l.and_then(|l| l.checked_mul(self.plan.buffers[b].dtype.size_bytes())).map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX))
                         };
                         let lengths = memory.iter().enumerate().map(bytes);
-                        let words = std::iter::repeat_n(0, crate::plan::FAULT_WORDS).chain(lengths);
+                        let words = std::iter::repeat_n(0, nax_contract::plan::FAULT_WORDS).chain(lengths);
                         v.iter_mut().zip(words).for_each(|(w, x)| *w = x as u64);
                     }
                     let ptr = v.as_mut_ptr().cast::<u8>();
@@ -845,7 +845,7 @@ impl NativeFunction {
                 // SAFETY: the fault record is a zeroed buffer of FAULT_WORDS
                 // i64 words this call allocated, which the kernels have
                 // finished writing (they ran to completion above).
-                let words = unsafe { std::slice::from_raw_parts(table.0[fault].cast::<i64>(), crate::plan::FAULT_WORDS) };
+                let words = unsafe { std::slice::from_raw_parts(table.0[fault].cast::<i64>(), nax_contract::plan::FAULT_WORDS) };
                 if words[0] != 0 {
                     let buffer = usize::try_from(words[2]).unwrap_or(usize::MAX);
                     let bytes = self.plan.buffers.get(buffer).map_or(1, |b| b.dtype.size_bytes());
@@ -1008,7 +1008,7 @@ fn run_nest(sizes: &Sizes<'_>, kernel: &KernelPlan, nest: &Nest, f: KernelFn, ta
 /// runs over each tile of the output as soon as its products are done.
 ///
 /// Where B is a weight (or a reshape of one) and the call's weights keep
-/// packed panels ([`crate::Weights::packed`]), B is packed at the first
+/// packed panels ([`crate::packed::Weights::packed`]), B is packed at the first
 /// call and read from there after: for the bf16 dot products only where
 /// the store comes with `true` (see [`weight_reads`]).
 fn run_gemm(

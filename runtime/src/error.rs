@@ -9,7 +9,8 @@
 //! is or inspect the fields.
 
 use crate::memory::Limit;
-use crate::{DType, HostType, MalformedPlan, SizeError};
+use nax_contract::plan::MalformedPlan;
+use nax_contract::{DType, HostType, SizeError};
 use nax_host::{HostError, shortened, shown_names};
 use std::fmt;
 
@@ -178,7 +179,7 @@ pub enum RuntimeError {
         message: String,
     },
 
-    /// The host stopped the call ([`crate::CheckedCall::interruptible`]).
+    /// The host stopped the call (`CheckedCall::interruptible`).
     #[error("the call was interrupted before kernel k{kernel}; it returns no result")]
     Interrupted {
         /// The kernel that did not run.

@@ -4,14 +4,14 @@
 //! the process can still have ([`CheckedCall::admit`]), and then runs in the thread pool the caller gives; nothing of the compiler
 //! is involved, so the JIT, AOT libraries and Python share this path.
 
-use crate::CallBoundary;
-use crate::Signature;
+use crate::call::CallBoundary;
 use crate::call::{Arg, CheckedCall};
 use crate::driver::Execute;
 use crate::error::RuntimeError;
 use crate::memory::Peak;
 use crate::packed::Weights;
 use crate::threads::ThreadPool;
+use nax_contract::Signature;
 use nax_host::HostTensor;
 use nax_host::TensorMut;
 use std::sync::Arc;
@@ -95,7 +95,7 @@ impl Function {
     }
 
     /// The most iterations any one loop nest of this call would run (a
-    /// call over [`crate::MAX_ITERATIONS`] is refused when it runs): how a
+    /// call over [`crate::error::MAX_ITERATIONS`] is refused when it runs): how a
     /// host, or a test, can tell a call that would take hours before
     /// making it.
     pub fn work(&self, call: &CheckedCall<'_>) -> Result<u128, RuntimeError> {

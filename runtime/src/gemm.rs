@@ -73,14 +73,14 @@ pub fn matrix_tiles() -> bool {
     dot::tiles()
 }
 
-use crate::DType;
-use crate::plan::{Blocking, Microkernel};
+use nax_contract::DType;
+use nax_contract::plan::{Blocking, Microkernel};
 use rayon::prelude::*;
 use std::cell::RefCell;
 
 /// The microkernel's entry: the kernels' signature
 /// (`f(buffers, sizes, begin, end)`, see [`Microkernel`]).
-pub(crate) type MicroFn = crate::plan::KernelFn;
+pub(crate) type MicroFn = nax_contract::plan::KernelFn;
 
 /// A matrix in memory: the address of element `(0, 0)` and the steps, in
 /// elements, from one row to the next and from one column to the next.

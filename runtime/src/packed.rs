@@ -22,8 +22,8 @@
 //! is not asked for the other.
 //!
 
-use crate::DType;
 use crate::gemm::{PackedB, Packing};
+use nax_contract::DType;
 use nax_host::HostTensor;
 use nax_host::TensorView;
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! nax's C ABI (`../shared/spec/ABI.md`), the same for every program: the
+//! nax's C ABI (the book's chapter "The C ABI"), the same for every program: the
 //! part of an AOT shared library that is not the program's own. `nax build
 //! --emit so` links this crate's static archive with the program's kernels
 //! (an object file), its plans (JSON), optionally its weights, and a small
@@ -15,6 +15,7 @@
 
 mod allocator;
 mod dlpack;
+mod entries;
 mod library;
 mod model;
 mod status;

@@ -10,8 +10,8 @@
 //! A plan is a plain value (serde): the JIT hands it to the driver with
 //! function pointers, an AOT library will carry it beside its code.
 
-use crate::DType;
-use crate::SymId;
+use crate::dtype::DType;
+use crate::sizes::SymId;
 use serde::{Deserialize, Serialize};
 
 /// A plan that contradicts itself (an index out of range, a missing
@@ -320,7 +320,7 @@ pub struct StoredFunction {
     /// The function's name in the program.
     pub name: String,
     /// What it takes and gives.
-    pub signature: crate::Signature,
+    pub signature: crate::signature::Signature,
     /// How its kernels run.
     pub plan: NativePlan,
 }

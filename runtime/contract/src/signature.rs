@@ -4,8 +4,8 @@
 //! and the size table that the call-boundary check solves. The compiler
 //! writes it; hosts read it to know how to call a function.
 
-use crate::DType;
-use crate::{Size, SizeTable};
+use crate::dtype::DType;
+use crate::sizes::{Size, SizeTable};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

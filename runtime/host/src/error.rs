@@ -6,7 +6,7 @@
 //! the fields. The runtime wraps it (`RuntimeError::Host`) for the calls it
 //! checks and runs.
 
-use crate::DType;
+use nax_contract::DType;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 

@@ -19,10 +19,10 @@ use std::path::Path;
 
 use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, View};
 
-use crate::DType;
-use crate::HostError;
+use crate::error::HostError;
 use crate::tensor::{HostTensor, TensorData};
 use crate::view::{TensorView, row_major_steps};
+use nax_contract::DType;
 
 /// The metadata key that holds the axis names of tensor `name`.
 fn axes_key(name: &str) -> String {
@@ -148,9 +148,9 @@ fn parse<'a, T>(bytes: &'a [u8], path: &Path, make: impl Fn(RawTensor<'a>) -> Re
         let dtype =
             to_dtype(info.dtype).ok_or_else(|| HostError::UnsupportedDType { path: path.into(), tensor: name.clone(), dtype: format!("{:?}", info.dtype) })?;
         let (start, end) = info.data_offsets;
-        let raw = data
-            .get(start..end)
-            .ok_or_else(|| bad_file(format!("the data offsets [{start}, {end}] of tensor '{}' lie past the end of the file", crate::shortened(&name))))?;
+        let raw = data.get(start..end).ok_or_else(|| {
+            bad_file(format!("the data offsets [{start}, {end}] of tensor '{}' lie past the end of the file", crate::error::shortened(&name)))
+        })?;
         let shape = info.shape.clone();
         let names = match axes_meta.and_then(|m| m.get(&axes_key(&name))) {
             Some(axes) => parse_axes(path, &name, axes, shape.len())?,
@@ -178,7 +178,7 @@ fn describe(e: &SafeTensorError, bytes: &[u8]) -> String {
             bytes.len()
         ),
         (SafeTensorError::InvalidOffset(name), _) => {
-            format!("the data offsets of tensor '{}' do not follow the previous tensor's", crate::shortened(name))
+            format!("the data offsets of tensor '{}' do not follow the previous tensor's", crate::error::shortened(name))
         }
         (SafeTensorError::TensorInvalidInfo, _) => "a tensor's data offsets disagree with its shape and dtype".into(),
         _ => e.to_string(),

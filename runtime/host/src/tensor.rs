@@ -9,8 +9,8 @@
 
 use half::{bf16, f16};
 
-use crate::DType;
-use crate::HostError;
+use crate::error::HostError;
+use nax_contract::DType;
 
 /// The elements of a tensor, row-major and contiguous, one variant per
 /// [`DType`].

@@ -6,10 +6,10 @@
 //! strides reach lies inside the slice it borrows (checked with overflow
 //! checks), so nothing reads out of bounds whatever the caller passes.
 
-use crate::DType;
-use crate::HostError;
+use crate::error::HostError;
 use crate::tensor::{HostTensor, TensorData, check_names, element_count};
 use half::{bf16, f16};
+use nax_contract::DType;
 use std::marker::PhantomData;
 
 mod sealed {
@@ -70,7 +70,7 @@ unsafe impl Sync for TensorView<'_> {}
 
 /// The row-major strides of a shape, in elements, as a view's steps.
 pub fn row_major_steps(shape: &[usize]) -> Vec<isize> {
-    crate::row_major_strides(shape).into_iter().map(|s| s as isize).collect()
+    crate::tensor::row_major_strides(shape).into_iter().map(|s| s as isize).collect()
 }
 
 /// The lowest and highest element offsets a shape and strides reach from

@@ -27,28 +27,9 @@
 //! cannot broadcast: [`NamedError::LabelsBroadcast`]).
 
 use std::collections::HashMap;
-use std::fmt;
 
-use crate::NamedError;
-use crate::NamedTensor;
-
-/// One operand of a binary op, as errors name it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Operand {
-    /// The left operand (`self` of [`NamedTensor::binary`]).
-    Left,
-    /// The right operand.
-    Right,
-}
-
-impl fmt::Display for Operand {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Operand::Left => "left",
-            Operand::Right => "right",
-        })
-    }
-}
+use crate::error::{NamedError, Operand};
+use crate::named_tensor::NamedTensor;
 
 /// Where one operand's axes lie on the result's.
 #[derive(Debug, PartialEq)]

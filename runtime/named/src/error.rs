@@ -1,10 +1,29 @@
 //! The errors of eager named-tensor operations: coordinate labels that do
 //! not fit their axes, operands whose axes cannot be paired or do not
-//! broadcast, and what torch refuses too; a failure of the runtime
-//! underneath (memory, a size past the machine's) as itself.
+//! broadcast, and what torch refuses too; a failure of the host data
+//! underneath (memory, a size past the machine's) as itself. Also the
+//! operand (left or right) a message is about.
 
-use crate::Operand;
 use nax_host::{HostError, shortened, shown_names};
+use std::fmt;
+
+/// One operand of a binary op, as errors name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operand {
+    /// The left operand (`self` of `NamedTensor::binary`).
+    Left,
+    /// The right operand.
+    Right,
+}
+
+impl fmt::Display for Operand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Operand::Left => "left",
+            Operand::Right => "right",
+        })
+    }
+}
 
 /// Why an eager named-tensor operation failed. The `Display` text is a
 /// complete sentence fragment meant for users, naming the operands and

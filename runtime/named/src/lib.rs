@@ -22,8 +22,8 @@ mod pointwise;
 #[cfg(test)]
 mod reference_tests;
 
-pub use alignment::Operand;
 pub use error::NamedError;
+pub use error::Operand;
 pub use named_tensor::NamedTensor;
 pub use nax_host::{DType, HostTensor};
 pub use pointwise::BinaryOp;

@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 
-use crate::NamedError;
+use crate::error::NamedError;
 use nax_host::DType;
 use nax_host::HostTensor;
 

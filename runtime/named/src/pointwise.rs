@@ -13,10 +13,10 @@ use std::ops::{Add, Div, Mul, Sub};
 use half::{bf16, f16};
 use rayon::prelude::*;
 
-use crate::NamedError;
-use crate::NamedTensor;
 use crate::alignment::align;
 use crate::element::Arithmetic;
+use crate::error::NamedError;
+use crate::named_tensor::NamedTensor;
 use nax_host::DType;
 use nax_host::Element;
 use nax_host::strided::{Geometry, pointwise};
@@ -445,7 +445,7 @@ mod tests {
         assert!(msg.starts_with("axis 1 of the left operand is unnamed"), "{msg}");
         assert!(msg.contains("left [x _], right [x y]"), "{msg}");
         let e = iota(&[3], "y").add(&iota(&[2, 3], "y _")).unwrap_err();
-        assert!(matches!(&e, NamedError::UnnamedAfterNamedOperand { side: crate::Operand::Right, position: 1, .. }), "{e}");
+        assert!(matches!(&e, NamedError::UnnamedAfterNamedOperand { side: crate::error::Operand::Right, position: 1, .. }), "{e}");
         assert!(e.to_string().contains("axis 1 of the right operand"), "{e}");
         let e = iota(&[2], "x").add(&iota(&[3], "x")).unwrap_err();
         assert_eq!(

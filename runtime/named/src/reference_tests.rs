@@ -14,7 +14,9 @@
 
 use proptest::prelude::*;
 
-use crate::{BinaryOp, NamedError, NamedTensor};
+use crate::error::NamedError;
+use crate::named_tensor::NamedTensor;
+use crate::pointwise::BinaryOp;
 use nax_host::{DType, HostTensor};
 
 /// The kinds of error the reference tells apart.

@@ -22,10 +22,10 @@ use crate::call::CheckedCall;
 use crate::driver::{Execute, Sizes, out_of_range, read_data};
 use crate::error::RuntimeError;
 use crate::memory::Peak;
-use crate::plan::BufferKind;
 use crate::threads::ThreadPool;
-use crate::{Scalar, Signature};
 use cudarc::driver::{CudaContext, CudaFunction as Entry, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg, sys};
+use nax_contract::plan::BufferKind;
+use nax_contract::{Scalar, Signature};
 use nax_host::HostError;
 use nax_host::HostTensor;
 use nax_host::{TensorMut, TensorView};
@@ -125,7 +125,7 @@ impl CudaFunction {
                 (None, Some(_)) => Some(&scalars[*i][..]),
                 (None, None) => return Err(RuntimeError::Internal(format!("no argument {i}"))),
             },
-            BufferKind::Weight(name) => Some(bytes_of(&call.weight(name).ok_or_else(|| crate::CallError::MissingWeight(name.clone()))?)?),
+            BufferKind::Weight(name) => Some(bytes_of(&call.weight(name).ok_or_else(|| crate::error::CallError::MissingWeight(name.clone()))?)?),
             _ => None,
         })
     }

@@ -20,8 +20,8 @@ mod device;
 #[cfg(feature = "cuda")]
 pub use device::CudaFunction;
 
-use crate::RuntimeError;
-use crate::plan::{BufferKind, NativePlan, SizeRef, Strategy};
+use crate::error::RuntimeError;
+use nax_contract::plan::{BufferKind, NativePlan, SizeRef, Strategy};
 use serde::{Deserialize, Serialize};
 use std::ffi::{CStr, CString};
 
@@ -130,8 +130,8 @@ impl CudaPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DType;
-    use crate::plan::{BufferPlan, KernelPlan, Nest};
+    use nax_contract::DType;
+    use nax_contract::plan::{BufferPlan, KernelPlan, Nest};
 
     #[test]
     fn a_missing_driver_is_an_error_that_says_so() {
@@ -150,7 +150,7 @@ mod tests {
         let nest = Nest { loops: 2, parallel, flat, grain: 1 };
         CudaPlan {
             plan: NativePlan {
-                slots: vec![crate::SymId(0)],
+                slots: vec![nax_contract::SymId(0)],
                 buffers: vec![buffer(BufferKind::Input(0)), buffer(BufferKind::Temporary)],
                 kernels: vec![KernelPlan { output: 1, loops: shape.clone(), strategy: Strategy::Nest(nest), checks: vec![], footprint: vec![] }],
                 microkernels: vec![],
