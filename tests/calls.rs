@@ -54,6 +54,15 @@ pub(crate) fn cases() -> Vec<Case> {
             "def tile(x: [n], k: int) -> [t] {\n    y = repeat(x, n -> (r n), r=k)\n    return y as [t]\n}\ndef g(v: [m], j: int) -> [t] { return tile(v, j + 1) }\n",
             vec![("m", 5)],
         ),
+        Case {
+            ints: vec![("j", 3)],
+            ..call_case(
+                "keyword_sizes_of_int_expressions",
+                "def heads(x: [b e], k: int) -> [b h d] { return rearrange(x, b (h d) -> b h d, h=2*k) }\ndef widen(x: [b h d], k: int) -> [b h d r] { return repeat(x, b h d -> b h d r, r=k+1-1+2*1) }\ndef g(z: [m w], j: int) -> [m h d r] { return widen(heads(z, j), j) }\n",
+                // `k` is the callees' size from their `int` parameter, `j` at the call.
+                vec![("m", 3), ("w", 12), ("k", 3)],
+            )
+        },
         call_case(
             "keyword_size_used_by_the_caller",
             "def rep(x: [n], k: int) -> [n r] { return repeat(x, n -> n r, r=k) }\ndef g(v: [m], j: int) -> [m r] {\n    y = rep(v, j)\n    return y + float(arange(r))\n}\n",

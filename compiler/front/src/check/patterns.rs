@@ -14,7 +14,7 @@ use super::types::{Axis, DType, Kind, TensorType, Type, describe_axes};
 use super::{FnChecker, entry_text};
 use crate::checked::{Elem, PatternOp, Reduction, ResolvedPattern, TExpr, TExprKind};
 use crate::diagnostics::{Code, Diagnostic, Span};
-use crate::syntax::ast::{self, AxisEntry, ExprKind, HostType, PatternSide};
+use crate::syntax::ast::{self, AxisEntry, BinaryOp, ExprKind, HostType, PatternSide, UnaryOp};
 
 /// The most results `split` may give.
 pub const MAX_SPLIT: u64 = 256;
@@ -384,7 +384,7 @@ impl FnChecker<'_> {
                 for a in &out_axes {
                     count_out = self.checked_mul(count_out, a.size, span, "the output's element count")?;
                 }
-                if !self.syms.unify(count_in, count_out) {
+                if self.syms.differ_by_a_factor(count_in, count_out) || !self.syms.unify(count_in, count_out) {
                     let t = &tensors[0];
                     let msg = if let Some((k, _)) = split {
                         format!(
@@ -559,6 +559,24 @@ impl FnChecker<'_> {
                 ellipses.clear();
             }
         }
+        // A name written on a side that `...` also stands for there would
+        // be two axes of one name (`b ... -> D b ...` on `[b 3 D]`).
+        for (side, original) in expanded.inputs.iter().chain([&expanded.output]).zip(pattern.inputs.iter().chain([&pattern.output])) {
+            let names = side_names(side);
+            let written = side_names(original);
+            if let Some(twice) = written.iter().find(|w| names.iter().filter(|n| n.name == w.name).count() > 1) {
+                let span = original.ellipses.first().map(|e| e.1).or_else(|| grouped_ellipsis(original)).unwrap_or(twice.span);
+                self.report(
+                    malformed(
+                        twice.span,
+                        format!("'{}' appears twice on one side of the pattern: written, and among the axes `...` stands for", twice.name),
+                        "a repeated name",
+                    )
+                    .label(span, "`...` stands for an axis of this name too"),
+                );
+                return None;
+            }
+        }
         Some(expanded)
     }
 
@@ -688,42 +706,30 @@ impl FnChecker<'_> {
                 return None;
             }
             let value = self.expr(&k.value);
-            let size = match (&value.kind, &value.ty) {
-                (_, Type::Error) => return None,
-                (TExprKind::Int(n), _) if *n > MAX_SIZE => {
+            if value.ty.is_error() {
+                return None;
+            }
+            let size = match self.keyword_value(&value, Some(name)) {
+                Ok(Size::Const(n)) if n > MAX_SIZE => {
                     self.report(
                         Diagnostic::new(Code::E0401, k.value.span, format!("the size `{name}` = {n} is larger than {MAX_SIZE}, the largest size"))
                             .primary("not a valid size"),
                     );
                     return None;
                 }
-                (TExprKind::Int(n), _) if *n > 0 => Size::Const(*n),
-                (TExprKind::SizeValue(s), _) => *s,
-                (TExprKind::Int(_), _) => {
+                Ok(Size::Const(0)) => {
                     self.report(
                         Diagnostic::new(Code::E0406, k.value.span, format!("the size `{name}` must be a positive integer, not 0"))
                             .primary("not a positive size"),
                     );
                     return None;
                 }
-                (kind, Type::Host(HostType::Int, _)) => {
-                    let sym = self.syms.fresh(name, k.value.span);
-                    // A host int parameter gives the size at the call boundary.
-                    if let TExprKind::Local(i) = kind
-                        && *i < self.params
-                    {
-                        self.size_arguments.push((Size::Sym(sym), *i));
-                    }
-                    Size::Sym(sym)
-                }
-                _ => {
+                Ok(size) => size,
+                Err(what) => {
                     self.report(
-                        Diagnostic::new(
-                            Code::E0406,
-                            k.value.span,
-                            format!("the size `{name}` must be a positive integer, not {}", value.ty.display(&self.syms)),
-                        )
-                        .primary("not a size"),
+                        Diagnostic::new(Code::E0406, k.value.span, format!("the size `{name}` must be a positive integer, not {what}"))
+                            .primary("not a size")
+                            .note("a keyword size is an integer, a size name, an `int` parameter, or `+`, `-` and `*` of those"),
                     );
                     return None;
                 }
@@ -731,6 +737,47 @@ impl FnChecker<'_> {
             out.push((name.clone(), size));
         }
         Some(out)
+    }
+
+    /// The size a keyword's value gives: an integer, a size name, an `int`
+    /// parameter (its value at the call), or `+`, `-`, `*` of those (a
+    /// size derived from them, checked at the call where a parameter is in
+    /// it). Else what the value is, for the message: a negative constant,
+    /// a float, a value computed from something else.
+    fn keyword_value(&mut self, value: &TExpr, name: Option<&str>) -> Result<Size, String> {
+        let span = value.span;
+        match (&value.kind, &value.ty) {
+            (TExprKind::Int(n), _) => Ok(Size::Const(*n)),
+            (TExprKind::SizeValue(s), _) => Ok(*s),
+            (TExprKind::Local(i), Type::Host(HostType::Int, _)) if *i < self.params => {
+                // A host int parameter gives the size at the call boundary,
+                // named after the keyword where it is the whole value.
+                let named = name.map_or_else(|| self.bindings[*i].name.clone(), str::to_string);
+                let sym = Size::Sym(self.syms.fresh(&named, span));
+                self.size_arguments.push((sym, *i));
+                Ok(sym)
+            }
+            (TExprKind::Unary(UnaryOp::Neg, operand), _) => match self.keyword_value(operand, None)? {
+                Size::Const(0) => Ok(Size::Const(0)),
+                Size::Const(n) => Err(format!("-{n}")),
+                _ => Err("a negated size".into()),
+            },
+            (TExprKind::Binary { op: op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), lhs, rhs, .. }, Type::Host(HostType::Int, _)) => {
+                let (a, b) = (self.keyword_value(lhs, None)?, self.keyword_value(rhs, None)?);
+                let size = match op {
+                    BinaryOp::Mul => self.syms.mul(a, b, span),
+                    _ => self.syms.add_sub(a, b, *op == BinaryOp::Sub, span),
+                };
+                size.ok_or_else(|| match (self.syms.constant(a), self.syms.constant(b)) {
+                    (Some(x), Some(y)) if *op == BinaryOp::Sub && y > x => format!("{}", x as i128 - y as i128),
+                    _ => format!("`{}`, past the largest size", self.syms.display(a)),
+                })
+            }
+            (_, ty) => Err(match ty {
+                Type::Host(HostType::Int, _) => "a value computed at run time from something other than sizes and `int` parameters".into(),
+                ty => ty.display(&self.syms).to_string(),
+            }),
+        }
     }
 
     /// Binds one input entry to the operand axis it stands for.

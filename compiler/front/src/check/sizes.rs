@@ -30,6 +30,9 @@ pub struct SymData {
     value: Option<u64>,
 }
 
+/// How deep a product of products [`Symbols::differ_by_a_factor`] looks.
+const MONOMIAL_DEPTH: u32 = 64;
+
 /// The symbols of one function (module dims first, then the function's own).
 #[derive(Clone, Debug, Default)]
 pub struct Symbols {
@@ -193,6 +196,37 @@ impl Symbols {
         match self.resolve(size) {
             Size::Const(v) => v.to_string(),
             Size::Sym(SymId(id)) => self.syms[id as usize].name.clone(),
+        }
+    }
+
+    /// Whether two sizes differ at every call where neither is 0: both are
+    /// a constant times the same product of symbols, with different
+    /// constants (`b*2*d` and `b*d`). Sizes that only the call can compare
+    /// (`b*2*d` and `b*e`) do not.
+    pub fn differ_by_a_factor(&self, a: Size, b: Size) -> bool {
+        match (self.monomial(a, MONOMIAL_DEPTH), self.monomial(b, MONOMIAL_DEPTH)) {
+            (Some((x, xs)), Some((y, ys))) => x != y && xs == ys && !xs.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// A size as a constant times the sorted classes of the symbols it is a
+    /// product of (a symbol defined otherwise, as a quotient or a sum,
+    /// counts as one factor); `None` past `depth` products or an overflow.
+    fn monomial(&self, size: Size, depth: u32) -> Option<(u64, Vec<u32>)> {
+        match self.resolve(size) {
+            Size::Const(c) => Some((c, Vec::new())),
+            Size::Sym(SymId(root)) => match self.syms[root as usize].def {
+                SymDef::Mul(a, b) => {
+                    let depth = depth.checked_sub(1)?;
+                    let (x, mut factors) = self.monomial(a, depth)?;
+                    let (y, more) = self.monomial(b, depth)?;
+                    factors.extend(more);
+                    factors.sort_unstable();
+                    Some((x.checked_mul(y)?, factors))
+                }
+                _ => Some((1, vec![root])),
+            },
         }
     }
 
