@@ -437,7 +437,7 @@ fn only_the_machine_description_detects_the_cpu() {
 
 /// After the lowering, no stage links the checker: the IR, the optimizer,
 /// kernel formation and every code generator work from the IR's own types
-/// and the runtime's size table. The PyTorch emitter, an oracle, writes
+/// and the contract's size table. The PyTorch emitter, an oracle, writes
 /// from the checked program (ARCHITECTURE.md says why), and is the one
 /// back end that does.
 #[test]
@@ -456,6 +456,26 @@ fn the_stages_after_the_lowering_do_not_link_the_checker() {
     }
     let back_ends = std::fs::read_dir(crate::support::root().join("compiler/back")).unwrap().count();
     assert_eq!(back_ends, 6, "a new back end: list it above, or say why it reads the checked program");
+}
+
+/// The stages that only transform programs (the checker, the lowering,
+/// the IR, the optimizer, kernel formation) link the contract, not the
+/// runtime: they describe what runs, and share its vocabulary (dtypes,
+/// sizes, signatures, the plan's format) from below both.
+#[test]
+fn the_stages_before_code_generation_link_the_contract_not_the_runtime() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    for stage in ["nax-values", "nax-front", "nax-lower", "nax-ir", "nax-passes", "nax-kernel"] {
+        let out = std::process::Command::new(&cargo)
+            .args(["tree", "-p", stage, "-e", "normal,build", "--prefix", "none", "--offline"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("run cargo tree");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let tree = String::from_utf8_lossy(&out.stdout);
+        assert!(tree.lines().any(|l| l.starts_with("nax-contract ")), "{stage} does not link the contract:\n{tree}");
+        assert!(!tree.lines().any(|l| l.starts_with("nax-runtime ") || l.starts_with("nax-host ")), "{stage} links the runtime:\n{tree}");
+    }
 }
 
 #[test]

@@ -23,7 +23,7 @@
 //! every form, so that
 //! `w * h * c` and `30` are one size when the program said so.
 
-use nax_runtime::{Size, SizeTable, SymDef, SymId};
+use nax_contract::{Size, SizeTable, SymDef, SymId};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 
@@ -339,7 +339,7 @@ fn solve_for_an_atom(a: &Normal, b: &Normal, nonzero: &[Atom]) -> Option<(Atom, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nax_runtime::Symbol;
+    use nax_contract::Symbol;
 
     fn symbol(name: &str, def: SymDef, class: u32) -> Symbol {
         Symbol { name: name.into(), def, class: SymId(class), value: None }

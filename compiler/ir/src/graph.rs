@@ -6,10 +6,10 @@
 //! (reshapes that keep row-major order), selections, reductions and
 //! contractions are nodes of their own.
 
+use nax_contract::HostType;
+use nax_contract::{DType, SizeTable};
 use nax_ops::{AlongAxis, Constructor, Elementwise, Reduction};
 use nax_ops::{BinaryOp, UnaryOp};
-use nax_runtime::HostType;
-use nax_runtime::{DType, SizeTable};
 use nax_values::{Range, TensorType};
 use petgraph::graph::{DiGraph, NodeIndex};
 
@@ -59,14 +59,14 @@ pub enum Op {
     },
     Literal(Literal),
     /// A size used as an `int` host scalar.
-    SizeValue(nax_runtime::Size),
+    SizeValue(nax_contract::Size),
     /// Elementwise: operand k's axis j reads result axis `maps[k][j]`; result
     /// axes an operand does not map are broadcast (stride 0). The operation
     /// computes in `compute` (the promoted operand dtype) and gives the node's dtype.
     Map {
         func: MapFn,
         maps: Vec<Vec<usize>>,
-        compute: nax_runtime::DType,
+        compute: nax_contract::DType,
     },
     /// A contraction (einsum, `@`): each operand axis has a label; labels not
     /// in `output` are summed over.
@@ -106,7 +106,7 @@ pub enum Op {
     /// node's type says), the other axes unchanged.
     Slice {
         axis: usize,
-        start: nax_runtime::Size,
+        start: nax_contract::Size,
         step: u64,
     },
     /// The operands, whose axes are in the result's order, joined along `axis`.
@@ -165,7 +165,7 @@ pub struct Graph {
     /// The sizes every type refers to, with the call-boundary checks.
     pub symbols: SizeTable,
     /// Sizes given by host int parameters: the size and the input's index.
-    pub size_arguments: Vec<(nax_runtime::Size, usize)>,
+    pub size_arguments: Vec<(nax_contract::Size, usize)>,
 }
 
 impl Graph {
@@ -248,8 +248,8 @@ impl Graph {
 pub fn value_dtype(ty: &Type) -> DType {
     match ty {
         Type::Tensor(t) => t.dtype,
-        Type::Host(nax_runtime::HostType::Float, _) => DType::F64,
-        Type::Host(nax_runtime::HostType::Int, _) => DType::I64,
-        Type::Host(nax_runtime::HostType::Bool, _) => DType::Bool,
+        Type::Host(nax_contract::HostType::Float, _) => DType::F64,
+        Type::Host(nax_contract::HostType::Int, _) => DType::I64,
+        Type::Host(nax_contract::HostType::Bool, _) => DType::Bool,
     }
 }

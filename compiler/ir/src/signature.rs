@@ -1,4 +1,4 @@
-//! A graph's signature as the runtime sees it ([`nax_runtime::Signature`]):
+//! A graph's signature as the runtime sees it ([`nax_contract::Signature`]):
 //! parameters with their types and defaults, the weights the function
 //! reads, its results, every other value's type (for the memory check) and
 //! the size table the call-boundary check solves.
@@ -6,7 +6,7 @@
 use crate::graph::Type;
 use crate::graph::value_dtype;
 use crate::graph::{Graph, Op};
-use nax_runtime::{AxisSpec, Param, ParamType, ResultSpec, Scalar, Signature, TensorSpec, WeightSpec};
+use nax_contract::{AxisSpec, Param, ParamType, ResultSpec, Scalar, Signature, TensorSpec, WeightSpec};
 use std::collections::HashSet;
 
 /// A value's type as a tensor type (a host scalar is rank 0, in the dtype

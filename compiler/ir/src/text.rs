@@ -14,12 +14,12 @@
 
 use crate::graph::Type;
 use crate::graph::{Graph, Literal, MapFn, Node, Op, Output};
+use nax_contract::DType;
+use nax_contract::HostType;
+use nax_contract::{Size, SymDef, SymId};
+use nax_contract::{SizeTable, Symbol};
 use nax_ops::{AlongAxis, Constructor, Elementwise, Reduction};
 use nax_ops::{BinaryOp, UnaryOp};
-use nax_runtime::DType;
-use nax_runtime::HostType;
-use nax_runtime::{Size, SymDef, SymId};
-use nax_runtime::{SizeTable, Symbol};
 use nax_values::{Axis, Kind, Range, TensorType};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::fmt::Write;

@@ -7,7 +7,7 @@
 use crate::algebra::Algebra;
 use crate::graph::Type;
 use crate::graph::{Graph, Op};
-use nax_runtime::Size;
+use nax_contract::Size;
 use nax_values::TensorType;
 use petgraph::graph::NodeIndex;
 
@@ -234,7 +234,7 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Prob
             let gathered = if scatter { sizes(ty(0)) } else { out.clone() };
             let index_dtype = match ty(1) {
                 Type::Tensor(t) => t.dtype,
-                Type::Host(..) => nax_runtime::DType::I64,
+                Type::Host(..) => nax_contract::DType::I64,
             };
             if *axis >= s.len() || !index_dtype.is_int() {
                 return Err(wrong("a gather's (or scatter's) axis or indices are wrong".into()));

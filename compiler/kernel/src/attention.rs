@@ -9,10 +9,10 @@
 
 use crate::kernel::{AttentionLoops, Body, Buffer, BufferKind, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule};
 use crate::rows::{Readers, remove_kernels};
+use nax_contract::DType;
 use nax_ir::{Literal, MapFn};
 use nax_ops::UnaryOp;
 use nax_ops::{AlongAxis, Elementwise, Reduction};
-use nax_runtime::DType;
 use std::collections::HashSet;
 
 /// The tiles: 64 queries by 64 keys. A tile's scores (16 KiB of f32) and

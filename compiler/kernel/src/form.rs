@@ -10,12 +10,12 @@
 
 use crate::ProductKernel;
 use crate::kernel::{Body, Buffer, BufferKind, Expr, Index, IndexCheck, Kernel, Loop, Program, Role, Schedule, Transpose, constructor_value};
+use nax_contract::DType;
 use nax_contract::Machine;
+use nax_contract::Size;
 use nax_ir::Type;
 use nax_ir::{Graph, MapFn, Op};
 use nax_ops::{AlongAxis, Reduction};
-use nax_runtime::DType;
-use nax_runtime::Size;
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 
@@ -270,7 +270,7 @@ pub fn form(g: &Graph, machine: &Machine, options: FormOptions) -> Result<Progra
     }
     f.p.drop_unused_buffers();
     if options.check_bounds {
-        let words = Size::Const((nax_runtime::plan::FAULT_WORDS + f.p.buffers.len() + 1) as u64);
+        let words = Size::Const((nax_contract::plan::FAULT_WORDS + f.p.buffers.len() + 1) as u64);
         f.p.buffers.push(Buffer { dtype: DType::I64, shape: vec![words], kind: BufferKind::Fault });
     }
     // One microkernel per dtype of the products, in the order kernels first use them.
@@ -827,7 +827,7 @@ impl Former<'_> {
         let [Expr::Load { buffer: a, index: ia }, Expr::Load { buffer: b, index: ib }] = args.as_slice() else { return None };
         let rank = self.p.buffers[out].shape.len();
         if self.machine.gpu()
-            || nax_runtime::plan::Microkernel::compute_dtype(dtype).is_none()
+            || nax_contract::plan::Microkernel::compute_dtype(dtype).is_none()
             || *compute != dtype
             || self.p.buffers[*a].dtype != dtype
             || self.p.buffers[*b].dtype != dtype

@@ -6,11 +6,11 @@
 //! a broadcast). Loop structure is decided here, once; LLVM, Cranelift, MLIR
 //! and CUDA lower from it without re-deriving it.
 
+use nax_contract::DType;
+use nax_contract::Size;
+use nax_contract::SizeTable;
 use nax_ir::{Literal, MapFn};
 use nax_ops::{AlongAxis, Constructor, Reduction};
-use nax_runtime::DType;
-use nax_runtime::Size;
-use nax_runtime::SizeTable;
 
 pub use crate::product_kernel::ProductKernel;
 
@@ -22,7 +22,7 @@ pub struct Buffer {
     pub kind: BufferKind,
 }
 
-pub use nax_runtime::plan::{BufferKind, Index};
+pub use nax_contract::plan::{BufferKind, Index};
 
 /// How a loop runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -586,7 +586,7 @@ impl Program {
     /// floats), f32 for attention.
     pub fn product_dtype(&self, k: &Kernel) -> Option<DType> {
         match (&k.schedule.gemm, &k.schedule.attention) {
-            (Some(_), _) => nax_runtime::plan::Microkernel::compute_dtype(self.buffers[k.output].dtype),
+            (Some(_), _) => nax_contract::plan::Microkernel::compute_dtype(self.buffers[k.output].dtype),
             (_, Some(_)) => Some(DType::F32),
             _ => None,
         }

@@ -6,9 +6,9 @@
 //! a quarter of the last. A GPU ([`Machine::CUDA`]) runs its contractions
 //! as loop nests, not through the CPU runtime's packed products.
 
+use nax_contract::DType;
 use nax_contract::Machine;
-use nax_runtime::DType;
-use nax_runtime::plan::{Blocking, Microkernel};
+use nax_contract::plan::{Blocking, Microkernel};
 
 /// A microkernel of a program and the blocking its products use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

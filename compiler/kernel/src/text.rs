@@ -355,8 +355,8 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                 };
                 let number = |x: u64| u32::try_from(x).map_err(|_| c.err(format!("the microkernel edge {x} is too large")));
                 p.products.push(crate::ProductKernel {
-                    micro: nax_runtime::plan::Microkernel { dtype, rows: number(rows)?, cols: number(cols)?, lanes },
-                    blocking: nax_runtime::plan::Blocking { depth, rows: block_rows, cols: block_cols },
+                    micro: nax_contract::plan::Microkernel { dtype, rows: number(rows)?, cols: number(cols)?, lanes },
+                    blocking: nax_contract::plan::Blocking { depth, rows: block_rows, cols: block_cols },
                 });
             }
             "kernel" => {

@@ -162,7 +162,7 @@ pub fn verify(p: &Program) -> Vec<Problem> {
             if all != (0..rank).collect::<Vec<_>>()
                 || *keys != rank
                 || !single_sum
-                || out.dtype != nax_runtime::DType::F32
+                || out.dtype != nax_contract::DType::F32
                 || kernel.schedule.gemm.is_some()
                 || kernel.schedule.columns.is_some()
                 || kernel.schedule.tile.is_some()
@@ -171,7 +171,7 @@ pub fn verify(p: &Program) -> Vec<Problem> {
             } else if a.scratch.iter().zip(a.scratch_shapes(&kernel.loops)).any(|(&b, shape)| {
                 p.buffers.get(b).is_none_or(|b| {
                     b.kind != crate::kernel::BufferKind::Tile
-                        || b.dtype != nax_runtime::DType::F32
+                        || b.dtype != nax_contract::DType::F32
                         || b.shape.len() != shape.len()
                         || !b.shape.iter().zip(&shape).all(|(&s, &t)| p.symbols.same(s, t))
                 })

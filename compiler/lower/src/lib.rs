@@ -1,7 +1,7 @@
 //! Lowering: from one checked function to a [`Graph`], inlining calls.
 //! This is the one stage that reads the checker's program and its mutable
 //! size table ([`Symbols`]); the graph leaves with the frozen
-//! [`nax_runtime::SizeTable`], the only size table of every later stage.
+//! [`nax_contract::SizeTable`], the only size table of every later stage.
 //!
 //! The lowering reads only the checked program: every alignment the checker
 //! chose becomes explicit here. Elementwise operands get index maps;
@@ -10,13 +10,13 @@
 //! become one contraction node with axis labels; a call's callee is lowered
 //! in place with its symbols imported into the graph's table.
 
+use nax_contract::DType;
+use nax_contract::{Size, SymDef};
 use nax_front::check::sizes::Symbols;
 use nax_front::check::types::{Axis, Kind, TensorType, Type as Checked, arith_dtype};
 use nax_front::checked::{CheckedFn, CheckedModule, Elem, GradTarget, IndexEntry, PatternOp, ResolvedPattern, TExpr, TExprKind, TStmt};
 use nax_ir::{Graph, Literal, MapFn, Op, Output, Type, value_dtype};
 use nax_ops::{BinaryOp, UnaryOp};
-use nax_runtime::DType;
-use nax_runtime::{Size, SymDef};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::HashMap;
 
@@ -735,12 +735,12 @@ impl Lowerer<'_> {
                     continue;
                 }
                 // where(i < 0, i + n, i), then a gather of that one index.
-                let int = Type::Host(nax_runtime::HostType::Int, None);
+                let int = Type::Host(nax_contract::HostType::Int, None);
                 let scalar = |l: &mut Self, op: Op, xs: &[NodeIndex]| l.g.add(op, int.clone(), xs);
                 let zero = scalar(self, Op::Literal(Literal::Int(0)), &[]);
                 let count = scalar(self, Op::SizeValue(size), &[]);
                 let map_of = |func, k: usize| Op::Map { func, maps: vec![Vec::new(); k], compute: DType::I64 };
-                let negative = self.g.add(map_of(MapFn::Binary(BinaryOp::Lt), 2), Type::Host(nax_runtime::HostType::Bool, None), &[value, zero]);
+                let negative = self.g.add(map_of(MapFn::Binary(BinaryOp::Lt), 2), Type::Host(nax_contract::HostType::Bool, None), &[value, zero]);
                 let wrapped = scalar(self, map_of(MapFn::Binary(BinaryOp::Add), 2), &[value, count]);
                 let index = scalar(self, map_of(MapFn::Builtin(nax_ops::Elementwise::Where), 3), &[negative, wrapped, value]);
                 let base = tensor(self.ty(x)).cloned().ok_or_else(|| internal("indexing of a host scalar"))?;

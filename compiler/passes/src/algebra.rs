@@ -7,11 +7,11 @@
 
 use crate::language::{EG, ENode, RuleError, Types, add, as_type, node_type, nodes_of, plain, rule, tensor_of, type_of};
 use egg::{Id, Rewrite};
+use nax_contract::DType;
 use nax_ir::Type;
 use nax_ir::{MapFn, Op};
 use nax_ops::BinaryOp;
 use nax_ops::{AlongAxis, Elementwise};
-use nax_runtime::DType;
 
 /// The operand of a one-operand map that reads it element for element (no broadcast).
 fn plain_operand(eg: &EG, node: &ENode, maps: &[Vec<usize>]) -> Option<Id> {

@@ -7,11 +7,11 @@
 
 use crate::language::{EG, ENode, RuleError, Types, absorb_operands, add, as_type, is_identity, node_type, rule, tensor_of, unary_nodes, with_axes};
 use egg::{Id, Rewrite};
+use nax_contract::HostType;
 use nax_ir::Type;
 use nax_ir::{Literal, MapFn, Op};
 use nax_ops::BinaryOp;
 use nax_ops::Reduction;
-use nax_runtime::HostType;
 use nax_values::Range;
 
 fn is_expand(op: &Op) -> bool {

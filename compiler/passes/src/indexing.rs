@@ -12,8 +12,8 @@
 use crate::language::{EG, ENode, RuleError, Types, add, node_type, nodes_of, rule, tensor_of, type_of, unary_nodes, with_axes};
 use crate::permute::{permutation, reduction_through, then_permute};
 use egg::{Id, Rewrite};
+use nax_contract::Size;
 use nax_ir::{Op, Type};
-use nax_runtime::Size;
 use nax_values::TensorType;
 
 /// `t` with axis `axis` resized to `size`.

@@ -15,10 +15,10 @@
 //! matching e-node to the classes equal to it.
 
 use egg::{Analysis, Applier, CostFunction, DidMerge, EGraph, Id, Language, PatternAst, RecExpr, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
+use nax_contract::Size;
+use nax_contract::SizeTable;
 use nax_ir::Type;
 use nax_ir::{Graph, Op};
-use nax_runtime::Size;
-use nax_runtime::SizeTable;
 use nax_values::Range;
 use nax_values::{Kind, TensorType};
 use petgraph::graph::NodeIndex;
@@ -479,7 +479,7 @@ pub fn to_graph(g: &Graph, expr: &RecExpr<ENode>, roots: &[Id], types: &Types) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nax_runtime::DType;
+    use nax_contract::DType;
     use nax_values::Axis;
 
     fn tensor(dtype: DType, sizes: &[u64]) -> Type {

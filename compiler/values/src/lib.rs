@@ -2,12 +2,12 @@
 //! ([`TensorType`]: dtype, [`Kind`], [`Axis`]es with names and sizes, and
 //! its value [`Range`]). The checker computes them; the IR, the optimizer,
 //! kernel formation and the back ends read them, without linking the
-//! checker. Sizes are the runtime's ([`nax_runtime::Size`]), resolved by a
+//! checker. Sizes are the runtime's ([`nax_contract::Size`]), resolved by a
 //! function's size table.
 
 pub mod range;
 
-pub use nax_runtime::{DType, Size};
+pub use nax_contract::{DType, Size};
 pub use range::Range;
 
 /// What the numbers mean: plain values, or scores over a named axis.

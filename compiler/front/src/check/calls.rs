@@ -189,9 +189,15 @@ impl FnChecker<'_> {
                         );
                         return None;
                     }
+                    // A distribution's axis binds to the parameter's: a Prob(n)
+                    // argument whose `n` binds to `r` is no Prob(c) parameter.
+                    let same_axis = match (p.kind.domain(), a.kind.domain()) {
+                        (Some(pd), Some(ad)) => p.axis_position(pd).is_some() && p.axis_position(pd) == a.axis_position(ad),
+                        _ => true,
+                    };
                     let kind_ok = match (&p.kind, &a.kind) {
                         (Kind::Plain, _) | (Kind::Logit(_), Kind::Plain) => true,
-                        (pk, ak) => std::mem::discriminant(pk) == std::mem::discriminant(ak),
+                        (pk, ak) => std::mem::discriminant(pk) == std::mem::discriminant(ak) && same_axis,
                     };
                     if !kind_ok {
                         self.report(
@@ -205,7 +211,7 @@ impl FnChecker<'_> {
                                     got.display(&self.syms)
                                 ),
                             )
-                            .primary("a different kind")
+                            .primary(if same_axis { "a different kind" } else { "a distribution over another axis" })
                             .label(param.span, "parameter declared here"),
                         );
                         return None;

@@ -10,13 +10,13 @@
 //! derived symbol (checking that divisions are exact) and checks each class's
 //! members agree, so bad inputs are rejected before any kernel runs. The
 //! size vocabulary ([`Size`], [`SymId`], [`SymDef`]) and that check
-//! ([`nax_runtime::SizeTable::solve`]) belong to the runtime; [`Symbols::table`]
+//! ([`nax_contract::SizeTable::solve`]) belong to the runtime; [`Symbols::table`]
 //! hands it the table.
 
 use crate::diagnostics::Span;
 use std::collections::HashMap;
 
-pub use nax_runtime::{MAX_SIZE, Size, SymDef, SymId, clipped_position};
+pub use nax_contract::{MAX_SIZE, Size, SymDef, SymId, clipped_position};
 
 /// One symbol of a table.
 #[derive(Clone, Debug)]
@@ -354,15 +354,15 @@ impl Symbols {
 impl Symbols {
     /// The table the runtime checks calls with: every symbol's name,
     /// definition, class and the constant its class is known to have.
-    pub fn table(&self) -> nax_runtime::SizeTable {
+    pub fn table(&self) -> nax_contract::SizeTable {
         let symbols = (0..self.syms.len() as u32)
             .map(|i| {
                 let root = self.root(i);
                 let s = &self.syms[i as usize];
-                nax_runtime::Symbol { name: s.name.clone(), def: s.def.clone(), class: SymId(root), value: self.class_value(root) }
+                nax_contract::Symbol { name: s.name.clone(), def: s.def.clone(), class: SymId(root), value: self.class_value(root) }
             })
             .collect();
-        nax_runtime::SizeTable { symbols }
+        nax_contract::SizeTable { symbols }
     }
 }
 

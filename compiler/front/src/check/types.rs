@@ -5,7 +5,7 @@ use super::range::Range;
 use super::sizes::Symbols;
 use crate::syntax::ast::HostType;
 
-pub use nax_runtime::DType;
+pub use nax_contract::DType;
 pub use nax_values::{Axis, Kind, TensorType};
 
 /// The type of any expression.

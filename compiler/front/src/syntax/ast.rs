@@ -115,7 +115,7 @@ impl TypeRef {
 }
 
 /// The host scalar types `float`, `int` and `bool` (the runtime's vocabulary).
-pub use nax_runtime::HostType;
+pub use nax_contract::HostType;
 
 /// `KIND[AXES]`, e.g. `Prob(m)[b n m]`; `kind` is `None` for a bare `[AXES]`.
 #[derive(Clone, Debug, PartialEq)]

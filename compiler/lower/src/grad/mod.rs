@@ -21,10 +21,10 @@ mod reductions;
 mod structure;
 
 use crate::{LowerError, internal};
+use nax_contract::{DType, HostType, Size};
 use nax_front::check::sizes::Symbols;
 use nax_ir::{Graph, Literal, MapFn, Op, Type};
 use nax_ops::{BinaryOp, Constructor, Elementwise, Reduction};
-use nax_runtime::{DType, HostType, Size};
 use nax_values::{Axis, Kind, Range, TensorType};
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;

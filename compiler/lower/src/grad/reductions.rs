@@ -9,9 +9,9 @@
 
 use super::{Reverse, adjoint_type, without};
 use crate::{LowerError, internal};
+use nax_contract::HostType;
 use nax_ir::{MapFn, Op, Type};
 use nax_ops::{AlongAxis, BinaryOp, Elementwise, Reduction};
-use nax_runtime::HostType;
 use nax_values::{Axis, TensorType};
 use petgraph::graph::NodeIndex;
 
@@ -81,7 +81,7 @@ impl Reverse<'_> {
                     count = Some(match count {
                         None => size,
                         Some(c) => self.g.add(
-                            Op::Map { func: MapFn::Binary(BinaryOp::Mul), maps: vec![Vec::new(), Vec::new()], compute: nax_runtime::DType::I64 },
+                            Op::Map { func: MapFn::Binary(BinaryOp::Mul), maps: vec![Vec::new(), Vec::new()], compute: nax_contract::DType::I64 },
                             Type::Host(HostType::Int, None),
                             &[c, size],
                         ),
@@ -171,7 +171,7 @@ impl Reverse<'_> {
         let later = self.map(
             MapFn::Binary(BinaryOp::Ge),
             &[(counting, vec![0]), (counting, vec![1])],
-            &TensorType { dtype: nax_runtime::DType::I64, ..square.clone() },
+            &TensorType { dtype: nax_contract::DType::I64, ..square.clone() },
         );
         match op {
             Reduction::Sum => {
@@ -189,7 +189,7 @@ impl Reverse<'_> {
                 let same = self.map(
                     MapFn::Binary(BinaryOp::Eq),
                     &[(counting, vec![axis]), (counting, vec![rank])],
-                    &TensorType { dtype: nax_runtime::DType::I64, ..wide.clone() },
+                    &TensorType { dtype: nax_contract::DType::I64, ..wide.clone() },
                 );
                 let one = self.float(1.0);
                 let left_out = self.map(MapFn::Builtin(Elementwise::Where), &[(same, (0..=rank).collect()), (one, Vec::new()), (x, all.clone())], &wide);

@@ -9,9 +9,9 @@
 
 use super::{Reverse, adjoint_type};
 use crate::{LowerError, internal};
+use nax_contract::{HostType, Size};
 use nax_ir::{Literal, MapFn, Op, Type};
 use nax_ops::{BinaryOp, Constructor};
-use nax_runtime::{HostType, Size};
 use nax_values::{Axis, TensorType};
 use petgraph::graph::NodeIndex;
 
