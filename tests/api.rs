@@ -373,16 +373,23 @@ fn functions_and_programs_are_send_and_sync() {
     assert_eq!(handle.join().unwrap(), "tiny");
 }
 
-#[test]
-fn the_runtime_depends_on_no_compiler_crate() {
+/// `cargo tree -p PACKAGE --prefix none --offline` with `options`: one
+/// crate a line.
+fn cargo_tree(package: &str, options: &[&str]) -> String {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = std::process::Command::new(cargo)
-        .args(["tree", "-p", "nax-runtime", "-e", "normal,build", "--prefix", "none", "--offline"])
+        .args(["tree", "-p", package, "--prefix", "none", "--offline"])
+        .args(options)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run cargo tree");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let tree = String::from_utf8_lossy(&out.stdout);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_runtime_depends_on_no_compiler_crate() {
+    let tree = cargo_tree("nax-runtime", &["-e", "normal,build"]);
     assert!(tree.starts_with("nax-runtime "), "{tree}");
     // The nax crates it links are those below it: the contract (dtypes,
     // sizes, signatures, the plan's format, the machine) and the host data.
@@ -399,14 +406,7 @@ fn the_runtime_depends_on_no_compiler_crate() {
 /// directly only the front end (its diagnostics and `--types`).
 #[test]
 fn the_command_line_depends_on_the_driver_and_the_front_end_only() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = std::process::Command::new(cargo)
-        .args(["tree", "-p", "nax-cli", "-e", "normal", "--depth", "1", "--prefix", "none", "--offline"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run cargo tree");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let tree = String::from_utf8_lossy(&out.stdout);
+    let tree = cargo_tree("nax-cli", &["-e", "normal", "--depth", "1"]);
     let mut nax: Vec<&str> = tree.lines().filter(|l| l.starts_with("nax")).filter_map(|l| l.split(' ').next()).collect();
     nax.sort_unstable();
     assert_eq!(nax, ["nax", "nax-cli", "nax-front"], "{tree}");
@@ -442,15 +442,8 @@ fn only_the_machine_description_detects_the_cpu() {
 /// back end that does.
 #[test]
 fn the_stages_after_the_lowering_do_not_link_the_checker() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     for stage in ["nax-ir", "nax-passes", "nax-kernel", "nax-back-native", "nax-back-llvm", "nax-back-mlir", "nax-back-cranelift", "nax-back-interp"] {
-        let out = std::process::Command::new(&cargo)
-            .args(["tree", "-p", stage, "-e", "normal,build", "--prefix", "none", "--offline"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("run cargo tree");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let tree = String::from_utf8_lossy(&out.stdout);
+        let tree = cargo_tree(stage, &["-e", "normal,build"]);
         assert!(tree.starts_with(&format!("{stage} ")), "{tree}");
         assert!(!tree.lines().any(|l| l.starts_with("nax-front ")), "{stage} links nax-front:\n{tree}");
     }
@@ -464,15 +457,8 @@ fn the_stages_after_the_lowering_do_not_link_the_checker() {
 /// sizes, signatures, the plan's format) from below both.
 #[test]
 fn the_stages_before_code_generation_link_the_contract_not_the_runtime() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     for stage in ["nax-values", "nax-front", "nax-lower", "nax-ir", "nax-passes", "nax-kernel"] {
-        let out = std::process::Command::new(&cargo)
-            .args(["tree", "-p", stage, "-e", "normal,build", "--prefix", "none", "--offline"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("run cargo tree");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let tree = String::from_utf8_lossy(&out.stdout);
+        let tree = cargo_tree(stage, &["-e", "normal,build"]);
         assert!(tree.lines().any(|l| l.starts_with("nax-contract ")), "{stage} does not link the contract:\n{tree}");
         assert!(!tree.lines().any(|l| l.starts_with("nax-runtime ") || l.starts_with("nax-host ")), "{stage} links the runtime:\n{tree}");
     }

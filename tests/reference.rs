@@ -49,6 +49,14 @@ fn words(text: &str, is_name: impl Fn(&str) -> bool) -> Vec<String> {
     found
 }
 
+/// Fails naming every one of `names` that the book's page `page` (under
+/// `docs/src`) does not contain.
+fn assert_chapter_names(page: &str, names: &[String]) {
+    let chapter = book(page);
+    let missing: Vec<&String> = names.iter().filter(|n| !chapter.contains(n.as_str())).collect();
+    assert!(missing.is_empty(), "docs/src/{page} does not name {missing:?}");
+}
+
 /// Every numbered section of the language (`## 5. Broadcasting by name`)
 /// is a heading of the reference, by its title.
 #[test]
@@ -69,12 +77,10 @@ fn the_reference_has_a_heading_for_every_section_of_the_language() {
 /// in the book's chapter on it.
 #[test]
 fn the_abi_chapter_names_every_name_of_the_abi() {
-    let chapter = book("reference/abi.md");
     let text = contract("ABI.md").replace('.', " ");
     let names = words(&text, |w| ["NAME_", "nax_", "NAX_"].iter().any(|p| w.starts_with(p) && w.len() > p.len()));
     assert!(names.len() >= 15, "only {} names found in ABI.md: {names:?}", names.len());
-    let missing: Vec<&String> = names.iter().filter(|n| !chapter.contains(n.as_str())).collect();
-    assert!(missing.is_empty(), "docs/src/reference/abi.md does not name {missing:?}");
+    assert_chapter_names("reference/abi.md", &names);
 }
 
 /// Every name of the Python package (`nax.compile`, `nax.Tensor`, ...)
@@ -82,7 +88,6 @@ fn the_abi_chapter_names_every_name_of_the_abi() {
 /// in the book's chapter on it.
 #[test]
 fn the_python_chapter_names_every_name_of_the_package() {
-    let chapter = book("python.md");
     let text = contract("PYTHON.md");
     let mut names = words(&text, |w| w.starts_with("nax.") && w.len() > 4 && !w.ends_with("md"));
     for attribute in text
@@ -94,20 +99,17 @@ fn the_python_chapter_names_every_name_of_the_package() {
         names.push(attribute.to_string());
     }
     assert!(names.len() >= 10, "only {} names found in PYTHON.md: {names:?}", names.len());
-    let missing: Vec<&String> = names.iter().filter(|n| !chapter.contains(n.as_str())).collect();
-    assert!(missing.is_empty(), "docs/src/python.md does not name {missing:?}");
+    assert_chapter_names("python.md", &names);
 }
 
 /// Every command of the command line (`nax check`, ...) and every back end
 /// and artifact it names is in the book's chapter on it.
 #[test]
 fn the_command_line_chapter_names_every_command_and_artifact() {
-    let chapter = book("cli.md");
     let text = contract("CLI.md");
     let mut names = words(&text, |w| ["check", "run", "build", "explain"].contains(&w)).into_iter().map(|c| format!("nax {c}")).collect::<Vec<_>>();
     names.extend(["so", "obj", "llvm-ir", "mlir", "ptx", "graph", "torch", "llvm", "cranelift", "interp"].map(|w| format!("`{w}`")));
-    let missing: Vec<&String> = names.iter().filter(|n| !chapter.contains(n.as_str())).collect();
-    assert!(missing.is_empty(), "docs/src/cli.md does not name {missing:?}");
+    assert_chapter_names("cli.md", &names);
 }
 
 /// Nothing a user reads points at the contracts' folder, which a clone of
