@@ -464,6 +464,62 @@ fn the_stages_before_code_generation_link_the_contract_not_the_runtime() {
     }
 }
 
+/// Inside every crate of `runtime/`, a file imports its own crate's names
+/// from the module that defines them, never through the crate root's
+/// re-exports (an arrow back up), and the modules' imports form no circle.
+/// (`use crate::m::x` is an edge to module `m`; the test-only
+/// `test_support` is exempt.)
+#[test]
+fn the_runtime_crates_import_down_only() {
+    let root = crate::support::root();
+    for krate in ["runtime/src", "runtime/host/src", "runtime/contract/src", "runtime/named/src", "runtime/capi/src"] {
+        let src = root.join(krate);
+        let module_of = |path: &std::path::Path| {
+            let relative = path.strip_prefix(&src).expect("a file of the crate");
+            let first = relative.components().next().expect("a component").as_os_str().to_string_lossy().into_owned();
+            first.trim_end_matches(".rs").to_string()
+        };
+        let mut files = Vec::new();
+        let mut stack = vec![src.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).expect("read a folder") {
+                let path = entry.expect("an entry").path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") && path.file_name().is_some_and(|n| n != "lib.rs") {
+                    files.push(path);
+                }
+            }
+        }
+        let modules: std::collections::BTreeSet<String> = files.iter().map(|f| module_of(f)).collect();
+        let mut edges: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = std::collections::BTreeMap::new();
+        for file in &files {
+            let from = module_of(file);
+            let text = std::fs::read_to_string(file).expect("read a source file");
+            let code = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+            for (at, _) in code.match_indices("crate::") {
+                let rest = &code[at + "crate::".len()..];
+                let targets: Vec<&str> = match rest.strip_prefix('{') {
+                    Some(list) => list.split('}').next().unwrap_or_default().split(',').map(|t| t.trim().split("::").next().unwrap_or_default()).collect(),
+                    None => vec![rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or_default()],
+                };
+                for target in targets.into_iter().filter(|t| !t.is_empty() && *t != "test_support") {
+                    assert!(modules.contains(target), "{}: imports `{target}` through the crate root, not from its module", file.display());
+                    if target != from {
+                        edges.entry(from.clone()).or_default().insert(target.to_string());
+                    }
+                }
+            }
+        }
+        // No circle: repeatedly remove the modules that import no remaining one.
+        let mut left = modules.clone();
+        while let Some(leaf) = left.iter().find(|m| edges.get(*m).is_none_or(|to| to.iter().all(|t| !left.contains(t)))).cloned() {
+            left.remove(&leaf);
+        }
+        assert!(left.is_empty(), "{krate}: the modules {left:?} import each other in a circle");
+    }
+}
+
 #[test]
 fn a_call_checked_for_one_function_is_refused_by_another() {
     let p = program(&Engine::new());
