@@ -137,13 +137,15 @@ fn a_run_time_dim_is_learnt_from_a_weight_the_function_does_not_use() {
 fn what_cannot_be_emitted_is_an_error() {
     let bad = nax_front::check_source("def f(x: [n]) -> [n] { return x + y }");
     assert_eq!(emit_module(&bad.module), Err(EmitError::Unchecked { function: "f".to_string() }));
-    // A keyword size computed at run time from an expression is not recorded.
+}
+
+#[test]
+fn a_keyword_size_computed_from_an_int_parameter_is_computed_in_python() {
     let keyword = nax_front::check_source("def f(x: [b m], k: int) -> [b h d] { return rearrange(x, b (h d) -> b h d, h=k * 2) }");
     assert!(!keyword.has_errors(), "{:?}", keyword.diagnostics);
-    match emit_module(&keyword.module) {
-        Err(EmitError::Unsupported { function, what }) => assert!(function == "f" && what.contains("`h`"), "{what}"),
-        other => panic!("{other:?}"),
-    }
+    let text = emit_module(&keyword.module).expect("emits");
+    assert_line(&text, "f", "k_2 = k_ * 2");
+    assert_line(&text, "f", "d = _div(m, k_2, 'd')");
 }
 
 #[test]
