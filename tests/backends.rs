@@ -962,8 +962,9 @@ fn compare_with_torch(dir: &Path, jobs: &[TorchJob]) -> Vec<String> {
     failures
 }
 
-/// A sum over an empty axis is +0.0 on every back end (as in PyTorch), not
-/// the -0.0 that starting from negative zero gives.
+/// An index outside its axis (a gathered one, or an element's, counted from
+/// the end when negative) fails the call on every back end, the message
+/// naming the index as given.
 #[test]
 fn indices_outside_their_axis_fail_the_call_on_every_backend() {
     let source = "dim V = 4\ndim D = 3\ndef f(w: [V D], ids: Int[n], l: int) -> [n D] {\n    return take(w, ids, V) + w[V = l]\n}\n";
@@ -972,10 +973,11 @@ fn indices_outside_their_axis_fail_the_call_on_every_backend() {
     let names = |n: &[&str]| n.iter().map(|s| Some(s.to_string())).collect::<Vec<_>>();
     let w = HostTensor::from_f64(DType::F32, vec![4, 3], names(&["V", "D"]), &[0.0; 12]).unwrap();
     let ids = |v: &[f64]| HostTensor::from_f64(DType::I64, vec![v.len()], names(&["n"]), v).unwrap();
-    let cases: [(&[f64], i64, &str); 4] = [
+    let cases: [(&[f64], i64, &str); 5] = [
         (&[0.0, 3.0, 4.0], 0, "index 4 is outside axis 'V' of size 4"),
         (&[-1.0], 0, "index -1 is outside axis 'V' of size 4"),
-        (&[1.0], -5, "index -1 is outside axis 'V' of size 4"),
+        (&[1.0], -5, "index -5 is outside axis 'V' of size 4"),
+        (&[1.0], -9, "index -9 is outside axis 'V' of size 4"),
         (&[1.0], 4, "index 4 is outside axis 'V' of size 4"),
     ];
     for (backend, check_bounds) in backends() {
@@ -989,6 +991,8 @@ fn indices_outside_their_axis_fail_the_call_on_every_backend() {
     }
 }
 
+/// A sum over an empty axis is +0.0 on every back end (as in PyTorch), not
+/// the -0.0 that starting from negative zero gives.
 #[test]
 fn an_empty_sum_is_positive_zero_everywhere() {
     let source = "def f(x: [n m]) -> [n] {\n    return sum(x, m)\n}\n";

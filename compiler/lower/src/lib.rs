@@ -734,15 +734,20 @@ impl Lowerer<'_> {
                     x = self.view(Op::Select { axis: *axis, index, count: n as usize }, x, axes.clone());
                     continue;
                 }
-                // where(i < 0, i + n, i), then a gather of that one index.
+                // where(i < 0, where(i + n < 0, i, i + n), i), then a gather of that
+                // one index: an index still outside after counting from the end
+                // stays as given, so that the gather's refusal names it.
                 let int = Type::Host(nax_contract::HostType::Int, None);
                 let scalar = |l: &mut Self, op: Op, xs: &[NodeIndex]| l.g.add(op, int.clone(), xs);
                 let zero = scalar(self, Op::Literal(Literal::Int(0)), &[]);
                 let count = scalar(self, Op::SizeValue(size), &[]);
                 let map_of = |func, k: usize| Op::Map { func, maps: vec![Vec::new(); k], compute: DType::I64 };
-                let negative = self.g.add(map_of(MapFn::Binary(BinaryOp::Lt), 2), Type::Host(nax_contract::HostType::Bool, None), &[value, zero]);
+                let boolean = Type::Host(nax_contract::HostType::Bool, None);
+                let negative = self.g.add(map_of(MapFn::Binary(BinaryOp::Lt), 2), boolean.clone(), &[value, zero]);
                 let wrapped = scalar(self, map_of(MapFn::Binary(BinaryOp::Add), 2), &[value, count]);
-                let index = scalar(self, map_of(MapFn::Builtin(nax_ops::Elementwise::Where), 3), &[negative, wrapped, value]);
+                let still_outside = self.g.add(map_of(MapFn::Binary(BinaryOp::Lt), 2), boolean, &[wrapped, zero]);
+                let counted = scalar(self, map_of(MapFn::Builtin(nax_ops::Elementwise::Where), 3), &[still_outside, value, wrapped]);
+                let index = scalar(self, map_of(MapFn::Builtin(nax_ops::Elementwise::Where), 3), &[negative, counted, value]);
                 let base = tensor(self.ty(x)).cloned().ok_or_else(|| internal("indexing of a host scalar"))?;
                 let taken = Type::Tensor(TensorType { axes: axes.clone(), kind: Kind::Plain, ..base });
                 x = self.g.add(Op::Take { axis: *axis }, taken, &[x, index]);
