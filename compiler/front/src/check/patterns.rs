@@ -384,7 +384,7 @@ impl FnChecker<'_> {
                 for a in &out_axes {
                     count_out = self.checked_mul(count_out, a.size, span, "the output's element count")?;
                 }
-                if self.syms.differ_by_a_factor(count_in, count_out) || !self.syms.unify(count_in, count_out) {
+                if !self.syms.unify(count_in, count_out) {
                     let t = &tensors[0];
                     let msg = if let Some((k, _)) = split {
                         format!(

@@ -10,7 +10,7 @@
 //! derived symbol (checking that divisions are exact) and checks each class's
 //! members agree, so bad inputs are rejected before any kernel runs. The
 //! size vocabulary ([`Size`], [`SymId`], [`SymDef`]) and that check
-//! ([`nax_contract::SizeTable::solve`]) belong to the runtime; [`Symbols::table`]
+//! ([`nax_contract::SizeTable::solve`]) belong to the contract; [`Symbols::table`]
 //! hands it the table.
 
 use crate::diagnostics::Span;
@@ -203,7 +203,7 @@ impl Symbols {
     /// a constant times the same product of symbols, with different
     /// constants (`b*2*d` and `b*d`). Sizes that only the call can compare
     /// (`b*2*d` and `b*e`) do not.
-    pub fn differ_by_a_factor(&self, a: Size, b: Size) -> bool {
+    fn differ_by_a_factor(&self, a: Size, b: Size) -> bool {
         match (self.monomial(a, MONOMIAL_DEPTH), self.monomial(b, MONOMIAL_DEPTH)) {
             (Some((x, xs)), Some((y, ys))) => x != y && xs == ys && !xs.is_empty(),
             _ => false,
@@ -230,7 +230,9 @@ impl Symbols {
         }
     }
 
-    /// Requires `a == b`. Fails only when both are known constants that differ.
+    /// Requires `a == b`. Fails when both are known constants that differ,
+    /// or a constant times one product of symbols with different constants
+    /// ([`Symbols::differ_by_a_factor`]); else the call checks what is left.
     pub fn unify(&mut self, a: Size, b: Size) -> bool {
         match (self.resolve(a), self.resolve(b)) {
             (Size::Const(x), Size::Const(y)) => x == y,
@@ -239,6 +241,9 @@ impl Symbols {
                 true
             }
             (Size::Sym(SymId(x)), Size::Sym(SymId(y))) => {
+                if x != y && self.differ_by_a_factor(a, b) {
+                    return false;
+                }
                 if x != y {
                     let (keep, join) = if x < y { (x, y) } else { (y, x) };
                     self.syms[join as usize].parent = keep;
