@@ -479,18 +479,8 @@ fn the_runtime_crates_import_down_only() {
             let first = relative.components().next().expect("a component").as_os_str().to_string_lossy().into_owned();
             first.trim_end_matches(".rs").to_string()
         };
-        let mut files = Vec::new();
-        let mut stack = vec![src.clone()];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).expect("read a folder") {
-                let path = entry.expect("an entry").path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else if path.extension().is_some_and(|e| e == "rs") && path.file_name().is_some_and(|n| n != "lib.rs") {
-                    files.push(path);
-                }
-            }
-        }
+        let mut files = crate::support::files_under(&src, "rs");
+        files.retain(|f| f.file_name().is_some_and(|n| n != "lib.rs"));
         let modules: std::collections::BTreeSet<String> = files.iter().map(|f| module_of(f)).collect();
         let mut edges: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = std::collections::BTreeMap::new();
         for file in &files {

@@ -1,6 +1,6 @@
 //! The example models (`examples/`) check with no error and no warning.
 
-use crate::support::{nax_files, root};
+use crate::support::{files_under, nax_files, root};
 use nax_front::check_source;
 
 #[test]
@@ -20,7 +20,7 @@ fn examples_check_clean() {
 #[test]
 fn the_books_examples_check_as_they_say() {
     let mut checked = 0;
-    for path in crate::reference::pages(&root().join("docs/src")) {
+    for path in files_under(&root().join("docs/src"), "md") {
         let text = std::fs::read_to_string(&path).expect("read a chapter");
         for block in text.split("```nax,").skip(1) {
             let (label, rest) = block.split_once('\n').expect("a block");

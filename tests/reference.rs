@@ -3,8 +3,7 @@
 //! these fail, naming what the book lacks. The error codes and the CLI's
 //! flags are checked beside their own tests (`explain`, `cli`).
 
-use crate::support::{root, shared};
-use std::path::{Path, PathBuf};
+use crate::support::{files_under, root, shared};
 
 /// The text of a contract file of `../shared/spec`.
 fn contract(name: &str) -> String {
@@ -12,26 +11,10 @@ fn contract(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
-/// The Markdown pages under `dir`, recursively, sorted.
-pub fn pages(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
-    for entry in entries {
-        let path = entry.expect("an entry").path();
-        if path.is_dir() {
-            found.extend(pages(&path));
-        } else if path.extension().is_some_and(|e| e == "md") {
-            found.push(path);
-        }
-    }
-    found.sort();
-    found
-}
-
 /// The text of the book's pages under `docs/src/SUB` (or one page), joined.
 fn book(sub: &str) -> String {
     let path = root().join("docs/src").join(sub);
-    let files = if path.is_dir() { pages(&path) } else { vec![path] };
+    let files = if path.is_dir() { files_under(&path, "md") } else { vec![path] };
     files.iter().map(|p| std::fs::read_to_string(p).expect("read a page")).collect::<Vec<_>>().join("\n")
 }
 
@@ -117,7 +100,7 @@ fn the_command_line_chapter_names_every_command_and_artifact() {
 /// book's reference instead.
 #[test]
 fn nothing_a_user_reads_points_outside_the_repository() {
-    let mut read = pages(&root().join("docs/src"));
+    let mut read = files_under(&root().join("docs/src"), "md");
     read.push(root().join("README.md"));
     for page in read {
         let text = std::fs::read_to_string(&page).expect("read a page");

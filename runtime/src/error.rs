@@ -441,14 +441,11 @@ fn human(bytes: u128) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn names(s: &[&str]) -> Vec<Option<String>> {
-        s.iter().map(|n| (*n != "_").then(|| n.to_string())).collect()
-    }
+    use crate::test_support::names;
 
     #[test]
     fn missing_axis_message() {
-        let e = RuntimeError::MissingAxis { param: "x".into(), axis: "n".into(), tensor_names: names(&["b", "m"]) };
+        let e = RuntimeError::MissingAxis { param: "x".into(), axis: "n".into(), tensor_names: names("b m") };
         assert_eq!(e.to_string(), "parameter 'x': axis 'n' is missing from the tensor's names [b m]");
     }
 }

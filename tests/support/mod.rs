@@ -22,6 +22,23 @@ pub fn nax_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The files under `dir`, in it and every folder below, whose names end
+/// in `.EXTENSION`, sorted.
+pub fn files_under(dir: &Path, extension: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.expect("an entry").path();
+        if path.is_dir() {
+            found.extend(files_under(&path, extension));
+        } else if path.extension().is_some_and(|e| e == extension) {
+            found.push(path);
+        }
+    }
+    found.sort();
+    found
+}
+
 /// A fresh folder under the system's temporary folder for a test's files.
 pub fn tempdir() -> PathBuf {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

@@ -246,14 +246,11 @@ pub fn shortened(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn names(s: &[&str]) -> Vec<Option<String>> {
-        s.iter().map(|n| (*n != "_").then(|| n.to_string())).collect()
-    }
+    use crate::test_support::names;
 
     #[test]
     fn formats_names_and_shapes() {
-        assert_eq!(shown_names(&names(&["b", "_", "n"])), "[b _ n]");
+        assert_eq!(shown_names(&names("b _ n")), "[b _ n]");
         assert_eq!(shown_names(&[]), "[]");
         assert_eq!(fmt_shape(&[2, 3]), "[2 3]");
         assert_eq!(fmt_shape(&[]), "[]");
