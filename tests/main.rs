@@ -18,7 +18,8 @@
 //! - `grad`: gradients (LANGUAGE.md section 15) against PyTorch's autograd and f64 finite differences, on every back end;
 //! - `gpt2`: examples/gpt2 against transformers' GPT-2 (prefill, decoding step, greedy generation);
 //! - `graph`: every checked function lowers to a graph that verifies and whose text form parses back;
-//! - `reference`: the book's reference part against the contracts it restates.
+//! - `reference`: the book's reference part against the contracts it restates;
+//! - `shard`: one program over several processes (SHARDING.md), ranks as threads, on every back end.
 
 mod aot;
 mod api;
@@ -44,6 +45,7 @@ mod products;
 mod reference;
 mod robustness;
 mod run;
+mod shard;
 mod support;
 #[path = "support/variants.rs"]
 mod variants;

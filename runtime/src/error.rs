@@ -216,6 +216,12 @@ pub enum RuntimeError {
     #[error("internal error: {0}")]
     MalformedPlan(#[from] MalformedPlan),
 
+    /// A collective of a sharded function failed in the host's engine (a
+    /// rank died, the engine timed out or refused): the call ends on this
+    /// rank with the engine's message.
+    #[error("a collective failed: {0}")]
+    Collective(#[from] crate::sharded::CollectiveError),
+
     /// A plan that does not fit the code it came with, or that contradicts
     /// itself: a bug in the compiler or a damaged artifact, never the caller's data.
     #[error("internal error: {0}")]

@@ -35,6 +35,7 @@ mod gemm;
 pub mod libm;
 pub mod memory;
 mod packed;
+mod sharded;
 mod threads;
 
 pub use binding::{bind, bind_owned};
@@ -53,6 +54,7 @@ pub use nax_host::{
     shown_names, write_tensor_atomic, write_tensors_atomic,
 };
 pub use packed::{BoundWeights, PackedWeights, Weights};
+pub use sharded::{CollectiveError, Collectives, Group, ShardedFunction, ShardedResult, rank_weights};
 pub use threads::{MAX_THREADS, ThreadPool};
 
 /// Helpers shared by the unit tests.

@@ -1,4 +1,4 @@
-//! `nax`: the command line (CLI.md): `check`, `run`, `build` and `explain`.
+//! `nax`: the command line (CLI.md): `check`, `run`, `build`, `plan` and `explain`.
 //!
 //! Exit codes: 0 success, 1 when the program has an error, 2 for a usage or
 //! I/O problem (clap's own usage errors exit 2 as well).
@@ -115,6 +115,22 @@ enum Command {
         #[arg(long)]
         check_bounds: bool,
     },
+    /// Print how a function splits over a mesh of processes: each rank's
+    /// sizes, its weights' blocks, every collective and its bytes per call.
+    /// Runs nothing.
+    Plan {
+        /// The .nax source file.
+        file: PathBuf,
+        /// The function to split.
+        #[arg(long = "fn", value_name = "NAME")]
+        function: String,
+        /// The mesh of processes: its axes and their sizes, in order.
+        #[arg(long, value_name = "AXIS=SIZE,...")]
+        mesh: String,
+        /// Which axis names are split over which mesh axis.
+        #[arg(long, value_name = "NAME=AXIS,...")]
+        shard: String,
+    },
     /// Print the long explanation of an error code, with an example.
     Explain {
         /// A code such as E0404.
@@ -199,7 +215,40 @@ fn main() -> ExitCode {
             };
             build(&file, &out, timings, options)
         }
+        Command::Plan { file, function, mesh, shard } => plan(&file, &function, &mesh, &shard),
         Command::Explain { code } => explain(&code),
+    }
+}
+
+/// `nax plan`: prints the plan of one function split over a mesh.
+fn plan(path: &Path, function: &str, mesh: &str, shard: &str) -> ExitCode {
+    let parsed = nax::Mesh::parse(mesh).map_err(|e| format!("--mesh {mesh}: {e}")).and_then(|m| Ok((m, nax::Sharding::parse(shard).map_err(|e| format!("--shard {shard}: {e}"))?)));
+    let (mesh, sharding) = match parsed {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let source = match read_source(path) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let mut timings = Timings::start();
+    let planned = pipeline::check(&path.display().to_string(), &source, &mut timings).and_then(|module| pipeline::shard(&module, function, &mesh, &sharding, &mut timings));
+    match planned {
+        Ok((_, _, text)) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(nax::Error::Diagnostics { rendered, .. }) => {
+            eprint!("{rendered}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 

@@ -24,8 +24,10 @@ use crate::error::Error;
 use crate::pipeline::{self, Backend};
 use crate::timings::Timings;
 use nax_front::CheckedModule;
+use nax_contract::shard::{Mesh, ShardedPlan, Sharding};
 use nax_runtime::CallBoundary;
 use nax_runtime::{Arg, BoundWeights, CheckedCall, HostError, HostTensor, PackedWeights, Signature, TensorMut, ThreadPool};
+use nax_runtime::{Collectives, ShardedResult};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -266,6 +268,62 @@ impl Program {
     /// How many threads calls run on.
     pub fn threads(&self) -> usize {
         self.compiled.pool.threads()
+    }
+
+    /// The function `name` split over `mesh` as `sharding` says
+    /// (SHARDING.md), as the rank of `collectives` runs it: its weights
+    /// are its blocks of the program's, its collectives run on the host's
+    /// engine. Compiled at each request; every rank of the mesh asks for
+    /// it with the same mesh and sharding.
+    pub fn sharded(&self, name: &str, mesh: &Mesh, sharding: &Sharding, collectives: Arc<dyn Collectives>) -> Result<ShardedFunction, Error> {
+        if collectives.size() != mesh.processes() {
+            let (mesh, processes, group) = (mesh.to_string(), mesh.processes(), collectives.size());
+            return Err(nax_shard::ShardError::GroupSize { mesh, processes, group }.into());
+        }
+        let c = &self.compiled;
+        let options = (c.options.optimize, c.options.check_bounds);
+        let parts = c.pool.install(|| pipeline::compile_sharded(&c.module, name, (mesh, sharding), c.options.backend, options, &mut Timings::start()))?;
+        let weights = nax_runtime::rank_weights(&parts.plan, self.weights.tensors(), collectives.rank())?;
+        let function = nax_runtime::ShardedFunction::new(parts.signature, parts.plan, parts.stages, collectives)?;
+        Ok(ShardedFunction { program: self.clone(), function: Arc::new(function), weights: Arc::new(BoundWeights::new(weights)) })
+    }
+
+    /// What `nax plan` prints for the function `name` split over `mesh`
+    /// as `sharding` says: each rank's sizes, its weights' blocks, every
+    /// stage and collective with its bytes per call.
+    pub fn plan(&self, name: &str, mesh: &Mesh, sharding: &Sharding) -> Result<String, Error> {
+        Ok(pipeline::shard(&self.compiled.module, name, mesh, sharding, &mut Timings::start())?.2)
+    }
+}
+
+/// One rank's part of a function split over a mesh
+/// ([`Program::sharded`]). Cheap to clone; `Send + Sync`.
+#[derive(Clone)]
+pub struct ShardedFunction {
+    program: Program,
+    function: Arc<nax_runtime::ShardedFunction>,
+    weights: Arc<BoundWeights>,
+}
+
+impl ShardedFunction {
+    /// The rank's signature: its parameters with their blocks' sizes.
+    pub fn signature(&self) -> &Signature {
+        self.function.signature()
+    }
+
+    /// The stages and exchanges the rank runs.
+    pub fn plan(&self) -> &ShardedPlan {
+        self.function.plan()
+    }
+
+    /// Calls the rank's part (every rank of the mesh calls at once) with
+    /// arguments by parameter name, each rank passing its blocks: every
+    /// result by name, each the rank's block with where it lies.
+    pub fn call_results<'a>(&self, args: impl IntoIterator<Item = (&'a str, Arg<'a>)>) -> Result<Vec<(String, ShardedResult)>, Error> {
+        let args: Vec<(&str, Arg<'_>)> = args.into_iter().collect();
+        let results = self.function.call_results(args, &*self.weights, &self.program.compiled.pool)?;
+        let names = self.signature().results.iter().map(|r| r.name.clone().unwrap_or_else(|| "result".to_string()));
+        Ok(names.zip(results).collect())
     }
 }
 

@@ -67,6 +67,12 @@ pub enum Error {
     /// An artifact that cannot be made as asked (`nax build --emit`).
     #[error(transparent)]
     Unsupported(#[from] Unsupported),
+    /// A function cannot be split over a mesh as asked (SHARDING.md): a
+    /// size the mesh axis does not divide, two axes of one value on one
+    /// mesh axis, a name the module does not have, a mesh or sharding
+    /// written wrong.
+    #[error(transparent)]
+    Shard(#[from] nax_shard::ShardError),
     /// The runtime refused a call, a tensor or a file.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),

@@ -16,7 +16,10 @@ mod error;
 pub mod pipeline;
 mod timings;
 
-pub use engine::{Engine, Function, Program};
+pub use engine::{Engine, Function, Program, ShardedFunction};
+pub use nax_contract::shard::{Mesh, MeshError, ReduceOp, ShardedPlan, Sharding};
+pub use nax_runtime::{CollectiveError, Collectives, Group, ShardedResult};
+pub use nax_shard::ShardError;
 pub use error::{Error, StageError, diagnostics_json};
 pub use nax_runtime::{
     Arg, CallBoundary, DType, HostError, HostTensor, HostType, MAX_THREADS, Param, ParamType, RuntimeError, Scalar, Signature, Size, TensorData, TensorMut,

@@ -11,6 +11,7 @@ use nax_front::CheckedModule;
 use nax_front::checked::{CheckedFn, TExprKind};
 use nax_ir::Graph;
 pub use nax_kernel::FormOptions;
+use nax_contract::shard::{Mesh, Sharding};
 use nax_runtime::{Function, HostType, Scalar};
 use std::sync::Arc;
 
@@ -223,4 +224,80 @@ pub fn compile_function(
     let lowered = lower(module, name, optimize, timings)?;
     let machine = backend.machine(Machine::host());
     compile_graph_for(lowered.into_graph(), &defaults, backend, &machine, FormOptions { check_bounds }, timings)
+}
+
+/// A function compiled for one rank of a mesh: the rank's signature (its
+/// parameters' blocks), its compiled stages and its plan.
+pub struct ShardedParts {
+    /// The rank's parameters, weights and results with their blocks' sizes.
+    pub signature: Arc<nax_runtime::Signature>,
+    /// The stages, compiled, in the order the plan runs them.
+    pub stages: Vec<Function>,
+    /// The stages and exchanges, in order.
+    pub plan: nax_contract::shard::ShardedPlan,
+}
+
+/// Every axis name of the module: its dims, its weights' axes and every
+/// value's axes in every function.
+fn axis_names(module: &CheckedModule) -> Vec<String> {
+    let mut names: Vec<String> = module.dims.iter().map(|(n, _)| n.clone()).collect();
+    let mut axes = |t: &nax_values::TensorType| names.extend(t.axes.iter().filter_map(|a| a.name.clone()));
+    for w in &module.weights {
+        axes(&w.ty);
+    }
+    for f in &module.functions {
+        for b in &f.bindings {
+            if let nax_front::check::types::Type::Tensor(t) = &b.ty {
+                axes(t);
+            }
+        }
+    }
+    names
+}
+
+/// The module's function `name` split over `mesh` as `sharding` says
+/// (SHARDING.md), for one rank: the graph as lowered, partitioned, cut at
+/// its exchanges into stages, and what `nax plan` prints of it. Nothing is
+/// compiled. Records `lower` and `shard`.
+pub fn shard(module: &CheckedModule, name: &str, mesh: &Mesh, sharding: &Sharding, timings: &mut Timings) -> Result<(nax_ir::Graph, nax_shard::Staged, String), Error> {
+    function(module, name)?;
+    sharding.check_against(mesh).map_err(nax_shard::ShardError::from)?;
+    let names = axis_names(module);
+    nax_shard::check_names(sharding, names.iter().map(String::as_str))?;
+    let lowered = lower(module, name, false, timings)?.into_graph();
+    let partitioned = nax_shard::partition(&lowered, mesh, sharding)?;
+    let staged = nax_shard::stages(&partitioned, mesh, sharding)?;
+    timings.mark("shard");
+    let text = nax_shard::plan_text(&partitioned, &staged);
+    Ok((partitioned.graph, staged, text))
+}
+
+/// [`shard`], with every stage rewritten (when `optimize`) and compiled as
+/// a function is.
+pub fn compile_sharded(
+    module: &CheckedModule,
+    name: &str,
+    (mesh, sharding): (&Mesh, &Sharding),
+    backend: Backend,
+    (optimize, check_bounds): (bool, bool),
+    timings: &mut Timings,
+) -> Result<ShardedParts, Error> {
+    let defaults = defaults(function(module, name)?);
+    let (rank_graph, staged, _) = shard(module, name, mesh, sharding, timings)?;
+    let signature = Arc::new(nax_ir::signature(&rank_graph, &defaults));
+    let machine = backend.machine(Machine::host());
+    let mut stages = Vec::with_capacity(staged.stages.len());
+    for stage in staged.stages {
+        let graph = if optimize {
+            let (rewritten, _) = nax_passes::optimize(&stage).map_err(Error::stage("rewrite"))?;
+            verify_graph(&rewritten, "rewritten graph")?;
+            rewritten
+        } else {
+            stage
+        };
+        let mut stage_defaults = defaults.clone();
+        stage_defaults.resize(graph.inputs.len(), None);
+        stages.push(compile_graph_for(graph, &stage_defaults, backend, &machine, FormOptions { check_bounds }, timings)?);
+    }
+    Ok(ShardedParts { signature, stages, plan: staged.plan })
 }

@@ -7,6 +7,7 @@
 //! contractions are nodes of their own.
 
 use nax_contract::HostType;
+use nax_contract::shard::Exchange;
 use nax_contract::{DType, SizeTable};
 use nax_ops::{AlongAxis, Constructor, Elementwise, Reduction};
 use nax_ops::{BinaryOp, UnaryOp};
@@ -144,6 +145,10 @@ pub enum Op {
     Construct {
         func: Constructor,
     },
+    /// Data moved between the processes of a sharded function, or a
+    /// rank's block of a whole value (SHARDING.md): only in a rank's graph,
+    /// which is cut at these into stages before kernels are formed.
+    Exchange(Exchange),
 }
 
 /// One result of a function's graph: the node it is, and its declared name.

@@ -16,6 +16,7 @@ use crate::graph::Type;
 use crate::graph::{Graph, Literal, MapFn, Node, Op, Output};
 use nax_contract::DType;
 use nax_contract::HostType;
+use nax_contract::shard::{Exchange, ReduceOp, Split};
 use nax_contract::{Size, SymDef, SymId};
 use nax_contract::{SizeTable, Symbol};
 use nax_ops::{AlongAxis, Constructor, Elementwise, Reduction};
@@ -191,6 +192,7 @@ pub fn print(g: &Graph) -> String {
             Op::Scan { op, axis } => format!("scan {} {axis} {}", name_of(REDUCTIONS, *op), operand(0)),
             Op::ArgReduce { op, axis } => format!("arg {} {axis} {}", name_of(REDUCTIONS, *op), operand(0)),
             Op::Construct { func } => format!("construct {} {}", name_of(CONSTRUCTORS, *func), ops.join(" ")).trim_end().to_string(),
+            Op::Exchange(exchange) => format!("exchange {} {}", exchange_text(exchange), operand(0)),
         };
         let _ = writeln!(out, "%{} = {text} : {}", n.index(), type_text(&node.ty));
     }
@@ -647,6 +649,32 @@ fn parse_op(w: &mut Words) -> Result<(Op, Vec<NodeIndex>), ParseError> {
             let operands = if w.words.get(w.pos).is_some_and(|t| t.starts_with('%')) { single(w)? } else { Vec::new() };
             (Op::Construct { func }, operands)
         }
+        "exchange" => {
+            let exchange = match w.next()? {
+                "all_reduce" => {
+                    let name = w.next()?;
+                    let op = ReduceOp::parse(name).ok_or_else(|| w.err(format!("unknown reduction `{name}`")))?;
+                    Exchange::AllReduce { op, mesh_axis: w.number()? }
+                }
+                kind @ ("all_gather" | "block") => {
+                    let axis = w.number()?;
+                    let split = Split { mesh_axis: w.number()?, parts: w.number()?, outer: w.number()? };
+                    if kind == "block" { Exchange::Block { axis, split } } else { Exchange::AllGather { axis, split } }
+                }
+                other => return Err(w.err(format!("unknown exchange `{other}`"))),
+            };
+            (Op::Exchange(exchange), single(w)?)
+        }
         other => return Err(w.err(format!("unknown operation `{other}`"))),
     })
+}
+
+/// An exchange's words: `all_reduce sum MESH_AXIS`, `all_gather AXIS
+/// MESH_AXIS PARTS OUTER`, `block AXIS MESH_AXIS PARTS OUTER`.
+pub fn exchange_text(exchange: &Exchange) -> String {
+    match exchange {
+        Exchange::AllReduce { op, mesh_axis } => format!("all_reduce {} {mesh_axis}", op.name()),
+        Exchange::AllGather { axis, split } => format!("all_gather {axis} {} {} {}", split.mesh_axis, split.parts, split.outer),
+        Exchange::Block { axis, split } => format!("block {axis} {} {} {}", split.mesh_axis, split.parts, split.outer),
+    }
 }

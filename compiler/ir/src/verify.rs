@@ -8,6 +8,7 @@ use crate::algebra::Algebra;
 use crate::graph::Type;
 use crate::graph::{Graph, Op};
 use nax_contract::Size;
+use nax_contract::shard::Exchange;
 use nax_values::TensorType;
 use petgraph::graph::NodeIndex;
 
@@ -270,6 +271,38 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Prob
         Op::Construct { .. } => {
             if ops.len() > 1 {
                 return Err(wrong("a constructor takes at most one operand".into()));
+            }
+        }
+        Op::Exchange(exchange) => {
+            count(1)?;
+            same_dtype()?;
+            let given = sizes(ty(0));
+            if given.len() != out.len() {
+                return Err(wrong("an exchange changes its operand's rank".into()));
+            }
+            // The one axis a gather or a block resizes, by its parts.
+            let resized = match *exchange {
+                Exchange::AllReduce { .. } => None,
+                Exchange::AllGather { axis, split } => Some((axis, split, true)),
+                Exchange::Block { axis, split } => Some((axis, split, false)),
+            };
+            if let Some((axis, split, _)) = resized
+                && (axis >= out.len() || split.parts == 0 || split.outer == 0)
+            {
+                return Err(wrong(format!("an exchange along axis {axis} of {} axes, in {} parts after {} runs", out.len(), split.parts, split.outer)));
+            }
+            for (i, (&a, &b)) in given.iter().zip(&out).enumerate() {
+                let ok = match resized {
+                    Some((axis, split, gather)) if axis == i => {
+                        let (whole, block) = if gather { (b, a) } else { (a, b) };
+                        algebra.equal_products(&[block, Size::Const(split.parts)], &[whole])
+                            && g.symbols.constant(whole).is_none_or(|w| w % split.outer.saturating_mul(split.parts) == 0)
+                    }
+                    _ => same(a, b),
+                };
+                if !ok {
+                    return Err(wrong(format!("axis {i} of an exchange is {} from {}", g.symbols.display(b), g.symbols.display(a))));
+                }
             }
         }
     }

@@ -189,6 +189,10 @@ pub enum FormError {
     /// The graph's output has no value.
     #[error("internal error: the graph of `{function}` has no output")]
     NoOutput { function: String },
+    /// An exchange between processes, which a sharded function's stages
+    /// never hold (the graph is cut at them).
+    #[error("internal error: node %{node} of `{function}` is an exchange between processes, which no stage holds")]
+    Exchange { function: String, node: usize },
 }
 
 /// How kernels are formed beyond the machine they are for.
@@ -1176,6 +1180,7 @@ impl Former<'_> {
                 let value = constructor_value(*func, fill);
                 self.store(n, loops, value)
             }
+            Op::Exchange(_) => return Err(FormError::Exchange { function: self.g.name.clone(), node: n.index() }),
         })
     }
 }

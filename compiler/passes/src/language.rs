@@ -345,6 +345,8 @@ impl CostFunction<ENode> for Cost<'_> {
             // Zeros of its own size, then each gathered value added once.
             Op::ScatterAdd { .. } => own + operand(0),
             Op::Scan { .. } | Op::ArgReduce { .. } => operand(0),
+            // Data between processes: dearer than any computation on it.
+            Op::Exchange(_) => 16.0 * own,
             Op::Permute { .. } => 4.0 * own,
             Op::Reduce { .. } => operand(0),
             Op::Along { .. } => 3.0 * own,

@@ -200,6 +200,7 @@ pub(crate) mod testing {
             Op::Scan { op, axis } => format!("(scan {} {axis} {})", nax_ir::text::reduction_name(*op), args[0]),
             Op::ArgReduce { op, axis } => format!("(arg{} {axis} {})", nax_ir::text::reduction_name(*op), args[0]),
             Op::Construct { .. } => format!("(construct {})", args.join(" ")),
+            Op::Exchange(exchange) => format!("(exchange {} {})", nax_ir::text::exchange_text(exchange), args[0]),
         }
     }
 }

@@ -2,7 +2,9 @@
 //! types ([`DType`]), symbolic sizes and the size table a compiled
 //! function carries ([`SizeTable`], solved at each call), what a compiled
 //! function takes and gives ([`Signature`]), the plan its native code runs
-//! by ([`plan`]: buffers, kernels, each one's strategy), and the
+//! by ([`plan`]: buffers, kernels, each one's strategy), one program over
+//! several processes ([`shard`]: the mesh, the sharding, the exchanges and
+//! a rank's plan), and the
 //! description of the machine code runs on ([`machine`]), read by kernel
 //! formation, every back end, the ahead-of-time libraries' feature check
 //! and the runtime's dispatch of its products. Nothing here compiles or
@@ -12,6 +14,7 @@
 mod dtype;
 pub mod machine;
 pub mod plan;
+pub mod shard;
 mod signature;
 mod sizes;
 

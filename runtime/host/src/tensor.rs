@@ -69,6 +69,14 @@ impl TensorData {
         with_vec!(self, v => unsafe { v.set_len(len) })
     }
 
+    /// The elements' bytes, in the machine's order.
+    pub fn as_bytes(&self) -> &[u8] {
+        let bytes = self.len() * self.dtype().size_bytes();
+        // SAFETY: the vector's elements are plain data (bools are bytes 0
+        // or 1), `bytes` of them initialised from its first element on.
+        unsafe { std::slice::from_raw_parts(self.as_ptr(), bytes) }
+    }
+
     /// The element type.
     pub fn dtype(&self) -> DType {
         match self {

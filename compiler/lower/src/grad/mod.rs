@@ -194,6 +194,7 @@ impl Reverse<'_> {
                 one(self.unbroadcast(g, &result, &map, operands[0]))
             }
             Op::Select { .. } => Err(internal("a selection's adjoint is summed with its operand's")),
+            Op::Exchange(_) => Err(internal("an exchange between processes in a graph being differentiated (graphs are split after `grad`)")),
             Op::Slice { axis, start, step } => one(self.slice_rule(axis, start, step, n, g, operands[0])),
             Op::Concat { axis } => self.concat_rule(axis, g, operands, needs),
             Op::Take { axis } => Ok(vec![Some(self.take_rule(axis, g, operands[0], operands[1])?), None]),

@@ -1,0 +1,300 @@
+//! One rank of a function split over processes (SHARDING.md): its plan's
+//! stages (ordinary compiled functions) run in order, with the exchanges
+//! between them run on the host's engine through [`Collectives`]: nax
+//! moves no bytes between processes itself. A rank's weights are its
+//! blocks of the module's ([`rank_weights`]).
+
+use crate::call::{Arg, CallBoundary};
+use crate::error::RuntimeError;
+use crate::function::Function;
+use crate::packed::Weights;
+use crate::threads::ThreadPool;
+use nax_contract::DType;
+use nax_contract::Signature;
+use nax_contract::shard::{Exchange, ReduceOp, ShardedPlan, Split, Step, ValueRef, WeightBlock};
+use nax_host::{HostTensor, TensorData};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A collective's failure, as the host's engine reports it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct CollectiveError {
+    /// The engine's message.
+    pub message: String,
+}
+
+/// The ranks a collective runs among: those that share every mesh
+/// coordinate but the one along `mesh_axis`, in order along it.
+#[derive(Clone, Copy, Debug)]
+pub struct Group<'a> {
+    /// The mesh axis's name.
+    pub mesh_axis: &'a str,
+    /// The group's ranks, in order along the mesh axis.
+    pub ranks: &'a [usize],
+}
+
+/// The collectives of the engine a host already runs (torch.distributed,
+/// MPI, its own), on host buffers of a dtype. Every rank of a group calls
+/// each collective in the same order; a failure (a rank died, a timeout)
+/// is an error, never a hang past the engine's own timeout.
+pub trait Collectives: Send + Sync {
+    /// This process's rank in the mesh.
+    fn rank(&self) -> usize;
+
+    /// How many processes the engine's group has (the mesh's must match).
+    fn size(&self) -> usize;
+
+    /// Replaces `data` (elements of `dtype`) on every rank of `group` with
+    /// the elementwise `op` of the group's.
+    fn all_reduce(&self, group: Group<'_>, dtype: DType, op: ReduceOp, data: &mut [u8]) -> Result<(), CollectiveError>;
+
+    /// Writes every group rank's `block` (equal lengths), in the group's
+    /// order, into `out` (the blocks' lengths times the group's size).
+    fn all_gather(&self, group: Group<'_>, dtype: DType, block: &[u8], out: &mut [u8]) -> Result<(), CollectiveError>;
+}
+
+/// A rank's result: its block, where the block lies along each axis, and
+/// the whole result's sizes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShardedResult {
+    /// The rank's block.
+    pub tensor: HostTensor,
+    /// The block's start along each axis (0 where not split; the first
+    /// run's for an axis split in runs).
+    pub offsets: Vec<usize>,
+    /// The whole result's sizes.
+    pub global_shape: Vec<usize>,
+}
+
+/// One rank's part of a sharded function.
+pub struct ShardedFunction {
+    signature: Arc<Signature>,
+    plan: ShardedPlan,
+    stages: Vec<Function>,
+    collectives: Arc<dyn Collectives>,
+    coordinates: Vec<usize>,
+}
+
+impl ShardedFunction {
+    /// The rank's function from its signature (parameters with the rank's
+    /// sizes), its plan, its compiled stages and the host's engine;
+    /// refused when the engine's group is not the mesh's size or the plan
+    /// names stages or values it does not have.
+    pub fn new(signature: Arc<Signature>, plan: ShardedPlan, stages: Vec<Function>, collectives: Arc<dyn Collectives>) -> Result<ShardedFunction, RuntimeError> {
+        let processes = plan.mesh.processes();
+        if collectives.size() != processes {
+            return Err(RuntimeError::Internal(format!(
+                "the mesh ({}) has {processes} processes, the engine's group {}",
+                plan.mesh,
+                collectives.size()
+            )));
+        }
+        let coordinates = plan
+            .mesh
+            .coordinates(collectives.rank())
+            .ok_or_else(|| RuntimeError::Internal(format!("rank {} is outside the mesh ({})", collectives.rank(), plan.mesh)))?;
+        let value_ok = |v: &ValueRef| match *v {
+            ValueRef::Argument(i) => i < signature.params.len(),
+            ValueRef::Value(i) => i < plan.values,
+        };
+        let fits = plan.steps.iter().all(|s| match s {
+            Step::Stage { stage, carried, values } => *stage < stages.len() && carried.iter().all(value_ok) && values.iter().all(|&v| v < plan.values),
+            Step::Exchange { exchange, input, value, .. } => value_ok(input) && *value < plan.values && exchange.mesh_axis() < plan.mesh.axes().len(),
+        }) && plan.results.iter().all(|(v, _)| value_ok(v));
+        if !fits {
+            return Err(RuntimeError::Internal("a sharded plan names a stage or a value it does not have".into()));
+        }
+        Ok(ShardedFunction { signature, plan, stages, collectives, coordinates })
+    }
+
+    /// The rank's signature: its parameters with their blocks' sizes.
+    pub fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    /// The plan it runs.
+    pub fn plan(&self) -> &ShardedPlan {
+        &self.plan
+    }
+
+    /// Calls the rank's part with arguments by parameter name (each rank
+    /// passes its blocks); every rank of the mesh must call it. Gives each
+    /// result's block, with where it lies.
+    pub fn call_results(&self, args: Vec<(&str, Arg<'_>)>, weights: &dyn Weights, pool: &ThreadPool) -> Result<Vec<ShardedResult>, RuntimeError> {
+        let args = self.signature.arguments(args)?;
+        // The whole call's sizes are checked before any stage runs.
+        drop(self.signature.check(args.clone(), weights)?);
+        let mut values: Vec<Option<HostTensor>> = vec![None; self.plan.values];
+        let fetch = |values: &[Option<HostTensor>], v: ValueRef| -> Result<HostTensor, RuntimeError> {
+            match v {
+                ValueRef::Argument(i) => match args.get(i) {
+                    Some(Arg::Tensor(t)) => Ok(t.to_host()?),
+                    _ => Err(RuntimeError::Internal(format!("a sharded plan reads parameter {i} as a tensor"))),
+                },
+                ValueRef::Value(i) => values.get(i).cloned().flatten().ok_or_else(|| RuntimeError::Internal(format!("value {i} is read before a step gives it"))),
+            }
+        };
+        for step in &self.plan.steps {
+            match step {
+                Step::Stage { stage, carried, values: given } => {
+                    let carried: Vec<HostTensor> = carried.iter().map(|&v| fetch(&values, v)).collect::<Result<_, _>>()?;
+                    let mut stage_args = args.clone();
+                    stage_args.extend(carried.iter().map(|t| Arg::Tensor(t.view())));
+                    let results = self.stages[*stage].call_results_in_order(stage_args, weights, pool)?;
+                    for (&v, t) in given.iter().zip(results) {
+                        values[v] = Some(t);
+                    }
+                }
+                Step::Exchange { exchange, input, value, dtype } => {
+                    let input = fetch(&values, *input)?;
+                    if input.dtype() != *dtype {
+                        return Err(RuntimeError::Internal(format!("an exchange of {} is given {}", dtype.as_str(), input.dtype().as_str())));
+                    }
+                    values[*value] = Some(self.exchange(*exchange, &input)?);
+                }
+            }
+        }
+        self.plan
+            .results
+            .iter()
+            .map(|(v, splits)| {
+                let tensor = fetch(&values, *v)?;
+                let mut offsets = vec![0; tensor.rank()];
+                let mut global_shape = tensor.shape().to_vec();
+                for (axis, split) in splits.iter().enumerate() {
+                    if let (Some(split), Some(size)) = (split, global_shape.get_mut(axis)) {
+                        let run = *size / split.outer.max(1) as usize;
+                        offsets[axis] = run * self.coordinates[split.mesh_axis];
+                        *size *= split.parts as usize;
+                    }
+                }
+                Ok(ShardedResult { tensor, offsets, global_shape })
+            })
+            .collect()
+    }
+
+    /// Runs one exchange on a value of this rank.
+    fn exchange(&self, exchange: Exchange, input: &HostTensor) -> Result<HostTensor, RuntimeError> {
+        let rank = self.collectives.rank();
+        let mesh_axis = exchange.mesh_axis();
+        let ranks = self.plan.mesh.group(rank, mesh_axis);
+        let group = Group { mesh_axis: &self.plan.mesh.axes()[mesh_axis].0, ranks: &ranks };
+        let dtype = input.dtype();
+        let names = input.names().to_vec();
+        match exchange {
+            Exchange::AllReduce { op, .. } => {
+                let mut data = input.data().as_bytes().to_vec();
+                self.collectives.all_reduce(group, dtype, op, &mut data)?;
+                Ok(HostTensor::new(TensorData::from_le_bytes(dtype, &data), input.shape().to_vec(), names)?)
+            }
+            Exchange::AllGather { axis, split } => {
+                check_split(input.shape(), axis, split, ranks.len())?;
+                let block = input.data().as_bytes();
+                let mut all = vec![0u8; block.len() * ranks.len()];
+                self.collectives.all_gather(group, dtype, block, &mut all)?;
+                let mut shape = input.shape().to_vec();
+                let data = interleave(&shape, axis, split, &all, dtype.size_bytes());
+                shape[axis] *= ranks.len();
+                Ok(HostTensor::new(TensorData::from_le_bytes(dtype, &data), shape, names)?)
+            }
+            Exchange::Block { axis, split } => cut(input, axis, split, self.coordinates[mesh_axis]),
+        }
+    }
+}
+
+/// Refuses a split that does not fit a tensor (a damaged plan).
+fn check_split(shape: &[usize], axis: usize, split: Split, parts: usize) -> Result<(), RuntimeError> {
+    let fits = split.parts as usize == parts && split.outer > 0 && shape.get(axis).is_some_and(|&s| s % split.outer as usize == 0);
+    if fits { Ok(()) } else { Err(RuntimeError::Internal(format!("a split in {parts} parts of {} runs does not fit the shape {shape:?} along axis {axis}", split.outer))) }
+}
+
+/// Every rank's block, gathered rank after rank in `all`, laid out as the
+/// whole axis: for each position before the axis and each run, the ranks'
+/// pieces of that run in order.
+fn interleave(block_shape: &[usize], axis: usize, split: Split, all: &[u8], elem: usize) -> Vec<u8> {
+    let parts = split.parts as usize;
+    let before: usize = block_shape[..axis].iter().product();
+    let after: usize = block_shape[axis + 1..].iter().product();
+    let runs = split.outer as usize;
+    let piece = block_shape[axis] / runs * after * elem;
+    let block_bytes = all.len() / parts.max(1);
+    let mut out = Vec::with_capacity(all.len());
+    for p in 0..before {
+        for r in 0..runs {
+            for c in 0..parts {
+                let at = c * block_bytes + (p * runs + r) * piece;
+                out.extend_from_slice(&all[at..at + piece]);
+            }
+        }
+    }
+    out
+}
+
+/// The block at `coordinate` of a tensor held whole along `axis`.
+fn cut(t: &HostTensor, axis: usize, split: Split, coordinate: usize) -> Result<HostTensor, RuntimeError> {
+    let shape = t.shape();
+    let parts = split.parts as usize;
+    let runs = split.outer as usize;
+    let fits = runs > 0 && parts > 0 && shape.get(axis).is_some_and(|&s| s % (runs * parts) == 0) && coordinate < parts;
+    if !fits {
+        return Err(RuntimeError::Internal(format!("the block {coordinate} of {parts} in {runs} runs does not fit the shape {shape:?} along axis {axis}")));
+    }
+    let elem = t.dtype().size_bytes();
+    let before: usize = shape[..axis].iter().product();
+    let after: usize = shape[axis + 1..].iter().product();
+    let piece = shape[axis] / runs / parts * after * elem;
+    let bytes = t.data().as_bytes();
+    let mut out = Vec::with_capacity(bytes.len() / parts);
+    for p in 0..before {
+        for r in 0..runs {
+            let at = ((p * runs + r) * parts + coordinate) * piece;
+            out.extend_from_slice(&bytes[at..at + piece]);
+        }
+    }
+    let mut block_shape = shape.to_vec();
+    block_shape[axis] /= parts;
+    Ok(HostTensor::new(TensorData::from_le_bytes(t.dtype(), &out), block_shape, t.names().to_vec())?)
+}
+
+/// A rank's weights: its block of each module weight the plan binds,
+/// under the name the rank's stages read it by. `whole` holds the module's
+/// weights bound in their declared axis order.
+pub fn rank_weights(plan: &ShardedPlan, whole: &HashMap<String, HostTensor>, rank: usize) -> Result<HashMap<String, HostTensor>, RuntimeError> {
+    let coordinates = plan.mesh.coordinates(rank).ok_or_else(|| RuntimeError::Internal(format!("rank {rank} is outside the mesh ({})", plan.mesh)))?;
+    let mut out = HashMap::new();
+    for WeightBlock { name, source, splits, .. } in &plan.weights {
+        let Some(t) = whole.get(source) else { continue };
+        let mut block = t.clone();
+        for (axis, split) in splits.iter().enumerate() {
+            if let Some(split) = split {
+                block = cut(&block, axis, *split, coordinates[split.mesh_axis])?;
+            }
+        }
+        out.insert(name.clone(), block);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_and_a_gather_of_every_block_give_the_whole_back() {
+        let values: Vec<f64> = (0..24).map(f64::from).collect();
+        let whole = HostTensor::from_f64(DType::F32, vec![2, 12], vec![None, None], &values).unwrap();
+        for outer in [1, 3] {
+            let split = Split { mesh_axis: 0, parts: 2, outer };
+            let blocks: Vec<HostTensor> = (0..2).map(|c| cut(&whole, 1, split, c).unwrap()).collect();
+            assert_eq!(blocks[0].shape(), &[2, 6]);
+            let all: Vec<u8> = blocks.iter().flat_map(|b| b.data().as_bytes().to_vec()).collect();
+            let back = interleave(blocks[0].shape(), 1, split, &all, 4);
+            assert_eq!(back, whole.data().as_bytes());
+        }
+        // Runs of 3: block 1 holds the second half of each third.
+        let b = cut(&whole, 1, Split { mesh_axis: 0, parts: 2, outer: 3 }, 1).unwrap();
+        assert_eq!(b.to_f64_vec()[..6], [2.0, 3.0, 6.0, 7.0, 10.0, 11.0]);
+        assert!(cut(&whole, 1, Split { mesh_axis: 0, parts: 5, outer: 1 }, 0).is_err());
+    }
+}

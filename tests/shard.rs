@@ -1,0 +1,473 @@
+//! One program over several processes (SHARDING.md), the ranks as threads
+//! of this process over an in-process engine (`Hub`, below: the tests'
+//! stand-in for torch.distributed or MPI): every rule of the contract (a
+//! contraction and a reduction over a split axis, softmax along one, a
+//! regrouping of one, `take` along one, replicated operands, the name
+//! rule through calls and `as`) gives the unsharded program's values on
+//! every back end, bounds-checked too; GPT-2's tensor-parallel layout is
+//! Megatron's; each error is raised before anything runs; a rank that
+//! fails ends the call on the others with an error, never a hang.
+
+use nax::{Arg, Backend, CollectiveError, Collectives, DType, Engine, Group, HostTensor, Mesh, ReduceOp, Sharding};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// The data ranks have deposited for one collective call of one group.
+struct Slot {
+    blocks: Vec<Option<Vec<u8>>>,
+    readers: usize,
+}
+
+/// An in-process engine: ranks are threads, a collective is a rendezvous
+/// of its group's ranks; a rank that does not come within the timeout
+/// fails the others' call.
+struct Hub {
+    size: usize,
+    slots: Mutex<HashMap<(Vec<usize>, u64), Slot>>,
+    ready: Condvar,
+    timeout: Duration,
+}
+
+/// One rank's handle on a [`Hub`].
+struct Rank {
+    hub: Arc<Hub>,
+    rank: usize,
+    calls: Mutex<HashMap<Vec<usize>, u64>>,
+}
+
+impl Rank {
+    /// Deposits `data` for the next collective of `group` and gives every
+    /// member's, in the group's order.
+    fn rendezvous(&self, group: &[usize], data: &[u8]) -> Result<Vec<Vec<u8>>, CollectiveError> {
+        let seq = {
+            let mut calls = self.calls.lock().unwrap();
+            let c = calls.entry(group.to_vec()).or_insert(0);
+            *c += 1;
+            *c
+        };
+        let key = (group.to_vec(), seq);
+        let me = group.iter().position(|&r| r == self.rank).ok_or_else(|| CollectiveError { message: format!("rank {} is not in the group {group:?}", self.rank) })?;
+        let mut slots = self.hub.slots.lock().unwrap();
+        slots.entry(key.clone()).or_insert_with(|| Slot { blocks: vec![None; group.len()], readers: 0 }).blocks[me] = Some(data.to_vec());
+        self.hub.ready.notify_all();
+        let deadline = std::time::Instant::now() + self.hub.timeout;
+        loop {
+            let slot = slots.get(&key).expect("a slot stays until every member read it");
+            if slot.blocks.iter().all(Option::is_some) {
+                break;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(CollectiveError { message: format!("rank {}: the group {group:?} did not meet within {:?}", self.rank, self.hub.timeout) });
+            }
+            slots = self.hub.ready.wait_timeout(slots, left).unwrap().0;
+        }
+        let slot = slots.get_mut(&key).expect("checked above");
+        let all: Vec<Vec<u8>> = slot.blocks.iter().map(|b| b.clone().unwrap_or_default()).collect();
+        slot.readers += 1;
+        if slot.readers == group.len() {
+            slots.remove(&key);
+        }
+        Ok(all)
+    }
+}
+
+/// Elementwise `op` of `b` into `a`, as `dtype`s.
+fn combine(dtype: DType, op: ReduceOp, a: &mut [u8], b: &[u8]) -> Result<(), CollectiveError> {
+    fn each<const N: usize>(a: &mut [u8], b: &[u8], f: impl Fn([u8; N], [u8; N]) -> [u8; N]) {
+        for (x, y) in a.chunks_exact_mut(N).zip(b.chunks_exact(N)) {
+            let r = f(x.try_into().unwrap(), y.try_into().unwrap());
+            x.copy_from_slice(&r);
+        }
+    }
+    macro_rules! float {
+        ($t:ty, $n:literal) => {
+            each::<$n>(a, b, |x, y| {
+                let (x, y) = (<$t>::from_le_bytes(x), <$t>::from_le_bytes(y));
+                match op {
+                    ReduceOp::Sum => x + y,
+                    ReduceOp::Prod => x * y,
+                    ReduceOp::Max => x.max(y),
+                    ReduceOp::Min => x.min(y),
+                }
+                .to_le_bytes()
+            })
+        };
+    }
+    match dtype {
+        DType::F32 => float!(f32, 4),
+        DType::F64 => float!(f64, 8),
+        DType::I64 => float!(i64, 8),
+        DType::I32 => float!(i32, 4),
+        other => return Err(CollectiveError { message: format!("the test engine does not reduce {}", other.as_str()) }),
+    }
+    Ok(())
+}
+
+impl Collectives for Rank {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.hub.size
+    }
+
+    fn all_reduce(&self, group: Group<'_>, dtype: DType, op: ReduceOp, data: &mut [u8]) -> Result<(), CollectiveError> {
+        let all = self.rendezvous(group.ranks, data)?;
+        data.copy_from_slice(&all[0]);
+        for other in &all[1..] {
+            combine(dtype, op, data, other)?;
+        }
+        Ok(())
+    }
+
+    fn all_gather(&self, group: Group<'_>, _dtype: DType, block: &[u8], out: &mut [u8]) -> Result<(), CollectiveError> {
+        let all = self.rendezvous(group.ranks, block)?;
+        let joined: Vec<u8> = all.concat();
+        if joined.len() != out.len() {
+            return Err(CollectiveError { message: format!("gathered {} bytes into {}", joined.len(), out.len()) });
+        }
+        out.copy_from_slice(&joined);
+        Ok(())
+    }
+}
+
+/// Runs `f` on every rank of a `size`-process engine, each on a thread.
+fn on_ranks<T: Send>(size: usize, timeout: Duration, f: impl Fn(Arc<Rank>) -> T + Sync) -> Vec<T> {
+    let hub = Arc::new(Hub { size, slots: Mutex::default(), ready: Condvar::new(), timeout });
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..size)
+            .map(|rank| {
+                let handle = Arc::new(Rank { hub: Arc::clone(&hub), rank, calls: Mutex::default() });
+                let f = &f;
+                s.spawn(move || f(handle))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a rank panicked")).collect()
+    })
+}
+
+/// The back ends every rule runs on: (back end, bounds-checked).
+fn backends() -> Vec<(Backend, bool)> {
+    vec![(Backend::Interp, false), (Backend::Llvm, false), (Backend::Cranelift, false), (Backend::Mlir, false), (Backend::Llvm, true), (Backend::Cranelift, true)]
+}
+
+/// A tensor of random values in [-1, 1) (integers in [0, bound) for `I64`).
+fn random(rng: &mut SmallRng, dtype: DType, shape: &[usize], names: &str, bound: i64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let values: Vec<f64> = (0..n).map(|_| if dtype == DType::I64 { rng.random_range(0..bound) as f64 } else { rng.random_range(-1.0..1.0) }).collect();
+    let names = names.split_whitespace().map(|s| Some(s.to_string())).collect();
+    HostTensor::from_f64(dtype, shape.to_vec(), names, &values).unwrap()
+}
+
+/// The block of `t` that `rank` passes: along every axis whose name is
+/// split, its coordinate's block.
+fn block_for(t: &HostTensor, mesh: &Mesh, sharding: &Sharding, rank: usize) -> HostTensor {
+    let coords = mesh.coordinates(rank).unwrap();
+    let mut shape = t.shape().to_vec();
+    let mut ranges: Vec<(usize, usize)> = shape.iter().map(|&s| (0, s)).collect();
+    for (axis, name) in t.names().iter().enumerate() {
+        let Some(m) = name.as_deref().and_then(|n| sharding.mesh_axis_of(n)).and_then(|m| mesh.axis(m)) else { continue };
+        let parts = mesh.size(m);
+        let len = shape[axis] / parts;
+        ranges[axis] = (coords[m] * len, len);
+        shape[axis] = len;
+    }
+    let values = t.to_f64_vec();
+    let whole = t.shape().to_vec();
+    let mut out = Vec::new();
+    let total: usize = shape.iter().product();
+    for flat in 0..total {
+        let mut rest = flat;
+        let mut index = 0;
+        let mut stride = 1;
+        let mut pos = vec![0; shape.len()];
+        for a in (0..shape.len()).rev() {
+            pos[a] = rest % shape[a];
+            rest /= shape[a];
+        }
+        for a in (0..shape.len()).rev() {
+            index += (ranges[a].0 + pos[a]) * stride;
+            stride *= whole[a];
+        }
+        out.push(values[index]);
+    }
+    HostTensor::from_f64(t.dtype(), shape, t.names().to_vec(), &out).unwrap()
+}
+
+/// A whole result put together from every rank's block (each written
+/// where its offsets say; ranks holding the same block agree).
+fn assemble(blocks: &[nax::ShardedResult]) -> (Vec<usize>, Vec<f64>) {
+    let shape = blocks[0].global_shape.clone();
+    let mut out = vec![f64::NAN; shape.iter().product()];
+    for b in blocks {
+        let local = b.tensor.shape();
+        let values = b.tensor.to_f64_vec();
+        for (flat, v) in values.iter().enumerate() {
+            let mut rest = flat;
+            let mut index = 0;
+            let mut stride = 1;
+            let mut pos = vec![0; local.len()];
+            for a in (0..local.len()).rev() {
+                pos[a] = rest % local[a];
+                rest /= local[a];
+            }
+            for a in (0..local.len()).rev() {
+                index += (b.offsets[a] + pos[a]) * stride;
+                stride *= shape[a];
+            }
+            out[index] = *v;
+        }
+    }
+    (shape, out)
+}
+
+/// Checks that `function` of `source`, split as `sharding` over `mesh`,
+/// gives on every back end the unsharded values (within `tolerance`,
+/// relative to the largest magnitude), every rank's results put together;
+/// gives the plan.
+fn agrees(source: &str, function: &str, mesh: &str, sharding: &str, args: &[(&str, HostTensor)], weights: &[(&str, HostTensor)]) -> nax::ShardedPlan {
+    let mesh = Mesh::parse(mesh).unwrap();
+    let sharding = Sharding::parse(sharding).unwrap();
+    let with = |backend: Backend, checked: bool| {
+        let program = Engine::new().backend(backend).check_bounds(checked).threads(1).compile(source).unwrap();
+        program.with_weights(weights.iter().map(|(n, t)| (n.to_string(), t.clone()))).unwrap()
+    };
+    let whole = with(Backend::Interp, false).function(function).unwrap();
+    let expected = whole.call_results(args.iter().map(|(n, t)| (*n, Arg::from(t.view())))).unwrap();
+    let mut plan = None;
+    for (backend, checked) in backends() {
+        let program = with(backend, checked);
+        let results = on_ranks(mesh.processes(), Duration::from_secs(60), |rank| {
+            let r = rank.rank;
+            let f = program.sharded(function, &mesh, &sharding, rank).unwrap_or_else(|e| panic!("{} ({}): {e}", function, backend.name()));
+            let blocks: Vec<HostTensor> = args.iter().map(|(_, t)| block_for(t, &mesh, &sharding, r)).collect();
+            let out = f.call_results(args.iter().zip(&blocks).map(|((n, _), b)| (*n, Arg::from(b.view())))).unwrap_or_else(|e| panic!("{function} on {}: {e}", backend.name()));
+            (out, f.plan().clone())
+        });
+        plan = Some(results[0].1.clone());
+        for (i, (name, want)) in expected.iter().enumerate() {
+            let blocks: Vec<nax::ShardedResult> = results.iter().map(|(out, _)| out[i].1.clone()).collect();
+            let (shape, got) = assemble(&blocks);
+            assert_eq!(shape, want.shape(), "{function}'s {name} on {}", backend.name());
+            let want = want.to_f64_vec();
+            let scale = want.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!((g - w).abs() <= 1e-5 * scale, "{function}'s {name} on {}{}: element {k} is {g}, unsharded {w}", backend.name(), if checked { " --check-bounds" } else { "" });
+            }
+        }
+    }
+    plan.expect("at least one back end")
+}
+
+#[test]
+fn a_contraction_over_a_split_axis_is_summed_across_the_ranks() {
+    let mut rng = SmallRng::seed_from_u64(1);
+    let x = random(&mut rng, DType::F32, &[3, 8], "n k", 0);
+    let w = random(&mut rng, DType::F32, &[8, 6], "k m", 0);
+    let source = "def f(x: [n k], w: [k m]) -> [n m] {\n    return x @ w\n}\n";
+    let plan = agrees(source, "f", "tp=2", "k=tp", &[("x", x.clone()), ("w", w.clone())], &[]);
+    assert_eq!(plan.exchange_counts(), (1, 0, 0));
+    // Split along a kept axis instead: nothing moves.
+    let plan = agrees(source, "f", "tp=2", "m=tp", &[("x", x), ("w", w)], &[]);
+    assert_eq!(plan.exchange_counts(), (0, 0, 0));
+}
+
+#[test]
+fn reductions_and_statistics_along_a_split_axis_come_from_all_reduced_partial_ones() {
+    let mut rng = SmallRng::seed_from_u64(2);
+    let x = random(&mut rng, DType::F32, &[2, 3, 8], "b n D", 0);
+    let source = "dim D = 8\n\
+        def norm(x: [b n D]) -> [b n D] {\n    xc = x - mean(x, D)\n    return xc * rsqrt(mean(xc * xc, D) + 1e-5)\n}\n\
+        def peaks(x: [b n D]) -> (hi: [b n], lo: [b n], total: [b n]) {\n    return max(x, D), min(x, D), sum(x, D)\n}\n";
+    let plan = agrees(source, "norm", "tp=4", "D=tp", &[("x", x.clone())], &[]);
+    assert_eq!(plan.exchange_counts(), (2, 0, 0), "two statistics, each all-reduced");
+    let plan = agrees(source, "peaks", "tp=2", "D=tp", &[("x", x)], &[]);
+    assert_eq!(plan.exchange_counts(), (3, 0, 0));
+}
+
+#[test]
+fn softmax_along_a_split_axis_gathers_it_and_keeps_the_rank_block_of_the_result() {
+    let mut rng = SmallRng::seed_from_u64(3);
+    let x = random(&mut rng, DType::F32, &[4, 6], "n k", 0);
+    let source = "def f(x: [n k]) -> Prob(k)[n k] {\n    return softmax(x, k)\n}\n";
+    let plan = agrees(source, "f", "tp=2", "k=tp", &[("x", x.clone())], &[]);
+    assert_eq!(plan.exchange_counts(), (0, 1, 1));
+    // Along another axis than the split one: nothing moves.
+    let plan = agrees(source, "f", "tp=2", "n=tp", &[("x", x)], &[]);
+    assert_eq!(plan.exchange_counts(), (0, 0, 0));
+}
+
+#[test]
+fn a_regrouping_keeps_a_split_that_lands_on_one_axis_and_gathers_one_that_does_not() {
+    let mut rng = SmallRng::seed_from_u64(4);
+    let x = random(&mut rng, DType::F32, &[4, 3, 2], "a b c", 0);
+    let outer = "def f(x: [a b c]) -> [e c] {\n    return rearrange(x, a b c -> (a b) c) as [e c]\n}\n";
+    let plan = agrees(outer, "f", "tp=2", "a=tp", &[("x", x.clone())], &[]);
+    assert_eq!(plan.exchange_counts(), (0, 0, 0), "the outer axis of a group splits the group");
+    let inner = "def f(x: [a b c]) -> [e c] {\n    return rearrange(x, a b c -> (b a) c) as [e c]\n}\n";
+    let plan = agrees(inner, "f", "tp=2", "a=tp", &[("x", x)], &[]);
+    assert_eq!(plan.exchange_counts().1, 1, "an inner axis is gathered first");
+}
+
+#[test]
+fn take_along_a_split_axis_gathers_the_table_and_indices_keep_their_split() {
+    let mut rng = SmallRng::seed_from_u64(5);
+    let table = random(&mut rng, DType::F32, &[6, 4], "V D", 0);
+    let ids = random(&mut rng, DType::I64, &[2, 4], "b n", 6);
+    let source = "dim V = 6\ndim D = 4\nparam table: [V D]\ndef f(ids: Int[b n]) -> [b n D] {\n    return take(table, ids, V)\n}\n";
+    let plan = agrees(source, "f", "tp=2", "V=tp", &[("ids", ids.clone())], &[("table", table.clone())]);
+    assert_eq!(plan.exchange_counts(), (0, 1, 0));
+    assert_eq!(plan.weights[0].splits, [Some(nax_contract::shard::Split { mesh_axis: 0, parts: 2, outer: 1 }), None], "the rank binds its block of the table");
+    let plan = agrees(source, "f", "dp=2", "b=dp", &[("ids", ids)], &[("table", table)]);
+    assert_eq!(plan.exchange_counts(), (0, 0, 0));
+}
+
+#[test]
+fn replicated_operands_are_read_at_the_rank_block_and_the_split_follows_calls_and_as() {
+    let mut rng = SmallRng::seed_from_u64(6);
+    let x = random(&mut rng, DType::F32, &[4, 6], "n K", 0);
+    let bias = random(&mut rng, DType::F32, &[6], "K", 0);
+    let source = "dim K = 6\nparam bias: [K]\n\
+        def shift(v: [r c], b: [c]) -> [r c] {\n    return v + b\n}\n\
+        def f(x: [n K]) -> [n j] {\n    y = shift(x, bias) * 2.0\n    return (y + arange(K) as [K]) as [n j]\n}\n";
+    let plan = agrees(source, "f", "tp=3", "K=tp", &[("x", x)], &[("bias", bias)]);
+    // `arange` is computed whole and cut; the bias is bound as the rank's block.
+    assert_eq!(plan.exchange_counts(), (0, 0, 1));
+    assert!(plan.weights.iter().all(|w| w.splits == [Some(nax_contract::shard::Split { mesh_axis: 0, parts: 3, outer: 1 })]));
+}
+
+/// GPT-2 (examples/gpt2) with small dims: the model's own source.
+fn small_gpt2() -> String {
+    let source = std::fs::read_to_string(crate::support::root().join("examples/gpt2/gpt2.nax")).unwrap();
+    let dims = [("L", "2"), ("D", "32"), ("H", "4"), ("V", "40"), ("P", "16")];
+    source
+        .lines()
+        .map(|line| match dims.iter().find(|(d, _)| line.starts_with(&format!("dim {d} "))) {
+            Some((d, v)) => format!("dim {d} = {v}"),
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Random GPT-2 weights for [`small_gpt2`]'s dims.
+fn small_gpt2_weights(rng: &mut SmallRng) -> Vec<(&'static str, HostTensor)> {
+    let (l, d, f, v, p) = (2, 32, 128, 40, 16);
+    let mut w = |name: &'static str, shape: &[usize]| {
+        let n: usize = shape.iter().product();
+        let values: Vec<f64> = (0..n).map(|_| rng.random_range(-0.2..0.2)).collect();
+        (name, HostTensor::from_f64(DType::F32, shape.to_vec(), vec![None; shape.len()], &values).unwrap())
+    };
+    vec![
+        w("wte", &[v, d]),
+        w("wpe", &[p, d]),
+        w("ln1_g", &[l, d]),
+        w("ln1_b", &[l, d]),
+        w("attn_w", &[l, d, 3 * d]),
+        w("attn_b", &[l, 3 * d]),
+        w("proj_w", &[l, d, d]),
+        w("proj_b", &[l, d]),
+        w("ln2_g", &[l, d]),
+        w("ln2_b", &[l, d]),
+        w("fc_w", &[l, d, f]),
+        w("fc_b", &[l, f]),
+        w("out_w", &[l, f, d]),
+        w("out_b", &[l, d]),
+        w("lnf_g", &[d]),
+        w("lnf_b", &[d]),
+    ]
+}
+
+#[test]
+fn gpt2_split_by_heads_and_features_is_the_megatron_layout_and_gives_the_unsharded_logits() {
+    let source = small_gpt2();
+    let mut rng = SmallRng::seed_from_u64(7);
+    let weights = small_gpt2_weights(&mut rng);
+    let tokens = random(&mut rng, DType::I64, &[2, 5], "b n", 40);
+    for mesh in ["tp=2", "tp=4"] {
+        let plan = agrees(&source, "gpt2", mesh, "H=tp,F=tp", &[("tokens", tokens.clone())], &weights);
+        // Megatron: two all-reduces per layer (after the attention's output
+        // projection and after the MLP), nothing gathered, nothing cut at run time.
+        assert_eq!(plan.exchange_counts(), (4, 0, 0), "{mesh}");
+        let split: Vec<&str> = plan.weights.iter().filter(|w| w.splits.iter().any(Option::is_some)).map(|w| w.source.as_str()).collect();
+        for w in ["attn_w", "attn_b", "proj_w", "fc_w", "fc_b", "out_w"] {
+            assert!(split.contains(&w), "{mesh}: {w} is read as the rank's block ({split:?})");
+        }
+    }
+    let plan = agrees(&source, "gpt2", "dp=2", "b=dp", &[("tokens", tokens.clone())], &weights);
+    assert_eq!(plan.exchange_counts(), (0, 0, 0));
+    let plan = agrees(&source, "gpt2", "dp=2,tp=2", "b=dp,H=tp,F=tp", &[("tokens", tokens)], &weights);
+    assert_eq!(plan.exchange_counts(), (4, 0, 0));
+}
+
+#[test]
+fn errors_name_the_axis_its_size_and_the_mesh_axis_before_anything_runs() {
+    let source = "dim D = 6\ndef f(x: [a D], y: [a b]) -> [a D] {\n    return x + sum(y, b)\n}\n";
+    let program = Engine::new().backend(Backend::Interp).compile(source).unwrap();
+    let err = |mesh: &str, sharding: &str| {
+        let mesh = Mesh::parse(mesh).unwrap();
+        program.plan("f", &mesh, &Sharding::parse(sharding).unwrap()).unwrap_err().to_string()
+    };
+    assert_eq!(err("tp=4", "D=tp"), "the axis 'D' of size 6 cannot be split over the mesh axis 'tp' of size 4: 6 is not a multiple of 4");
+    assert_eq!(err("tp=2", "a=tp,b=tp"), "`f` has a value with the axes 'a' and 'b', both split over the mesh axis 'tp'");
+    assert!(err("tp=2", "Q=tp").starts_with("the sharding splits 'Q', which is no axis name of the module (its names: D, a, b)"), "{}", err("tp=2", "Q=tp"));
+    assert_eq!(err("tp=2", "D=dp"), "the axis name 'D' is split over the mesh axis 'dp', which the mesh (tp=2) does not have");
+    // A mesh axis no name uses is allowed: its ranks hold the same values.
+    assert!(program.plan("f", &Mesh::parse("dp=2,tp=3").unwrap(), &Sharding::parse("D=tp").unwrap()).is_ok());
+    // The engine's group must be the mesh's size.
+    let mesh = Mesh::parse("tp=2").unwrap();
+    let refused = on_ranks(3, Duration::from_secs(1), |rank| program.sharded("f", &mesh, &Sharding::parse("D=tp").unwrap(), rank).err().map(|e| e.to_string()));
+    assert_eq!(refused[0].as_deref(), Some("the mesh (tp=2) has 2 processes, the engine's group has 3"));
+    // A run-time size the mesh axis does not divide: at the call.
+    let runtime = "def g(x: [n k]) -> [n] {\n    return sum(x, k)\n}\n";
+    let program = Engine::new().backend(Backend::Interp).compile(runtime).unwrap();
+    let sharding = Sharding::parse("n=tp").unwrap();
+    let x = HostTensor::from_f64(DType::F32, vec![3, 2], vec![Some("n".into()), Some("k".into())], &[0.0; 6]).unwrap();
+    let results = on_ranks(2, Duration::from_secs(5), |rank| {
+        let f = program.sharded("g", &mesh, &sharding, rank).unwrap();
+        f.call_results([("x", Arg::from(x.view()))]).map(|r| r[0].1.global_shape.clone())
+    });
+    // Each rank's block of 3 rows: 6 rows in all.
+    assert_eq!(results[0].as_ref().unwrap(), &[6]);
+}
+
+#[test]
+fn a_rank_that_fails_ends_the_call_on_the_others_with_a_collective_error() {
+    let source = "def f(x: [n k], w: [k m]) -> [n m] {\n    return x @ w\n}\n";
+    let program = Engine::new().backend(Backend::Llvm).compile(source).unwrap();
+    let (mesh, sharding) = (Mesh::parse("tp=2").unwrap(), Sharding::parse("k=tp").unwrap());
+    let mut rng = SmallRng::seed_from_u64(8);
+    let x = random(&mut rng, DType::F32, &[3, 4], "n k", 0);
+    let w = random(&mut rng, DType::F32, &[4, 2], "k m", 0);
+    for _ in 0..10 {
+        let outcomes = on_ranks(2, Duration::from_millis(300), |rank| {
+            let r = rank.rank;
+            let f = program.sharded("f", &mesh, &sharding, rank).unwrap();
+            if r == 1 {
+                // This rank dies before its collective.
+                return None;
+            }
+            Some(f.call_results([("x", Arg::from(x.view())), ("w", Arg::from(w.view()))]).map(drop))
+        });
+        let err = outcomes[0].as_ref().unwrap().as_ref().unwrap_err();
+        assert!(matches!(err, nax::Error::Runtime(nax::RuntimeError::Collective(_))), "{err}");
+        assert!(err.to_string().starts_with("a collective failed: rank 0: the group [0, 1] did not meet"), "{err}");
+    }
+}
+
+#[test]
+fn the_plan_shows_each_rank_sizes_and_every_collective_with_its_bytes() {
+    let source = small_gpt2();
+    let program = Engine::new().backend(Backend::Interp).compile(&source).unwrap();
+    let text = program.plan("gpt2", &Mesh::parse("tp=2").unwrap(), &Sharding::parse("H=tp,F=tp").unwrap()).unwrap();
+    assert!(text.contains("mesh tp=2 (2 processes)"), "{text}");
+    assert!(text.contains("  fc_w: f32[L:2 D:32 F:64 (split over tp)]"), "{text}");
+    assert!(text.contains("  attn_w: f32[L:2 D:32 _:48 (split over tp in 3 runs)]"), "{text}");
+    assert_eq!(text.matches("all_reduce sum over tp: 128*b*n bytes").count(), 4, "{text}");
+    assert!(text.contains("collectives per call: 4 (4 all-reduces, 0 all-gathers)"), "{text}");
+}
