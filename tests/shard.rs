@@ -240,6 +240,7 @@ fn agrees(source: &str, function: &str, mesh: &str, sharding: &str, args: &[(&st
     let whole = with(Backend::Interp, false).function(function).unwrap();
     let expected = whole.call_results(args.iter().map(|(n, t)| (*n, Arg::from(t.view())))).unwrap();
     let mut plan = None;
+    let mut failures = Vec::new();
     for (backend, checked) in backends() {
         let program = with(backend, checked);
         let results = on_ranks(mesh.processes(), Duration::from_secs(60), |rank| {
@@ -256,11 +257,14 @@ fn agrees(source: &str, function: &str, mesh: &str, sharding: &str, args: &[(&st
             assert_eq!(shape, want.shape(), "{function}'s {name} on {}", backend.name());
             let want = want.to_f64_vec();
             let scale = want.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
-            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert!((g - w).abs() <= 1e-5 * scale, "{function}'s {name} on {}{}: element {k} is {g}, unsharded {w}", backend.name(), if checked { " --check-bounds" } else { "" });
+            let bad: Vec<usize> = got.iter().zip(&want).enumerate().filter(|(_, (g, w))| (*g - *w).abs() > 1e-5 * scale).map(|(k, _)| k).collect();
+            if let Some(&k) = bad.first() {
+                let label = if checked { " --check-bounds" } else { "" };
+                failures.push(format!("{name} on {}{label}: {} of {} elements differ, the first {k}: {}, unsharded {} (largest {scale})", backend.name(), bad.len(), want.len(), got[k], want[k]));
             }
         }
     }
+    assert!(failures.is_empty(), "{function} split as {sharding} over {mesh}:\n{}", failures.join("\n"));
     plan.expect("at least one back end")
 }
 
@@ -403,6 +407,41 @@ fn gpt2_split_by_heads_and_features_is_the_megatron_layout_and_gives_the_unshard
     assert_eq!(plan.exchange_counts(), (0, 0, 0));
     let plan = agrees(&source, "gpt2", "dp=2,tp=2", "b=dp,H=tp,F=tp", &[("tokens", tokens)], &weights);
     assert_eq!(plan.exchange_counts(), (4, 0, 0));
+}
+
+#[test]
+fn gpt2_cached_decoding_split_by_heads_keeps_each_rank_cache_of_its_heads() {
+    let source = small_gpt2();
+    let mut rng = SmallRng::seed_from_u64(9);
+    let weights = small_gpt2_weights(&mut rng);
+    let tokens = random(&mut rng, DType::I64, &[2, 1], "b n", 40);
+    // Three cached positions of two layers, four heads of width 8.
+    let k_cache = random(&mut rng, DType::F32, &[2, 2, 4, 3, 8], "L b H c Dh", 0);
+    let v_cache = random(&mut rng, DType::F32, &[2, 2, 4, 3, 8], "L b H c Dh", 0);
+    let args = [("tokens", tokens), ("k_cache", k_cache), ("v_cache", v_cache)];
+    for (mesh, sharding) in [("tp=2", "H=tp,F=tp"), ("tp=4", "H=tp,F=tp"), ("dp=2,tp=2", "b=dp,H=tp,F=tp")] {
+        let plan = agrees(&source, "step", mesh, sharding, &args, &weights);
+        assert_eq!(plan.exchange_counts(), (4, 0, 0), "{mesh}");
+        // The new keys and values come back as the rank's heads.
+        assert!(plan.results[1].1.iter().any(|s| s.is_some()), "{mesh}");
+    }
+}
+
+#[test]
+fn gpt2_training_split_over_the_batch_all_reduces_every_parameter_gradient() {
+    let source = small_gpt2();
+    let mut rng = SmallRng::seed_from_u64(10);
+    let weights = small_gpt2_weights(&mut rng);
+    let tokens = random(&mut rng, DType::I64, &[2, 4], "b n", 40);
+    let targets = random(&mut rng, DType::I64, &[2, 4], "b n", 40);
+    let args = [("tokens", tokens), ("targets", targets)];
+    let plan = agrees(&source, "train_step", "dp=2", "b=dp", &args, &weights);
+    let (reduces, gathers, _) = plan.exchange_counts();
+    assert!(reduces >= 16 && gathers == 0, "the loss and each of the 16 parameters' gradients summed over the batch: {:?}", plan.exchange_counts());
+    let plan = agrees(&source, "train_step", "tp=2", "H=tp,F=tp", &args, &weights);
+    // Nothing is gathered but the q, k, v projection's gradients, split in
+    // three runs (one per projection), regathered into one block each.
+    assert_eq!(plan.exchange_counts().1, 2);
 }
 
 #[test]

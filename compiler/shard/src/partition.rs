@@ -73,7 +73,11 @@ pub fn partition(g: &Graph, mesh: &Mesh, sharding: &Sharding) -> Result<Partitio
         map.insert(n, made);
     }
     p.out.inputs = g.inputs.iter().map(|i| map[i]).collect();
-    p.out.outputs = g.outputs.iter().map(|o| Output { name: o.name.clone(), node: map[&o.node] }).collect();
+    let mut outputs = Vec::with_capacity(g.outputs.len());
+    for o in &g.outputs {
+        outputs.push(Output { name: o.name.clone(), node: p.contiguous(map[&o.node])? });
+    }
+    p.out.outputs = outputs;
     p.finish()
 }
 
@@ -192,6 +196,18 @@ impl Partitioner<'_> {
         let mut splits = self.splits_of(n);
         splits[axis] = None;
         Ok(self.add(Op::Exchange(Exchange::AllGather { axis, split }), ty, &[n], splits))
+    }
+
+    /// `n` with each axis split in runs regathered and cut into one
+    /// contiguous block: a result's block is where its offsets say.
+    fn contiguous(&mut self, mut n: NodeIndex) -> Result<NodeIndex, ShardError> {
+        for (axis, split) in self.splits_of(n).into_iter().enumerate() {
+            if let Some(split) = split.filter(|s| s.outer > 1) {
+                n = self.gather(n, axis, split)?;
+                n = self.block(n, axis, Split { outer: 1, ..split })?;
+            }
+        }
+        Ok(n)
     }
 
     /// Keeps the first split of each mesh axis; later axes on the same
@@ -366,6 +382,23 @@ impl Partitioner<'_> {
                 }
                 (vec![self.take(operands[0], &table)?, self.take(operands[1], &indices)?], result)
             }
+            // Each rank adds its split positions' values into zeros: the
+            // sums are partial along the indices' mesh axes (the adjoint of
+            // a `take` whose indices are split: embeddings' gradients in
+            // data-parallel training).
+            Op::ScatterAdd { axis } if operands.len() == 2 && self.scatter_is_partial(*axis, has(self, 0), has(self, 1)) => {
+                let (values, indices) = (has(self, 0), has(self, 1));
+                let k = indices.len();
+                let mut want = values.clone();
+                want[*axis..*axis + k].copy_from_slice(&indices);
+                let mut result: Splits = values[..*axis].to_vec();
+                result.push(None);
+                result.extend(values[*axis + k..].iter().copied());
+                for split in indices.iter().flatten() {
+                    reduced.push((ReduceOp::Sum, split.mesh_axis));
+                }
+                (vec![self.take(operands[0], &want)?, operands[1]], result)
+            }
             Op::ScatterAdd { .. } => {
                 let mut ops = Vec::new();
                 for &o in operands {
@@ -407,6 +440,20 @@ impl Partitioner<'_> {
             }
         }
         Ok(made)
+    }
+
+    /// Whether a scatter of `values` at `indices` (their splits) can add
+    /// each rank's positions into zeros and all-reduce: some index axis is
+    /// split, and no axis the result keeps is split over an index axis's
+    /// mesh axis.
+    fn scatter_is_partial(&self, axis: usize, values: Splits, indices: Splits) -> bool {
+        let k = indices.len();
+        if values.len() < axis + k || indices.iter().all(Option::is_none) {
+            return false;
+        }
+        let index_axes: Vec<usize> = indices.iter().flatten().map(|s| s.mesh_axis).collect();
+        let kept = values[..axis].iter().chain(&values[axis + k..]).flatten();
+        kept.clone().all(|s| !index_axes.contains(&s.mesh_axis)) && index_axes.iter().enumerate().all(|(i, m)| !index_axes[..i].contains(m))
     }
 
     /// `n` times the constant `factor`.
