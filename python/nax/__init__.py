@@ -17,16 +17,21 @@ numpy arrays, torch tensors or any ``__dlpack__`` object, without copies.
   (the host boundary's rules).
 - ``nax.from_torch(module, args, dynamic_shapes=...)`` writes a PyTorch
   program (``torch.export``) as nax source with named axes (``nax.importer``).
+- ``nax.compile(..., mesh={"tp": 2}, shard={"H": "tp"})`` splits every
+  function over the processes of ``torch.distributed``'s group by axis
+  name; ``module.plan("f")`` shows each rank's sizes and collectives.
 - ``nax.CompileError`` (a program that does not check: ``.diagnostics``)
-  and ``nax.Error`` (a bad call, tensor, file or library) are ValueErrors.
+  and ``nax.Error`` (a bad call, tensor, file or library; a failed
+  collective is ``nax.CollectiveError``) are ValueErrors.
 
 The reference is the book's chapter "The Python package" (``docs/src/python.md``).
 """
 
-from ._nax import CompileError, Error, Function, Library, LibraryFunction, Module, Tensor, compile, load
+from ._nax import CollectiveError, CompileError, Error, Function, Library, LibraryFunction, Module, ShardedFunction, Tensor, compile, load
 from .importer import Imported, UnsupportedOperator, from_torch
 
 __all__ = [
+    "CollectiveError",
     "CompileError",
     "Error",
     "Function",
@@ -34,6 +39,7 @@ __all__ = [
     "Library",
     "LibraryFunction",
     "Module",
+    "ShardedFunction",
     "Tensor",
     "UnsupportedOperator",
     "compile",

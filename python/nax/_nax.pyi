@@ -9,6 +9,9 @@ ArrayLike = Any  # a numpy array, a torch tensor, any object with __dlpack__, or
 class Error(ValueError):
     """nax refused a call, a tensor, a file or a library."""
 
+class CollectiveError(Error):
+    """A collective of a sharded function failed (a rank died, the engine timed out)."""
+
 class CompileError(ValueError):
     """A program that does not check; ``str(e)`` is the rendered diagnostics."""
 
@@ -33,6 +36,12 @@ class Tensor:
     def dtype(self) -> str: ...
     @property
     def coords(self) -> dict[str, Tuple[Label, ...]]: ...
+    @property
+    def offsets(self) -> Tuple[int, ...]:
+        """Where a sharded function's result block starts in the whole result (zeros otherwise)."""
+    @property
+    def global_shape(self) -> Tuple[int, ...]:
+        """The whole result's sizes for a sharded function's block (the shape otherwise)."""
     def numpy(self) -> Any: ...
     @staticmethod
     def from_xarray(array: Any) -> "Tensor": ...
@@ -86,6 +95,18 @@ class Function:
     @property
     def _result_gradients(self) -> list[Optional[str]]: ...
 
+class ShardedFunction:
+    """One rank's part of a function split over a mesh: every rank calls it with its blocks."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def signature(self) -> str: ...
+    @property
+    def weight_bytes(self) -> int:
+        """The bytes of the weights this rank holds: its blocks."""
+    def __call__(self, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor, ...]: ...
+
 class Module:
     """A compiled program: its functions as attributes and by subscript."""
 
@@ -97,8 +118,11 @@ class Module:
     def with_weights(self, weights: Union[str, "os.PathLike[str]", dict[str, Any]]) -> "Module":
         """The same compiled program with these weights (no recompilation)."""
         ...
-    def __getattr__(self, name: str) -> Function: ...
-    def __getitem__(self, name: str) -> Function: ...
+    def plan(self, name: str) -> str:
+        """What `nax plan` prints for a function of a module compiled with a mesh."""
+        ...
+    def __getattr__(self, name: str) -> Function | ShardedFunction: ...
+    def __getitem__(self, name: str) -> Function | ShardedFunction: ...
 
 class LibraryFunction:
     """A function of an AOT library."""
@@ -122,5 +146,9 @@ def compile(
     threads: int = 0,
     optimize: bool = True,
     check_bounds: bool = False,
+    mesh: Optional[Mapping[str, int]] = None,
+    shard: Optional[Mapping[str, str]] = None,
+    gather: bool = False,
+    group: Any = None,
 ) -> Module: ...
 def load(path: Union[str, "os.PathLike[str]"], weights: Union[None, str, "os.PathLike[str]"] = None, threads: int = 0) -> Library: ...

@@ -1,7 +1,8 @@
 //! The package's exceptions: `nax.CompileError` (a program that does not
 //! check: the rendered diagnostics, and `.diagnostics`, the JSON objects
 //! of CLI.md as dicts) and `nax.Error` (everything else nax refuses: a bad
-//! call, tensor, file or library), both `ValueError`s, the conversion
+//! call, tensor, file or library; a failed collective is its subclass
+//! `nax.CollectiveError`), all `ValueError`s, the conversion
 //! of nax's typed errors into them, and the guard that turns a panic into
 //! a `nax.Error` at every entry.
 
@@ -11,6 +12,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 create_exception!(nax, Error, PyValueError, "nax refused a call, a tensor, a file or a library; the message is what `nax run` would print.");
+create_exception!(
+    nax,
+    CollectiveError,
+    Error,
+    "A collective of a sharded function failed in the host's engine (a rank died, the engine timed out): the call ended on this rank."
+);
 create_exception!(
     nax,
     CompileError,
@@ -54,6 +61,15 @@ pub fn from_nax(py: Python<'_>, source: &str, e: nax::Error) -> PyErr {
                 Err(failure) => failure,
             }
         }
+        other => error(other),
+    }
+}
+
+/// An error at a call: a failed collective is a `nax.CollectiveError`,
+/// the rest a `nax.Error`.
+pub fn at_call(e: nax::Error) -> PyErr {
+    match e {
+        nax::Error::Runtime(nax::RuntimeError::Collective(c)) => CollectiveError::new_err(format!("a collective failed: {c}")),
         other => error(other),
     }
 }

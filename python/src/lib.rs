@@ -11,12 +11,15 @@
 //! The pieces: `errors` (the exceptions and how nax's errors become them),
 //! `dlpack` (objects in through DLPack, tensors out), `tensor` (the
 //! `Tensor` class), `module` (`compile`, `Module`, `Function`, the
-//! argument binding shared with `library`), `library` (`load`).
+//! argument binding shared with `library`), `sharded` (a module split
+//! over processes, its collectives through `torch.distributed`),
+//! `library` (`load`).
 
 mod dlpack;
 mod errors;
 mod library;
 mod module;
+mod sharded;
 mod tensor;
 
 use pyo3::prelude::*;
@@ -27,9 +30,11 @@ fn _nax(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("Error", py.get_type::<errors::Error>())?;
     m.add("CompileError", py.get_type::<errors::CompileError>())?;
+    m.add("CollectiveError", py.get_type::<errors::CollectiveError>())?;
     m.add_class::<tensor::Tensor>()?;
     m.add_class::<module::Module>()?;
     m.add_class::<module::Function>()?;
+    m.add_class::<sharded::ShardedFunction>()?;
     m.add_class::<library::Library>()?;
     m.add_class::<library::LibraryFunction>()?;
     m.add_function(wrap_pyfunction!(module::compile, m)?)?;

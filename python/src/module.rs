@@ -9,6 +9,7 @@
 
 use crate::dlpack::{Imported, to_host, type_name};
 use crate::errors::{error, from_nax};
+use crate::sharded::{Distributed, TorchCollectives};
 use crate::tensor::Tensor;
 use nax::{Arg, Backend, Engine, HostType, ParamType, Scalar, Signature};
 use nax_capi::Input;
@@ -16,6 +17,7 @@ use nax_runtime::CallBoundary;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A compiled program: its functions as attributes (`m.f(x)`), by
@@ -23,6 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[pyclass(frozen, module = "nax")]
 pub struct Module {
     program: nax::Program,
+    /// The mesh its functions are split over, when compiled with one.
+    distributed: Option<Arc<Distributed>>,
 }
 
 /// One function of a compiled program: call it with tensors and host
@@ -78,10 +82,17 @@ fn weights(program: nax::Program, weights: &Bound<'_, PyAny>) -> PyResult<nax::P
 /// `optimize=False` skips the graph rewriting; `check_bounds=True`
 /// compiles every load and store with a bounds check (an access outside a
 /// buffer fails the call: slower, for finding bugs of nax).
-/// A program that does not check raises `nax.CompileError`; functions
-/// compile when first used.
+/// With `mesh` (a dict from mesh axis to size, `{"tp": 2}`) and `shard`
+/// (a dict from axis name to mesh axis, `{"H": "tp"}`), every function is
+/// split over the processes of `torch.distributed`'s default group (or
+/// `group`), whose collectives it calls; each rank reads only its blocks
+/// of the weights; results are each rank's blocks, or whole with
+/// `gather=True` (SHARDING.md).
+/// A program that does not check, or that cannot be split as asked,
+/// raises `nax.CompileError`; functions compile when first used.
 #[pyfunction]
-#[pyo3(signature = (source, backend = "llvm", weights = None, threads = 0, optimize = true, check_bounds = false))]
+#[pyo3(signature = (source, backend = "llvm", weights = None, threads = 0, optimize = true, check_bounds = false, mesh = None, shard = None, gather = false, group = None))]
+#[allow(clippy::too_many_arguments)]
 pub fn compile(
     py: Python<'_>,
     source: &Bound<'_, PyAny>,
@@ -90,6 +101,10 @@ pub fn compile(
     threads: usize,
     optimize: bool,
     check_bounds: bool,
+    mesh: Option<&Bound<'_, PyDict>>,
+    shard: Option<&Bound<'_, PyDict>>,
+    gather: bool,
+    group: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Module> {
     crate::errors::guard(|| {
         if threads > nax::MAX_THREADS {
@@ -118,11 +133,59 @@ pub fn compile(
             }
         };
         let mut program = compiled.map_err(|e| from_nax(py, &text, e))?;
-        if let Some(w) = weights {
+        let distributed = match (mesh, shard) {
+            (None, None) => None,
+            (mesh, shard) => {
+                let mesh = mesh.map_or_else(|| Ok(Vec::new()), |m| entries(m, "mesh", "a mesh axis's size"))?;
+                let shard = shard.map_or_else(|| Ok(Vec::new()), |s| entries(s, "shard", "a mesh axis's name"))?;
+                Some(Arc::new(distributed(py, &program, mesh, shard, gather, group, weights)?))
+            }
+        };
+        // A sharded module's functions read their blocks from a file themselves.
+        let file_for_ranks = distributed.as_ref().is_some_and(|d| d.weights_file.is_some());
+        if let Some(w) = weights.filter(|_| !file_for_ranks) {
             program = self::weights(program, w)?;
         }
-        Ok(Module { program })
+        Ok(Module { program, distributed })
     })
+}
+
+/// A dict's entries, in order: `str` keys, values of `T` (`what` says
+/// which in an error).
+fn entries<'py, T: for<'a> FromPyObject<'a, 'py>>(dict: &Bound<'py, PyDict>, argument: &str, what: &str) -> PyResult<Vec<(String, T)>> {
+    dict.iter()
+        .map(|(k, v)| {
+            let key: String = k.extract().map_err(|_| error(format!("{argument}: a key is an axis name (a str), not a {}", type_name(&k))))?;
+            let value: T = v.extract().map_err(|_| error(format!("{argument}['{key}']: {what}, not {}", type_name(&v))))?;
+            Ok((key, value))
+        })
+        .collect()
+}
+
+/// The mesh, sharding and collectives of a module compiled for a mesh,
+/// every function's split checked now (a `nax.CompileError` names what
+/// cannot be split).
+fn distributed(
+    py: Python<'_>,
+    program: &nax::Program,
+    mesh: Vec<(String, usize)>,
+    shard: Vec<(String, String)>,
+    gather: bool,
+    group: Option<&Bound<'_, PyAny>>,
+    weights: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Distributed> {
+    let compile_error = |e: &dyn std::fmt::Display| crate::errors::CompileError::new_err(e.to_string());
+    let mesh = nax::Mesh::new(mesh).map_err(|e| compile_error(&e))?;
+    let sharding = nax::Sharding::new(shard).map_err(|e| compile_error(&e))?;
+    for name in program.function_names() {
+        py.detach(|| program.plan(name, &mesh, &sharding)).map_err(|e| compile_error(&e))?;
+    }
+    let collectives = Arc::new(TorchCollectives::new(py, &mesh, group)?);
+    let weights_file = match weights {
+        Some(w) if w.cast::<PyDict>().is_err() => Some(w.extract::<PathBuf>().map_err(|_| error(format!("weights: a path to a safetensors file or a dict of tensors, not a {}", type_name(w))))?),
+        _ => None,
+    };
+    Ok(Distributed { mesh, sharding, gather, collectives, weights_file })
 }
 
 #[pymethods]
@@ -133,7 +196,7 @@ impl Module {
         self.program.function_names().into_iter().map(str::to_string).collect()
     }
 
-    fn __getattr__(&self, py: Python<'_>, name: &str) -> PyResult<Function> {
+    fn __getattr__(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
         if !self.program.function_names().contains(&name) {
             return Err(pyo3::exceptions::PyAttributeError::new_err(format!(
                 "the program has no function '{}' (functions: {})",
@@ -144,7 +207,7 @@ impl Module {
         self.function(py, name)
     }
 
-    fn __getitem__(&self, py: Python<'_>, name: &str) -> PyResult<Function> {
+    fn __getitem__(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
         if !self.program.function_names().contains(&name) {
             return Err(pyo3::exceptions::PyKeyError::new_err(format!(
                 "the program has no function '{}' (functions: {})",
@@ -168,11 +231,22 @@ impl Module {
     /// their tensors): no recompilation, so a training loop rebinds its
     /// updated weights at every step.
     fn with_weights(&self, weights: &Bound<'_, PyAny>) -> PyResult<Module> {
-        crate::errors::guard(|| Ok(Module { program: self::weights(self.program.clone(), weights)? }))
+        crate::errors::guard(|| Ok(Module { program: self::weights(self.program.clone(), weights)?, distributed: self.distributed.clone() }))
+    }
+
+    /// What `nax plan` prints for the function `name` over the module's
+    /// mesh: each rank's sizes, its weights' blocks, every collective and
+    /// its bytes per call.
+    fn plan(&self, py: Python<'_>, name: &str) -> PyResult<String> {
+        let Some(d) = &self.distributed else {
+            return Err(error("the module was compiled without a mesh: give nax.compile mesh= and shard="));
+        };
+        py.detach(|| self.program.plan(name, &d.mesh, &d.sharding)).map_err(error)
     }
 
     fn __dir__(&self) -> Vec<String> {
-        self.functions().into_iter().chain(["functions".to_string(), "weight_packings".to_string(), "with_weights".to_string()]).collect()
+        let own = ["functions", "plan", "weight_packings", "with_weights"].map(str::to_string);
+        self.functions().into_iter().chain(own).collect()
     }
 
     fn __repr__(&self) -> String {
@@ -181,10 +255,14 @@ impl Module {
 }
 
 impl Module {
-    /// The function `name`, compiled now if it was not (the GIL released).
-    fn function(&self, py: Python<'_>, name: &str) -> PyResult<Function> {
+    /// The function `name`, compiled now if it was not (the GIL released):
+    /// split for this rank in a module compiled for a mesh.
+    fn function(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
+        if let Some(d) = &self.distributed {
+            return Ok(Py::new(py, d.function(py, &self.program, name)?)?.into_any());
+        }
         let function = py.detach(|| self.program.function(name)).map_err(error)?;
-        Ok(Function { function, name: name.to_string() })
+        Ok(Py::new(py, Function { function, name: name.to_string() })?.into_any())
     }
 }
 

@@ -45,6 +45,9 @@ pub struct Tensor {
     storage: Arc<Storage>,
     names: Vec<Option<String>>,
     coords: Vec<Option<Labels>>,
+    /// Where a sharded function's result lies in the whole result: its
+    /// start along each axis and the whole's sizes (SHARDING.md).
+    placement: Option<(Vec<usize>, Vec<usize>)>,
 }
 
 impl Tensor {
@@ -52,13 +55,19 @@ impl Tensor {
     pub fn from_host(tensor: HostTensor) -> Tensor {
         let rank = tensor.shape().len();
         let names = tensor.names().to_vec();
-        Tensor { storage: Arc::new(Storage::Owned(tensor)), names, coords: vec![None; rank] }
+        Tensor { storage: Arc::new(Storage::Owned(tensor)), names, coords: vec![None; rank], placement: None }
+    }
+
+    /// A sharded function's result: the rank's block, with where it lies.
+    pub fn placed(result: nax::ShardedResult) -> Tensor {
+        let placement = Some((result.offsets, result.global_shape));
+        Tensor { placement, ..Tensor::from_host(result.tensor) }
     }
 
     /// A tensor over imported memory, under these names.
     pub fn foreign(imported: Imported, names: Vec<Option<String>>) -> PyResult<Tensor> {
         let rank = names.len();
-        let tensor = Tensor { storage: Arc::new(Storage::Foreign(imported)), names, coords: vec![None; rank] };
+        let tensor = Tensor { storage: Arc::new(Storage::Foreign(imported)), names, coords: vec![None; rank], placement: None };
         tensor.input("the tensor")?;
         Ok(tensor)
     }
@@ -107,7 +116,7 @@ impl Tensor {
                 })
             })
             .collect();
-        Tensor { storage: Arc::new(Storage::Owned(tensor)), names, coords }
+        Tensor { storage: Arc::new(Storage::Owned(tensor)), names, coords, placement: None }
     }
 
     /// The shape, element type, strides and element 0's address, and
@@ -217,7 +226,7 @@ impl Operand {
             Err(_) => {
                 let imported = Imported::new("an operand", object)?;
                 let rank = shape(&imported.input("an operand")?).len();
-                let plain = Tensor { storage: Arc::new(Storage::Foreign(imported)), names: vec![None; rank], coords: vec![None; rank] };
+                let plain = Tensor { storage: Arc::new(Storage::Foreign(imported)), names: vec![None; rank], coords: vec![None; rank], placement: None };
                 return Ok(Operand::Tensor(plain.named()?, Vec::new()));
             }
         };
@@ -287,7 +296,7 @@ impl Tensor {
                     items
                 }
             };
-            let probe = Tensor { storage: Arc::clone(&storage), names: names.clone(), coords: vec![None; rank] };
+            let probe = Tensor { storage: Arc::clone(&storage), names: names.clone(), coords: vec![None; rank], placement: None };
             let shape = shape(&probe.input("data")?);
             let coords = match coords {
                 Some(c) => parse_coords(&names, &shape, Some(c))?,
@@ -295,7 +304,7 @@ impl Tensor {
                 None if names == old_names => old_coords,
                 None => vec![None; rank],
             };
-            let tensor = Tensor { storage, names, coords };
+            let tensor = Tensor { storage, names, coords, placement: None };
             // The runtime's own checks of names against labels (duplicates, sizes).
             if tensor.coords.iter().any(Option::is_some) {
                 tensor.named()?;
@@ -314,6 +323,26 @@ impl Tensor {
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.layout()?.shape)
+    }
+
+    /// Where the tensor starts in the whole result of a sharded function,
+    /// along each axis (zeros for any other tensor).
+    #[getter]
+    fn offsets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        match &self.placement {
+            Some((offsets, _)) => PyTuple::new(py, offsets),
+            None => PyTuple::new(py, vec![0usize; self.names.len()]),
+        }
+    }
+
+    /// The sizes of the whole result a sharded function's block is part
+    /// of (the shape for any other tensor).
+    #[getter]
+    fn global_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        match &self.placement {
+            Some((_, shape)) => PyTuple::new(py, shape),
+            None => self.shape(py),
+        }
     }
 
     /// The element type, as ABI.md writes it: `f32`, `f64`, `f16`, `bf16`, `i32`, `i64`, `bool`.

@@ -113,6 +113,11 @@ impl ShardedFunction {
         &self.signature
     }
 
+    /// The rank it runs as.
+    pub fn rank(&self) -> usize {
+        self.collectives.rank()
+    }
+
     /// The plan it runs.
     pub fn plan(&self) -> &ShardedPlan {
         &self.plan
@@ -120,8 +125,9 @@ impl ShardedFunction {
 
     /// Calls the rank's part with arguments by parameter name (each rank
     /// passes its blocks); every rank of the mesh must call it. Gives each
-    /// result's block, with where it lies.
-    pub fn call_results(&self, args: Vec<(&str, Arg<'_>)>, weights: &dyn Weights, pool: &ThreadPool) -> Result<Vec<ShardedResult>, RuntimeError> {
+    /// result's block, with where it lies; with `gather`, every result
+    /// whole (gathered from every rank's block).
+    pub fn call_results(&self, args: Vec<(&str, Arg<'_>)>, weights: &dyn Weights, pool: &ThreadPool, gather: bool) -> Result<Vec<ShardedResult>, RuntimeError> {
         let args = self.signature.arguments(args)?;
         // The whole call's sizes are checked before any stage runs.
         drop(self.signature.check(args.clone(), weights)?);
@@ -159,7 +165,17 @@ impl ShardedFunction {
             .results
             .iter()
             .map(|(v, splits)| {
-                let tensor = fetch(&values, *v)?;
+                let mut tensor = fetch(&values, *v)?;
+                if gather {
+                    for (axis, split) in splits.iter().enumerate() {
+                        if let Some(split) = split {
+                            tensor = self.exchange(Exchange::AllGather { axis, split: *split }, &tensor)?;
+                        }
+                    }
+                    let offsets = vec![0; tensor.rank()];
+                    let global_shape = tensor.shape().to_vec();
+                    return Ok(ShardedResult { tensor, offsets, global_shape });
+                }
                 let mut offsets = vec![0; tensor.rank()];
                 let mut global_shape = tensor.shape().to_vec();
                 for (axis, split) in splits.iter().enumerate() {

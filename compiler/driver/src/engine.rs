@@ -285,7 +285,9 @@ impl Program {
         let parts = c.pool.install(|| pipeline::compile_sharded(&c.module, name, (mesh, sharding), c.options.backend, options, &mut Timings::start()))?;
         let weights = nax_runtime::rank_weights(&parts.plan, self.weights.tensors(), collectives.rank())?;
         let function = nax_runtime::ShardedFunction::new(parts.signature, parts.plan, parts.stages, collectives)?;
-        Ok(ShardedFunction { program: self.clone(), function: Arc::new(function), weights: Arc::new(BoundWeights::new(weights)) })
+        // The whole weights are not held: the rank's memory is its blocks.
+        let program = Program { compiled: Arc::clone(&self.compiled), weights: Arc::new(BoundWeights::default()) };
+        Ok(ShardedFunction { program, function: Arc::new(function), weights: Arc::new(BoundWeights::new(weights)), gather: false })
     }
 
     /// What `nax plan` prints for the function `name` split over `mesh`
@@ -303,9 +305,35 @@ pub struct ShardedFunction {
     program: Program,
     function: Arc<nax_runtime::ShardedFunction>,
     weights: Arc<BoundWeights>,
+    gather: bool,
 }
 
 impl ShardedFunction {
+    /// The same function giving every result whole on every rank
+    /// (`gather`), or each rank its block (the default).
+    pub fn gather(self, gather: bool) -> ShardedFunction {
+        ShardedFunction { gather, ..self }
+    }
+
+    /// The same function with the rank's blocks of these weights (each
+    /// bound and checked as [`Program::with_weights`] does, then cut; the
+    /// whole tensors are not kept).
+    pub fn with_weights(&self, tensors: impl IntoIterator<Item = (String, HostTensor)>) -> Result<ShardedFunction, Error> {
+        let whole = self.program.with_weights(tensors)?;
+        let weights = nax_runtime::rank_weights(self.plan(), whole.weights.tensors(), self.function.rank())?;
+        Ok(ShardedFunction { weights: Arc::new(BoundWeights::new(weights)), ..self.clone() })
+    }
+
+    /// [`ShardedFunction::with_weights`] with the tensors of a safetensors file.
+    pub fn with_weights_file(&self, path: &Path) -> Result<ShardedFunction, Error> {
+        self.with_weights(nax_runtime::read_tensors(path)?)
+    }
+
+    /// The bytes of the weights this rank holds: its blocks.
+    pub fn weight_bytes(&self) -> usize {
+        self.weights.tensors().values().map(|t| t.len() * t.dtype().size_bytes()).sum()
+    }
+
     /// The rank's signature: its parameters with their blocks' sizes.
     pub fn signature(&self) -> &Signature {
         self.function.signature()
@@ -321,7 +349,7 @@ impl ShardedFunction {
     /// result by name, each the rank's block with where it lies.
     pub fn call_results<'a>(&self, args: impl IntoIterator<Item = (&'a str, Arg<'a>)>) -> Result<Vec<(String, ShardedResult)>, Error> {
         let args: Vec<(&str, Arg<'_>)> = args.into_iter().collect();
-        let results = self.function.call_results(args, &*self.weights, &self.program.compiled.pool)?;
+        let results = self.function.call_results(args, &*self.weights, &self.program.compiled.pool, self.gather)?;
         let names = self.signature().results.iter().map(|r| r.name.clone().unwrap_or_else(|| "result".to_string()));
         Ok(names.zip(results).collect())
     }

@@ -1,0 +1,239 @@
+//! A module compiled for a mesh of processes (SHARDING.md): its
+//! collectives run through `torch.distributed` on the process group the
+//! host initialized (gloo, NCCL, MPI), each mesh axis's groups made once
+//! when compiling; its functions ([`ShardedFunction`]) are called by every
+//! rank with its blocks and give `nax.Tensor`s with `.offsets` and
+//! `.global_shape`. A failed collective raises `nax.CollectiveError`.
+
+use crate::errors::{at_call, error};
+use crate::module::{Held, bind, call_value, parameters};
+use crate::tensor::Tensor;
+use nax::{Arg, CollectiveError, Collectives, DType, Group, Mesh, ReduceOp, Sharding};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyDict, PyList, PyTuple};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The collectives of `torch.distributed` on a process group.
+pub struct TorchCollectives {
+    rank: usize,
+    size: usize,
+    dist: Py<PyAny>,
+    torch: Py<PyAny>,
+    /// Each mesh group's process group, by its ranks.
+    groups: HashMap<Vec<usize>, Py<PyAny>>,
+}
+
+impl TorchCollectives {
+    /// The collectives of `group` (the default group when `None`), with a
+    /// process group made for every group of every mesh axis (every rank
+    /// makes them all, in one order, as `torch.distributed.new_group`
+    /// asks). The mesh must have as many processes as the group.
+    pub fn new(py: Python<'_>, mesh: &Mesh, group: Option<&Bound<'_, PyAny>>) -> PyResult<TorchCollectives> {
+        let dist = py.import("torch.distributed")?;
+        if !dist.call_method0("is_initialized")?.is_truthy()? {
+            return Err(crate::errors::CompileError::new_err(
+                "a mesh needs torch.distributed's process group: call torch.distributed.init_process_group first (torchrun sets its environment)",
+            ));
+        }
+        let group_arg = group.map_or_else(|| py.None(), |g| g.clone().unbind());
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("group", &group_arg)?;
+        let rank: usize = dist.getattr("get_rank")?.call((), Some(&kwargs))?.extract()?;
+        let size: usize = dist.getattr("get_world_size")?.call((), Some(&kwargs))?.extract()?;
+        if size != mesh.processes() {
+            return Err(crate::errors::CompileError::new_err(format!("the mesh ({mesh}) has {} processes, the process group has {size}", mesh.processes())));
+        }
+        let mut groups = HashMap::new();
+        for axis in 0..mesh.axes().len() {
+            for r in 0..size {
+                let ranks = mesh.group(r, axis);
+                if groups.contains_key(&ranks) {
+                    continue;
+                }
+                let handle = if ranks.len() == size {
+                    group_arg.clone_ref(py)
+                } else {
+                    // The group's ranks in the default group's numbering.
+                    let global: Vec<usize> = match group {
+                        Some(g) => ranks.iter().map(|&r| dist.call_method1("get_global_rank", (g, r))?.extract()).collect::<PyResult<_>>()?,
+                        None => ranks.clone(),
+                    };
+                    dist.call_method1("new_group", (global,))?.unbind()
+                };
+                groups.insert(ranks, handle);
+            }
+        }
+        Ok(TorchCollectives { rank, size, dist: dist.into_any().unbind(), torch: py.import("torch")?.into_any().unbind(), groups })
+    }
+
+    /// A torch tensor of `dtype` sharing `bytes`' memory.
+    fn tensor<'py>(&self, py: Python<'py>, bytes: &Bound<'py, PyByteArray>, dtype: DType) -> PyResult<Bound<'py, PyAny>> {
+        let torch = self.torch.bind(py);
+        let name = match dtype {
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::Bool => "bool",
+        };
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("dtype", torch.getattr("uint8")?)?;
+        let raw = torch.call_method("frombuffer", (bytes,), Some(&kwargs))?;
+        raw.call_method1("view", (torch.getattr(name)?,))
+    }
+
+    /// The process group of `group`.
+    fn handle<'py>(&self, py: Python<'py>, group: Group<'_>) -> Result<Bound<'py, PyAny>, CollectiveError> {
+        self.groups
+            .get(group.ranks)
+            .map(|g| g.bind(py).clone())
+            .ok_or_else(|| CollectiveError { message: format!("no process group was made for the ranks {:?} along '{}'", group.ranks, group.mesh_axis) })
+    }
+}
+
+/// A Python exception as a collective's failure.
+fn failed(e: PyErr) -> CollectiveError {
+    CollectiveError { message: e.to_string() }
+}
+
+impl Collectives for TorchCollectives {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn all_reduce(&self, group: Group<'_>, dtype: DType, op: ReduceOp, data: &mut [u8]) -> Result<(), CollectiveError> {
+        Python::attach(|py| {
+            let handle = self.handle(py, group)?;
+            let bytes = PyByteArray::new(py, data);
+            let run = || -> PyResult<()> {
+                let t = self.tensor(py, &bytes, dtype)?;
+                let dist = self.dist.bind(py);
+                let op = dist.getattr("ReduceOp")?.getattr(match op {
+                    ReduceOp::Sum => "SUM",
+                    ReduceOp::Max => "MAX",
+                    ReduceOp::Min => "MIN",
+                    ReduceOp::Prod => "PRODUCT",
+                })?;
+                let kwargs = PyDict::new(py);
+                kwargs.set_item("op", op)?;
+                kwargs.set_item("group", &handle)?;
+                dist.call_method("all_reduce", (t,), Some(&kwargs))?;
+                Ok(())
+            };
+            run().map_err(failed)?;
+            // SAFETY: the bytearray is this function's own, alive and unshared while read.
+            data.copy_from_slice(unsafe { bytes.as_bytes() });
+            Ok(())
+        })
+    }
+
+    fn all_gather(&self, group: Group<'_>, dtype: DType, block: &[u8], out: &mut [u8]) -> Result<(), CollectiveError> {
+        Python::attach(|py| {
+            let handle = self.handle(py, group)?;
+            let parts = group.ranks.len();
+            let mine = PyByteArray::new(py, block);
+            let received: Vec<Bound<'_, PyByteArray>> = (0..parts).map(|_| PyByteArray::new(py, &vec![0u8; block.len()])).collect();
+            let run = || -> PyResult<()> {
+                let t = self.tensor(py, &mine, dtype)?;
+                let list = PyList::empty(py);
+                for r in &received {
+                    list.append(self.tensor(py, r, dtype)?)?;
+                }
+                let kwargs = PyDict::new(py);
+                kwargs.set_item("group", &handle)?;
+                self.dist.bind(py).call_method("all_gather", (list, t), Some(&kwargs))?;
+                Ok(())
+            };
+            run().map_err(failed)?;
+            for (chunk, r) in out.chunks_exact_mut(block.len().max(1)).zip(&received) {
+                // SAFETY: each bytearray is this function's own, alive and unshared while read.
+                chunk.copy_from_slice(unsafe { r.as_bytes() });
+            }
+            Ok(())
+        })
+    }
+}
+
+/// How a module's functions are split: the mesh, the sharding, whether
+/// results come back whole, the engine, and the weights each function
+/// reads its blocks from.
+pub struct Distributed {
+    pub mesh: Mesh,
+    pub sharding: Sharding,
+    pub gather: bool,
+    pub collectives: Arc<TorchCollectives>,
+    /// A safetensors file each function reads its rank's blocks from (the
+    /// module then holds no whole weights); `None`: the module's bound ones.
+    pub weights_file: Option<PathBuf>,
+}
+
+impl Distributed {
+    /// The function `name` of `program`, split for this rank.
+    pub fn function(&self, py: Python<'_>, program: &nax::Program, name: &str) -> PyResult<ShardedFunction> {
+        let collectives: Arc<dyn Collectives> = self.collectives.clone();
+        let made = py.detach(|| {
+            let f = program.sharded(name, &self.mesh, &self.sharding, collectives)?.gather(self.gather);
+            match &self.weights_file {
+                Some(path) => f.with_weights_file(path),
+                None => Ok(f),
+            }
+        });
+        Ok(ShardedFunction { function: made.map_err(error)?, name: name.to_string() })
+    }
+}
+
+/// One function of a module compiled for a mesh, as this rank runs it:
+/// called by every rank at once with its blocks of the arguments
+/// (positionally or by name); gives `nax.Tensor`s whose `.offsets` and
+/// `.global_shape` say where each block lies.
+#[pyclass(frozen, module = "nax")]
+pub struct ShardedFunction {
+    function: nax::ShardedFunction,
+    name: String,
+}
+
+#[pymethods]
+impl ShardedFunction {
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+        crate::errors::guard(|| {
+            let signature = self.function.signature();
+            let held: Vec<(String, Held<'_>)> = bind(&signature.name, &parameters(signature), args, kwargs)?;
+            let inputs = held.iter().map(|(name, h)| Ok((name.as_str(), h.input(&format!("argument '{name}'"))?))).collect::<PyResult<Vec<_>>>()?;
+            let call: Vec<(&str, Arg<'_>)> = inputs.iter().map(|(name, input)| (*name, input.arg())).collect();
+            let results = py.detach(|| self.function.call_results(call)).map_err(at_call)?;
+            let (names, tensors): (Vec<String>, Vec<Tensor>) = results.into_iter().map(|(name, r)| (name, Tensor::placed(r))).unzip();
+            call_value(py, &self.name, &names, tensors)
+        })
+    }
+
+    /// The rank's signature: its parameters with their blocks' sizes.
+    #[getter]
+    fn signature(&self) -> String {
+        self.function.signature().to_string()
+    }
+
+    /// The bytes of the weights this rank holds: its blocks.
+    #[getter]
+    fn weight_bytes(&self) -> usize {
+        self.function.weight_bytes()
+    }
+
+    /// The function's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<nax sharded function {}>", self.function.signature())
+    }
+}

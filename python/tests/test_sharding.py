@@ -1,0 +1,93 @@
+"""A module split over processes by axis name (SHARDING.md), its
+collectives run by torch.distributed's gloo: GPT-2 (examples/gpt2/sharded.py,
+small dims) over 2 and 4 processes gives the unsplit logits and greedy
+tokens, prefill and cached decoding step, each rank holding its share of
+the weights; a rank that dies ends the others' call with
+nax.CollectiveError, ten times in a row, nothing hanging; errors of the
+split itself are nax.CompileError."""
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "examples/gpt2/sharded.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(world: int, *args: str, timeout: float = 300) -> list:
+    """Runs the script on `world` processes (the environment torchrun
+    gives); each process's exit code and output."""
+    port = free_port()
+    procs = []
+    for rank in range(world):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+        procs.append(subprocess.Popen([sys.executable, str(SCRIPT), "--small", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outcomes = []
+    for p in procs:
+        out, err = p.communicate(timeout=timeout)
+        outcomes.append((p.returncode, out, err))
+    return outcomes
+
+
+@pytest.mark.parametrize(
+    "world,mesh,shard",
+    [(2, "tp=2", "H=tp,F=tp"), (4, "tp=4", "H=tp,F=tp"), (2, "dp=2", "b=dp"), (4, "dp=2,tp=2", "b=dp,H=tp,F=tp")],
+)
+def test_gpt2_split_gives_the_unsplit_logits_with_each_rank_holding_its_share(torch, tmp_path, world, mesh, shard):
+    outcomes = launch(world, "--mesh", mesh, "--shard", shard, "--weights", str(tmp_path))
+    for code, out, err in outcomes:
+        assert code == 0, err[-3000:]
+    reports = json.loads(outcomes[0][1].strip().splitlines()[-1])
+    assert len(reports) == world
+    for r in reports:
+        assert r["prefill_max_rel"] <= 1e-5 and r["step_max_rel"] <= 1e-5, r
+        assert r["step_keys_max_rel"] <= 1e-5, r
+        assert r["same_tokens"], r
+        assert abs(r["weight_bytes"] - r["share_weight_bytes"]) <= 0.05 * r["share_weight_bytes"], r
+    collectives = "4 (4 all-reduces, 0 all-gathers)" if "tp" in shard else "0 (0 all-reduces, 0 all-gathers)"
+    assert reports[0]["plan_collectives"] == f"collectives per call: {collectives}"
+
+
+def test_a_rank_that_dies_ends_the_others_call_with_a_collective_error_ten_times(torch, tmp_path):
+    for _ in range(10):
+        outcomes = launch(2, "--mesh", "tp=2", "--shard", "H=tp,F=tp", "--die", "1", "--weights", str(tmp_path), timeout=120)
+        code, out, err = outcomes[0]
+        assert code == 0, err[-3000:]
+        report = json.loads(out.strip().splitlines()[-1])
+        assert report["collective_error"].startswith("a collective failed: "), report
+        assert outcomes[1][0] == 3
+
+
+def test_a_split_that_cannot_be_made_is_a_compile_error_before_anything_runs(torch):
+    import torch.distributed as dist
+
+    import nax
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    source = "dim D = 6\ndef f(x: [n D]) -> [n D] {\n    return x * 2.0\n}\n"
+    with pytest.raises(nax.CompileError, match="the mesh \\(tp=2\\) has 2 processes, the process group has 1"):
+        nax.compile(source, mesh={"tp": 2}, shard={"D": "tp"})
+    with pytest.raises(nax.CompileError, match="the axis 'D' of size 6 cannot be split over the mesh axis 'tp' of size 4"):
+        nax.compile(source, mesh={"tp": 4}, shard={"D": "tp"})
+    with pytest.raises(nax.CompileError, match="the sharding splits 'Q', which is no axis name of the module"):
+        nax.compile(source, mesh={"tp": 1}, shard={"Q": "tp"})
+    # A mesh of one process: the functions run as written, and say where their results lie.
+    m = nax.compile(source, mesh={"tp": 1}, shard={"D": "tp"})
+    import numpy as np
+
+    y = m.f(np.ones((2, 6), np.float32))
+    assert y.offsets == (0, 0) and y.global_shape == (2, 6)
+    assert "collectives per call: 0" in m.plan("f")
+    assert issubclass(nax.CollectiveError, nax.Error)
