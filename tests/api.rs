@@ -442,7 +442,7 @@ fn only_the_machine_description_detects_the_cpu() {
 /// back end that does.
 #[test]
 fn the_stages_after_the_lowering_do_not_link_the_checker() {
-    for stage in ["nax-ir", "nax-passes", "nax-kernel", "nax-back-native", "nax-back-llvm", "nax-back-mlir", "nax-back-cranelift", "nax-back-interp"] {
+    for stage in ["nax-ir", "nax-passes", "nax-shard", "nax-kernel", "nax-back-native", "nax-back-llvm", "nax-back-mlir", "nax-back-cranelift", "nax-back-interp"] {
         let tree = cargo_tree(stage, &["-e", "normal,build"]);
         assert!(tree.starts_with(&format!("{stage} ")), "{tree}");
         assert!(!tree.lines().any(|l| l.starts_with("nax-front ")), "{stage} links nax-front:\n{tree}");
@@ -452,12 +452,12 @@ fn the_stages_after_the_lowering_do_not_link_the_checker() {
 }
 
 /// The stages that only transform programs (the checker, the lowering,
-/// the IR, the optimizer, kernel formation) link the contract, not the
+/// the IR, the optimizer, the partitioner, kernel formation) link the contract, not the
 /// runtime: they describe what runs, and share its vocabulary (dtypes,
 /// sizes, signatures, the plan's format) from below both.
 #[test]
 fn the_stages_before_code_generation_link_the_contract_not_the_runtime() {
-    for stage in ["nax-values", "nax-front", "nax-lower", "nax-ir", "nax-passes", "nax-kernel"] {
+    for stage in ["nax-values", "nax-front", "nax-lower", "nax-ir", "nax-passes", "nax-shard", "nax-kernel"] {
         let tree = cargo_tree(stage, &["-e", "normal,build"]);
         assert!(tree.lines().any(|l| l.starts_with("nax-contract ")), "{stage} does not link the contract:\n{tree}");
         assert!(!tree.lines().any(|l| l.starts_with("nax-runtime ") || l.starts_with("nax-host ")), "{stage} links the runtime:\n{tree}");

@@ -319,14 +319,21 @@ fn a_regrouping_keeps_a_split_that_lands_on_one_axis_and_gathers_one_that_does_n
 }
 
 #[test]
-fn take_along_a_split_axis_gathers_the_table_and_indices_keep_their_split() {
+fn take_along_a_split_axis_looks_up_each_rank_block_and_indices_keep_their_split() {
     let mut rng = SmallRng::seed_from_u64(5);
     let table = random(&mut rng, DType::F32, &[6, 4], "V D", 0);
     let ids = random(&mut rng, DType::I64, &[2, 4], "b n", 6);
     let source = "dim V = 6\ndim D = 4\nparam table: [V D]\ndef f(ids: Int[b n]) -> [b n D] {\n    return take(table, ids, V)\n}\n";
+    // Megatron's vocabulary-parallel embedding: the rows each rank holds,
+    // zeros for the others, summed; the block's first row from `arange`'s block.
     let plan = agrees(source, "f", "tp=2", "V=tp", &[("ids", ids.clone())], &[("table", table.clone())]);
-    assert_eq!(plan.exchange_counts(), (0, 1, 0));
+    assert_eq!(plan.exchange_counts(), (1, 0, 1));
     assert_eq!(plan.weights[0].splits, [Some(nax_contract::shard::Split { mesh_axis: 0, parts: 2, outer: 1 }), None], "the rank binds its block of the table");
+    let plan = agrees(source, "f", "tp=3", "V=tp", &[("ids", ids.clone())], &[("table", table.clone())]);
+    assert_eq!(plan.exchange_counts(), (1, 0, 1));
+    // Indices split too (over another mesh axis): still no table moves.
+    let plan = agrees(source, "f", "dp=2,tp=2", "b=dp,V=tp", &[("ids", ids.clone())], &[("table", table.clone())]);
+    assert_eq!(plan.exchange_counts().1, 0);
     let plan = agrees(source, "f", "dp=2", "b=dp", &[("ids", ids)], &[("table", table)]);
     assert_eq!(plan.exchange_counts(), (0, 0, 0));
 }
@@ -405,8 +412,15 @@ fn gpt2_split_by_heads_and_features_is_the_megatron_layout_and_gives_the_unshard
     }
     let plan = agrees(&source, "gpt2", "dp=2", "b=dp", &[("tokens", tokens.clone())], &weights);
     assert_eq!(plan.exchange_counts(), (0, 0, 0));
-    let plan = agrees(&source, "gpt2", "dp=2,tp=2", "b=dp,H=tp,F=tp", &[("tokens", tokens)], &weights);
+    let plan = agrees(&source, "gpt2", "dp=2,tp=2", "b=dp,H=tp,F=tp", &[("tokens", tokens.clone())], &weights);
     assert_eq!(plan.exchange_counts(), (4, 0, 0));
+    // The vocabulary split too: the embedding looked up in each rank's
+    // rows (one more all-reduce), the head's logits each rank's columns.
+    let plan = agrees(&source, "gpt2", "tp=2", "H=tp,F=tp,V=tp", &[("tokens", tokens.clone())], &weights);
+    assert_eq!(plan.exchange_counts(), (5, 0, 1));
+    assert!(plan.results[0].1[2].is_some(), "the logits are split along V");
+    let plan = agrees(&source, "next_token", "tp=2", "H=tp,F=tp,V=tp", &[("tokens", tokens)], &weights);
+    assert_eq!(plan.exchange_counts().1, 1, "the greedy token gathers the last position's logits");
 }
 
 #[test]
@@ -509,4 +523,34 @@ fn the_plan_shows_each_rank_sizes_and_every_collective_with_its_bytes() {
     assert!(text.contains("  attn_w: f32[L:2 D:32 _:48 (split over tp in 3 runs)]"), "{text}");
     assert_eq!(text.matches("all_reduce sum over tp: 128*b*n bytes").count(), 4, "{text}");
     assert!(text.contains("collectives per call: 4 (4 all-reduces, 0 all-gathers)"), "{text}");
+}
+
+#[test]
+fn a_rank_graph_verifies_and_its_text_form_with_the_exchanges_parses_back() {
+    let source = small_gpt2();
+    let module = nax::pipeline::check("gpt2.nax", &source, &mut nax::Timings::start()).unwrap();
+    for (function, mesh, sharding) in [("train_step", "tp=2", "H=tp,F=tp"), ("train_step", "dp=2", "b=dp"), ("step", "dp=2,tp=2", "b=dp,H=tp,F=tp")] {
+        let (mesh, sharding) = (Mesh::parse(mesh).unwrap(), Sharding::parse(sharding).unwrap());
+        let (rank, staged, _) = nax::pipeline::shard(&module, function, &mesh, &sharding, &mut nax::Timings::start()).unwrap();
+        assert!(nax_ir::verify(&rank).is_empty(), "{function}");
+        let text = nax_ir::text::print(&rank);
+        assert!(text.contains("exchange all_reduce sum "), "{text}");
+        let parsed = nax_ir::text::parse(&text).unwrap_or_else(|e| panic!("{function}: {e}"));
+        assert_eq!(nax_ir::text::print(&parsed), text, "{function}: the text form does not round-trip");
+        for stage in &staged.stages {
+            assert!(nax_ir::verify(stage).is_empty(), "{}", stage.name);
+            assert!(!nax_ir::text::print(stage).contains("exchange"), "a stage holds no exchange");
+        }
+    }
+}
+
+#[test]
+fn the_verifier_refuses_an_exchange_whose_sizes_do_not_match_its_parts() {
+    let text = "graph f\n%0 = input 0 \"x\" : f32 plain [n:4 k:3] range -inf inf\n%1 = exchange all_gather 1 0 2 1 %0 : f32 plain [n:4 k:5] range -inf inf\ninputs %0\noutput %1\n";
+    let g = nax_ir::text::parse(text).unwrap();
+    let problems = nax_ir::verify(&g);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].to_string().contains("axis 1 of an exchange is 5 from 3"), "{}", problems[0]);
+    let fixed = text.replace("k:5", "k:6");
+    assert!(nax_ir::verify(&nax_ir::text::parse(&fixed).unwrap()).is_empty());
 }

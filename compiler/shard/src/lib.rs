@@ -14,6 +14,7 @@
 //! runtime runs them by; [`plan_text`] is what `nax plan` prints.
 
 mod block;
+mod lookup;
 mod partition;
 mod regroup;
 mod report;

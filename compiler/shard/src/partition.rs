@@ -366,6 +366,17 @@ impl Partitioner<'_> {
                 }
                 (ops, choose)
             }
+            // A table split along the indexed axis, at indices held whole:
+            // each rank looks up its block's positions, and the results are summed.
+            Op::Take { axis } if self.lookup_is_partial(*axis, &has(self, 0), &has(self, 1), operands[0]) => {
+                let (table, indices) = (has(self, 0), has(self, 1));
+                let split = table[*axis].expect("checked by lookup_is_partial");
+                let mut kept: Splits = table[..*axis].to_vec();
+                kept.extend(indices.iter().copied());
+                kept.extend(table[axis + 1..].iter().copied());
+                let made = self.lookup_in_blocks(operands[0], operands[1], *axis, split, &node.ty, kept)?;
+                return self.name_rule(made, &axis_names(&node.ty));
+            }
             Op::Take { axis } => {
                 let mut table = has(self, 0);
                 table[*axis] = None;
@@ -430,8 +441,13 @@ impl Partitioner<'_> {
         if mean_parts > 1 {
             made = self.scale(made, 1.0 / mean_parts as f64);
         }
-        // The name rule: an axis whose name is split holds the rank's block.
-        self.two_named_axes(&names)?;
+        self.name_rule(made, &names)
+    }
+
+    /// The name rule: each axis of `made` whose name (in `names`) is split
+    /// holds the rank's block.
+    fn name_rule(&mut self, mut made: NodeIndex, names: &[Option<String>]) -> Result<NodeIndex, ShardError> {
+        self.two_named_axes(names)?;
         for (axis, name) in names.iter().enumerate() {
             let Some(split) = self.named_split(name.as_deref()) else { continue };
             let have = self.splits_of(made);
@@ -454,6 +470,17 @@ impl Partitioner<'_> {
         let index_axes: Vec<usize> = indices.iter().flatten().map(|s| s.mesh_axis).collect();
         let kept = values[..axis].iter().chain(&values[axis + k..]).flatten();
         kept.clone().all(|s| !index_axes.contains(&s.mesh_axis)) && index_axes.iter().enumerate().all(|(i, m)| !index_axes[..i].contains(m))
+    }
+
+    /// Whether a `take` along `axis` looks up each rank's block: the table
+    /// (a float or integer tensor) is split along it in one run, and no
+    /// index axis nor other table axis is split over that mesh axis.
+    fn lookup_is_partial(&self, axis: usize, table: &[Option<Split>], indices: &[Option<Split>], table_node: NodeIndex) -> bool {
+        let float_or_int = nax_ir::value_dtype(&self.out.graph[table_node].ty) != nax_contract::DType::Bool;
+        let split = table.get(axis).copied().flatten();
+        let Some(split) = split.filter(|s| s.outer == 1) else { return false };
+        let elsewhere = |s: &Option<Split>| s.is_none_or(|s| s.mesh_axis != split.mesh_axis);
+        float_or_int && indices.iter().all(elsewhere) && table.iter().enumerate().all(|(a, s)| a == axis || elsewhere(s))
     }
 
     /// `n` times the constant `factor`.
