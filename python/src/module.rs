@@ -185,7 +185,7 @@ fn distributed(
         Some(w) if w.cast::<PyDict>().is_err() => Some(w.extract::<PathBuf>().map_err(|_| error(format!("weights: a path to a safetensors file or a dict of tensors, not a {}", type_name(w))))?),
         _ => None,
     };
-    Ok(Distributed { mesh, sharding, gather, collectives, weights_file })
+    Ok(Distributed { mesh, sharding, gather, collectives, weights_file, made: Default::default() })
 }
 
 #[pymethods]

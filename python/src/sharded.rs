@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyList, PyTuple};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The collectives of `torch.distributed` on a process group.
 pub struct TorchCollectives {
@@ -173,11 +173,17 @@ pub struct Distributed {
     /// A safetensors file each function reads its rank's blocks from (the
     /// module then holds no whole weights); `None`: the module's bound ones.
     pub weights_file: Option<PathBuf>,
+    /// The functions made so far, each once.
+    pub made: Mutex<HashMap<String, nax::ShardedFunction>>,
 }
 
 impl Distributed {
-    /// The function `name` of `program`, split for this rank.
+    /// The function `name` of `program`, split for this rank: compiled
+    /// (and its weights read) the first time it is asked for.
     pub fn function(&self, py: Python<'_>, program: &nax::Program, name: &str) -> PyResult<ShardedFunction> {
+        if let Some(f) = self.made.lock().unwrap_or_else(|e| e.into_inner()).get(name) {
+            return Ok(ShardedFunction { function: f.clone(), name: name.to_string() });
+        }
         let collectives: Arc<dyn Collectives> = self.collectives.clone();
         let made = py.detach(|| {
             let f = program.sharded(name, &self.mesh, &self.sharding, collectives)?.gather(self.gather);
@@ -186,7 +192,9 @@ impl Distributed {
                 None => Ok(f),
             }
         });
-        Ok(ShardedFunction { function: made.map_err(error)?, name: name.to_string() })
+        let function = made.map_err(error)?;
+        self.made.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), function.clone());
+        Ok(ShardedFunction { function, name: name.to_string() })
     }
 }
 
