@@ -442,7 +442,9 @@ fn only_the_machine_description_detects_the_cpu() {
 /// back end that does.
 #[test]
 fn the_stages_after_the_lowering_do_not_link_the_checker() {
-    for stage in ["nax-ir", "nax-passes", "nax-shard", "nax-kernel", "nax-back-native", "nax-back-llvm", "nax-back-mlir", "nax-back-cranelift", "nax-back-interp"] {
+    for stage in
+        ["nax-ir", "nax-passes", "nax-shard", "nax-kernel", "nax-back-native", "nax-back-llvm", "nax-back-mlir", "nax-back-cranelift", "nax-back-interp"]
+    {
         let tree = cargo_tree(stage, &["-e", "normal,build"]);
         assert!(tree.starts_with(&format!("{stage} ")), "{tree}");
         assert!(!tree.lines().any(|l| l.starts_with("nax-front ")), "{stage} links nax-front:\n{tree}");

@@ -49,7 +49,10 @@ impl Rank {
             *c
         };
         let key = (group.to_vec(), seq);
-        let me = group.iter().position(|&r| r == self.rank).ok_or_else(|| CollectiveError { message: format!("rank {} is not in the group {group:?}", self.rank) })?;
+        let me = group
+            .iter()
+            .position(|&r| r == self.rank)
+            .ok_or_else(|| CollectiveError { message: format!("rank {} is not in the group {group:?}", self.rank) })?;
         let mut slots = self.hub.slots.lock().unwrap();
         slots.entry(key.clone()).or_insert_with(|| Slot { blocks: vec![None; group.len()], readers: 0 }).blocks[me] = Some(data.to_vec());
         self.hub.ready.notify_all();
@@ -153,7 +156,14 @@ fn on_ranks<T: Send>(size: usize, timeout: Duration, f: impl Fn(Arc<Rank>) -> T 
 
 /// The back ends every rule runs on: (back end, bounds-checked).
 fn backends() -> Vec<(Backend, bool)> {
-    vec![(Backend::Interp, false), (Backend::Llvm, false), (Backend::Cranelift, false), (Backend::Mlir, false), (Backend::Llvm, true), (Backend::Cranelift, true)]
+    vec![
+        (Backend::Interp, false),
+        (Backend::Llvm, false),
+        (Backend::Cranelift, false),
+        (Backend::Mlir, false),
+        (Backend::Llvm, true),
+        (Backend::Cranelift, true),
+    ]
 }
 
 /// A tensor of random values in [-1, 1) (integers in [0, bound) for `I64`).
@@ -247,7 +257,9 @@ fn agrees(source: &str, function: &str, mesh: &str, sharding: &str, args: &[(&st
             let r = rank.rank;
             let f = program.sharded(function, &mesh, &sharding, rank).unwrap_or_else(|e| panic!("{} ({}): {e}", function, backend.name()));
             let blocks: Vec<HostTensor> = args.iter().map(|(_, t)| block_for(t, &mesh, &sharding, r)).collect();
-            let out = f.call_results(args.iter().zip(&blocks).map(|((n, _), b)| (*n, Arg::from(b.view())))).unwrap_or_else(|e| panic!("{function} on {}: {e}", backend.name()));
+            let out = f
+                .call_results(args.iter().zip(&blocks).map(|((n, _), b)| (*n, Arg::from(b.view()))))
+                .unwrap_or_else(|e| panic!("{function} on {}: {e}", backend.name()));
             (out, f.plan().clone())
         });
         plan = Some(results[0].1.clone());
@@ -260,7 +272,14 @@ fn agrees(source: &str, function: &str, mesh: &str, sharding: &str, args: &[(&st
             let bad: Vec<usize> = got.iter().zip(&want).enumerate().filter(|(_, (g, w))| (*g - *w).abs() > 1e-5 * scale).map(|(k, _)| k).collect();
             if let Some(&k) = bad.first() {
                 let label = if checked { " --check-bounds" } else { "" };
-                failures.push(format!("{name} on {}{label}: {} of {} elements differ, the first {k}: {}, unsharded {} (largest {scale})", backend.name(), bad.len(), want.len(), got[k], want[k]));
+                failures.push(format!(
+                    "{name} on {}{label}: {} of {} elements differ, the first {k}: {}, unsharded {} (largest {scale})",
+                    backend.name(),
+                    bad.len(),
+                    want.len(),
+                    got[k],
+                    want[k]
+                ));
             }
         }
     }

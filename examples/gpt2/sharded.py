@@ -10,7 +10,8 @@ decoding step (`step`) with its blocks of the arguments; rank 0 prints one
 JSON line: the largest difference from the unsplit logits (relative to the
 largest logit), whether the greedy tokens agree, the rank's weight bytes
 against its Megatron share, the collectives of one call, and the time
-of a prefill split and unsplit (`--time`).
+of a prefill split and unsplit (`--time ROUNDS`, interleaved: the
+median of the rounds' ratios).
 
 `--small` uses the dims of a small GPT-2 (2 layers, width 32) instead of
 GPT-2 small's (124M parameters); `--die RANK` makes that rank exit before
@@ -87,7 +88,8 @@ def main() -> None:
     parser.add_argument("--shard", default="H=tp,F=tp")
     parser.add_argument("--small", action="store_true")
     parser.add_argument("--die", type=int, default=-1)
-    parser.add_argument("--time", action="store_true")
+    parser.add_argument("--time", type=int, default=0, help="rounds of timing a prefill split and unsplit")
+    parser.add_argument("--batch", type=int, default=2, help="sequences per rank of the batch axis")
     parser.add_argument("--tokens", type=int, default=8)
     parser.add_argument("--weights", help="the folder of the weights file (written by rank 0 when missing)")
     args = parser.parse_args()
@@ -108,7 +110,7 @@ def main() -> None:
     m = nax.compile(text, weights=str(path), mesh=mesh, shard=shard, threads=1)
     whole = nax.compile(text, weights=str(path), threads=1)
     rng = np.random.default_rng(1)
-    batch = 2 * mesh.get(shard.get("b", ""), 1)
+    batch = args.batch * mesh.get(shard.get("b", ""), 1)
     tokens = rng.integers(0, dims["V"], size=(batch, args.tokens), dtype=np.int64)
     if rank == args.die:
         os._exit(3)
@@ -145,18 +147,22 @@ def main() -> None:
     report["share_weight_bytes"] = int(sum(w.nbytes // (tp if k in split else 1) for k, w in weights(dims).items()))
     report["plan_collectives"] = m.plan("gpt2").splitlines()[-1]
     if args.time:
-        rounds = 5
-        dist.barrier()
-        start = time.perf_counter()
-        for _ in range(rounds):
-            gpt2(block(tokens, "b n", mesh, shard, coords))
-        split = (time.perf_counter() - start) / rounds
-        dist.barrier()
-        start = time.perf_counter()
-        for _ in range(rounds):
+        # Interleaved: each round times one split call (every rank) and one
+        # unsplit call (each process alone on its core, one thread).
+        split, unsplit = [], []
+        mine = block(tokens, "b n", mesh, shard, coords)
+        for _ in range(args.time):
+            dist.barrier()
+            start = time.perf_counter()
+            gpt2(mine)
+            split.append(time.perf_counter() - start)
+            dist.barrier()
+            start = time.perf_counter()
             whole.gpt2(tokens)
-        unsplit = (time.perf_counter() - start) / rounds
-        report["split_ms"], report["unsplit_ms"] = split * 1e3, unsplit * 1e3
+            unsplit.append(time.perf_counter() - start)
+        report["split_ms"] = float(np.median(split)) * 1e3
+        report["unsplit_ms"] = float(np.median(unsplit)) * 1e3
+        report["speedup"] = float(np.median([u / s for s, u in zip(split, unsplit)]))
     reports = [None] * dist.get_world_size()
     dist.all_gather_object(reports, report)
     if rank == 0:

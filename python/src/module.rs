@@ -182,7 +182,9 @@ fn distributed(
     }
     let collectives = Arc::new(TorchCollectives::new(py, &mesh, group)?);
     let weights_file = match weights {
-        Some(w) if w.cast::<PyDict>().is_err() => Some(w.extract::<PathBuf>().map_err(|_| error(format!("weights: a path to a safetensors file or a dict of tensors, not a {}", type_name(w))))?),
+        Some(w) if w.cast::<PyDict>().is_err() => {
+            Some(w.extract::<PathBuf>().map_err(|_| error(format!("weights: a path to a safetensors file or a dict of tensors, not a {}", type_name(w))))?)
+        }
         _ => None,
     };
     Ok(Distributed { mesh, sharding, gather, collectives, weights_file, made: Default::default() })

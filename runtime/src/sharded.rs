@@ -81,14 +81,15 @@ impl ShardedFunction {
     /// sizes), its plan, its compiled stages and the host's engine;
     /// refused when the engine's group is not the mesh's size or the plan
     /// names stages or values it does not have.
-    pub fn new(signature: Arc<Signature>, plan: ShardedPlan, stages: Vec<Function>, collectives: Arc<dyn Collectives>) -> Result<ShardedFunction, RuntimeError> {
+    pub fn new(
+        signature: Arc<Signature>,
+        plan: ShardedPlan,
+        stages: Vec<Function>,
+        collectives: Arc<dyn Collectives>,
+    ) -> Result<ShardedFunction, RuntimeError> {
         let processes = plan.mesh.processes();
         if collectives.size() != processes {
-            return Err(RuntimeError::Internal(format!(
-                "the mesh ({}) has {processes} processes, the engine's group {}",
-                plan.mesh,
-                collectives.size()
-            )));
+            return Err(RuntimeError::Internal(format!("the mesh ({}) has {processes} processes, the engine's group {}", plan.mesh, collectives.size())));
         }
         let coordinates = plan
             .mesh
@@ -138,7 +139,9 @@ impl ShardedFunction {
                     Some(Arg::Tensor(t)) => Ok(t.to_host()?),
                     _ => Err(RuntimeError::Internal(format!("a sharded plan reads parameter {i} as a tensor"))),
                 },
-                ValueRef::Value(i) => values.get(i).cloned().flatten().ok_or_else(|| RuntimeError::Internal(format!("value {i} is read before a step gives it"))),
+                ValueRef::Value(i) => {
+                    values.get(i).cloned().flatten().ok_or_else(|| RuntimeError::Internal(format!("value {i} is read before a step gives it")))
+                }
             }
         };
         for step in &self.plan.steps {
@@ -222,7 +225,11 @@ impl ShardedFunction {
 /// Refuses a split that does not fit a tensor (a damaged plan).
 fn check_split(shape: &[usize], axis: usize, split: Split, parts: usize) -> Result<(), RuntimeError> {
     let fits = split.parts as usize == parts && split.outer > 0 && shape.get(axis).is_some_and(|&s| s % split.outer as usize == 0);
-    if fits { Ok(()) } else { Err(RuntimeError::Internal(format!("a split in {parts} parts of {} runs does not fit the shape {shape:?} along axis {axis}", split.outer))) }
+    if fits {
+        Ok(())
+    } else {
+        Err(RuntimeError::Internal(format!("a split in {parts} parts of {} runs does not fit the shape {shape:?} along axis {axis}", split.outer)))
+    }
 }
 
 /// Every rank's block, gathered rank after rank in `all`, laid out as the

@@ -222,7 +222,9 @@ fn main() -> ExitCode {
 
 /// `nax plan`: prints the plan of one function split over a mesh.
 fn plan(path: &Path, function: &str, mesh: &str, shard: &str) -> ExitCode {
-    let parsed = nax::Mesh::parse(mesh).map_err(|e| format!("--mesh {mesh}: {e}")).and_then(|m| Ok((m, nax::Sharding::parse(shard).map_err(|e| format!("--shard {shard}: {e}"))?)));
+    let parsed = nax::Mesh::parse(mesh)
+        .map_err(|e| format!("--mesh {mesh}: {e}"))
+        .and_then(|m| Ok((m, nax::Sharding::parse(shard).map_err(|e| format!("--shard {shard}: {e}"))?)));
     let (mesh, sharding) = match parsed {
         Ok(parsed) => parsed,
         Err(message) => {
@@ -235,7 +237,8 @@ fn plan(path: &Path, function: &str, mesh: &str, shard: &str) -> ExitCode {
         Err(code) => return code,
     };
     let mut timings = Timings::start();
-    let planned = pipeline::check(&path.display().to_string(), &source, &mut timings).and_then(|module| pipeline::shard(&module, function, &mesh, &sharding, &mut timings));
+    let planned = pipeline::check(&path.display().to_string(), &source, &mut timings)
+        .and_then(|module| pipeline::shard(&module, function, &mesh, &sharding, &mut timings));
     match planned {
         Ok((_, _, text)) => {
             print!("{text}");

@@ -23,8 +23,8 @@
 use crate::error::Error;
 use crate::pipeline::{self, Backend};
 use crate::timings::Timings;
-use nax_front::CheckedModule;
 use nax_contract::shard::{Mesh, ShardedPlan, Sharding};
+use nax_front::CheckedModule;
 use nax_runtime::CallBoundary;
 use nax_runtime::{Arg, BoundWeights, CheckedCall, HostError, HostTensor, PackedWeights, Signature, TensorMut, ThreadPool};
 use nax_runtime::{Collectives, ShardedResult};

@@ -17,13 +17,13 @@ pub mod pipeline;
 mod timings;
 
 pub use engine::{Engine, Function, Program, ShardedFunction};
-pub use nax_contract::shard::{Mesh, MeshError, ReduceOp, ShardedPlan, Sharding};
-pub use nax_runtime::{CollectiveError, Collectives, Group, ShardedResult};
-pub use nax_shard::ShardError;
 pub use error::{Error, StageError, diagnostics_json};
+pub use nax_contract::shard::{Mesh, MeshError, ReduceOp, ShardedPlan, Sharding};
 pub use nax_runtime::{
     Arg, CallBoundary, DType, HostError, HostTensor, HostType, MAX_THREADS, Param, ParamType, RuntimeError, Scalar, Signature, Size, TensorData, TensorMut,
     TensorSpec, TensorView, ThreadPool, Value, bind, bind_owned, read_tensors, write_tensor_atomic, write_tensors_atomic,
 };
+pub use nax_runtime::{CollectiveError, Collectives, Group, ShardedResult};
+pub use nax_shard::ShardError;
 pub use pipeline::Backend;
 pub use timings::Timings;

@@ -6,12 +6,12 @@
 
 use crate::error::{Error, StageError};
 use crate::timings::Timings;
+use nax_contract::shard::{Mesh, Sharding};
 pub use nax_contract::{Machine, NAMED_CPUS, UnknownCpu};
 use nax_front::CheckedModule;
 use nax_front::checked::{CheckedFn, TExprKind};
 use nax_ir::Graph;
 pub use nax_kernel::FormOptions;
-use nax_contract::shard::{Mesh, Sharding};
 use nax_runtime::{Function, HostType, Scalar};
 use std::sync::Arc;
 
@@ -259,7 +259,13 @@ fn axis_names(module: &CheckedModule) -> Vec<String> {
 /// (SHARDING.md), for one rank: the graph as lowered, partitioned, cut at
 /// its exchanges into stages, and what `nax plan` prints of it. Nothing is
 /// compiled. Records `lower` and `shard`.
-pub fn shard(module: &CheckedModule, name: &str, mesh: &Mesh, sharding: &Sharding, timings: &mut Timings) -> Result<(nax_ir::Graph, nax_shard::Staged, String), Error> {
+pub fn shard(
+    module: &CheckedModule,
+    name: &str,
+    mesh: &Mesh,
+    sharding: &Sharding,
+    timings: &mut Timings,
+) -> Result<(nax_ir::Graph, nax_shard::Staged, String), Error> {
     function(module, name)?;
     sharding.check_against(mesh).map_err(nax_shard::ShardError::from)?;
     let names = axis_names(module);

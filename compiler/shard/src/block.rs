@@ -29,22 +29,14 @@ impl Partitioner<'_> {
         // The operands' blocks (operand index, its axis), or `None` to cut
         // the whole value.
         let pushed: Option<Vec<(usize, usize, Split)>> = match &node.op {
-            Op::Map { maps, .. } => Some(
-                maps.iter().enumerate().filter_map(|(k, m)| m.iter().position(|&r| r == axis).map(|j| (k, j, split))).collect(),
-            ),
+            Op::Map { maps, .. } => Some(maps.iter().enumerate().filter_map(|(k, m)| m.iter().position(|&r| r == axis).map(|j| (k, j, split))).collect()),
             Op::Rename => Some(vec![(0, axis, split)]),
             Op::Permute { perm } => Some(vec![(0, perm[axis], split)]),
             Op::Expand { map } => Some(map.iter().position(|&r| r == axis).map(|j| (0, j, split)).into_iter().collect()),
             Op::Select { axis: s, .. } => Some(vec![(0, if axis < *s { axis } else { axis + 1 }, split)]),
             Op::Contract { labels, output } => {
                 let label = output[axis];
-                Some(
-                    labels
-                        .iter()
-                        .enumerate()
-                        .filter_map(|(k, ls)| ls.iter().position(|&l| l == label).map(|j| (k, j, split)))
-                        .collect(),
-                )
+                Some(labels.iter().enumerate().filter_map(|(k, ls)| ls.iter().position(|&l| l == label).map(|j| (k, j, split))).collect())
             }
             Op::Reshape => {
                 let (from, to) = (sizes(&node.ty), sizes(&self.out.graph[operands[0]].ty));

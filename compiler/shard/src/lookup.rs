@@ -48,7 +48,8 @@ impl Partitioner<'_> {
         // The block's first position: element 0 of the rank's block of `arange`.
         let positions = self.add(Op::Construct { func: Constructor::Arange }, int(vec![Axis::unnamed(whole)], DType::I64), &[], vec![None]);
         let positions = self.block(positions, 0, split)?;
-        let one = self.add(Op::Slice { axis: 0, start: Size::Const(0), step: 1 }, int(vec![Axis::unnamed(Size::Const(1))], DType::I64), &[positions], vec![None]);
+        let one =
+            self.add(Op::Slice { axis: 0, start: Size::Const(0), step: 1 }, int(vec![Axis::unnamed(Size::Const(1))], DType::I64), &[positions], vec![None]);
         let first = self.add(Op::Select { axis: 0, index: 0, count: 1 }, int(Vec::new(), DType::I64), &[one], Vec::new());
         let map = |p: &mut Self, func: MapFn, compute: DType, ty: Type, operands: &[(NodeIndex, Vec<usize>)], splits: Splits| {
             let maps = operands.iter().map(|(_, m)| m.clone()).collect();
@@ -56,7 +57,14 @@ impl Partitioner<'_> {
             p.add(Op::Map { func, maps, compute }, ty, &nodes, splits)
         };
         let ids_splits = self.splits_of(indices);
-        let shifted = map(self, MapFn::Binary(BinaryOp::Sub), DType::I64, int(ids.axes.clone(), DType::I64), &[(indices, all.clone()), (first, Vec::new())], ids_splits.clone());
+        let shifted = map(
+            self,
+            MapFn::Binary(BinaryOp::Sub),
+            DType::I64,
+            int(ids.axes.clone(), DType::I64),
+            &[(indices, all.clone()), (first, Vec::new())],
+            ids_splits.clone(),
+        );
         let zero = literal(self, Literal::Int(0));
         let size = match self.out.symbols.constant(block) {
             Some(c) => literal(self, Literal::Int(c as i64)),
@@ -67,7 +75,8 @@ impl Partitioner<'_> {
         };
         let above = compare(self, BinaryOp::Ge, zero);
         let below = compare(self, BinaryOp::Lt, size);
-        let inside = map(self, MapFn::Binary(BinaryOp::And), DType::Bool, mask(ids.axes.clone()), &[(above, all.clone()), (below, all.clone())], ids_splits.clone());
+        let inside =
+            map(self, MapFn::Binary(BinaryOp::And), DType::Bool, mask(ids.axes.clone()), &[(above, all.clone()), (below, all.clone())], ids_splits.clone());
         let safe = map(
             self,
             MapFn::Builtin(Elementwise::Where),
@@ -87,7 +96,8 @@ impl Partitioner<'_> {
         let nothing = literal(self, if dtype.is_float() { Literal::Float(0.0) } else { Literal::Int(0) });
         let out: Vec<usize> = (0..kept.len()).collect();
         let index_axes: Vec<usize> = (axis..axis + rank).collect();
-        let masked = map(self, MapFn::Builtin(Elementwise::Where), dtype, taken_ty.clone(), &[(inside, index_axes), (taken, out), (nothing, Vec::new())], kept.clone());
+        let masked =
+            map(self, MapFn::Builtin(Elementwise::Where), dtype, taken_ty.clone(), &[(inside, index_axes), (taken, out), (nothing, Vec::new())], kept.clone());
         let summed = self.add(Op::Exchange(Exchange::AllReduce { op: ReduceOp::Sum, mesh_axis: split.mesh_axis }), taken_ty, &[masked], kept);
         Ok(summed)
     }

@@ -79,8 +79,8 @@ mod tests {
     #[test]
     fn with_run_time_sizes_the_first_axis_of_a_group_carries_its_block() {
         let free = |name: &str, i: u32| Symbol { name: name.into(), def: SymDef::Free, class: SymId(i), value: None };
-        let mut table = SizeTable::default();
-        table.symbols = vec![free("a", 0), free("b", 1), Symbol { name: "a*b".into(), def: SymDef::Mul(Size::Sym(SymId(0)), Size::Sym(SymId(1))), class: SymId(2), value: None }];
+        let product = Symbol { name: "a*b".into(), def: SymDef::Mul(Size::Sym(SymId(0)), Size::Sym(SymId(1))), class: SymId(2), value: None };
+        let table = SizeTable { symbols: vec![free("a", 0), free("b", 1), product] };
         let (a, b, ab) = (Size::Sym(SymId(0)), Size::Sym(SymId(1)), Size::Sym(SymId(2)));
         assert_eq!(carry(&table, &[a, b, Size::Const(2)], &[ab, Size::Const(2)], 0, tp(1)), Some((0, tp(1))));
         assert_eq!(carry(&table, &[a, b, Size::Const(2)], &[ab, Size::Const(2)], 1, tp(1)), None);

@@ -74,7 +74,18 @@ pub fn stages(p: &Partitioned, mesh: &Mesh, sharding: &Sharding) -> Result<Stage
                 _ => time[&o],
             }
         } else {
-            ops.iter().map(|&o| if free(o) { 0 } else if is_exchange(o) { time[&o] + 1 } else { time[&o] }).max().unwrap_or(0)
+            ops.iter()
+                .map(|&o| {
+                    if free(o) {
+                        0
+                    } else if is_exchange(o) {
+                        time[&o] + 1
+                    } else {
+                        time[&o]
+                    }
+                })
+                .max()
+                .unwrap_or(0)
         };
         time.insert(n, t);
     }

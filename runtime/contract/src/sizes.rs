@@ -99,7 +99,9 @@ pub struct Symbol {
 /// needs to check a call's sizes and to print them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SizeTable {
-    /// Every symbol, in creation order (a derived symbol refers only to earlier ones).
+    /// Every symbol, in creation order (a derived symbol refers only to
+    /// earlier ones, but for the whole size of an axis split over processes
+    /// in a rank's table: its block's size, a later symbol, times the parts).
     pub symbols: Vec<Symbol>,
 }
 
