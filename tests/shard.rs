@@ -161,6 +161,7 @@ fn backends() -> Vec<(Backend, bool)> {
         (Backend::Llvm, false),
         (Backend::Cranelift, false),
         (Backend::Mlir, false),
+        (Backend::CudaEmulation, false),
         (Backend::Llvm, true),
         (Backend::Cranelift, true),
     ]
@@ -179,34 +180,27 @@ fn random(rng: &mut SmallRng, dtype: DType, shape: &[usize], names: &str, bound:
 fn block_for(t: &HostTensor, mesh: &Mesh, sharding: &Sharding, rank: usize) -> HostTensor {
     let coords = mesh.coordinates(rank).unwrap();
     let mut shape = t.shape().to_vec();
-    let mut ranges: Vec<(usize, usize)> = shape.iter().map(|&s| (0, s)).collect();
+    let mut starts = vec![0; shape.len()];
     for (axis, name) in t.names().iter().enumerate() {
         let Some(m) = name.as_deref().and_then(|n| sharding.mesh_axis_of(n)).and_then(|m| mesh.axis(m)) else { continue };
-        let parts = mesh.size(m);
-        let len = shape[axis] / parts;
-        ranges[axis] = (coords[m] * len, len);
-        shape[axis] = len;
+        shape[axis] /= mesh.size(m);
+        starts[axis] = coords[m] * shape[axis];
     }
     let values = t.to_f64_vec();
-    let whole = t.shape().to_vec();
-    let mut out = Vec::new();
-    let total: usize = shape.iter().product();
-    for flat in 0..total {
-        let mut rest = flat;
-        let mut index = 0;
-        let mut stride = 1;
-        let mut pos = vec![0; shape.len()];
-        for a in (0..shape.len()).rev() {
-            pos[a] = rest % shape[a];
-            rest /= shape[a];
-        }
-        for a in (0..shape.len()).rev() {
-            index += (ranges[a].0 + pos[a]) * stride;
-            stride *= whole[a];
-        }
-        out.push(values[index]);
-    }
+    let out: Vec<f64> = (0..shape.iter().product()).map(|flat| values[place(flat, &shape, &starts, t.shape())]).collect();
     HostTensor::from_f64(t.dtype(), shape, t.names().to_vec(), &out).unwrap()
+}
+
+/// Where element `flat` (row-major) of a block of shape `block`, starting
+/// at `starts`, lies in the row-major whole of shape `whole`.
+fn place(flat: usize, block: &[usize], starts: &[usize], whole: &[usize]) -> usize {
+    let (mut rest, mut index, mut stride) = (flat, 0, 1);
+    for a in (0..block.len()).rev() {
+        index += (starts[a] + rest % block[a]) * stride;
+        rest /= block[a];
+        stride *= whole[a];
+    }
+    index
 }
 
 /// A whole result put together from every rank's block (each written
@@ -218,19 +212,7 @@ fn assemble(blocks: &[nax::ShardedResult]) -> (Vec<usize>, Vec<f64>) {
         let local = b.tensor.shape();
         let values = b.tensor.to_f64_vec();
         for (flat, v) in values.iter().enumerate() {
-            let mut rest = flat;
-            let mut index = 0;
-            let mut stride = 1;
-            let mut pos = vec![0; local.len()];
-            for a in (0..local.len()).rev() {
-                pos[a] = rest % local[a];
-                rest /= local[a];
-            }
-            for a in (0..local.len()).rev() {
-                index += (b.offsets[a] + pos[a]) * stride;
-                stride *= shape[a];
-            }
-            out[index] = *v;
+            out[place(flat, local, &b.offsets, &shape)] = *v;
         }
     }
     (shape, out)

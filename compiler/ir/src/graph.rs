@@ -192,15 +192,7 @@ impl Graph {
     /// never uses is not computed: not `v = sum(repeat(x, n -> n r,
     /// r=k), r)` with `k` at 2^63, nor anything cheaper.
     pub fn remove_dead_nodes(&mut self) {
-        let mut live = vec![false; self.graph.node_count()];
-        let mut stack: Vec<NodeIndex> = self.output_nodes().collect();
-        stack.extend(&self.inputs);
-        while let Some(n) = stack.pop() {
-            if std::mem::replace(&mut live[n.index()], true) {
-                continue;
-            }
-            stack.extend(self.graph.neighbors_directed(n, petgraph::Direction::Incoming));
-        }
+        let live = self.live_nodes();
         if live.iter().all(|&l| l) {
             return;
         }
@@ -220,6 +212,21 @@ impl Graph {
             o.node = map(o.node);
         }
         self.graph = kept;
+    }
+
+    /// Which nodes the outputs depend on, and the parameters' nodes, by
+    /// index: what [`Graph::remove_dead_nodes`] keeps (in index order).
+    pub fn live_nodes(&self) -> Vec<bool> {
+        let mut live = vec![false; self.graph.node_count()];
+        let mut stack: Vec<NodeIndex> = self.output_nodes().collect();
+        stack.extend(&self.inputs);
+        while let Some(n) = stack.pop() {
+            if std::mem::replace(&mut live[n.index()], true) {
+                continue;
+            }
+            stack.extend(self.graph.neighbors_directed(n, petgraph::Direction::Incoming));
+        }
+        live
     }
 
     /// How the errors of a `take` node `n` (or of its adjoint, a

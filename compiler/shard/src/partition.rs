@@ -527,7 +527,7 @@ impl Partitioner<'_> {
         let weight_sources: HashMap<NodeIndex, String> = self.weights.iter().cloned().collect();
         let mut g = self.out;
         // The live nodes keep their order: a node's new index is its position among them.
-        let live = live_nodes(&g);
+        let live = g.live_nodes();
         let mut splits = Vec::new();
         let mut sources: Vec<(NodeIndex, String)> = Vec::new();
         for n in g.graph.node_indices() {
@@ -571,21 +571,6 @@ impl Partitioner<'_> {
         }
         Ok(Partitioned { graph: g, splits, weights })
     }
-}
-
-/// Which nodes the outputs and inputs need, by index (as
-/// [`Graph::remove_dead_nodes`] keeps them, in the same order).
-fn live_nodes(g: &Graph) -> Vec<bool> {
-    let mut live = vec![false; g.graph.node_count()];
-    let mut stack: Vec<NodeIndex> = g.output_nodes().collect();
-    stack.extend(&g.inputs);
-    while let Some(n) = stack.pop() {
-        if std::mem::replace(&mut live[n.index()], true) {
-            continue;
-        }
-        stack.extend(g.graph.neighbors_directed(n, petgraph::Direction::Incoming));
-    }
-    live
 }
 
 /// A type's axis names (none for a host scalar).
