@@ -11,7 +11,8 @@ JSON line: the largest difference from the unsplit logits (relative to the
 largest logit), whether the greedy tokens agree, the rank's weight bytes
 against its Megatron share, the collectives of one call, and the time
 of a prefill split and unsplit (`--time ROUNDS`, interleaved: the
-median of the rounds' ratios).
+median of the rounds' ratios) with the time of the call's all-reduces
+alone.
 
 `--small` uses the dims of a small GPT-2 (2 layers, width 32) instead of
 GPT-2 small's (124M parameters); `--die RANK` makes that rank exit before
@@ -160,6 +161,15 @@ def main() -> None:
             start = time.perf_counter()
             whole.gpt2(tokens)
             unsplit.append(time.perf_counter() - start)
+        # The communication's share: the plan's all-reduces of [b n D]
+        # timed alone, as many as a call runs.
+        reduces = int(re.search(r"\((\d+) all-reduces", report["plan_collectives"]).group(1))
+        buffer = torch.zeros(mine.shape[0], mine.shape[1], dims["D"])
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(reduces):
+            dist.all_reduce(buffer)
+        report["communication_ms"] = (time.perf_counter() - start) * 1e3
         report["split_ms"] = float(np.median(split)) * 1e3
         report["unsplit_ms"] = float(np.median(unsplit)) * 1e3
         report["speedup"] = float(np.median([u / s for s, u in zip(split, unsplit)]))
