@@ -10,10 +10,14 @@ use crate::module::{Held, bind, call_value, parameters};
 use crate::tensor::Tensor;
 use nax::{Arg, CollectiveError, Collectives, DType, Group, Mesh, ReduceOp, Sharding};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+
+/// `PyBUF_WRITE`: a `memoryview` that may be written (CPython's
+/// `memoryobject.h`; pyo3's ffi names it only outside the limited API).
+const PY_BUF_WRITE: std::os::raw::c_int = 0x200;
 
 /// The collectives of `torch.distributed` on a process group.
 pub struct TorchCollectives {
@@ -68,8 +72,14 @@ impl TorchCollectives {
         Ok(TorchCollectives { rank, size, dist: dist.into_any().unbind(), torch: py.import("torch")?.into_any().unbind(), groups })
     }
 
-    /// A torch tensor of `dtype` sharing `bytes`' memory.
-    fn tensor<'py>(&self, py: Python<'py>, bytes: &Bound<'py, PyByteArray>, dtype: DType) -> PyResult<Bound<'py, PyAny>> {
+    /// A torch tensor of `dtype` over `len` bytes at `memory`, without a
+    /// copy (a `memoryview` of them), and that view, to release when the
+    /// collective is done.
+    ///
+    /// # Safety
+    /// The bytes stay alive, and nothing else touches them, until the view
+    /// is released; torch writes them only where the caller lent them to be written.
+    unsafe fn tensor<'py>(&self, py: Python<'py>, memory: *mut u8, len: usize, dtype: DType) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let torch = self.torch.bind(py);
         let name = match dtype {
             DType::F16 => "float16",
@@ -80,10 +90,15 @@ impl TorchCollectives {
             DType::I64 => "int64",
             DType::Bool => "bool",
         };
+        // SAFETY: the caller's contract; the length fits an isize (it is a slice's).
+        let view = unsafe {
+            let raw = pyo3::ffi::PyMemoryView_FromMemory(memory.cast(), len as pyo3::ffi::Py_ssize_t, PY_BUF_WRITE);
+            Bound::from_owned_ptr_or_err(py, raw)?
+        };
         let kwargs = PyDict::new(py);
         kwargs.set_item("dtype", torch.getattr("uint8")?)?;
-        let raw = torch.call_method("frombuffer", (bytes,), Some(&kwargs))?;
-        raw.call_method1("view", (torch.getattr(name)?,))
+        let raw = torch.call_method("frombuffer", (&view,), Some(&kwargs))?;
+        Ok((raw.call_method1("view", (torch.getattr(name)?,))?, view))
     }
 
     /// The process group of `group`.
@@ -112,9 +127,9 @@ impl Collectives for TorchCollectives {
     fn all_reduce(&self, group: Group<'_>, dtype: DType, op: ReduceOp, data: &mut [u8]) -> Result<(), CollectiveError> {
         Python::attach(|py| {
             let handle = self.handle(py, group)?;
-            let bytes = PyByteArray::new(py, data);
-            let run = || -> PyResult<()> {
-                let t = self.tensor(py, &bytes, dtype)?;
+            let mut run = || -> PyResult<()> {
+                // SAFETY: `data` is borrowed mutably for this call, and the view released before it ends.
+                let (t, view) = unsafe { self.tensor(py, data.as_mut_ptr(), data.len(), dtype)? };
                 let dist = self.dist.bind(py);
                 let op = dist.getattr("ReduceOp")?.getattr(match op {
                     ReduceOp::Sum => "SUM",
@@ -125,13 +140,12 @@ impl Collectives for TorchCollectives {
                 let kwargs = PyDict::new(py);
                 kwargs.set_item("op", op)?;
                 kwargs.set_item("group", &handle)?;
-                dist.call_method("all_reduce", (t,), Some(&kwargs))?;
-                Ok(())
+                let done = dist.call_method("all_reduce", (&t,), Some(&kwargs));
+                drop(t);
+                release(&view);
+                done.map(drop)
             };
-            run().map_err(failed)?;
-            // SAFETY: the bytearray is this function's own, alive and unshared while read.
-            data.copy_from_slice(unsafe { bytes.as_bytes() });
-            Ok(())
+            run().map_err(failed)
         })
     }
 
@@ -139,27 +153,33 @@ impl Collectives for TorchCollectives {
         Python::attach(|py| {
             let handle = self.handle(py, group)?;
             let parts = group.ranks.len();
-            let mine = PyByteArray::new(py, block);
-            let received: Vec<Bound<'_, PyByteArray>> = (0..parts).map(|_| PyByteArray::new(py, &vec![0u8; block.len()])).collect();
-            let run = || -> PyResult<()> {
-                let t = self.tensor(py, &mine, dtype)?;
-                let list = PyList::empty(py);
-                for r in &received {
-                    list.append(self.tensor(py, r, dtype)?)?;
-                }
+            let mut run = || -> PyResult<()> {
+                // SAFETY: `block` is only read by the gather (the view is
+                // writable because torch asks for one), `out` borrowed
+                // mutably for this call; both views released before it ends.
+                let (mine, mine_view) = unsafe { self.tensor(py, block.as_ptr().cast_mut(), block.len(), dtype)? };
+                let (all, all_view) = unsafe { self.tensor(py, out.as_mut_ptr(), out.len(), dtype)? };
+                let pieces = all.call_method1("chunk", (parts,))?;
+                let list = PyList::new(py, pieces.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
                 let kwargs = PyDict::new(py);
                 kwargs.set_item("group", &handle)?;
-                self.dist.bind(py).call_method("all_gather", (list, t), Some(&kwargs))?;
-                Ok(())
+                let done = self.dist.bind(py).call_method("all_gather", (&list, &mine), Some(&kwargs));
+                drop((list, pieces, all, mine));
+                release(&mine_view);
+                release(&all_view);
+                done.map(drop)
             };
-            run().map_err(failed)?;
-            for (chunk, r) in out.chunks_exact_mut(block.len().max(1)).zip(&received) {
-                // SAFETY: each bytearray is this function's own, alive and unshared while read.
-                chunk.copy_from_slice(unsafe { r.as_bytes() });
-            }
-            Ok(())
+            run().map_err(failed)
         })
     }
+}
+
+/// Releases a `memoryview` of the runtime's memory, so that nothing in
+/// Python reads it after the collective (a tensor torch still holds
+/// keeps it: then the release fails, and the view stays valid only as
+/// long as torch's reference, which ends with the synchronous call).
+fn release(view: &Bound<'_, PyAny>) {
+    let _ = view.call_method0("release");
 }
 
 /// How a module's functions are split: the mesh, the sharding, whether

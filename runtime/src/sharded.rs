@@ -74,6 +74,8 @@ pub struct ShardedFunction {
     stages: Vec<Function>,
     collectives: Arc<dyn Collectives>,
     coordinates: Vec<usize>,
+    /// The step that reads each value last (the steps' count: a result).
+    last_use: Vec<usize>,
 }
 
 impl ShardedFunction {
@@ -106,7 +108,20 @@ impl ShardedFunction {
         if !fits {
             return Err(RuntimeError::Internal("a sharded plan names a stage or a value it does not have".into()));
         }
-        Ok(ShardedFunction { signature, plan, stages, collectives, coordinates })
+        let mut last_use = vec![0; plan.values];
+        let mut read = |v: &ValueRef, at: usize| {
+            if let ValueRef::Value(i) = *v {
+                last_use[i] = at;
+            }
+        };
+        for (at, step) in plan.steps.iter().enumerate() {
+            match step {
+                Step::Stage { carried, .. } => carried.iter().for_each(|v| read(v, at)),
+                Step::Exchange { input, .. } => read(input, at),
+            }
+        }
+        plan.results.iter().for_each(|(v, _)| read(v, plan.steps.len()));
+        Ok(ShardedFunction { signature, plan, stages, collectives, coordinates, last_use })
     }
 
     /// The rank's signature: its parameters with their blocks' sizes.
@@ -133,68 +148,75 @@ impl ShardedFunction {
         // The whole call's sizes are checked before any stage runs.
         drop(self.signature.check(args.clone(), weights)?);
         let mut values: Vec<Option<HostTensor>> = vec![None; self.plan.values];
-        let fetch = |values: &[Option<HostTensor>], v: ValueRef| -> Result<HostTensor, RuntimeError> {
+        let missing = |i: usize| RuntimeError::Internal(format!("value {i} is read before a step gives it"));
+        // A value is moved out at its last reader, else copied.
+        let take = |values: &mut [Option<HostTensor>], v: ValueRef, at: usize| -> Result<HostTensor, RuntimeError> {
             match v {
                 ValueRef::Argument(i) => match args.get(i) {
                     Some(Arg::Tensor(t)) => Ok(t.to_host()?),
                     _ => Err(RuntimeError::Internal(format!("a sharded plan reads parameter {i} as a tensor"))),
                 },
-                ValueRef::Value(i) => {
-                    values.get(i).cloned().flatten().ok_or_else(|| RuntimeError::Internal(format!("value {i} is read before a step gives it")))
-                }
+                ValueRef::Value(i) if self.last_use.get(i) == Some(&at) => values.get_mut(i).and_then(Option::take).ok_or_else(|| missing(i)),
+                ValueRef::Value(i) => values.get(i).cloned().flatten().ok_or_else(|| missing(i)),
             }
         };
-        for step in &self.plan.steps {
+        for (at, step) in self.plan.steps.iter().enumerate() {
             match step {
                 Step::Stage { stage, carried, values: given } => {
-                    let carried: Vec<HostTensor> = carried.iter().map(|&v| fetch(&values, v)).collect::<Result<_, _>>()?;
+                    // The carried values are lent, not copied.
                     let mut stage_args = args.clone();
-                    stage_args.extend(carried.iter().map(|t| Arg::Tensor(t.view())));
+                    for &v in carried {
+                        stage_args.push(match v {
+                            ValueRef::Argument(i) => args.get(i).cloned().ok_or_else(|| RuntimeError::Internal(format!("no parameter {i}")))?,
+                            ValueRef::Value(i) => Arg::Tensor(values.get(i).and_then(Option::as_ref).ok_or_else(|| missing(i))?.view()),
+                        });
+                    }
                     let results = self.stages[*stage].call_results_in_order(stage_args, weights, pool)?;
                     for (&v, t) in given.iter().zip(results) {
                         values[v] = Some(t);
                     }
                 }
                 Step::Exchange { exchange, input, value, dtype } => {
-                    let input = fetch(&values, *input)?;
+                    let input = take(&mut values, *input, at)?;
                     if input.dtype() != *dtype {
                         return Err(RuntimeError::Internal(format!("an exchange of {} is given {}", dtype.as_str(), input.dtype().as_str())));
                     }
-                    values[*value] = Some(self.exchange(*exchange, &input)?);
+                    values[*value] = Some(self.exchange(*exchange, input)?);
                 }
             }
         }
-        self.plan
-            .results
-            .iter()
-            .map(|(v, splits)| {
-                let mut tensor = fetch(&values, *v)?;
-                if gather {
-                    for (axis, split) in splits.iter().enumerate() {
-                        if let Some(split) = split {
-                            tensor = self.exchange(Exchange::AllGather { axis, split: *split }, &tensor)?;
-                        }
-                    }
-                    let offsets = vec![0; tensor.rank()];
-                    let global_shape = tensor.shape().to_vec();
-                    return Ok(ShardedResult { tensor, offsets, global_shape });
-                }
-                let mut offsets = vec![0; tensor.rank()];
-                let mut global_shape = tensor.shape().to_vec();
+        let end = self.plan.steps.len();
+        let mut results = Vec::with_capacity(self.plan.results.len());
+        for (k, (v, splits)) in self.plan.results.iter().enumerate() {
+            // A value that is two results is copied for the first.
+            let again = self.plan.results[k + 1..].iter().any(|(w, _)| w == v);
+            let mut tensor = take(&mut values, *v, if again { usize::MAX } else { end })?;
+            let mut offsets = vec![0; tensor.rank()];
+            if gather {
                 for (axis, split) in splits.iter().enumerate() {
-                    if let (Some(split), Some(size)) = (split, global_shape.get_mut(axis)) {
-                        let run = *size / split.outer.max(1) as usize;
-                        offsets[axis] = run * self.coordinates[split.mesh_axis];
-                        *size *= split.parts as usize;
+                    if let Some(split) = split {
+                        tensor = self.exchange(Exchange::AllGather { axis, split: *split }, tensor)?;
                     }
                 }
-                Ok(ShardedResult { tensor, offsets, global_shape })
-            })
-            .collect()
+                let global_shape = tensor.shape().to_vec();
+                results.push(ShardedResult { tensor, offsets, global_shape });
+                continue;
+            }
+            let mut global_shape = tensor.shape().to_vec();
+            for (axis, split) in splits.iter().enumerate() {
+                if let (Some(split), Some(size)) = (split, global_shape.get_mut(axis)) {
+                    let run = *size / split.outer.max(1) as usize;
+                    offsets[axis] = run * self.coordinates[split.mesh_axis];
+                    *size *= split.parts as usize;
+                }
+            }
+            results.push(ShardedResult { tensor, offsets, global_shape });
+        }
+        Ok(results)
     }
 
-    /// Runs one exchange on a value of this rank.
-    fn exchange(&self, exchange: Exchange, input: &HostTensor) -> Result<HostTensor, RuntimeError> {
+    /// Runs one exchange on a value of this rank (an all-reduce in its memory).
+    fn exchange(&self, exchange: Exchange, mut input: HostTensor) -> Result<HostTensor, RuntimeError> {
         let rank = self.collectives.rank();
         let mesh_axis = exchange.mesh_axis();
         let ranks = self.plan.mesh.group(rank, mesh_axis);
@@ -202,11 +224,18 @@ impl ShardedFunction {
         let dtype = input.dtype();
         let names = input.names().to_vec();
         match exchange {
-            Exchange::AllReduce { op, .. } => {
-                let mut data = input.data().as_bytes().to_vec();
-                self.collectives.all_reduce(group, dtype, op, &mut data)?;
-                Ok(HostTensor::new(TensorData::from_le_bytes(dtype, &data), input.shape().to_vec(), names)?)
-            }
+            Exchange::AllReduce { op, .. } => match input.bytes_mut() {
+                Some(data) => {
+                    self.collectives.all_reduce(group, dtype, op, data)?;
+                    Ok(input)
+                }
+                // Booleans through a copy, whose bytes are checked back.
+                None => {
+                    let mut data = input.data().as_bytes().to_vec();
+                    self.collectives.all_reduce(group, dtype, op, &mut data)?;
+                    Ok(HostTensor::new(TensorData::from_le_bytes(dtype, &data), input.shape().to_vec(), names)?)
+                }
+            },
             Exchange::AllGather { axis, split } => {
                 check_split(input.shape(), axis, split, ranks.len())?;
                 let block = input.data().as_bytes();
@@ -217,7 +246,7 @@ impl ShardedFunction {
                 shape[axis] *= ranks.len();
                 Ok(HostTensor::new(TensorData::from_le_bytes(dtype, &data), shape, names)?)
             }
-            Exchange::Block { axis, split } => cut(input, axis, split, self.coordinates[mesh_axis]),
+            Exchange::Block { axis, split } => cut(&input, axis, split, self.coordinates[mesh_axis]),
         }
     }
 }

@@ -25,15 +25,19 @@ pub struct Staged {
 }
 
 /// The nodes every stage may read without a value carried to it:
-/// parameters, weights, literals, sizes, and host scalars computed from
-/// those alone (each stage that needs one computes it).
+/// parameters, weights, literals, sizes, host scalars computed from those
+/// alone, and views of them (a layer's slice of a stacked weight): each
+/// stage that needs one reads or computes it itself, so no weight is
+/// copied from stage to stage.
 fn free_nodes(g: &Graph, order: &[NodeIndex]) -> HashSet<NodeIndex> {
     let mut free = HashSet::new();
     for &n in order {
         let node = &g.graph[n];
         let leaf = matches!(node.op, Op::Input { .. } | Op::Weight { .. } | Op::Literal(_) | Op::SizeValue(_));
-        let scalar = matches!(node.ty, nax_ir::Type::Host(..)) && !matches!(node.op, Op::Exchange(_)) && g.operands(n).iter().all(|o| free.contains(o));
-        if leaf || scalar {
+        let of_free = g.operands(n).iter().all(|o| free.contains(o));
+        let scalar = matches!(node.ty, nax_ir::Type::Host(..)) && !matches!(node.op, Op::Exchange(_)) && of_free;
+        let view = matches!(node.op, Op::Select { .. } | Op::Rename | Op::Reshape | Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. }) && of_free;
+        if leaf || scalar || view {
             free.insert(n);
         }
     }

@@ -77,6 +77,18 @@ impl TensorData {
         unsafe { std::slice::from_raw_parts(self.as_ptr(), bytes) }
     }
 
+    /// The elements' bytes, to write in place; `None` for `bool`s, whose
+    /// bytes must stay 0 or 1.
+    pub fn as_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        if self.dtype() == DType::Bool {
+            return None;
+        }
+        let bytes = self.len() * self.dtype().size_bytes();
+        // SAFETY: the vector's elements are numbers, for which every bit
+        // pattern is a value; `bytes` of them from its first element on.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.as_mut_ptr(), bytes) })
+    }
+
     /// The element type.
     pub fn dtype(&self) -> DType {
         match self {
@@ -221,6 +233,12 @@ impl HostTensor {
     /// The elements, row-major.
     pub fn data(&self) -> &TensorData {
         &self.data
+    }
+
+    /// The elements' bytes, row-major, to write in place; `None` for
+    /// `bool`s, whose bytes must stay 0 or 1.
+    pub fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        self.data.as_bytes_mut()
     }
 
     /// The elements, row-major, without a copy.
