@@ -555,3 +555,31 @@ fn the_verifier_refuses_an_exchange_whose_sizes_do_not_match_its_parts() {
     let fixed = text.replace("k:5", "k:6");
     assert!(nax_ir::verify(&nax_ir::text::parse(&fixed).unwrap()).is_empty());
 }
+
+#[test]
+fn an_argument_given_whole_along_a_dim_is_read_at_the_rank_block() {
+    let source = "dim D = 8\ndef f(x: [n D]) -> [n D] {\n    return x - mean(x, D)\n}\n";
+    let program = Engine::new().backend(Backend::Llvm).check_bounds(true).compile(source).unwrap();
+    let (mesh, sharding) = (Mesh::parse("tp=2").unwrap(), Sharding::parse("D=tp").unwrap());
+    let mut rng = SmallRng::seed_from_u64(11);
+    let x = random(&mut rng, DType::F32, &[3, 8], "n D", 0);
+    let want = program.function("f").unwrap().call([("x", Arg::from(x.view()))]).unwrap().to_f64_vec();
+    // Whole on every rank, and transposed: the sizes say which was passed.
+    let transposed = x.permuted(&[1, 0]).unwrap();
+    for given in [&x, &transposed] {
+        let blocks = on_ranks(2, Duration::from_secs(30), |rank| {
+            let f = program.sharded("f", &mesh, &sharding, rank).unwrap();
+            f.call_results([("x", Arg::from(given.view()))]).unwrap().remove(0).1
+        });
+        let (shape, got) = assemble(&blocks);
+        assert_eq!(shape, [3, 8]);
+        assert!(got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 1e-6), "{got:?} {want:?}");
+    }
+    // Neither the block (4) nor the whole (8): refused at the call, naming the size.
+    let wrong = random(&mut rng, DType::F32, &[3, 6], "n D", 0);
+    let refused = on_ranks(2, Duration::from_secs(5), |rank| {
+        let f = program.sharded("f", &mesh, &sharding, rank).unwrap();
+        f.call_results([("x", Arg::from(wrong.view()))]).unwrap_err().to_string()
+    });
+    assert!(refused[0].contains('6') && refused[0].contains('4'), "{}", refused[0]);
+}

@@ -101,6 +101,13 @@ impl ShardedFunction {
             ValueRef::Argument(i) => i < signature.params.len(),
             ValueRef::Value(i) => i < plan.values,
         };
+        if plan.params.len() != signature.params.len() {
+            return Err(RuntimeError::Internal(format!(
+                "a sharded plan has the splits of {} parameters, the signature {}",
+                plan.params.len(),
+                signature.params.len()
+            )));
+        }
         let fits = plan.steps.iter().all(|s| match s {
             Step::Stage { stage, carried, values } => *stage < stages.len() && carried.iter().all(value_ok) && values.iter().all(|&v| v < plan.values),
             Step::Exchange { exchange, input, value, .. } => value_ok(input) && *value < plan.values && exchange.mesh_axis() < plan.mesh.axes().len(),
@@ -145,6 +152,8 @@ impl ShardedFunction {
     /// whole (gathered from every rank's block).
     pub fn call_results(&self, args: Vec<(&str, Arg<'_>)>, weights: &dyn Weights, pool: &ThreadPool, gather: bool) -> Result<Vec<ShardedResult>, RuntimeError> {
         let args = self.signature.arguments(args)?;
+        let blocks = self.blocks_of_whole_arguments(&args)?;
+        let args: Vec<Arg<'_>> = args.into_iter().zip(&blocks).map(|(a, b)| b.as_ref().map_or(a, |t| Arg::Tensor(t.view()))).collect();
         // The whole call's sizes are checked before any stage runs.
         drop(self.signature.check(args.clone(), weights)?);
         let mut values: Vec<Option<HostTensor>> = vec![None; self.plan.values];
@@ -213,6 +222,36 @@ impl ShardedFunction {
             results.push(ShardedResult { tensor, offsets, global_shape });
         }
         Ok(results)
+    }
+
+    /// The rank's block of each argument given whole: along a split axis
+    /// whose block's size is known when compiling, an argument as long as
+    /// the whole axis (the block's times the parts) is cut (`None`: the
+    /// argument is the rank's own block, or a scalar).
+    fn blocks_of_whole_arguments(&self, args: &[Arg<'_>]) -> Result<Vec<Option<HostTensor>>, RuntimeError> {
+        let mut blocks = Vec::with_capacity(args.len());
+        for ((arg, param), splits) in args.iter().zip(&self.signature.params).zip(&self.plan.params) {
+            let (Arg::Tensor(view), nax_contract::ParamType::Tensor(spec)) = (arg, &param.ty) else {
+                blocks.push(None);
+                continue;
+            };
+            let bound = crate::binding::bind(&param.name, &spec.names(), view)?;
+            let whole_along = |axis: usize, split: &Split| {
+                let block = self.signature.sizes.constant(spec.axes[axis].size);
+                block.is_some_and(|b| split.parts > 1 && bound.shape().get(axis) == Some(&((b * split.parts) as usize)))
+            };
+            let whole: Vec<(usize, Split)> = splits.iter().enumerate().filter_map(|(a, s)| s.filter(|s| whole_along(a, s)).map(|s| (a, s))).collect();
+            if whole.is_empty() {
+                blocks.push(None);
+                continue;
+            }
+            let mut block = bound.to_host()?;
+            for (axis, split) in whole {
+                block = cut(&block, axis, split, self.coordinates[split.mesh_axis])?;
+            }
+            blocks.push(Some(block));
+        }
+        Ok(blocks)
     }
 
     /// Runs one exchange on a value of this rank (an all-reduce in its memory).

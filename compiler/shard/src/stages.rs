@@ -208,7 +208,8 @@ pub fn stages(p: &Partitioned, mesh: &Mesh, sharding: &Sharding) -> Result<Stage
             Ok((v, p.splits.get(o.node.index()).cloned().unwrap_or_default()))
         })
         .collect::<Result<Vec<_>, ShardError>>()?;
-    let plan = ShardedPlan { mesh: mesh.clone(), sharding: sharding.clone(), values: value_count, steps, results, weights: p.weights.clone() };
+    let params = g.inputs.iter().map(|i| p.splits.get(i.index()).cloned().unwrap_or_default()).collect();
+    let plan = ShardedPlan { mesh: mesh.clone(), sharding: sharding.clone(), values: value_count, steps, params, results, weights: p.weights.clone() };
     Ok(Staged { stages, plan, exchanges })
 }
 

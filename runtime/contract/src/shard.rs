@@ -280,6 +280,10 @@ pub struct ShardedPlan {
     /// How many values the steps give.
     pub values: usize,
     pub steps: Vec<Step>,
+    /// Each parameter's axes' splits (none for a host scalar): where a
+    /// split axis's whole size is known when compiling, a caller may pass
+    /// the whole argument, and the rank reads its block.
+    pub params: Vec<Vec<Option<Split>>>,
     /// The results, in declared order, and each axis's split.
     pub results: Vec<(ValueRef, Vec<Option<Split>>)>,
     /// Each weight the rank binds: the name it binds under, the module's
