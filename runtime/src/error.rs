@@ -220,12 +220,21 @@ pub enum RuntimeError {
     /// rank died, the engine timed out or refused): the call ends on this
     /// rank with the engine's message.
     #[error("a collective failed: {0}")]
-    Collective(#[from] crate::sharded::CollectiveError),
+    Collective(#[from] CollectiveError),
 
     /// A plan that does not fit the code it came with, or that contradicts
     /// itself: a bug in the compiler or a damaged artifact, never the caller's data.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// A collective's failure, as the host's engine reports it (a sharded
+/// function's `Collectives`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct CollectiveError {
+    /// The engine's message.
+    pub message: String,
 }
 
 impl From<CallError> for RuntimeError {

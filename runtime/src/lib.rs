@@ -41,7 +41,7 @@ mod threads;
 pub use binding::{bind, bind_owned};
 pub use call::{Arg, CallBoundary, CheckedCall, Value, check_work};
 pub use driver::{CodeOwner, Execute, NativeFunction};
-pub use error::{CallError, MAX_ITERATIONS, RuntimeError, SizeSource, Subject};
+pub use error::{CallError, CollectiveError, MAX_ITERATIONS, RuntimeError, SizeSource, Subject};
 pub use function::Function;
 pub use gemm::matrix_tiles;
 pub use nax_contract::DType;
@@ -54,7 +54,7 @@ pub use nax_host::{
     shown_names, write_tensor_atomic, write_tensors_atomic,
 };
 pub use packed::{BoundWeights, PackedWeights, Weights};
-pub use sharded::{CollectiveError, Collectives, Group, ShardedFunction, ShardedResult, rank_weights};
+pub use sharded::{Collectives, Group, ShardedFunction, ShardedResult, rank_weights};
 pub use threads::{MAX_THREADS, ThreadPool};
 
 /// Helpers shared by the unit tests.

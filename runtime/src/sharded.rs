@@ -5,7 +5,7 @@
 //! blocks of the module's ([`rank_weights`]).
 
 use crate::call::{Arg, CallBoundary};
-use crate::error::RuntimeError;
+use crate::error::{CollectiveError, RuntimeError};
 use crate::function::Function;
 use crate::packed::Weights;
 use crate::threads::ThreadPool;
@@ -15,14 +15,6 @@ use nax_contract::shard::{Exchange, ReduceOp, ShardedPlan, Split, Step, ValueRef
 use nax_host::{HostTensor, TensorData};
 use std::collections::HashMap;
 use std::sync::Arc;
-
-/// A collective's failure, as the host's engine reports it.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct CollectiveError {
-    /// The engine's message.
-    pub message: String,
-}
 
 /// The ranks a collective runs among: those that share every mesh
 /// coordinate but the one along `mesh_axis`, in order along it.
