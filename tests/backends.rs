@@ -531,7 +531,7 @@ fn arguments(case: &Case, f: &nax_front::checked::CheckedFn, solved: &[Option<u6
 /// machine with NVIDIA's driver, the same kernels on its GPU (a line says
 /// when that is skipped); then the CPU back ends and the emulation with
 /// bounds-checked kernels (`true`).
-fn backends() -> Vec<(Backend, bool)> {
+pub(crate) fn backends() -> Vec<(Backend, bool)> {
     let mut all = vec![Backend::Interp, Backend::Llvm, Backend::Mlir, Backend::Cranelift, Backend::CudaEmulation];
     match nax_runtime::cuda::driver() {
         Ok(()) => all.push(Backend::Cuda),
@@ -550,7 +550,7 @@ fn backends() -> Vec<(Backend, bool)> {
 }
 
 /// How a run's back end is named in a failure: ` --check-bounds` when checked.
-fn checked_label(check_bounds: bool) -> &'static str {
+pub(crate) fn checked_label(check_bounds: bool) -> &'static str {
     if check_bounds { " --check-bounds" } else { "" }
 }
 

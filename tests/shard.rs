@@ -154,19 +154,6 @@ fn on_ranks<T: Send>(size: usize, timeout: Duration, f: impl Fn(Arc<Rank>) -> T 
     })
 }
 
-/// The back ends every rule runs on: (back end, bounds-checked).
-fn backends() -> Vec<(Backend, bool)> {
-    vec![
-        (Backend::Interp, false),
-        (Backend::Llvm, false),
-        (Backend::Cranelift, false),
-        (Backend::Mlir, false),
-        (Backend::CudaEmulation, false),
-        (Backend::Llvm, true),
-        (Backend::Cranelift, true),
-    ]
-}
-
 /// A tensor of random values in [-1, 1) (integers in [0, bound) for `I64`).
 fn random(rng: &mut SmallRng, dtype: DType, shape: &[usize], names: &str, bound: i64) -> HostTensor {
     let n: usize = shape.iter().product();
@@ -233,7 +220,7 @@ fn agrees(source: &str, function: &str, mesh: &str, sharding: &str, args: &[(&st
     let expected = whole.call_results(args.iter().map(|(n, t)| (*n, Arg::from(t.view())))).unwrap();
     let mut plan = None;
     let mut failures = Vec::new();
-    for (backend, checked) in backends() {
+    for (backend, checked) in crate::backends::backends() {
         let program = with(backend, checked);
         let results = on_ranks(mesh.processes(), Duration::from_secs(60), |rank| {
             let r = rank.rank;
@@ -253,7 +240,7 @@ fn agrees(source: &str, function: &str, mesh: &str, sharding: &str, args: &[(&st
             let scale = want.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
             let bad: Vec<usize> = got.iter().zip(&want).enumerate().filter(|(_, (g, w))| (*g - *w).abs() > 1e-5 * scale).map(|(k, _)| k).collect();
             if let Some(&k) = bad.first() {
-                let label = if checked { " --check-bounds" } else { "" };
+                let label = crate::backends::checked_label(checked);
                 failures.push(format!(
                     "{name} on {}{label}: {} of {} elements differ, the first {k}: {}, unsharded {} (largest {scale})",
                     backend.name(),
@@ -532,9 +519,10 @@ fn a_rank_graph_verifies_and_its_text_form_with_the_exchanges_parses_back() {
     let module = nax::pipeline::check("gpt2.nax", &source, &mut nax::Timings::start()).unwrap();
     for (function, mesh, sharding) in [("train_step", "tp=2", "H=tp,F=tp"), ("train_step", "dp=2", "b=dp"), ("step", "dp=2,tp=2", "b=dp,H=tp,F=tp")] {
         let (mesh, sharding) = (Mesh::parse(mesh).unwrap(), Sharding::parse(sharding).unwrap());
-        let (rank, staged, _) = nax::pipeline::shard(&module, function, &mesh, &sharding, &mut nax::Timings::start()).unwrap();
-        assert!(nax_ir::verify(&rank).is_empty(), "{function}");
-        let text = nax_ir::text::print(&rank);
+        let sharded = nax::pipeline::shard(&module, function, &mesh, &sharding, &mut nax::Timings::start()).unwrap();
+        let (rank, staged) = (&sharded.partitioned.graph, &sharded.staged);
+        assert!(nax_ir::verify(rank).is_empty(), "{function}");
+        let text = nax_ir::text::print(rank);
         assert!(text.contains("exchange all_reduce sum "), "{text}");
         let parsed = nax_ir::text::parse(&text).unwrap_or_else(|e| panic!("{function}: {e}"));
         assert_eq!(nax_ir::text::print(&parsed), text, "{function}: the text form does not round-trip");

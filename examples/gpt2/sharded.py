@@ -51,17 +51,21 @@ def source(dims: dict) -> str:
     return text
 
 
-def weights(dims: dict) -> dict:
-    """Random weights of gpt2.nax's shapes, the same in every process."""
-    rng = np.random.default_rng(0)
+def shapes(dims: dict) -> dict:
+    """The shapes of gpt2.nax's weights."""
     L, D, V, P = dims["L"], dims["D"], dims["V"], dims["P"]
     F = 4 * D
-    shapes = {
+    return {
         "wte": [V, D], "wpe": [P, D], "ln1_g": [L, D], "ln1_b": [L, D], "attn_w": [L, D, 3 * D], "attn_b": [L, 3 * D],
         "proj_w": [L, D, D], "proj_b": [L, D], "ln2_g": [L, D], "ln2_b": [L, D], "fc_w": [L, D, F], "fc_b": [L, F],
         "out_w": [L, F, D], "out_b": [L, D], "lnf_g": [D], "lnf_b": [D],
     }
-    return {k: (rng.standard_normal(s, dtype=np.float32) * 0.1).astype(np.float32) for k, s in shapes.items()}
+
+
+def weights(dims: dict) -> dict:
+    """Random weights of gpt2.nax's shapes, the same in every process."""
+    rng = np.random.default_rng(0)
+    return {k: (rng.standard_normal(s, dtype=np.float32) * 0.1).astype(np.float32) for k, s in shapes(dims).items()}
 
 
 def block(array: np.ndarray, names: str, mesh: dict, shard: dict, coords: dict) -> np.ndarray:
@@ -145,7 +149,7 @@ def main() -> None:
     # the rest (embeddings, norms, biases after a sum) on every rank.
     tp = mesh.get(shard.get("H", ""), 1)
     split = {"attn_w", "attn_b", "proj_w", "fc_w", "fc_b", "out_w"}
-    report["share_weight_bytes"] = int(sum(w.nbytes // (tp if k in split else 1) for k, w in weights(dims).items()))
+    report["share_weight_bytes"] = int(sum(4 * np.prod(s) // (tp if k in split else 1) for k, s in shapes(dims).items()))
     report["plan_collectives"] = m.plan("gpt2").splitlines()[-1]
     if args.time:
         # Interleaved: each round times one split call (every rank) and one

@@ -240,8 +240,8 @@ fn plan(path: &Path, function: &str, mesh: &str, shard: &str) -> ExitCode {
     let planned = pipeline::check(&path.display().to_string(), &source, &mut timings)
         .and_then(|module| pipeline::shard(&module, function, &mesh, &sharding, &mut timings));
     match planned {
-        Ok((_, _, text)) => {
-            print!("{text}");
+        Ok(sharded) => {
+            print!("{}", sharded.plan_text());
             ExitCode::SUCCESS
         }
         Err(nax::Error::Diagnostics { rendered, .. }) => {

@@ -294,7 +294,7 @@ impl Program {
     /// as `sharding` says: each rank's sizes, its weights' blocks, every
     /// stage and collective with its bytes per call.
     pub fn plan(&self, name: &str, mesh: &Mesh, sharding: &Sharding) -> Result<String, Error> {
-        Ok(pipeline::shard(&self.compiled.module, name, mesh, sharding, &mut Timings::start())?.2)
+        Ok(pipeline::shard(&self.compiled.module, name, mesh, sharding, &mut Timings::start())?.plan_text())
     }
 }
 

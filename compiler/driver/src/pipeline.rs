@@ -255,17 +255,27 @@ fn axis_names(module: &CheckedModule) -> Vec<String> {
     names
 }
 
+/// A function split for one rank of a mesh: its graph as partitioned and
+/// its stages, not compiled.
+pub struct Sharded {
+    /// The rank's graph, with each node's splits and the weights' blocks.
+    pub partitioned: nax_shard::Partitioned,
+    /// Its stages and the plan that runs them.
+    pub staged: nax_shard::Staged,
+}
+
+impl Sharded {
+    /// What `nax plan` prints of it.
+    pub fn plan_text(&self) -> String {
+        nax_shard::plan_text(&self.partitioned, &self.staged)
+    }
+}
+
 /// The module's function `name` split over `mesh` as `sharding` says
-/// (SHARDING.md), for one rank: the graph as lowered, partitioned, cut at
-/// its exchanges into stages, and what `nax plan` prints of it. Nothing is
-/// compiled. Records `lower` and `shard`.
-pub fn shard(
-    module: &CheckedModule,
-    name: &str,
-    mesh: &Mesh,
-    sharding: &Sharding,
-    timings: &mut Timings,
-) -> Result<(nax_ir::Graph, nax_shard::Staged, String), Error> {
+/// (SHARDING.md), for one rank: the graph as lowered, partitioned and cut
+/// at its exchanges into stages. Nothing is compiled. Records `lower` and
+/// `shard`.
+pub fn shard(module: &CheckedModule, name: &str, mesh: &Mesh, sharding: &Sharding, timings: &mut Timings) -> Result<Sharded, Error> {
     function(module, name)?;
     sharding.check_against(mesh).map_err(nax_shard::ShardError::from)?;
     let names = axis_names(module);
@@ -274,8 +284,7 @@ pub fn shard(
     let partitioned = nax_shard::partition(&lowered, mesh, sharding)?;
     let staged = nax_shard::stages(&partitioned, mesh, sharding)?;
     timings.mark("shard");
-    let text = nax_shard::plan_text(&partitioned, &staged);
-    Ok((partitioned.graph, staged, text))
+    Ok(Sharded { partitioned, staged })
 }
 
 /// [`shard`], with every stage rewritten (when `optimize`) and compiled as
@@ -289,8 +298,8 @@ pub fn compile_sharded(
     timings: &mut Timings,
 ) -> Result<ShardedParts, Error> {
     let defaults = defaults(function(module, name)?);
-    let (rank_graph, staged, _) = shard(module, name, mesh, sharding, timings)?;
-    let signature = Arc::new(nax_ir::signature(&rank_graph, &defaults));
+    let Sharded { partitioned, staged } = shard(module, name, mesh, sharding, timings)?;
+    let signature = Arc::new(nax_ir::signature(&partitioned.graph, &defaults));
     let machine = backend.machine(Machine::host());
     let mut stages = Vec::with_capacity(staged.stages.len());
     for stage in staged.stages {

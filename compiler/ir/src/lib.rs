@@ -15,5 +15,5 @@ pub mod text;
 mod verify;
 
 pub use graph::{Graph, Literal, MapFn, Node, Op, Output, Type, value_dtype};
-pub use signature::signature;
+pub use signature::{signature, tensor_spec};
 pub use verify::{Problem, verify};

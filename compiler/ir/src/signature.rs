@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 /// A value's type as a tensor type (a host scalar is rank 0, in the dtype
 /// the kernels hold it in).
-fn tensor_spec(ty: &Type) -> TensorSpec {
+pub fn tensor_spec(ty: &Type) -> TensorSpec {
     match ty {
         Type::Tensor(t) => TensorSpec { dtype: t.dtype, axes: t.axes.iter().map(|a| AxisSpec { name: a.name.clone(), size: a.size }).collect() },
         other => TensorSpec { dtype: value_dtype(other), axes: Vec::new() },

@@ -49,6 +49,34 @@ pub enum ShardError {
     Verify { function: String, problems: String },
 }
 
+/// The nodes of `g` in topological order (a cycle is a bug of nax).
+fn topological(g: &nax_ir::Graph) -> Result<Vec<petgraph::graph::NodeIndex>, ShardError> {
+    petgraph::algo::toposort(&g.graph, None).map_err(|_| ShardError::Verify { function: g.name.clone(), problems: "a cycle".into() })
+}
+
+/// An empty graph named `name` over `g`'s sizes and size arguments.
+fn empty_like(g: &nax_ir::Graph, name: String) -> nax_ir::Graph {
+    nax_ir::Graph {
+        name,
+        graph: petgraph::graph::DiGraph::new(),
+        inputs: Vec::new(),
+        outputs: Vec::new(),
+        symbols: g.symbols.clone(),
+        size_arguments: g.size_arguments.clone(),
+    }
+}
+
+/// `g`, verified: a graph the partitioner built that does not verify is
+/// a bug of nax, reported with the verifier's problems.
+fn verified(g: nax_ir::Graph) -> Result<nax_ir::Graph, ShardError> {
+    let problems = nax_ir::verify(&g);
+    if problems.is_empty() {
+        return Ok(g);
+    }
+    let problems: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+    Err(ShardError::Verify { function: g.name.clone(), problems: problems.join("; ") })
+}
+
 /// Axis names of `names` that the sharding splits but `known` lacks: the
 /// module-level check (a name no function of the module has).
 pub fn check_names<'a>(sharding: &nax_contract::shard::Sharding, known: impl IntoIterator<Item = &'a str> + Clone) -> Result<(), ShardError> {

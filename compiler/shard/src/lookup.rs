@@ -6,12 +6,12 @@
 //! one graph serves every rank.
 
 use crate::ShardError;
-use crate::partition::{Partitioner, Splits};
+use crate::partition::{Partitioner, Splits, spliced};
 use nax_contract::shard::{Exchange, ReduceOp, Split};
 use nax_contract::{DType, HostType, Size};
 use nax_ir::{Literal, MapFn, Op, Type};
 use nax_ops::{BinaryOp, Constructor, Elementwise};
-use nax_values::{Axis, Kind, Range, TensorType};
+use nax_values::{Axis, Kind, TensorType};
 use petgraph::graph::NodeIndex;
 
 impl Partitioner<'_> {
@@ -37,14 +37,6 @@ impl Partitioner<'_> {
         let all: Vec<usize> = (0..rank).collect();
         let int = |axes: Vec<Axis>, dtype: DType| Type::Tensor(TensorType { dtype, kind: Kind::Plain, axes, range: None });
         let mask = |axes: Vec<Axis>| Type::Tensor(TensorType { dtype: DType::Bool, kind: Kind::Plain, axes, range: None });
-        let literal = |p: &mut Self, value: Literal| {
-            let (host, v) = match value {
-                Literal::Int(i) => (HostType::Int, i as f64),
-                Literal::Float(f) => (HostType::Float, f),
-                Literal::Bool(_) => (HostType::Bool, 0.0),
-            };
-            p.add(Op::Literal(value), Type::Host(host, Some(Range { lo: v, hi: v })), &[], Vec::new())
-        };
         // The block's first position: element 0 of the rank's block of `arange`.
         let positions = self.add(Op::Construct { func: Constructor::Arange }, int(vec![Axis::unnamed(whole)], DType::I64), &[], vec![None]);
         let positions = self.block(positions, 0, split)?;
@@ -65,9 +57,9 @@ impl Partitioner<'_> {
             &[(indices, all.clone()), (first, Vec::new())],
             ids_splits.clone(),
         );
-        let zero = literal(self, Literal::Int(0));
+        let zero = self.literal(Literal::Int(0));
         let size = match self.out.symbols.constant(block) {
-            Some(c) => literal(self, Literal::Int(c as i64)),
+            Some(c) => self.literal(Literal::Int(c as i64)),
             None => self.add(Op::SizeValue(block), Type::Host(HostType::Int, None), &[], Vec::new()),
         };
         let compare = |p: &mut Self, op: BinaryOp, bound: NodeIndex| {
@@ -87,13 +79,11 @@ impl Partitioner<'_> {
         );
         // The rank's positions' rows, zeros for the others', summed over the ranks.
         let Type::Tensor(r) = result else { unreachable!("a take gives a tensor") };
-        let mut axes = t.axes[..axis].to_vec();
-        axes.extend(ids.axes.iter().cloned());
-        axes.extend(t.axes[axis + 1..].iter().cloned());
+        let axes = spliced(&t.axes, axis, 1, &ids.axes);
         let dtype = t.dtype;
         let taken_ty = Type::Tensor(TensorType { dtype, kind: r.kind.clone(), axes, range: r.range });
         let taken = self.add(Op::Take { axis }, taken_ty.clone(), &[table, safe], kept.clone());
-        let nothing = literal(self, if dtype.is_float() { Literal::Float(0.0) } else { Literal::Int(0) });
+        let nothing = self.literal(if dtype.is_float() { Literal::Float(0.0) } else { Literal::Int(0) });
         let out: Vec<usize> = (0..kept.len()).collect();
         let index_axes: Vec<usize> = (axis..axis + rank).collect();
         let masked =

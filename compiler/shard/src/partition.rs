@@ -10,7 +10,7 @@ use nax_contract::shard::{Exchange, Mesh, ReduceOp, Sharding, Split, WeightBlock
 use nax_contract::{Size, SymDef, SymId, Symbol};
 use nax_ir::{Graph, Literal, MapFn, Op, Output, Type};
 use nax_ops::{BinaryOp, Reduction};
-use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 
 /// The splits of a value's axes (`None`: the rank holds the axis whole).
@@ -46,15 +46,8 @@ pub(crate) struct Partitioner<'a> {
 /// Splits `g` over `mesh` as `sharding` says: the graph one rank runs.
 pub fn partition(g: &Graph, mesh: &Mesh, sharding: &Sharding) -> Result<Partitioned, ShardError> {
     sharding.check_against(mesh)?;
-    let order = petgraph::algo::toposort(&g.graph, None).map_err(|_| ShardError::Verify { function: g.name.clone(), problems: "a cycle".into() })?;
-    let out = Graph {
-        name: g.name.clone(),
-        graph: DiGraph::new(),
-        inputs: Vec::new(),
-        outputs: Vec::new(),
-        symbols: g.symbols.clone(),
-        size_arguments: g.size_arguments.clone(),
-    };
+    let order = crate::topological(g)?;
+    let out = crate::empty_like(g, g.name.clone());
     let mut p = Partitioner {
         g,
         mesh,
@@ -371,25 +364,21 @@ impl Partitioner<'_> {
             Op::Take { axis } if self.lookup_is_partial(*axis, &has(self, 0), &has(self, 1), operands[0]) => {
                 let (table, indices) = (has(self, 0), has(self, 1));
                 let split = table[*axis].expect("checked by lookup_is_partial");
-                let mut kept: Splits = table[..*axis].to_vec();
-                kept.extend(indices.iter().copied());
-                kept.extend(table[axis + 1..].iter().copied());
+                let kept = spliced(&table, *axis, 1, &indices);
                 let made = self.lookup_in_blocks(operands[0], operands[1], *axis, split, &node.ty, kept)?;
                 return self.name_rule(made, &axis_names(&node.ty));
             }
             Op::Take { axis } => {
                 let mut table = has(self, 0);
                 table[*axis] = None;
-                let indices = has(self, 1);
-                let mut result: Splits = table[..*axis].to_vec();
-                result.extend(indices.iter().copied());
-                result.extend(table[axis + 1..].iter().copied());
+                let mut indices = has(self, 1);
+                let mut result = spliced(&table, *axis, 1, &indices);
                 let mut unique = result.clone();
                 Self::one_axis_per_mesh_axis(&mut unique);
-                let (indices, result) = if unique == result { (indices, result) } else { (vec![None; indices.len()], unique) };
-                let mut result = result;
-                if indices.iter().all(Option::is_none) {
-                    result = table[..*axis].iter().copied().chain(indices.iter().copied()).chain(table[axis + 1..].iter().copied()).collect();
+                // Indices split over a mesh axis the table's kept axes use are gathered.
+                if unique != result {
+                    indices = vec![None; indices.len()];
+                    result = spliced(&table, *axis, 1, &indices);
                 }
                 (vec![self.take(operands[0], &table)?, self.take(operands[1], &indices)?], result)
             }
@@ -400,11 +389,8 @@ impl Partitioner<'_> {
             Op::ScatterAdd { axis } if operands.len() == 2 && self.scatter_is_partial(*axis, has(self, 0), has(self, 1)) => {
                 let (values, indices) = (has(self, 0), has(self, 1));
                 let k = indices.len();
-                let mut want = values.clone();
-                want[*axis..*axis + k].copy_from_slice(&indices);
-                let mut result: Splits = values[..*axis].to_vec();
-                result.push(None);
-                result.extend(values[*axis + k..].iter().copied());
+                let want = spliced(&values, *axis, k, &indices);
+                let result = spliced(&values, *axis, k, &[None]);
                 for split in indices.iter().flatten() {
                     reduced.push((ReduceOp::Sum, split.mesh_axis));
                 }
@@ -483,17 +469,22 @@ impl Partitioner<'_> {
         float_or_int && indices.iter().all(elsewhere) && table.iter().enumerate().all(|(a, s)| a == axis || elsewhere(s))
     }
 
+    /// A host literal of the rank's graph (its range the value itself).
+    pub(crate) fn literal(&mut self, value: Literal) -> NodeIndex {
+        let (host, v) = match value {
+            Literal::Int(i) => (nax_contract::HostType::Int, i as f64),
+            Literal::Float(f) => (nax_contract::HostType::Float, f),
+            Literal::Bool(b) => (nax_contract::HostType::Bool, f64::from(u8::from(b))),
+        };
+        self.add(Op::Literal(value), Type::Host(host, Some(nax_values::Range { lo: v, hi: v })), &[], Vec::new())
+    }
+
     /// `n` times the constant `factor`.
     fn scale(&mut self, n: NodeIndex, factor: f64) -> NodeIndex {
         let ty = self.out.graph[n].ty.clone();
         let rank = self.splits_of(n).len();
         let compute = nax_ir::value_dtype(&ty);
-        let literal = self.add(
-            Op::Literal(Literal::Float(factor)),
-            Type::Host(nax_contract::HostType::Float, Some(nax_values::Range { lo: factor, hi: factor })),
-            &[],
-            Vec::new(),
-        );
+        let literal = self.literal(Literal::Float(factor));
         let splits = self.splits_of(n);
         self.add(Op::Map { func: MapFn::Binary(BinaryOp::Mul), maps: vec![(0..rank).collect(), Vec::new()], compute }, ty, &[n, literal], splits)
     }
@@ -551,26 +542,22 @@ impl Partitioner<'_> {
                 None => {
                     let b = if list.is_empty() { source.clone() } else { name.clone() };
                     list.push((s.clone(), b.clone()));
-                    let ty = match &g.graph[*n].ty {
-                        Type::Tensor(t) => nax_contract::TensorSpec {
-                            dtype: t.dtype,
-                            axes: t.axes.iter().map(|a| nax_contract::AxisSpec { name: a.name.clone(), size: a.size }).collect(),
-                        },
-                        Type::Host(..) => continue,
-                    };
+                    let ty = nax_ir::tensor_spec(&g.graph[*n].ty);
                     weights.push(WeightBlock { name: b.clone(), source: source.clone(), splits: s.clone(), ty });
                     b
                 }
             };
             g.graph[*n].op = Op::Weight { name: bound };
         }
-        let problems = nax_ir::verify(&g);
-        if !problems.is_empty() {
-            let problems: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-            return Err(ShardError::Verify { function: g.name.clone(), problems: problems.join("; ") });
-        }
-        Ok(Partitioned { graph: g, splits, weights })
+        Ok(Partitioned { graph: crate::verified(g)?, splits, weights })
     }
+}
+
+/// `items` with the `len` of them from `at` replaced by `with`: a gather's
+/// result axes are its table's with the indexed axis replaced by the
+/// indices' (and a scatter's, the other way).
+pub(crate) fn spliced<T: Clone>(items: &[T], at: usize, len: usize, with: &[T]) -> Vec<T> {
+    items[..at].iter().chain(with).chain(&items[at + len..]).cloned().collect()
 }
 
 /// A type's axis names (none for a host scalar).

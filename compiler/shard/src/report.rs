@@ -5,15 +5,23 @@
 
 use crate::partition::Partitioned;
 use crate::stages::Staged;
-use nax_contract::shard::{Exchange, Split, Step};
-use nax_contract::{Size, SizeTable};
+use nax_contract::shard::{Exchange, Mesh, Split, Step};
+use nax_contract::{Size, SizeTable, TensorSpec};
 use nax_ir::{Op, Type};
 use std::fmt::Write;
 
-/// A type's axes as `name:size`, each split marked with its mesh axis.
-fn axes_text(ty: &Type, splits: &[Option<Split>], symbols: &SizeTable, mesh: &nax_contract::shard::Mesh) -> String {
-    let Type::Tensor(t) = ty else { return "scalar".into() };
-    let axes: Vec<String> = t
+/// A value's type as `dtype[name:size ...]`, each split axis marked with
+/// its mesh axis; `scalar` for a host scalar.
+fn axes_text(ty: &Type, splits: &[Option<Split>], symbols: &SizeTable, mesh: &Mesh) -> String {
+    match ty {
+        Type::Host(..) => "scalar".into(),
+        Type::Tensor(_) => spec_text(&nax_ir::tensor_spec(ty), splits, symbols, mesh),
+    }
+}
+
+/// A tensor type as `dtype[name:size ...]`, each split axis marked with its mesh axis.
+fn spec_text(spec: &TensorSpec, splits: &[Option<Split>], symbols: &SizeTable, mesh: &Mesh) -> String {
+    let axes: Vec<String> = spec
         .axes
         .iter()
         .enumerate()
@@ -29,7 +37,7 @@ fn axes_text(ty: &Type, splits: &[Option<Split>], symbols: &SizeTable, mesh: &na
             format!("{name}:{}{split}", symbols.display(a.size))
         })
         .collect();
-    format!("{}[{}]", t.dtype.as_str(), axes.join(" "))
+    format!("{}[{}]", spec.dtype.as_str(), axes.join(" "))
 }
 
 /// A value's bytes: a number, or a product with the run-time sizes.
@@ -63,14 +71,8 @@ pub fn plan_text(p: &Partitioned, staged: &Staged) -> String {
     }
     let _ = writeln!(out, "each rank's weights:");
     for w in &plan.weights {
-        let ty = Type::Tensor(nax_values::TensorType {
-            dtype: w.ty.dtype,
-            kind: nax_values::Kind::Plain,
-            axes: w.ty.axes.iter().map(|a| nax_values::Axis { name: a.name.clone(), size: a.size }).collect(),
-            range: None,
-        });
         let from = if w.name == w.source { String::new() } else { format!(" (of {})", w.source) };
-        let _ = writeln!(out, "  {}{from}: {}", w.name, axes_text(&ty, &w.splits, &g.symbols, mesh));
+        let _ = writeln!(out, "  {}{from}: {}", w.name, spec_text(&w.ty, &w.splits, &g.symbols, mesh));
     }
     let _ = writeln!(out, "each rank's results:");
     for o in &g.outputs {

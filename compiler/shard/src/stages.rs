@@ -11,7 +11,7 @@ use crate::ShardError;
 use crate::partition::Partitioned;
 use nax_contract::shard::{Mesh, ShardedPlan, Sharding, Step, ValueRef};
 use nax_ir::{Graph, Op, Output, value_dtype};
-use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::graph::NodeIndex;
 use std::collections::{HashMap, HashSet};
 
 /// A rank's stages and its plan.
@@ -58,7 +58,7 @@ fn copy_free(g: &Graph, stage: &mut Graph, map: &mut HashMap<NodeIndex, NodeInde
 /// Cuts a rank's graph at its exchanges.
 pub fn stages(p: &Partitioned, mesh: &Mesh, sharding: &Sharding) -> Result<Staged, ShardError> {
     let g = &p.graph;
-    let order = petgraph::algo::toposort(&g.graph, None).map_err(|_| ShardError::Verify { function: g.name.clone(), problems: "a cycle".into() })?;
+    let order = crate::topological(g)?;
     let is_exchange = |n: NodeIndex| matches!(g.graph[n].op, Op::Exchange(_));
     let free_set = free_nodes(g, &order);
     let free = |n: NodeIndex| free_set.contains(&n);
@@ -140,14 +140,7 @@ pub fn stages(p: &Partitioned, mesh: &Mesh, sharding: &Sharding) -> Result<Stage
     for k in 0..=last {
         let members: Vec<NodeIndex> = order.iter().copied().filter(|&n| home(n) == Some(k)).collect();
         if !members.is_empty() {
-            let mut stage = Graph {
-                name: format!("{}_stage{k}", g.name),
-                graph: DiGraph::new(),
-                inputs: Vec::new(),
-                outputs: Vec::new(),
-                symbols: g.symbols.clone(),
-                size_arguments: g.size_arguments.clone(),
-            };
+            let mut stage = crate::empty_like(g, format!("{}_stage{k}", g.name));
             let mut map: HashMap<NodeIndex, NodeIndex> = HashMap::new();
             for &i in &g.inputs {
                 let copy = stage.add(g.graph[i].op.clone(), g.graph[i].ty.clone(), &[]);
@@ -190,13 +183,8 @@ pub fn stages(p: &Partitioned, mesh: &Mesh, sharding: &Sharding) -> Result<Stage
                     given.push(v);
                 }
             }
-            let problems = nax_ir::verify(&stage);
-            if !problems.is_empty() {
-                let problems: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-                return Err(ShardError::Verify { function: stage.name.clone(), problems: problems.join("; ") });
-            }
             steps.push(Step::Stage { stage: stages.len(), carried, values: given });
-            stages.push(stage);
+            stages.push(crate::verified(stage)?);
         }
         run_exchanges(k, &mut values, &mut steps, &mut value_count, &mut exchanges);
     }
