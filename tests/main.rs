@@ -46,6 +46,7 @@ mod reference;
 mod robustness;
 mod run;
 mod shard;
+mod shard_library;
 mod support;
 #[path = "support/variants.rs"]
 mod variants;

@@ -32,7 +32,7 @@ struct Hub {
 }
 
 /// One rank's handle on a [`Hub`].
-struct Rank {
+pub(crate) struct Rank {
     hub: Arc<Hub>,
     rank: usize,
     calls: Mutex<HashMap<Vec<usize>, u64>>,
@@ -209,17 +209,37 @@ fn assemble(blocks: &[nax::ShardedResult]) -> (Vec<usize>, Vec<f64>) {
 /// gives on every back end the unsharded values (within `tolerance`,
 /// relative to the largest magnitude), every rank's results put together;
 /// gives the plan.
-fn agrees(source: &str, function: &str, mesh: &str, sharding: &str, args: &[(&str, HostTensor)], weights: &[(&str, HostTensor)]) -> nax::ShardedPlan {
-    let mesh = Mesh::parse(mesh).unwrap();
-    let sharding = Sharding::parse(sharding).unwrap();
+fn agrees(source: &str, function: &str, split: (&str, &str), args: &[(&str, HostTensor)], weights: &[(&str, HostTensor)]) -> nax::ShardedPlan {
+    let mesh = Mesh::parse(split.0).unwrap();
+    let sharding = Sharding::parse(split.1).unwrap();
     let with = |backend: Backend, checked: bool| {
         let program = Engine::new().backend(backend).check_bounds(checked).threads(1).compile(source).unwrap();
         program.with_weights(weights.iter().map(|(n, t)| (n.to_string(), t.clone()))).unwrap()
     };
     let whole = with(Backend::Interp, false).function(function).unwrap();
     let expected = whole.call_results(args.iter().map(|(n, t)| (*n, Arg::from(t.view())))).unwrap();
-    let mut plan = None;
     let mut failures = Vec::new();
+    // Every rank's results, put together, against the unsharded ones.
+    let mut compare = |label: String, per_rank: Vec<Vec<nax::ShardedResult>>| {
+        for (i, (name, want)) in expected.iter().enumerate() {
+            let blocks: Vec<nax::ShardedResult> = per_rank.iter().map(|out| out[i].clone()).collect();
+            let (shape, got) = assemble(&blocks);
+            assert_eq!(shape, want.shape(), "{function}'s {name} on {label}");
+            let want = want.to_f64_vec();
+            let scale = want.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
+            let bad: Vec<usize> = got.iter().zip(&want).enumerate().filter(|(_, (g, w))| (*g - *w).abs() > 1e-5 * scale).map(|(k, _)| k).collect();
+            if let Some(&k) = bad.first() {
+                failures.push(format!(
+                    "{name} on {label}: {} of {} elements differ, the first {k}: {}, unsharded {} (largest {scale})",
+                    bad.len(),
+                    want.len(),
+                    got[k],
+                    want[k]
+                ));
+            }
+        }
+    };
+    let mut plan = None;
     for (backend, checked) in crate::backends::backends() {
         let program = with(backend, checked);
         let results = on_ranks(mesh.processes(), Duration::from_secs(60), |rank| {
@@ -229,29 +249,19 @@ fn agrees(source: &str, function: &str, mesh: &str, sharding: &str, args: &[(&st
             let out = f
                 .call_results(args.iter().zip(&blocks).map(|((n, _), b)| (*n, Arg::from(b.view()))))
                 .unwrap_or_else(|e| panic!("{function} on {}: {e}", backend.name()));
-            (out, f.plan().clone())
+            (out.into_iter().map(|(_, r)| r).collect(), f.plan().clone())
         });
         plan = Some(results[0].1.clone());
-        for (i, (name, want)) in expected.iter().enumerate() {
-            let blocks: Vec<nax::ShardedResult> = results.iter().map(|(out, _)| out[i].1.clone()).collect();
-            let (shape, got) = assemble(&blocks);
-            assert_eq!(shape, want.shape(), "{function}'s {name} on {}", backend.name());
-            let want = want.to_f64_vec();
-            let scale = want.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
-            let bad: Vec<usize> = got.iter().zip(&want).enumerate().filter(|(_, (g, w))| (*g - *w).abs() > 1e-5 * scale).map(|(k, _)| k).collect();
-            if let Some(&k) = bad.first() {
-                let label = crate::backends::checked_label(checked);
-                failures.push(format!(
-                    "{name} on {}{label}: {} of {} elements differ, the first {k}: {}, unsharded {} (largest {scale})",
-                    backend.name(),
-                    bad.len(),
-                    want.len(),
-                    got[k],
-                    want[k]
-                ));
-            }
-        }
+        compare(format!("{}{}", backend.name(), crate::backends::checked_label(checked)), results.into_iter().map(|(out, _)| out).collect());
     }
+    // The same through the C ABI: a library built split, each rank reading its blocks of the weights file.
+    let library = crate::shard_library::ShardedLibrary::build(source, &["--mesh", split.0, "--shard", split.1], weights);
+    let results = on_ranks(mesh.processes(), Duration::from_secs(60), |rank| {
+        let blocks: Vec<(&str, HostTensor)> = args.iter().map(|(n, t)| (*n, block_for(t, &mesh, &sharding, rank.rank))).collect();
+        let mut calls = library.call(&rank, (function, expected.len()), &blocks, 1).unwrap_or_else(|e| panic!("{function} through the C library: {e:?}"));
+        calls.remove(0)
+    });
+    compare("the C library (nax build --mesh)".into(), results);
     assert!(failures.is_empty(), "{function} split as {sharding} over {mesh}:\n{}", failures.join("\n"));
     plan.expect("at least one back end")
 }
@@ -262,10 +272,10 @@ fn a_contraction_over_a_split_axis_is_summed_across_the_ranks() {
     let x = random(&mut rng, DType::F32, &[3, 8], "n k", 0);
     let w = random(&mut rng, DType::F32, &[8, 6], "k m", 0);
     let source = "def f(x: [n k], w: [k m]) -> [n m] {\n    return x @ w\n}\n";
-    let plan = agrees(source, "f", "tp=2", "k=tp", &[("x", x.clone()), ("w", w.clone())], &[]);
+    let plan = agrees(source, "f", ("tp=2", "k=tp"), &[("x", x.clone()), ("w", w.clone())], &[]);
     assert_eq!(plan.exchange_counts(), (1, 0, 0));
     // Split along a kept axis instead: nothing moves.
-    let plan = agrees(source, "f", "tp=2", "m=tp", &[("x", x), ("w", w)], &[]);
+    let plan = agrees(source, "f", ("tp=2", "m=tp"), &[("x", x), ("w", w)], &[]);
     assert_eq!(plan.exchange_counts(), (0, 0, 0));
 }
 
@@ -276,9 +286,9 @@ fn reductions_and_statistics_along_a_split_axis_come_from_all_reduced_partial_on
     let source = "dim D = 8\n\
         def norm(x: [b n D]) -> [b n D] {\n    xc = x - mean(x, D)\n    return xc * rsqrt(mean(xc * xc, D) + 1e-5)\n}\n\
         def peaks(x: [b n D]) -> (hi: [b n], lo: [b n], total: [b n]) {\n    return max(x, D), min(x, D), sum(x, D)\n}\n";
-    let plan = agrees(source, "norm", "tp=4", "D=tp", &[("x", x.clone())], &[]);
+    let plan = agrees(source, "norm", ("tp=4", "D=tp"), &[("x", x.clone())], &[]);
     assert_eq!(plan.exchange_counts(), (2, 0, 0), "two statistics, each all-reduced");
-    let plan = agrees(source, "peaks", "tp=2", "D=tp", &[("x", x)], &[]);
+    let plan = agrees(source, "peaks", ("tp=2", "D=tp"), &[("x", x)], &[]);
     assert_eq!(plan.exchange_counts(), (3, 0, 0));
 }
 
@@ -287,10 +297,10 @@ fn softmax_along_a_split_axis_gathers_it_and_keeps_the_rank_block_of_the_result(
     let mut rng = SmallRng::seed_from_u64(3);
     let x = random(&mut rng, DType::F32, &[4, 6], "n k", 0);
     let source = "def f(x: [n k]) -> Prob(k)[n k] {\n    return softmax(x, k)\n}\n";
-    let plan = agrees(source, "f", "tp=2", "k=tp", &[("x", x.clone())], &[]);
+    let plan = agrees(source, "f", ("tp=2", "k=tp"), &[("x", x.clone())], &[]);
     assert_eq!(plan.exchange_counts(), (0, 1, 1));
     // Along another axis than the split one: nothing moves.
-    let plan = agrees(source, "f", "tp=2", "n=tp", &[("x", x)], &[]);
+    let plan = agrees(source, "f", ("tp=2", "n=tp"), &[("x", x)], &[]);
     assert_eq!(plan.exchange_counts(), (0, 0, 0));
 }
 
@@ -299,10 +309,10 @@ fn a_regrouping_keeps_a_split_that_lands_on_one_axis_and_gathers_one_that_does_n
     let mut rng = SmallRng::seed_from_u64(4);
     let x = random(&mut rng, DType::F32, &[4, 3, 2], "a b c", 0);
     let outer = "def f(x: [a b c]) -> [e c] {\n    return rearrange(x, a b c -> (a b) c) as [e c]\n}\n";
-    let plan = agrees(outer, "f", "tp=2", "a=tp", &[("x", x.clone())], &[]);
+    let plan = agrees(outer, "f", ("tp=2", "a=tp"), &[("x", x.clone())], &[]);
     assert_eq!(plan.exchange_counts(), (0, 0, 0), "the outer axis of a group splits the group");
     let inner = "def f(x: [a b c]) -> [e c] {\n    return rearrange(x, a b c -> (b a) c) as [e c]\n}\n";
-    let plan = agrees(inner, "f", "tp=2", "a=tp", &[("x", x)], &[]);
+    let plan = agrees(inner, "f", ("tp=2", "a=tp"), &[("x", x)], &[]);
     assert_eq!(plan.exchange_counts().1, 1, "an inner axis is gathered first");
 }
 
@@ -314,15 +324,15 @@ fn take_along_a_split_axis_looks_up_each_rank_block_and_indices_keep_their_split
     let source = "dim V = 6\ndim D = 4\nparam table: [V D]\ndef f(ids: Int[b n]) -> [b n D] {\n    return take(table, ids, V)\n}\n";
     // Megatron's vocabulary-parallel embedding: the rows each rank holds,
     // zeros for the others, summed; the block's first row from `arange`'s block.
-    let plan = agrees(source, "f", "tp=2", "V=tp", &[("ids", ids.clone())], &[("table", table.clone())]);
+    let plan = agrees(source, "f", ("tp=2", "V=tp"), &[("ids", ids.clone())], &[("table", table.clone())]);
     assert_eq!(plan.exchange_counts(), (1, 0, 1));
     assert_eq!(plan.weights[0].splits, [Some(nax_contract::shard::Split { mesh_axis: 0, parts: 2, outer: 1 }), None], "the rank binds its block of the table");
-    let plan = agrees(source, "f", "tp=3", "V=tp", &[("ids", ids.clone())], &[("table", table.clone())]);
+    let plan = agrees(source, "f", ("tp=3", "V=tp"), &[("ids", ids.clone())], &[("table", table.clone())]);
     assert_eq!(plan.exchange_counts(), (1, 0, 1));
     // Indices split too (over another mesh axis): still no table moves.
-    let plan = agrees(source, "f", "dp=2,tp=2", "b=dp,V=tp", &[("ids", ids.clone())], &[("table", table.clone())]);
+    let plan = agrees(source, "f", ("dp=2,tp=2", "b=dp,V=tp"), &[("ids", ids.clone())], &[("table", table.clone())]);
     assert_eq!(plan.exchange_counts().1, 0);
-    let plan = agrees(source, "f", "dp=2", "b=dp", &[("ids", ids)], &[("table", table)]);
+    let plan = agrees(source, "f", ("dp=2", "b=dp"), &[("ids", ids)], &[("table", table)]);
     assert_eq!(plan.exchange_counts(), (0, 0, 0));
 }
 
@@ -334,7 +344,7 @@ fn replicated_operands_are_read_at_the_rank_block_and_the_split_follows_calls_an
     let source = "dim K = 6\nparam bias: [K]\n\
         def shift(v: [r c], b: [c]) -> [r c] {\n    return v + b\n}\n\
         def f(x: [n K]) -> [n j] {\n    y = shift(x, bias) * 2.0\n    return (y + arange(K) as [K]) as [n j]\n}\n";
-    let plan = agrees(source, "f", "tp=3", "K=tp", &[("x", x)], &[("bias", bias)]);
+    let plan = agrees(source, "f", ("tp=3", "K=tp"), &[("x", x)], &[("bias", bias)]);
     // `arange` is computed whole and cut; the bias is bound as the rank's block.
     assert_eq!(plan.exchange_counts(), (0, 0, 1));
     assert!(plan.weights.iter().all(|w| w.splits == [Some(nax_contract::shard::Split { mesh_axis: 0, parts: 3, outer: 1 })]));
@@ -389,7 +399,7 @@ fn gpt2_split_by_heads_and_features_is_the_megatron_layout_and_gives_the_unshard
     let weights = small_gpt2_weights(&mut rng);
     let tokens = random(&mut rng, DType::I64, &[2, 5], "b n", 40);
     for mesh in ["tp=2", "tp=4"] {
-        let plan = agrees(&source, "gpt2", mesh, "H=tp,F=tp", &[("tokens", tokens.clone())], &weights);
+        let plan = agrees(&source, "gpt2", (mesh, "H=tp,F=tp"), &[("tokens", tokens.clone())], &weights);
         // Megatron: two all-reduces per layer (after the attention's output
         // projection and after the MLP), nothing gathered, nothing cut at run time.
         assert_eq!(plan.exchange_counts(), (4, 0, 0), "{mesh}");
@@ -398,16 +408,16 @@ fn gpt2_split_by_heads_and_features_is_the_megatron_layout_and_gives_the_unshard
             assert!(split.contains(&w), "{mesh}: {w} is read as the rank's block ({split:?})");
         }
     }
-    let plan = agrees(&source, "gpt2", "dp=2", "b=dp", &[("tokens", tokens.clone())], &weights);
+    let plan = agrees(&source, "gpt2", ("dp=2", "b=dp"), &[("tokens", tokens.clone())], &weights);
     assert_eq!(plan.exchange_counts(), (0, 0, 0));
-    let plan = agrees(&source, "gpt2", "dp=2,tp=2", "b=dp,H=tp,F=tp", &[("tokens", tokens.clone())], &weights);
+    let plan = agrees(&source, "gpt2", ("dp=2,tp=2", "b=dp,H=tp,F=tp"), &[("tokens", tokens.clone())], &weights);
     assert_eq!(plan.exchange_counts(), (4, 0, 0));
     // The vocabulary split too: the embedding looked up in each rank's
     // rows (one more all-reduce), the head's logits each rank's columns.
-    let plan = agrees(&source, "gpt2", "tp=2", "H=tp,F=tp,V=tp", &[("tokens", tokens.clone())], &weights);
+    let plan = agrees(&source, "gpt2", ("tp=2", "H=tp,F=tp,V=tp"), &[("tokens", tokens.clone())], &weights);
     assert_eq!(plan.exchange_counts(), (5, 0, 1));
     assert!(plan.results[0].1[2].is_some(), "the logits are split along V");
-    let plan = agrees(&source, "next_token", "tp=2", "H=tp,F=tp,V=tp", &[("tokens", tokens)], &weights);
+    let plan = agrees(&source, "next_token", ("tp=2", "H=tp,F=tp,V=tp"), &[("tokens", tokens)], &weights);
     assert_eq!(plan.exchange_counts().1, 1, "the greedy token gathers the last position's logits");
 }
 
@@ -422,7 +432,7 @@ fn gpt2_cached_decoding_split_by_heads_keeps_each_rank_cache_of_its_heads() {
     let v_cache = random(&mut rng, DType::F32, &[2, 2, 4, 3, 8], "L b H c Dh", 0);
     let args = [("tokens", tokens), ("k_cache", k_cache), ("v_cache", v_cache)];
     for (mesh, sharding) in [("tp=2", "H=tp,F=tp"), ("tp=4", "H=tp,F=tp"), ("dp=2,tp=2", "b=dp,H=tp,F=tp")] {
-        let plan = agrees(&source, "step", mesh, sharding, &args, &weights);
+        let plan = agrees(&source, "step", (mesh, sharding), &args, &weights);
         assert_eq!(plan.exchange_counts(), (4, 0, 0), "{mesh}");
         // The new keys and values come back as the rank's heads.
         assert!(plan.results[1].1.iter().any(|s| s.is_some()), "{mesh}");
@@ -437,13 +447,16 @@ fn gpt2_training_split_over_the_batch_all_reduces_every_parameter_gradient() {
     let tokens = random(&mut rng, DType::I64, &[2, 4], "b n", 40);
     let targets = random(&mut rng, DType::I64, &[2, 4], "b n", 40);
     let args = [("tokens", tokens), ("targets", targets)];
-    let plan = agrees(&source, "train_step", "dp=2", "b=dp", &args, &weights);
+    let plan = agrees(&source, "train_step", ("dp=2", "b=dp"), &args, &weights);
     let (reduces, gathers, _) = plan.exchange_counts();
     assert!(reduces >= 16 && gathers == 0, "the loss and each of the 16 parameters' gradients summed over the batch: {:?}", plan.exchange_counts());
-    let plan = agrees(&source, "train_step", "tp=2", "H=tp,F=tp", &args, &weights);
+    let plan = agrees(&source, "train_step", ("tp=2", "H=tp,F=tp"), &args, &weights);
     // Nothing is gathered but the q, k, v projection's gradients, split in
     // three runs (one per projection), regathered into one block each.
     assert_eq!(plan.exchange_counts().1, 2);
+    // The vocabulary split too: the loss's one-hot comparison broadcasts
+    // the targets' axis of size 1 along the split vocabulary (it stays whole).
+    agrees(&source, "train_step", ("tp=2", "H=tp,F=tp,V=tp"), &args, &weights);
 }
 
 #[test]
@@ -498,6 +511,54 @@ fn a_rank_that_fails_ends_the_call_on_the_others_with_a_collective_error() {
         let err = outcomes[0].as_ref().unwrap().as_ref().unwrap_err();
         assert!(matches!(err, nax::Error::Runtime(nax::RuntimeError::Collective(_))), "{err}");
         assert!(err.to_string().starts_with("a collective failed: rank 0: the group [0, 1] did not meet"), "{err}");
+    }
+}
+
+#[test]
+fn through_the_c_library_a_failed_collective_is_nax_err_collective_and_each_open_checks_the_library_and_the_engine() {
+    use crate::shard_library::ShardedLibrary;
+    let source = "def f(x: [n k], w: [k m]) -> [n m] {\n    return x @ w\n}\n";
+    let library = ShardedLibrary::build(source, &["--mesh", "tp=2", "--shard", "k=tp"], &[]);
+    let (mesh, sharding) = (Mesh::parse("tp=2").unwrap(), Sharding::parse("k=tp").unwrap());
+    let mut rng = SmallRng::seed_from_u64(8);
+    let x = random(&mut rng, DType::F32, &[3, 4], "n k", 0);
+    let w = random(&mut rng, DType::F32, &[4, 2], "k m", 0);
+    let blocks = |rank: usize| vec![("x", block_for(&x, &mesh, &sharding, rank)), ("w", block_for(&w, &mesh, &sharding, rank))];
+    for _ in 0..10 {
+        let outcomes = on_ranks(2, Duration::from_millis(300), |rank| (rank.rank == 0).then(|| library.call(&rank, ("f", 1), &blocks(0), 1)));
+        let failed = outcomes[0].as_ref().unwrap().as_ref().unwrap_err();
+        assert_eq!(failed.code, 6, "NAX_ERR_COLLECTIVE: {failed:?}");
+        assert!(failed.message.contains("the host's all_reduce along mesh axis 'tp' returned 1: rank 0: the group [0, 1] did not meet"), "{failed:?}");
+    }
+    // The group rebuilt, the library opens and calls again, twice per model.
+    let calls = on_ranks(2, Duration::from_secs(60), |rank| library.call(&rank, ("f", 1), &blocks(rank.rank), 2).unwrap());
+    let want = Engine::new().backend(Backend::Interp).compile(source).unwrap().function("f").unwrap();
+    let want = want.call([("x", Arg::from(x.view())), ("w", Arg::from(w.view()))]).unwrap().to_f64_vec();
+    for call in 0..2 {
+        let (_, got) = assemble(&calls.iter().map(|c| c[call][0].clone()).collect::<Vec<_>>());
+        assert!(got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 1e-5), "{got:?} {want:?}");
+    }
+    // A library built split opens only with the host's collectives, on an engine of the mesh's size.
+    let whole_open = library.open_whole(None);
+    assert_eq!(whole_open.code, 1, "{whole_open:?}");
+    assert!(whole_open.message.contains("was built split over processes (mesh tp=2, split k=tp): open it with sharded_open_sharded"), "{whole_open:?}");
+    let too_many = on_ranks(4, Duration::from_secs(60), |rank| library.call(&rank, ("f", 1), &blocks(0), 1).unwrap_err());
+    assert!(too_many[0].message.contains("was built for the mesh tp=2 of 2 processes, but the host's engine has 4"), "{:?}", too_many[0]);
+    let whole = ShardedLibrary::build(source, &[], &[]);
+    let refused = on_ranks(1, Duration::from_secs(60), |rank| whole.call(&rank, ("f", 1), &blocks(0), 1).unwrap_err());
+    assert_eq!(refused[0].code, 1);
+    assert!(refused[0].message.contains("was built whole: open it with sharded_open"), "{:?}", refused[0]);
+    assert_eq!(whole.open_whole(None).code, 0);
+    // The header declares the sharded entries and types; the library exports them.
+    let header = std::fs::read_to_string(library.dir().join("sharded.h")).unwrap();
+    for declared in [
+        "NAX_ERR_COLLECTIVE = 6",
+        "} nax_collectives;",
+        "int  sharded_open_sharded(",
+        "int  sharded_call_sharded(",
+        "Built split over processes: mesh tp=2, split k=tp",
+    ] {
+        assert!(header.contains(declared), "the header lacks `{declared}`");
     }
 }
 

@@ -30,20 +30,29 @@ use nax_host::TensorView;
 /// (a view of the same memory: no copy), carrying the parameter's axis
 /// names. The errors name the parameter, the axis and what was expected.
 pub fn bind<'a>(param: &str, param_axes: &[Option<String>], t: &TensorView<'a>) -> Result<TensorView<'a>, RuntimeError> {
-    let names = t.names();
-    if names == param_axes {
+    if t.names() == param_axes {
         return Ok(t.clone());
     }
-    let perm = match names.iter().position(Option::is_some) {
+    match binding_order(param, param_axes, t.names())? {
+        None => Ok(t.clone().with_names(param_axes.to_vec())?),
+        Some(perm) => Ok(t.permuted(&perm)?.with_names(param_axes.to_vec())?),
+    }
+}
+
+/// How a tensor whose axes are named `names` binds to the parameter
+/// `param` (axes `param_axes`): for each of the parameter's axes, the
+/// tensor's axis bound to it, or `None` where they bind in order. The
+/// errors are [`bind`]'s.
+pub fn binding_order(param: &str, param_axes: &[Option<String>], names: &[Option<String>]) -> Result<Option<Vec<usize>>, RuntimeError> {
+    if names == param_axes {
+        return Ok(None);
+    }
+    match names.iter().position(Option::is_some) {
         // Unnamed (or rank 0): by position.
-        None => {
-            check_rank(param, param_axes, names)?;
-            return Ok(t.clone().with_names(param_axes.to_vec())?);
-        }
-        Some(0) => by_name(param, param_axes, names)?,
-        Some(first_named) => partially_named(param, param_axes, names, first_named)?,
-    };
-    Ok(t.permuted(&perm)?.with_names(param_axes.to_vec())?)
+        None => check_rank(param, param_axes, names).map(|()| None),
+        Some(0) => by_name(param, param_axes, names).map(Some),
+        Some(first_named) => partially_named(param, param_axes, names, first_named).map(Some),
+    }
 }
 
 /// [`bind`] for a tensor the caller hands over (a weight, a file's

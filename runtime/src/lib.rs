@@ -38,7 +38,7 @@ mod packed;
 mod sharded;
 mod threads;
 
-pub use binding::{bind, bind_owned};
+pub use binding::{bind, bind_owned, binding_order};
 pub use call::{Arg, CallBoundary, CheckedCall, Value, check_work};
 pub use driver::{CodeOwner, Execute, NativeFunction};
 pub use error::{CallError, CollectiveError, MAX_ITERATIONS, RuntimeError, SizeSource, Subject};
@@ -50,11 +50,11 @@ pub use nax_contract::plan::{KernelFn, MalformedPlan, NativePlan};
 pub use nax_contract::{AxisSpec, HostType, Param, ParamType, ResultSpec, Scalar, Signature, TensorSpec, WeightSpec};
 pub use nax_contract::{MAX_SIZE, Size, SizeError, SizeTable, SymDef, SymId, Symbol, clipped_position};
 pub use nax_host::{
-    Element, HostError, HostTensor, StoredTensor, TensorData, TensorMut, TensorView, read_tensors, read_tensors_in_place, row_major_strides, shortened,
-    shown_names, write_tensor_atomic, write_tensors_atomic,
+    AxisBlock, Element, HostError, HostTensor, StoredTensor, TensorData, TensorFile, TensorMut, TensorView, read_tensors, read_tensors_in_place,
+    row_major_strides, shortened, shown_names, write_tensor_atomic, write_tensors_atomic,
 };
 pub use packed::{BoundWeights, PackedWeights, Weights};
-pub use sharded::{Collectives, Group, ShardedFunction, ShardedResult, rank_weights};
+pub use sharded::{Collectives, Group, ShardedFunction, ShardedResult, cut_block, mesh_coordinates, rank_weights, read_block, read_rank_weights};
 pub use threads::{MAX_THREADS, ThreadPool};
 
 /// Helpers shared by the unit tests.

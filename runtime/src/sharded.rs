@@ -12,7 +12,7 @@ use crate::threads::ThreadPool;
 use nax_contract::DType;
 use nax_contract::Signature;
 use nax_contract::shard::{Exchange, ReduceOp, ShardedPlan, Split, Step, ValueRef, WeightBlock};
-use nax_host::{HostTensor, TensorData};
+use nax_host::{AxisBlock, HostTensor, TensorData, TensorFile};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -344,19 +344,66 @@ fn cut(t: &HostTensor, axis: usize, split: Split, coordinate: usize) -> Result<H
 /// under the name the rank's stages read it by. `whole` holds the module's
 /// weights bound in their declared axis order.
 pub fn rank_weights(plan: &ShardedPlan, whole: &HashMap<String, HostTensor>, rank: usize) -> Result<HashMap<String, HostTensor>, RuntimeError> {
-    let coordinates = plan.mesh.coordinates(rank).ok_or_else(|| RuntimeError::Internal(format!("rank {rank} is outside the mesh ({})", plan.mesh)))?;
+    let coordinates = mesh_coordinates(plan, rank)?;
     let mut out = HashMap::new();
-    for WeightBlock { name, source, splits, .. } in &plan.weights {
-        let Some(t) = whole.get(source) else { continue };
-        let mut block = t.clone();
-        for (axis, split) in splits.iter().enumerate() {
-            if let Some(split) = split {
-                block = cut(&block, axis, *split, coordinates[split.mesh_axis])?;
-            }
+    for block in &plan.weights {
+        if let Some(t) = whole.get(&block.source) {
+            out.insert(block.name.clone(), cut_block(t, block, &coordinates)?);
         }
-        out.insert(name.clone(), block);
     }
     Ok(out)
+}
+
+/// A rank's weights read from a safetensors file: its block of each
+/// module weight the plan binds, under the name its stages read it by,
+/// each read alone ([`read_block`]).
+pub fn read_rank_weights(plan: &ShardedPlan, file: &TensorFile, rank: usize) -> Result<HashMap<String, HostTensor>, RuntimeError> {
+    let coordinates = mesh_coordinates(plan, rank)?;
+    let mut out = HashMap::new();
+    for block in &plan.weights {
+        if let Some(t) = read_block(file, block, &coordinates)? {
+            out.insert(block.name.clone(), t);
+        }
+    }
+    Ok(out)
+}
+
+/// The mesh coordinates of `rank`.
+pub fn mesh_coordinates(plan: &ShardedPlan, rank: usize) -> Result<Vec<usize>, RuntimeError> {
+    plan.mesh.coordinates(rank).ok_or_else(|| RuntimeError::Internal(format!("rank {rank} is outside the mesh ({})", plan.mesh)))
+}
+
+/// The block of a module weight (`whole`, bound in its declared axis
+/// order) at the rank's mesh `coordinates`.
+pub fn cut_block(whole: &HostTensor, block: &WeightBlock, coordinates: &[usize]) -> Result<HostTensor, RuntimeError> {
+    let mut t = whole.clone();
+    for (axis, split) in block.splits.iter().enumerate() {
+        if let Some(split) = split {
+            t = cut(&t, axis, *split, coordinates[split.mesh_axis])?;
+        }
+    }
+    Ok(t)
+}
+
+/// The block of a module weight at the rank's mesh `coordinates`, read
+/// from a safetensors file alone (the rest of the tensor is never read)
+/// and bound in its declared axis order (a tensor whose axes are named in
+/// another order is bound by name, as a whole weight is); `None` where
+/// the file has no tensor of the weight's name.
+pub fn read_block(file: &TensorFile, block: &WeightBlock, coordinates: &[usize]) -> Result<Option<HostTensor>, RuntimeError> {
+    let WeightBlock { source, splits, ty, .. } = block;
+    let Some(info) = file.info(source)? else { return Ok(None) };
+    let declared = ty.names();
+    let order = crate::binding::binding_order(source, &declared, &info.names)?;
+    let mut blocks = vec![AxisBlock::WHOLE; info.shape.len()];
+    for (axis, split) in splits.iter().enumerate() {
+        let Some(split) = split else { continue };
+        let in_file = order.as_ref().map_or(axis, |o| o[axis]);
+        let at = blocks.get_mut(in_file).ok_or_else(|| RuntimeError::Internal(format!("weight '{source}' has no axis {axis} to split")))?;
+        *at = AxisBlock { runs: split.outer as usize, parts: split.parts as usize, index: coordinates[split.mesh_axis] };
+    }
+    let read = file.read(source, &blocks)?.ok_or_else(|| RuntimeError::Internal(format!("weight '{source}' left the file while it was read")))?;
+    Ok(Some(crate::binding::bind_owned(source, &declared, read)?))
 }
 
 #[cfg(test)]

@@ -105,6 +105,13 @@ enum Command {
         /// place by NAME_open(NULL, ...).
         #[arg(long)]
         embed_weights: bool,
+        /// With --emit so and --shard: build the library split over this
+        /// mesh of processes (opened by each rank with NAME_open_sharded).
+        #[arg(long, value_name = "AXIS=SIZE,...", requires = "shard")]
+        mesh: Option<String>,
+        /// With --mesh: which axis names are split over which mesh axis.
+        #[arg(long, value_name = "NAME=AXIS,...", requires = "mesh")]
+        shard: Option<String>,
         /// Print the time of each stage to stderr.
         #[arg(long)]
         timings: bool,
@@ -187,7 +194,7 @@ fn main() -> ExitCode {
             };
             run_command(&req, backend, timings)
         }
-        Command::Build { file, emit, out, backend: name, target, cpu, weights, embed_weights, timings, opt_level, check_bounds } => {
+        Command::Build { file, emit, out, backend: name, target, cpu, weights, embed_weights, mesh, shard, timings, opt_level, check_bounds } => {
             let machine = match pipeline::Machine::parse(&cpu) {
                 Ok(machine) => machine,
                 Err(e) => {
@@ -203,6 +210,20 @@ fn main() -> ExitCode {
                 }
                 (_, false) => None,
             };
+            let split = match (mesh, shard) {
+                (Some(mesh), Some(shard)) if emit.0 == Emit::So => match parse_split(&mesh, &shard) {
+                    Ok(split) => Some(split),
+                    Err(message) => {
+                        eprintln!("error: {message}");
+                        return ExitCode::from(2);
+                    }
+                },
+                (Some(_), _) | (_, Some(_)) => {
+                    eprintln!("error: --mesh and --shard build a library split over processes: they go with --emit so");
+                    return ExitCode::from(2);
+                }
+                (None, None) => None,
+            };
             let device = match target {
                 Target::Cpu => Device::Cpu,
                 Target::Cuda => Device::Cuda,
@@ -211,7 +232,14 @@ fn main() -> ExitCode {
                 emit: emit.0,
                 device,
                 backend: backend(name),
-                build: nax::aot::BuildOptions { machine, optimize: opt_level > 0, check_bounds, embedded_weights, source_name: file.display().to_string() },
+                build: nax::aot::BuildOptions {
+                    machine,
+                    optimize: opt_level > 0,
+                    check_bounds,
+                    embedded_weights,
+                    source_name: file.display().to_string(),
+                    split,
+                },
             };
             build(&file, &out, timings, options)
         }
@@ -220,12 +248,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// The `--mesh` and `--shard` flags' values, or what is wrong with one.
+fn parse_split(mesh: &str, shard: &str) -> Result<(nax::Mesh, nax::Sharding), String> {
+    let parsed_mesh = nax::Mesh::parse(mesh).map_err(|e| format!("--mesh {mesh}: {e}"))?;
+    Ok((parsed_mesh, nax::Sharding::parse(shard).map_err(|e| format!("--shard {shard}: {e}"))?))
+}
+
 /// `nax plan`: prints the plan of one function split over a mesh.
 fn plan(path: &Path, function: &str, mesh: &str, shard: &str) -> ExitCode {
-    let parsed = nax::Mesh::parse(mesh)
-        .map_err(|e| format!("--mesh {mesh}: {e}"))
-        .and_then(|m| Ok((m, nax::Sharding::parse(shard).map_err(|e| format!("--shard {shard}: {e}"))?)));
-    let (mesh, sharding) = match parsed {
+    let (mesh, sharding) = match parse_split(mesh, shard) {
         Ok(parsed) => parsed,
         Err(message) => {
             eprintln!("error: {message}");

@@ -324,9 +324,14 @@ impl ShardedFunction {
         Ok(ShardedFunction { weights: Arc::new(BoundWeights::new(weights)), ..self.clone() })
     }
 
-    /// [`ShardedFunction::with_weights`] with the tensors of a safetensors file.
+    /// The same function with the rank's blocks of the weights in a
+    /// safetensors file, each block read alone (the rest of a tensor is
+    /// never read: the rank's memory is its share from the start), bound
+    /// by name as [`Program::with_weights`] binds a weight.
     pub fn with_weights_file(&self, path: &Path) -> Result<ShardedFunction, Error> {
-        self.with_weights(nax_runtime::read_tensors(path)?)
+        let file = nax_runtime::TensorFile::open(path)?;
+        let weights = nax_runtime::read_rank_weights(self.plan(), &file, self.function.rank())?;
+        Ok(ShardedFunction { weights: Arc::new(BoundWeights::new(weights)), ..self.clone() })
     }
 
     /// The bytes of the weights this rank holds: its blocks.

@@ -287,20 +287,30 @@ pub fn shard(module: &CheckedModule, name: &str, mesh: &Mesh, sharding: &Shardin
     Ok(Sharded { partitioned, staged })
 }
 
-/// [`shard`], with every stage rewritten (when `optimize`) and compiled as
-/// a function is.
-pub fn compile_sharded(
+/// A function split for one rank, ready to compile: the rank's signature,
+/// each stage's graph (rewritten where asked) with its parameters'
+/// defaults, and the plan.
+pub struct ShardedGraphs {
+    /// The rank's parameters, weights and results with their blocks' sizes.
+    pub signature: Arc<nax_runtime::Signature>,
+    /// Each stage's graph and its parameters' defaults.
+    pub stages: Vec<(Graph, Vec<Option<nax_runtime::Scalar>>)>,
+    /// The stages and exchanges, in order.
+    pub plan: nax_contract::shard::ShardedPlan,
+}
+
+/// [`shard`], with every stage rewritten when `optimize` (and verified),
+/// as the JIT ([`compile_sharded`]) and AOT libraries compile them.
+pub fn sharded_graphs(
     module: &CheckedModule,
     name: &str,
     (mesh, sharding): (&Mesh, &Sharding),
-    backend: Backend,
-    (optimize, check_bounds): (bool, bool),
+    optimize: bool,
     timings: &mut Timings,
-) -> Result<ShardedParts, Error> {
+) -> Result<ShardedGraphs, Error> {
     let defaults = defaults(function(module, name)?);
     let Sharded { partitioned, staged } = shard(module, name, mesh, sharding, timings)?;
     let signature = Arc::new(nax_ir::signature(&partitioned.graph, &defaults));
-    let machine = backend.machine(Machine::host());
     let mut stages = Vec::with_capacity(staged.stages.len());
     for stage in staged.stages {
         let graph = if optimize {
@@ -312,7 +322,25 @@ pub fn compile_sharded(
         };
         let mut stage_defaults = defaults.clone();
         stage_defaults.resize(graph.inputs.len(), None);
-        stages.push(compile_graph_for(graph, &stage_defaults, backend, &machine, FormOptions { check_bounds }, timings)?);
+        stages.push((graph, stage_defaults));
     }
-    Ok(ShardedParts { signature, stages, plan: staged.plan })
+    Ok(ShardedGraphs { signature, stages, plan: staged.plan })
+}
+
+/// [`sharded_graphs`], each stage compiled as a function is.
+pub fn compile_sharded(
+    module: &CheckedModule,
+    name: &str,
+    split: (&Mesh, &Sharding),
+    backend: Backend,
+    (optimize, check_bounds): (bool, bool),
+    timings: &mut Timings,
+) -> Result<ShardedParts, Error> {
+    let ShardedGraphs { signature, stages: graphs, plan } = sharded_graphs(module, name, split, optimize, timings)?;
+    let machine = backend.machine(Machine::host());
+    let mut stages = Vec::with_capacity(graphs.len());
+    for (graph, defaults) in graphs {
+        stages.push(compile_graph_for(graph, &defaults, backend, &machine, FormOptions { check_bounds }, timings)?);
+    }
+    Ok(ShardedParts { signature, stages, plan })
 }

@@ -160,6 +160,14 @@ impl Partitioner<'_> {
         self.splits.get(&n).cloned().unwrap_or_default()
     }
 
+    /// Whether axis `axis` of `n` has size 1 (broadcast along any size).
+    fn size_one(&self, n: NodeIndex, axis: usize) -> bool {
+        match &self.out.graph[n].ty {
+            Type::Tensor(t) => t.axes.get(axis).is_some_and(|a| self.out.symbols.resolve(a.size) == Size::Const(1)),
+            Type::Host(..) => false,
+        }
+    }
+
     /// `n` with its axes split as `want` says: gathered where it holds a
     /// block it should not, cut to the rank's block where it holds whole
     /// what should be split.
@@ -249,7 +257,10 @@ impl Partitioner<'_> {
                 Self::one_axis_per_mesh_axis(&mut choose);
                 let mut ops = Vec::new();
                 for (k, m) in maps.iter().enumerate() {
-                    let want: Splits = m.iter().map(|&r| choose[r]).collect();
+                    // An axis of size 1 held whole is broadcast along a split one: it stays whole.
+                    let held = has(self, k);
+                    let broadcast = |j: usize| held.get(j).copied().flatten().is_none() && self.size_one(operands[k], j);
+                    let want: Splits = m.iter().enumerate().map(|(j, &r)| choose[r].filter(|_| !broadcast(j))).collect();
                     ops.push(self.take(operands[k], &want)?);
                 }
                 (ops, choose)

@@ -98,6 +98,20 @@ pub struct NaxResult {
     pub axes: *const *const c_char,
 }
 
+/// `nax_shard_result`: what `NAME_call_sharded` gives: a result and where
+/// it lies in the whole result of the function split over the mesh.
+#[repr(C)]
+#[derive(Debug)]
+pub struct NaxShardResult {
+    /// The rank's block (the whole result where not split, or gathered).
+    pub result: NaxResult,
+    /// `ndim` starts of the block along each axis (0 where not split);
+    /// valid until the tensor's deleter runs.
+    pub offsets: *const i64,
+    /// `ndim` sizes of the whole result; valid as long.
+    pub global_shape: *const i64,
+}
+
 /// `kDLCPU`.
 pub const CPU: i32 = 1;
 /// DLPack's version this library writes.

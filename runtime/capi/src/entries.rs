@@ -1,11 +1,13 @@
 //! The C entries (`nax_capi_*`) the generated `NAME_*` functions call,
-//! each with the generated library's [`Library`]: open a model, close it,
-//! call a function of one result or of several. Each runs under
-//! [`guard`], so nothing unwinds across the C boundary.
+//! each with the generated library's [`Library`]: open a model (whole, or
+//! a rank's part of a library split over a mesh), close it, call a
+//! function of one result or of several (with where each result lies).
+//! Each runs under [`guard`], so nothing unwinds across the C boundary.
 
-use crate::dlpack::{NaxArg, NaxResult};
+use crate::collectives::NaxCollectives;
+use crate::dlpack::{NaxArg, NaxResult, NaxShardResult};
 use crate::library::Library;
-use crate::model::Model;
+use crate::model::{Model, ShardOptions};
 use crate::status::{self, Failure, guard};
 use std::ffi::{CStr, c_char, c_int};
 
@@ -24,6 +26,40 @@ pub unsafe extern "C" fn nax_capi_open(library: *const Library, weights_path: *c
         let library = unsafe { library.as_ref() }.ok_or_else(|| Failure::internal("NULL library descriptor"))?;
         // SAFETY: as above.
         let opened = unsafe { Model::open(library, weights_path, threads) }?;
+        // SAFETY: `model` is writable (the caller's contract).
+        unsafe { *model = Box::into_raw(Box::new(opened)) };
+        Ok(())
+    })
+}
+
+/// `NAME_open_sharded`: the rank's part of a library built split over a
+/// mesh, its collectives run by the host's engine.
+///
+/// # Safety
+/// As [`nax_capi_open`]; `options` NULL or readable; `collectives` NULL or
+/// a table whose functions are callable as the ABI says, its context alive
+/// until the model is closed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nax_capi_open_sharded(
+    library: *const Library,
+    weights_path: *const c_char,
+    options: *const ShardOptions,
+    collectives: *const NaxCollectives,
+    model: *mut *mut Model,
+) -> c_int {
+    guard(|| {
+        if model.is_null() {
+            return Err(Failure::argument("NULL `model`: pass the address of a model pointer to fill"));
+        }
+        // SAFETY: the caller's contract.
+        let library = unsafe { library.as_ref() }.ok_or_else(|| Failure::internal("NULL library descriptor"))?;
+        // SAFETY: as above.
+        let options = unsafe { options.as_ref() }.copied().unwrap_or_default();
+        // SAFETY: as above.
+        let collectives =
+            unsafe { collectives.as_ref() }.ok_or_else(|| Failure::argument("NULL `collectives`: fill a nax_collectives from the host's engine"))?;
+        // SAFETY: as above.
+        let opened = unsafe { Model::open_sharded(library, weights_path, options, collectives) }?;
         // SAFETY: `model` is writable (the caller's contract).
         unsafe { *model = Box::into_raw(Box::new(opened)) };
         Ok(())
@@ -77,17 +113,54 @@ pub unsafe extern "C" fn nax_capi_call_n(
     guard(|| unsafe { call(model, function, args, nargs, results, Some(nresults)) })
 }
 
-/// A call through `NAME_call` (`nresults` none: exactly one result) or
-/// `NAME_call_n`; the results are written only after the call succeeded.
+/// `NAME_call_sharded`: as `NAME_call_n`, each result with where it lies
+/// in the whole result (a rank's block of a sharded function's result).
 ///
 /// # Safety
-/// As [`nax_capi_call_n`].
-unsafe fn call(
+/// As [`nax_capi_call_n`]; `results` NULL or `nresults` writable results.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nax_capi_call_sharded(
     model: *const Model,
     function: *const c_char,
     args: *const NaxArg,
     nargs: usize,
-    results: *mut NaxResult,
+    results: *mut NaxShardResult,
+    nresults: usize,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { call(model, function, args, nargs, results, Some(nresults)) })
+}
+
+/// What a call writes into the caller's array: a result, or a result with
+/// where it lies.
+trait Written {
+    fn from_placed(r: NaxShardResult) -> Self;
+}
+
+impl Written for NaxResult {
+    fn from_placed(r: NaxShardResult) -> NaxResult {
+        r.result
+    }
+}
+
+impl Written for NaxShardResult {
+    fn from_placed(r: NaxShardResult) -> NaxShardResult {
+        r
+    }
+}
+
+/// A call through `NAME_call` (`nresults` none: exactly one result),
+/// `NAME_call_n` or `NAME_call_sharded`; the results are written only
+/// after the call succeeded.
+///
+/// # Safety
+/// As [`nax_capi_call_n`].
+unsafe fn call<R: Written>(
+    model: *const Model,
+    function: *const c_char,
+    args: *const NaxArg,
+    nargs: usize,
+    results: *mut R,
     nresults: Option<usize>,
 ) -> Result<(), Failure> {
     // SAFETY: the caller's contract.
@@ -97,7 +170,7 @@ unsafe fn call(
     }
     // SAFETY: NUL-terminated (the caller's contract).
     let function = unsafe { CStr::from_ptr(function) }.to_str().map_err(|_| Failure::argument("the function name is not UTF-8"))?;
-    let signature = model.function(function)?.signature();
+    let signature = model.signature(function)?;
     let count = signature.results.len();
     match nresults {
         None if count != 1 => {
@@ -138,7 +211,7 @@ unsafe fn call(
     let out = unsafe { model.call(function, args) }?;
     for (i, r) in out.into_iter().enumerate() {
         // SAFETY: `results` holds `count` writable results; written only now, after success.
-        unsafe { results.add(i).write(r) };
+        unsafe { results.add(i).write(R::from_placed(r)) };
     }
     Ok(())
 }

@@ -14,6 +14,7 @@
 //! runtime's bounds-checked views; nothing prints.
 
 mod allocator;
+mod collectives;
 mod dlpack;
 mod entries;
 mod library;
@@ -29,6 +30,8 @@ mod tensors;
 static ALLOCATOR: LibraryAllocator = LibraryAllocator;
 
 pub use allocator::LibraryAllocator;
-pub use dlpack::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor, NaxArg, NaxResult, describe, dl_dtype, nax_dtype};
-pub use library::{FunctionCode, LAYOUT_VERSION, Library};
+pub use collectives::{HostCollectives, NaxCollectives, NaxGroup};
+pub use dlpack::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor, NaxArg, NaxResult, NaxShardResult, describe, dl_dtype, nax_dtype};
+pub use library::{FunctionCode, Library};
+pub use model::ShardOptions;
 pub use tensors::{Input, Refusal, tensor};

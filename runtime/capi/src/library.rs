@@ -8,10 +8,6 @@ use crate::status::Failure;
 use nax_runtime::KernelFn;
 use std::ffi::{CStr, c_char};
 
-/// The layout of [`Library`] this crate reads; the generated C file
-/// states the one it was written for.
-pub const LAYOUT_VERSION: u32 = 1;
-
 /// One function's compiled code: its kernels' and microkernels' entry
 /// points, in the plan's order.
 #[repr(C)]
@@ -29,11 +25,11 @@ pub struct FunctionCode {
 #[repr(C)]
 #[derive(Debug)]
 pub struct Library {
-    /// [`LAYOUT_VERSION`] when the C file was generated.
+    /// [`nax_contract::plan::LIBRARY_LAYOUT`] when the C file was generated.
     pub layout: u32,
     /// The library's NAME (NUL-terminated).
     pub name: *const c_char,
-    /// The functions' [`nax_runtime::plan::StoredFunction`]s, a JSON array (NUL-terminated).
+    /// The functions, a [`nax_contract::plan::StoredLibrary`] in JSON (NUL-terminated).
     pub plans: *const c_char,
     /// The CPU features the kernels were compiled for, comma-separated (NUL-terminated).
     pub cpu: *const c_char,
@@ -41,7 +37,7 @@ pub struct Library {
     pub weights: *const u8,
     /// Its length in bytes.
     pub weights_len: usize,
-    /// `function_count` functions' code.
+    /// `function_count` functions' code (a sharded function's: each stage's).
     pub functions: *const FunctionCode,
     /// How many.
     pub function_count: usize,

@@ -1,14 +1,20 @@
 //! A model: a library's functions bound to one set of weights and one
-//! thread pool, made by `NAME_open` and immutable after it (so any number
-//! of threads may call it at once).
+//! thread pool, made by `NAME_open` (or, for a library split over a mesh,
+//! by `NAME_open_sharded` with the host's collectives: the rank's part of
+//! each function and its blocks of the weights) and immutable after it
+//! (so any number of threads may call a whole model at once).
 
-use crate::dlpack::{NaxArg, NaxResult};
+use crate::collectives::{HostCollectives, NaxCollectives};
+use crate::dlpack::{NaxArg, NaxShardResult};
 use crate::library::Library;
 use crate::status::Failure;
 use crate::tensors::{Refusal, argument, free, result};
+use nax_contract::plan::{LIBRARY_LAYOUT, StoredLibrary};
+use nax_contract::shard::Split;
 use nax_runtime::plan::StoredFunction;
 use nax_runtime::{
-    Arg, Function, HostTensor, KernelFn, MAX_THREADS, NativeFunction, PackedWeights, Signature, Size, StoredTensor, TensorView, ThreadPool, Weights,
+    Arg, Function, HostTensor, KernelFn, MAX_THREADS, NativeFunction, PackedWeights, ShardedFunction, Signature, Size, StoredTensor, TensorFile, TensorView,
+    ThreadPool, Weights, cut_block, mesh_coordinates, read_block,
 };
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char};
@@ -44,14 +50,22 @@ impl Drop for Counted {
 pub struct Model {
     /// The library's NAME, for messages.
     name: &'static str,
-    /// Its functions, by name.
-    functions: Vec<Function>,
-    /// The weights, bound in their declared axis order.
-    weights: ModelWeights,
+    /// Its functions and their weights.
+    functions: Functions,
     /// The model's workers.
     pool: ThreadPool,
     /// Declared last: dropped after everything above.
     _counted: Counted,
+}
+
+/// A model's functions, as its library was built.
+enum Functions {
+    /// Compiled whole (`NAME_open`), bound to one set of weights in their
+    /// declared axis order.
+    Whole { functions: Vec<Function>, weights: ModelWeights },
+    /// Each split over the library's mesh (`NAME_open_sharded`), with the
+    /// rank's blocks of the weights; `gather`: every result whole.
+    Sharded { functions: Vec<(ShardedFunction, ModelWeights)>, gather: bool },
 }
 
 /// A weight as a model holds it.
@@ -60,6 +74,8 @@ enum Stored {
     Owned(HostTensor),
     /// The embedded bytes, in place.
     InPlace(TensorView<'static>),
+    /// A rank's block, which several functions of a sharded library may read.
+    Block(Arc<HostTensor>),
 }
 
 /// The model's weights by name, and the panels its matrix products packed
@@ -72,6 +88,7 @@ impl Stored {
         match self {
             Stored::Owned(t) => t.view(),
             Stored::InPlace(v) => v.clone(),
+            Stored::Block(t) => t.view(),
         }
     }
 }
@@ -86,80 +103,114 @@ impl Weights for ModelWeights {
     }
 }
 
+/// How `NAME_open_sharded` opens a model: `nax_shard_options`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ShardOptions {
+    /// As `NAME_open`'s `threads`.
+    pub threads: i32,
+    /// Nonzero: every result whole on every rank; 0: each rank's block.
+    pub gather: i32,
+}
+
 impl Model {
-    /// The library's function `name`.
-    pub fn function(&self, name: &str) -> Result<&Function, Failure> {
-        self.functions.iter().find(|f| f.signature().name == name).ok_or_else(|| {
-            let names: Vec<&str> = self.functions.iter().map(|f| f.signature().name.as_str()).collect();
+    /// The signature of the library's function `name`.
+    pub fn signature(&self, name: &str) -> Result<&Signature, Failure> {
+        let signatures: Vec<&Signature> = match &self.functions {
+            Functions::Whole { functions, .. } => functions.iter().map(Function::signature).collect(),
+            Functions::Sharded { functions, .. } => functions.iter().map(|(f, _)| f.signature()).collect(),
+        };
+        signatures.iter().find(|s| s.name == name).copied().ok_or_else(|| {
+            let names: Vec<&str> = signatures.iter().map(|s| s.name.as_str()).collect();
             Failure::argument(format!("library `{}` has no function `{name}` (it has: {})", self.name, names.join(", ")))
         })
     }
 
-    /// Opens `library`: checks the CPU, reads the plans, binds the weights
-    /// (from `weights_path`, or the embedded ones when it is NULL), starts
-    /// the pool.
+    /// Opens `library`, built whole: checks the CPU, reads the plans, binds
+    /// the weights (from `weights_path`, or the embedded ones when it is
+    /// NULL), starts the pool.
     ///
     /// # Safety
     /// `library` describes a generated library (its pointers valid);
     /// `weights_path` is NULL or NUL-terminated.
     pub unsafe fn open(library: &'static Library, weights_path: *const c_char, threads: i32) -> Result<Model, Failure> {
-        // SAFETY: the descriptor's strings are static and NUL-terminated.
-        let (name, cpu, plans) = unsafe { (Library::text(library.name)?, Library::text(library.cpu)?, Library::text(library.plans)?) };
-        if library.layout != crate::library::LAYOUT_VERSION {
-            return Err(Failure::internal(format!(
-                "library `{name}` was generated for descriptor layout {}, not {}",
-                library.layout,
-                crate::library::LAYOUT_VERSION
-            )));
-        }
-        let needed: Vec<&str> = cpu.split(',').filter(|f| !f.is_empty()).collect();
-        let missing = nax_contract::Machine::host().missing(needed.iter().copied());
-        if !missing.is_empty() {
-            return Err(Failure {
-                code: crate::status::CPU,
-                message: format!(
-                    "library `{name}` was compiled for CPU features this machine lacks: {} (rebuild it with `nax build --cpu generic`, or for this machine)",
-                    missing.join(", ")
-                ),
-            });
-        }
-        let threads = usize::try_from(threads)
-            .ok()
-            .filter(|&t| t <= MAX_THREADS)
-            .ok_or_else(|| Failure::argument(format!("`threads` is {threads}: give 0 (one per core) or a count from 1 to {MAX_THREADS}")))?;
-        let stored: Vec<StoredFunction> = serde_json::from_str(plans).map_err(|e| Failure::internal(format!("library `{name}`'s plans do not parse: {e}")))?;
-        // SAFETY: the descriptor holds `function_count` functions.
-        let codes = unsafe { slice(library.functions, library.function_count) };
+        // SAFETY: the caller's contract.
+        let (name, stored) = unsafe { described(library) }?;
+        let stored = match stored {
+            StoredLibrary::Whole(stored) => stored,
+            StoredLibrary::Sharded(functions) => {
+                let mesh = functions.first().map_or_else(String::new, |f| format!(" (mesh {}, split {})", f.plan.mesh, f.plan.sharding));
+                return Err(Failure::argument(format!(
+                    "library `{name}` was built split over processes{mesh}: open it with {name}_open_sharded and the host's collectives"
+                )));
+            }
+        };
+        let pool = pool(name, threads)?;
         let mut functions = Vec::with_capacity(stored.len());
         for f in stored {
-            let code = codes
-                .iter()
-                // SAFETY: the descriptor's names are static NUL-terminated strings.
-                .find(|c| unsafe { Library::text(c.name) }.is_ok_and(|n| n == f.name))
-                .ok_or_else(|| Failure::internal(format!("library `{name}` has no code for function `{}`", f.name)))?;
-            // SAFETY: `count` entry points.
-            let entries: Vec<KernelFn> = unsafe { slice(code.entries, code.count) }.to_vec();
-            let signature = Arc::new(f.signature);
-            // SAFETY: the generated C file lists the function's compiled
-            // kernels and microkernels in the plan's order, compiled from the
-            // same program as the plan; the code is the library's, alive as
-            // long as it is loaded (a model must be closed before that).
-            let native = unsafe { NativeFunction::new(Arc::clone(&signature), f.plan, entries, Box::new(())) }
-                .map_err(|e| Failure::runtime(&format!("in `{}`", f.name), e))?;
-            functions.push(Function::new(signature, Box::new(native)));
+            // SAFETY: as above.
+            functions.push(unsafe { native(library, name, f) }?);
         }
         let weights = bind_weights(name, library, weights_path, &functions)?;
-        let pool = ThreadPool::new(threads).map_err(|e| Failure::runtime(&format!("opening `{name}`"), e))?;
-        Ok(Model { name, functions, weights, pool, _counted: Counted::new() })
+        Ok(Model { name, functions: Functions::Whole { functions, weights }, pool, _counted: Counted::new() })
     }
 
-    /// Calls `function` with `args`: its results, in declared order.
+    /// Opens `library`, built split over a mesh, as the rank of the host's
+    /// `collectives`: checks the CPU, reads the plans, reads the rank's
+    /// blocks of the weights (from `weights_path`, each block alone, or
+    /// the embedded ones), starts the pool.
+    ///
+    /// # Safety
+    /// As [`Model::open`]; `collectives`' functions are callable as the
+    /// ABI says.
+    pub unsafe fn open_sharded(
+        library: &'static Library,
+        weights_path: *const c_char,
+        options: ShardOptions,
+        collectives: &NaxCollectives,
+    ) -> Result<Model, Failure> {
+        // SAFETY: the caller's contract.
+        let (name, stored) = unsafe { described(library) }?;
+        let StoredLibrary::Sharded(stored) = stored else {
+            return Err(Failure::argument(format!(
+                "library `{name}` was built whole: open it with {name}_open (build it with `nax build --mesh ... --shard ...` to split it over processes)"
+            )));
+        };
+        // SAFETY: the caller's contract.
+        let engine = Arc::new(unsafe { HostCollectives::new(collectives) }?);
+        let pool = pool(name, options.threads)?;
+        let mut functions = Vec::with_capacity(stored.len());
+        for f in stored {
+            let processes = f.plan.mesh.processes();
+            if processes != nax_runtime::Collectives::size(&*engine) {
+                return Err(Failure::argument(format!(
+                    "library `{name}` was built for the mesh {} of {processes} processes, but the host's engine has {}",
+                    f.plan.mesh,
+                    nax_runtime::Collectives::size(&*engine)
+                )));
+            }
+            let mut stages = Vec::with_capacity(f.stages.len());
+            for stage in f.stages {
+                // SAFETY: as above.
+                stages.push(unsafe { native(library, name, stage) }?);
+            }
+            let function = ShardedFunction::new(Arc::new(f.signature), f.plan, stages, Arc::clone(&engine) as Arc<dyn nax_runtime::Collectives>)
+                .map_err(|e| Failure::runtime(&format!("in `{}`", f.name), e))?;
+            functions.push(function);
+        }
+        let weights = rank_weights(name, library, weights_path, &functions)?;
+        let functions = functions.into_iter().zip(weights).collect();
+        Ok(Model { name, functions: Functions::Sharded { functions, gather: options.gather != 0 }, pool, _counted: Counted::new() })
+    }
+
+    /// Calls `function` with `args`: its results, in declared order, each
+    /// with where it lies (a rank's block of a sharded function's result;
+    /// the whole result otherwise).
     ///
     /// # Safety
     /// The arguments' pointers are NULL or valid as ABI.md says.
-    pub unsafe fn call(&self, function: &str, args: &[NaxArg]) -> Result<Vec<NaxResult>, Failure> {
-        let f = self.function(function)?;
-        let signature = f.signature();
+    pub unsafe fn call(&self, function: &str, args: &[NaxArg]) -> Result<Vec<NaxShardResult>, Failure> {
+        let signature = self.signature(function)?;
         let context = format!("in `{function}`");
         let mut inputs = Vec::with_capacity(args.len());
         for (i, a) in args.iter().enumerate() {
@@ -170,20 +221,92 @@ impl Model {
             })?);
         }
         let named: Vec<(&str, Arg<'_>)> = inputs.iter().map(|(name, input)| (*name, input.arg())).collect();
-        let outs = f.call_results(named, &self.weights, &self.pool).map_err(|e| Failure::runtime(&context, e))?;
+        let outs: Vec<(HostTensor, Option<(Vec<usize>, Vec<usize>)>)> = match &self.functions {
+            Functions::Whole { functions, weights } => {
+                let f = functions.iter().find(|f| f.signature().name == function).ok_or_else(|| Failure::internal("a function without code"))?;
+                f.call_results(named, weights, &self.pool).map_err(|e| Failure::runtime(&context, e))?.into_iter().map(|t| (t, None)).collect()
+            }
+            Functions::Sharded { functions, gather } => {
+                let (f, weights) =
+                    functions.iter().find(|(f, _)| f.signature().name == function).ok_or_else(|| Failure::internal("a function without code"))?;
+                let results = f.call_results(named, weights, &self.pool, *gather).map_err(|e| Failure::runtime(&context, e))?;
+                results.into_iter().map(|r| (r.tensor, Some((r.offsets, r.global_shape)))).collect()
+            }
+        };
         let mut results = Vec::with_capacity(outs.len());
-        for out in outs {
-            match result(out) {
+        for (out, placement) in outs {
+            match result(out, placement.as_ref().map(|(o, g)| (o.as_slice(), g.as_slice()))) {
                 Ok(r) => results.push(r),
                 Err(e) => {
                     // Nothing is handed out on an error: free what was made.
-                    results.into_iter().for_each(free);
+                    results.into_iter().for_each(|r| free(r.result));
                     return Err(Failure::runtime(&context, e));
                 }
             }
         }
         Ok(results)
     }
+}
+
+/// The library's name and functions as its descriptor gives them, after
+/// checking its layout and that this CPU has the features its kernels
+/// were compiled for.
+///
+/// # Safety
+/// `library` describes a generated library (its pointers valid).
+unsafe fn described(library: &'static Library) -> Result<(&'static str, StoredLibrary), Failure> {
+    // SAFETY: the descriptor's strings are static and NUL-terminated.
+    let (name, cpu, plans) = unsafe { (Library::text(library.name)?, Library::text(library.cpu)?, Library::text(library.plans)?) };
+    if library.layout != LIBRARY_LAYOUT {
+        return Err(Failure::internal(format!("library `{name}` was generated for descriptor layout {}, not {LIBRARY_LAYOUT}", library.layout)));
+    }
+    let needed: Vec<&str> = cpu.split(',').filter(|f| !f.is_empty()).collect();
+    let missing = nax_contract::Machine::host().missing(needed.iter().copied());
+    if !missing.is_empty() {
+        return Err(Failure {
+            code: crate::status::CPU,
+            message: format!(
+                "library `{name}` was compiled for CPU features this machine lacks: {} (rebuild it with `nax build --cpu generic`, or for this machine)",
+                missing.join(", ")
+            ),
+        });
+    }
+    let stored = serde_json::from_str(plans).map_err(|e| Failure::internal(format!("library `{name}`'s plans do not parse: {e}")))?;
+    Ok((name, stored))
+}
+
+/// The model's pool of `threads` workers (0: one per core).
+fn pool(name: &str, threads: i32) -> Result<ThreadPool, Failure> {
+    let threads = usize::try_from(threads)
+        .ok()
+        .filter(|&t| t <= MAX_THREADS)
+        .ok_or_else(|| Failure::argument(format!("`threads` is {threads}: give 0 (one per core) or a count from 1 to {MAX_THREADS}")))?;
+    ThreadPool::new(threads).map_err(|e| Failure::runtime(&format!("opening `{name}`"), e))
+}
+
+/// A stored function (a whole function, or a stage of a sharded one) with
+/// its compiled code from the library.
+///
+/// # Safety
+/// `library` describes a generated library (its pointers valid).
+unsafe fn native(library: &'static Library, name: &str, f: StoredFunction) -> Result<Function, Failure> {
+    // SAFETY: the descriptor holds `function_count` functions.
+    let codes = unsafe { slice(library.functions, library.function_count) };
+    let code = codes
+        .iter()
+        // SAFETY: the descriptor's names are static NUL-terminated strings.
+        .find(|c| unsafe { Library::text(c.name) }.is_ok_and(|n| n == f.name))
+        .ok_or_else(|| Failure::internal(format!("library `{name}` has no code for function `{}`", f.name)))?;
+    // SAFETY: `count` entry points.
+    let entries: Vec<KernelFn> = unsafe { slice(code.entries, code.count) }.to_vec();
+    let signature = Arc::new(f.signature);
+    // SAFETY: the generated C file lists the function's compiled kernels
+    // and microkernels in the plan's order, compiled from the same program
+    // as the plan; the code is the library's, alive as long as it is
+    // loaded (a model must be closed before that).
+    let native =
+        unsafe { NativeFunction::new(Arc::clone(&signature), f.plan, entries, Box::new(())) }.map_err(|e| Failure::runtime(&format!("in `{}`", f.name), e))?;
+    Ok(Function::new(signature, Box::new(native)))
 }
 
 /// `count` elements at `p` (none when `count` is 0, whatever `p` is).
@@ -210,30 +333,10 @@ fn bind_weights(name: &str, library: &'static Library, weights_path: *const c_ch
             }
         }
     }
-    let check = |signature: &Signature, spec: &nax_runtime::WeightSpec, dtype: nax_runtime::DType, shape: &[usize]| -> Result<(), Failure> {
-        let declared = spec.ty.display(&signature.sizes);
-        let wrong = |what: String| Failure::weights(format!("weight '{}' (declared {declared}, read by `{}`): {what}", spec.name, signature.name));
-        if dtype != spec.ty.dtype {
-            return Err(wrong(format!("the file gives dtype {}", dtype.as_str())));
-        }
-        if shape.len() != spec.ty.axes.len() {
-            return Err(wrong(format!("the file gives rank {}", shape.len())));
-        }
-        for (axis, &n) in spec.ty.axes.iter().zip(shape) {
-            if let Size::Const(c) = signature.sizes.resolve(axis.size)
-                && c != n as u64
-            {
-                let which = axis.name.as_deref().map_or_else(|| "an unnamed axis".to_string(), |a| format!("axis '{}'", nax_runtime::shortened(a)));
-                return Err(wrong(format!("{which} has size {n} in the file, expected {c}")));
-            }
-        }
-        Ok(())
-    };
     // Where the weights come from (named in messages), each tensor as read.
     let (origin, mut tensors): (String, HashMap<String, StoredTensor<'static>>) = if !weights_path.is_null() {
         // SAFETY: NUL-terminated (the caller's contract).
-        let bytes = unsafe { CStr::from_ptr(weights_path) }.to_bytes();
-        let path = Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(bytes));
+        let path = path_of(unsafe { CStr::from_ptr(weights_path) });
         let tensors = nax_runtime::read_tensors(path).map_err(|e| Failure::weights(e.to_string()))?;
         (format!("'{}'", path.display()), tensors.into_iter().map(|(n, t)| (n, StoredTensor::Copied(t))).collect())
     } else if !library.weights.is_null() {
@@ -264,8 +367,109 @@ fn bind_weights(name: &str, library: &'static Library, weights_path: *const c_ch
             StoredTensor::Copied(t) => Stored::Owned(nax_runtime::bind_owned(&spec.name, &spec.ty.names(), t).map_err(in_origin)?),
         };
         let view = stored.view();
-        check(signature, spec, view.dtype(), view.shape())?;
+        check_weight(signature, spec, view.dtype(), view.shape())?;
         bound.insert(spec.name.clone(), stored);
     }
     Ok(ModelWeights(bound, PackedWeights::new()))
+}
+
+/// Refuses a weight (or a rank's block of one) whose dtype, rank or
+/// constant sizes are not those `signature` declares for it.
+fn check_weight(signature: &Signature, spec: &nax_runtime::WeightSpec, dtype: nax_runtime::DType, shape: &[usize]) -> Result<(), Failure> {
+    let declared = spec.ty.display(&signature.sizes);
+    let wrong = |what: String| Failure::weights(format!("weight '{}' (declared {declared}, read by `{}`): {what}", spec.name, signature.name));
+    if dtype != spec.ty.dtype {
+        return Err(wrong(format!("the file gives dtype {}", dtype.as_str())));
+    }
+    if shape.len() != spec.ty.axes.len() {
+        return Err(wrong(format!("the file gives rank {}", shape.len())));
+    }
+    for (axis, &n) in spec.ty.axes.iter().zip(shape) {
+        if let Size::Const(c) = signature.sizes.resolve(axis.size)
+            && c != n as u64
+        {
+            let which = axis.name.as_deref().map_or_else(|| "an unnamed axis".to_string(), |a| format!("axis '{}'", nax_runtime::shortened(a)));
+            return Err(wrong(format!("{which} has size {n} in the file, expected {c}")));
+        }
+    }
+    Ok(())
+}
+
+/// Where a sharded model's weights are read from.
+enum Source {
+    /// A safetensors file, each block read alone.
+    File(TensorFile),
+    /// The library's embedded file, in place.
+    Embedded(HashMap<String, StoredTensor<'static>>),
+}
+
+/// Each sharded function's weights: the rank's block of every weight its
+/// plan binds, read once however many functions bind the same block (from
+/// `weights_path`, each block alone, or from the embedded weights), and
+/// checked against the rank's declared blocks.
+fn rank_weights(name: &str, library: &'static Library, weights_path: *const c_char, functions: &[ShardedFunction]) -> Result<Vec<ModelWeights>, Failure> {
+    let reads_weights = functions.iter().any(|f| !f.plan().weights.is_empty());
+    let (origin, source) = if !reads_weights {
+        (String::new(), None)
+    } else if !weights_path.is_null() {
+        // SAFETY: NUL-terminated (the caller's contract).
+        let path = path_of(unsafe { CStr::from_ptr(weights_path) });
+        (format!("'{}'", path.display()), Some(Source::File(TensorFile::open(path).map_err(|e| Failure::weights(e.to_string()))?)))
+    } else if !library.weights.is_null() {
+        // SAFETY: the embedded file: `weights_len` static bytes.
+        let bytes: &'static [u8] = unsafe { slice(library.weights, library.weights_len) };
+        let origin = format!("{name}'s embedded weights");
+        let tensors = nax_runtime::read_tensors_in_place(bytes, Path::new(&origin)).map_err(|e| Failure::weights(e.to_string()))?;
+        (origin, Some(Source::Embedded(tensors.into_iter().collect())))
+    } else {
+        let f = functions.iter().find(|f| !f.plan().weights.is_empty()).map_or("", |f| f.signature().name.as_str());
+        return Err(Failure::weights(format!(
+            "library `{name}` has no embedded weights and `{f}` reads weights: pass a safetensors file to {name}_open_sharded"
+        )));
+    };
+    let mut read: HashMap<(String, Vec<Option<Split>>), Arc<HostTensor>> = HashMap::new();
+    let mut out = Vec::with_capacity(functions.len());
+    for f in functions {
+        let coordinates = mesh_coordinates(f.plan(), f.rank()).map_err(|e| Failure::runtime("opening", e))?;
+        let signature = f.signature();
+        let mut bound = HashMap::new();
+        for block in &f.plan().weights {
+            let key = (block.source.clone(), block.splits.clone());
+            let tensor = match (read.get(&key), &source) {
+                (Some(t), _) => Arc::clone(t),
+                (None, Some(source)) => {
+                    let in_origin = |e: nax_runtime::RuntimeError| Failure::weights(format!("in {origin}: {e}"));
+                    let t = match source {
+                        Source::File(file) => read_block(file, block, &coordinates).map_err(in_origin)?,
+                        Source::Embedded(tensors) => match tensors.get(&block.source) {
+                            Some(stored) => {
+                                let whole = match stored {
+                                    StoredTensor::InPlace(view) => nax_runtime::bind(&block.source, &block.ty.names(), view).and_then(|v| Ok(v.to_host()?)),
+                                    StoredTensor::Copied(t) => nax_runtime::bind_owned(&block.source, &block.ty.names(), t.clone()),
+                                };
+                                Some(whole.and_then(|w| cut_block(&w, block, &coordinates)).map_err(in_origin)?)
+                            }
+                            None => None,
+                        },
+                    };
+                    let t =
+                        Arc::new(t.ok_or_else(|| Failure::weights(format!("{origin} has no tensor '{}', a weight of `{}`", block.source, signature.name)))?);
+                    read.insert(key, Arc::clone(&t));
+                    t
+                }
+                (None, None) => return Err(Failure::internal("a weight to read with no weights")),
+            };
+            if let Some(spec) = signature.weights.iter().find(|w| w.name == block.name) {
+                check_weight(signature, spec, tensor.dtype(), tensor.shape())?;
+            }
+            bound.insert(block.name.clone(), Stored::Block(tensor));
+        }
+        out.push(ModelWeights(bound, PackedWeights::new()));
+    }
+    Ok(out)
+}
+
+/// A path given as C bytes.
+fn path_of(bytes: &CStr) -> &Path {
+    Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(bytes.to_bytes()))
 }

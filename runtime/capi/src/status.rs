@@ -20,6 +20,8 @@ pub const MEMORY: c_int = 3;
 pub const CPU: c_int = 4;
 /// `NAX_ERR_INTERNAL`.
 pub const INTERNAL: c_int = 5;
+/// `NAX_ERR_COLLECTIVE`.
+pub const COLLECTIVE: c_int = 6;
 
 /// Why an entry failed: its status code and the message for `NAME_last_error`.
 #[derive(Debug)]
@@ -61,6 +63,7 @@ impl Failure {
                 CallError::DType { subject: Subject::Weight(_), .. } | CallError::Rank { subject: Subject::Weight(_), .. } => WEIGHTS,
                 _ => ARGUMENT,
             },
+            RuntimeError::Collective(_) => COLLECTIVE,
             RuntimeError::Internal(_) | RuntimeError::WrongFunction { .. } | RuntimeError::UnknownSize { .. } | RuntimeError::ThreadPool { .. } => INTERNAL,
             RuntimeError::Host(HostError::Read { .. } | HostError::Format { .. } | HostError::UnsupportedDType { .. } | HostError::BadAxesMetadata { .. }) => {
                 WEIGHTS

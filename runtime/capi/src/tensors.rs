@@ -3,7 +3,7 @@
 //! or host scalar, and a result handed over as a `DLManagedTensorVersioned`
 //! the caller frees.
 
-use crate::dlpack::{CPU, DLManagedTensorVersioned, DLTensor, IS_COPIED, NaxArg, NaxResult, VERSION, describe, dl_dtype, nax_dtype};
+use crate::dlpack::{CPU, DLManagedTensorVersioned, DLTensor, IS_COPIED, NaxArg, NaxResult, NaxShardResult, VERSION, describe, dl_dtype, nax_dtype};
 use nax_runtime::{Arg, DType, HostTensor, HostType, ParamType, RuntimeError, Scalar, Signature, TensorData, TensorView, row_major_strides};
 use std::ffi::{CStr, CString, c_char, c_void};
 
@@ -297,13 +297,23 @@ struct Owned {
     _strides: Vec<i64>,
     _names: Vec<Option<CString>>,
     axes: Vec<*const c_char>,
+    offsets: Vec<i64>,
+    global_shape: Vec<i64>,
 }
 
 /// A result handed to the caller: a row-major tensor the library
-/// allocated, freed by its deleter.
-pub fn result(t: HostTensor) -> Result<NaxResult, RuntimeError> {
+/// allocated, freed by its deleter, with where it lies in the whole
+/// result of a function split over a mesh (`placement`: the block's
+/// offsets and the whole result's sizes; none: the result is whole).
+pub fn result(t: HostTensor, placement: Option<(&[usize], &[usize])>) -> Result<NaxShardResult, RuntimeError> {
     let to_i64 = |v: usize| i64::try_from(v).map_err(|_| RuntimeError::Internal("a result size does not fit in int64".into()));
     let shape: Vec<i64> = t.shape().iter().map(|&n| to_i64(n)).collect::<Result<_, _>>()?;
+    let (offsets, global_shape): (Vec<i64>, Vec<i64>) = match placement {
+        Some((offsets, global)) => {
+            (offsets.iter().map(|&n| to_i64(n)).collect::<Result<_, _>>()?, global.iter().map(|&n| to_i64(n)).collect::<Result<_, _>>()?)
+        }
+        None => (vec![0; shape.len()], shape.clone()),
+    };
     let strides: Vec<i64> = row_major_strides(t.shape()).into_iter().map(to_i64).collect::<Result<_, _>>()?;
     let names: Vec<Option<CString>> = t.names().iter().map(|n| n.as_ref().and_then(|n| CString::new(n.as_str()).ok())).collect();
     let axes: Vec<*const c_char> = names.iter().map(|n| n.as_ref().map_or(std::ptr::null(), |n| n.as_ptr())).collect();
@@ -329,13 +339,15 @@ pub fn result(t: HostTensor) -> Result<NaxResult, RuntimeError> {
         _strides: strides,
         _names: names,
         axes,
+        offsets,
+        global_shape,
     });
-    let axes = owned.axes.as_ptr();
+    let (axes, offsets, global_shape) = (owned.axes.as_ptr(), owned.offsets.as_ptr(), owned.global_shape.as_ptr());
     let raw = Box::into_raw(owned);
     // SAFETY: `raw` is the box just leaked; the context points back to it.
     unsafe { (*raw).managed.manager_ctx = raw.cast() };
     // SAFETY: as above; the struct lives until the deleter frees the box.
-    Ok(NaxResult { tensor: unsafe { &raw mut (*raw).managed }, axes })
+    Ok(NaxShardResult { result: NaxResult { tensor: unsafe { &raw mut (*raw).managed }, axes }, offsets, global_shape })
 }
 
 /// Frees a result that is not handed to the caller.
@@ -397,7 +409,7 @@ mod tests {
     fn an_empty_result_has_int64_strides() {
         let huge = i64::MAX as usize;
         let t = HostTensor::new(TensorData::F32(Vec::new()), vec![0, 3, huge], vec![None; 3]).expect("an empty tensor");
-        let out = result(t).expect("a result");
+        let out = result(t, None).expect("a result").result;
         // SAFETY: the result's tensor and its arrays live until its deleter runs.
         unsafe {
             let dl = &(*out.tensor).dl_tensor;

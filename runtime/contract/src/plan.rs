@@ -325,6 +325,39 @@ pub struct StoredFunction {
     pub plan: NativePlan,
 }
 
+/// A function split over a mesh (SHARDING.md) as an AOT library stores
+/// it: the rank's signature (its parameters with their blocks' sizes), the
+/// plan of its stages and exchanges, and each stage as a natively compiled
+/// function; every rank of the mesh runs the same.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredSharded {
+    /// The function's name in the program.
+    pub name: String,
+    /// What the rank's part takes and gives.
+    pub signature: crate::signature::Signature,
+    /// Its stages and exchanges, in order, and its weights' blocks.
+    pub plan: crate::shard::ShardedPlan,
+    /// Each stage, named `FUNCTION/STAGE`.
+    pub stages: Vec<StoredFunction>,
+}
+
+/// The layout of an AOT library's descriptor (the struct its generated C
+/// file defines, and its plans' JSON, a [`StoredLibrary`]), written by the
+/// compiler into the C file and checked by the library's runtime at open.
+pub const LIBRARY_LAYOUT: u32 = 2;
+
+/// Every function of an AOT library as its descriptor stores them:
+/// compiled whole, or each split over the mesh the library was built for
+/// (`nax build --mesh ... --shard ...`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoredLibrary {
+    /// Opened by `NAME_open`.
+    Whole(Vec<StoredFunction>),
+    /// Opened by `NAME_open_sharded`, with the host's collectives.
+    Sharded(Vec<StoredSharded>),
+}
+
 /// The plan of one natively compiled function.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NativePlan {

@@ -27,7 +27,7 @@ mod view;
 
 pub use error::{HostError, shortened, shown_names};
 pub use nax_contract::DType;
-pub use safetensors_io::{StoredTensor, read_tensors, read_tensors_in_place, write_tensor_atomic, write_tensors_atomic};
+pub use safetensors_io::{AxisBlock, StoredInfo, StoredTensor, TensorFile, read_tensors, read_tensors_in_place, write_tensor_atomic, write_tensors_atomic};
 pub use tensor::{HostTensor, TensorData, row_major_strides};
 pub use view::{Element, TensorMut, TensorView, row_major_steps};
 

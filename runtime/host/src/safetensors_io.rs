@@ -20,7 +20,7 @@ use std::path::Path;
 use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, View};
 
 use crate::error::HostError;
-use crate::tensor::{HostTensor, TensorData};
+use crate::tensor::{HostTensor, TensorData, row_major_strides};
 use crate::view::{TensorView, row_major_steps};
 use nax_contract::DType;
 
@@ -65,14 +65,29 @@ const MAX_HEADER_BYTES: u64 = 100_000_000;
 /// is read; the file is then read from its start. A header that does not
 /// parse is left to [`parse`], whose message says what is wrong.
 fn check_declared_length(file: &mut fs::File, length: u64, path: &Path) -> Result<(), HostError> {
-    use std::io::{Read, Seek};
-    let bad = |message: String| HostError::Format { path: path.into(), message };
-    let read_error = |source| HostError::Read { path: path.into(), source };
-    let mut prefix = [0u8; 8];
+    use std::io::Seek;
     if length < 8 {
         // Nothing to spare reading; `parse` says what is wrong.
         return Ok(());
     }
+    let (header, text) = read_header(file, length, path)?;
+    if let Ok(metadata) = serde_json::from_slice::<safetensors::tensor::Metadata>(&text) {
+        check_length(header, &metadata, length, path)?;
+    }
+    file.rewind().map_err(|source| HostError::Read { path: path.into(), source })?;
+    Ok(())
+}
+
+/// A file's header: its length and its text, read from the file's start
+/// (the length checked against the file's and the cap first).
+fn read_header(file: &mut fs::File, length: u64, path: &Path) -> Result<(u64, Vec<u8>), HostError> {
+    use std::io::Read;
+    let bad = |message: String| HostError::Format { path: path.into(), message };
+    let read_error = |source| HostError::Read { path: path.into(), source };
+    if length < 8 {
+        return Err(bad(format!("the file has {length} bytes, fewer than the 8 that give the header length")));
+    }
+    let mut prefix = [0u8; 8];
     file.read_exact(&mut prefix).map_err(read_error)?;
     let header = u64::from_le_bytes(prefix);
     if header > MAX_HEADER_BYTES || header > length - 8 {
@@ -80,14 +95,190 @@ fn check_declared_length(file: &mut fs::File, length: u64, path: &Path) -> Resul
     }
     let mut text = vec![0u8; header as usize];
     file.read_exact(&mut text).map_err(read_error)?;
-    if let Ok(metadata) = serde_json::from_slice::<safetensors::tensor::Metadata>(&text) {
-        let declared = 8 + header + metadata.data_len() as u64;
-        if declared != length {
-            return Err(bad(format!("its header declares {declared} bytes in all, but the file has {length}")));
-        }
+    Ok((header, text))
+}
+
+/// Refuses a file whose header declares other than its `length` bytes.
+fn check_length(header: u64, metadata: &safetensors::tensor::Metadata, length: u64, path: &Path) -> Result<(), HostError> {
+    let declared = 8 + header + metadata.data_len() as u64;
+    if declared != length {
+        return Err(HostError::Format { path: path.into(), message: format!("its header declares {declared} bytes in all, but the file has {length}") });
     }
-    file.rewind().map_err(read_error)?;
     Ok(())
+}
+
+/// Which part of a tensor to read along one axis: the axis is `runs`
+/// equal runs, each cut into `parts` equal blocks, and the part read is
+/// block `index` of every run (the whole axis: one run of one part).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AxisBlock {
+    /// How many runs the axis is made of.
+    pub runs: usize,
+    /// How many blocks each run is cut into.
+    pub parts: usize,
+    /// Which block of each run is read.
+    pub index: usize,
+}
+
+impl AxisBlock {
+    /// The whole axis.
+    pub const WHOLE: AxisBlock = AxisBlock { runs: 1, parts: 1, index: 0 };
+
+    /// The positions it reads along an axis of `size`, as (start, length)
+    /// intervals in order; `None` where the blocks do not cut the axis
+    /// evenly or `index` is not one of the parts.
+    fn intervals(self, size: usize) -> Option<Vec<(usize, usize)>> {
+        let pieces = self.runs.checked_mul(self.parts).filter(|&p| p > 0 && size.is_multiple_of(p) && self.index < self.parts)?;
+        let (run, block) = (size / self.runs, size / pieces);
+        Some((0..self.runs).map(|r| (r * run + self.index * block, block)).collect())
+    }
+}
+
+/// A safetensors file opened for reading its tensors one at a time, each
+/// whole or a block of it ([`AxisBlock`]), by positioned reads of the
+/// bytes asked for alone: a process that needs a block of each weight
+/// holds, and reads, only its blocks. The header is read and checked when
+/// opening (as [`read_tensors`] checks it); a tensor's dtype and axis
+/// names when it is read.
+#[derive(Debug)]
+pub struct TensorFile {
+    file: fs::File,
+    path: std::path::PathBuf,
+    /// Where the tensors' data starts in the file.
+    data_start: u64,
+    metadata: safetensors::tensor::Metadata,
+}
+
+/// What a [`TensorFile`] says of one of its tensors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredInfo {
+    /// Its dtype.
+    pub dtype: DType,
+    /// Its sizes, in the file's axis order.
+    pub shape: Vec<usize>,
+    /// Its axis names from the file's `NAME.axes` metadata (unnamed without).
+    pub names: Vec<Option<String>>,
+}
+
+impl TensorFile {
+    /// Opens the file at `path` and reads its header; the errors are
+    /// [`read_tensors`]'s for the file and its header.
+    pub fn open(path: &Path) -> Result<TensorFile, HostError> {
+        let read_error = |source| HostError::Read { path: path.into(), source };
+        let mut file = fs::File::open(path).map_err(read_error)?;
+        let metadata = file.metadata().map_err(read_error)?;
+        if !metadata.is_file() {
+            return Err(read_error(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
+        }
+        let (header, text) = read_header(&mut file, metadata.len(), path)?;
+        let parsed: safetensors::tensor::Metadata = serde_json::from_slice(&text).map_err(|e| {
+            let bytes = [header.to_le_bytes().as_slice(), &text].concat();
+            let message = repeated_name(&bytes).unwrap_or_else(|| format!("its header does not parse: {e}"));
+            HostError::Format { path: path.into(), message }
+        })?;
+        check_length(header, &parsed, metadata.len(), path)?;
+        Ok(TensorFile { file, path: path.into(), data_start: 8 + header, metadata: parsed })
+    }
+
+    /// What the file says of tensor `name` (`None`: the file has none of that name).
+    pub fn info(&self, name: &str) -> Result<Option<StoredInfo>, HostError> {
+        let Some(info) = self.metadata.info(name) else { return Ok(None) };
+        let path = &self.path;
+        let dtype =
+            to_dtype(info.dtype).ok_or_else(|| HostError::UnsupportedDType { path: path.clone(), tensor: name.into(), dtype: format!("{:?}", info.dtype) })?;
+        let names = match self.metadata.metadata().as_ref().and_then(|m| m.get(&axes_key(name))) {
+            Some(axes) => parse_axes(path, name, axes, info.shape.len())?,
+            None => vec![None; info.shape.len()],
+        };
+        Ok(Some(StoredInfo { dtype, shape: info.shape.clone(), names }))
+    }
+
+    /// Tensor `name`'s part `blocks` (one per axis, in the file's axis
+    /// order; none: the whole tensor), read from the file alone, with the
+    /// file's axis names; `None` where the file has no tensor of that name.
+    /// A block that does not cut an axis evenly is an error naming the
+    /// tensor, the axis and the sizes.
+    pub fn read(&self, name: &str, blocks: &[AxisBlock]) -> Result<Option<HostTensor>, HostError> {
+        let Some(StoredInfo { dtype, shape, names }) = self.info(name)? else { return Ok(None) };
+        let bad = |message: String| HostError::Format { path: self.path.clone(), message: format!("tensor '{}': {message}", crate::error::shortened(name)) };
+        let blocks: Vec<AxisBlock> = if blocks.is_empty() { vec![AxisBlock::WHOLE; shape.len()] } else { blocks.to_vec() };
+        if blocks.len() != shape.len() {
+            return Err(bad(format!("{} axes' blocks asked of a tensor of rank {}", blocks.len(), shape.len())));
+        }
+        let mut intervals = Vec::with_capacity(shape.len());
+        for (axis, (b, &size)) in blocks.iter().zip(&shape).enumerate() {
+            intervals.push(
+                b.intervals(size)
+                    .ok_or_else(|| bad(format!("axis {axis} of size {size} is not {} runs of {} equal blocks (block {} asked)", b.runs, b.parts, b.index)))?,
+            );
+        }
+        let block_shape: Vec<usize> = intervals.iter().map(|i| i.iter().map(|&(_, n)| n).sum()).collect();
+        let elem = dtype.size_bytes();
+        // The trailing axes read whole make one contiguous span per position of the others.
+        let whole_from = (0..=shape.len()).rev().take_while(|&a| a == shape.len() || (blocks[a] == AxisBlock::WHOLE)).last().unwrap_or(shape.len());
+        let span: usize = shape[whole_from..].iter().product::<usize>() * elem;
+        let total: usize = block_shape.iter().product::<usize>() * elem;
+        let mut bytes = Vec::new();
+        bytes.try_reserve_exact(total).map_err(|_| HostError::Allocation { bytes: total, count: total / elem.max(1) })?;
+        let (begin, _) = self.metadata.info(name).map(|i| i.data_offsets).unwrap_or_default();
+        let strides = row_major_strides(&shape);
+        if total > 0 {
+            // Every position of the leading axes, odometer-wise; adjacent reads merged.
+            let lead = &intervals[..whole_from];
+            let mut at = vec![(0usize, 0usize); lead.len()];
+            let mut pending: Option<(u64, usize)> = None;
+            loop {
+                let mut offset = 0usize;
+                for (a, &(k, i)) in at.iter().enumerate() {
+                    let (start, _) = lead[a][k];
+                    offset += (start + i) * strides[a];
+                }
+                let offset = self.data_start + (begin + offset * elem) as u64;
+                pending = match pending {
+                    Some((o, n)) if o + n as u64 == offset => Some((o, n + span)),
+                    Some((o, n)) => {
+                        self.read_at(&mut bytes, o, n)?;
+                        Some((offset, span))
+                    }
+                    None => Some((offset, span)),
+                };
+                // Next position: the last leading axis moves fastest.
+                let mut a = lead.len();
+                loop {
+                    if a == 0 {
+                        break;
+                    }
+                    a -= 1;
+                    let (k, i) = &mut at[a];
+                    *i += 1;
+                    if *i == lead[a][*k].1 {
+                        *i = 0;
+                        *k += 1;
+                        if *k == lead[a].len() {
+                            *k = 0;
+                            continue;
+                        }
+                    }
+                    break;
+                }
+                if at.iter().all(|&(k, i)| k == 0 && i == 0) {
+                    break;
+                }
+            }
+            if let Some((o, n)) = pending {
+                self.read_at(&mut bytes, o, n)?;
+            }
+        }
+        HostTensor::new(TensorData::from_le_bytes(dtype, &bytes), block_shape, names).map(Some).map_err(|e| bad(e.to_string()))
+    }
+
+    /// Appends `n` bytes of the file from `offset` to `out`.
+    fn read_at(&self, out: &mut Vec<u8>, offset: u64, n: usize) -> Result<(), HostError> {
+        use std::os::unix::fs::FileExt;
+        let from = out.len();
+        out.resize(from + n, 0);
+        self.file.read_exact_at(&mut out[from..], offset).map_err(|source| HostError::Read { path: self.path.clone(), source })
+    }
 }
 
 /// A tensor of a safetensors file held in memory that lives as long as
@@ -403,6 +594,38 @@ mod tests {
         let shifted = read_tensors_in_place(&bytes[1..=file.len()], &path).unwrap();
         let StoredTensor::Copied(copy) = &shifted[0].1 else { panic!("misaligned data is copied") };
         assert_eq!(copy, &a);
+    }
+
+    #[test]
+    fn a_block_read_from_the_file_holds_the_positions_of_its_runs_and_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.safetensors");
+        let shape = [2usize, 12, 6];
+        let values: Vec<f64> = (0..144).map(f64::from).collect();
+        let names = vec![Some("a".to_string()), Some("b".to_string()), None];
+        let w = HostTensor::from_f64(DType::F32, shape.to_vec(), names.clone(), &values).unwrap();
+        let m = HostTensor::from_f64(DType::Bool, vec![4], vec![None], &[1.0, 0.0, 0.0, 1.0]).unwrap();
+        write_tensors_atomic(&path, &[("w", &w), ("m", &m)]).unwrap();
+        let file = TensorFile::open(&path).unwrap();
+        assert_eq!(file.read("w", &[]).unwrap().unwrap(), w);
+        // Axis 1: 3 runs of 2 blocks, block 1; axis 2: block 2 of 3.
+        let blocks = [AxisBlock::WHOLE, AxisBlock { runs: 3, parts: 2, index: 1 }, AxisBlock { runs: 1, parts: 3, index: 2 }];
+        let got = file.read("w", &blocks).unwrap().unwrap();
+        assert_eq!(got.shape(), &[2, 6, 2]);
+        assert_eq!(got.names(), names.as_slice());
+        let rows = [2, 3, 6, 7, 10, 11];
+        let want: Vec<f64> = (0..2).flat_map(|i| rows.iter().flat_map(move |&j| (4..6).map(move |k| (i * 72 + j * 6 + k) as f64))).collect();
+        assert_eq!(got.to_f64_vec(), want);
+        let half = file.read("m", &[AxisBlock { runs: 1, parts: 2, index: 1 }]).unwrap().unwrap();
+        assert_eq!(half.to_f64_vec(), [0.0, 1.0]);
+        assert!(file.read("nothing", &[]).unwrap().is_none());
+        let uneven = file.read("w", &[AxisBlock::WHOLE, AxisBlock { runs: 1, parts: 5, index: 0 }, AxisBlock::WHOLE]).unwrap_err().to_string();
+        assert!(uneven.contains("tensor 'w'") && uneven.contains("axis 1 of size 12"), "{uneven}");
+        // A truncated file is refused when opened, from its header.
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+        let short = TensorFile::open(&path).unwrap_err().to_string();
+        assert!(short.contains("declares"), "{short}");
     }
 
     #[test]

@@ -9,11 +9,12 @@
 //! exports only the `NAME_` entries.
 
 use crate::error::LibraryNameError;
+use nax_contract::plan::LIBRARY_LAYOUT;
 use nax_runtime::{HostType, ParamType, Signature};
 use std::fmt::Write;
 
 /// The ABI entries every library has, after `NAME_`.
-const ENTRIES: [&str; 7] = ["abi_version", "manifest", "last_error", "open", "close", "call", "call_n"];
+const ENTRIES: [&str; 9] = ["abi_version", "manifest", "last_error", "open", "open_sharded", "close", "call", "call_n", "call_sharded"];
 
 /// Prefixes of the runtime's own symbols, which no exported name may take.
 const RESERVED: [&str; 3] = ["nax_capi_", "nax_libm_", "__nax"];
@@ -82,9 +83,12 @@ const KEYWORDS: [&str; 60] = [
     "or",
 ];
 
-/// One function as the C files see it: its signature and where its kernels are.
-pub struct CFunction<'a> {
-    pub signature: &'a Signature,
+/// One compiled unit's code as the C files see it (a function, or a stage
+/// of a function split over a mesh): its name in the plans and where its
+/// kernels are.
+pub struct CCode {
+    /// The name its stored plan has (`forward`, or `forward/0` for a stage).
+    pub name: String,
     /// The symbol prefix of its kernels (`__nax_f0`).
     pub symbol: String,
     /// How many kernels it has.
@@ -93,7 +97,7 @@ pub struct CFunction<'a> {
     pub microkernels: usize,
 }
 
-impl CFunction<'_> {
+impl CCode {
     /// How many entry points: kernels, then microkernels.
     fn entries(&self) -> usize {
         self.kernels + self.microkernels
@@ -122,8 +126,8 @@ const SYSTEM_LIBRARIES: &[&str] =
 
 /// The typed entry of each function: `NAME_FN`, or `None` where that name
 /// is taken (an ABI entry, another typed entry, a runtime prefix).
-fn typed_names(name: &str, functions: &[CFunction<'_>]) -> Vec<Option<String>> {
-    let wanted: Vec<String> = functions.iter().map(|f| format!("{name}_{}", f.signature.name)).collect();
+fn typed_names(name: &str, functions: &[&Signature]) -> Vec<Option<String>> {
+    let wanted: Vec<String> = functions.iter().map(|f| format!("{name}_{}", f.name)).collect();
     wanted
         .iter()
         .map(|w| {
@@ -285,7 +289,9 @@ enum {                      /* every NAME_ function that can fail returns one */
   NAX_ERR_WEIGHTS = 2,      /* weights missing, unreadable, malformed or of the wrong shape */
   NAX_ERR_MEMORY = 3,       /* an allocation failed */
   NAX_ERR_CPU = 4,          /* this CPU lacks features the library was compiled for */
-  NAX_ERR_INTERNAL = 5      /* a bug in nax: never an abort, always this code */
+  NAX_ERR_INTERNAL = 5,     /* a bug in nax: never an abort, always this code */
+  NAX_ERR_COLLECTIVE = 6    /* a collective of the host's engine failed (a rank died,
+                               a timeout): the message is the engine's */
 };
 typedef struct {
   const char *name;          /* the parameter's name in the nax function */
@@ -299,11 +305,54 @@ typedef struct {
   const char *const *axes;          /* ndim names, NULL entries for unnamed axes;
                                        valid until the tensor's deleter runs */
 } nax_result;
+/* Libraries split over processes (`nax build --mesh tp=2 --shard H=tp,F=tp`):
+   the host's engine (MPI, NCCL, gloo, its own) runs the collectives. */
+typedef enum {
+  NAX_REDUCE_SUM = 0,
+  NAX_REDUCE_MAX = 1,
+  NAX_REDUCE_MIN = 2,
+  NAX_REDUCE_PROD = 3
+} nax_reduce_op;
+typedef struct {
+  const char *mesh_axis;     /* the mesh axis the collective runs along ("tp") */
+  const int32_t *ranks;      /* the group's ranks, in order along that axis */
+  size_t size;               /* how many */
+  size_t index;              /* this rank's position among them */
+} nax_group;
+typedef struct {
+  void *context;                        /* the host's, passed to every function */
+  int32_t (*rank)(void *context);       /* this process's rank, 0 .. size - 1 */
+  int32_t (*size)(void *context);       /* how many processes: the mesh's */
+  /* Each collective returns 0, or nonzero after writing a NUL-terminated
+     message of at most error_size bytes into error. count is in elements of
+     dtype. Every rank of the group makes the same calls in the same order. */
+  int (*all_reduce)(void *context, const nax_group *group, DLDataType dtype,
+                    nax_reduce_op op, void *data, size_t count,
+                    char *error, size_t error_size);                /* in place */
+  int (*all_gather)(void *context, const nax_group *group, DLDataType dtype,
+                    const void *block, size_t count, void *out,     /* out: count * size, */
+                    char *error, size_t error_size);                /* rank after rank    */
+  int (*reduce_scatter)(void *context, const nax_group *group, DLDataType dtype,
+                        nax_reduce_op op, const void *data, size_t count,
+                        void *out,                                  /* this rank's count / size */
+                        char *error, size_t error_size);            /* may be NULL: not called
+                                                                       by this version's plans */
+} nax_collectives;
+typedef struct {
+  int32_t threads;           /* as NAME_open's */
+  int32_t gather;            /* 0: each rank gets its block of every result; 1: the whole */
+} nax_shard_options;
+typedef struct {
+  nax_result result;
+  const int64_t *offsets;      /* ndim: the block's start along each axis (0 where not split) */
+  const int64_t *global_shape; /* ndim: the whole result's sizes; both valid until
+                                  result.tensor's deleter runs */
+} nax_shard_result;
 #endif /* NAX_ABI_TYPES_H_ */
 "#;
 
 /// `NAME.h`.
-pub fn header(name: &str, source: &str, functions: &[CFunction<'_>], cpu: &[&str]) -> String {
+pub fn header(name: &str, source: &str, functions: &[&Signature], cpu: &[&str], sharded: Option<&str>) -> String {
     let mut h = String::new();
     let guard = format!("NAX_LIBRARY_{name}_H_");
     let cpu = if cpu.is_empty() { "any x86-64 (SSE2)".to_string() } else { cpu.join(", ") };
@@ -328,10 +377,27 @@ pub fn header(name: &str, source: &str, functions: &[CFunction<'_>], cpu: &[&str
          \x20                nax_result *result);\n\
          int  {name}_call_n({name}_model *model, const char *function, /* any function; one with several */\n\
          \x20                  const nax_arg *args, size_t nargs,   /* results                       */\n\
-         \x20                  nax_result *results, size_t nresults); /* must be called this way */\n"
+         \x20                  nax_result *results, size_t nresults); /* must be called this way */\n\n\
+         /* A library built split over processes is opened by every rank with the\n   \
+         host's collectives; calls are the same, each rank passing its blocks and\n   \
+         getting its block of each result (NAME_call_sharded: with where it lies). */\n\
+         int  {name}_open_sharded(const char *weights_path,    /* NULL: embedded weights */\n\
+         \x20                        const nax_shard_options *options, /* NULL: {{0, 0}} */\n\
+         \x20                        const nax_collectives *collectives, /* copied; its context must\n\
+         \x20                                                             outlive the model */\n\
+         \x20                        {name}_model **model);\n\
+         int  {name}_call_sharded({name}_model *model, const char *function,\n\
+         \x20                        const nax_arg *args, size_t nargs,\n\
+         \x20                        nax_shard_result *results, size_t nresults);\n"
     );
-    for (f, typed) in functions.iter().zip(typed_names(name, functions)) {
-        let s = f.signature;
+    if let Some(split) = sharded {
+        let _ = write!(
+            h,
+            "\n/* Built split over processes: {split}. Open it with {name}_open_sharded\n   \
+             ({name}_open refuses it); the sizes below are each rank's blocks. */\n"
+        );
+    }
+    for (s, typed) in functions.iter().zip(typed_names(name, functions)) {
         let _ = write!(h, "\n/* {s}\n");
         for p in &s.params {
             let what = match &p.ty {
@@ -359,7 +425,7 @@ pub fn header(name: &str, source: &str, functions: &[CFunction<'_>], cpu: &[&str
 }
 
 /// The glue: the descriptor and every `NAME_` entry.
-pub fn glue(name: &str, functions: &[CFunction<'_>], cpu: &[&str], weights_len: Option<u64>) -> String {
+pub fn glue(name: &str, functions: &[&Signature], codes: &[CCode], cpu: &[&str], weights_len: Option<u64>) -> String {
     let mut c = String::new();
     let _ = write!(
         c,
@@ -369,6 +435,8 @@ pub fn glue(name: &str, functions: &[CFunction<'_>], cpu: &[&str], weights_len: 
          typedef struct {{ const char *name; const nax_kernel_fn *entries; size_t count; }} nax_function_code;\n\
          typedef struct {{\n  uint32_t layout;\n  const char *name, *plans, *cpu;\n  const unsigned char *weights;\n  size_t weights_len;\n  const nax_function_code *functions;\n  size_t function_count;\n}} nax_library;\n\
          int nax_capi_open(const nax_library *library, const char *weights_path, int32_t threads, void **model);\n\
+         int nax_capi_open_sharded(const nax_library *library, const char *weights_path, const nax_shard_options *options, const nax_collectives *collectives, void **model);\n\
+         int nax_capi_call_sharded(const void *model, const char *function, const nax_arg *args, size_t nargs, nax_shard_result *results, size_t nresults);\n\
          void nax_capi_close(void *model);\n\
          int nax_capi_call(const void *model, const char *function, const nax_arg *args, size_t nargs, nax_result *result);\n\
          int nax_capi_call_n(const void *model, const char *function, const nax_arg *args, size_t nargs, nax_result *results, size_t nresults);\n\
@@ -378,7 +446,7 @@ pub fn glue(name: &str, functions: &[CFunction<'_>], cpu: &[&str], weights_len: 
     if weights_len.is_some() {
         c.push_str("extern const unsigned char __nax_weights[];\n");
     }
-    for f in functions {
+    for f in codes {
         let names: Vec<String> = (0..f.entries()).map(|i| entry_symbol(f, i)).collect();
         for n in &names {
             let _ = writeln!(c, "void {n}(void *const *, const int64_t *, int64_t, int64_t);");
@@ -387,16 +455,14 @@ pub fn glue(name: &str, functions: &[CFunction<'_>], cpu: &[&str], weights_len: 
             let _ = writeln!(c, "static const nax_kernel_fn {}_entries[] = {{{}}};", f.symbol, names.join(", "));
         }
     }
-    let codes: Vec<String> = functions
+    let table: Vec<String> = codes
         .iter()
-        .map(|f| {
-            format!("{{{}, {}, {}}}", c_string(&f.signature.name), if f.entries() > 0 { format!("{}_entries", f.symbol) } else { "NULL".into() }, f.entries())
-        })
+        .map(|f| format!("{{{}, {}, {}}}", c_string(&f.name), if f.entries() > 0 { format!("{}_entries", f.symbol) } else { "NULL".into() }, f.entries()))
         .collect();
-    let functions_table = if codes.is_empty() {
+    let functions_table = if table.is_empty() {
         "NULL".to_string()
     } else {
-        let _ = writeln!(c, "static const nax_function_code functions[] = {{\n  {}\n}};", codes.join(",\n  "));
+        let _ = writeln!(c, "static const nax_function_code functions[] = {{\n  {}\n}};", table.join(",\n  "));
         "functions".to_string()
     };
     let (weights, len) = match weights_len {
@@ -405,21 +471,22 @@ pub fn glue(name: &str, functions: &[CFunction<'_>], cpu: &[&str], weights_len: 
     };
     let _ = write!(
         c,
-        "static const nax_library library = {{1, {}, __nax_plans, {}, {weights}, (size_t){len}ULL, {functions_table}, {}}};\n\n\
+        "static const nax_library library = {{{LIBRARY_LAYOUT}, {}, __nax_plans, {}, {weights}, (size_t){len}ULL, {functions_table}, {}}};\n\n\
          uint32_t {name}_abi_version(void) {{ return {name}_ABI_VERSION; }}\n\
          const char *{name}_manifest(void) {{ return __nax_manifest; }}\n\
          const char *{name}_last_error(void) {{ return nax_capi_last_error(); }}\n\
          int {name}_open(const char *weights_path, int32_t threads, {name}_model **model) {{\n  return nax_capi_open(&library, weights_path, threads, (void **)model);\n}}\n\
          void {name}_close({name}_model *model) {{ nax_capi_close(model); }}\n\
          int {name}_call({name}_model *model, const char *function, const nax_arg *args, size_t nargs, nax_result *result) {{\n  return nax_capi_call(model, function, args, nargs, result);\n}}\n\
-         int {name}_call_n({name}_model *model, const char *function, const nax_arg *args, size_t nargs, nax_result *results, size_t nresults) {{\n  return nax_capi_call_n(model, function, args, nargs, results, nresults);\n}}\n",
+         int {name}_call_n({name}_model *model, const char *function, const nax_arg *args, size_t nargs, nax_result *results, size_t nresults) {{\n  return nax_capi_call_n(model, function, args, nargs, results, nresults);\n}}\n\
+         int {name}_open_sharded(const char *weights_path, const nax_shard_options *options, const nax_collectives *collectives, {name}_model **model) {{\n  return nax_capi_open_sharded(&library, weights_path, options, collectives, (void **)model);\n}}\n\
+         int {name}_call_sharded({name}_model *model, const char *function, const nax_arg *args, size_t nargs, nax_shard_result *results, size_t nresults) {{\n  return nax_capi_call_sharded(model, function, args, nargs, results, nresults);\n}}\n",
         c_string(name),
         c_string(&cpu.join(",")),
-        functions.len()
+        codes.len()
     );
-    for (f, typed) in functions.iter().zip(typed_names(name, functions)) {
+    for (s, typed) in functions.iter().zip(typed_names(name, functions)) {
         let Some(typed) = typed else { continue };
-        let s = f.signature;
         let _ = writeln!(c, "\nint {typed}({name}_model *model{}, {}) {{", typed_params(s), results_param(s));
         let mut args = Vec::new();
         for p in &s.params {
@@ -472,7 +539,7 @@ fn results_note(s: &Signature) -> String {
 
 /// The symbol of entry `i` of a function: its kernels, then its microkernels
 /// (as the LLVM back end names them).
-fn entry_symbol(f: &CFunction<'_>, i: usize) -> String {
+fn entry_symbol(f: &CCode, i: usize) -> String {
     if i < f.kernels { format!("{}_k{i}", f.symbol) } else { format!("{}_m{}", f.symbol, i - f.kernels) }
 }
 
@@ -494,7 +561,7 @@ pub fn data(embed_weights: bool) -> String {
 }
 
 /// The version script: only the `NAME_` entries are exported.
-pub fn version_script(name: &str, functions: &[CFunction<'_>]) -> String {
+pub fn version_script(name: &str, functions: &[&Signature]) -> String {
     let mut exported: Vec<String> = ENTRIES.iter().map(|e| format!("{name}_{e}")).collect();
     exported.extend(typed_names(name, functions).into_iter().flatten());
     format!("{{\n  global:\n    {};\n  local: *;\n}};\n", exported.join(";\n    "))

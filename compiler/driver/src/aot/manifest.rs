@@ -1,12 +1,14 @@
 //! `NAME_manifest()`'s JSON (ABI.md): each function's parameters and
 //! results (dtype and axes, each axis's name or null and its size or
-//! symbol; host scalars by type), the weights, the CPU features.
+//! symbol; host scalars by type), the weights, the CPU features; for a
+//! library split over processes, its mesh and sharding (each rank's
+//! blocks' sizes are the functions').
 
 use nax_runtime::{ParamType, Signature, Size, TensorSpec};
 use serde_json::{Value, json};
 
 /// The manifest of a library of these functions, compiled for `cpu`.
-pub fn manifest(functions: &[Signature], cpu: &[&str]) -> Value {
+pub fn manifest(functions: &[Signature], cpu: &[&str], split: Option<&(String, String)>) -> Value {
     let mut weights: Vec<Value> = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
     for f in functions {
@@ -32,7 +34,12 @@ pub fn manifest(functions: &[Signature], cpu: &[&str]) -> Value {
             json!({"name": f.name, "params": params, "result": results.first(), "results": results})
         })
         .collect();
-    json!({"abi": 1, "functions": functions, "weights": weights, "cpu": cpu})
+    let mut manifest = json!({"abi": 1, "functions": functions, "weights": weights, "cpu": cpu});
+    if let Some((mesh, sharding)) = split {
+        manifest["mesh"] = json!(mesh);
+        manifest["shard"] = json!(sharding);
+    }
+    manifest
 }
 
 /// A tensor's entry: its name, dtype and axes.

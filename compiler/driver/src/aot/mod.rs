@@ -15,6 +15,8 @@ mod manifest;
 use crate::error::{Error, StageError};
 use crate::pipeline::{self, Backend, FormOptions, Machine};
 use crate::timings::Timings;
+use nax_contract::plan::{StoredLibrary, StoredSharded};
+use nax_contract::shard::{Mesh, Sharding};
 use nax_front::CheckedModule;
 use nax_runtime::plan::StoredFunction;
 use std::path::{Path, PathBuf};
@@ -42,6 +44,10 @@ pub struct BuildOptions {
     pub embedded_weights: Option<PathBuf>,
     /// The source's name, for diagnostics and the header's first comment.
     pub source_name: String,
+    /// The mesh and the sharding every function is split by (`--mesh`,
+    /// `--shard`): the library is then opened by each rank with
+    /// `NAME_open_sharded`.
+    pub split: Option<(Mesh, Sharding)>,
 }
 
 /// The library NAME of an output path `DIR/libNAME.so`, or why it is not one.
@@ -53,45 +59,74 @@ pub fn library_name(out: &Path) -> Result<String, LibraryNameError> {
 }
 
 /// Builds `out` (`DIR/libNAME.so`) and its header `DIR/NAME.h` from every
-/// function of `module`. Records `lower`, `rewrite`, `kernels`,
-/// `codegen` and `link`.
+/// function of `module` (each split over the mesh when `options.split`
+/// says). Records `lower`, `rewrite`, `kernels`, `codegen` and `link`
+/// (and `shard`).
 pub fn build_library(module: &CheckedModule, out: &Path, options: &BuildOptions, timings: &mut Timings) -> Result<(), Error> {
     let name = library_name(out).map_err(|e| Error::Unsupported(e.into()))?;
     let machine = Backend::Llvm.machine(options.machine);
     let form = FormOptions { check_bounds: options.check_bounds };
     let cpu = machine.features.names();
-    let mut programs = Vec::with_capacity(module.functions.len());
-    let mut stored = Vec::with_capacity(module.functions.len());
-    for (i, f) in module.functions.iter().enumerate() {
-        let lowered = pipeline::lower(module, &f.name, options.optimize, timings)?;
-        let signature = nax_ir::signature(lowered.graph(), &pipeline::defaults(f));
-        let mut program = pipeline::kernels(lowered.graph(), &machine, form)?;
+    // Every compiled unit (a function, or a stage of a split one), in order.
+    let mut programs = Vec::new();
+    let mut unit = |graph: &nax_ir::Graph, defaults: &[Option<nax_runtime::Scalar>], name: String, timings: &mut Timings| -> Result<StoredFunction, Error> {
+        let signature = nax_ir::signature(graph, defaults);
+        let mut program = pipeline::kernels(graph, &machine, form)?;
         timings.mark("kernels");
         // Kernel symbols of their own, which no `NAME_` entry can take.
-        program.name = format!("__nax_f{i}");
+        program.name = format!("__nax_f{}", programs.len());
         let plan = nax_back_native::Slots::new(&program).plan(&program).map_err(Error::stage("kernels"))?;
-        stored.push(StoredFunction { name: f.name.clone(), signature, plan });
         programs.push(program);
+        Ok(StoredFunction { name, signature, plan })
+    };
+    let (stored, signatures) = match &options.split {
+        None => {
+            let mut stored = Vec::with_capacity(module.functions.len());
+            for f in &module.functions {
+                let lowered = pipeline::lower(module, &f.name, options.optimize, timings)?;
+                stored.push(unit(lowered.graph(), &pipeline::defaults(f), f.name.clone(), timings)?);
+            }
+            let signatures = stored.iter().map(|s| s.signature.clone()).collect::<Vec<_>>();
+            (StoredLibrary::Whole(stored), signatures)
+        }
+        Some((mesh, sharding)) => {
+            let mut stored = Vec::with_capacity(module.functions.len());
+            for f in &module.functions {
+                let graphs = pipeline::sharded_graphs(module, &f.name, (mesh, sharding), options.optimize, timings)?;
+                let mut stages = Vec::with_capacity(graphs.stages.len());
+                for (j, (graph, defaults)) in graphs.stages.iter().enumerate() {
+                    stages.push(unit(graph, defaults, format!("{}/{j}", f.name), timings)?);
+                }
+                stored.push(StoredSharded { name: f.name.clone(), signature: (*graphs.signature).clone(), plan: graphs.plan, stages });
+            }
+            let signatures = stored.iter().map(|s| s.signature.clone()).collect::<Vec<_>>();
+            (StoredLibrary::Sharded(stored), signatures)
+        }
+    };
+    let codes: Vec<c::CCode> = match &stored {
+        StoredLibrary::Whole(units) => units.iter().collect::<Vec<_>>(),
+        StoredLibrary::Sharded(functions) => functions.iter().flat_map(|f| &f.stages).collect(),
     }
+    .into_iter()
+    .zip(&programs)
+    .map(|(s, p)| c::CCode { name: s.name.clone(), symbol: p.name.clone(), kernels: p.kernels.len(), microkernels: p.products.len() })
+    .collect();
     let object = nax_back_llvm::emit(&programs, nax_back_llvm::Artifact::LibraryObject, &machine).map_err(Error::stage("codegen"))?;
     timings.mark("codegen");
 
-    let functions: Vec<c::CFunction<'_>> = stored
-        .iter()
-        .zip(&programs)
-        .map(|(s, p)| c::CFunction { signature: &s.signature, symbol: p.name.clone(), kernels: p.kernels.len(), microkernels: p.products.len() })
-        .collect();
-    let signatures: Vec<nax_runtime::Signature> = stored.iter().map(|s| s.signature.clone()).collect();
+    let split = options.split.as_ref().map(|(mesh, sharding)| (mesh.to_string(), sharding.to_string()));
+    let functions: Vec<&nax_runtime::Signature> = signatures.iter().collect();
     let plans =
         serde_json::to_vec(&stored).map_err(|e| Error::Compile { stage: "link", error: StageError::Serialise { what: "plans", message: e.to_string() } })?;
-    let manifest = serde_json::to_vec(&manifest::manifest(&signatures, &cpu))
+    let manifest = serde_json::to_vec(&manifest::manifest(&signatures, &cpu, split.as_ref()))
         .map_err(|e| Error::Compile { stage: "link", error: StageError::Serialise { what: "manifest", message: e.to_string() } })?;
-    let header = c::header(&name, &options.source_name, &functions, &cpu);
+    let described = split.as_ref().map(|(mesh, sharding)| format!("mesh {mesh}, split {sharding}"));
+    let header = c::header(&name, &options.source_name, &functions, &cpu, described.as_deref());
     let weights_len = match &options.embedded_weights {
         Some(w) => Some(std::fs::metadata(w).map_err(|e| Error::Link { message: format!("cannot read the weights to embed, `{}`: {e}", w.display()) })?.len()),
         None => None,
     };
-    let glue = c::glue(&name, &functions, &cpu, weights_len);
+    let glue = c::glue(&name, &functions, &codes, &cpu, weights_len);
 
     let dir = tempfile::Builder::new().prefix("nax-so-").tempdir().map_err(|e| io_error("a temporary directory", &e))?;
     let file = |name: &str, bytes: &[u8]| -> Result<PathBuf, Error> {
