@@ -203,6 +203,10 @@ fn build_so_options() {
         (vec!["--emit", "so", "-o", dir.join("libpthread.so").to_str().unwrap()], "a system library's"),
         (vec!["--emit", "so", "-o", dir.join("missing/libgemm.so").to_str().unwrap()], "does not exist"),
         (vec!["--emit", "graph", "-o", dir.to_str().unwrap()], "is a directory"),
+        (vec!["--emit", "so", "--mesh", "tp=2", "-o", lib.to_str().unwrap()], "--shard"),
+        (vec!["--emit", "llvm-ir", "--mesh", "tp=2", "--shard", "k=tp", "-o", ir.to_str().unwrap()], "go with --emit so"),
+        (vec!["--emit", "so", "--mesh", "tp=0", "--shard", "k=tp", "-o", lib.to_str().unwrap()], "--mesh tp=0"),
+        (vec!["--emit", "so", "--mesh", "tp=2", "--shard", "k", "-o", lib.to_str().unwrap()], "--shard k"),
     ] {
         let mut all = vec!["build", gemm];
         all.extend(args);
@@ -211,6 +215,11 @@ fn build_so_options() {
         assert_eq!(out.status.code(), Some(2), "{all:?}: {err}");
         assert!(err.contains(message), "{all:?}: {err}");
     }
+    // A split the program cannot take names the function (a library splits every one).
+    let out = nax(&["build", gemm, "--emit", "so", "--mesh", "tp=3", "--shard", "k=tp", "-o", lib.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.starts_with("error: `") && err.contains("cannot be split as asked: the axis 'k' of size 1024"), "{err}");
 }
 
 #[test]

@@ -145,31 +145,53 @@ fn trains_as_transformers(program: &nax::Program, prompt: &HostTensor, gradients
 
 /// examples/gpt2/decode.c, built against the library of the model, gives
 /// transformers' greedy continuation (through `step`'s typed entry, its
-/// caches preallocated and written in place).
+/// caches preallocated and written in place); and so does the same host
+/// over two MPI processes (`mpirun -np 2`), against the library built split
+/// by heads and features (`--mesh tp=2 --shard H=tp,F=tp`), its
+/// collectives run by MPI (examples/host_mpi/nax_mpi.h).
 fn c_decodes_greedily(dir: &std::path::Path, reference: &HashMap<String, HostTensor>) {
-    let lib = dir.join("libgpt2.so");
-    let built = Command::new(env!("CARGO_BIN_EXE_nax")).arg("build").arg(dir.join("gpt2.nax")).args(["--emit", "so", "-o"]).arg(&lib).output().unwrap();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
     // The reference's configuration: 4 heads of 32, a vocabulary of 1000.
     let [heads, depth, vocab] = [reference["k_cache"].shape()[2], reference["k_cache"].shape()[4], reference["logits"].shape()[2]];
-    let exe = dir.join("decode");
-    let out = Command::new("cc")
-        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
-        .arg(dir)
-        .args([format!("-DGPT2_H={heads}"), format!("-DGPT2_DH={depth}"), format!("-DGPT2_V={vocab}")])
-        .arg(root().join("examples/gpt2/decode.c"))
-        .arg("-o")
-        .arg(&exe)
-        .arg(&lib)
-        .arg(format!("-Wl,-rpath,{}", dir.display()))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let want: Vec<String> = reference["generated"].to_f64_vec().iter().map(|&x| (x as i64).to_string()).collect();
     let prompt: Vec<String> = reference["prompt"].to_f64_vec().iter().map(|&x| (x as i64).to_string()).collect();
-    let run = Command::new(&exe).arg(dir.join("weights.safetensors")).arg(want.len().to_string()).args(&prompt).output().unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), want.join(" "), "decode.c's greedy tokens");
+    let mpi = Command::new("mpicc").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !mpi {
+        eprintln!("skipped: decode.c over MPI needs Open MPI (mpicc, mpirun: apt-get install openmpi-bin libopenmpi-dev); .ci/test installs it");
+    }
+    for tp in if mpi { vec![1, 2] } else { vec![1] } {
+        let sub = dir.join(format!("tp{tp}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        let lib = sub.join("libgpt2.so");
+        let split: Vec<String> = if tp > 1 { vec!["--mesh".into(), format!("tp={tp}"), "--shard".into(), "H=tp,F=tp".into()] } else { Vec::new() };
+        let built = Command::new(env!("CARGO_BIN_EXE_nax")).arg("build").arg(dir.join("gpt2.nax")).args(["--emit", "so", "-o"]).arg(&lib).args(&split).output().unwrap();
+        assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+        let exe = sub.join("decode");
+        let out = Command::new(if tp > 1 { "mpicc" } else { "cc" })
+            .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
+            .arg(&sub)
+            .arg("-I")
+            .arg(root().join("examples/host_mpi"))
+            .args([format!("-DGPT2_H={heads}"), format!("-DGPT2_DH={depth}"), format!("-DGPT2_V={vocab}"), format!("-DGPT2_TP={tp}")])
+            .arg(root().join("examples/gpt2/decode.c"))
+            .arg("-o")
+            .arg(&exe)
+            .arg(&lib)
+            .arg(format!("-Wl,-rpath,{}", sub.display()))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let mut run = if tp > 1 {
+            let mut c = Command::new("mpirun");
+            c.args(["-np", &tp.to_string(), "--allow-run-as-root", "--oversubscribe"]).arg(&exe);
+            c
+        } else {
+            Command::new(&exe)
+        };
+        let run = run.arg(dir.join("weights.safetensors")).arg(want.len().to_string()).args(&prompt).output().unwrap();
+        assert!(run.status.success(), "decode.c over {tp} process(es): {}", String::from_utf8_lossy(&run.stderr));
+        assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), want.join(" "), "decode.c's greedy tokens over {tp} process(es)");
+        println!("  decode.c over {tp} process(es): transformers' greedy tokens");
+    }
 }
 
 /// The same model with bf16 parameters (gpt2.nax's bf16 variant, its

@@ -9,11 +9,24 @@
  *
  * prints the generated ids on one line. The dims are GPT-2 small's, as
  * gpt2.nax declares them; build with -DGPT2_V=... and so on for another
- * configuration (the header's comment on `step` gives each axis's size). */
+ * configuration (the header's comment on `step` gives each axis's size).
+ *
+ * Split over processes by heads and hidden features, its collectives run
+ * by MPI (`nax build gpt2.nax --emit so -o libgpt2.so --mesh tp=2 --shard
+ * H=tp,F=tp`, then `mpicc -DGPT2_TP=2 -I examples/host_mpi ...` and
+ * `mpirun -np 2 ./decode ...`): each rank holds its heads' caches and its
+ * blocks of the weights (read from the one file), the logits are whole on
+ * every rank, and rank 0 prints. */
 #include "gpt2.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifndef GPT2_TP
+#define GPT2_TP 1
+#endif
+#if GPT2_TP > 1
+#include "nax_mpi.h"
+#endif
 
 #ifndef GPT2_L
 #define GPT2_L 12
@@ -28,7 +41,8 @@
 #define GPT2_V 50257
 #endif
 
-enum { LAYERS = GPT2_L, HEADS = GPT2_H, DEPTH = GPT2_DH, VOCAB = GPT2_V };
+/* HEADS: this process's (all of them, or its block of GPT2_TP). */
+enum { LAYERS = GPT2_L, HEADS = GPT2_H / GPT2_TP, DEPTH = GPT2_DH, VOCAB = GPT2_V };
 
 static int fail(const char *what) {
   fprintf(stderr, "%s: %s\n", what, gpt2_last_error());
@@ -58,6 +72,15 @@ int main(int argc, char **argv) {
   int64_t prompt_len, capacity, new_tokens, len = 0, i, *ids;
   int64_t id_shape[2] = {1, 0}, k_shape[5], k_strides[5], v_shape[5], v_strides[5];
   float *keys, *values;
+  int rank = 0;
+#if GPT2_TP > 1
+  nax_mpi mpi;
+  nax_collectives collectives;
+  nax_shard_options options = {1, 0}; /* one thread per process; each rank's blocks */
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  collectives = nax_mpi_collectives(&mpi, MPI_COMM_WORLD);
+#endif
   if (argc < 4) {
     fprintf(stderr, "usage: %s WEIGHTS NEW_TOKENS PROMPT_ID...\n", argv[0]);
     return 2;
@@ -70,7 +93,11 @@ int main(int argc, char **argv) {
   values = calloc((size_t)(LAYERS * HEADS * capacity * DEPTH), sizeof *values);
   if (!ids || !keys || !values) return 3;
   for (i = 0; i < prompt_len; i++) ids[i] = atoll(argv[3 + i]);
+#if GPT2_TP > 1
+  if (gpt2_open_sharded(argv[1], &options, &collectives, &model) != NAX_OK) return fail("open");
+#else
   if (gpt2_open(argv[1], 0, &model) != NAX_OK) return fail("open");
+#endif
   id_shape[1] = prompt_len;
   for (i = 0; i < new_tokens; i++) {
     DLTensor tokens = {ids, {kDLCPU, 0}, 2, {kDLInt, 64, 1}, id_shape, NULL, 0};
@@ -87,12 +114,16 @@ int main(int argc, char **argv) {
     append(values, &results[2], len, capacity);
     len += n;
     for (j = 0; j < 3; j++) results[j].tensor->deleter(results[j].tensor);
-    printf("%s%lld", i ? " " : "", (long long)best);
+    if (rank == 0) printf("%s%lld", i ? " " : "", (long long)best);
     ids[0] = best;
     id_shape[1] = 1;
   }
-  printf("\n");
+  if (rank == 0) printf("\n");
   gpt2_close(model);
+#if GPT2_TP > 1
+  nax_mpi_free(&mpi);
+  MPI_Finalize();
+#endif
   free(ids);
   free(keys);
   free(values);

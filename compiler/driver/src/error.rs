@@ -73,6 +73,15 @@ pub enum Error {
     /// written wrong.
     #[error(transparent)]
     Shard(#[from] nax_shard::ShardError),
+    /// One function of a library built split over a mesh cannot be split
+    /// as asked (a library splits every function of its module).
+    #[error("`{function}` cannot be split as asked: {source}")]
+    SplitFunction {
+        /// The function.
+        function: String,
+        /// Why.
+        source: Box<Error>,
+    },
     /// The runtime refused a call, a tensor or a file.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),

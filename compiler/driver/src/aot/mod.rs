@@ -92,7 +92,10 @@ pub fn build_library(module: &CheckedModule, out: &Path, options: &BuildOptions,
         Some((mesh, sharding)) => {
             let mut stored = Vec::with_capacity(module.functions.len());
             for f in &module.functions {
-                let graphs = pipeline::sharded_graphs(module, &f.name, (mesh, sharding), options.optimize, timings)?;
+                let graphs = pipeline::sharded_graphs(module, &f.name, (mesh, sharding), options.optimize, timings).map_err(|e| match e {
+                    Error::Shard(_) => Error::SplitFunction { function: f.name.clone(), source: Box::new(e) },
+                    e => e,
+                })?;
                 let mut stages = Vec::with_capacity(graphs.stages.len());
                 for (j, (graph, defaults)) in graphs.stages.iter().enumerate() {
                     stages.push(unit(graph, defaults, format!("{}/{j}", f.name), timings)?);
