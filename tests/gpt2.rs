@@ -163,7 +163,14 @@ fn c_decodes_greedily(dir: &std::path::Path, reference: &HashMap<String, HostTen
         std::fs::create_dir_all(&sub).unwrap();
         let lib = sub.join("libgpt2.so");
         let split: Vec<String> = if tp > 1 { vec!["--mesh".into(), format!("tp={tp}"), "--shard".into(), "H=tp,F=tp".into()] } else { Vec::new() };
-        let built = Command::new(env!("CARGO_BIN_EXE_nax")).arg("build").arg(dir.join("gpt2.nax")).args(["--emit", "so", "-o"]).arg(&lib).args(&split).output().unwrap();
+        let built = Command::new(env!("CARGO_BIN_EXE_nax"))
+            .arg("build")
+            .arg(dir.join("gpt2.nax"))
+            .args(["--emit", "so", "-o"])
+            .arg(&lib)
+            .args(&split)
+            .output()
+            .unwrap();
         assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
         let exe = sub.join("decode");
         let out = Command::new(if tp > 1 { "mpicc" } else { "cc" })

@@ -226,8 +226,10 @@ fn agrees(source: &str, function: &str, split: (&str, &str), args: &[(&str, Host
             let (shape, got) = assemble(&blocks);
             assert_eq!(shape, want.shape(), "{function}'s {name} on {label}");
             let want = want.to_f64_vec();
-            let scale = want.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
-            let bad: Vec<usize> = got.iter().zip(&want).enumerate().filter(|(_, (g, w))| (*g - *w).abs() > 1e-5 * scale).map(|(k, _)| k).collect();
+            let scale = want.iter().filter(|v| v.is_finite()).fold(1e-30f64, |m, v| m.max(v.abs()));
+            // Equal infinities and NaN where the unsharded value is NaN agree; nothing else does.
+            let close = |g: f64, w: f64| g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= 1e-5 * scale;
+            let bad: Vec<usize> = got.iter().zip(&want).enumerate().filter(|(_, (g, w))| !close(**g, **w)).map(|(k, _)| k).collect();
             if let Some(&k) = bad.first() {
                 failures.push(format!(
                     "{name} on {label}: {} of {} elements differ, the first {k}: {}, unsharded {} (largest {scale})",
@@ -293,15 +295,30 @@ fn reductions_and_statistics_along_a_split_axis_come_from_all_reduced_partial_on
 }
 
 #[test]
-fn softmax_along_a_split_axis_gathers_it_and_keeps_the_rank_block_of_the_result() {
+fn softmax_and_its_siblings_along_a_split_axis_come_from_the_ranks_statistics_and_keep_the_rank_block() {
     let mut rng = SmallRng::seed_from_u64(3);
-    let x = random(&mut rng, DType::F32, &[4, 6], "n k", 0);
-    let source = "def f(x: [n k]) -> Prob(k)[n k] {\n    return softmax(x, k)\n}\n";
+    let mut values = random(&mut rng, DType::F32, &[4, 6], "n k", 0).to_f64_vec();
+    // Masked entries, a row masked on one rank's block, a row masked whole.
+    for k in [1, 3, 4] {
+        values[k] = f64::NEG_INFINITY;
+    }
+    values[6..9].fill(f64::NEG_INFINITY);
+    values[18..24].fill(f64::NEG_INFINITY);
+    let x = HostTensor::from_f64(DType::F32, vec![4, 6], vec![Some("n".into()), Some("k".into())], &values).unwrap();
+    let source = "def f(x: [n k]) -> (p: Prob(k)[n k], lp: LogProb(k)[n k], lse: [n]) {\n    return softmax(x, k), log_softmax(x, k), logsumexp(x, k)\n}\n";
+    // One all-gather of one number per row and rank for each of the three.
     let plan = agrees(source, "f", ("tp=2", "k=tp"), &[("x", x.clone())], &[]);
-    assert_eq!(plan.exchange_counts(), (0, 1, 1));
+    assert_eq!(plan.exchange_counts(), (0, 3, 0));
+    let plan = agrees(source, "f", ("tp=3", "k=tp"), &[("x", x.clone())], &[]);
+    assert_eq!(plan.exchange_counts(), (0, 3, 0));
     // Along another axis than the split one: nothing moves.
-    let plan = agrees(source, "f", ("tp=2", "n=tp"), &[("x", x)], &[]);
+    let plan = agrees(source, "f", ("tp=2", "n=tp"), &[("x", x.clone())], &[]);
     assert_eq!(plan.exchange_counts(), (0, 0, 0));
+    // bf16 values are gathered, the fused kernel keeping its precision.
+    let bf16 = "def f(x: bf16[n k]) -> bf16[n] {\n    return logsumexp(x, k)\n}\n";
+    let program = Engine::new().backend(Backend::Interp).compile(bf16).unwrap();
+    let plan = program.plan("f", &Mesh::parse("tp=2").unwrap(), &Sharding::parse("k=tp").unwrap()).unwrap();
+    assert!(plan.contains("all-gather") && plan.contains("collectives per call: 1 (0 all-reduces, 1 all-gathers)"), "{plan}");
 }
 
 #[test]

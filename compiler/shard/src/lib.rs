@@ -19,6 +19,7 @@ mod partition;
 mod regroup;
 mod report;
 mod stages;
+mod statistics;
 
 pub use partition::{Partitioned, partition};
 pub use report::plan_text;

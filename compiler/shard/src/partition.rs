@@ -9,7 +9,7 @@ use crate::regroup;
 use nax_contract::shard::{Exchange, Mesh, ReduceOp, Sharding, Split, WeightBlock};
 use nax_contract::{Size, SymDef, SymId, Symbol};
 use nax_ir::{Graph, Literal, MapFn, Op, Output, Type};
-use nax_ops::{BinaryOp, Reduction};
+use nax_ops::{AlongAxis, BinaryOp, Reduction};
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 
@@ -313,6 +313,16 @@ impl Partitioner<'_> {
                 }
                 let kept = given.iter().enumerate().filter(|(a, _)| !axes.contains(a)).map(|(_, s)| *s).collect();
                 (operands.to_vec(), kept)
+            }
+            // From the ranks' partial statistics, the axis never gathered.
+            Op::Along { func, axis } if self.along_from_statistics(operands[0], *axis) => {
+                let mut kept = self.splits_of(operands[0]);
+                if *func == AlongAxis::LogSumExp {
+                    kept.remove(*axis);
+                }
+                let ty = self.cut_all(&node.ty, &kept)?;
+                let made = self.along_in_blocks(*func, *axis, operands[0], ty);
+                return self.name_rule(made, &axis_names(&node.ty));
             }
             Op::Along { axis, .. } | Op::Slice { axis, .. } | Op::Scan { axis, .. } => {
                 let mut want = has(self, 0);
