@@ -91,7 +91,7 @@ impl ShardedLibrary {
             size: Some(size_of),
             all_reduce: Some(all_reduce),
             all_gather: Some(all_gather),
-            reduce_scatter: None,
+            reduce_scatter: Some(reduce_scatter),
         };
         let weights = CString::new(self.weights().to_str().unwrap()).unwrap();
         let options = ShardOptions { threads: 1, gather: 0 };
@@ -239,6 +239,28 @@ unsafe extern "C" fn all_gather(
         forward(context, group, dtype, error, error_size, |rank, g, dtype| {
             let bytes = count * dtype.size_bytes();
             rank.all_gather(g, dtype, std::slice::from_raw_parts(block.cast(), bytes), std::slice::from_raw_parts_mut(out.cast(), bytes * size))
+        })
+    }
+}
+
+unsafe extern "C" fn reduce_scatter(
+    context: *mut c_void,
+    group: *const NaxGroup,
+    dtype: DLDataType,
+    op: i32,
+    data: *const c_void,
+    count: usize,
+    out: *mut c_void,
+    error: *mut c_char,
+    error_size: usize,
+) -> c_int {
+    let op = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod][op as usize];
+    // SAFETY: the library's arguments; `count` elements at `data`, `count` over the group's size at `out`.
+    unsafe {
+        let size = (*group).size;
+        forward(context, group, dtype, error, error_size, |rank, g, dtype| {
+            let bytes = count * dtype.size_bytes();
+            rank.reduce_scatter(g, dtype, op, std::slice::from_raw_parts(data.cast(), bytes), std::slice::from_raw_parts_mut(out.cast(), bytes / size))
         })
     }
 }

@@ -44,6 +44,25 @@ pub trait Collectives: Send + Sync {
     /// Writes every group rank's `block` (equal lengths), in the group's
     /// order, into `out` (the blocks' lengths times the group's size).
     fn all_gather(&self, group: Group<'_>, dtype: DType, block: &[u8], out: &mut [u8]) -> Result<(), CollectiveError>;
+
+    /// Writes into `out` this rank's part of the elementwise `op` of the
+    /// group's `data`: `data` is the group's size of equal parts, one per
+    /// rank in the group's order, and `out` holds one. An engine without
+    /// one keeps the default: an all-reduce of `data`, of which the rank
+    /// keeps its part.
+    fn reduce_scatter(&self, group: Group<'_>, dtype: DType, op: ReduceOp, data: &[u8], out: &mut [u8]) -> Result<(), CollectiveError> {
+        let index = group
+            .ranks
+            .iter()
+            .position(|&r| r == self.rank())
+            .ok_or_else(|| CollectiveError { message: format!("rank {} is not in its group", self.rank()) })?;
+        let mut all = data.to_vec();
+        self.all_reduce(group, dtype, op, &mut all)?;
+        let part =
+            all.get(index * out.len()..(index + 1) * out.len()).ok_or_else(|| CollectiveError { message: "a reduce-scatter's parts do not fit".into() })?;
+        out.copy_from_slice(part);
+        Ok(())
+    }
 }
 
 /// A rank's result: its block, where the block lies along each axis, and
@@ -278,6 +297,19 @@ impl ShardedFunction {
                 Ok(HostTensor::new(TensorData::from_le_bytes(dtype, &data), shape, names)?)
             }
             Exchange::Block { axis, split } => cut(&input, axis, split, self.coordinates[mesh_axis]),
+            Exchange::ReduceScatter { op, axis, split } => {
+                check_split(input.shape(), axis, split, ranks.len())?;
+                // Each rank's block laid out contiguously, in the group's order.
+                let mut parts = Vec::with_capacity(input.len() * dtype.size_bytes());
+                for c in 0..ranks.len() {
+                    parts.extend_from_slice(cut(&input, axis, split, c)?.data().as_bytes());
+                }
+                let mut out = vec![0u8; parts.len() / ranks.len()];
+                self.collectives.reduce_scatter(group, dtype, op, &parts, &mut out)?;
+                let mut shape = input.shape().to_vec();
+                shape[axis] /= ranks.len();
+                Ok(HostTensor::new(TensorData::from_le_bytes(dtype, &out), shape, names)?)
+            }
         }
     }
 }

@@ -656,6 +656,12 @@ fn parse_op(w: &mut Words) -> Result<(Op, Vec<NodeIndex>), ParseError> {
                     let op = ReduceOp::parse(name).ok_or_else(|| w.err(format!("unknown reduction `{name}`")))?;
                     Exchange::AllReduce { op, mesh_axis: w.number()? }
                 }
+                "reduce_scatter" => {
+                    let name = w.next()?;
+                    let op = ReduceOp::parse(name).ok_or_else(|| w.err(format!("unknown reduction `{name}`")))?;
+                    let axis = w.number()?;
+                    Exchange::ReduceScatter { op, axis, split: Split { mesh_axis: w.number()?, parts: w.number()?, outer: w.number()? } }
+                }
                 kind @ ("all_gather" | "block") => {
                     let axis = w.number()?;
                     let split = Split { mesh_axis: w.number()?, parts: w.number()?, outer: w.number()? };
@@ -670,11 +676,13 @@ fn parse_op(w: &mut Words) -> Result<(Op, Vec<NodeIndex>), ParseError> {
 }
 
 /// An exchange's words: `all_reduce sum MESH_AXIS`, `all_gather AXIS
-/// MESH_AXIS PARTS OUTER`, `block AXIS MESH_AXIS PARTS OUTER`.
+/// MESH_AXIS PARTS OUTER`, `block AXIS MESH_AXIS PARTS OUTER`,
+/// `reduce_scatter sum AXIS MESH_AXIS PARTS OUTER`.
 pub fn exchange_text(exchange: &Exchange) -> String {
     match exchange {
         Exchange::AllReduce { op, mesh_axis } => format!("all_reduce {} {mesh_axis}", op.name()),
         Exchange::AllGather { axis, split } => format!("all_gather {axis} {} {} {}", split.mesh_axis, split.parts, split.outer),
         Exchange::Block { axis, split } => format!("block {axis} {} {} {}", split.mesh_axis, split.parts, split.outer),
+        Exchange::ReduceScatter { op, axis, split } => format!("reduce_scatter {} {axis} {} {} {}", op.name(), split.mesh_axis, split.parts, split.outer),
     }
 }

@@ -284,7 +284,7 @@ fn check_node(g: &Graph, algebra: &Algebra<'_>, n: NodeIndex) -> Result<(), Prob
             let resized = match *exchange {
                 Exchange::AllReduce { .. } => None,
                 Exchange::AllGather { axis, split } => Some((axis, split, true)),
-                Exchange::Block { axis, split } => Some((axis, split, false)),
+                Exchange::Block { axis, split } | Exchange::ReduceScatter { axis, split, .. } => Some((axis, split, false)),
             };
             if let Some((axis, split, _)) = resized
                 && (axis >= out.len() || split.parts == 0 || split.outer == 0)

@@ -4,7 +4,8 @@
 //! operands' blocks along that label, and so on back to the weights, which
 //! the rank then reads only as its block. Where no rule applies (an
 //! argument given whole, an `arange`, a value after an exchange) the block
-//! is cut from the whole value ([`Exchange::Block`]), no data moving.
+//! is cut from the whole value ([`Exchange::Block`]), no data moving. The
+//! block of a sum over the block's own mesh axis is a reduce-scatter.
 
 use crate::ShardError;
 use crate::partition::{Partitioner, sizes};
@@ -44,6 +45,12 @@ impl Partitioner<'_> {
             }
             Op::Construct { func: Constructor::Zeros | Constructor::Ones | Constructor::Full } => Some(Vec::new()),
             Op::Weight { .. } => Some(Vec::new()),
+            // Summed over the block's own mesh axis: each rank receives only its block.
+            Op::Exchange(Exchange::AllReduce { op, mesh_axis }) if *mesh_axis == split.mesh_axis => {
+                let made = self.add(Op::Exchange(Exchange::ReduceScatter { op: *op, axis, split }), ty, &[operands[0]], splits);
+                self.blocked.insert((n, axis, split), made);
+                return Ok(made);
+            }
             Op::Exchange(Exchange::AllReduce { .. }) => Some(vec![(0, axis, split)]),
             _ => None,
         };

@@ -96,12 +96,17 @@ pub fn plan_text(p: &Partitioned, staged: &Staged) -> String {
                     Exchange::AllReduce { op, .. } => format!("all_reduce {} over {axis_name}", op.name()),
                     Exchange::AllGather { axis, .. } => format!("all_gather axis {axis} over {axis_name}"),
                     Exchange::Block { axis, .. } => format!("block axis {axis} along {axis_name} (no data moves)"),
+                    Exchange::ReduceScatter { op, axis, .. } => format!("reduce_scatter {} axis {axis} over {axis_name}", op.name()),
                 };
                 let _ = writeln!(out, "  {what}: {bytes} bytes");
             }
         }
     }
     let (reduces, gathers, _) = plan.exchange_counts();
-    let _ = writeln!(out, "collectives per call: {} ({reduces} all-reduces, {gathers} all-gathers)", reduces + gathers);
+    let scatters = match plan.reduce_scatters() {
+        0 => String::new(),
+        n => format!(", {n} reduce-scatters"),
+    };
+    let _ = writeln!(out, "collectives per call: {} ({reduces} all-reduces, {gathers} all-gathers{scatters})", reduces + gathers + plan.reduce_scatters());
     out
 }

@@ -46,8 +46,8 @@ pub struct NaxCollectives {
     pub all_reduce: Option<AllReduceFn>,
     /// Required.
     pub all_gather: Option<AllGatherFn>,
-    /// Not called by the plans nax makes today (a reduce-scatter is run as
-    /// an all-reduce); may be NULL.
+    /// May be NULL: a reduce-scatter is then an all-reduce of which the
+    /// rank keeps its part.
     pub reduce_scatter: Option<ReduceScatterFn>,
 }
 
@@ -150,5 +150,25 @@ impl Collectives for HostCollectives {
         let (from, to): (*const c_void, *mut c_void) = (block.as_ptr().cast(), out.as_mut_ptr().cast());
         // SAFETY: `count` elements at `block`, `count` times the group's size at `out`.
         self.run("all_gather", group, |g, m, n| unsafe { (self.all_gather)(self.table.context, g, dl_dtype(dtype), from, count, to, m, n) })
+    }
+
+    fn reduce_scatter(&self, group: Group<'_>, dtype: DType, op: ReduceOp, data: &[u8], out: &mut [u8]) -> Result<(), CollectiveError> {
+        let Some(reduce_scatter) = self.table.reduce_scatter else {
+            // The host gave none: an all-reduce, of which the rank keeps its part.
+            let index = group.ranks.iter().position(|&r| r == self.rank).unwrap_or(0);
+            let mut all = data.to_vec();
+            self.all_reduce(group, dtype, op, &mut all)?;
+            out.copy_from_slice(&all[index * out.len()..(index + 1) * out.len()]);
+            return Ok(());
+        };
+        if data.len() != out.len() * group.ranks.len() {
+            return Err(CollectiveError {
+                message: format!("a reduce-scatter of {} bytes over {} ranks into {} bytes", data.len(), group.ranks.len(), out.len()),
+            });
+        }
+        let count = data.len() / dtype.size_bytes();
+        let (from, to): (*const c_void, *mut c_void) = (data.as_ptr().cast(), out.as_mut_ptr().cast());
+        // SAFETY: `count` elements at `data`, `count` over the group's size at `out`.
+        self.run("reduce_scatter", group, |g, m, n| unsafe { reduce_scatter(self.table.context, g, dl_dtype(dtype), reduce_op(op), from, count, to, m, n) })
     }
 }

@@ -239,6 +239,11 @@ pub enum Exchange {
     /// The rank's block along `axis` of a value it holds whole (no data
     /// moves).
     Block { axis: usize, split: Split },
+    /// The rank's block along `axis` of the elementwise `op` of the
+    /// group's values (each whole along `axis`): an all-reduce whose
+    /// result the rank keeps only its block of, each rank receiving only
+    /// its block.
+    ReduceScatter { op: ReduceOp, axis: usize, split: Split },
 }
 
 impl Exchange {
@@ -246,7 +251,7 @@ impl Exchange {
     pub fn mesh_axis(&self) -> usize {
         match *self {
             Exchange::AllReduce { mesh_axis, .. } => mesh_axis,
-            Exchange::AllGather { split, .. } | Exchange::Block { split, .. } => split.mesh_axis,
+            Exchange::AllGather { split, .. } | Exchange::Block { split, .. } | Exchange::ReduceScatter { split, .. } => split.mesh_axis,
         }
     }
 }
@@ -301,10 +306,14 @@ impl ShardedPlan {
                 Step::Exchange { exchange: Exchange::AllReduce { .. }, .. } => counts.0 += 1,
                 Step::Exchange { exchange: Exchange::AllGather { .. }, .. } => counts.1 += 1,
                 Step::Exchange { exchange: Exchange::Block { .. }, .. } => counts.2 += 1,
-                Step::Stage { .. } => {}
+                Step::Exchange { exchange: Exchange::ReduceScatter { .. }, .. } | Step::Stage { .. } => {}
             }
         }
         counts
+    }
+    /// How many reduce-scatters a call runs.
+    pub fn reduce_scatters(&self) -> usize {
+        self.steps.iter().filter(|s| matches!(s, Step::Exchange { exchange: Exchange::ReduceScatter { .. }, .. })).count()
     }
 }
 

@@ -335,8 +335,8 @@ typedef struct {
   int (*reduce_scatter)(void *context, const nax_group *group, DLDataType dtype,
                         nax_reduce_op op, const void *data, size_t count,
                         void *out,                                  /* this rank's count / size */
-                        char *error, size_t error_size);            /* may be NULL: not called
-                                                                       by this version's plans */
+                        char *error, size_t error_size);            /* may be NULL: nax then
+                                                                       all-reduces and keeps its part */
 } nax_collectives;
 typedef struct {
   int32_t threads;           /* as NAME_open's */
