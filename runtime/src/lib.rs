@@ -54,7 +54,9 @@ pub use nax_host::{
     row_major_strides, shortened, shown_names, write_tensor_atomic, write_tensors_atomic,
 };
 pub use packed::{BoundWeights, PackedWeights, Weights};
-pub use sharded::{Collectives, Group, ShardedFunction, ShardedResult, cut_block, mesh_coordinates, rank_weights, read_block, read_rank_weights};
+pub use sharded::{
+    Collectives, Group, ShardedFunction, ShardedResult, cut_block, mesh_coordinates, rank_weights, read_block, read_rank_weights, reduce_scatter_by_all_reduce,
+};
 pub use threads::{MAX_THREADS, ThreadPool};
 
 /// Helpers shared by the unit tests.

@@ -51,18 +51,28 @@ pub trait Collectives: Send + Sync {
     /// one keeps the default: an all-reduce of `data`, of which the rank
     /// keeps its part.
     fn reduce_scatter(&self, group: Group<'_>, dtype: DType, op: ReduceOp, data: &[u8], out: &mut [u8]) -> Result<(), CollectiveError> {
-        let index = group
-            .ranks
-            .iter()
-            .position(|&r| r == self.rank())
-            .ok_or_else(|| CollectiveError { message: format!("rank {} is not in its group", self.rank()) })?;
-        let mut all = data.to_vec();
-        self.all_reduce(group, dtype, op, &mut all)?;
-        let part =
-            all.get(index * out.len()..(index + 1) * out.len()).ok_or_else(|| CollectiveError { message: "a reduce-scatter's parts do not fit".into() })?;
-        out.copy_from_slice(part);
-        Ok(())
+        reduce_scatter_by_all_reduce(self, group, dtype, op, data, out)
     }
+}
+
+/// A reduce-scatter made of an engine's all-reduce: `data` all-reduced,
+/// of which the rank keeps its part (what [`Collectives::reduce_scatter`]
+/// does for an engine without one of its own).
+pub fn reduce_scatter_by_all_reduce(
+    engine: &(impl Collectives + ?Sized),
+    group: Group<'_>,
+    dtype: DType,
+    op: ReduceOp,
+    data: &[u8],
+    out: &mut [u8],
+) -> Result<(), CollectiveError> {
+    let rank = engine.rank();
+    let index = group.ranks.iter().position(|&r| r == rank).ok_or_else(|| CollectiveError { message: format!("rank {rank} is not in its group") })?;
+    let mut all = data.to_vec();
+    engine.all_reduce(group, dtype, op, &mut all)?;
+    let part = all.get(index * out.len()..(index + 1) * out.len()).ok_or_else(|| CollectiveError { message: "a reduce-scatter's parts do not fit".into() })?;
+    out.copy_from_slice(part);
+    Ok(())
 }
 
 /// A rank's result: its block, where the block lies along each axis, and

@@ -8,7 +8,7 @@
 use crate::dlpack::{DLDataType, dl_dtype};
 use crate::status::Failure;
 use nax_contract::shard::ReduceOp;
-use nax_runtime::{CollectiveError, Collectives, DType, Group};
+use nax_runtime::{CollectiveError, Collectives, DType, Group, reduce_scatter_by_all_reduce};
 use std::ffi::{CString, c_char, c_int, c_void};
 
 /// `nax_group`: the ranks a collective runs among.
@@ -154,12 +154,7 @@ impl Collectives for HostCollectives {
 
     fn reduce_scatter(&self, group: Group<'_>, dtype: DType, op: ReduceOp, data: &[u8], out: &mut [u8]) -> Result<(), CollectiveError> {
         let Some(reduce_scatter) = self.table.reduce_scatter else {
-            // The host gave none: an all-reduce, of which the rank keeps its part.
-            let index = group.ranks.iter().position(|&r| r == self.rank).unwrap_or(0);
-            let mut all = data.to_vec();
-            self.all_reduce(group, dtype, op, &mut all)?;
-            out.copy_from_slice(&all[index * out.len()..(index + 1) * out.len()]);
-            return Ok(());
+            return reduce_scatter_by_all_reduce(self, group, dtype, op, data, out);
         };
         if data.len() != out.len() * group.ranks.len() {
             return Err(CollectiveError {
