@@ -1078,7 +1078,18 @@ fn a_library_needs_only_the_c_library_and_exports_only_its_entries() {
     let nm = Command::new("nm").args(["-D", "--defined-only"]).arg(&lib).output().expect("run nm");
     let symbols: Vec<String> = String::from_utf8_lossy(&nm.stdout).lines().filter_map(|l| l.split_whitespace().nth(2).map(str::to_string)).collect();
     assert!(symbols.len() >= 6 && symbols.iter().all(|s| s.starts_with("block_")), "exported: {symbols:?}");
-    for entry in ["block_open", "block_open_sharded", "block_close", "block_call", "block_call_n", "block_call_sharded", "block_manifest", "block_last_error", "block_abi_version", "block_block"] {
+    for entry in [
+        "block_open",
+        "block_open_sharded",
+        "block_close",
+        "block_call",
+        "block_call_n",
+        "block_call_sharded",
+        "block_manifest",
+        "block_last_error",
+        "block_abi_version",
+        "block_block",
+    ] {
         assert!(symbols.iter().any(|s| s == entry), "{entry} is not exported: {symbols:?}");
     }
     // No toolchain in the environment; the loader reports every object it loads.

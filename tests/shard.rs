@@ -618,6 +618,38 @@ fn through_the_c_library_a_failed_collective_is_nax_err_collective_and_each_open
     assert_eq!(refused[0].code, 1);
     assert!(refused[0].message.contains("was built whole: open it with sharded_open"), "{:?}", refused[0]);
     assert_eq!(whole.open_whole(None).code, 0);
+    // Hostile tables and weights: each refused with its code and a message naming it.
+    let weighted = ShardedLibrary::build(
+        "dim K = 4\nparam w: [K]\ndef f(x: [K]) -> [K] {\n    return x * w\n}\n",
+        &["--mesh", "tp=2", "--shard", "K=tp"],
+        &[("w", HostTensor::from_f64(DType::F32, vec![4], vec![None], &[1.0, 2.0, 3.0, 4.0]).unwrap())],
+    );
+    unsafe extern "C" fn seven(_: *mut std::ffi::c_void) -> i32 {
+        7
+    }
+    let opened = on_ranks(2, Duration::from_secs(60), |rank| {
+        let good = crate::shard_library::table(&rank);
+        let no_reduce = nax_capi::NaxCollectives { all_reduce: None, ..good };
+        let outside = nax_capi::NaxCollectives { rank: Some(seven), ..good };
+        let missing = weighted.dir().join("missing.safetensors");
+        let short = weighted.dir().join("short.safetensors");
+        let three = HostTensor::from_f64(DType::F32, vec![3], vec![None], &[1.0, 2.0, 3.0]).unwrap();
+        nax::write_tensors_atomic(&short, &[("w", &three)]).unwrap();
+        [None, Some(&no_reduce), Some(&outside), Some(&good), Some(&good)]
+            .into_iter()
+            .zip([weighted.weights(), weighted.weights(), weighted.weights(), missing, short])
+            .map(|(t, w)| weighted.open_with(t, &w))
+            .collect::<Vec<_>>()
+    });
+    for (status, (code, message)) in opened[0].iter().zip([
+        (1, "NULL `collectives`"),
+        (1, "nax_collectives.all_reduce is NULL"),
+        (1, "nax_collectives.rank gives 7, outside the engine's 2 processes"),
+        (2, "missing.safetensors"),
+        (2, "axis 0 of size 3 is not 1 runs of 2 equal blocks"),
+    ]) {
+        assert!(status.code == code && status.message.contains(message), "{status:?}: wanted {code} `{message}`");
+    }
     // The header declares the sharded entries and types; the library exports them.
     let header = std::fs::read_to_string(library.dir().join("sharded.h")).unwrap();
     for declared in [

@@ -85,14 +85,7 @@ impl ShardedLibrary {
     /// calls `function` (of `count` results) `times` times with `args`
     /// (each rank's blocks): each call's results, with where they lie.
     pub fn call(&self, rank: &Rank, function: (&str, usize), args: &[(&str, HostTensor)], times: usize) -> Result<Vec<Vec<ShardedResult>>, Status> {
-        let table = NaxCollectives {
-            context: std::ptr::from_ref(rank).cast_mut().cast(),
-            rank: Some(rank_of),
-            size: Some(size_of),
-            all_reduce: Some(all_reduce),
-            all_gather: Some(all_gather),
-            reduce_scatter: Some(reduce_scatter),
-        };
+        let table = table(rank);
         let weights = CString::new(self.weights().to_str().unwrap()).unwrap();
         let options = ShardOptions { threads: 1, gather: 0 };
         let mut model = std::ptr::null_mut();
@@ -105,6 +98,20 @@ impl ShardedLibrary {
         // SAFETY: the model just opened.
         unsafe { self.entry::<Close>("close")(model) };
         calls
+    }
+
+    /// Opens the rank's part with `table` (NULL where none) and the
+    /// weights at `weights`, and closes it: what the opening gave.
+    pub fn open_with(&self, table: Option<&NaxCollectives>, weights: &Path) -> Status {
+        let weights = CString::new(weights.to_str().unwrap()).unwrap();
+        let mut model = std::ptr::null_mut();
+        let table = table.map_or(std::ptr::null(), std::ptr::from_ref);
+        // SAFETY: the table is NULL or callable with its context; the path NUL-terminated.
+        let code = unsafe { self.entry::<OpenSharded>("open_sharded")(weights.as_ptr(), std::ptr::null(), table, &mut model) };
+        let status = self.status(code);
+        // SAFETY: NULL or the model just opened.
+        unsafe { self.entry::<Close>("close")(model) };
+        status
     }
 
     fn call_once(&self, model: *mut c_void, (function, count): (&str, usize), args: &[(&str, HostTensor)]) -> Result<Vec<ShardedResult>, Status> {
@@ -134,6 +141,18 @@ impl ShardedLibrary {
             return Err(self.status(code));
         }
         Ok(results.iter().map(owned).collect())
+    }
+}
+
+/// A `nax_collectives` whose functions forward to the test engine's `rank`.
+pub fn table(rank: &Rank) -> NaxCollectives {
+    NaxCollectives {
+        context: std::ptr::from_ref(rank).cast_mut().cast(),
+        rank: Some(rank_of),
+        size: Some(size_of),
+        all_reduce: Some(all_reduce),
+        all_gather: Some(all_gather),
+        reduce_scatter: Some(reduce_scatter),
     }
 }
 
