@@ -13,8 +13,8 @@ use nax_contract::plan::{LIBRARY_LAYOUT, StoredLibrary};
 use nax_contract::shard::Split;
 use nax_runtime::plan::StoredFunction;
 use nax_runtime::{
-    Arg, Function, HostTensor, KernelFn, MAX_THREADS, NativeFunction, PackedWeights, ShardedFunction, Signature, Size, StoredTensor, TensorFile, TensorView,
-    ThreadPool, Weights, cut_block, mesh_coordinates, read_block,
+    Arg, Function, HostTensor, KernelFn, MAX_THREADS, NativeFunction, PackedWeights, ShardedFunction, ShardedResult, Signature, Size, StoredTensor, TensorFile,
+    TensorView, ThreadPool, Weights, cut_block, mesh_coordinates, read_block,
 };
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char};
@@ -221,21 +221,22 @@ impl Model {
             })?);
         }
         let named: Vec<(&str, Arg<'_>)> = inputs.iter().map(|(name, input)| (*name, input.arg())).collect();
-        let outs: Vec<(HostTensor, Option<(Vec<usize>, Vec<usize>)>)> = match &self.functions {
+        // Each result with where it lies (a whole function's: everywhere).
+        let outs: Vec<ShardedResult> = match &self.functions {
             Functions::Whole { functions, weights } => {
                 let f = functions.iter().find(|f| f.signature().name == function).ok_or_else(|| Failure::internal("a function without code"))?;
-                f.call_results(named, weights, &self.pool).map_err(|e| Failure::runtime(&context, e))?.into_iter().map(|t| (t, None)).collect()
+                let results = f.call_results(named, weights, &self.pool).map_err(|e| Failure::runtime(&context, e))?;
+                results.into_iter().map(|tensor| ShardedResult { offsets: vec![0; tensor.rank()], global_shape: tensor.shape().to_vec(), tensor }).collect()
             }
             Functions::Sharded { functions, gather } => {
                 let (f, weights) =
                     functions.iter().find(|(f, _)| f.signature().name == function).ok_or_else(|| Failure::internal("a function without code"))?;
-                let results = f.call_results(named, weights, &self.pool, *gather).map_err(|e| Failure::runtime(&context, e))?;
-                results.into_iter().map(|r| (r.tensor, Some((r.offsets, r.global_shape)))).collect()
+                f.call_results(named, weights, &self.pool, *gather).map_err(|e| Failure::runtime(&context, e))?
             }
         };
         let mut results = Vec::with_capacity(outs.len());
-        for (out, placement) in outs {
-            match result(out, placement.as_ref().map(|(o, g)| (o.as_slice(), g.as_slice()))) {
+        for out in outs {
+            match result(out.tensor, &out.offsets, &out.global_shape) {
                 Ok(r) => results.push(r),
                 Err(e) => {
                     // Nothing is handed out on an error: free what was made.

@@ -303,17 +303,14 @@ struct Owned {
 
 /// A result handed to the caller: a row-major tensor the library
 /// allocated, freed by its deleter, with where it lies in the whole
-/// result of a function split over a mesh (`placement`: the block's
-/// offsets and the whole result's sizes; none: the result is whole).
-pub fn result(t: HostTensor, placement: Option<(&[usize], &[usize])>) -> Result<NaxShardResult, RuntimeError> {
+/// result (a rank's block of a function split over a mesh: its
+/// `offsets` and the whole result's sizes; a whole result: zeros and
+/// its own shape).
+pub fn result(t: HostTensor, offsets: &[usize], global_shape: &[usize]) -> Result<NaxShardResult, RuntimeError> {
     let to_i64 = |v: usize| i64::try_from(v).map_err(|_| RuntimeError::Internal("a result size does not fit in int64".into()));
     let shape: Vec<i64> = t.shape().iter().map(|&n| to_i64(n)).collect::<Result<_, _>>()?;
-    let (offsets, global_shape): (Vec<i64>, Vec<i64>) = match placement {
-        Some((offsets, global)) => {
-            (offsets.iter().map(|&n| to_i64(n)).collect::<Result<_, _>>()?, global.iter().map(|&n| to_i64(n)).collect::<Result<_, _>>()?)
-        }
-        None => (vec![0; shape.len()], shape.clone()),
-    };
+    let offsets: Vec<i64> = offsets.iter().map(|&n| to_i64(n)).collect::<Result<_, _>>()?;
+    let global_shape: Vec<i64> = global_shape.iter().map(|&n| to_i64(n)).collect::<Result<_, _>>()?;
     let strides: Vec<i64> = row_major_strides(t.shape()).into_iter().map(to_i64).collect::<Result<_, _>>()?;
     let names: Vec<Option<CString>> = t.names().iter().map(|n| n.as_ref().and_then(|n| CString::new(n.as_str()).ok())).collect();
     let axes: Vec<*const c_char> = names.iter().map(|n| n.as_ref().map_or(std::ptr::null(), |n| n.as_ptr())).collect();
@@ -409,7 +406,8 @@ mod tests {
     fn an_empty_result_has_int64_strides() {
         let huge = i64::MAX as usize;
         let t = HostTensor::new(TensorData::F32(Vec::new()), vec![0, 3, huge], vec![None; 3]).expect("an empty tensor");
-        let out = result(t, None).expect("a result").result;
+        let (offsets, shape) = (vec![0; t.rank()], t.shape().to_vec());
+        let out = result(t, &offsets, &shape).expect("a result").result;
         // SAFETY: the result's tensor and its arrays live until its deleter runs.
         unsafe {
             let dl = &(*out.tensor).dl_tensor;
