@@ -12,7 +12,9 @@ largest logit), whether the greedy tokens agree, the rank's weight bytes
 against its Megatron share, the collectives of one call, and the time
 of a prefill split and unsplit (`--time ROUNDS`, interleaved: the
 median of the rounds' ratios) with the time of the call's all-reduces
-alone.
+alone, and the head's time (the unsplit prefill less `hidden`, the
+prefill without it), which every rank computes whole unless the
+vocabulary is split: with it, the most the split can give.
 
 `--small` uses the dims of a small GPT-2 (2 layers, width 32) instead of
 GPT-2 small's (124M parameters); `--die RANK` makes that rank exit before
@@ -154,7 +156,9 @@ def main() -> None:
     if args.time:
         # Interleaved: each round times one split call (every rank) and one
         # unsplit call (each process alone on its core, one thread).
-        split, unsplit = [], []
+        # Also the unsplit prefill without the head (`hidden`): the head's
+        # share bounds the speed-up where the vocabulary is not split.
+        split, unsplit, body = [], [], []
         mine = block(tokens, "b n", mesh, shard, coords)
         for _ in range(args.time):
             dist.barrier()
@@ -165,6 +169,9 @@ def main() -> None:
             start = time.perf_counter()
             whole.gpt2(tokens)
             unsplit.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            whole.hidden(tokens)
+            body.append(time.perf_counter() - start)
         # The communication's share: the plan's all-reduces of [b n D]
         # timed alone, as many as a call runs.
         reduces = int(re.search(r"\((\d+) all-reduces", report["plan_collectives"]).group(1))
@@ -177,6 +184,13 @@ def main() -> None:
         report["split_ms"] = float(np.median(split)) * 1e3
         report["unsplit_ms"] = float(np.median(unsplit)) * 1e3
         report["speedup"] = float(np.median([u / s for s, u in zip(split, unsplit)]))
+        head = max(report["unsplit_ms"] - float(np.median(body)) * 1e3, 0.0)
+        report["head_ms"] = head
+        if "V" not in shard:
+            # Every rank computes the whole head: the most the split can
+            # give with no communication and no overhead.
+            parts = mesh.get(shard.get("H", ""), 1)
+            report["ceiling_without_communication"] = report["unsplit_ms"] / ((report["unsplit_ms"] - head) / parts + head)
     reports = [None] * dist.get_world_size()
     dist.all_gather_object(reports, report)
     if rank == 0:
