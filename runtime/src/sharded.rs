@@ -97,6 +97,9 @@ pub struct ShardedFunction {
     coordinates: Vec<usize>,
     /// The step that reads each value last (the steps' count: a result).
     last_use: Vec<usize>,
+    /// Held through a call: two calls of one rank never interleave their
+    /// collectives (each rank of the group must meet them in one order).
+    calls: std::sync::Mutex<()>,
 }
 
 impl ShardedFunction {
@@ -149,7 +152,7 @@ impl ShardedFunction {
             }
         }
         plan.results.iter().for_each(|(v, _)| read(v, plan.steps.len()));
-        Ok(ShardedFunction { signature, plan, stages, collectives, coordinates, last_use })
+        Ok(ShardedFunction { signature, plan, stages, collectives, coordinates, last_use, calls: std::sync::Mutex::new(()) })
     }
 
     /// The rank's signature: its parameters with their blocks' sizes.
@@ -170,8 +173,11 @@ impl ShardedFunction {
     /// Calls the rank's part with arguments by parameter name (each rank
     /// passes its blocks); every rank of the mesh must call it. Gives each
     /// result's block, with where it lies; with `gather`, every result
-    /// whole (gathered from every rank's block).
+    /// whole (gathered from every rank's block). Calls from several
+    /// threads of one rank run one at a time.
     pub fn call_results(&self, args: Vec<(&str, Arg<'_>)>, weights: &dyn Weights, pool: &ThreadPool, gather: bool) -> Result<Vec<ShardedResult>, RuntimeError> {
+        // A call that failed mid-way left nothing the next one reads.
+        let _one_at_a_time = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let args = self.signature.arguments(args)?;
         let blocks = self.blocks_of_whole_arguments(&args)?;
         let args: Vec<Arg<'_>> = args.into_iter().zip(&blocks).map(|(a, b)| b.as_ref().map_or(a, |t| Arg::Tensor(t.view()))).collect();
