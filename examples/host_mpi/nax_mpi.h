@@ -102,13 +102,24 @@ static MPI_Op nax_mpi_op(nax_reduce_op op) {
   }
 }
 
+/* A collective's communicator and MPI type (`reduced`: for a reduction);
+ * 0, or 1 with a message. */
+static int nax_mpi_prepare(void *context, const nax_group *group, DLDataType dtype, int reduced, size_t count, MPI_Comm *comm,
+                           MPI_Datatype *type, char *error, size_t error_size) {
+  *type = nax_mpi_type(dtype, reduced);
+  if (*type == MPI_DATATYPE_NULL || count > 2147483647u) {
+    return nax_mpi_error(MPI_SUCCESS, reduced ? "nax_mpi: no MPI reduction of this dtype or count" : "nax_mpi: no MPI type of this dtype or count",
+                         error, error_size);
+  }
+  return nax_mpi_comm((nax_mpi *)context, group, comm, error, error_size);
+}
+
 static int nax_mpi_all_reduce(void *context, const nax_group *group, DLDataType dtype, nax_reduce_op op, void *data, size_t count,
                               char *error, size_t error_size) {
   MPI_Comm comm;
-  MPI_Datatype type = nax_mpi_type(dtype, 1);
+  MPI_Datatype type;
   int code;
-  if (type == MPI_DATATYPE_NULL || count > 2147483647u) return nax_mpi_error(MPI_SUCCESS, "nax_mpi: no MPI reduction of this dtype or count", error, error_size);
-  if (nax_mpi_comm((nax_mpi *)context, group, &comm, error, error_size)) return 1;
+  if (nax_mpi_prepare(context, group, dtype, 1, count, &comm, &type, error, error_size)) return 1;
   code = MPI_Allreduce(MPI_IN_PLACE, data, (int)count, type, nax_mpi_op(op), comm);
   return code == MPI_SUCCESS ? 0 : nax_mpi_error(code, "MPI_Allreduce", error, error_size);
 }
@@ -116,10 +127,9 @@ static int nax_mpi_all_reduce(void *context, const nax_group *group, DLDataType 
 static int nax_mpi_all_gather(void *context, const nax_group *group, DLDataType dtype, const void *block, size_t count, void *out,
                               char *error, size_t error_size) {
   MPI_Comm comm;
-  MPI_Datatype type = nax_mpi_type(dtype, 0);
+  MPI_Datatype type;
   int code;
-  if (type == MPI_DATATYPE_NULL || count > 2147483647u) return nax_mpi_error(MPI_SUCCESS, "nax_mpi: no MPI type of this dtype or count", error, error_size);
-  if (nax_mpi_comm((nax_mpi *)context, group, &comm, error, error_size)) return 1;
+  if (nax_mpi_prepare(context, group, dtype, 0, count, &comm, &type, error, error_size)) return 1;
   code = MPI_Allgather(block, (int)count, type, out, (int)count, type, comm);
   return code == MPI_SUCCESS ? 0 : nax_mpi_error(code, "MPI_Allgather", error, error_size);
 }
@@ -127,10 +137,9 @@ static int nax_mpi_all_gather(void *context, const nax_group *group, DLDataType 
 static int nax_mpi_reduce_scatter(void *context, const nax_group *group, DLDataType dtype, nax_reduce_op op, const void *data, size_t count,
                                   void *out, char *error, size_t error_size) {
   MPI_Comm comm;
-  MPI_Datatype type = nax_mpi_type(dtype, 1);
+  MPI_Datatype type;
   int code;
-  if (type == MPI_DATATYPE_NULL || count > 2147483647u) return nax_mpi_error(MPI_SUCCESS, "nax_mpi: no MPI reduction of this dtype or count", error, error_size);
-  if (nax_mpi_comm((nax_mpi *)context, group, &comm, error, error_size)) return 1;
+  if (nax_mpi_prepare(context, group, dtype, 1, count, &comm, &type, error, error_size)) return 1;
   code = MPI_Reduce_scatter_block(data, out, (int)(count / group->size), type, nax_mpi_op(op), comm);
   return code == MPI_SUCCESS ? 0 : nax_mpi_error(code, "MPI_Reduce_scatter_block", error, error_size);
 }

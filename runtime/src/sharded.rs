@@ -117,10 +117,7 @@ impl ShardedFunction {
         if collectives.size() != processes {
             return Err(RuntimeError::Internal(format!("the mesh ({}) has {processes} processes, the engine's group {}", plan.mesh, collectives.size())));
         }
-        let coordinates = plan
-            .mesh
-            .coordinates(collectives.rank())
-            .ok_or_else(|| RuntimeError::Internal(format!("rank {} is outside the mesh ({})", collectives.rank(), plan.mesh)))?;
+        let coordinates = mesh_coordinates(&plan, collectives.rank())?;
         let value_ok = |v: &ValueRef| match *v {
             ValueRef::Argument(i) => i < signature.params.len(),
             ValueRef::Value(i) => i < plan.values,

@@ -103,10 +103,8 @@ pub fn plan_text(p: &Partitioned, staged: &Staged) -> String {
         }
     }
     let (reduces, gathers, _) = plan.exchange_counts();
-    let scatters = match plan.reduce_scatters() {
-        0 => String::new(),
-        n => format!(", {n} reduce-scatters"),
-    };
-    let _ = writeln!(out, "collectives per call: {} ({reduces} all-reduces, {gathers} all-gathers{scatters})", reduces + gathers + plan.reduce_scatters());
+    let scatters = plan.reduce_scatters();
+    let scatters_text = if scatters == 0 { String::new() } else { format!(", {scatters} reduce-scatters") };
+    let _ = writeln!(out, "collectives per call: {} ({reduces} all-reduces, {gathers} all-gathers{scatters_text})", reduces + gathers + scatters);
     out
 }

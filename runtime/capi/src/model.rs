@@ -113,17 +113,41 @@ pub struct ShardOptions {
     pub gather: i32,
 }
 
+/// One function of a model with the weights it reads.
+enum Callee<'a> {
+    Whole(&'a Function, &'a ModelWeights),
+    /// `gather`: every result whole.
+    Sharded(&'a ShardedFunction, &'a ModelWeights, bool),
+}
+
+impl<'a> Callee<'a> {
+    fn signature(&self) -> &'a Signature {
+        match self {
+            Callee::Whole(f, _) => f.signature(),
+            Callee::Sharded(f, _, _) => f.signature(),
+        }
+    }
+}
+
 impl Model {
+    /// The library's function `name`, with its weights.
+    fn function(&self, name: &str) -> Result<Callee<'_>, Failure> {
+        let mut callees: Vec<Callee<'_>> = match &self.functions {
+            Functions::Whole { functions, weights } => functions.iter().map(|f| Callee::Whole(f, weights)).collect(),
+            Functions::Sharded { functions, gather } => functions.iter().map(|(f, weights)| Callee::Sharded(f, weights, *gather)).collect(),
+        };
+        match callees.iter().position(|c| c.signature().name == name) {
+            Some(at) => Ok(callees.swap_remove(at)),
+            None => {
+                let names: Vec<&str> = callees.iter().map(|c| c.signature().name.as_str()).collect();
+                Err(Failure::argument(format!("library `{}` has no function `{name}` (it has: {})", self.name, names.join(", "))))
+            }
+        }
+    }
+
     /// The signature of the library's function `name`.
     pub fn signature(&self, name: &str) -> Result<&Signature, Failure> {
-        let signatures: Vec<&Signature> = match &self.functions {
-            Functions::Whole { functions, .. } => functions.iter().map(Function::signature).collect(),
-            Functions::Sharded { functions, .. } => functions.iter().map(|(f, _)| f.signature()).collect(),
-        };
-        signatures.iter().find(|s| s.name == name).copied().ok_or_else(|| {
-            let names: Vec<&str> = signatures.iter().map(|s| s.name.as_str()).collect();
-            Failure::argument(format!("library `{}` has no function `{name}` (it has: {})", self.name, names.join(", ")))
-        })
+        self.function(name).map(|c| c.signature())
     }
 
     /// Opens `library`, built whole: checks the CPU, reads the plans, binds
@@ -210,7 +234,8 @@ impl Model {
     /// # Safety
     /// The arguments' pointers are NULL or valid as ABI.md says.
     pub unsafe fn call(&self, function: &str, args: &[NaxArg]) -> Result<Vec<NaxShardResult>, Failure> {
-        let signature = self.signature(function)?;
+        let callee = self.function(function)?;
+        let signature = callee.signature();
         let context = format!("in `{function}`");
         let mut inputs = Vec::with_capacity(args.len());
         for (i, a) in args.iter().enumerate() {
@@ -222,17 +247,12 @@ impl Model {
         }
         let named: Vec<(&str, Arg<'_>)> = inputs.iter().map(|(name, input)| (*name, input.arg())).collect();
         // Each result with where it lies (a whole function's: everywhere).
-        let outs: Vec<ShardedResult> = match &self.functions {
-            Functions::Whole { functions, weights } => {
-                let f = functions.iter().find(|f| f.signature().name == function).ok_or_else(|| Failure::internal("a function without code"))?;
+        let outs: Vec<ShardedResult> = match callee {
+            Callee::Whole(f, weights) => {
                 let results = f.call_results(named, weights, &self.pool).map_err(|e| Failure::runtime(&context, e))?;
                 results.into_iter().map(|tensor| ShardedResult { offsets: vec![0; tensor.rank()], global_shape: tensor.shape().to_vec(), tensor }).collect()
             }
-            Functions::Sharded { functions, gather } => {
-                let (f, weights) =
-                    functions.iter().find(|(f, _)| f.signature().name == function).ok_or_else(|| Failure::internal("a function without code"))?;
-                f.call_results(named, weights, &self.pool, *gather).map_err(|e| Failure::runtime(&context, e))?
-            }
+            Callee::Sharded(f, weights, gather) => f.call_results(named, weights, &self.pool, gather).map_err(|e| Failure::runtime(&context, e))?,
         };
         let mut results = Vec::with_capacity(outs.len());
         for out in outs {

@@ -358,6 +358,25 @@ pub enum StoredLibrary {
     Sharded(Vec<StoredSharded>),
 }
 
+impl StoredLibrary {
+    /// Each function's signature (a split function's: a rank's), in order.
+    pub fn signatures(&self) -> Vec<&crate::signature::Signature> {
+        match self {
+            StoredLibrary::Whole(functions) => functions.iter().map(|f| &f.signature).collect(),
+            StoredLibrary::Sharded(functions) => functions.iter().map(|f| &f.signature).collect(),
+        }
+    }
+
+    /// Every compiled unit, in order: the functions, or each split
+    /// function's stages.
+    pub fn units(&self) -> Vec<&StoredFunction> {
+        match self {
+            StoredLibrary::Whole(functions) => functions.iter().collect(),
+            StoredLibrary::Sharded(functions) => functions.iter().flat_map(|f| &f.stages).collect(),
+        }
+    }
+}
+
 /// The plan of one natively compiled function.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NativePlan {

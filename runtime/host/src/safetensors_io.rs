@@ -42,19 +42,42 @@ fn axes_key(name: &str) -> String {
 /// as is all other metadata.
 pub fn read_tensors(path: &Path) -> Result<Vec<(String, HostTensor)>, HostError> {
     let read_error = |source| HostError::Read { path: path.into(), source };
-    let mut file = fs::File::open(path).map_err(read_error)?;
-    let metadata = file.metadata().map_err(read_error)?;
-    // Only a regular file: its length is known and it ends (a device such
-    // as /dev/zero would be read until memory runs out).
-    if !metadata.is_file() {
-        return Err(read_error(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
-    }
-    let length = metadata.len();
+    let (mut file, length) = open_regular(path)?;
     check_declared_length(&mut file, length, path)?;
     let mut bytes = Vec::new();
     bytes.try_reserve_exact(length as usize).map_err(|_| HostError::Allocation { bytes: length as usize, count: length as usize })?;
     std::io::Read::read_to_end(&mut file, &mut bytes).map_err(read_error)?;
     parse(&bytes, path, |t| HostTensor::new(TensorData::from_le_bytes(t.dtype, t.raw), t.shape, t.names))
+}
+
+/// The file at `path`, opened, and its length; only a regular file: its
+/// length is known and it ends (a device such as /dev/zero would be read
+/// until memory runs out).
+fn open_regular(path: &Path) -> Result<(fs::File, u64), HostError> {
+    let read_error = |source| HostError::Read { path: path.into(), source };
+    let file = fs::File::open(path).map_err(read_error)?;
+    let metadata = file.metadata().map_err(read_error)?;
+    if !metadata.is_file() {
+        return Err(read_error(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
+    }
+    Ok((file, metadata.len()))
+}
+
+/// A tensor's dtype (one nax has) and axis names (from the file's
+/// `NAME.axes` metadata; unnamed without), from its header entry.
+fn described(
+    path: &Path,
+    name: &str,
+    info: &safetensors::tensor::TensorInfo,
+    metadata: &safetensors::tensor::Metadata,
+) -> Result<(DType, Vec<Option<String>>), HostError> {
+    let dtype =
+        to_dtype(info.dtype).ok_or_else(|| HostError::UnsupportedDType { path: path.into(), tensor: name.into(), dtype: format!("{:?}", info.dtype) })?;
+    let names = match metadata.metadata().as_ref().and_then(|m| m.get(&axes_key(name))) {
+        Some(axes) => parse_axes(path, name, axes, info.shape.len())?,
+        None => vec![None; info.shape.len()],
+    };
+    Ok((dtype, names))
 }
 
 /// The most bytes a header may have (the `safetensors` crate's own cap).
@@ -164,32 +187,21 @@ impl TensorFile {
     /// Opens the file at `path` and reads its header; the errors are
     /// [`read_tensors`]'s for the file and its header.
     pub fn open(path: &Path) -> Result<TensorFile, HostError> {
-        let read_error = |source| HostError::Read { path: path.into(), source };
-        let mut file = fs::File::open(path).map_err(read_error)?;
-        let metadata = file.metadata().map_err(read_error)?;
-        if !metadata.is_file() {
-            return Err(read_error(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
-        }
-        let (header, text) = read_header(&mut file, metadata.len(), path)?;
+        let (mut file, length) = open_regular(path)?;
+        let (header, text) = read_header(&mut file, length, path)?;
         let parsed: safetensors::tensor::Metadata = serde_json::from_slice(&text).map_err(|e| {
             let bytes = [header.to_le_bytes().as_slice(), &text].concat();
             let message = repeated_name(&bytes).unwrap_or_else(|| format!("its header does not parse: {e}"));
             HostError::Format { path: path.into(), message }
         })?;
-        check_length(header, &parsed, metadata.len(), path)?;
+        check_length(header, &parsed, length, path)?;
         Ok(TensorFile { file, path: path.into(), data_start: 8 + header, metadata: parsed })
     }
 
     /// What the file says of tensor `name` (`None`: the file has none of that name).
     pub fn info(&self, name: &str) -> Result<Option<StoredInfo>, HostError> {
         let Some(info) = self.metadata.info(name) else { return Ok(None) };
-        let path = &self.path;
-        let dtype =
-            to_dtype(info.dtype).ok_or_else(|| HostError::UnsupportedDType { path: path.clone(), tensor: name.into(), dtype: format!("{:?}", info.dtype) })?;
-        let names = match self.metadata.metadata().as_ref().and_then(|m| m.get(&axes_key(name))) {
-            Some(axes) => parse_axes(path, name, axes, info.shape.len())?,
-            None => vec![None; info.shape.len()],
-        };
+        let (dtype, names) = described(&self.path, name, info, &self.metadata)?;
         Ok(Some(StoredInfo { dtype, shape: info.shape.clone(), names }))
     }
 
@@ -332,21 +344,14 @@ fn parse<'a, T>(bytes: &'a [u8], path: &Path, make: impl Fn(RawTensor<'a>) -> Re
     let bad_file = |message: String| HostError::Format { path: path.into(), message };
     let (header_len, metadata) = SafeTensors::read_metadata(bytes).map_err(|e| bad_file(repeated_name(bytes).unwrap_or_else(|| describe(&e, bytes))))?;
     let data = header_len.checked_add(8).and_then(|start| bytes.get(start..)).ok_or_else(|| bad_file("the header runs past the end of the file".into()))?;
-    let axes_meta = metadata.metadata().as_ref();
-
     let mut out = Vec::new();
     for (name, info) in metadata.tensors() {
-        let dtype =
-            to_dtype(info.dtype).ok_or_else(|| HostError::UnsupportedDType { path: path.into(), tensor: name.clone(), dtype: format!("{:?}", info.dtype) })?;
+        let (dtype, names) = described(path, &name, info, &metadata)?;
         let (start, end) = info.data_offsets;
         let raw = data.get(start..end).ok_or_else(|| {
             bad_file(format!("the data offsets [{start}, {end}] of tensor '{}' lie past the end of the file", crate::error::shortened(&name)))
         })?;
         let shape = info.shape.clone();
-        let names = match axes_meta.and_then(|m| m.get(&axes_key(&name))) {
-            Some(axes) => parse_axes(path, &name, axes, shape.len())?,
-            None => vec![None; shape.len()],
-        };
         let tensor = make(RawTensor { dtype, shape, names, raw }).map_err(|e| bad_file(format!("tensor '{name}': {e}")))?;
         out.push((name, tensor));
     }

@@ -8,7 +8,7 @@ use nax_runtime::{ParamType, Signature, Size, TensorSpec};
 use serde_json::{Value, json};
 
 /// The manifest of a library of these functions, compiled for `cpu`.
-pub fn manifest(functions: &[Signature], cpu: &[&str], split: Option<&(String, String)>) -> Value {
+pub fn manifest(functions: &[&Signature], cpu: &[&str], split: Option<&(String, String)>) -> Value {
     let mut weights: Vec<Value> = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
     for f in functions {

@@ -79,15 +79,14 @@ pub fn build_library(module: &CheckedModule, out: &Path, options: &BuildOptions,
         programs.push(program);
         Ok(StoredFunction { name, signature, plan })
     };
-    let (stored, signatures) = match &options.split {
+    let stored = match &options.split {
         None => {
             let mut stored = Vec::with_capacity(module.functions.len());
             for f in &module.functions {
                 let lowered = pipeline::lower(module, &f.name, options.optimize, timings)?;
                 stored.push(unit(lowered.graph(), &pipeline::defaults(f), f.name.clone(), timings)?);
             }
-            let signatures = stored.iter().map(|s| s.signature.clone()).collect::<Vec<_>>();
-            (StoredLibrary::Whole(stored), signatures)
+            StoredLibrary::Whole(stored)
         }
         Some((mesh, sharding)) => {
             let mut stored = Vec::with_capacity(module.functions.len());
@@ -102,26 +101,23 @@ pub fn build_library(module: &CheckedModule, out: &Path, options: &BuildOptions,
                 }
                 stored.push(StoredSharded { name: f.name.clone(), signature: (*graphs.signature).clone(), plan: graphs.plan, stages });
             }
-            let signatures = stored.iter().map(|s| s.signature.clone()).collect::<Vec<_>>();
-            (StoredLibrary::Sharded(stored), signatures)
+            StoredLibrary::Sharded(stored)
         }
     };
-    let codes: Vec<c::CCode> = match &stored {
-        StoredLibrary::Whole(units) => units.iter().collect::<Vec<_>>(),
-        StoredLibrary::Sharded(functions) => functions.iter().flat_map(|f| &f.stages).collect(),
-    }
-    .into_iter()
-    .zip(&programs)
-    .map(|(s, p)| c::CCode { name: s.name.clone(), symbol: p.name.clone(), kernels: p.kernels.len(), microkernels: p.products.len() })
-    .collect();
+    let codes: Vec<c::CCode> = stored
+        .units()
+        .into_iter()
+        .zip(&programs)
+        .map(|(s, p)| c::CCode { name: s.name.clone(), symbol: p.name.clone(), kernels: p.kernels.len(), microkernels: p.products.len() })
+        .collect();
     let object = nax_back_llvm::emit(&programs, nax_back_llvm::Artifact::LibraryObject, &machine).map_err(Error::stage("codegen"))?;
     timings.mark("codegen");
 
     let split = options.split.as_ref().map(|(mesh, sharding)| (mesh.to_string(), sharding.to_string()));
-    let functions: Vec<&nax_runtime::Signature> = signatures.iter().collect();
+    let functions = stored.signatures();
     let plans =
         serde_json::to_vec(&stored).map_err(|e| Error::Compile { stage: "link", error: StageError::Serialise { what: "plans", message: e.to_string() } })?;
-    let manifest = serde_json::to_vec(&manifest::manifest(&signatures, &cpu, split.as_ref()))
+    let manifest = serde_json::to_vec(&manifest::manifest(&functions, &cpu, split.as_ref()))
         .map_err(|e| Error::Compile { stage: "link", error: StageError::Serialise { what: "manifest", message: e.to_string() } })?;
     let described = split.as_ref().map(|(mesh, sharding)| format!("mesh {mesh}, split {sharding}"));
     let header = c::header(&name, &options.source_name, &functions, &cpu, described.as_deref());
