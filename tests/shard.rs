@@ -650,6 +650,18 @@ fn through_the_c_library_a_failed_collective_is_nax_err_collective_and_each_open
     ]) {
         assert!(status.code == code && status.message.contains(message), "{status:?}: wanted {code} `{message}`");
     }
+    // Weights embedded in the library: each rank copies out its block alone.
+    let embedded = ShardedLibrary::build(
+        "dim K = 4\nparam w: [K]\ndef f(x: [K]) -> [K] {\n    return x * w\n}\n",
+        &["--mesh", "tp=2", "--shard", "K=tp", "--embed-weights"],
+        &[("w", HostTensor::from_f64(DType::F32, vec![4], vec![None], &[1.0, 2.0, 3.0, 4.0]).unwrap())],
+    );
+    let x = HostTensor::from_f64(DType::F32, vec![2], vec![None], &[10.0, 100.0]).unwrap();
+    let products = on_ranks(2, Duration::from_secs(60), |rank| embedded.call(&rank, ("f", 1), &[("x", x.clone())], 1).unwrap());
+    for (rank, calls) in products.iter().enumerate() {
+        let want = [[10.0, 200.0], [30.0, 400.0]][rank];
+        assert_eq!(calls[0][0].tensor.to_f64_vec(), want, "rank {rank}");
+    }
     // The header declares the sharded entries and types; the library exports them.
     let header = std::fs::read_to_string(library.dir().join("sharded.h")).unwrap();
     for declared in [

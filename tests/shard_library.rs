@@ -17,10 +17,12 @@ type Open = unsafe extern "C" fn(*const c_char, i32, *mut *mut c_void) -> c_int;
 type Close = unsafe extern "C" fn(*mut c_void);
 type LastError = unsafe extern "C" fn() -> *const c_char;
 
-/// A built library, loaded, and the directory it and its weights are in.
+/// A built library, loaded, the directory it and its weights are in, and
+/// whether it holds its weights (opened with NULL for the path).
 pub struct ShardedLibrary {
     dir: tempfile::TempDir,
     library: libloading::Library,
+    embedded: bool,
 }
 
 /// What a C entry gave back: its status code and the thread's message.
@@ -33,19 +35,27 @@ pub struct Status {
 impl ShardedLibrary {
     /// `nax build` of `source` into `libsharded.so` with `flags` (the mesh
     /// and sharding, or none for a whole library), its weights written to
-    /// a safetensors file beside it.
+    /// a safetensors file beside it (and embedded where `flags` has
+    /// `--embed-weights`).
     pub fn build(source: &str, flags: &[&str], weights: &[(&str, HostTensor)]) -> ShardedLibrary {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("sharded.nax");
         std::fs::write(&file, source).unwrap();
         let tensors: Vec<(&str, &HostTensor)> = weights.iter().map(|(n, t)| (*n, t)).collect();
-        nax::write_tensors_atomic(&dir.path().join("weights.safetensors"), &tensors).unwrap();
+        let weights_file = dir.path().join("weights.safetensors");
+        nax::write_tensors_atomic(&weights_file, &tensors).unwrap();
         let lib = dir.path().join("libsharded.so");
-        let out = Command::new(env!("CARGO_BIN_EXE_nax")).arg("build").arg(&file).args(["--emit", "so", "-o"]).arg(&lib).args(flags).output().unwrap();
+        let embedded = flags.contains(&"--embed-weights");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_nax"));
+        command.arg("build").arg(&file).args(["--emit", "so", "-o"]).arg(&lib).args(flags);
+        if embedded {
+            command.arg("--weights").arg(&weights_file);
+        }
+        let out = command.output().unwrap();
         assert!(out.status.success(), "nax build {flags:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
         // SAFETY: a library nax built, whose initialisers only set up its runtime.
         let library = unsafe { libloading::Library::new(&lib) }.unwrap();
-        ShardedLibrary { dir, library }
+        ShardedLibrary { dir, library, embedded }
     }
 
     /// The directory it is in.
@@ -81,16 +91,18 @@ impl ShardedLibrary {
         status
     }
 
-    /// Opens the rank's part, its collectives forwarded to `rank`, and
+    /// Opens the rank's part (from its weights file, or NULL where the
+    /// library holds them), its collectives forwarded to `rank`, and
     /// calls `function` (of `count` results) `times` times with `args`
     /// (each rank's blocks): each call's results, with where they lie.
     pub fn call(&self, rank: &Rank, function: (&str, usize), args: &[(&str, HostTensor)], times: usize) -> Result<Vec<Vec<ShardedResult>>, Status> {
         let table = table(rank);
         let weights = CString::new(self.weights().to_str().unwrap()).unwrap();
+        let weights = if self.embedded { std::ptr::null() } else { weights.as_ptr() };
         let options = ShardOptions { threads: 1, gather: 0 };
         let mut model = std::ptr::null_mut();
         // SAFETY: the table's functions take the rank as context, alive past the model.
-        let code = unsafe { self.entry::<OpenSharded>("open_sharded")(weights.as_ptr(), &options, &table, &mut model) };
+        let code = unsafe { self.entry::<OpenSharded>("open_sharded")(weights, &options, &table, &mut model) };
         if code != 0 {
             return Err(self.status(code));
         }

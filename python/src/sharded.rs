@@ -101,6 +101,20 @@ impl TorchCollectives {
         Ok((raw.call_method1("view", (torch.getattr(name)?,))?, view))
     }
 
+    /// The keyword arguments of a reduction `op` on the process group `handle`.
+    fn reduce_arguments<'py>(&self, py: Python<'py>, op: ReduceOp, handle: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+        let op = self.dist.bind(py).getattr("ReduceOp")?.getattr(match op {
+            ReduceOp::Sum => "SUM",
+            ReduceOp::Max => "MAX",
+            ReduceOp::Min => "MIN",
+            ReduceOp::Prod => "PRODUCT",
+        })?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("op", op)?;
+        kwargs.set_item("group", handle)?;
+        Ok(kwargs)
+    }
+
     /// The process group of `group`.
     fn handle<'py>(&self, py: Python<'py>, group: Group<'_>) -> Result<Bound<'py, PyAny>, CollectiveError> {
         self.groups
@@ -130,17 +144,8 @@ impl Collectives for TorchCollectives {
             let mut run = || -> PyResult<()> {
                 // SAFETY: `data` is borrowed mutably for this call, and the view released before it ends.
                 let (t, view) = unsafe { self.tensor(py, data.as_mut_ptr(), data.len(), dtype)? };
-                let dist = self.dist.bind(py);
-                let op = dist.getattr("ReduceOp")?.getattr(match op {
-                    ReduceOp::Sum => "SUM",
-                    ReduceOp::Max => "MAX",
-                    ReduceOp::Min => "MIN",
-                    ReduceOp::Prod => "PRODUCT",
-                })?;
-                let kwargs = PyDict::new(py);
-                kwargs.set_item("op", op)?;
-                kwargs.set_item("group", &handle)?;
-                let done = dist.call_method("all_reduce", (&t,), Some(&kwargs));
+                let kwargs = self.reduce_arguments(py, op, &handle)?;
+                let done = self.dist.bind(py).call_method("all_reduce", (&t,), Some(&kwargs));
                 drop(t);
                 release(&view);
                 done.map(drop)
@@ -165,6 +170,28 @@ impl Collectives for TorchCollectives {
                 kwargs.set_item("group", &handle)?;
                 let done = self.dist.bind(py).call_method("all_gather", (&list, &mine), Some(&kwargs));
                 drop((list, pieces, all, mine));
+                release(&mine_view);
+                release(&all_view);
+                done.map(drop)
+            };
+            run().map_err(failed)
+        })
+    }
+
+    /// `torch.distributed.reduce_scatter_tensor`: each rank receives only
+    /// its part (half the bytes of an all-reduce of the whole).
+    fn reduce_scatter(&self, group: Group<'_>, dtype: DType, op: ReduceOp, data: &[u8], out: &mut [u8]) -> Result<(), CollectiveError> {
+        Python::attach(|py| {
+            let handle = self.handle(py, group)?;
+            let mut run = || -> PyResult<()> {
+                // SAFETY: `data` is only read by the reduce-scatter (the
+                // view is writable because torch asks for one), `out`
+                // borrowed mutably for this call; both views released before it ends.
+                let (all, all_view) = unsafe { self.tensor(py, data.as_ptr().cast_mut(), data.len(), dtype)? };
+                let (mine, mine_view) = unsafe { self.tensor(py, out.as_mut_ptr(), out.len(), dtype)? };
+                let kwargs = self.reduce_arguments(py, op, &handle)?;
+                let done = self.dist.bind(py).call_method("reduce_scatter_tensor", (&mine, &all), Some(&kwargs));
+                drop((mine, all));
                 release(&mine_view);
                 release(&all_view);
                 done.map(drop)

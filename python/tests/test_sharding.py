@@ -2,9 +2,10 @@
 collectives run by torch.distributed's gloo: GPT-2 (examples/gpt2/sharded.py,
 small dims) over 2 and 4 processes gives the unsplit logits and greedy
 tokens, prefill and cached decoding step, each rank holding its share of
-the weights; a rank that dies ends the others' call with
-nax.CollectiveError, ten times in a row, nothing hanging; errors of the
-split itself are nax.CompileError."""
+the weights; a sum then split on its mesh axis is torch's reduce-scatter;
+a rank that dies ends the others' call with nax.CollectiveError, ten
+times in a row, nothing hanging; errors of the split itself are
+nax.CompileError."""
 
 import json
 import os
@@ -67,6 +68,53 @@ def test_a_rank_that_dies_ends_the_others_call_with_a_collective_error_ten_times
         report = json.loads(out.strip().splitlines()[-1])
         assert report["collective_error"].startswith("a collective failed: "), report
         assert outcomes[1][0] == 3
+
+
+# A sum over the mesh axis whose result is then split on it (the
+# product's axis renamed, in a call, to a split name): each rank receives
+# its block through torch.distributed.reduce_scatter_tensor (counted; the
+# mean over the split axis is an all-reduce).
+REDUCE_SCATTER = """
+import json, numpy as np, torch.distributed as dist, nax
+dist.init_process_group("gloo")
+calls = []
+scatter = dist.reduce_scatter_tensor
+dist.reduce_scatter_tensor = lambda *a, **k: (calls.append(1), scatter(*a, **k))[1]
+source = '''dim k = 8
+dim j = 6
+def g(y: [n m]) -> [n m] {
+    return y * 2.0
+}
+def f(x: [n k], w: [k j]) -> [n j] {
+    return g(x @ w) + mean(x, k)
+}
+'''
+m = nax.compile(source, mesh={"tp": 2}, shard={"k": "tp", "m": "tp"})
+rng = np.random.default_rng(7)
+x = rng.standard_normal((3, 8), dtype=np.float32)
+w = rng.standard_normal((8, 6), dtype=np.float32)
+want = 2.0 * (x.astype(np.float64) @ w) + x.mean(axis=1, keepdims=True)
+got = m.f(x, w)
+start = got.offsets[1]
+block = want[:, start:start + got.numpy().shape[1]]
+print(json.dumps({"error": float(np.abs(got.numpy() - block).max()), "offsets": list(got.offsets), "global_shape": list(got.global_shape), "scatters": len(calls), "plan": m.plan("f").splitlines()[-1]}))
+"""
+
+
+def test_a_sum_then_split_on_its_mesh_axis_is_torch_reduce_scatter(torch):
+    port = free_port()
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
+        procs.append(subprocess.Popen([sys.executable, "-c", REDUCE_SCATTER], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for rank, p in enumerate(procs):
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err[-3000:]
+        report = json.loads(out.strip().splitlines()[-1])
+        assert report["error"] <= 1e-5, report
+        assert report["offsets"] == [0, 3 * rank] and report["global_shape"] == [3, 6], report
+        assert report["scatters"] == 1, report
+        assert report["plan"] == "collectives per call: 2 (1 all-reduces, 0 all-gathers, 1 reduce-scatters)", report
 
 
 def test_a_split_that_cannot_be_made_is_a_compile_error_before_anything_runs(torch):

@@ -55,7 +55,7 @@ pub use nax_host::{
 };
 pub use packed::{BoundWeights, PackedWeights, Weights};
 pub use sharded::{
-    Collectives, Group, ShardedFunction, ShardedResult, cut_block, mesh_coordinates, rank_weights, read_block, read_rank_weights, reduce_scatter_by_all_reduce,
+    Collectives, Group, ShardedFunction, ShardedResult, mesh_coordinates, rank_weights, read_block, read_rank_weights, reduce_scatter_by_all_reduce,
 };
 pub use threads::{MAX_THREADS, ThreadPool};
 

@@ -420,7 +420,7 @@ pub fn mesh_coordinates(plan: &ShardedPlan, rank: usize) -> Result<Vec<usize>, R
 
 /// The block of a module weight (`whole`, bound in its declared axis
 /// order) at the rank's mesh `coordinates`.
-pub fn cut_block(whole: &HostTensor, block: &WeightBlock, coordinates: &[usize]) -> Result<HostTensor, RuntimeError> {
+fn cut_block(whole: &HostTensor, block: &WeightBlock, coordinates: &[usize]) -> Result<HostTensor, RuntimeError> {
     let mut t = whole.clone();
     for (axis, split) in block.splits.iter().enumerate() {
         if let Some(split) = split {

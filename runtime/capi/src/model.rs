@@ -14,7 +14,7 @@ use nax_contract::shard::Split;
 use nax_runtime::plan::StoredFunction;
 use nax_runtime::{
     Arg, Function, HostTensor, KernelFn, MAX_THREADS, NativeFunction, PackedWeights, ShardedFunction, ShardedResult, Signature, Size, StoredTensor, TensorFile,
-    TensorView, ThreadPool, Weights, cut_block, mesh_coordinates, read_block,
+    TensorView, ThreadPool, Weights, mesh_coordinates, read_block,
 };
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char};
@@ -416,17 +416,9 @@ fn check_weight(signature: &Signature, spec: &nax_runtime::WeightSpec, dtype: na
     Ok(())
 }
 
-/// Where a sharded model's weights are read from.
-enum Source {
-    /// A safetensors file, each block read alone.
-    File(TensorFile),
-    /// The library's embedded file, in place.
-    Embedded(HashMap<String, StoredTensor<'static>>),
-}
-
 /// Each sharded function's weights: the rank's block of every weight its
 /// plan binds, read once however many functions bind the same block (from
-/// `weights_path`, each block alone, or from the embedded weights), and
+/// `weights_path` or the embedded weights, each block alone), and
 /// checked against the rank's declared blocks.
 fn rank_weights(name: &str, library: &'static Library, weights_path: *const c_char, functions: &[ShardedFunction]) -> Result<Vec<ModelWeights>, Failure> {
     let reads_weights = functions.iter().any(|f| !f.plan().weights.is_empty());
@@ -435,13 +427,13 @@ fn rank_weights(name: &str, library: &'static Library, weights_path: *const c_ch
     } else if !weights_path.is_null() {
         // SAFETY: NUL-terminated (the caller's contract).
         let path = path_of(unsafe { CStr::from_ptr(weights_path) });
-        (format!("'{}'", path.display()), Some(Source::File(TensorFile::open(path).map_err(|e| Failure::weights(e.to_string()))?)))
+        (format!("'{}'", path.display()), Some(TensorFile::open(path).map_err(|e| Failure::weights(e.to_string()))?))
     } else if !library.weights.is_null() {
         // SAFETY: the embedded file: `weights_len` static bytes.
         let bytes: &'static [u8] = unsafe { slice(library.weights, library.weights_len) };
         let origin = format!("{name}'s embedded weights");
-        let tensors = nax_runtime::read_tensors_in_place(bytes, Path::new(&origin)).map_err(|e| Failure::weights(e.to_string()))?;
-        (origin, Some(Source::Embedded(tensors.into_iter().collect())))
+        let file = TensorFile::in_memory(bytes, Path::new(&origin)).map_err(|e| Failure::weights(e.to_string()))?;
+        (origin, Some(file))
     } else {
         let f = functions.iter().find(|f| !f.plan().weights.is_empty()).map_or("", |f| f.signature().name.as_str());
         return Err(Failure::weights(format!(
@@ -458,21 +450,8 @@ fn rank_weights(name: &str, library: &'static Library, weights_path: *const c_ch
             let key = (block.source.clone(), block.splits.clone());
             let tensor = match (read.get(&key), &source) {
                 (Some(t), _) => Arc::clone(t),
-                (None, Some(source)) => {
-                    let in_origin = |e: nax_runtime::RuntimeError| Failure::weights(format!("in {origin}: {e}"));
-                    let t = match source {
-                        Source::File(file) => read_block(file, block, &coordinates).map_err(in_origin)?,
-                        Source::Embedded(tensors) => match tensors.get(&block.source) {
-                            Some(stored) => {
-                                let whole = match stored {
-                                    StoredTensor::InPlace(view) => nax_runtime::bind(&block.source, &block.ty.names(), view).and_then(|v| Ok(v.to_host()?)),
-                                    StoredTensor::Copied(t) => nax_runtime::bind_owned(&block.source, &block.ty.names(), t.clone()),
-                                };
-                                Some(whole.and_then(|w| cut_block(&w, block, &coordinates)).map_err(in_origin)?)
-                            }
-                            None => None,
-                        },
-                    };
+                (None, Some(file)) => {
+                    let t = read_block(file, block, &coordinates).map_err(|e| Failure::weights(format!("in {origin}: {e}")))?;
                     let t =
                         Arc::new(t.ok_or_else(|| Failure::weights(format!("{origin} has no tensor '{}', a weight of `{}`", block.source, signature.name)))?);
                     read.insert(key, Arc::clone(&t));

@@ -162,14 +162,25 @@ impl AxisBlock {
 /// bytes asked for alone: a process that needs a block of each weight
 /// holds, and reads, only its blocks. The header is read and checked when
 /// opening (as [`read_tensors`] checks it); a tensor's dtype and axis
-/// names when it is read.
+/// names when it is read. The file may also be bytes the program holds
+/// for its whole run (an AOT library's embedded weights,
+/// [`TensorFile::in_memory`]): a block is then copied out of them alone.
 #[derive(Debug)]
 pub struct TensorFile {
-    file: fs::File,
+    bytes: FileBytes,
     path: std::path::PathBuf,
     /// Where the tensors' data starts in the file.
     data_start: u64,
     metadata: safetensors::tensor::Metadata,
+}
+
+/// Where a [`TensorFile`]'s bytes are.
+#[derive(Debug)]
+enum FileBytes {
+    /// A file, read by positioned reads.
+    File(fs::File),
+    /// Bytes in memory for the whole run.
+    Memory(&'static [u8]),
 }
 
 /// What a [`TensorFile`] says of one of its tensors.
@@ -195,7 +206,16 @@ impl TensorFile {
             HostError::Format { path: path.into(), message }
         })?;
         check_length(header, &parsed, length, path)?;
-        Ok(TensorFile { file, path: path.into(), data_start: 8 + header, metadata: parsed })
+        Ok(TensorFile { bytes: FileBytes::File(file), path: path.into(), data_start: 8 + header, metadata: parsed })
+    }
+
+    /// The safetensors file whose bytes are `bytes` (`origin` names them
+    /// in errors), its header checked as [`TensorFile::open`] checks a
+    /// file's.
+    pub fn in_memory(bytes: &'static [u8], origin: &Path) -> Result<TensorFile, HostError> {
+        // The crate's parse checks that the offsets cover the bytes exactly.
+        let (header, metadata) = header_of(bytes, origin)?;
+        Ok(TensorFile { bytes: FileBytes::Memory(bytes), path: origin.into(), data_start: 8 + header as u64, metadata })
     }
 
     /// What the file says of tensor `name` (`None`: the file has none of that name).
@@ -287,9 +307,19 @@ impl TensorFile {
     /// Appends `n` bytes of the file from `offset` to `out`.
     fn read_at(&self, out: &mut Vec<u8>, offset: u64, n: usize) -> Result<(), HostError> {
         use std::os::unix::fs::FileExt;
-        let from = out.len();
-        out.resize(from + n, 0);
-        self.file.read_exact_at(&mut out[from..], offset).map_err(|source| HostError::Read { path: self.path.clone(), source })
+        let read_error = |source| HostError::Read { path: self.path.clone(), source };
+        match &self.bytes {
+            FileBytes::File(file) => {
+                let from = out.len();
+                out.resize(from + n, 0);
+                file.read_exact_at(&mut out[from..], offset).map_err(read_error)
+            }
+            FileBytes::Memory(bytes) => {
+                let span = usize::try_from(offset).ok().and_then(|o| bytes.get(o..o.checked_add(n)?));
+                out.extend_from_slice(span.ok_or_else(|| read_error(std::io::ErrorKind::UnexpectedEof.into()))?);
+                Ok(())
+            }
+        }
     }
 }
 
@@ -337,12 +367,18 @@ struct RawTensor<'a> {
     raw: &'a [u8],
 }
 
+/// The header's length and what it says, of a safetensors file's bytes
+/// (`path` names them in errors).
+fn header_of(bytes: &[u8], path: &Path) -> Result<(usize, safetensors::tensor::Metadata), HostError> {
+    SafeTensors::read_metadata(bytes).map_err(|e| HostError::Format { path: path.into(), message: repeated_name(bytes).unwrap_or_else(|| describe(&e, bytes)) })
+}
+
 /// Parses a safetensors file's bytes and makes each tensor with `make`
 /// (whose error is reported as the file's, naming the tensor); sorted by
 /// name.
 fn parse<'a, T>(bytes: &'a [u8], path: &Path, make: impl Fn(RawTensor<'a>) -> Result<T, HostError>) -> Result<Vec<(String, T)>, HostError> {
     let bad_file = |message: String| HostError::Format { path: path.into(), message };
-    let (header_len, metadata) = SafeTensors::read_metadata(bytes).map_err(|e| bad_file(repeated_name(bytes).unwrap_or_else(|| describe(&e, bytes))))?;
+    let (header_len, metadata) = header_of(bytes, path)?;
     let data = header_len.checked_add(8).and_then(|start| bytes.get(start..)).ok_or_else(|| bad_file("the header runs past the end of the file".into()))?;
     let mut out = Vec::new();
     for (name, info) in metadata.tensors() {
@@ -626,8 +662,14 @@ mod tests {
         assert!(file.read("nothing", &[]).unwrap().is_none());
         let uneven = file.read("w", &[AxisBlock::WHOLE, AxisBlock { runs: 1, parts: 5, index: 0 }, AxisBlock::WHOLE]).unwrap_err().to_string();
         assert!(uneven.contains("tensor 'w'") && uneven.contains("axis 1 of size 12"), "{uneven}");
-        // A truncated file is refused when opened, from its header.
+        // The same bytes in memory (an AOT library's embedded weights) give the same blocks.
         let bytes = std::fs::read(&path).unwrap();
+        let memory = TensorFile::in_memory(Vec::leak(bytes.clone()), Path::new("embedded")).unwrap();
+        assert_eq!(memory.read("w", &blocks).unwrap().unwrap(), got);
+        assert_eq!(memory.read("m", &[AxisBlock { runs: 1, parts: 2, index: 1 }]).unwrap().unwrap(), half);
+        let short = TensorFile::in_memory(Vec::leak(bytes[..bytes.len() - 1].to_vec()), Path::new("embedded")).unwrap_err().to_string();
+        assert!(short.contains("'embedded' is not a valid safetensors file") && short.contains("do not cover"), "{short}");
+        // A truncated file is refused when opened, from its header.
         std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
         let short = TensorFile::open(&path).unwrap_err().to_string();
         assert!(short.contains("declares"), "{short}");
