@@ -199,6 +199,56 @@ fn c_decodes_greedily(dir: &std::path::Path, reference: &HashMap<String, HostTen
         assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), want.join(" "), "decode.c's greedy tokens over {tp} process(es)");
         println!("  decode.c over {tp} process(es): transformers' greedy tokens");
     }
+    if mpi {
+        split_speedup_runs(dir, reference);
+    }
+}
+
+/// benches/gpt2_split.c (the split prefill's speed-up through the C ABI
+/// and MPI) builds against a whole and a split library of the model and
+/// prints its measurement: one round, here for its code, not its numbers.
+fn split_speedup_runs(dir: &std::path::Path, reference: &HashMap<String, HostTensor>) {
+    let [layers, heads, depth] = [0, 2, 4].map(|a| reference["k_cache"].shape()[a]);
+    let (whole, split) = (dir.join("tp1"), dir.join("tp2"));
+    let lib = split.join("libgpt2tp.so");
+    let built = Command::new(env!("CARGO_BIN_EXE_nax"))
+        .arg("build")
+        .arg(dir.join("gpt2.nax"))
+        .args(["--emit", "so", "-o"])
+        .arg(&lib)
+        .args(["--mesh", "tp=2", "--shard", "H=tp,F=tp"])
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let exe = split.join("gpt2_split");
+    let out = Command::new("mpicc")
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
+        .arg(&whole)
+        .arg("-I")
+        .arg(&split)
+        .arg("-I")
+        .arg(root().join("examples/host_mpi"))
+        .args([format!("-DGPT2_L={layers}"), format!("-DGPT2_D={}", heads * depth)])
+        .arg(root().join("benches/gpt2_split.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(whole.join("libgpt2.so"))
+        .arg(&lib)
+        .arg(format!("-Wl,-rpath,{}:{}", whole.display(), split.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = Command::new("mpirun")
+        .args(["-np", "2", "--allow-run-as-root", "--oversubscribe"])
+        .arg(&exe)
+        .arg(dir.join("weights.safetensors"))
+        .args(["1", "8"])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "gpt2_split: {}", String::from_utf8_lossy(&run.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert!(report["speedup"].as_f64().is_some_and(|x| x > 0.0) && report["all_reduces"] == 2 * layers, "{report}");
+    println!("  benches/gpt2_split.c over 2 processes: {report}");
 }
 
 /// The same model with bf16 parameters (gpt2.nax's bf16 variant, its
