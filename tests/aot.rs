@@ -42,7 +42,7 @@ impl Drop for Scratch {
 }
 
 /// `nax build SOURCE --emit so -o DIR/libNAME.so EXTRA...`; the library's path.
-fn build(source: &Path, dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+pub(crate) fn build(source: &Path, dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
     let lib = dir.join(format!("lib{name}.so"));
     let out =
         Command::new(env!("CARGO_BIN_EXE_nax")).arg("build").arg(source).args(["--emit", "so", "-o"]).arg(&lib).args(extra).output().expect("run nax build");

@@ -161,17 +161,9 @@ fn c_decodes_greedily(dir: &std::path::Path, reference: &HashMap<String, HostTen
     for tp in if mpi { vec![1, 2] } else { vec![1] } {
         let sub = dir.join(format!("tp{tp}"));
         std::fs::create_dir_all(&sub).unwrap();
-        let lib = sub.join("libgpt2.so");
-        let split: Vec<String> = if tp > 1 { vec!["--mesh".into(), format!("tp={tp}"), "--shard".into(), "H=tp,F=tp".into()] } else { Vec::new() };
-        let built = Command::new(env!("CARGO_BIN_EXE_nax"))
-            .arg("build")
-            .arg(dir.join("gpt2.nax"))
-            .args(["--emit", "so", "-o"])
-            .arg(&lib)
-            .args(&split)
-            .output()
-            .unwrap();
-        assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+        let mesh = format!("tp={tp}");
+        let split = if tp > 1 { vec!["--mesh", mesh.as_str(), "--shard", "H=tp,F=tp"] } else { Vec::new() };
+        let lib = crate::aot::build(&dir.join("gpt2.nax"), &sub, "gpt2", &split);
         let exe = sub.join("decode");
         let out = Command::new(if tp > 1 { "mpicc" } else { "cc" })
             .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
@@ -210,16 +202,7 @@ fn c_decodes_greedily(dir: &std::path::Path, reference: &HashMap<String, HostTen
 fn split_speedup_runs(dir: &std::path::Path, reference: &HashMap<String, HostTensor>) {
     let [layers, heads, depth] = [0, 2, 4].map(|a| reference["k_cache"].shape()[a]);
     let (whole, split) = (dir.join("tp1"), dir.join("tp2"));
-    let lib = split.join("libgpt2tp.so");
-    let built = Command::new(env!("CARGO_BIN_EXE_nax"))
-        .arg("build")
-        .arg(dir.join("gpt2.nax"))
-        .args(["--emit", "so", "-o"])
-        .arg(&lib)
-        .args(["--mesh", "tp=2", "--shard", "H=tp,F=tp"])
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let lib = crate::aot::build(&dir.join("gpt2.nax"), &split, "gpt2tp", &["--mesh", "tp=2", "--shard", "H=tp,F=tp"]);
     let exe = split.join("gpt2_split");
     let out = Command::new("mpicc")
         .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])

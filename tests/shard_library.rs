@@ -9,7 +9,6 @@ use nax::{Collectives, DType, Group, HostTensor, ReduceOp, ShardedResult, Tensor
 use nax_capi::{DLDataType, DLDevice, DLTensor, NaxArg, NaxCollectives, NaxGroup, NaxShardResult, ShardOptions, dl_dtype, nax_dtype};
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 type OpenSharded = unsafe extern "C" fn(*const c_char, *const ShardOptions, *const NaxCollectives, *mut *mut c_void) -> c_int;
 type CallSharded = unsafe extern "C" fn(*mut c_void, *const c_char, *const NaxArg, usize, *mut NaxShardResult, usize) -> c_int;
@@ -44,15 +43,10 @@ impl ShardedLibrary {
         let tensors: Vec<(&str, &HostTensor)> = weights.iter().map(|(n, t)| (*n, t)).collect();
         let weights_file = dir.path().join("weights.safetensors");
         nax::write_tensors_atomic(&weights_file, &tensors).unwrap();
-        let lib = dir.path().join("libsharded.so");
         let embedded = flags.contains(&"--embed-weights");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_nax"));
-        command.arg("build").arg(&file).args(["--emit", "so", "-o"]).arg(&lib).args(flags);
-        if embedded {
-            command.arg("--weights").arg(&weights_file);
-        }
-        let out = command.output().unwrap();
-        assert!(out.status.success(), "nax build {flags:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        let weights_flag = weights_file.to_str().unwrap();
+        let flags: Vec<&str> = if embedded { flags.iter().copied().chain(["--weights", weights_flag]).collect() } else { flags.to_vec() };
+        let lib = crate::aot::build(&file, dir.path(), "sharded", &flags);
         // SAFETY: a library nax built, whose initialisers only set up its runtime.
         let library = unsafe { libloading::Library::new(&lib) }.unwrap();
         ShardedLibrary { dir, library, embedded }
