@@ -13,12 +13,15 @@
  * TOKENS tokens (batch 1; its time is the slowest rank's), then, after
  * another barrier, every rank calls the whole `gpt2` alone on its core (the
  * unsplit time is each rank's own, as one process of one thread would
- * take with its neighbour busy too). Then MPI_Allreduce of a [1 TOKENS
- * D] f32 value, as many times as the plan runs (2 per layer), timed
- * alone: the communication's share. Rank 0 prints one JSON line: the
+ * take with its neighbour busy too). Then the plan's collectives, timed
+ * alone: the communication's share. They are MPI_Allreduce of a [1 TOKENS
+ * D] f32 value twice per layer (Megatron's), and the head's, which the
+ * compiler splits along D (each rank its columns of the tied table): the
+ * embedding's rows all-gathered ([1 TOKENS D]) and the logits' partial
+ * sums all-reduced ([1 TOKENS V]). Rank 0 prints one JSON line: the
  * medians of the split and unsplit times, the median of the per-round
- * speed-ups, and the all-reduces' time. The dims default to GPT-2
- * small's (-DGPT2_L, -DGPT2_D for others). */
+ * speed-ups, and the collectives' time. The dims default to GPT-2
+ * small's (-DGPT2_L, -DGPT2_D, -DGPT2_V for others). */
 #include "gpt2.h"
 #include "gpt2tp.h"
 #include "nax_mpi.h"
@@ -30,6 +33,9 @@
 #endif
 #ifndef GPT2_D
 #define GPT2_D 768
+#endif
+#ifndef GPT2_V
+#define GPT2_V 50257
 #endif
 
 static int by_value(const void *x, const void *y) {
@@ -56,10 +62,12 @@ int main(int argc, char **argv) {
   int rank = 0, rounds, r;
   int64_t tokens_len, i, shape[2] = {1, 0};
   int64_t *ids;
-  double *split_ms, *unsplit_ms, *speedup, start, reduce_ms;
-  float *buffer;
+  double *split_ms, *unsplit_ms, *speedup, start, exchange_ms;
+  float *buffer, *logits;
+  int size = 1;
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (argc != 4 || atoi(argv[2]) < 1 || atoll(argv[3]) < 1) {
     if (rank == 0) fprintf(stderr, "usage: mpirun -np 2 %s WEIGHTS ROUNDS TOKENS\n", argv[0]);
     MPI_Finalize();
@@ -69,10 +77,11 @@ int main(int argc, char **argv) {
   tokens_len = atoll(argv[3]);
   ids = calloc((size_t)tokens_len, sizeof *ids);
   buffer = calloc((size_t)(tokens_len * GPT2_D), sizeof *buffer);
+  logits = calloc((size_t)(tokens_len * GPT2_V), sizeof *logits);
   split_ms = calloc((size_t)rounds, sizeof *split_ms);
   unsplit_ms = calloc((size_t)rounds, sizeof *unsplit_ms);
   speedup = calloc((size_t)rounds, sizeof *speedup);
-  if (!ids || !buffer || !split_ms || !unsplit_ms || !speedup) return 3;
+  if (!ids || !buffer || !logits || !split_ms || !unsplit_ms || !speedup) return 3;
   for (i = 0; i < tokens_len; i++) ids[i] = (i * 7919) % 1000; /* ids any vocabulary has */
   shape[1] = tokens_len;
   collectives = nax_mpi_collectives(&mpi, MPI_COMM_WORLD);
@@ -101,17 +110,21 @@ int main(int argc, char **argv) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   start = MPI_Wtime();
+  MPI_Allgather(MPI_IN_PLACE, 0, MPI_FLOAT, buffer, (int)(tokens_len * GPT2_D / size), MPI_FLOAT, MPI_COMM_WORLD);
   for (i = 0; i < 2 * GPT2_L; i++) MPI_Allreduce(MPI_IN_PLACE, buffer, (int)(tokens_len * GPT2_D), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  reduce_ms = (MPI_Wtime() - start) * 1e3;
+  MPI_Allreduce(MPI_IN_PLACE, logits, (int)(tokens_len * GPT2_V), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  exchange_ms = (MPI_Wtime() - start) * 1e3;
   if (rank == 0)
-    printf("{\"tokens\": %lld, \"rounds\": %d, \"split_ms\": %.2f, \"unsplit_ms\": %.2f, \"speedup\": %.3f, \"all_reduces\": %d, \"all_reduce_ms\": %.2f}\n",
-           (long long)tokens_len, rounds, median(split_ms, rounds), median(unsplit_ms, rounds), median(speedup, rounds), 2 * GPT2_L, reduce_ms);
+    printf("{\"tokens\": %lld, \"rounds\": %d, \"split_ms\": %.2f, \"unsplit_ms\": %.2f, \"speedup\": %.3f, \"all_reduces\": %d, \"all_gathers\": 1, "
+           "\"collectives_ms\": %.2f}\n",
+           (long long)tokens_len, rounds, median(split_ms, rounds), median(unsplit_ms, rounds), median(speedup, rounds), 2 * GPT2_L + 1, exchange_ms);
   gpt2tp_close(split);
   gpt2_close(whole);
   nax_mpi_free(&mpi);
   MPI_Finalize();
   free(ids);
   free(buffer);
+  free(logits);
   free(split_ms);
   free(unsplit_ms);
   free(speedup);

@@ -419,6 +419,44 @@ fn replicated_operands_are_read_at_the_rank_block_and_the_split_follows_calls_an
     assert!(plan.weights.iter().all(|w| w.splits == [Some(nax_contract::shard::Split { mesh_axis: 0, parts: 3, outer: 1 })]));
 }
 
+#[test]
+fn a_large_product_left_whole_on_every_rank_is_split_along_its_contracted_axis() {
+    // A tied embedding and head around a Megatron MLP: splitting `F` leaves
+    // the head (`[b n D] x [V D]`, V odd) whole on every rank; the compiler
+    // splits its `D` instead: each rank reads its columns of `wte`, the
+    // looked-up rows are all-gathered, the head's partial products
+    // all-reduced. Below 128 along `D` it is left whole.
+    let source = |d: usize| {
+        format!(
+            "dim V = 601\ndim D = {d}\ndim F = 256\nparam wte: [V D]\nparam w1: [D F]\nparam w2: [F D]\n\
+            def f(tokens: Int[b n]) -> [b n V] {{\n    x = take(wte, tokens, V)\n    h = x + relu(x @ w1) @ w2\n    return einsum(h, wte: b n D, V D -> b n V)\n}}\n"
+        )
+    };
+    let mut rng = SmallRng::seed_from_u64(12);
+    let tokens = random(&mut rng, DType::I64, &[2, 3], "b n", 601);
+    for d in [128, 64] {
+        let weights = [
+            ("wte", random(&mut rng, DType::F32, &[601, d], "V D", 0)),
+            ("w1", random(&mut rng, DType::F32, &[d, 256], "D F", 0)),
+            ("w2", random(&mut rng, DType::F32, &[256, d], "F D", 0)),
+        ];
+        for (mesh, sharding, parts) in [("tp=2", "F=tp", 2), ("tp=4", "F=tp", 4), ("dp=2,tp=2", "b=dp,F=tp", 2)] {
+            let plan = agrees(&source(d), "f", (mesh, sharding), &[("tokens", tokens.clone())], &weights);
+            let wte = plan.weights.iter().find(|w| w.source == "wte").expect("wte is bound");
+            let tp = mesh.split(',').count() - 1;
+            if d == 128 {
+                // The MLP's and the head's all-reduces, the rows gathered, the head's operand cut.
+                assert_eq!(plan.exchange_counts(), (2, 1, 1), "{mesh}");
+                assert_eq!(wte.splits, [None, Some(nax_contract::shard::Split { mesh_axis: tp, parts, outer: 1 })], "{mesh}");
+                assert_eq!(plan.weights.iter().filter(|w| w.source == "wte").count(), 1, "{mesh}: wte is bound once, as the rank's block");
+            } else {
+                assert_eq!(plan.exchange_counts(), (1, 0, 0), "{mesh}");
+                assert!(wte.splits.iter().all(Option::is_none), "{mesh}");
+            }
+        }
+    }
+}
+
 /// GPT-2 (examples/gpt2) with small dims: the model's own source.
 fn small_gpt2() -> String {
     let source = std::fs::read_to_string(crate::support::root().join("examples/gpt2/gpt2.nax")).unwrap();

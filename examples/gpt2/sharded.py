@@ -9,12 +9,12 @@ blocks of the weights file, and calls the prefill (`gpt2`) and a cached
 decoding step (`step`) with its blocks of the arguments; rank 0 prints one
 JSON line: the largest difference from the unsplit logits (relative to the
 largest logit), whether the greedy tokens agree, the rank's weight bytes
-against its Megatron share, the collectives of one call, and the time
-of a prefill split and unsplit (`--time ROUNDS`, interleaved: the
-median of the rounds' ratios) with the time of the call's all-reduces
+against its Megatron share (with the tied table's columns where the
+compiler splits the head along D), the collectives of one call, and the
+time of a prefill split and unsplit (`--time ROUNDS`, interleaved: the
+median of the rounds' ratios) with the time of the call's collectives
 alone, and the head's time (the unsplit prefill less `hidden`, the
-prefill without it), which every rank computes whole unless the
-vocabulary is split: with it, the most the split can give.
+prefill without it).
 
 `--small` uses the dims of a small GPT-2 (2 layers, width 32) instead of
 GPT-2 small's (124M parameters); `--die RANK` makes that rank exit before
@@ -148,9 +148,14 @@ def main() -> None:
     report["step_keys_max_rel"] = float(np.abs(out.k.numpy() - placed(out.k, ref_step.k.numpy())).max())
     report["weight_bytes"] = gpt2.weight_bytes
     # Megatron's share: the heads' and features' weights split over tp,
-    # the rest (embeddings, norms, biases after a sum) on every rank.
+    # the rest (embeddings, norms, biases after a sum) on every rank; and
+    # the tied table where the compiler splits the head along D (a table
+    # of 2^16 elements or more, D of 128 or more).
     tp = mesh.get(shard.get("H", ""), 1)
     split = {"attn_w", "attn_b", "proj_w", "fc_w", "fc_b", "out_w"}
+    head_split = dims["D"] >= 128 and dims["V"] * dims["D"] >= 1 << 16 and "V" not in shard
+    if head_split:
+        split.add("wte")
     report["share_weight_bytes"] = int(sum(4 * np.prod(s) // (tp if k in split else 1) for k, s in shapes(dims).items()))
     report["plan_collectives"] = m.plan("gpt2").splitlines()[-1]
     if args.time:
@@ -172,21 +177,28 @@ def main() -> None:
             start = time.perf_counter()
             whole.hidden(tokens)
             body.append(time.perf_counter() - start)
-        # The communication's share: the plan's all-reduces of [b n D]
-        # timed alone, as many as a call runs.
+        # The communication's share: the plan's collectives timed alone, as
+        # many as a call runs: all-reduces of [b n D], and where the head is
+        # split along D, the embedding's rows gathered and the logits' partial
+        # sums all-reduced ([b n V]).
         reduces = int(re.search(r"\((\d+) all-reduces", report["plan_collectives"]).group(1))
         buffer = torch.zeros(mine.shape[0], mine.shape[1], dims["D"])
+        rows = [torch.zeros(mine.shape[0], mine.shape[1], dims["D"] // tp) for _ in range(tp)]
+        logits = torch.zeros(mine.shape[0], mine.shape[1], dims["V"])
         dist.barrier()
         start = time.perf_counter()
-        for _ in range(reduces):
+        for _ in range(reduces - head_split):
             dist.all_reduce(buffer)
+        if head_split:
+            dist.all_gather(rows, rows[0].clone())
+            dist.all_reduce(logits)
         report["communication_ms"] = (time.perf_counter() - start) * 1e3
         report["split_ms"] = float(np.median(split)) * 1e3
         report["unsplit_ms"] = float(np.median(unsplit)) * 1e3
         report["speedup"] = float(np.median([u / s for s, u in zip(split, unsplit)]))
         head = max(report["unsplit_ms"] - float(np.median(body)) * 1e3, 0.0)
         report["head_ms"] = head
-        if "V" not in shard:
+        if "V" not in shard and not head_split:
             # Every rank computes the whole head: the most the split can
             # give with no communication and no overhead.
             parts = mesh.get(shard.get("H", ""), 1)

@@ -70,8 +70,20 @@ impl Partitioner<'_> {
                 }
                 made
             }
-            None => self.add(Op::Exchange(Exchange::Block { axis, split }), ty, &[n], splits),
+            None => return self.cut_in_place(n, axis, split),
         };
+        self.blocked.insert((n, axis, split), made);
+        Ok(made)
+    }
+
+    /// Node `n` with axis `axis` cut to the rank's block where it is
+    /// computed whole ([`Exchange::Block`]), nothing pushed back: the
+    /// other operand of a product whose weight the compiler split.
+    pub(crate) fn cut_in_place(&mut self, n: NodeIndex, axis: usize, split: Split) -> Result<NodeIndex, ShardError> {
+        let ty = self.cut(&self.out.graph[n].ty.clone(), axis, split)?;
+        let mut splits = self.splits_of(n);
+        splits[axis] = Some(split);
+        let made = self.add(Op::Exchange(Exchange::Block { axis, split }), ty, &[n], splits);
         self.blocked.insert((n, axis, split), made);
         Ok(made)
     }

@@ -9,7 +9,8 @@
 //! needs a split axis whole, a rank's block of a whole value where a split
 //! one meets it (pushed back toward the weights, so that a weight is read
 //! only as the rank's block: the Megatron layout falls out of splitting
-//! `H` and `F`). [`stages`] cuts that graph at its exchanges into ordinary
+//! `H` and `F`), and a large product left whole on every rank split along
+//! its contracted axis ([`replicated`]: GPT-2's head). [`stages`] cuts that graph at its exchanges into ordinary
 //! graphs, each compiled as any function is, and the [`ShardedPlan`] the
 //! runtime runs them by; [`plan_text`] is what `nax plan` prints.
 
@@ -17,6 +18,7 @@ mod block;
 mod lookup;
 mod partition;
 mod regroup;
+mod replicated;
 mod report;
 mod stages;
 mod statistics;

@@ -6,6 +6,7 @@
 
 use crate::ShardError;
 use crate::regroup;
+use crate::replicated::{self, Chosen};
 use nax_contract::shard::{Exchange, Mesh, ReduceOp, Sharding, Split, WeightBlock};
 use nax_contract::{Size, SymDef, SymId, Symbol};
 use nax_ir::{Graph, Literal, MapFn, Op, Output, Type};
@@ -41,11 +42,25 @@ pub(crate) struct Partitioner<'a> {
     pub(crate) blocked: HashMap<(NodeIndex, usize, Split), NodeIndex>,
     /// The weights' nodes and the module weight each is (part of).
     pub(crate) weights: Vec<(NodeIndex, String)>,
+    /// The module weights split along a contracted axis by the compiler.
+    chosen: &'a Chosen,
 }
 
 /// Splits `g` over `mesh` as `sharding` says: the graph one rank runs.
+/// Where that leaves a large product whole on every rank, its weight is
+/// split along the contracted axis too ([`crate::replicated`]).
 pub fn partition(g: &Graph, mesh: &Mesh, sharding: &Sharding) -> Result<Partitioned, ShardError> {
     sharding.check_against(mesh)?;
+    let first = partition_with(g, mesh, sharding, &Chosen::new())?;
+    let chosen = replicated::chosen_splits(&first, mesh);
+    if chosen.is_empty() {
+        return Ok(first);
+    }
+    partition_with(g, mesh, sharding, &chosen)
+}
+
+/// [`partition`], the weights in `chosen` split as it says.
+fn partition_with(g: &Graph, mesh: &Mesh, sharding: &Sharding, chosen: &Chosen) -> Result<Partitioned, ShardError> {
     let order = crate::topological(g)?;
     let out = crate::empty_like(g, g.name.clone());
     let mut p = Partitioner {
@@ -58,6 +73,7 @@ pub fn partition(g: &Graph, mesh: &Mesh, sharding: &Sharding) -> Result<Partitio
         whole: HashMap::new(),
         blocked: HashMap::new(),
         weights: Vec::new(),
+        chosen,
     };
     let mut map: HashMap<NodeIndex, NodeIndex> = HashMap::new();
     for n in order {
@@ -79,6 +95,15 @@ impl Partitioner<'_> {
     pub(crate) fn named_split(&self, name: Option<&str>) -> Option<Split> {
         let mesh_axis = self.mesh.axis(self.sharding.mesh_axis_of(name?)?)?;
         Some(Split { mesh_axis, parts: self.mesh.size(mesh_axis) as u64, outer: 1 })
+    }
+
+    /// The axis and split the compiler chose for node `n` of the
+    /// function's graph, a weight ([`crate::replicated`]).
+    fn chosen_weight(&self, n: NodeIndex) -> Option<&(usize, Split)> {
+        match &self.g.graph[n].op {
+            Op::Weight { name } => self.chosen.get(name),
+            _ => None,
+        }
     }
 
     /// The mesh axis's name.
@@ -172,6 +197,16 @@ impl Partitioner<'_> {
     /// block it should not, cut to the rank's block where it holds whole
     /// what should be split.
     fn take(&mut self, n: NodeIndex, want: &[Option<Split>]) -> Result<NodeIndex, ShardError> {
+        self.take_by(n, want, Self::block)
+    }
+
+    /// [`Self::take`], each block cut by `block`.
+    fn take_by(
+        &mut self,
+        n: NodeIndex,
+        want: &[Option<Split>],
+        block: fn(&mut Self, NodeIndex, usize, Split) -> Result<NodeIndex, ShardError>,
+    ) -> Result<NodeIndex, ShardError> {
         let mut n = n;
         for (axis, &w) in want.iter().enumerate() {
             let have = self.splits_of(n).get(axis).copied().flatten();
@@ -182,7 +217,7 @@ impl Partitioner<'_> {
                 n = self.gather(n, axis, split)?;
             }
             if let Some(split) = w {
-                n = self.block(n, axis, split)?;
+                n = block(self, n, axis, split)?;
             }
         }
         Ok(n)
@@ -236,12 +271,16 @@ impl Partitioner<'_> {
         };
         let has = |p: &Self, i: usize| p.splits_of(operands[i]);
         let mut reduced: Vec<(ReduceOp, usize)> = Vec::new();
+        let mut gathered: Vec<(usize, Split)> = Vec::new();
         let mut mean_parts = 1u64;
         let (operands, splits): (Vec<NodeIndex>, Splits) = match &node.op {
             Op::Input { .. } | Op::Weight { .. } => {
                 let names: Vec<Option<String>> = axis_names(&node.ty);
-                let splits: Splits = names.iter().map(|name| self.named_split(name.as_deref())).collect();
+                let mut splits: Splits = names.iter().map(|name| self.named_split(name.as_deref())).collect();
                 self.two_named_axes(&names)?;
+                if let Some(&(axis, split)) = self.chosen_weight(n) {
+                    splits[axis] = Some(split);
+                }
                 (Vec::new(), splits)
             }
             Op::Literal(_) | Op::SizeValue(_) => (Vec::new(), Vec::new()),
@@ -283,10 +322,13 @@ impl Partitioner<'_> {
                 for (i, &l) in order.iter().enumerate() {
                     choose[l] = ordered[i];
                 }
+                // Beside a weight the compiler split, the other operands are cut where they are.
+                let beside_chosen = self.g.operands(n).into_iter().any(|o| self.chosen_weight(o).is_some());
+                let block = if beside_chosen { Self::cut_in_place } else { Self::block };
                 let mut ops = Vec::new();
                 for (k, ls) in labels.iter().enumerate() {
                     let want: Splits = ls.iter().map(|&l| choose[l]).collect();
-                    ops.push(self.take(operands[k], &want)?);
+                    ops.push(self.take_by(operands[k], &want, block)?);
                 }
                 for l in (0..count).filter(|l| !output.contains(l)) {
                     if let Some(split) = choose[l] {
@@ -401,6 +443,10 @@ impl Partitioner<'_> {
                     indices = vec![None; indices.len()];
                     result = spliced(&table, *axis, 1, &indices);
                 }
+                // A table the compiler split: the rows looked up are gathered.
+                if let Some(&(a, split)) = self.chosen_weight(self.g.operands(n)[0]) {
+                    gathered.push((if a < *axis { a } else { a - 1 + indices.len() }, split));
+                }
                 (vec![self.take(operands[0], &table)?, self.take(operands[1], &indices)?], result)
             }
             // Each rank adds its split positions' values into zeros: the
@@ -447,6 +493,9 @@ impl Partitioner<'_> {
         }
         if mean_parts > 1 {
             made = self.scale(made, 1.0 / mean_parts as f64);
+        }
+        for (axis, split) in gathered {
+            made = self.gather(made, axis, split)?;
         }
         self.name_rule(made, &names)
     }
