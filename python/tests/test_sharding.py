@@ -3,6 +3,7 @@ collectives run by torch.distributed's gloo: GPT-2 (examples/gpt2/sharded.py,
 small dims) over 2 and 4 processes gives the unsplit logits and greedy
 tokens, prefill and cached decoding step, each rank holding its share of
 the weights; a sum then split on its mesh axis is torch's reduce-scatter;
+a tied head left whole by the names is split along its contracted axis;
 a rank that dies ends the others' call with nax.CollectiveError, ten
 times in a row, nothing hanging; errors of the split itself are
 nax.CompileError."""
@@ -98,6 +99,8 @@ got = m.f(x, w)
 start = got.offsets[1]
 block = want[:, start:start + got.numpy().shape[1]]
 print(json.dumps({"error": float(np.abs(got.numpy() - block).max()), "offsets": list(got.offsets), "global_shape": list(got.global_shape), "scatters": len(calls), "plan": m.plan("f").splitlines()[-1]}))
+# As torch asks: a gloo group left to the interpreter's exit may abort it.
+dist.destroy_process_group()
 """
 
 
@@ -115,6 +118,65 @@ def test_a_sum_then_split_on_its_mesh_axis_is_torch_reduce_scatter(torch):
         assert report["offsets"] == [0, 3 * rank] and report["global_shape"] == [3, 6], report
         assert report["scatters"] == 1, report
         assert report["plan"] == "collectives per call: 2 (1 all-reduces, 0 all-gathers, 1 reduce-scatters)", report
+
+
+# A tied embedding and head around an MLP split by its features: the
+# head (V = 601, odd) is left whole by the names, so nax splits it along D
+# (SHARDING's "a large product every rank would compute whole"): each rank
+# reads its columns of `wte` from the file, the rows looked up are
+# all-gathered, the logits' partial sums all-reduced.
+TIED_HEAD = """
+import json, sys, numpy as np, torch.distributed as dist, nax
+from safetensors.numpy import save_file
+dist.init_process_group("gloo")
+path = sys.argv[1]
+rng = np.random.default_rng(3)
+weights = {"wte": rng.standard_normal((601, 128)), "w1": rng.standard_normal((128, 256)), "w2": rng.standard_normal((256, 128))}
+weights = {k: (v * 0.1).astype(np.float32) for k, v in weights.items()}
+if dist.get_rank() == 0:
+    save_file(weights, path)
+dist.barrier()
+source = '''dim V = 601
+dim D = 128
+dim F = 256
+param wte: [V D]
+param w1: [D F]
+param w2: [F D]
+def f(tokens: Int[b n]) -> [b n V] {
+    x = take(wte, tokens, V)
+    h = x + relu(x @ w1) @ w2
+    return einsum(h, wte: b n D, V D -> b n V)
+}
+'''
+m = nax.compile(source, weights=path, mesh={"tp": 2}, shard={"F": "tp"})
+tokens = rng.integers(0, 601, size=(2, 3))
+wte, w1, w2 = (weights[k].astype(np.float64) for k in ("wte", "w1", "w2"))
+x = wte[tokens]
+want = (x + np.maximum(x @ w1, 0) @ w2) @ wte.T
+got = m.f(tokens).numpy()
+plan = m.plan("f").splitlines()
+print(json.dumps({"error": float(np.abs(got - want).max() / np.abs(want).max()), "shape": list(got.shape), "weight_bytes": m.f.weight_bytes,
+                  "plan": plan[-1], "wte": [l.strip() for l in plan if l.strip().startswith("wte:")]}))
+# As torch asks: a gloo group left to the interpreter's exit may abort it.
+dist.destroy_process_group()
+"""
+
+
+def test_a_large_product_left_whole_is_split_along_its_contracted_axis_reading_the_rank_columns(torch, tmp_path):
+    port = free_port()
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
+        procs.append(subprocess.Popen([sys.executable, "-c", TIED_HEAD, str(tmp_path / "w.safetensors")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err[-3000:]
+        report = json.loads(out.strip().splitlines()[-1])
+        assert report["error"] <= 1e-5 and report["shape"] == [2, 3, 601], report
+        assert report["plan"] == "collectives per call: 3 (2 all-reduces, 1 all-gathers)", report
+        assert report["wte"] == ["wte: f32[V:601 D:64 (split over tp)]"], report
+        # Half of wte's columns, half of each MLP weight: 4 * (601 * 64 + 2 * 128 * 128).
+        assert report["weight_bytes"] == 4 * (601 * 64 + 2 * 128 * 128), report
 
 
 def test_a_split_that_cannot_be_made_is_a_compile_error_before_anything_runs(torch):
