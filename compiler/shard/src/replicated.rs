@@ -44,19 +44,20 @@ pub(crate) type Chosen = HashMap<String, (usize, Split)>;
 /// `first` of a function over `mesh`: each module weight's axis and split.
 pub(crate) fn chosen_splits(first: &Partitioned, mesh: &Mesh) -> Chosen {
     let g = &first.graph;
-    // Each weight node's module weight, where the rank holds it whole.
+    // Each weight node's module weight, where the rank holds it whole; a
+    // weight the rank holds a block of anywhere is left as it is.
     let mut source: HashMap<NodeIndex, &str> = HashMap::new();
-    let mut split_somewhere: Vec<&str> = Vec::new();
+    let mut refused: Vec<&str> = Vec::new();
     for n in g.graph.node_indices() {
         let Op::Weight { name } = &g.graph[n].op else { continue };
         let Some(block) = first.weights.iter().find(|b| &b.name == name) else { continue };
         if block.splits.iter().all(Option::is_none) {
             source.insert(n, &block.source);
         } else {
-            split_somewhere.push(&block.source);
+            refused.push(&block.source);
         }
     }
-    // The products that qualify, by the weight node and its module weight.
+    // The products that qualify: each one's weight node, axis and split.
     let mut products: HashMap<NodeIndex, (NodeIndex, usize, Split)> = HashMap::new();
     for c in g.graph.node_indices() {
         if let Some(choice) = product_choice(first, mesh, c, &source) {
@@ -64,7 +65,6 @@ pub(crate) fn chosen_splits(first: &Partitioned, mesh: &Mesh) -> Chosen {
         }
     }
     let mut chosen: Chosen = HashMap::new();
-    let mut refused: Vec<&str> = split_somewhere;
     for &(w, axis, split) in products.values() {
         let name = source[&w];
         if chosen.get(name).is_some_and(|&c| c != (axis, split)) {
