@@ -25,8 +25,8 @@
 //! split so.
 
 use crate::partition::Partitioned;
+use nax_contract::DType;
 use nax_contract::shard::{Mesh, Split};
-use nax_contract::{DType, Size};
 use nax_ir::{Op, Type};
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;
@@ -96,7 +96,7 @@ fn product_choice(first: &Partitioned, mesh: &Mesh, c: NodeIndex, source: &HashM
     let [k] = weights[..] else { return None };
     let w = operands[k];
     let Type::Tensor(t) = &g.graph[w].ty else { return None };
-    let sizes: Option<Vec<u64>> = t.axes.iter().map(|a| constant(g, a.size)).collect();
+    let sizes: Option<Vec<u64>> = t.axes.iter().map(|a| g.symbols.constant(a.size)).collect();
     let sizes = sizes?;
     let float = matches!(t.dtype, DType::F32 | DType::F64);
     if !float || sizes.iter().product::<u64>() < SMALLEST_WEIGHT || operands.iter().filter(|&&o| o == w).count() > 1 {
@@ -126,12 +126,4 @@ fn every_use_fits(first: &Partitioned, w: NodeIndex, axis: usize, split: Split, 
         }
         _ => false,
     })
-}
-
-/// A size's constant value, if it has one.
-fn constant(g: &nax_ir::Graph, size: Size) -> Option<u64> {
-    match g.symbols.resolve(size) {
-        Size::Const(c) => Some(c),
-        Size::Sym(_) => None,
-    }
 }
