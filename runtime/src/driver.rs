@@ -1225,13 +1225,20 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
             }
         }
         let out = out_ptr as *mut f32;
+        let (row_step, col_step) = (so[a.rows], so[a.cols]);
         for (i, row) in acc.chunks_exact(width.max(1)).take(rows).enumerate() {
             // No keys at all: an empty sum, 0 (the softmax of nothing is empty).
             let scale = if m == 0 { 0.0 } else { 1.0 / stats[2 * i + 1] };
-            let start = oo + i as isize * so[a.rows];
+            let start = oo + i as isize * row_step;
+            if col_step == 1 {
+                // SAFETY: row `first_row + i`'s `width` columns are inside the output.
+                let written = unsafe { std::slice::from_raw_parts_mut(out.offset(start), width) };
+                written.iter_mut().zip(row).for_each(|(o, &x)| *o = x * scale);
+                continue;
+            }
             for (c, &x) in row.iter().enumerate() {
                 // SAFETY: row `first_row + i` and column `c` are inside the output.
-                unsafe { *out.offset(start + c as isize * so[a.cols]) = x * scale };
+                unsafe { *out.offset(start + c as isize * col_step) = x * scale };
             }
         }
     };

@@ -1044,17 +1044,29 @@ unsafe fn transpose_tiles<T: Element>(src: *const T, row_step: isize, rows: usiz
     let (whole_rows, whole_len) = (rows / TILE * TILE, len / TILE * TILE);
     #[cfg(target_arch = "x86_64")]
     let f32_tiles = T::FORMAT == Format::F32 && nax_contract::Machine::host().has(nax_contract::Feature::Avx);
-    for p0 in (0..whole_len).step_by(TILE) {
-        for r0 in (0..whole_rows).step_by(TILE) {
-            #[cfg(target_arch = "x86_64")]
-            if f32_tiles {
+    #[cfg(target_arch = "x86_64")]
+    if f32_tiles {
+        // Every group of up to TILE rows through registers, the last one
+        // short where `rows` is not a multiple of TILE (an A panel's 6).
+        for p0 in (0..whole_len).step_by(TILE) {
+            for r0 in (0..rows).step_by(TILE) {
                 // SAFETY: `T` and `T::Wide` are f32 (its format); the tile's
                 // rows and panel positions are inside, as promised; the CPU has AVX.
                 unsafe {
-                    f32_tile::transpose(src.offset(r0 as isize * row_step + p0 as isize) as *const f32, row_step, dst.add(p0 * width + r0) as *mut f32, width)
+                    let from = src.offset(r0 as isize * row_step + p0 as isize) as *const f32;
+                    f32_tile::transpose(from, row_step, TILE.min(rows - r0), dst.add(p0 * width + r0) as *mut f32, width)
                 };
-                continue;
             }
+        }
+        for p in whole_len..len {
+            for r in 0..rows {
+                unsafe { *dst.add(p * width + r) = at(r, p) };
+            }
+        }
+        return;
+    }
+    for p0 in (0..whole_len).step_by(TILE) {
+        for r0 in (0..whole_rows).step_by(TILE) {
             let mut tile = [[T::Wide::default(); TILE]; TILE];
             for (r, row) in tile.iter_mut().enumerate() {
                 for (p, x) in row.iter_mut().enumerate() {
@@ -1334,18 +1346,19 @@ mod f32_tile {
     use super::TILE;
     use std::arch::x86_64::*;
 
-    /// The 8 x 8 tile of f32 at `src` (rows `row_step` elements apart)
-    /// written transposed at `dst` (its rows `width` apart), a subnormal
-    /// as a zero of its sign (as [`super::Element::operand`]).
+    /// The `rows` x 8 tile of f32 at `src` (rows `row_step` elements
+    /// apart, `rows` at most 8) written transposed at `dst` (its rows
+    /// `width` apart, `rows` elements each), a subnormal as a zero of its
+    /// sign (as [`super::Element::operand`]).
     ///
     /// # Safety
-    /// The tile's rows are inside `src`'s matrix and its transposed rows
-    /// inside `dst`'s; AVX.
+    /// The tile's `rows` rows of 8 are inside `src`'s matrix and its 8
+    /// transposed rows of `rows` inside `dst`'s; AVX.
     #[target_feature(enable = "avx")]
-    pub(super) unsafe fn transpose(src: *const f32, row_step: isize, dst: *mut f32, width: usize) {
+    pub(super) unsafe fn transpose(src: *const f32, row_step: isize, rows: usize, dst: *mut f32, width: usize) {
         const { assert!(TILE == 8) };
-        // SAFETY: as the caller promised.
-        let row = |r: isize| unsafe { _mm256_loadu_ps(src.offset(r * row_step)) };
+        // SAFETY: as the caller promised; a row past `rows` is not read.
+        let row = |r: isize| if (r as usize) < rows { unsafe { _mm256_loadu_ps(src.offset(r * row_step)) } } else { _mm256_setzero_ps() };
         let (r0, r1, r2, r3, r4, r5, r6, r7) = (row(0), row(1), row(2), row(3), row(4), row(5), row(6), row(7));
         // Pairs of rows interleaved, then quarters: columns c and c + 4 of
         // four rows in each half, then the halves of two of those.
@@ -1371,8 +1384,38 @@ mod f32_tile {
             // |x| below the smallest normal (nan compares false): its sign alone.
             let subnormal = _mm256_cmp_ps::<_CMP_LT_OQ>(_mm256_andnot_ps(sign, column), smallest);
             let operand = _mm256_blendv_ps(column, _mm256_and_ps(column, sign), subnormal);
-            // SAFETY: as the caller promised.
-            unsafe { _mm256_storeu_ps(dst.add(p * width), operand) };
+            // SAFETY: as the caller promised: `rows` elements of each transposed row.
+            unsafe {
+                if rows == TILE {
+                    _mm256_storeu_ps(dst.add(p * width), operand);
+                } else {
+                    store_first(dst.add(p * width), operand, rows);
+                }
+            }
+        }
+    }
+
+    /// The first `lanes` (fewer than 8) of `v` stored at `dst`, by 128-,
+    /// 64- and 32-bit stores (a masked store is microcoded on AMD cores).
+    ///
+    /// # Safety
+    /// `dst` holds `lanes` elements; AVX.
+    #[target_feature(enable = "avx")]
+    unsafe fn store_first(dst: *mut f32, v: __m256, lanes: usize) {
+        let (low, high) = (_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        // SAFETY (each store): inside the `lanes` elements at `dst`.
+        let (rest, at, left) = if lanes >= 4 {
+            unsafe { _mm_storeu_ps(dst, low) };
+            (high, unsafe { dst.add(4) }, lanes - 4)
+        } else {
+            (low, dst, lanes)
+        };
+        if left >= 2 {
+            unsafe { _mm_storel_epi64(at as *mut __m128i, _mm_castps_si128(rest)) };
+        }
+        if left % 2 == 1 {
+            let last = if left == 3 { _mm_movehl_ps(rest, rest) } else { rest };
+            unsafe { _mm_store_ss(at.add(left - 1), last) };
         }
     }
 }
@@ -1386,7 +1429,18 @@ mod transposing_pack {
     /// contiguous at each depth position are copied into the same places.
     #[test]
     fn packs_every_element_where_the_panel_wants_it() {
-        for (n, k, depth, len, width) in [(37usize, 21usize, 3usize, 17usize, 32usize), (64, 64, 0, 64, 32), (5, 9, 1, 8, 8)] {
+        // Panels of 32, 8, 6 (an A panel, narrower than a tile), 4 and 2 rows,
+        // whole and ragged.
+        for (n, k, depth, len, width) in [
+            (37usize, 21usize, 3usize, 17usize, 32usize),
+            (64, 64, 0, 64, 32),
+            (5, 9, 1, 8, 8),
+            (17, 29, 2, 25, 6),
+            (12, 16, 0, 16, 6),
+            (9, 10, 1, 9, 4),
+            (7, 8, 0, 8, 4),
+            (2, 16, 0, 16, 2),
+        ] {
             let w: Vec<f32> = (0..n * k).map(|i| i as f32).collect();
             // The depth contiguous (a transposed weight, A) and the rows
             // contiguous (B), the same matrix.
@@ -1418,7 +1472,9 @@ mod transposing_pack {
         let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
         let (n, k) = (values.len() * 2, 19);
         let w: Vec<f32> = (0..n * k).map(|i| values[i % values.len()]).collect();
-        for (row_step, col_step, width) in [(k as isize, 1, 4), (k as isize, 1, 8), (k as isize, 1, 16), (1, n as isize, 4), (2 * k as isize, 2, 4)] {
+        for (row_step, col_step, width) in
+            [(k as isize, 1, 4), (k as isize, 1, 6), (k as isize, 1, 8), (k as isize, 1, 16), (1, n as isize, 4), (2 * k as isize, 2, 4)]
+        {
             let rows = if row_step == 2 * k as isize { n / 2 } else { n };
             let m = Strided { ptr: w.as_ptr() as usize, row_step, col_step };
             let mut out = vec![f32::NAN; rows.div_ceil(width) * width * k];
