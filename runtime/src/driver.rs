@@ -1075,7 +1075,7 @@ fn run_gemm(
             c: Strided::new(out_ptr, oo, size, along(&so, g.rows), along(&so, g.cols)),
             accumulate: false,
         };
-        // Each tile's slots, in a buffer each thread keeps (this runs once per tile).
+        // Each block's slots, in a buffer each thread keeps (this runs once per block).
         let tile = |first_row: usize, rows: usize, first_col: usize, cols: usize| {
             with_scratch(&TILE_SLOTS, slots.len() * 8, |at| {
                 // SAFETY: the scratch holds `slots.len()` aligned i64s, this thread's alone.

@@ -882,8 +882,9 @@ impl Element for half::bf16 {
 /// of `split`'s `nc` columns and passes of its `kc` depth positions,
 /// packed here block by block, or all of it already
 /// packed at `shared_b` (see [`Blocks::b_offset`]). When `T` is narrower than its wide type, the
-/// microkernel accumulates into a wide copy of C, which each tile is
-/// rounded from after its last depth pass.
+/// microkernel accumulates into a wide copy of C, which each block is
+/// rounded from after its last depth pass; then `finish` runs over the
+/// block.
 ///
 /// # Safety
 /// As [`multiply`].
@@ -996,10 +997,15 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
                             // (or its wide copy); the scratch tile holds `mr x nr`
                             // elements.
                             unsafe { (micro.entry)(buffers.as_ptr(), sizes.as_ptr(), 0, 0) };
-                            if last {
-                                tile_done(ic + ir, rows, jc + jr, cols);
-                            }
                         }
+                    }
+                    // The block's products are complete: its epilogue runs
+                    // over all of it at once (still in the second-level
+                    // cache), rows of `ncb` that vectorise, one call per
+                    // block rather than per microkernel tile (whose call
+                    // and setup cost what a tanh-gelu's arithmetic did).
+                    if last {
+                        tile_done(ic, mcb, jc, ncb);
                     }
                 }
             }

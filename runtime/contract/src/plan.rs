@@ -206,10 +206,11 @@ pub struct GemmPlan {
     /// The cache blocking.
     pub blocking: Blocking,
     /// Whether the kernel's compiled function is an elementwise epilogue,
-    /// run in place over each tile of the output as soon as its products
-    /// are complete (while the tile is in the first-level cache). It gets,
-    /// after the plan's size slots, the tile's first position along each
-    /// loop, then its number of rows and of columns.
+    /// run in place over each block of the output (a cache block of the
+    /// product, or a part of it) as soon as its products are complete,
+    /// while the block is in the second-level cache. It gets, after the
+    /// plan's size slots, the block's first position along each loop,
+    /// then its number of rows and of columns.
     pub epilogue: bool,
 }
 

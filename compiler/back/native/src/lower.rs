@@ -257,7 +257,7 @@ impl<E: Emitter> Lowering<'_, E> {
         }
     }
 
-    /// A matrix product's epilogue over one tile of the output, in place,
+    /// A matrix product's epilogue over one block of the output, in place,
     /// after the driver's products wrote it (see
     /// `nax_runtime::plan::GemmPlan::epilogue`): the batch loops at the
     /// positions the size slots after the plan's give, then the tile's
@@ -285,8 +285,8 @@ impl<E: Emitter> Lowering<'_, E> {
         self.close(handles);
     }
 
-    /// Asks for the rows of the next tile down (the driver's products
-    /// finish a column of tiles row block by row block) of each operand
+    /// Asks for the rows of the next block down (the driver's products
+    /// finish a column of blocks row block by row block) of each operand
     /// other than the output that the epilogue reads at the output's own
     /// position: a full-size operand stored long before (a backward
     /// pass's saved activation) comes from memory, and each tile would
