@@ -13,7 +13,7 @@
 
 use crate::call::CheckedCall;
 use crate::error::RuntimeError;
-use crate::gemm::{Micro, Product, Strided, multiply, with_scratch};
+use crate::gemm::{Micro, Panels, Product, Strided, UNPACKED_ROWS, multiply, multiply_panels, with_scratch};
 use crate::memory::Peak;
 use crate::packed::{PackKey, PackedWeights};
 use crate::threads::ThreadPool;
@@ -1177,6 +1177,18 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
         buffers[a.scratch[0]] = scores.as_mut_ptr().cast();
         buffers[a.scratch[1]] = acc.as_mut_ptr().cast();
         buffers[a.scratch[2]] = stats.as_mut_ptr().cast();
+        let f32_matrix = |ptr: usize, offset: isize, row_step: isize, col_step: isize| Strided::new(ptr, offset, 4, row_step, col_step);
+        let queries = f32_matrix(q_ptr, oq, sq[a.rows], sq[depth]);
+        // More rows than a matrix-vector product: the queries packed into
+        // the microkernel's panels once, for every tile of keys; each
+        // tile's keys, probabilities and values packed once each.
+        let panels = rows > UNPACKED_ROWS && d > 0;
+        let (mut q_panels, mut k_panels, mut p_panels, mut v_panels) = (Panels::default(), Panels::default(), Panels::default(), Panels::default());
+        if panels {
+            let q_only = Product { m: rows, n: 0, k: d, a: queries, b: queries, c: queries, accumulate: false };
+            // SAFETY: the task's rows of q, `d` deep, are inside q (the plan validated).
+            unsafe { q_panels.pack_a(&q_only, &micro) };
+        }
         for first_key in (0..m).step_by(tile_keys) {
             let cols = tile_keys.min(m - first_key);
             slots[base + a.keys] = first_key as i64;
@@ -1196,18 +1208,22 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
                         continue;
                     }
                 }
-                let f32_matrix = |ptr: usize, offset: isize, row_step: isize, col_step: isize| Strided::new(ptr, offset, 4, row_step, col_step);
                 let scores_at = f32_matrix(scores.as_mut_ptr() as usize, 0, tile_keys as isize, 1);
                 let qk = Product {
                     m: rows,
                     n: cols,
                     k: d,
-                    a: f32_matrix(q_ptr, oq, sq[a.rows], sq[depth]),
+                    a: queries,
                     b: f32_matrix(k_ptr, ok + key * sk[a.keys], sk[depth], sk[a.keys]),
                     c: scores_at,
                     accumulate: false,
                 };
-                multiply(qk, DType::F32, &micro, 1, usize::MAX, None, None);
+                if panels {
+                    k_panels.pack_b(&qk, &micro);
+                    multiply_panels(&qk, &q_panels, &k_panels, &micro);
+                } else {
+                    multiply(qk, DType::F32, &micro, 1, usize::MAX, None, None);
+                }
                 tile(buffers.as_ptr(), slots.as_ptr(), 0, 0);
                 if stats[2 * tile_rows] == f32::NEG_INFINITY {
                     continue;
@@ -1221,7 +1237,13 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
                     c: f32_matrix(acc.as_mut_ptr() as usize, 0, width as isize, 1),
                     accumulate: true,
                 };
-                multiply(pv, DType::F32, &micro, 1, usize::MAX, None, None);
+                if panels && width > 0 {
+                    p_panels.pack_a(&pv, &micro);
+                    v_panels.pack_b(&pv, &micro);
+                    multiply_panels(&pv, &p_panels, &v_panels, &micro);
+                } else {
+                    multiply(pv, DType::F32, &micro, 1, usize::MAX, None, None);
+                }
             }
         }
         let out = out_ptr as *mut f32;

@@ -15,9 +15,9 @@
 //! product is transposed (`C^T = B^T A^T`) so the microkernel's vectors run
 //! along memory.
 //!
-//! After a tile's last depth pass, an optional epilogue runs over the tile
-//! while it is in the first-level cache (a bias, an activation, a residual
-//! add): each output element is written to memory once.
+//! After a block's last depth pass, an optional epilogue runs over the
+//! block while it is in the second-level cache (a bias, an activation, a
+//! residual add): each output element is written to memory once.
 //!
 //! Half-float matrices (f16, bf16) are widened to f32 as they are packed,
 //! accumulate in f32 (a wide copy of C), and are rounded once per element
@@ -528,6 +528,79 @@ unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, wor
         unsafe { pack_whole_b::<T>(&p, &blocks, packed) };
         run_parts(Some(packed));
     });
+}
+
+/// One f32 operand of small products packed once into the microkernel's
+/// panels and reused by several of them (attention's queries, against
+/// every tile of keys), with what it was packed as.
+#[derive(Default)]
+pub(crate) struct Panels {
+    values: Vec<f32>,
+    /// Rows (A) or columns (B) packed, the depth, and the panels' width.
+    shape: (usize, usize, usize),
+}
+
+impl Panels {
+    /// Packs `p`'s A, `p.m` rows of `p.k`, into panels of the microkernel's rows.
+    ///
+    /// # Safety
+    /// Every element of A that `p`'s shape and steps reach is inside its matrix.
+    pub(crate) unsafe fn pack_a(&mut self, p: &Product, micro: &Micro) {
+        // SAFETY: as the caller promised.
+        unsafe { self.pack(p.a, p.m, p.k, micro.shape.rows as usize) }
+    }
+
+    /// Packs `p`'s B, `p.n` columns of `p.k`, into panels of the microkernel's columns.
+    ///
+    /// # Safety
+    /// Every element of B that `p`'s shape and steps reach is inside its matrix.
+    pub(crate) unsafe fn pack_b(&mut self, p: &Product, micro: &Micro) {
+        // SAFETY: as the caller promised.
+        unsafe { self.pack(p.b.transposed(), p.n, p.k, micro.shape.cols as usize) }
+    }
+
+    unsafe fn pack(&mut self, m: Strided, count: usize, depth: usize, width: usize) {
+        let len = count.div_ceil(width) * width * depth;
+        if self.values.len() < len {
+            self.values.resize(len, 0.0);
+        }
+        self.shape = (count, depth, width);
+        // SAFETY: as the caller promised, for `m`; the panels fit `values`.
+        unsafe { pack::<f32>(m, 0, count, 0, depth, width, self.values.as_mut_ptr()) };
+    }
+}
+
+/// `p` (f32, `p.k` at least 1) from A's and B's panels packed from it by
+/// [`Panels::pack_a`] and [`Panels::pack_b`] with `micro`: the
+/// microkernel over each tile, the whole depth in one pass, on the
+/// calling thread (small products whose panels stay in the caches).
+///
+/// # Safety
+/// C's elements that `p` reaches are inside its matrix and overlap
+/// neither panel; `micro.entry` is an f32 microkernel of `micro.shape`.
+pub(crate) unsafe fn multiply_panels(p: &Product, a: &Panels, b: &Panels, micro: &Micro) {
+    let (mr, nr) = (micro.shape.rows as usize, micro.shape.cols as usize);
+    assert!(a.shape == (p.m, p.k, mr) && b.shape == (p.n, p.k, nr) && p.k > 0, "panels packed for another product");
+    let mut tile = [0f32; 256];
+    let mut spare = Vec::new();
+    let tile_at = if mr * nr <= tile.len() {
+        tile.as_mut_ptr()
+    } else {
+        spare.resize(mr * nr, 0f32);
+        spare.as_mut_ptr()
+    };
+    let size = std::mem::size_of::<f32>();
+    for jr in (0..p.n).step_by(nr) {
+        for ir in (0..p.m).step_by(mr) {
+            let buffers =
+                [a.values[ir * p.k..].as_ptr() as *mut u8, b.values[jr * p.k..].as_ptr() as *mut u8, p.c.at(ir, jr, size) as *mut u8, tile_at as *mut u8];
+            let sizes = [p.k as i64, p.c.row_step as i64, p.c.col_step as i64, mr.min(p.m - ir) as i64, nr.min(p.n - jr) as i64, i64::from(p.accumulate)];
+            // SAFETY: the panels hold `p.k` depth positions of `mr` and
+            // `nr` elements from `ir` and `jr` on (checked above); the
+            // tile's valid part is inside C; the scratch tile holds `mr x nr`.
+            unsafe { (micro.entry)(buffers.as_ptr(), sizes.as_ptr(), 0, 0) };
+        }
+    }
 }
 
 /// Products of at most this many rows run unpacked (see the module's doc).
