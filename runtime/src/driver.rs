@@ -1185,9 +1185,8 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
         let panels = rows > UNPACKED_ROWS && d > 0;
         let (mut q_panels, mut k_panels, mut p_panels, mut v_panels) = (Panels::default(), Panels::default(), Panels::default(), Panels::default());
         if panels {
-            let q_only = Product { m: rows, n: 0, k: d, a: queries, b: queries, c: queries, accumulate: false };
             // SAFETY: the task's rows of q, `d` deep, are inside q (the plan validated).
-            unsafe { q_panels.pack_a(&q_only, &micro) };
+            unsafe { q_panels.pack_a(queries, rows, d, &micro) };
         }
         for first_key in (0..m).step_by(tile_keys) {
             let cols = tile_keys.min(m - first_key);
@@ -1219,7 +1218,7 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
                     accumulate: false,
                 };
                 if panels {
-                    k_panels.pack_b(&qk, &micro);
+                    k_panels.pack_b(qk.b, qk.k, qk.n, &micro);
                     multiply_panels(&qk, &q_panels, &k_panels, &micro);
                 } else {
                     multiply(qk, DType::F32, &micro, 1, usize::MAX, None, None);
@@ -1238,8 +1237,8 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
                     accumulate: true,
                 };
                 if panels && width > 0 {
-                    p_panels.pack_a(&pv, &micro);
-                    v_panels.pack_b(&pv, &micro);
+                    p_panels.pack_a(pv.a, pv.m, pv.k, &micro);
+                    v_panels.pack_b(pv.b, pv.k, pv.n, &micro);
                     multiply_panels(&pv, &p_panels, &v_panels, &micro);
                 } else {
                     multiply(pv, DType::F32, &micro, 1, usize::MAX, None, None);

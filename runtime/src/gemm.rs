@@ -541,22 +541,22 @@ pub(crate) struct Panels {
 }
 
 impl Panels {
-    /// Packs `p`'s A, `p.m` rows of `p.k`, into panels of the microkernel's rows.
+    /// Packs A, `rows` rows of `depth`, into panels of the microkernel's rows.
     ///
     /// # Safety
-    /// Every element of A that `p`'s shape and steps reach is inside its matrix.
-    pub(crate) unsafe fn pack_a(&mut self, p: &Product, micro: &Micro) {
+    /// Every element of A those sizes and its steps reach is inside its matrix.
+    pub(crate) unsafe fn pack_a(&mut self, a: Strided, rows: usize, depth: usize, micro: &Micro) {
         // SAFETY: as the caller promised.
-        unsafe { self.pack(p.a, p.m, p.k, micro.shape.rows as usize) }
+        unsafe { self.pack(a, rows, depth, micro.shape.rows as usize) }
     }
 
-    /// Packs `p`'s B, `p.n` columns of `p.k`, into panels of the microkernel's columns.
+    /// Packs B, `depth` rows of `cols`, into panels of the microkernel's columns.
     ///
     /// # Safety
-    /// Every element of B that `p`'s shape and steps reach is inside its matrix.
-    pub(crate) unsafe fn pack_b(&mut self, p: &Product, micro: &Micro) {
+    /// Every element of B those sizes and its steps reach is inside its matrix.
+    pub(crate) unsafe fn pack_b(&mut self, b: Strided, depth: usize, cols: usize, micro: &Micro) {
         // SAFETY: as the caller promised.
-        unsafe { self.pack(p.b.transposed(), p.n, p.k, micro.shape.cols as usize) }
+        unsafe { self.pack(b.transposed(), cols, depth, micro.shape.cols as usize) }
     }
 
     unsafe fn pack(&mut self, m: Strided, count: usize, depth: usize, width: usize) {
@@ -1123,11 +1123,12 @@ unsafe fn transpose_tiles<T: Element>(src: *const T, row_step: isize, rows: usiz
     let (whole_rows, whole_len) = (rows / TILE * TILE, len / TILE * TILE);
     #[cfg(target_arch = "x86_64")]
     let f32_tiles = T::FORMAT == Format::F32 && nax_contract::Machine::host().has(nax_contract::Feature::Avx);
-    #[cfg(target_arch = "x86_64")]
-    if f32_tiles {
-        // Every group of up to TILE rows through registers, the last one
-        // short where `rows` is not a multiple of TILE (an A panel's 6).
-        for p0 in (0..whole_len).step_by(TILE) {
+    for p0 in (0..whole_len).step_by(TILE) {
+        #[cfg(target_arch = "x86_64")]
+        if f32_tiles {
+            // Every group of up to TILE rows through registers, the last
+            // one short where `rows` is not a multiple of TILE (an A
+            // panel's 6).
             for r0 in (0..rows).step_by(TILE) {
                 // SAFETY: `T` and `T::Wide` are f32 (its format); the tile's
                 // rows and panel positions are inside, as promised; the CPU has AVX.
@@ -1136,15 +1137,8 @@ unsafe fn transpose_tiles<T: Element>(src: *const T, row_step: isize, rows: usiz
                     f32_tile::transpose(from, row_step, TILE.min(rows - r0), dst.add(p0 * width + r0) as *mut f32, width)
                 };
             }
+            continue;
         }
-        for p in whole_len..len {
-            for r in 0..rows {
-                unsafe { *dst.add(p * width + r) = at(r, p) };
-            }
-        }
-        return;
-    }
-    for p0 in (0..whole_len).step_by(TILE) {
         for r0 in (0..whole_rows).step_by(TILE) {
             let mut tile = [[T::Wide::default(); TILE]; TILE];
             for (r, row) in tile.iter_mut().enumerate() {
