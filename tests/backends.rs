@@ -149,6 +149,13 @@ pub(crate) fn cases() -> Vec<Case> {
             "flash_attention",
             "dim b = 2\ndim H = 2\ndim n = 70\ndim m = 131\ndim d = 9\ndim e = 6\ndef f(q: [b H n d], k: [b H m d], v: [b H m e], bias: [n m]) -> [b H n e] {\n    causal = rearrange(arange(n), n -> n 1) > arange(m)\n    s = einsum(q, k: b H n d, b H m d -> b H n m) / sqrt(d)\n    p = softmax(masked_fill(s, !causal, -inf), m)\n    r = softmax(s * 0.5 + bias, m)\n    return einsum(p, v: b H n m, b H m e -> b H n e) + einsum(r, v: b H n m, b H m e -> b H n e)\n}\n",
         ),
+        // f16 attention fuses too (queries, keys and values widened to
+        // f32, the output rounded once), here a decode step's few rows,
+        // whose products run unpacked on widened tiles.
+        case(
+            "flash_attention_f16_few_rows",
+            "dim H = 3\ndim n = 2\ndim m = 100\ndim d = 17\ndef f(q: f16[n H d], k: f16[m H d], v: f16[m H d]) -> f16[n H d] {\n    p = softmax(einsum(q, k: n H d, m H d -> H n m) * 0.25, m)\n    return einsum(p, v: H n m, m H d -> n H d)\n}\n",
+        ),
         // A softmax-like function along the last axis runs the loops before
         // it as one flat parallel loop: a batch of one in front of heads
         // and rows splits across threads (here, past the work that splits).

@@ -193,3 +193,70 @@ fn a_weight_read_both_ways_is_packed_once_in_panels() {
         assert!(store.bytes() < 150 * 100 * 6, "call {call}: {} bytes of panels for 60000 of weight", store.bytes());
     }
 }
+
+/// Half-float attention runs fused (one flash kernel) and rounds only its
+/// output: each element within one unit in the last place (of bf16 or
+/// f16, at the exact value) of the exact attention of the same half-float
+/// inputs, computed here in f64, plus f32's arithmetic where the sum
+/// cancels (8 units of 2^-24 of its terms' magnitude). The kernels it
+/// replaced rounded the scores and the probabilities too (as PyTorch
+/// eager does): units of 2^-9 of the magnitude away. Causal, with partial and hidden tiles, and a decode step's
+/// three rows (whose products run unpacked on widened tiles), on every
+/// CPU back end.
+#[test]
+fn half_attention_rounds_only_its_output() {
+    let attention = |dtype: &str, n: usize, mask: &str| {
+        format!(
+            "dim b = 2\ndim H = 2\ndim n = {n}\ndim m = 131\ndim d = 9\ndim e = 6\ndef f(q: {dtype}[b H n d], k: {dtype}[b H m d], v: {dtype}[b H m e]) -> {dtype}[b H n e] {{\n    shown = rearrange(arange(n), n -> n 1) + {mask} >= arange(m)\n    s = einsum(q, k: b H n d, b H m d -> b H n m) * 0.25\n    p = softmax(masked_fill(s, !shown, -inf), m)\n    return einsum(p, v: b H n m, b H m e -> b H n e)\n}}\n"
+        )
+    };
+    let mut rng = SmallRng::seed_from_u64(41);
+    let mut failures = Vec::new();
+    for (dtype, bits) in [("bf16", 8), ("f16", 11)] {
+        for (n, mask) in [(70, 0), (3, 128)] {
+            let name = format!("{dtype} attention of {n} rows");
+            let Some((_, _, rewritten, args, weights)) = prepare(&case(&name, &attention(dtype, n, &mask.to_string())), &mut rng, false) else {
+                unreachable!("the sizes are constants")
+            };
+            let [q, k, v] = [0, 1, 2].map(|i| match &args[i] {
+                nax_runtime::Value::Tensor(t) => t.to_f64_vec(),
+                nax_runtime::Value::Scalar(_) => unreachable!("q, k and v are tensors"),
+            });
+            let (heads, m, d, e) = (4, 131, 9, 6);
+            let mut exact = Vec::new();
+            for h in 0..heads {
+                for i in 0..n {
+                    let shown: Vec<usize> = (0..m).filter(|&j| i + mask >= j).collect();
+                    let logits: Vec<f64> =
+                        shown.iter().map(|&j| (0..d).map(|c| q[(h * n + i) * d + c] * k[(h * m + j) * d + c]).sum::<f64>() * 0.25).collect();
+                    let top = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let weights: Vec<f64> = logits.iter().map(|l| (l - top).exp()).collect();
+                    let total: f64 = weights.iter().sum();
+                    for c in 0..e {
+                        let terms = shown.iter().zip(&weights).map(|(&j, w)| (w * v[(h * m + j) * e + c], w * v[(h * m + j) * e + c].abs()));
+                        let (sum, magnitude) = terms.fold((0.0, 0.0), |(s, a), (t, u)| (s + t, a + u));
+                        exact.push((sum / total, magnitude / total));
+                    }
+                }
+            }
+            // One unit in the last place of a float of `bits` significand bits at `x` (f16's subnormals' at the smallest).
+            let ulp = |x: f64| 2f64.powi(x.abs().log2().floor().max(-14.0) as i32 + 1 - bits);
+            let target = nax::pipeline::Backend::Llvm.machine(Machine::host());
+            let kernels = pipeline::kernels(&rewritten, &target, FormOptions::default()).unwrap();
+            assert!(kernels.kernels.iter().any(|k| k.schedule.attention.is_some()), "{name}: the attention is not fused");
+            for backend in [Backend::Llvm, Backend::Mlir, Backend::Cranelift] {
+                let target = backend.machine(Machine::host());
+                let f = pipeline::compile_graph_for(rewritten.clone(), &[], backend, &target, FormOptions::default(), &mut nax::Timings::start()).unwrap();
+                let call = f.signature().check(args.iter().map(nax_runtime::Value::arg).collect(), &weights).unwrap();
+                let got = f.run(&call, pool()).unwrap_or_else(|e| panic!("{name}: {}: {e}", backend.name())).to_f64_vec();
+                // Allowed: a unit at the value, and f32's arithmetic (a few
+                // units of 2^-24 of the terms' magnitude, where the sum cancels).
+                let worst = got.iter().zip(&exact).map(|(g, (x, magnitude))| (g - x).abs() / (ulp(*x) + 8.0 * f64::from(f32::EPSILON) / 2.0 * magnitude)).fold(0.0, f64::max);
+                if worst.is_nan() || worst > 1.0 {
+                    failures.push(format!("{name} on {}: {worst} units from the exact attention", backend.name()));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -13,7 +13,7 @@
 
 use crate::call::CheckedCall;
 use crate::error::RuntimeError;
-use crate::gemm::{Micro, Panels, Product, Strided, UNPACKED_ROWS, multiply, multiply_panels, with_scratch};
+use crate::gemm::{Element, Format, Micro, Panels, Product, Strided, UNPACKED_ROWS, multiply, multiply_panels, with_scratch};
 use crate::memory::Peak;
 use crate::packed::{PackKey, PackedWeights};
 use crate::threads::ThreadPool;
@@ -836,7 +836,7 @@ impl NativeFunction {
                         WeightRead::AtCall => None,
                     },
                 ),
-                Strategy::Attention(a) => run_attention(sizes, kernel, a, (f, micro(a.microkernel, a.blocking)), &table, threads),
+                Strategy::Attention(a) => run_attention(sizes, kernel, a, (f, micro(a.microkernel, a.blocking)), &table, threads, p.buffers[kernel.output].dtype),
             }
             if let (Some(p), Some(t)) = (profile.as_mut(), started) {
                 p[index] += t.elapsed().as_secs_f64();
@@ -1135,7 +1135,21 @@ fn run_gemm(
 /// The compiled tile gets, after the plan's size slots, the tile's first
 /// position along each loop, then its number of rows and of keys, then 1
 /// to probe the mask or 0 to compute; and the tile's scratch buffers.
-fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entries: (KernelFn, Micro), table: &Table, threads: usize) {
+///
+/// Queries, keys, values and output are of `dtype` (the plan validated
+/// f32, bf16 or f16); the scores, probabilities and accumulated rows are
+/// f32, half floats widened as their panels are packed and each output
+/// element rounded once.
+fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entries: (KernelFn, Micro), table: &Table, threads: usize, dtype: DType) {
+    match dtype {
+        DType::BF16 => run_attention_as::<half::bf16>(sizes, kernel, a, entries, table, threads),
+        DType::F16 => run_attention_as::<half::f16>(sizes, kernel, a, entries, table, threads),
+        _ => run_attention_as::<f32>(sizes, kernel, a, entries, table, threads),
+    }
+}
+
+/// [`run_attention`] for `T` queries, keys, values and output.
+fn run_attention_as<T: Element<Wide = f32>>(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entries: (KernelFn, Micro), table: &Table, threads: usize) {
     let (tile, micro) = entries;
     let extents = sizes.extents(kernel);
     let loops = extents.len();
@@ -1178,15 +1192,24 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
         buffers[a.scratch[1]] = acc.as_mut_ptr().cast();
         buffers[a.scratch[2]] = stats.as_mut_ptr().cast();
         let f32_matrix = |ptr: usize, offset: isize, row_step: isize, col_step: isize| Strided::new(ptr, offset, 4, row_step, col_step);
-        let queries = f32_matrix(q_ptr, oq, sq[a.rows], sq[depth]);
+        let matrix = |ptr: usize, offset: isize, row_step: isize, col_step: isize| Strided::new(ptr, offset, std::mem::size_of::<T>(), row_step, col_step);
         // More rows than a matrix-vector product: the queries packed into
         // the microkernel's panels once, for every tile of keys; each
-        // tile's keys, probabilities and values packed once each.
-        let panels = rows > UNPACKED_ROWS && d > 0;
+        // tile's keys, probabilities and values packed once each (half
+        // floats widened as they are packed). Fewer, the products run
+        // unpacked, on f32 matrices: half floats are widened first.
+        let (scores_panels, values_panels) = (rows > UNPACKED_ROWS && d > 0, rows > UNPACKED_ROWS && width > 0);
         let (mut q_panels, mut k_panels, mut p_panels, mut v_panels) = (Panels::default(), Panels::default(), Panels::default(), Panels::default());
-        if panels {
+        // SAFETY (each use): `rows x cols` of `m` are inside its matrix.
+        let unpacked_operand = |panels: &mut Panels, m: Strided, rows: usize, cols: usize| {
+            if T::FORMAT == Format::F32 || rows == 0 || cols == 0 { m } else { unsafe { panels.widen::<T>(m, rows, cols) } }
+        };
+        let mut queries = matrix(q_ptr, oq, sq[a.rows], sq[depth]);
+        if scores_panels {
             // SAFETY: the task's rows of q, `d` deep, are inside q (the plan validated).
-            unsafe { q_panels.pack_a(queries, rows, d, &micro) };
+            unsafe { q_panels.pack_a::<T>(queries, rows, d, &micro) };
+        } else {
+            queries = unpacked_operand(&mut q_panels, queries, rows, d);
         }
         for first_key in (0..m).step_by(tile_keys) {
             let cols = tile_keys.min(m - first_key);
@@ -1213,14 +1236,15 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
                     n: cols,
                     k: d,
                     a: queries,
-                    b: f32_matrix(k_ptr, ok + key * sk[a.keys], sk[depth], sk[a.keys]),
+                    b: matrix(k_ptr, ok + key * sk[a.keys], sk[depth], sk[a.keys]),
                     c: scores_at,
                     accumulate: false,
                 };
-                if panels {
-                    k_panels.pack_b(qk.b, qk.k, qk.n, &micro);
+                if scores_panels {
+                    k_panels.pack_b::<T>(qk.b, qk.k, qk.n, &micro);
                     multiply_panels(&qk, &q_panels, &k_panels, &micro);
                 } else {
+                    let qk = Product { b: unpacked_operand(&mut k_panels, qk.b, qk.k, qk.n), ..qk };
                     multiply(qk, DType::F32, &micro, 1, usize::MAX, None, None);
                 }
                 tile(buffers.as_ptr(), slots.as_ptr(), 0, 0);
@@ -1232,20 +1256,21 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
                     n: width,
                     k: cols,
                     a: scores_at,
-                    b: f32_matrix(v_ptr, ov + key * sv[a.keys], sv[a.keys], sv[a.cols]),
+                    b: matrix(v_ptr, ov + key * sv[a.keys], sv[a.keys], sv[a.cols]),
                     c: f32_matrix(acc.as_mut_ptr() as usize, 0, width as isize, 1),
                     accumulate: true,
                 };
-                if panels && width > 0 {
-                    p_panels.pack_a(pv.a, pv.m, pv.k, &micro);
-                    v_panels.pack_b(pv.b, pv.k, pv.n, &micro);
+                if values_panels {
+                    p_panels.pack_a::<f32>(pv.a, pv.m, pv.k, &micro);
+                    v_panels.pack_b::<T>(pv.b, pv.k, pv.n, &micro);
                     multiply_panels(&pv, &p_panels, &v_panels, &micro);
                 } else {
+                    let pv = Product { b: unpacked_operand(&mut v_panels, pv.b, pv.k, pv.n), ..pv };
                     multiply(pv, DType::F32, &micro, 1, usize::MAX, None, None);
                 }
             }
         }
-        let out = out_ptr as *mut f32;
+        let out = out_ptr as *mut T;
         let (row_step, col_step) = (so[a.rows], so[a.cols]);
         for (i, row) in acc.chunks_exact(width.max(1)).take(rows).enumerate() {
             // No keys at all: an empty sum, 0 (the softmax of nothing is empty).
@@ -1254,12 +1279,12 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
             if col_step == 1 {
                 // SAFETY: row `first_row + i`'s `width` columns are inside the output.
                 let written = unsafe { std::slice::from_raw_parts_mut(out.offset(start), width) };
-                written.iter_mut().zip(row).for_each(|(o, &x)| *o = x * scale);
+                written.iter_mut().zip(row).for_each(|(o, &x)| *o = T::narrow(x * scale));
                 continue;
             }
             for (c, &x) in row.iter().enumerate() {
                 // SAFETY: row `first_row + i` and column `c` are inside the output.
-                unsafe { *out.offset(start + c as isize * col_step) = x * scale };
+                unsafe { *out.offset(start + c as isize * col_step) = T::narrow(x * scale) };
             }
         }
     };

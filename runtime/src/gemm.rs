@@ -530,9 +530,10 @@ unsafe fn multiply_as<T: Element>(p: Product, micro: &Micro, threads: usize, wor
     });
 }
 
-/// One f32 operand of small products packed once into the microkernel's
+/// One operand of small f32 products packed once into the microkernel's
 /// panels and reused by several of them (attention's queries, against
-/// every tile of keys), with what it was packed as.
+/// every tile of keys), with what it was packed as. The matrix packed may
+/// be of f32 or a half float (`T`), widened to f32 as it is packed.
 #[derive(Default)]
 pub(crate) struct Panels {
     values: Vec<f32>,
@@ -541,32 +542,49 @@ pub(crate) struct Panels {
 }
 
 impl Panels {
-    /// Packs A, `rows` rows of `depth`, into panels of the microkernel's rows.
+    /// Packs A, `rows` rows of `depth` `T`s, into panels of the microkernel's rows.
     ///
     /// # Safety
     /// Every element of A those sizes and its steps reach is inside its matrix.
-    pub(crate) unsafe fn pack_a(&mut self, a: Strided, rows: usize, depth: usize, micro: &Micro) {
+    pub(crate) unsafe fn pack_a<T: Element<Wide = f32>>(&mut self, a: Strided, rows: usize, depth: usize, micro: &Micro) {
         // SAFETY: as the caller promised.
-        unsafe { self.pack(a, rows, depth, micro.shape.rows as usize) }
+        unsafe { self.pack::<T>(a, rows, depth, micro.shape.rows as usize) }
     }
 
-    /// Packs B, `depth` rows of `cols`, into panels of the microkernel's columns.
+    /// Packs B, `depth` rows of `cols` `T`s, into panels of the microkernel's columns.
     ///
     /// # Safety
     /// Every element of B those sizes and its steps reach is inside its matrix.
-    pub(crate) unsafe fn pack_b(&mut self, b: Strided, depth: usize, cols: usize, micro: &Micro) {
+    pub(crate) unsafe fn pack_b<T: Element<Wide = f32>>(&mut self, b: Strided, depth: usize, cols: usize, micro: &Micro) {
         // SAFETY: as the caller promised.
-        unsafe { self.pack(b.transposed(), cols, depth, micro.shape.cols as usize) }
+        unsafe { self.pack::<T>(b.transposed(), cols, depth, micro.shape.cols as usize) }
     }
 
-    unsafe fn pack(&mut self, m: Strided, count: usize, depth: usize, width: usize) {
+    /// Widens `rows x cols` `T`s of `m` into these values (one panel of
+    /// all its rows, read along memory: a matrix whose rows are contiguous
+    /// is widened as its transpose) and returns the f32 matrix they make,
+    /// for the products of few rows, which run unpacked.
+    ///
+    /// # Safety
+    /// Every element of `m` those sizes and its steps reach is inside its matrix.
+    pub(crate) unsafe fn widen<T: Element<Wide = f32>>(&mut self, m: Strided, rows: usize, cols: usize) -> Strided {
+        if m.col_step == 1 && m.row_step != 1 {
+            // SAFETY: as the caller promised, for the same elements.
+            return unsafe { self.widen::<T>(m.transposed(), cols, rows) }.transposed();
+        }
+        // SAFETY: as the caller promised.
+        unsafe { self.pack::<T>(m, rows, cols, rows.max(1)) };
+        Strided { ptr: self.values.as_ptr() as usize, row_step: 1, col_step: rows as isize }
+    }
+
+    unsafe fn pack<T: Element<Wide = f32>>(&mut self, m: Strided, count: usize, depth: usize, width: usize) {
         let len = count.div_ceil(width) * width * depth;
         if self.values.len() < len {
             self.values.resize(len, 0.0);
         }
         self.shape = (count, depth, width);
         // SAFETY: as the caller promised, for `m`; the panels fit `values`.
-        unsafe { pack::<f32>(m, 0, count, 0, depth, width, self.values.as_mut_ptr()) };
+        unsafe { pack::<T>(m, 0, count, 0, depth, width, self.values.as_mut_ptr()) };
     }
 }
 
@@ -814,7 +832,7 @@ impl Blocks {
 }
 
 /// The type a microkernel computes in (f32 or f64).
-trait Wide: Copy + Default + Send + Sync + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {
+pub(crate) trait Wide: Copy + Default + Send + Sync + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {
     /// A subnormal as a zero of its sign, anything else as it is.
     fn subnormal_as_zero(self) -> Self;
     /// The f32 nearest (the tiles' operands and sums are f32).
@@ -853,7 +871,7 @@ impl Wide for f64 {
 /// An element of a product's matrices and the type its microkernel
 /// computes in: the same for f32 and f64; f32 for the half floats,
 /// widened as they are packed and rounded once when the result is written.
-trait Element: Copy + Default + Send + Sync {
+pub(crate) trait Element: Copy + Default + Send + Sync {
     type Wide: Wide;
     /// Which of the element types it is (what vector code reads it as).
     const FORMAT: Format;
@@ -892,7 +910,7 @@ trait Element: Copy + Default + Send + Sync {
 
 /// The element types of products.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Format {
+pub(crate) enum Format {
     F32,
     F64,
     F16,

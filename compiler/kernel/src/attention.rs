@@ -6,6 +6,14 @@
 //! FlashAttention does): the scores and probabilities, `n x m` per head,
 //! are never stored, and a tile whose logits are all masked skips its
 //! product with the values.
+//!
+//! Half-float attention (bf16, f16: queries, keys, values, scores,
+//! probabilities and output of one element type) fuses too: the driver
+//! widens the operands to f32 as it packs them, keeps the scores and
+//! probabilities in f32 and rounds each output element once. The kernels
+//! it replaces rounded the scores and the probabilities to the element
+//! type as well; the fused result is the more accurate one, within a
+//! rounding of the output of the exact attention.
 
 use crate::kernel::{AttentionLoops, Body, Buffer, BufferKind, Expr, GemmLoops, Index, Kernel, Loop, Program, Role, RowReduction, Schedule};
 use crate::rows::{Readers, remove_kernels};
@@ -65,25 +73,36 @@ fn fusions(p: &Program) -> Vec<(usize, usize, usize, Kernel)> {
     found
 }
 
-/// The product of two loads of a GEMM kernel's body, when it is one in f32.
-fn f32_product(p: &Program, k: &Kernel) -> Option<(GemmLoops, [Expr; 2])> {
+/// The element types attention fuses in: f32, and the half floats whose
+/// products the driver widens to f32 as it packs them.
+fn fuses(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::BF16 | DType::F16)
+}
+
+/// The product of two loads of a GEMM kernel's body and its element type,
+/// when the loads, the product and its output are of one type attention
+/// fuses in.
+fn matrix_product(p: &Program, k: &Kernel) -> Option<(GemmLoops, [Expr; 2], DType)> {
     let g = k.schedule.gemm.clone().filter(|g| g.epilogue.is_none())?;
-    let Body::Reduce { op: Reduction::Sum, value: Expr::Apply { args, compute: DType::F32, .. } } = &k.body else { return None };
-    let [a @ Expr::Load { .. }, b @ Expr::Load { .. }] = args.as_slice() else { return None };
-    (p.buffers[k.output].dtype == DType::F32 && k.rows.is_empty()).then(|| (g, [a.clone(), b.clone()]))
+    let Body::Reduce { op: Reduction::Sum, value: Expr::Apply { args, compute, .. } } = &k.body else { return None };
+    let [a @ Expr::Load { buffer: x, .. }, b @ Expr::Load { buffer: y, .. }] = args.as_slice() else { return None };
+    let dtype = p.buffers[k.output].dtype;
+    let one_type = [*compute, p.buffers[*x].dtype, p.buffers[*y].dtype].iter().all(|&d| d == dtype);
+    (fuses(dtype) && one_type && k.rows.is_empty()).then(|| (g, [a.clone(), b.clone()], dtype))
 }
 
 /// The (scores, softmax) kernels that fuse with matrix product `pi`, and
 /// the kernel they become, its scratch buffers numbered from `scratch`:
-/// `product` is an f32 matrix product whose first operand
+/// `product` is a matrix product (f32, bf16 or f16) whose first operand
 /// (its rows) is the softmax's output, read along the softmax's axis by
 /// the product's inner loop; the softmax's value reads the scores once, at
-/// its own position; the scores are an f32 matrix product; each
+/// its own position; the scores are a matrix product; the scores, the
+/// probabilities and both products are of one element type; each
 /// intermediate has no other reader; and, renamed, the scores' first
 /// operand does not read the keys, their second and the values do not
 /// read the queries.
 fn pattern(p: &Program, readers: &Readers, pi: usize, product: &Kernel, scratch: usize) -> Option<(usize, usize, Kernel)> {
-    let Some((g, [Expr::Load { buffer: probs, index: at }, value])) = f32_product(p, product) else { return None };
+    let Some((g, [Expr::Load { buffer: probs, index: at }, value], dtype)) = matrix_product(p, product) else { return None };
     let (Some(rows), Some(cols)) = (g.rows, g.cols) else { return None };
     if !readers.only_reader(p, probs, pi, &at) {
         return None;
@@ -92,7 +111,7 @@ fn pattern(p: &Program, readers: &Readers, pi: usize, product: &Kernel, scratch:
     let softmax = &p.kernels[si];
     let Body::Along { func: AlongAxis::Softmax, axis, value: logit } = &softmax.body else { return None };
     let distinct_loops = at.iter().enumerate().all(|(d, i)| matches!(i, Index::Loop(l) if !at[..d].contains(&Index::Loop(*l))));
-    if p.buffers[probs].dtype != DType::F32 || !softmax.rows.is_empty() || !distinct_loops || at.get(*axis) != Some(&Index::Loop(g.inner)) {
+    if p.buffers[probs].dtype != dtype || !softmax.rows.is_empty() || !distinct_loops || at.get(*axis) != Some(&Index::Loop(g.inner)) {
         return None;
     }
     let own: Vec<Index> = (0..softmax.loops.len()).map(Index::Loop).collect();
@@ -107,7 +126,10 @@ fn pattern(p: &Program, readers: &Readers, pi: usize, product: &Kernel, scratch:
     if [scores, softmax, product].iter().any(|k| k.gathers()) {
         return None;
     }
-    let (sg, [q, k]) = f32_product(p, scores)?;
+    let (sg, [q, k], scores_dtype) = matrix_product(p, scores)?;
+    if scores_dtype != dtype {
+        return None;
+    }
     // The softmax's loop d (and the scores' output loop d) is the
     // product's loop at[d]; the scores' inner loop is the new depth loop.
     let depth = product.loops.len();
@@ -135,14 +157,16 @@ fn pattern(p: &Program, readers: &Readers, pi: usize, product: &Kernel, scratch:
         return None;
     }
     let mut logit = rename(logit, None);
-    logit.rewrite(&mut |e| {
-        if matches!(e, Expr::Load { buffer, .. } if *buffer == scores.output) {
-            *e = Expr::Row(0);
-        }
+    // The score is the row reduction; the logit computes in f32 (a half
+    // float's logit rounded no more than its score).
+    logit.rewrite(&mut |e| match e {
+        Expr::Load { buffer, .. } if *buffer == scores.output => *e = Expr::Row(0),
+        Expr::Apply { compute, .. } if matches!(compute, DType::BF16 | DType::F16) => *compute = DType::F32,
+        _ => {}
     });
     let (logit, visible) = split_mask(logit);
     let Body::Reduce { value: Expr::Apply { func, .. }, .. } = &scores.body else { return None };
-    let score = Expr::Apply { func: *func, compute: DType::F32, args: vec![q, k] };
+    let score = Expr::Apply { func: *func, compute: dtype, args: vec![q, k] };
     let mut loops = product.loops.clone();
     loops.push(Loop { extent: scores.loops[sg.inner].extent, role: Role::Reduce });
     let fused = Kernel {

@@ -156,18 +156,20 @@ pub fn verify(p: &Program) -> Vec<Problem> {
             all.sort_unstable();
             let depth = rank + 1;
             // The score is a product of two loads, the first not reading the
-            // keys and the second not the rows; the value is a load.
-            let single_sum = matches!(kernel.rows.as_slice(), [r] if r.op == nax_ops::Reduction::Sum && matches!(&r.value, Expr::Apply { func: nax_ir::MapFn::Binary(nax_ops::BinaryOp::Mul), args, .. } if matches!(args.as_slice(), [q @ Expr::Load { .. }, k @ Expr::Load { .. }] if !q.reads_loop(*keys) && !k.reads_loop(a.rows))))
-                && matches!(value, Expr::Load { .. });
+            // keys and the second not the rows; the value is a load; all
+            // three of the output's element type.
+            let of_output = |b: &usize| p.buffers.get(*b).is_some_and(|b| b.dtype == out.dtype);
+            let single_sum = matches!(kernel.rows.as_slice(), [r] if r.op == nax_ops::Reduction::Sum && matches!(&r.value, Expr::Apply { func: nax_ir::MapFn::Binary(nax_ops::BinaryOp::Mul), args, .. } if matches!(args.as_slice(), [q @ Expr::Load { buffer: qb, .. }, k @ Expr::Load { buffer: kb, .. }] if !q.reads_loop(*keys) && !k.reads_loop(a.rows) && of_output(qb) && of_output(kb))))
+                && matches!(value, Expr::Load { buffer, .. } if of_output(buffer));
             if all != (0..rank).collect::<Vec<_>>()
                 || *keys != rank
                 || !single_sum
-                || out.dtype != nax_contract::DType::F32
+                || !matches!(out.dtype, nax_contract::DType::F32 | nax_contract::DType::BF16 | nax_contract::DType::F16)
                 || kernel.schedule.gemm.is_some()
                 || kernel.schedule.columns.is_some()
                 || kernel.schedule.tile.is_some()
             {
-                errors.push(Problem::Kernel { kernel: k, what: "the attention loops do not fit the kernel (batch and rows and columns are the f32 output's loops, then keys, then the depth of its one summed score, a product of two loads, and its value a load)".to_string() });
+                errors.push(Problem::Kernel { kernel: k, what: "the attention loops do not fit the kernel (batch and rows and columns are the output's loops, f32, bf16 or f16, then keys, then the depth of its one summed score, a product of two loads, and its value a load, of the output's element type)".to_string() });
             } else if a.scratch.iter().zip(a.scratch_shapes(&kernel.loops)).any(|(&b, shape)| {
                 p.buffers.get(b).is_none_or(|b| {
                     b.kind != crate::kernel::BufferKind::Tile

@@ -217,7 +217,10 @@ pub struct GemmPlan {
 /// Flash attention: per position of the batch loops and tile of `tile.0`
 /// rows (queries), over tiles of `tile.1` keys: the scores' product into
 /// the tile's scratch, the compiled tile code (logits, online softmax,
-/// rescaling), and the probabilities' product with the values.
+/// rescaling), and the probabilities' product with the values. The
+/// queries, keys, values and output are of one element type, f32, bf16 or
+/// f16; the scores, probabilities and accumulated rows are f32 (half
+/// floats are widened as they are packed, the output rounded once).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AttentionPlan {
     /// The batch loops.
@@ -485,8 +488,8 @@ impl NativePlan {
                             && loops >= 1
                             && a.tile.0 > 0
                             && a.tile.1 > 0
-                            && [&a.q, &a.k, &a.v].iter().all(|o| operand_ok(o) && self.buffers[o.buffer].dtype == DType::F32)
-                            && self.buffers[k.output].dtype == DType::F32
+                            && matches!(self.buffers[k.output].dtype, DType::F32 | DType::BF16 | DType::F16)
+                            && [&a.q, &a.k, &a.v].iter().all(|o| operand_ok(o) && self.buffers[o.buffer].dtype == self.buffers[k.output].dtype)
                             && self.buffers[k.output].shape.len() <= loops
                             && a.scratch.iter().all(|&s| s < buffers && self.buffers[s].kind == BufferKind::Tile)
                             && blocking_ok(a.microkernel, &a.blocking, DType::F32)
