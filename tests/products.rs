@@ -227,8 +227,7 @@ fn half_attention_rounds_only_its_output() {
             for h in 0..heads {
                 for i in 0..n {
                     let shown: Vec<usize> = (0..m).filter(|&j| i + mask >= j).collect();
-                    let logits: Vec<f64> =
-                        shown.iter().map(|&j| (0..d).map(|c| q[(h * n + i) * d + c] * k[(h * m + j) * d + c]).sum::<f64>() * 0.25).collect();
+                    let logits: Vec<f64> = shown.iter().map(|&j| (0..d).map(|c| q[(h * n + i) * d + c] * k[(h * m + j) * d + c]).sum::<f64>() * 0.25).collect();
                     let top = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                     let weights: Vec<f64> = logits.iter().map(|l| (l - top).exp()).collect();
                     let total: f64 = weights.iter().sum();
@@ -251,7 +250,11 @@ fn half_attention_rounds_only_its_output() {
                 let got = f.run(&call, pool()).unwrap_or_else(|e| panic!("{name}: {}: {e}", backend.name())).to_f64_vec();
                 // Allowed: a unit at the value, and f32's arithmetic (a few
                 // units of 2^-24 of the terms' magnitude, where the sum cancels).
-                let worst = got.iter().zip(&exact).map(|(g, (x, magnitude))| (g - x).abs() / (ulp(*x) + 8.0 * f64::from(f32::EPSILON) / 2.0 * magnitude)).fold(0.0, f64::max);
+                let worst = got
+                    .iter()
+                    .zip(&exact)
+                    .map(|(g, (x, magnitude))| (g - x).abs() / (ulp(*x) + 8.0 * f64::from(f32::EPSILON) / 2.0 * magnitude))
+                    .fold(0.0, f64::max);
                 if worst.is_nan() || worst > 1.0 {
                     failures.push(format!("{name} on {}: {worst} units from the exact attention", backend.name()));
                 }

@@ -836,7 +836,9 @@ impl NativeFunction {
                         WeightRead::AtCall => None,
                     },
                 ),
-                Strategy::Attention(a) => run_attention(sizes, kernel, a, (f, micro(a.microkernel, a.blocking)), &table, threads, p.buffers[kernel.output].dtype),
+                Strategy::Attention(a) => {
+                    run_attention(sizes, kernel, a, (f, micro(a.microkernel, a.blocking)), &table, threads, p.buffers[kernel.output].dtype)
+                }
             }
             if let (Some(p), Some(t)) = (profile.as_mut(), started) {
                 p[index] += t.elapsed().as_secs_f64();
@@ -1149,7 +1151,14 @@ fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entr
 }
 
 /// [`run_attention`] for `T` queries, keys, values and output.
-fn run_attention_as<T: Element<Wide = f32>>(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entries: (KernelFn, Micro), table: &Table, threads: usize) {
+fn run_attention_as<T: Element<Wide = f32>>(
+    sizes: &Sizes<'_>,
+    kernel: &KernelPlan,
+    a: &AttentionPlan,
+    entries: (KernelFn, Micro),
+    table: &Table,
+    threads: usize,
+) {
     let (tile, micro) = entries;
     let extents = sizes.extents(kernel);
     let loops = extents.len();
