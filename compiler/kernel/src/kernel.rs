@@ -137,7 +137,9 @@ pub enum Body {
     /// of the others), which `logit` reads as `row0`. Where `visible` (a
     /// mask that does not read the score) is false, the logit is `-inf`.
     /// It runs as one flash-attention pass (see [`AttentionLoops`]): the
-    /// scores and the probabilities never exist whole.
+    /// scores and the probabilities never exist whole. The score's
+    /// operands, the value and the output are of one element type (f32,
+    /// bf16 or f16); the scores, logits and probabilities are f32.
     Attention { keys: usize, logit: Expr, visible: Option<Expr>, value: Expr },
     /// `take`'s adjoint (a scatter-add): the output set to zeros (or to
     /// `init`, a value at each output position) over its loops, then, at
