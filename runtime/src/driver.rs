@@ -633,9 +633,21 @@ impl Execute for NativeFunction {
                     (&mut products, threads.saturating_mul((mc * kc + kc * nc + mr * nr) * wide + 256) + crate::gemm::SHARED_B_BYTES as u128 + widened)
                 }
                 Strategy::Attention(a) => {
-                    let width = k.loops.get(a.cols).map_or(1, |&s| sizes.value(s) as u128);
+                    let extent = |l: usize| k.loops.get(l).map_or(1, |&s| sizes.value(s) as u128);
+                    let (width, depth) = (extent(a.cols), extent(k.loops.len().saturating_sub(1)));
+                    let micro = p.microkernels.get(a.microkernel);
+                    let (mr, nr) = micro.map_or((1, 1), |m| (u128::from(m.rows.max(1)), u128::from(m.cols.max(1))));
                     let (rows, keys) = (u128::from(a.tile.0), u128::from(a.tile.1));
-                    (&mut attention, threads.saturating_mul(rows.saturating_mul(keys.saturating_add(width)).saturating_add(2 * rows + 1).saturating_mul(4)))
+                    let padded = |count: u128, to: u128| count.div_ceil(to).saturating_mul(to);
+                    // f32s: the tile's scores, accumulated rows and statistics;
+                    // the panels of the queries, keys, probabilities and
+                    // values (or the half floats' widened tiles, no larger).
+                    let tile = rows.saturating_mul(keys.saturating_add(width)).saturating_add(2 * rows + 1);
+                    let panels = padded(rows, mr)
+                        .saturating_mul(depth.saturating_add(keys))
+                        .saturating_add(padded(keys, nr).saturating_mul(depth))
+                        .saturating_add(padded(width, nr).saturating_mul(keys));
+                    (&mut attention, threads.saturating_mul(tile.saturating_add(panels).saturating_mul(4)))
                 }
             };
             *kind = (*kind).max(extra);
