@@ -13,7 +13,7 @@
 
 use crate::call::CheckedCall;
 use crate::error::RuntimeError;
-use crate::gemm::{Element, Format, Micro, Panels, Product, Strided, UNPACKED_ROWS, multiply, multiply_panels, with_scratch};
+use crate::gemm::{Element, Micro, Panels, Product, Strided, UNPACKED_ROWS, multiply, multiply_panels, with_scratch};
 use crate::memory::Peak;
 use crate::packed::{PackKey, PackedWeights};
 use crate::threads::ThreadPool;
@@ -1221,16 +1221,12 @@ fn run_attention_as<T: Element<Wide = f32>>(
         // unpacked, on f32 matrices: half floats are widened first.
         let (scores_panels, values_panels) = (rows > UNPACKED_ROWS && d > 0, rows > UNPACKED_ROWS && width > 0);
         let (mut q_panels, mut k_panels, mut p_panels, mut v_panels) = (Panels::default(), Panels::default(), Panels::default(), Panels::default());
-        // SAFETY (each use): `rows x cols` of `m` are inside its matrix.
-        let unpacked_operand = |panels: &mut Panels, m: Strided, rows: usize, cols: usize| {
-            if T::FORMAT == Format::F32 || rows == 0 || cols == 0 { m } else { unsafe { panels.widen::<T>(m, rows, cols) } }
-        };
         let mut queries = matrix(q_ptr, oq, sq[a.rows], sq[depth]);
+        // SAFETY (both): the task's rows of q, `d` deep, are inside q (the plan validated).
         if scores_panels {
-            // SAFETY: the task's rows of q, `d` deep, are inside q (the plan validated).
             unsafe { q_panels.pack_a::<T>(queries, rows, d, &micro) };
         } else {
-            queries = unpacked_operand(&mut q_panels, queries, rows, d);
+            queries = unsafe { q_panels.widen::<T>(queries, rows, d) };
         }
         for first_key in (0..m).step_by(tile_keys) {
             let cols = tile_keys.min(m - first_key);
@@ -1265,7 +1261,7 @@ fn run_attention_as<T: Element<Wide = f32>>(
                     k_panels.pack_b::<T>(qk.b, qk.k, qk.n, &micro);
                     multiply_panels(&qk, &q_panels, &k_panels, &micro);
                 } else {
-                    let qk = Product { b: unpacked_operand(&mut k_panels, qk.b, qk.k, qk.n), ..qk };
+                    let qk = Product { b: k_panels.widen::<T>(qk.b, qk.k, qk.n), ..qk };
                     multiply(qk, DType::F32, &micro, 1, usize::MAX, None, None);
                 }
                 tile(buffers.as_ptr(), slots.as_ptr(), 0, 0);
@@ -1286,7 +1282,7 @@ fn run_attention_as<T: Element<Wide = f32>>(
                     v_panels.pack_b::<T>(pv.b, pv.k, pv.n, &micro);
                     multiply_panels(&pv, &p_panels, &v_panels, &micro);
                 } else {
-                    let pv = Product { b: unpacked_operand(&mut v_panels, pv.b, pv.k, pv.n), ..pv };
+                    let pv = Product { b: v_panels.widen::<T>(pv.b, pv.k, pv.n), ..pv };
                     multiply(pv, DType::F32, &micro, 1, usize::MAX, None, None);
                 }
             }

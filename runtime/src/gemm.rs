@@ -560,14 +560,18 @@ impl Panels {
         unsafe { self.pack::<T>(b.transposed(), cols, depth, micro.shape.cols as usize) }
     }
 
-    /// Widens `rows x cols` `T`s of `m` into these values (one panel of
-    /// all its rows, read along memory: a matrix whose rows are contiguous
-    /// is widened as its transpose) and returns the f32 matrix they make,
-    /// for the products of few rows, which run unpacked.
+    /// `rows x cols` `T`s of `m` as an f32 matrix, for the products of few
+    /// rows, which run unpacked: `m` itself where it is f32 or empty, else
+    /// its elements widened into these values (one panel of all its rows,
+    /// read along memory: a matrix whose rows are contiguous is widened as
+    /// its transpose).
     ///
     /// # Safety
     /// Every element of `m` those sizes and its steps reach is inside its matrix.
     pub(crate) unsafe fn widen<T: Element<Wide = f32>>(&mut self, m: Strided, rows: usize, cols: usize) -> Strided {
+        if T::FORMAT == Format::F32 || rows == 0 || cols == 0 {
+            return m;
+        }
         if m.col_step == 1 && m.row_step != 1 {
             // SAFETY: as the caller promised, for the same elements.
             return unsafe { self.widen::<T>(m.transposed(), cols, rows) }.transposed();
