@@ -476,13 +476,16 @@ unsafe fn split_a<T: Element>(p: &Product, out: usize, threads: usize) -> bool {
 pub(super) type TileKernel = unsafe fn(segments: &[[usize; 2]], chunks: usize, c: usize, load: bool, ahead: Ahead);
 
 /// Lines of memory a microkernel call asks the second-level cache for
-/// while it computes: `lines_per_chunk` lines of 64 bytes from `address`
-/// on, for each chunk of each segment. A prefetch never faults: the lines
-/// may lie past the end of B.
+/// while it computes: after each chunk of each segment, `lines` lines of
+/// 64 bytes from `address` on, `address` then moving on by `advance`
+/// bytes (by the lines asked for, to walk a span of memory; by a chunk,
+/// to ask for part of each chunk of the next step). A prefetch never
+/// faults: the lines may lie past the end of B.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Ahead {
     pub address: usize,
-    pub lines_per_chunk: usize,
+    pub lines: usize,
+    pub advance: usize,
 }
 
 /// The microkernel on the AMX tiles: C in tiles 0 to 3, A's two tiles in 4
@@ -490,9 +493,9 @@ pub(super) struct Ahead {
 /// `ahead` lines are asked for into the second level (`prefetcht1`): B
 /// streams from memory, and a tile load that misses the second level
 /// holds up the products that wait for it (on a Xeon with AMX, GPT-2's
-/// bf16 prefill took 0.92 of the time, its f32 prefill 0.93; asking two
-/// or three steps ahead was no faster). The tiles must be configured
-/// ([`configure`]).
+/// bf16 prefill took 0.87 of the time, its f32 prefill 0.93; asking two
+/// or three steps ahead was no faster, nor asking for C's lines before
+/// a block is written). The tiles must be configured ([`configure`]).
 ///
 /// # Safety
 /// Each segment's `a` and `b` hold `chunks` chunks (2 KiB each), `c` a 4
@@ -535,11 +538,13 @@ unsafe fn amx_kernel(segments: &[[usize; 2]], chunks: usize, c: usize, load: boo
             "mov {n}, {lines}",
             "test {n}, {n}",
             "jz 7f",
+            "mov {line_ahead}, {ahead}",
             "6:",
-            "prefetcht1 [{ahead}]",
-            "add {ahead}, 64",
+            "prefetcht1 [{line_ahead}]",
+            "add {line_ahead}, 64",
             "dec {n}",
             "jnz 6b",
+            "add {ahead}, {advance}",
             "7:",
             "add {a}, 2048",
             "add {b}, 2048",
@@ -550,8 +555,10 @@ unsafe fn amx_kernel(segments: &[[usize; 2]], chunks: usize, c: usize, load: boo
             "jnz 5b",
             line = in(reg) 64usize,
             chunks = in(reg) chunks,
-            lines = in(reg) ahead.lines_per_chunk,
+            lines = in(reg) ahead.lines,
+            advance = in(reg) ahead.advance,
             ahead = inout(reg) ahead.address => _,
+            line_ahead = out(reg) _,
             segment = inout(reg) segments.as_ptr() => _,
             segments = inout(reg) segments.len() => _,
             a = out(reg) _,
@@ -799,24 +806,32 @@ unsafe fn run_part<T: Element>(p: &Product, a: usize, b: usize, first: usize, co
                         // five: this runs for every block of every panel).
                         let mut smaller = [[0usize; 2]; 5];
                         smaller.iter_mut().zip(&terms[..smaller_terms]).for_each(|(slot, term)| *slot = segment(term));
-                        // This block's share of the B the next step reads:
-                        // the panel's next step, or the next panel's first.
-                        // The parts of a split operand lie apart when the
-                        // depth takes passes: those are left to the hardware.
-                        let (next, next_bytes) = match (parts, step_end < end) {
-                            (1, true) => (b_panel + step_end * chunk_bytes, step_chunks * chunk_bytes),
-                            (1, false) => (b_panel + block_bytes + start * chunk_bytes, step_chunks * chunk_bytes),
-                            _ if passes == 1 => (b_panel + block_bytes, block_bytes),
-                            _ => (0, 0),
+                        // This block's share of the B the next step reads
+                        // (the panel's next step, or the next panel's first):
+                        // for one part, its share of each chunk's lines, as
+                        // the leading product reads each chunk (on a Xeon
+                        // with AMX, GPT-2's bf16 prefill took 0.97 of the
+                        // time of a span of whole chunks per block); for
+                        // split parts, a span of the next panel's whole
+                        // block (the smaller terms' walk: 0.90 of the time of
+                        // a share of each chunk for each part). A split
+                        // operand's parts lie apart when the depth takes
+                        // passes: those are left to the hardware.
+                        let (leading_ahead, smaller_ahead) = if parts == 1 {
+                            let next = if step_end < end { b_panel + step_end * chunk_bytes } else { b_panel + block_bytes + start * chunk_bytes };
+                            let lines = (chunk_bytes / LINE).div_ceil(blocks);
+                            (Ahead { address: next + block * lines * LINE % chunk_bytes, lines, advance: chunk_bytes }, Ahead::default())
+                        } else if passes == 1 {
+                            let share = block_bytes / blocks;
+                            let lines = share.div_ceil(LINE * smaller_terms * (step_end - step));
+                            (Ahead::default(), Ahead { address: b_panel + block_bytes + block * share, lines, advance: lines * LINE })
+                        } else {
+                            (Ahead::default(), Ahead::default())
                         };
-                        let share = next_bytes / blocks;
-                        let calls = if smaller_terms > 0 { smaller_terms } else { 1 } * (step_end - step);
-                        let ahead = Ahead { address: next + block * share, lines_per_chunk: share.div_ceil(LINE * calls) };
-                        let (ahead_leading, ahead_smaller) = if smaller_terms > 0 { (Ahead::default(), ahead) } else { (ahead, Ahead::default()) };
                         // SAFETY: the chunks are inside the split operands; the sums inside the scratch.
                         unsafe {
-                            kernel(&smaller[..smaller_terms], step_end - step, sums + sums_bytes, step > 0, ahead_smaller);
-                            kernel(&[segment(&(0, 0))], step_end - step, sums, step > 0, ahead_leading);
+                            kernel(&smaller[..smaller_terms], step_end - step, sums + sums_bytes, step > 0, smaller_ahead);
+                            kernel(&[segment(&(0, 0))], step_end - step, sums, step > 0, leading_ahead);
                         }
                     }
                 }
