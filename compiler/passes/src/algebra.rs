@@ -3,7 +3,11 @@
 //! x's range is non-negative, `log(exp x)` is `x` where exp cannot overflow
 //! or underflow over x's range, `masked_fill(x, m, v)` is
 //! `where(m, v, x)`, and a scale of a contraction by a scalar moves onto
-//! its smallest operand (`einsum(q, k) / sqrt(d)` scales `q`).
+//! its smallest operand (`einsum(q, k) / sqrt(d)` scales `q`): in f32 and
+//! f64 by any scalar, in a half float (bf16, f16) only by a power of two,
+//! which scales the operand exactly (any other scale rounds each scaled
+//! element to 8 or 11 bits, a rounding the source did not have, as large
+//! as the one of the result the contraction sums in f32).
 
 use crate::language::{EG, ENode, RuleError, Types, add, as_type, node_type, nodes_of, plain, rule, tensor_of, type_of};
 use egg::{Id, Rewrite};
@@ -93,8 +97,24 @@ fn masked_fill_to_where(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     vec![add(eg, Op::Map { func: MapFn::Builtin(Elementwise::Where), maps, compute: *compute }, ty, vec![*m, *v, *x])]
 }
 
+/// Whether scaling elements of `dtype` by the scalar `s` (multiplying or
+/// dividing) rounds no more than the contraction's result does: f32 and
+/// f64 by any scalar; a half float by a power of two alone, known from
+/// `s`'s range.
+fn scales_exactly_enough(eg: &EG, s: Id, dtype: DType) -> bool {
+    if !matches!(dtype, DType::BF16 | DType::F16) {
+        return true;
+    }
+    let range = match type_of(eg, s) {
+        Type::Host(_, range) => *range,
+        Type::Tensor(t) => t.range,
+    };
+    range.is_some_and(|r| r.lo == r.hi && r.lo != 0.0 && r.lo.is_finite() && r.lo.abs().log2().fract() == 0.0)
+}
+
 /// contract(a, b, ..) * s => contract(a * s, b, ..) (and `/ s`) with `a`
-/// the smallest operand, for a float contraction and a scalar `s`.
+/// the smallest operand, for a float contraction and a scalar `s` that
+/// scales its element type exactly enough ([`scales_exactly_enough`]).
 fn scale_through_contraction(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
     let Op::Map { func: MapFn::Binary(b @ (BinaryOp::Mul | BinaryOp::Div)), maps, compute } = op else { return Vec::new() };
     let ty = node_type(eg, node).clone();
@@ -109,7 +129,7 @@ fn scale_through_contraction(eg: &mut EG, node: &ENode, op: &Op) -> Vec<Id> {
         let (c, s) = (node.children[p], node.children[1 - p]);
         let scalar = matches!(type_of(eg, s), Type::Host(..)) || tensor_of(eg, s).is_some_and(|t| t.axes.is_empty());
         let full = tensor_of(eg, c).is_some_and(|t| t.dtype == out.dtype && eg.analysis.same_sizes(t, out));
-        if !scalar || !full || !crate::language::is_identity(&maps[p]) || maps[p].len() != out.axes.len() {
+        if !scalar || !full || !crate::language::is_identity(&maps[p]) || maps[p].len() != out.axes.len() || !scales_exactly_enough(eg, s, out.dtype) {
             continue;
         }
         for (contraction, contraction_op) in nodes_of(eg, c, |o| matches!(o, Op::Contract { .. })) {
@@ -190,5 +210,18 @@ mod tests {
     #[test]
     fn scale_through_contraction() {
         assert_eq!(f("x: [a k], w: [k b]) -> [a b]", "(x @ w) / 8.0"), "(contract (div x[0 1] 8.0)[0 2] w[2 1] -> [0 1])");
+    }
+
+    // scale-through-contraction: in bf16, contract(x, w) / 8.0 => contract(x / 8.0, w) (a power of two is exact)
+    #[test]
+    fn half_float_scale_by_a_power_of_two_moves() {
+        assert_eq!(f("x: bf16[a k], w: bf16[k b]) -> bf16[a b]", "(x @ w) / 8.0"), "(contract (div x[0 1] 8.0)[0 2] w[2 1] -> [0 1])");
+    }
+
+    // scale-through-contraction: in bf16 or f16, contract(x, w) * 0.3 => unchanged (x * 0.3 would round each element)
+    #[test]
+    fn half_float_scale_by_another_number_stays() {
+        assert_eq!(f("x: bf16[a k], w: bf16[k b]) -> bf16[a b]", "(x @ w) * 0.3"), "(mul (contract x[0 2] w[2 1] -> [0 1])[0 1] 0.3)");
+        assert_eq!(f("x: f16[a k], w: f16[k b]) -> f16[a b]", "(x @ w) / 6.0"), "(div (contract x[0 2] w[2 1] -> [0 1])[0 1] 6.0)");
     }
 }
