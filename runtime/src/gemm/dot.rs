@@ -810,7 +810,7 @@ unsafe fn run_part<T: Element>(p: &Product, a: usize, b: usize, first: usize, co
                         // (the panel's next step, or the next panel's first):
                         // for one part, its share of each chunk's lines, as
                         // the leading product reads each chunk (on a Xeon
-                        // with AMX, GPT-2's bf16 prefill took 0.97 of the
+                        // with AMX, GPT-2's bf16 prefill took 0.95 of the
                         // time of a span of whole chunks per block); for
                         // split parts, a span of the next panel's whole
                         // block (the smaller terms' walk: 0.90 of the time of
