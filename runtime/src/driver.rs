@@ -848,9 +848,7 @@ impl NativeFunction {
                         WeightRead::AtCall => None,
                     },
                 ),
-                Strategy::Attention(a) => {
-                    run_attention(sizes, kernel, a, (f, micro(a.microkernel, a.blocking)), &table, threads, p.buffers[kernel.output].dtype)
-                }
+                Strategy::Attention(a) => run_attention(sizes, kernel, a, (f, micro(a.microkernel, a.blocking)), &table, threads),
             }
             if let (Some(p), Some(t)) = (profile.as_mut(), started) {
                 p[index] += t.elapsed().as_secs_f64();
@@ -1150,12 +1148,12 @@ fn run_gemm(
 /// position along each loop, then its number of rows and of keys, then 1
 /// to probe the mask or 0 to compute; and the tile's scratch buffers.
 ///
-/// Queries, keys, values and output are of `dtype` (the plan validated
-/// f32, bf16 or f16); the scores, probabilities and accumulated rows are
-/// f32, half floats widened as their panels are packed and each output
-/// element rounded once.
-fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entries: (KernelFn, Micro), table: &Table, threads: usize, dtype: DType) {
-    match dtype {
+/// Queries, keys, values and output are of the output's element type (the
+/// plan validated f32, bf16 or f16); the scores, probabilities and
+/// accumulated rows are f32, half floats widened as their panels are
+/// packed and each output element rounded once.
+fn run_attention(sizes: &Sizes<'_>, kernel: &KernelPlan, a: &AttentionPlan, entries: (KernelFn, Micro), table: &Table, threads: usize) {
+    match sizes.plan.buffers[kernel.output].dtype {
         DType::BF16 => run_attention_as::<half::bf16>(sizes, kernel, a, entries, table, threads),
         DType::F16 => run_attention_as::<half::f16>(sizes, kernel, a, entries, table, threads),
         _ => run_attention_as::<f32>(sizes, kernel, a, entries, table, threads),
