@@ -134,7 +134,7 @@ fn exp_parts<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> (E::Value, E::Value
         return (value, scale, one);
     }
     let xc = clamp(e, k, x, -150.0, 89.0);
-    let (r, shifted) = reduce_ln2(e, xc);
+    let (r, shifted) = reduce_ln2(e, xc, 0);
     let p = expm1_reduced(e, r, &EXPM1_REDUCED);
     let one = f(e, k, 1.0);
     let p = add(e, k, p, one);
@@ -157,12 +157,13 @@ fn expm1_reduced<E: Emitter>(e: &mut E, r: E::Value, p: &[f64]) -> E::Value {
 
 /// Cody-Waite's reduction of an f32 `x` (in [-150, 89]): `x = n ln 2 + r`
 /// with |r| <= ln2/2, n = round(x log2 e) by the 1.5 * 2^23 trick; gives
-/// `r`, and `n` as the low bits of the shifted float
-/// ([`powers_of_two`] reads them).
-fn reduce_ln2<E: Emitter>(e: &mut E, x: E::Value) -> (E::Value, E::Value) {
+/// `r`, and `n + bias` as the low bits of the shifted float
+/// ([`powers_of_two`] reads them at a bias of 0; `bias` is at most 2^22
+/// in size, so the shifted float's low bits hold `n + bias` whole).
+fn reduce_ln2<E: Emitter>(e: &mut E, x: E::Value, bias: i32) -> (E::Value, E::Value) {
     let k = Kind::F32;
     let log2e = f(e, k, std::f64::consts::LOG2_E);
-    let magic = f(e, k, 12582912.0);
+    let magic = f(e, k, 12582912.0 + f64::from(bias));
     let shifted = e.multiply_add(k, x, log2e, magic);
     let n = sub(e, k, shifted, magic);
     let c1 = f(e, k, -0.693359375);
@@ -307,7 +308,7 @@ pub fn expm1<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
 fn expm1_f32<E: Emitter>(e: &mut E, x: E::Value) -> E::Value {
     let k = Kind::F32;
     let xc = clamp(e, k, x, -88.0, 88.75);
-    let (r, shifted) = reduce_ln2(e, xc);
+    let (r, shifted) = reduce_ln2(e, xc, 0);
     let em1 = expm1_reduced(e, r, &EXPM1_REDUCED);
     // 2^n (e^r - 1) + (2^n - 1); 2^n is a normal float for n in [-127, 128)
     // (n = 128, at x near 88.72, in two halves).
@@ -628,25 +629,27 @@ fn gelu<E: Emitter>(e: &mut E, k: Kind, x: E::Value) -> E::Value {
     let minus_half = f(e, k, -0.5);
     let minus_half_a = mul(e, k, a, minus_half);
     let (hi, lo) = e.exact_product(k, minus_half_a, a);
-    let (r, shifted) = reduce_ln2(e, hi);
+    // 2^n as 2^(n + 100) 2^-100: n >= -209 here, so the first is normal
+    // and the product exact; the second rounds once. The shifted float's
+    // low bits hold n + 227, the first factor's biased exponent (in [18,
+    // 227]: below 256, so the shift leaves its sign bit clear).
+    let (r, shifted) = reduce_ln2(e, hi, 227);
     let em1 = expm1_reduced(e, r, &GELU_EXPM1);
     let sum = add(e, k, em1, lo);
     let s = e.multiply_add(k, lo, em1, sum);
     let tail = e.multiply_add(k, q, s, q);
-    // 2^n as 2^(n + 100) 2^-100: n >= -209 here, so the first is normal
-    // (from n's bits) and the product exact; the second rounds once.
     let bits = e.bitcast(Kind::F32, Kind::I32, shifted);
-    let bias = e.int(Kind::I32, i64::from(12582912.0f32.to_bits()) - 227);
-    let biased = e.binary(Binary::Sub, Kind::I32, bits, bias);
     let twenty_three = e.int(Kind::I32, 23);
-    let scale = e.binary(Binary::Shl, Kind::I32, biased, twenty_three);
+    let scale = e.binary(Binary::Shl, Kind::I32, bits, twenty_three);
     let scale = e.bitcast(Kind::I32, Kind::F32, scale);
     let tail = mul(e, k, tail, scale);
     // x - tail 2^-100 above 0, -tail 2^-100 below: one fused rounding
-    // (-0 - 0 is -0, so the sign of a vanished tail is kept).
-    let zero = f(e, k, 0.0);
-    let negative = e.compare(Compare::Lt, k, x, zero);
+    // (-0 - 0 is -0, so the sign of a vanished tail is kept). The kept
+    // part is `-0 > x ? -0 : x`: x itself at either zero and at nan, the
+    // form of x86's `maxps` (one instruction where a compare and a blend
+    // would be two).
     let minus_zero = f(e, k, -0.0);
+    let negative = e.compare(Compare::Gt, k, minus_zero, x);
     let kept = e.select(k, negative, minus_zero, x);
     let minus_tiny = f(e, k, -(-100f64).exp2());
     e.multiply_add(k, tail, minus_tiny, kept)
