@@ -1017,7 +1017,8 @@ fn an_empty_sum_is_positive_zero_everywhere() {
 /// Stores whose outputs outgrow the caches stream them (the kernel says
 /// `stream`, non-temporal stores where LLVM emits them): a transposed add
 /// (tiled), an elementwise function, an f32 one and a mask (bytes), and
-/// a store after a row reduction (its rows' maxima subtracted), with rows
+/// a store after a row reduction (its rows' maxima subtracted, its operand
+/// asked for ahead of the stores), with rows
 /// a whole number of vectors (the streaming stores'
 /// alignment) and rows that are not (plain stores where a vector
 /// straddles), bit for bit on every native back end, bounds-checked too.
@@ -1030,6 +1031,8 @@ fn outputs_larger_than_the_caches_stream_on_every_backend() {
         let kernels = nax_kernel::text::print(&nax_kernel::form(&graph, &nax_contract::Machine::host(), nax_kernel::FormOptions::default()).unwrap());
         assert!(kernels.contains(" stream "), "not streamed:\n{kernels}");
         assert!(!source.contains("reduce") || kernels.contains(" row max "), "not a row reduction:\n{kernels}");
+        // A store after row reductions asks for its operand ahead as it streams.
+        assert!(!source.contains("reduce") || kernels.contains(" ahead "), "not asked for ahead:\n{kernels}");
         for backend in NATIVE_BACKENDS {
             for check_bounds in [false, true] {
                 let got = run_with(backend, check_bounds, &graph, args, &HashMap::new()).unwrap().to_f64_vec();

@@ -228,6 +228,25 @@ fn streamed_results_need_a_plain_or_staged_store() {
     }
 }
 
+/// The verifier accepts operands asked for ahead only in an untiled
+/// streamed store, and at least a byte ahead.
+#[test]
+fn operands_ahead_need_an_untiled_streamed_store() {
+    let transpose_add = first_program("schedules.kernels");
+    let layernorm = first_program("rows.kernels");
+    for broken in [
+        layernorm.replacen(" prefetch 1", " ahead 3072 prefetch 1", 1),
+        layernorm.replacen(" prefetch 1", " stream 16 ahead 0 prefetch 1", 1),
+        transpose_add.replace("stream 4", "stream 4 ahead 3072"),
+    ] {
+        let problems = nax_kernel::verify(&nax_kernel::text::parse(&broken).expect("parse"));
+        assert!(problems.iter().any(|p| p.to_string().contains("asks for its operands ahead")), "{broken}: {problems:?}");
+    }
+    let accepted = layernorm.replacen(" prefetch 1", " stream 16 ahead 3072 prefetch 1", 1);
+    let problems = nax_kernel::verify(&nax_kernel::text::parse(&accepted).expect("parse"));
+    assert!(problems.is_empty(), "{accepted}: {problems:?}");
+}
+
 /// The verifier accepts a prefetch of rows ahead only in a kernel with row
 /// reductions, and of one row or more.
 #[test]

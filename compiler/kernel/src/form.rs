@@ -9,13 +9,15 @@
 //! that use them.
 
 use crate::ProductKernel;
-use crate::kernel::{Body, Buffer, BufferKind, Expr, Index, IndexCheck, Kernel, Loop, Program, Role, Schedule, Transpose, constructor_value};
+use crate::kernel::{
+    Body, Buffer, BufferKind, Expr, Index, IndexCheck, Kernel, Loop, Program, Role, STREAM_AHEAD_BYTES, Schedule, Transpose, constructor_value,
+};
 use nax_contract::DType;
 use nax_contract::Machine;
 use nax_contract::Size;
 use nax_ir::Type;
 use nax_ir::{Graph, MapFn, Op};
-use nax_ops::{AlongAxis, Reduction};
+use nax_ops::{AlongAxis, Elementwise, Reduction};
 use petgraph::graph::NodeIndex;
 use std::collections::HashMap;
 
@@ -270,6 +272,8 @@ pub fn form(g: &Graph, machine: &Machine, options: FormOptions) -> Result<Progra
         let streams: Vec<Option<u32>> = f.p.kernels.iter().map(|k| f.streamed(k)).collect();
         for (k, stream) in f.p.kernels.iter_mut().zip(streams) {
             k.schedule.stream = stream;
+            let untiled = stream.is_some() && k.schedule.tile.is_none();
+            k.schedule.stream_ahead = (untiled && computes_much(k)).then_some(STREAM_AHEAD_BYTES);
         }
     }
     f.p.drop_unused_buffers();
@@ -285,6 +289,26 @@ pub fn form(g: &Graph, machine: &Machine, options: FormOptions) -> Result<Progra
         }
     }
     Ok(f.p)
+}
+
+/// Whether a store computes enough per element that the hardware's
+/// prefetchers fall behind its reads (see [`Schedule::stream_ahead`]): it
+/// has row reductions, or applies a function evaluated by a polynomial
+/// (an exponential, a logarithm, erf, a trigonometric function, or one
+/// built on them).
+fn computes_much(k: &Kernel) -> bool {
+    fn polynomial(e: &Expr) -> bool {
+        match e {
+            Expr::Apply { func: MapFn::Builtin(f), args, .. } => {
+                use Elementwise::*;
+                matches!(f, Exp | Log | Log1p | Expm1 | Sin | Cos | Tanh | Erf | Sigmoid | Gelu | Silu | Softplus | Pow) || args.iter().any(polynomial)
+            }
+            Expr::Apply { args, .. } => args.iter().any(polynomial),
+            Expr::Gather { computed, .. } => computed.iter().any(|(_, e)| polynomial(e)),
+            _ => false,
+        }
+    }
+    !k.rows.is_empty() || k.values().any(polynomial)
 }
 
 /// The leading loops a GPU runs as one flat parallel loop (a CPU too, for

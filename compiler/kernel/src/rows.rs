@@ -92,7 +92,14 @@ const MAX_RECOMPUTED: u64 = 4;
 /// inside one call (not the parallel one).
 pub(crate) fn takes_rows(c: &Kernel) -> bool {
     matches!(c.body, Body::Store(_))
-        && c.schedule == Schedule { prefetch: c.schedule.prefetch, flat: c.schedule.flat, stream: c.schedule.stream, ..Schedule::default() }
+        && c.schedule
+            == Schedule {
+                prefetch: c.schedule.prefetch,
+                flat: c.schedule.flat,
+                stream: c.schedule.stream,
+                stream_ahead: c.schedule.stream_ahead,
+                ..Schedule::default()
+            }
         && c.loops.len() >= 2
         && !matches!(c.loops[c.loops.len() - 1].role, Role::Parallel | Role::ParallelVector)
 }

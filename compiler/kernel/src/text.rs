@@ -14,7 +14,7 @@
 //! size-1 axis read at 0 (a broadcast). A kernel's schedule, when not the
 //! plain one, follows its loops: `order [i0 i2 i1]`, `tile 128x16` (with a transposed read staged
 //! through a scratch tile: `transpose %0[i1 i0] by 16`, the buffer, its index and the lanes of a block,
-//! then `stream 16` where a store's results leave in streaming stores of 16 lanes),
+//! then `stream 16` where a store's results leave in streaming stores of 16 lanes, and `ahead 3072` where it asks for its operands 3072 bytes ahead),
 //! `columns 64`, `flat 2` (flat parallel loops: a GPU's, a CPU's softmax rows), `prefetch 1` (rows ahead, in a kernel with row reductions), `gemm [BATCH] ROWS COLS INNER`
 //! (loops, `_` for none; an epilogue follows as `then EXPR;`), `flash [BATCH] ROWS COLS 64x128 %S %A %M`
 //! (an attention's loops, tiles and tile buffers). Row reductions come next, each ending in `;`
@@ -115,6 +115,9 @@ pub fn print(p: &Program) -> String {
         }
         if let Some(lanes) = k.schedule.stream {
             let _ = write!(schedule, " stream {lanes}");
+        }
+        if let Some(bytes) = k.schedule.stream_ahead {
+            let _ = write!(schedule, " ahead {bytes}");
         }
         if let Some(c) = k.schedule.columns {
             let _ = write!(schedule, " columns {c}");
@@ -388,6 +391,9 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                 }
                 if c.eat("stream") {
                     schedule.stream = Some(c.number()?);
+                }
+                if c.eat("ahead") {
+                    schedule.stream_ahead = Some(c.number()?);
                 }
                 if c.eat("columns") {
                     schedule.columns = Some(c.number()?);

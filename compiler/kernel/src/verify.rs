@@ -192,6 +192,9 @@ pub fn verify(p: &Program) -> Vec<Problem> {
         if !kernel.rows.is_empty() && !attention && !crate::rows::takes_rows(kernel) {
             errors.push(Problem::Kernel { kernel: k, what: "row reductions need a plain store whose last loop is not parallel".to_string() });
         }
+        if kernel.schedule.stream_ahead.is_some_and(|bytes| bytes == 0 || kernel.schedule.stream.is_none() || kernel.schedule.tile.is_some()) {
+            errors.push(Problem::Kernel { kernel: k, what: "only an untiled streamed store asks for its operands ahead (one byte or more)".to_string() });
+        }
         if kernel.schedule.prefetch.is_some_and(|rows| rows == 0 || kernel.rows.is_empty() || attention) {
             errors.push(Problem::Kernel { kernel: k, what: "only a store with row reductions prefetches rows ahead (one or more)".to_string() });
         }

@@ -642,6 +642,9 @@ impl<E: Emitter> Lowering<'_, E> {
         let from = self.scratch_at();
         let x = self.e.load_vector(kind, lanes, scratch, from);
         let to = self.output_at();
+        if let Some(bytes) = self.k.schedule.stream_ahead {
+            self.ask_ahead(bytes);
+        }
         if self.k.schedule.stream.is_some() {
             self.e.store_vector_streaming(kind, lanes, out, to, x);
         } else {
@@ -654,6 +657,23 @@ impl<E: Emitter> Lowering<'_, E> {
         let to = self.output_at();
         self.e.store(kind, out, to, x);
         self.e.end_loop(h);
+    }
+
+    /// Asks for the line `bytes` ahead of the current position of each
+    /// operand the kernel reads at its own position (see
+    /// [`nax_kernel::Schedule::stream_ahead`]): once per vector a streamed
+    /// store copies out, so one request per line of an operand as wide as
+    /// the output. The address may lie past the operand (a prefetch never
+    /// faults).
+    fn ask_ahead(&mut self, bytes: u64) {
+        let own: Vec<Index> = (0..self.k.loops.len()).map(Index::Loop).collect();
+        for b in loaded_at(self.k.values(), &own) {
+            let dtype = self.p.buffers[b].dtype;
+            let at = self.offset(b, &own);
+            let ahead = self.e.int(Kind::I64, (bytes / dtype.size_bytes() as u64) as i64);
+            let at = self.e.binary(Binary::Add, Kind::I64, at, ahead);
+            self.e.prefetch(memory_kind(dtype), b, at, false);
+        }
     }
 
     /// The end of the whole blocks of `lanes` (a power of two) positions
