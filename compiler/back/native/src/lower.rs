@@ -484,7 +484,6 @@ impl<E: Emitter> Lowering<'_, E> {
     /// output.
     fn transposed_tile(&mut self, t: &Transpose, spans: [Span<E::Value>; 2], width: i64, v: &Expr) {
         let [(outer, first_outer, stop_outer), (inner, first_inner, stop_inner)] = spans;
-        self.prefetch_next_transposed(t, spans, width);
         let staging = Staging { outer: Some((outer, first_outer)), inner, first_inner, width };
         self.staging = Some(staging);
         self.stage_transposed(t, spans);
@@ -496,26 +495,6 @@ impl<E: Emitter> Lowering<'_, E> {
         self.copy_row(t.lanes, first_inner, stop_inner);
         self.e.end_loop(h_rows);
         self.staging = None;
-    }
-
-    /// Prefetches the transposed read of the next tile along the inner
-    /// loop (its rows of the operand, each a few lines along the outer
-    /// loop, too many scattered streams for the hardware's prefetchers):
-    /// one request per line, before this tile's staging.
-    fn prefetch_next_transposed(&mut self, t: &Transpose, [(outer, first_outer, stop_outer), (inner, _, stop_inner)]: [Span<E::Value>; 2], width: i64) {
-        let kind = memory_kind(self.p.buffers[t.buffer].dtype);
-        let per_line = self.elements_per_line([t.buffer]);
-        let width = self.e.int(Kind::I64, width);
-        let past = self.e.binary(Binary::Add, Kind::I64, stop_inner, width);
-        let end = self.e.binary(Binary::Min, Kind::I64, past, self.extents[inner]);
-        let (h_rows, r) = self.e.begin_loop(stop_inner, end, 1);
-        self.index[inner] = Some(r);
-        let (h_lines, c) = self.e.begin_loop(first_outer, stop_outer, per_line);
-        self.index[outer] = Some(c);
-        let at = self.offset(t.buffer, &t.index);
-        self.e.prefetch(kind, t.buffer, at, false);
-        self.e.end_loop(h_lines);
-        self.e.end_loop(h_rows);
     }
 
     /// The number the kernel's scratch array goes by: past every buffer of
