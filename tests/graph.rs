@@ -248,14 +248,25 @@ fn operands_ahead_need_an_untiled_streamed_store() {
 }
 
 /// The verifier accepts a prefetch of rows ahead only in a kernel with row
-/// reductions, and of one row or more.
+/// reductions or a softmax in column blocks, and of one row or more.
 #[test]
-fn prefetches_of_rows_need_row_reductions() {
+fn prefetches_of_rows_need_row_reductions_or_column_blocks() {
     let layernorm = first_program("rows.kernels");
     let transpose_add = first_program("schedules.kernels");
-    for broken in [layernorm.replacen("prefetch 1", "prefetch 0", 1), transpose_add.replacen(" store", " prefetch 1 store", 1)] {
+    let text = std::fs::read_to_string(root().join("tests/graphs/schedules.kernels")).expect("kernels file");
+    let start = text.find("program softmax_middle").expect("the softmax in column blocks");
+    let end = text[start..].find("\nresult ").map(|at| start + at).expect("its result");
+    let softmax = format!("{}\n", &text[start..text[end + 1..].find('\n').map_or(text.len(), |at| end + 1 + at)]);
+    let problems = nax_kernel::verify(&nax_kernel::text::parse(&softmax).expect("parse"));
+    assert!(softmax.contains("columns 64 prefetch 8") && problems.is_empty(), "{softmax}: {problems:?}");
+    for broken in [
+        layernorm.replacen("prefetch 1", "prefetch 0", 1),
+        transpose_add.replacen(" store", " prefetch 1 store", 1),
+        softmax.replacen("columns 64 ", "", 1),
+        softmax.replacen("prefetch 8", "prefetch 0", 1),
+    ] {
         let problems = nax_kernel::verify(&nax_kernel::text::parse(&broken).expect("parse"));
-        assert!(problems.iter().any(|p| p.to_string().contains("prefetches rows")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.to_string().contains("prefetches rows")), "{broken}: {problems:?}");
     }
 }
 

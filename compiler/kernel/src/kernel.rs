@@ -341,7 +341,10 @@ pub struct Schedule {
     /// A kernel with row reductions asks, at the start of each row, for
     /// the row this many rows ahead of its output (to write) and of each
     /// operand it reads at its own position (the nest's loops in order),
-    /// so that memory fetches them while this row's passes compute.
+    /// so that memory fetches them while this row's passes compute. A
+    /// softmax in column blocks ([`Schedule::columns`]) asks, in its first
+    /// pass, at each position along the axis, for the block's row this
+    /// many positions further along of each such operand.
     pub prefetch: Option<u64>,
     /// This many leading loops (output loops, independent) run as one flat
     /// parallel loop over the product of their extents, the driver's range

@@ -195,8 +195,11 @@ pub fn verify(p: &Program) -> Vec<Problem> {
         if kernel.schedule.stream_ahead.is_some_and(|bytes| bytes == 0 || kernel.schedule.stream.is_none() || kernel.schedule.tile.is_some()) {
             errors.push(Problem::Kernel { kernel: k, what: "only an untiled streamed store asks for its operands ahead (one byte or more)".to_string() });
         }
-        if kernel.schedule.prefetch.is_some_and(|rows| rows == 0 || kernel.rows.is_empty() || attention) {
-            errors.push(Problem::Kernel { kernel: k, what: "only a store with row reductions prefetches rows ahead (one or more)".to_string() });
+        if kernel.schedule.prefetch.is_some_and(|rows| rows == 0 || (kernel.rows.is_empty() && kernel.schedule.columns.is_none()) || attention) {
+            errors.push(Problem::Kernel {
+                kernel: k,
+                what: "only a store with row reductions or a softmax in column blocks prefetches rows ahead (one or more)".to_string(),
+            });
         }
         // Row reduction j reads rows before it; the body reads any.
         for (j, value) in kernel.values().enumerate() {

@@ -438,6 +438,31 @@ impl<E: Emitter> Lowering<'_, E> {
         self.e.end_loop(h);
     }
 
+    /// A softmax in column blocks, at a position along its axis: asks for
+    /// the block's row `ahead` positions further along of each operand
+    /// `value` reads at its own position, one request per line (see
+    /// [`nax_kernel::Schedule::prefetch`]). Past the axis's end the
+    /// requests fall on the next rows or past the operand: a prefetch
+    /// never faults.
+    fn ask_for_rows_ahead(&mut self, value: &Expr, axis: usize, (first, stop): (E::Value, E::Value), ahead: u64) {
+        let last = self.k.loops.len() - 1;
+        let own: Vec<Index> = (0..=last).map(Index::Loop).collect();
+        let operands = loaded_at(std::iter::once(value), &own);
+        let Some(here) = self.index[axis].filter(|_| !operands.is_empty()) else { return };
+        let rows = self.e.int(Kind::I64, ahead as i64);
+        let further = self.e.binary(Binary::Add, Kind::I64, here, rows);
+        self.index[axis] = Some(further);
+        let per_line = self.elements_per_line(operands.iter().copied());
+        let (h, column) = self.e.begin_loop(first, stop, per_line);
+        self.index[last] = Some(column);
+        for b in operands {
+            let at = self.offset(b, &own);
+            self.e.prefetch(memory_kind(self.p.buffers[b].dtype), b, at, false);
+        }
+        self.e.end_loop(h);
+        self.index[axis] = Some(here);
+    }
+
     /// Opens loop `i` over `first..stop`.
     fn open_from(&mut self, i: usize, first: E::Value, stop: E::Value) -> E::Loop {
         self.e.loop_role(self.k.loops[i].role);
@@ -1077,6 +1102,9 @@ impl<E: Emitter> Lowering<'_, E> {
         for (pass, from, to) in [(0, zero_i, self.extents[axis]), (1, zero_i, two), (2, two, self.extents[axis])] {
             let (h_axis, n) = self.e.begin_loop(from, to, 1);
             self.index[axis] = Some(n);
+            if let (0, Some(ahead)) = (pass, self.k.schedule.prefetch) {
+                self.ask_for_rows_ahead(value, axis, (first, stop), ahead);
+            }
             let h = columns(self);
             let x = self.float_value(value, kind);
             let (max_at, sum_at) = (slot(self, 0), slot(self, 1));
