@@ -157,11 +157,24 @@ fn every_graph_forms_kernels_that_verify() {
 /// The first program of a kernel file of `tests/graphs`, which verifies
 /// clean (the tests below break it in one place at a time).
 fn first_program(file: &str) -> String {
+    program(file, |_| true)
+}
+
+/// The first program of a kernel file of `tests/graphs` whose text
+/// `wanted` accepts (its `program NAME` line first), which verifies clean.
+fn program(file: &str, wanted: impl Fn(&str) -> bool) -> String {
     let text = std::fs::read_to_string(root().join("tests/graphs").join(file)).expect("kernels file");
-    let first: String = text.lines().enumerate().take_while(|(i, l)| *i == 0 || !l.starts_with("program ")).map(|(_, l)| format!("{l}\n")).collect();
-    let problems = nax_kernel::verify(&nax_kernel::text::parse(&first).expect("parse"));
+    let mut programs: Vec<String> = Vec::new();
+    for line in text.lines() {
+        match programs.last_mut() {
+            Some(p) if !line.starts_with("program ") => p.push_str(&format!("{line}\n")),
+            _ => programs.push(format!("{line}\n")),
+        }
+    }
+    let found = programs.into_iter().find(|p| wanted(p)).unwrap_or_else(|| panic!("{file}: no such program"));
+    let problems = nax_kernel::verify(&nax_kernel::text::parse(&found).expect("parse"));
     assert!(problems.is_empty(), "{file}: {problems:?}");
-    first
+    found
 }
 
 /// The verifier rejects transposed reads a tiled store cannot stage
@@ -253,12 +266,8 @@ fn operands_ahead_need_an_untiled_streamed_store() {
 fn prefetches_of_rows_need_row_reductions_or_column_blocks() {
     let layernorm = first_program("rows.kernels");
     let transpose_add = first_program("schedules.kernels");
-    let text = std::fs::read_to_string(root().join("tests/graphs/schedules.kernels")).expect("kernels file");
-    let start = text.find("program softmax_middle").expect("the softmax in column blocks");
-    let end = text[start..].find("\nresult ").map(|at| start + at).expect("its result");
-    let softmax = format!("{}\n", &text[start..text[end + 1..].find('\n').map_or(text.len(), |at| end + 1 + at)]);
-    let problems = nax_kernel::verify(&nax_kernel::text::parse(&softmax).expect("parse"));
-    assert!(softmax.contains("columns 64 prefetch 8") && problems.is_empty(), "{softmax}: {problems:?}");
+    let softmax = program("schedules.kernels", |p| p.starts_with("program softmax_middle\n"));
+    assert!(softmax.contains("columns 64 prefetch 8"), "{softmax}");
     for broken in [
         layernorm.replacen("prefetch 1", "prefetch 0", 1),
         transpose_add.replacen(" store", " prefetch 1 store", 1),

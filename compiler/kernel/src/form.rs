@@ -307,12 +307,12 @@ pub fn form(g: &Graph, machine: &Machine, options: FormOptions) -> Result<Progra
 /// built on them).
 fn computes_much(k: &Kernel) -> bool {
     fn polynomial(e: &Expr) -> bool {
+        use Elementwise::*;
         match e {
-            Expr::Apply { func: MapFn::Builtin(f), args, .. } => {
-                use Elementwise::*;
-                matches!(f, Exp | Log | Log1p | Expm1 | Sin | Cos | Tanh | Erf | Sigmoid | Gelu | Silu | Softplus | Pow) || args.iter().any(polynomial)
+            Expr::Apply { func, args, .. } => {
+                matches!(func, MapFn::Builtin(Exp | Log | Log1p | Expm1 | Sin | Cos | Tanh | Erf | Sigmoid | Gelu | Silu | Softplus | Pow))
+                    || args.iter().any(polynomial)
             }
-            Expr::Apply { args, .. } => args.iter().any(polynomial),
             Expr::Gather { computed, .. } => computed.iter().any(|(_, e)| polynomial(e)),
             _ => false,
         }
