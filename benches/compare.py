@@ -25,6 +25,14 @@ shares.
 `--workload block_so` selects the block's shared library (2b, row `block
 .so from C`) with what its row needs: the JIT `block` and its PyTorch sides.
 
+A run whose workloads span more than one of GROUPS (the memory-bound
+and small products, GPT-2's inference, training; a run with no --workload
+spans all three) measures each group in a process of its own, one after
+the other, as if it had been named alone: its table under its own header,
+one chart of every row, the JSON file the runs' records in order. A
+round holds every side of its workloads at once; all of them together
+would not fit in a 23 GB machine.
+
 0. Without an importable PyTorch (and matplotlib), sets up a virtual
    environment in target/bench-venv (CPU wheels of torch, matplotlib) and
    runs itself there.
@@ -191,6 +199,20 @@ RUNTIMES = ("ort", "openvino")
 # Workloads also measured through their shared library called from C
 # (benches/aot_worker.c), as the side "so": the row NAME_so.
 LIBRARIES = ("block",)
+# The workloads measured together, in a process of their own, when a run
+# names workloads of more than one group (a run with no --workload names
+# them all). A round holds every side of its workloads at once, to
+# interleave them; GPT-2's inference and training sides together (its
+# models eager, compiled, exported to ONNX Runtime and OpenVINO, at f32
+# and bf16, and with gradients) took this process past 14 GB and out of
+# a 23 GB machine's memory. Each group's ratios and fractions are
+# measured within its own rounds.
+GROUPS = (
+    ("elementwise", "gelu_bias", "transpose_add", "layernorm", "softmax_mid", "attention", "mlp", "gemm", "einsum_chain", "block"),
+    ("gpt2_prefill", "gpt2_decode", "gpt2_prefill_bf16", "gpt2_decode_bf16"),
+    ("gpt2_train_step", "block_train"),
+)
+assert sorted(n for g in GROUPS for n in g) == sorted(WORKLOADS), "every workload is in exactly one group"
 # The vector extensions the header names, as /proc/cpuinfo's flags spell them.
 EXTENSIONS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_fp16", "amx_tile")
 
@@ -886,6 +908,38 @@ def chart(path, names, summary, rounds_run):
     fig.savefig(path, dpi=100)
 
 
+def grouped(opts, groups, libraries):
+    """Runs each group's workloads in a process of its own, one after the
+    other (see GROUPS): the tables one after the other, each under its
+    run's header; one chart of every workload; the JSON file the runs'
+    records, in order."""
+    runs, texts = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, group in enumerate(groups):
+            print(f"group {i + 1}/{len(groups)}: {', '.join(group)}", file=sys.stderr, flush=True)
+            json_path, markdown_path = os.path.join(tmp, f"{i}.json"), os.path.join(tmp, f"{i}.md")
+            selected = group + [n + "_so" for n in group if n in libraries]
+            command = [sys.executable, os.path.abspath(__file__), "--rounds", str(opts.rounds), "--seconds", str(opts.seconds),
+                       "--json", json_path, "--markdown", markdown_path, "--chart", os.path.join(tmp, f"{i}.png")]
+            subprocess.run(command + [a for n in selected for a in ("--workload", n)], check=True, stdout=subprocess.DEVNULL)
+            with open(json_path) as f:
+                runs.append(json.load(f))
+            with open(markdown_path) as f:
+                texts.append(f.read().strip())
+    names = [n for g in groups for n in g]
+    summary = {"workloads": {k: v for run in runs for k, v in run["summary"]["workloads"].items()}}
+    chart(opts.chart, names, summary, opts.rounds)
+    text = "\n\n".join(texts)
+    print(text)
+    if opts.markdown:
+        with open(opts.markdown, "w") as f:
+            f.write(text + "\n")
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump({"runs": runs}, f, indent=1)
+            f.write("\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description="nax against PyTorch eager and torch.compile, interleaved in rounds")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of measurements (default 5)")
@@ -908,6 +962,9 @@ def main():
     # A bf16 variant's OpenVINO side is its f32 twin's export: the twin comes along.
     twins = [BF16[n] for n in opts.workload or () if n in BF16]
     names = [n for n in WORKLOADS if opts.workload is None or n in opts.workload or n in libraries or n in twins]
+    groups = [[n for n in g if n in names] for g in GROUPS]
+    if sum(1 for g in groups if g) > 1:
+        return grouped(opts, [g for g in groups if g], libraries)
     nax, worker_binary, triad_binary, peak_binary = build()
     workers, build_ms = {}, {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -718,6 +718,38 @@ for_widest_vectors! {
     fn unpacked_block_for = unpacked_block(p: &Product, a: &[T::Wide], j0: usize, width: usize)
 }
 
+for_widest_vectors! {
+    /// [`narrowed_block`] for this machine.
+    fn narrowed_block_for = narrowed_block(c: Strided, wide: Strided, block: [usize; 4])
+}
+
+/// Rounds the block `[first row, rows, first column, columns]` of a wide
+/// copy of C (its rows contiguous) into C: a row at a time in vectors
+/// where C's columns are contiguous.
+///
+/// # Safety
+/// The block is inside both matrices, of `T` and of `T::Wide` elements.
+#[inline(always)]
+unsafe fn narrowed_block<T: Element>(c: Strided, wide: Strided, [i, rows, j, cols]: [usize; 4]) {
+    let (size, wide_size) = (std::mem::size_of::<T>(), std::mem::size_of::<T::Wide>());
+    for r in i..i + rows {
+        // SAFETY: the row's columns are inside the wide copy, contiguous.
+        let from = unsafe { std::slice::from_raw_parts(wide.at(r, j, wide_size) as *const T::Wide, cols) };
+        if c.col_step == 1 {
+            // SAFETY: the row's columns are inside C, contiguous, and not in the wide copy.
+            let to = unsafe { std::slice::from_raw_parts_mut(c.at(r, j, size) as *mut T, cols) };
+            for (to, &from) in to.iter_mut().zip(from) {
+                *to = T::narrow(from);
+            }
+        } else {
+            for (q, &from) in from.iter().enumerate() {
+                // SAFETY: (r, j + q) is inside C.
+                unsafe { *(c.at(r, j + q, size) as *mut T) = T::narrow(from) };
+            }
+        }
+    }
+}
+
 /// Columns `j0..j0 + width` (at most [`UNPACKED_COLS`], or to the end) of an unpacked product
 /// whose A, widened, is `a` (`m` rows of `k`): four rows of B at a time
 /// accumulated into C's rows when B's columns are contiguous, else dot
@@ -968,8 +1000,14 @@ impl Element for half::bf16 {
     fn widen(self) -> f32 {
         self.to_f32()
     }
+    /// As `half::bf16::from_f32` (to nearest, ties to even; a NaN kept
+    /// quiet), branch-free, so that a row of them runs in vectors.
+    #[inline(always)]
     fn narrow(wide: f32) -> half::bf16 {
-        half::bf16::from_f32(wide)
+        let bits = wide.to_bits();
+        let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16;
+        let quiet = (bits >> 16) | 0x40;
+        half::bf16::from_bits((if bits & 0x7fff_ffff > 0x7f80_0000 { quiet } else { rounded }) as u16)
     }
 }
 
@@ -1003,41 +1041,43 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
         }
         return;
     }
-    // Where the microkernel writes: C itself, or a wide copy of it.
-    let mut wide_copy: Vec<T::Wide> = Vec::new();
-    let c = if size == wide_size {
-        p.c
-    } else {
-        wide_copy.resize(p.m * p.n, T::Wide::default());
-        if p.accumulate {
-            for i in 0..p.m {
-                for j in 0..p.n {
-                    // SAFETY: (i, j) is inside C.
-                    wide_copy[i * p.n + j] = unsafe { *(p.c.at(i, j, size) as *const T) }.widen();
-                }
-            }
-        }
-        Strided { ptr: wide_copy.as_mut_ptr() as usize, row_step: p.n as isize, col_step: 1 }
-    };
-    let tile_done = |i: usize, rows: usize, j: usize, cols: usize| {
-        if size != wide_size {
-            for r in i..i + rows {
-                for q in j..j + cols {
-                    // SAFETY: (r, q) is inside C and its wide copy.
-                    unsafe { *(p.c.at(r, q, size) as *mut T) = T::narrow(*(c.at(r, q, wide_size) as *const T::Wide)) };
-                }
-            }
-        }
-        finish(i, rows, j, cols);
-    };
+    let narrowed = size != wide_size;
     let blocks = Blocks::new(&p, micro, split);
     let (kc, mc, nc) = (blocks.kc, blocks.mc, blocks.nc);
     let (a_len, b_len, tile_len) = (mc * kc, if shared_b.is_some() { 0 } else { kc * nc }, mr * nr);
+    let wide_len = if narrowed { p.m * p.n } else { 0 };
     // Each region of the scratch starts on a cache line.
     let bytes = |elements: usize| (elements * wide_size).div_ceil(LINE) * LINE;
-    with_scratch(&SCRATCH, bytes(a_len) + bytes(b_len) + bytes(tile_len), |a_pack| {
+    // The wide copy of C is the thread's scratch too, kept between calls:
+    // allocated at each call, its pages were faulted in and zeroed by the
+    // kernel every time (a quarter of GPT-2's bf16 prefill on the FMA path).
+    with_scratch(&SCRATCH, bytes(a_len) + bytes(b_len) + bytes(tile_len) + bytes(wide_len), |a_pack| {
         let own_b = a_pack + bytes(a_len);
         let tile = own_b + bytes(b_len);
+        // Where the microkernel writes: C itself, or a wide copy of it
+        // (each element written by the first pass over the depth, or
+        // widened from C where the product adds to it).
+        let c = if narrowed {
+            let wide = Strided { ptr: tile + bytes(tile_len), row_step: p.n as isize, col_step: 1 };
+            if p.accumulate {
+                for i in 0..p.m {
+                    for j in 0..p.n {
+                        // SAFETY: (i, j) is inside C and its wide copy.
+                        unsafe { *(wide.at(i, j, wide_size) as *mut T::Wide) = (*(p.c.at(i, j, size) as *const T)).widen() };
+                    }
+                }
+            }
+            wide
+        } else {
+            p.c
+        };
+        let tile_done = |i: usize, rows: usize, j: usize, cols: usize| {
+            if narrowed {
+                // SAFETY: the block is inside C and its wide copy.
+                unsafe { narrowed_block_for::<T>()(p.c, c, [i, rows, j, cols]) };
+            }
+            finish(i, rows, j, cols);
+        };
         for jc in (0..p.n).step_by(nc) {
             let ncb = nc.min(p.n - jc);
             for pc in (0..p.k).step_by(kc) {
@@ -1296,6 +1336,56 @@ mod tests {
             entry: reference_micro,
             shape: Microkernel { dtype: DType::F32, rows: 3, cols: 4, lanes: 4 },
             blocking: Blocking { depth: 5, rows: 6, cols: 8 },
+        }
+    }
+
+    /// bf16's rounding, branch-free, is `half`'s: every exponent with the
+    /// low bits of the significand at and around the tie, and the
+    /// infinities and NaNs.
+    #[test]
+    fn bf16_rounds_as_half_does() {
+        let low = [0u32, 1, 0x7fff, 0x8000, 0x8001, 0xffff, 0x1_7fff, 0x1_8000, 0x1_8001, 0x7f_ffff];
+        for sign in [0u32, 0x8000_0000] {
+            for exponent in 0..=255u32 {
+                for &bits in &low {
+                    let x = f32::from_bits(sign | exponent << 23 | bits);
+                    assert_eq!(<half::bf16 as Element>::narrow(x).to_bits(), half::bf16::from_f32(x).to_bits(), "{:#010x}", x.to_bits());
+                }
+            }
+        }
+    }
+
+    /// bf16 products on the FMA path accumulate in a wide copy of C and
+    /// round it into C: C's columns contiguous or not, the product adding
+    /// to C or not (sums of small integers: exact in f32 and bf16).
+    #[test]
+    fn bf16_products_round_their_wide_copy_into_c() {
+        let (m, n, k) = (UNPACKED_ROWS + 13, 11, 7);
+        let bf = |x: f32| half::bf16::from_f32(x);
+        let a: Vec<half::bf16> = (0..m * k).map(|i| bf((i % 5) as f32 - 2.0)).collect();
+        let b: Vec<half::bf16> = (0..k * n).map(|i| bf((i % 3) as f32)).collect();
+        for (col_step, accumulate) in [(1, false), (1, true), (2, false), (2, true)] {
+            let mut c: Vec<half::bf16> = (0..m * n * col_step).map(|i| bf((i % 4) as f32)).collect();
+            let before = c.clone();
+            let p = Product {
+                m,
+                n,
+                k,
+                a: Strided { ptr: a.as_ptr() as usize, row_step: k as isize, col_step: 1 },
+                b: Strided { ptr: b.as_ptr() as usize, row_step: n as isize, col_step: 1 },
+                c: Strided { ptr: c.as_mut_ptr() as usize, row_step: (n * col_step) as isize, col_step: col_step as isize },
+                accumulate,
+            };
+            // SAFETY: the matrices hold every element the steps reach.
+            unsafe { multiply(p, DType::BF16, &micro(), 1, 0, None, None) };
+            for i in 0..m {
+                for j in 0..n {
+                    let at = i * n * col_step + j * col_step;
+                    let sum: f32 = (0..k).map(|q| a[i * k + q].to_f32() * b[q * n + j].to_f32()).sum();
+                    let want = if accumulate { before[at].to_f32() + sum } else { sum };
+                    assert_eq!(c[at].to_f32(), want, "column step {col_step}, adding {accumulate}, at ({i}, {j})");
+                }
+            }
         }
     }
 
