@@ -21,9 +21,10 @@
 //!
 //! Half-float matrices (f16, bf16) are widened to f32 as they are packed,
 //! accumulate in f32 (a wide copy of C), and are rounded once per element
-//! when a tile is finished. Where the CPU multiplies bf16 pairs in one
-//! instruction (AMX tiles, AVX512_BF16's `vdpbf16ps`), products of 16 rows
-//! or more run there instead ([`dot`]).
+//! when a block is finished. Where the CPU multiplies bf16 pairs in one
+//! instruction faster than the FMA path (AMX tiles; AVX512_BF16's
+//! `vdpbf16ps` on AMD's cores), products of 16 rows or more run there
+//! instead ([`dot`]).
 //!
 //! A product of at most [`UNPACKED_ROWS`] rows (a decoding step's
 //! matrix-vector products) is not packed into panels: that would copy all
@@ -1048,9 +1049,10 @@ unsafe fn blocked<T: Element>(p: Product, micro: &Micro, finish: &(dyn Fn(usize,
     let wide_len = if narrowed { p.m * p.n } else { 0 };
     // Each region of the scratch starts on a cache line.
     let bytes = |elements: usize| (elements * wide_size).div_ceil(LINE) * LINE;
-    // The wide copy of C is the thread's scratch too, kept between calls:
-    // allocated at each call, its pages were faulted in and zeroed by the
-    // kernel every time (a quarter of GPT-2's bf16 prefill on the FMA path).
+    // The wide copy of C is the thread's scratch too, kept between calls
+    // (as large as the largest half-float C the thread computes): allocated
+    // at each call, its pages were faulted in and zeroed by the kernel
+    // every time (a quarter of GPT-2's bf16 prefill on the FMA path).
     with_scratch(&SCRATCH, bytes(a_len) + bytes(b_len) + bytes(tile_len) + bytes(wide_len), |a_pack| {
         let own_b = a_pack + bytes(a_len);
         let tile = own_b + bytes(b_len);

@@ -41,8 +41,8 @@
 //! The tiles are used where the CPU has AMX-BF16 and the OS grants the
 //! process its tile state (Linux's `arch_prctl(ARCH_REQ_XCOMP_PERM)`), and
 //! `NAX_AMX` is not `0`; else the vectors where the CPU has AVX512_BF16
-//! and they pay ([`vector_dot_products_pay`]: AMD's cores), or where
-//! `NAX_DPBF16` is `1`; never where it is `0`.
+//! and they outrun the FMA path (`Machine::fast_bf16_dots`: AMD's cores),
+//! or where `NAX_DPBF16` is `1`; never where it is `0`.
 
 use super::{Element, Epilogue, Format, LINE, Product, SCRATCH, Wide, parts as thread_parts, with_scratch};
 use nax_contract::machine::{Feature, Machine};
@@ -117,43 +117,22 @@ impl Engine {
 /// The engine bf16 dot products run on here, decided once: the AMX tiles
 /// where the CPU has AMX-TILE and AMX-BF16, the OS granted this process
 /// the tile state, and `NAX_AMX` is not `0`; else `vdpbf16ps` where the
-/// CPU has AVX512_BF16 and `NAX_DPBF16` is `1`, or is not `0` and the
-/// vectors pay here ([`vector_dot_products_pay`]); else none.
+/// CPU has AVX512_BF16 and `NAX_DPBF16` is `1`, or is not `0` and they
+/// outrun the FMA path here ([`Machine::fast_bf16_dots`]: AMD's cores;
+/// on an Intel Xeon with its tiles hidden GPT-2's bf16 prefill took
+/// 1.3-1.5 times as long on them as on the FMA path); else none.
 pub(crate) fn engine() -> Option<Engine> {
     static ENGINE: OnceLock<Option<Engine>> = OnceLock::new();
     *ENGINE.get_or_init(|| {
         let set = |name: &str| std::env::var_os(name).map(|v| v != "0");
         if set("NAX_AMX") != Some(false) && Machine::host().amx && os_grants_tiles() {
             Some(Engine::Tiles)
-        } else if cpu_has_vector_dot_products() && set("NAX_DPBF16").unwrap_or_else(vector_dot_products_pay) {
+        } else if cpu_has_vector_dot_products() && set("NAX_DPBF16").unwrap_or(Machine::host().fast_bf16_dots) {
             Some(Engine::Vectors)
         } else {
             None
         }
     })
-}
-
-/// Whether `vdpbf16ps` multiplies bf16 matrices faster than the FMA path
-/// here: on AMD's cores (Zen 4 and Zen 5: one a cycle per pipe, as FMAs
-/// issue, each twice an FMA's work: GPT-2's bf16 prefill took half the
-/// f32 one's time on Zen 4), not on Intel's. An Intel Xeon with AVX512_BF16
-/// and its AMX tiles hidden (family 6, model 207) issues one every two
-/// cycles against two FMAs a cycle, half the FMA path's work (measured:
-/// 1.3 billion a second against 5.5 billion FMAs on one core), and its
-/// bf16 prefill took 1.5 times as long on them as on the FMA path.
-fn vector_dot_products_pay() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[allow(unused_unsafe)]
-        // SAFETY: CPUID exists on every x86-64 CPU.
-        let vendor = unsafe { std::arch::x86_64::__cpuid(0) };
-        // "AuthenticAMD" in EBX, EDX, ECX.
-        [vendor.ebx, vendor.edx, vendor.ecx] == [0x6874_7541, 0x6974_6e65, 0x444d_4163]
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }
 
 /// Whether products run on AMX tiles here (see [`engine`]).

@@ -1,6 +1,6 @@
 //! What the machine this process runs on has beyond its features: the
-//! sizes of its caches (as Linux reports them) and whether its CPU has the
-//! AMX tiles.
+//! sizes of its caches (as Linux reports them), whether its CPU has the
+//! AMX tiles and whether it is AMD's.
 
 /// The first-level data, second-level and last-level cache sizes of CPU 0,
 /// from sysfs; `None` where Linux does not say.
@@ -51,6 +51,21 @@ pub(super) fn amx() -> bool {
 
 #[cfg(not(target_arch = "x86_64"))]
 pub(super) fn amx() -> bool {
+    false
+}
+
+/// Whether the CPU is AMD's (CPUID's vendor string "AuthenticAMD").
+#[cfg(target_arch = "x86_64")]
+pub(super) fn amd() -> bool {
+    #[allow(unused_unsafe)]
+    // SAFETY: CPUID exists on every x86-64 CPU.
+    let vendor = unsafe { std::arch::x86_64::__cpuid(0) };
+    // The vendor string's twelve bytes are in EBX, EDX and ECX.
+    [vendor.ebx, vendor.edx, vendor.ecx] == [0x6874_7541, 0x6974_6e65, 0x444d_4163]
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) fn amd() -> bool {
     false
 }
 
