@@ -1006,10 +1006,16 @@ impl Element for half::bf16 {
     #[inline(always)]
     fn narrow(wide: f32) -> half::bf16 {
         let bits = wide.to_bits();
-        let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16;
         let quiet = (bits >> 16) | 0x40;
-        half::bf16::from_bits((if bits & 0x7fff_ffff > 0x7f80_0000 { quiet } else { rounded }) as u16)
+        half::bf16::from_bits((if bits & 0x7fff_ffff > 0x7f80_0000 { quiet } else { bf16_nearest(bits) }) as u16)
     }
+}
+
+/// The bits of the bf16 nearest the f32 of bits `bits` (ties to even),
+/// for any f32 but a NaN: its upper 16 bits rounded, branch-free.
+#[inline(always)]
+fn bf16_nearest(bits: u32) -> u32 {
+    bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16
 }
 
 /// The blocked loops of one thread's product of `T` matrices, B in blocks

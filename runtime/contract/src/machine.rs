@@ -2,10 +2,11 @@
 //! manner of Cranelift's `TargetIsa`): its processor (this machine's, any
 //! x86-64, a CPU by name, or a GPU), the features its code may use, the
 //! width of its vector registers, its cache sizes, whether it has the
-//! AMX tiles and whether its bf16 dot products outrun its FMAs. Kernel formation plans its loops and products from it, the
-//! back ends spell it for their code generators, an ahead-of-time library
-//! lists its features and checks them when opened, and the runtime
-//! dispatches its products on the host's.
+//! AMX tiles and whether its bf16 dot products outrun its FMAs. Kernel
+//! formation plans its loops and products from it, the back ends spell it
+//! for their code generators, an ahead-of-time library lists its features
+//! and checks them when opened, and the runtime dispatches its products
+//! on the host's.
 
 mod features;
 mod host;
@@ -133,16 +134,19 @@ impl Machine {
 
     /// The machine this process runs on, detected once: its features, its
     /// caches as Linux reports them (the generic sizes where it does not),
-    /// whether it has AMX.
+    /// whether it has AMX, whether its bf16 dot products outrun its FMAs.
     pub fn host() -> Machine {
         static HOST: OnceLock<Machine> = OnceLock::new();
-        *HOST.get_or_init(|| Machine {
-            processor: Processor::Native,
-            features: Features::detected(),
-            amx: host::amx(),
-            fast_bf16_dots: host::amd() && Feature::Avx512bf16.detected(),
-            cache_bytes: host::caches().unwrap_or(Machine::GENERIC.cache_bytes),
-            vector_limit: u32::MAX,
+        *HOST.get_or_init(|| {
+            let features = Features::detected();
+            Machine {
+                processor: Processor::Native,
+                features,
+                amx: host::amx(),
+                fast_bf16_dots: host::amd() && features.contains(Avx512bf16),
+                cache_bytes: host::caches().unwrap_or(Machine::GENERIC.cache_bytes),
+                vector_limit: u32::MAX,
+            }
         })
     }
 

@@ -44,7 +44,7 @@
 //! and they outrun the FMA path (`Machine::fast_bf16_dots`: AMD's cores),
 //! or where `NAX_DPBF16` is `1`; never where it is `0`.
 
-use super::{Element, Epilogue, Format, LINE, Product, SCRATCH, Wide, parts as thread_parts, with_scratch};
+use super::{Element, Epilogue, Format, LINE, Product, SCRATCH, Wide, bf16_nearest, parts as thread_parts, with_scratch};
 use nax_contract::machine::{Feature, Machine};
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -206,7 +206,7 @@ pub(super) fn packs_at_call<T: Element>(p: &Product) -> bool {
 #[inline(always)]
 fn split_values(values: &[f32], parts: &mut [Vec<u16>; 3]) -> bool {
     let [leading, middle, last] = parts;
-    let round = |bits: u32| bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) & 0xffff_0000;
+    let round = |bits: u32| bf16_nearest(bits) << 16;
     let mut exact = true;
     for (((&x, leading), middle), last) in values.iter().zip(leading.iter_mut()).zip(middle.iter_mut()).zip(last.iter_mut()) {
         let magnitude = x.to_bits() & 0x7fff_ffff;
